@@ -1,0 +1,260 @@
+// Package env is the one place where Theseus reads its environment
+// variables. Every variable is a typed Param declared once in this file's
+// registry, recognised under both the THESEUS_ and MSCCLPP_ prefixes (the
+// MSCCLPP_ one wins when both are set, as the seed README specifies), read
+// once on first use and cached. docs/env.md is generated from the registry
+// (a test keeps it current).
+package env
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Kind is the type of a parameter's value.
+type Kind uint8
+
+const (
+	String Kind = iota
+	Int
+	Size // bytes: a number, or a number ending in KB, MB or GB (powers of 1024)
+	Bool // 1/0, true/false, yes/no, on/off
+	Enum
+)
+
+func (k Kind) String() string {
+	return [...]string{"string", "int", "size", "bool", "enum"}[k]
+}
+
+// Param declares one variable. Name is the suffix after the prefix (for
+// example "DEBUG" for THESEUS_DEBUG / MSCCLPP_DEBUG).
+type Param struct {
+	Name    string
+	Kind    Kind
+	Default string
+	Values  []string // allowed values of an Enum (compared case-insensitively)
+	Doc     string
+	// Listed is the prefix the seed README lists the variable under
+	// (THESEUS_ or MSCCLPP_); both prefixes are always recognised.
+	Listed string
+}
+
+// The registry. Keep it sorted by prefix then name; docs/env.md follows it.
+var (
+	Debug        = reg(Param{Name: "DEBUG", Kind: Enum, Values: []string{"VERSION", "WARN", "INFO", "ABORT", "TRACE"}, Doc: "Debug level (NCCL-style). Unset: errors only.", Listed: "THESEUS_"})
+	DebugSubsys  = reg(Param{Name: "DEBUG_SUBSYS", Kind: String, Default: "INIT", Doc: "Comma-separated subsystems among INIT, COLL, P2P, SHM, NET, GRAPH, TUNING, ENV, ALLOC, CALL, EXECUTOR, NCCL, SELECTOR and ALL; a leading ^ enables all but those listed.", Listed: "THESEUS_"})
+	DebugFile    = reg(Param{Name: "DEBUG_FILE", Kind: String, Doc: "Write debug logs to this file instead of stdout; %h expands to the host name and %p to the process id.", Listed: "THESEUS_"})
+	NCCLLibPath  = reg(Param{Name: "NCCL_LIB_PATH", Kind: String, Doc: "Path of the real NCCL library used as fallback (dlopen).", Listed: "THESEUS_"})
+	SelContext   = reg(Param{Name: "SELECTION_CONTEXT", Kind: String, Doc: "Selection context directory. Default $HOME/.theseus/contexts/default, or ./theseus_context without HOME.", Listed: "THESEUS_"})
+	NpkitDumpDir = reg(Param{Name: "NPKIT_DUMP_DIR", Kind: String, Doc: "Accepted for compatibility; Theseus has no NPKit build.", Listed: "THESEUS_"})
+	CheckPeriod  = reg(Param{Name: "CONTEXT_CHECK_PERIOD", Kind: Int, Default: "1000", Doc: "Ranks agree on the selection-context snapshot every K requests (and at the first).", Listed: "THESEUS_"})
+	VectorMaxLen = reg(Param{Name: "VECTOR_ATTRIBUTE_MAX_LENGTH", Kind: Int, Default: "1024", Doc: "Maximum number of elements of a vector-valued attribute.", Listed: "THESEUS_"})
+	InitScratch  = reg(Param{Name: "INITIAL_SCRATCH_SIZE", Kind: Size, Default: "16MB", Doc: "Initial size of the communicator's shared scratch buffer; it grows when a request needs more.", Listed: "THESEUS_"})
+	AltScratch   = reg(Param{Name: "ALTERNATE_SCRATCH_BUFFER", Kind: Bool, Default: "0", Doc: "Alternate between two scratch halves so back-to-back requests never share scratch (doubles its size).", Listed: "THESEUS_"})
+	LLProtocol   = reg(Param{Name: "LL_PROTOCOL", Kind: Enum, Default: "LL16", Values: []string{"LL8", "LL16"}, Doc: "Packet format of the low-latency protocol.", Listed: "THESEUS_"})
+	SharedDevice = reg(Param{Name: "ALLOW_SHARED_DEVICE", Kind: Bool, Default: "0", Doc: "Allow several ranks on one GPU (separate processes under MPS).", Listed: "THESEUS_"})
+	Timeout      = reg(Param{Name: "TIMEOUT", Kind: Int, Default: "60000", Doc: "Milliseconds a rank waits for a peer (bootstrap, semaphores, flags) before reporting an error naming the peer.", Listed: "THESEUS_"})
+	Backend      = reg(Param{Name: "BACKEND", Kind: Enum, Default: "cuda", Values: []string{"cuda", "host"}, Doc: "Execution backend of the NCCL library: cuda, or host (the CPU reference, for tests without a GPU).", Listed: "THESEUS_"})
+	SliceBytes   = reg(Param{Name: "SLICE_BYTES", Kind: Size, Default: "1MB", Doc: "Default bytes of one chunk per pipeline slice for Simple schedules that do not set slice_bytes.", Listed: "THESEUS_"})
+
+	HCADevices   = reg(Param{Name: "HCA_DEVICES", Kind: String, Doc: "Comma-separated RNIC names; local rank k uses the k-th (cross-node transport; planned).", Listed: "MSCCLPP_"})
+	GIDIndex     = reg(Param{Name: "GID_INDEX", Kind: Int, Default: "0", Doc: "GID index of the RNICs (RoCE).", Listed: "MSCCLPP_"})
+	HostID       = reg(Param{Name: "HOSTID", Kind: String, Doc: "Host identity used to group ranks into nodes. Default: the host name plus boot id.", Listed: "MSCCLPP_"})
+	SocketIfname = reg(Param{Name: "SOCKET_IFNAME", Kind: String, Doc: "Network interface of the bootstrap TCP network. Default: auto-detected.", Listed: "MSCCLPP_"})
+	SocketFamily = reg(Param{Name: "SOCKET_FAMILY", Kind: Enum, Values: []string{"AF_INET", "AF_INET6"}, Doc: "Restrict the bootstrap network to IPv4 or IPv6.", Listed: "MSCCLPP_"})
+)
+
+var (
+	registry []*Param
+	mu       sync.Mutex
+	cache    = map[string]value{}
+	// lookup is os.LookupEnv; tests replace it.
+	lookup = os.LookupEnv
+)
+
+type value struct {
+	raw string
+	set bool
+	src string // the variable it came from
+}
+
+func reg(p Param) *Param {
+	registry = append(registry, &p)
+	return &p
+}
+
+// All returns the registry in declaration order.
+func All() []*Param { return append([]*Param(nil), registry...) }
+
+// Raw returns the value and whether it was set, applying prefix precedence
+// (MSCCLPP_ over THESEUS_). It caches the first read; Reset clears it.
+func (p *Param) Raw() (string, bool) {
+	v := p.read()
+	return v.raw, v.set
+}
+
+// Source is the variable name the value came from, or "" if unset.
+func (p *Param) Source() string { return p.read().src }
+
+func (p *Param) read() value {
+	mu.Lock()
+	defer mu.Unlock()
+	if v, ok := cache[p.Name]; ok {
+		return v
+	}
+	v := value{}
+	if s, ok := lookup("MSCCLPP_" + p.Name); ok {
+		v = value{raw: s, set: true, src: "MSCCLPP_" + p.Name}
+	} else if s, ok := lookup("THESEUS_" + p.Name); ok {
+		v = value{raw: s, set: true, src: "THESEUS_" + p.Name}
+	}
+	cache[p.Name] = v
+	return v
+}
+
+// String returns the value, or the default when unset.
+func (p *Param) String() string {
+	if s, ok := p.Raw(); ok {
+		return s
+	}
+	return p.Default
+}
+
+// Int parses the value (or default) as a base-10 int64. Errors name the
+// variable.
+func (p *Param) Int() (int64, error) {
+	s := p.String()
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: not an integer", p.name(), s)
+	}
+	return n, nil
+}
+
+// Size parses the value (or default) as bytes: a number, or a number with
+// a KB, MB or GB suffix (1024-based; K, M, G and KiB/MiB/GiB too).
+func (p *Param) Size() (int64, error) {
+	n, err := ParseSize(p.String())
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", p.name(), err)
+	}
+	return n, nil
+}
+
+// Bool parses the value (or default).
+func (p *Param) Bool() (bool, error) {
+	s := strings.ToLower(strings.TrimSpace(p.String()))
+	switch s {
+	case "1", "true", "yes", "on":
+		return true, nil
+	case "", "0", "false", "no", "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("%s=%q: not a boolean (1/0)", p.name(), s)
+}
+
+// Enum returns the value (or default) in its canonical spelling, checked
+// against Values.
+func (p *Param) Enum() (string, error) {
+	s := strings.TrimSpace(p.String())
+	if s == "" {
+		return "", nil
+	}
+	for _, v := range p.Values {
+		if strings.EqualFold(v, s) {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("%s=%q: want one of %s", p.name(), s, strings.Join(p.Values, ", "))
+}
+
+func (p *Param) name() string {
+	if src := p.Source(); src != "" {
+		return src
+	}
+	return p.Listed + p.Name
+}
+
+// ParseSize parses "1048576", "16MB", "1.5GB", "64K", "2GiB". Units are
+// powers of 1024. Errors on negative numbers, unknown units and overflow.
+func ParseSize(s string) (int64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	if t == "" {
+		return 0, fmt.Errorf("empty size")
+	}
+	mult := int64(1)
+	for _, u := range []struct {
+		suf string
+		m   int64
+	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}} {
+		if strings.HasSuffix(t, u.suf) {
+			mult = u.m
+			t = strings.TrimSpace(strings.TrimSuffix(t, u.suf))
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("bad size %q (want a number of bytes, optionally ending in KB, MB or GB)", s)
+	}
+	v := f * float64(mult)
+	if v >= 1<<62 {
+		return 0, fmt.Errorf("size %q too large", s)
+	}
+	return int64(v), nil
+}
+
+// Reset forgets cached values (tests, and after fork-like re-exec).
+func Reset() {
+	mu.Lock()
+	cache = map[string]value{}
+	mu.Unlock()
+}
+
+// SetLookupForTest replaces the environment source and resets the cache;
+// it returns a function that restores the original.
+func SetLookupForTest(f func(string) (string, bool)) (restore func()) {
+	mu.Lock()
+	old := lookup
+	lookup = f
+	cache = map[string]value{}
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		lookup = old
+		cache = map[string]value{}
+		mu.Unlock()
+	}
+}
+
+// Doc renders the registry as the Markdown of docs/env.md.
+func Doc() string {
+	var b strings.Builder
+	b.WriteString("# Environment variables\n\n")
+	b.WriteString("Generated from `runtime/env` (`go test ./runtime/env -update` rewrites it). Every variable is\n")
+	b.WriteString("recognised under both the `THESEUS_` and `MSCCLPP_` prefixes; when both are set, the `MSCCLPP_`\n")
+	b.WriteString("one wins. Values are read once, at first use. Sizes accept a number of bytes or a number ending\n")
+	b.WriteString("in KB, MB or GB (powers of 1024).\n\n")
+	b.WriteString("| variable | type | default | meaning |\n|---|---|---|---|\n")
+	ps := All()
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].Listed > ps[j].Listed })
+	for _, p := range ps {
+		typ := p.Kind.String()
+		if p.Kind == Enum {
+			typ = strings.Join(p.Values, " / ")
+		}
+		def := p.Default
+		if def == "" {
+			def = "-"
+		}
+		fmt.Fprintf(&b, "| `%s%s` | %s | %s | %s |\n", p.Listed, p.Name, typ, def, p.Doc)
+	}
+	return b.String()
+}
