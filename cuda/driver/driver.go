@@ -1,0 +1,627 @@
+// Package driver binds the few CUDA driver API entry points Theseus needs,
+// with no CUDA toolkit at build time: cgo declares the driver's types
+// itself, libcuda.so.1 is opened with dlopen, and versioned entry points are
+// resolved with cuGetProcAddress (falling back to dlsym of the _v2 names).
+//
+// CUDA contexts are per OS thread. Callers that run CUDA work from
+// goroutines must call runtime.LockOSThread and make the context current
+// (Context.SetCurrent) first; Device.Run does both.
+//
+// Every call returns a *Error carrying cuGetErrorName and cuGetErrorString.
+// When no driver is present, Load returns ErrNoDriver, and GPU tests skip
+// saying so.
+package driver
+
+/*
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef void* CUcontext;
+typedef void* CUmodule;
+typedef void* CUfunction;
+typedef void* CUstream;
+typedef void* CUevent;
+typedef unsigned long long CUdeviceptr;
+typedef struct { char reserved[64]; } CUipcMemHandle;
+
+static void* th_lib;
+static void* th_fn[64];
+
+enum {
+  F_cuInit, F_cuDriverGetVersion, F_cuDeviceGetCount, F_cuDeviceGet, F_cuDeviceGetAttribute,
+  F_cuDeviceGetName, F_cuDevicePrimaryCtxRetain, F_cuDevicePrimaryCtxRelease, F_cuCtxSetCurrent,
+  F_cuCtxGetCurrent, F_cuCtxGetDevice, F_cuCtxSynchronize, F_cuMemAlloc, F_cuMemFree, F_cuMemcpyHtoD,
+  F_cuMemcpyDtoH, F_cuMemcpyHtoDAsync, F_cuMemcpyDtoHAsync, F_cuMemcpyDtoD, F_cuMemsetD8,
+  F_cuMemHostAlloc, F_cuMemFreeHost, F_cuMemHostGetDevicePointer, F_cuModuleLoadData,
+  F_cuModuleUnload, F_cuModuleGetFunction, F_cuLaunchKernel, F_cuStreamCreate, F_cuStreamDestroy,
+  F_cuStreamSynchronize, F_cuStreamQuery, F_cuStreamIsCapturing, F_cuEventCreate, F_cuEventDestroy,
+  F_cuEventRecord, F_cuEventSynchronize, F_cuEventQuery, F_cuEventElapsedTime, F_cuStreamWaitEvent,
+  F_cuIpcGetMemHandle, F_cuIpcOpenMemHandle, F_cuIpcCloseMemHandle, F_cuMemGetAddressRange,
+  F_cuPointerGetAttribute, F_cuGetErrorName, F_cuGetErrorString, F_cuFuncSetAttribute,
+  F_cuMemGetInfo, F_cuModuleGetGlobal, F_cuCtxGetStreamPriorityRange, F_cuStreamCreateWithPriority,
+  F_cuMemsetD32, F_cuFuncGetAttribute,
+  F_COUNT
+};
+
+static const char* th_names[] = {
+  "cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetAttribute",
+  "cuDeviceGetName", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease", "cuCtxSetCurrent",
+  "cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxSynchronize", "cuMemAlloc", "cuMemFree", "cuMemcpyHtoD",
+  "cuMemcpyDtoH", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoD", "cuMemsetD8",
+  "cuMemHostAlloc", "cuMemFreeHost", "cuMemHostGetDevicePointer", "cuModuleLoadData",
+  "cuModuleUnload", "cuModuleGetFunction", "cuLaunchKernel", "cuStreamCreate", "cuStreamDestroy",
+  "cuStreamSynchronize", "cuStreamQuery", "cuStreamIsCapturing", "cuEventCreate", "cuEventDestroy",
+  "cuEventRecord", "cuEventSynchronize", "cuEventQuery", "cuEventElapsedTime", "cuStreamWaitEvent",
+  "cuIpcGetMemHandle", "cuIpcOpenMemHandle", "cuIpcCloseMemHandle", "cuMemGetAddressRange",
+  "cuPointerGetAttribute", "cuGetErrorName", "cuGetErrorString", "cuFuncSetAttribute",
+  "cuMemGetInfo", "cuModuleGetGlobal", "cuCtxGetStreamPriorityRange", "cuStreamCreateWithPriority",
+  "cuMemsetD32", "cuFuncGetAttribute",
+};
+
+// The _v2 names dlsym falls back to when cuGetProcAddress is missing.
+static const char* th_v2[] = {
+  0, 0, 0, 0, 0, 0, 0, "cuDevicePrimaryCtxRelease_v2", 0, 0, 0, 0, "cuMemAlloc_v2", "cuMemFree_v2",
+  "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2",
+  "cuMemcpyDtoD_v2", "cuMemsetD8_v2", 0, 0, "cuMemHostGetDevicePointer_v2", 0, 0, 0, 0, 0,
+  "cuStreamDestroy_v2", 0, 0, 0, 0, "cuEventDestroy_v2", 0, 0, 0, 0, 0, 0, "cuIpcOpenMemHandle_v2",
+  0, "cuMemGetAddressRange_v2", 0, 0, 0, 0, "cuMemGetInfo_v2", "cuModuleGetGlobal_v2", 0, 0,
+  "cuMemsetD32_v2", 0,
+};
+
+typedef CUresult (*pfnGetProcAddress)(const char*, void**, int, unsigned long long, int*);
+
+// th_load opens the driver and resolves every entry point. Returns 0 on
+// success, 1 when libcuda.so.1 cannot be opened, 2 when a symbol is missing
+// (its index is stored in *missing).
+static int th_load(int* missing) {
+  if (th_lib) return 0;
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (!h) return 1;
+  pfnGetProcAddress gpa = (pfnGetProcAddress)dlsym(h, "cuGetProcAddress_v2");
+  int ver = 0;
+  CUresult (*getver)(int*) = (CUresult(*)(int*))dlsym(h, "cuDriverGetVersion");
+  if (getver) getver(&ver);
+  for (int i = 0; i < F_COUNT; i++) {
+    void* p = 0;
+    if (gpa) {
+      int status = 0;
+      if (gpa(th_names[i], &p, ver > 0 ? ver : 12000, 0, &status) != 0) p = 0;
+    }
+    if (!p && th_v2[i]) p = dlsym(h, th_v2[i]);
+    if (!p) p = dlsym(h, th_names[i]);
+    if (!p) { *missing = i; dlclose(h); return 2; }
+    th_fn[i] = p;
+  }
+  th_lib = h;
+  return 0;
+}
+
+static const char* th_name(int i) { return th_names[i]; }
+static void* th_ptr(uintptr_t p) { return (void*)p; }
+static CUstream th_s(uintptr_t p) { return (CUstream)p; }
+static CUevent th_e(uintptr_t p) { return (CUevent)p; }
+static CUmodule th_m(uintptr_t p) { return (CUmodule)p; }
+static CUfunction th_f(uintptr_t p) { return (CUfunction)p; }
+
+#define FN(T, i) ((T)th_fn[i])
+static CUresult th_cuInit(unsigned f) { return FN(CUresult(*)(unsigned), F_cuInit)(f); }
+static CUresult th_cuDriverGetVersion(int* v) { return FN(CUresult(*)(int*), F_cuDriverGetVersion)(v); }
+static CUresult th_cuDeviceGetCount(int* n) { return FN(CUresult(*)(int*), F_cuDeviceGetCount)(n); }
+static CUresult th_cuDeviceGet(CUdevice* d, int o) { return FN(CUresult(*)(CUdevice*, int), F_cuDeviceGet)(d, o); }
+static CUresult th_cuDeviceGetAttribute(int* v, int a, CUdevice d) { return FN(CUresult(*)(int*, int, CUdevice), F_cuDeviceGetAttribute)(v, a, d); }
+static CUresult th_cuDeviceGetName(char* n, int l, CUdevice d) { return FN(CUresult(*)(char*, int, CUdevice), F_cuDeviceGetName)(n, l, d); }
+static CUresult th_cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice d) { return FN(CUresult(*)(CUcontext*, CUdevice), F_cuDevicePrimaryCtxRetain)(c, d); }
+static CUresult th_cuDevicePrimaryCtxRelease(CUdevice d) { return FN(CUresult(*)(CUdevice), F_cuDevicePrimaryCtxRelease)(d); }
+static CUresult th_cuCtxSetCurrent(CUcontext c) { return FN(CUresult(*)(CUcontext), F_cuCtxSetCurrent)(c); }
+static CUresult th_cuCtxGetCurrent(CUcontext* c) { return FN(CUresult(*)(CUcontext*), F_cuCtxGetCurrent)(c); }
+static CUresult th_cuCtxGetDevice(CUdevice* d) { return FN(CUresult(*)(CUdevice*), F_cuCtxGetDevice)(d); }
+static CUresult th_cuCtxSynchronize(void) { return FN(CUresult(*)(void), F_cuCtxSynchronize)(); }
+static CUresult th_cuMemAlloc(CUdeviceptr* p, size_t n) { return FN(CUresult(*)(CUdeviceptr*, size_t), F_cuMemAlloc)(p, n); }
+static CUresult th_cuMemFree(CUdeviceptr p) { return FN(CUresult(*)(CUdeviceptr), F_cuMemFree)(p); }
+static CUresult th_cuMemcpyHtoD(CUdeviceptr d, const void* s, size_t n) { return FN(CUresult(*)(CUdeviceptr, const void*, size_t), F_cuMemcpyHtoD)(d, s, n); }
+static CUresult th_cuMemcpyDtoH(void* d, CUdeviceptr s, size_t n) { return FN(CUresult(*)(void*, CUdeviceptr, size_t), F_cuMemcpyDtoH)(d, s, n); }
+static CUresult th_cuMemcpyHtoDAsync(CUdeviceptr d, const void* s, size_t n, CUstream st) { return FN(CUresult(*)(CUdeviceptr, const void*, size_t, CUstream), F_cuMemcpyHtoDAsync)(d, s, n, st); }
+static CUresult th_cuMemcpyDtoHAsync(void* d, CUdeviceptr s, size_t n, CUstream st) { return FN(CUresult(*)(void*, CUdeviceptr, size_t, CUstream), F_cuMemcpyDtoHAsync)(d, s, n, st); }
+static CUresult th_cuMemcpyDtoD(CUdeviceptr d, CUdeviceptr s, size_t n) { return FN(CUresult(*)(CUdeviceptr, CUdeviceptr, size_t), F_cuMemcpyDtoD)(d, s, n); }
+static CUresult th_cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n) { return FN(CUresult(*)(CUdeviceptr, unsigned char, size_t), F_cuMemsetD8)(d, v, n); }
+static CUresult th_cuMemsetD32(CUdeviceptr d, unsigned v, size_t n) { return FN(CUresult(*)(CUdeviceptr, unsigned, size_t), F_cuMemsetD32)(d, v, n); }
+static CUresult th_cuMemHostAlloc(void** p, size_t n, unsigned f) { return FN(CUresult(*)(void**, size_t, unsigned), F_cuMemHostAlloc)(p, n, f); }
+static CUresult th_cuMemFreeHost(void* p) { return FN(CUresult(*)(void*), F_cuMemFreeHost)(p); }
+static CUresult th_cuMemHostGetDevicePointer(CUdeviceptr* d, void* p, unsigned f) { return FN(CUresult(*)(CUdeviceptr*, void*, unsigned), F_cuMemHostGetDevicePointer)(d, p, f); }
+static CUresult th_cuModuleLoadData(CUmodule* m, const void* img) { return FN(CUresult(*)(CUmodule*, const void*), F_cuModuleLoadData)(m, img); }
+static CUresult th_cuModuleUnload(CUmodule m) { return FN(CUresult(*)(CUmodule), F_cuModuleUnload)(m); }
+static CUresult th_cuModuleGetFunction(CUfunction* f, CUmodule m, const char* n) { return FN(CUresult(*)(CUfunction*, CUmodule, const char*), F_cuModuleGetFunction)(f, m, n); }
+static CUresult th_cuModuleGetGlobal(CUdeviceptr* p, size_t* n, CUmodule m, const char* name) { return FN(CUresult(*)(CUdeviceptr*, size_t*, CUmodule, const char*), F_cuModuleGetGlobal)(p, n, m, name); }
+static CUresult th_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shm, CUstream s, void** params, void** extra) {
+  return FN(CUresult(*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void**, void**), F_cuLaunchKernel)(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+}
+// th_launch1 launches f with a single by-value parameter block (the kernel's
+// one struct argument), avoiding a Go-allocated void** array.
+static CUresult th_launch1(CUfunction f, unsigned gx, unsigned bx, unsigned shm, CUstream s, void* arg) {
+  void* params[1] = { arg };
+  return th_cuLaunchKernel(f, gx, 1, 1, bx, 1, 1, shm, s, params, 0);
+}
+static CUresult th_cuStreamCreate(CUstream* s, unsigned f) { return FN(CUresult(*)(CUstream*, unsigned), F_cuStreamCreate)(s, f); }
+static CUresult th_cuStreamDestroy(CUstream s) { return FN(CUresult(*)(CUstream), F_cuStreamDestroy)(s); }
+static CUresult th_cuStreamSynchronize(CUstream s) { return FN(CUresult(*)(CUstream), F_cuStreamSynchronize)(s); }
+static CUresult th_cuStreamQuery(CUstream s) { return FN(CUresult(*)(CUstream), F_cuStreamQuery)(s); }
+static CUresult th_cuStreamIsCapturing(CUstream s, int* st) { return FN(CUresult(*)(CUstream, int*), F_cuStreamIsCapturing)(s, st); }
+static CUresult th_cuStreamWaitEvent(CUstream s, CUevent e, unsigned f) { return FN(CUresult(*)(CUstream, CUevent, unsigned), F_cuStreamWaitEvent)(s, e, f); }
+static CUresult th_cuEventCreate(CUevent* e, unsigned f) { return FN(CUresult(*)(CUevent*, unsigned), F_cuEventCreate)(e, f); }
+static CUresult th_cuEventDestroy(CUevent e) { return FN(CUresult(*)(CUevent), F_cuEventDestroy)(e); }
+static CUresult th_cuEventRecord(CUevent e, CUstream s) { return FN(CUresult(*)(CUevent, CUstream), F_cuEventRecord)(e, s); }
+static CUresult th_cuEventSynchronize(CUevent e) { return FN(CUresult(*)(CUevent), F_cuEventSynchronize)(e); }
+static CUresult th_cuEventQuery(CUevent e) { return FN(CUresult(*)(CUevent), F_cuEventQuery)(e); }
+static CUresult th_cuEventElapsedTime(float* ms, CUevent a, CUevent b) { return FN(CUresult(*)(float*, CUevent, CUevent), F_cuEventElapsedTime)(ms, a, b); }
+static CUresult th_cuIpcGetMemHandle(CUipcMemHandle* h, CUdeviceptr p) { return FN(CUresult(*)(CUipcMemHandle*, CUdeviceptr), F_cuIpcGetMemHandle)(h, p); }
+static CUresult th_cuIpcOpenMemHandle(CUdeviceptr* p, CUipcMemHandle* h, unsigned f) { return FN(CUresult(*)(CUdeviceptr*, CUipcMemHandle, unsigned), F_cuIpcOpenMemHandle)(p, *h, f); }
+static CUresult th_cuIpcCloseMemHandle(CUdeviceptr p) { return FN(CUresult(*)(CUdeviceptr), F_cuIpcCloseMemHandle)(p); }
+static CUresult th_cuMemGetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr p) { return FN(CUresult(*)(CUdeviceptr*, size_t*, CUdeviceptr), F_cuMemGetAddressRange)(base, size, p); }
+static CUresult th_cuPointerGetAttribute(void* data, int attr, CUdeviceptr p) { return FN(CUresult(*)(void*, int, CUdeviceptr), F_cuPointerGetAttribute)(data, attr, p); }
+static CUresult th_cuGetErrorName(CUresult e, const char** s) { return FN(CUresult(*)(CUresult, const char**), F_cuGetErrorName)(e, s); }
+static CUresult th_cuGetErrorString(CUresult e, const char** s) { return FN(CUresult(*)(CUresult, const char**), F_cuGetErrorString)(e, s); }
+static CUresult th_cuFuncSetAttribute(CUfunction f, int a, int v) { return FN(CUresult(*)(CUfunction, int, int), F_cuFuncSetAttribute)(f, a, v); }
+static CUresult th_cuFuncGetAttribute(int* v, int a, CUfunction f) { return FN(CUresult(*)(int*, int, CUfunction), F_cuFuncGetAttribute)(v, a, f); }
+static CUresult th_cuMemGetInfo(size_t* free, size_t* total) { return FN(CUresult(*)(size_t*, size_t*), F_cuMemGetInfo)(free, total); }
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// Result is a CUresult.
+type Result int
+
+// Selected CUresult values.
+const (
+	Success            Result = 0
+	ErrorInvalidValue  Result = 1
+	ErrorNotReady      Result = 600
+	ErrorNoDevice      Result = 100
+	ErrorAlreadyMapped Result = 208
+	ErrorNotFound      Result = 500
+)
+
+// Error is a failed driver call.
+type Error struct {
+	Call   string
+	Result Result
+	Name   string // cuGetErrorName
+	Text   string // cuGetErrorString
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("cuda: %s: %s (%d): %s", e.Call, e.Name, int(e.Result), e.Text)
+}
+
+// ErrNoDriver means libcuda.so.1 could not be opened: no NVIDIA driver.
+var ErrNoDriver = errors.New("cuda: no driver (libcuda.so.1 not found)")
+
+var (
+	loadOnce sync.Once
+	loadErr  error
+)
+
+// Load opens the driver and calls cuInit(0). It is safe to call many times.
+func Load() error {
+	loadOnce.Do(func() {
+		var missing C.int
+		switch C.th_load(&missing) {
+		case 1:
+			loadErr = ErrNoDriver
+			return
+		case 2:
+			loadErr = fmt.Errorf("cuda: driver lacks %s", C.GoString(C.th_name(missing)))
+			return
+		}
+		loadErr = check("cuInit", C.th_cuInit(0))
+	})
+	return loadErr
+}
+
+func check(call string, r C.CUresult) error {
+	if r == 0 {
+		return nil
+	}
+	e := &Error{Call: call, Result: Result(r)}
+	var s *C.char
+	if C.th_cuGetErrorName(r, &s) == 0 && s != nil {
+		e.Name = C.GoString(s)
+	}
+	if C.th_cuGetErrorString(r, &s) == 0 && s != nil {
+		e.Text = C.GoString(s)
+	}
+	return e
+}
+
+// IsResult reports whether err is a driver error with result r.
+func IsResult(err error, r Result) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Result == r
+}
+
+// Version returns the driver's CUDA version (e.g. 13000).
+func Version() (int, error) {
+	var v C.int
+	err := check("cuDriverGetVersion", C.th_cuDriverGetVersion(&v))
+	return int(v), err
+}
+
+// DeviceCount returns the number of visible GPUs.
+func DeviceCount() (int, error) {
+	if err := Load(); err != nil {
+		return 0, err
+	}
+	var n C.int
+	err := check("cuDeviceGetCount", C.th_cuDeviceGetCount(&n))
+	return int(n), err
+}
+
+// Ptr is a device address (CUdeviceptr).
+type Ptr uint64
+
+// Stream is a CUstream (0 is the legacy default stream).
+type Stream uintptr
+
+// Event is a CUevent.
+type Event uintptr
+
+// Context is a CUcontext.
+type Context uintptr
+
+// Function is a CUfunction.
+type Function uintptr
+
+// Module is a CUmodule.
+type Module uintptr
+
+// IpcHandle is an exported allocation handle (CUipcMemHandle, 64 bytes).
+type IpcHandle [64]byte
+
+// Device attributes used by Theseus (CUdevice_attribute values).
+const (
+	AttrMultiprocessorCount = 16
+	AttrComputeCapMajor     = 75
+	AttrComputeCapMinor     = 76
+	AttrUnifiedAddressing   = 41
+)
+
+// Pointer attributes (CUpointer_attribute values).
+const (
+	PointerAttrContext  = 1
+	PointerAttrBufferID = 7
+	PointerAttrDevOrd   = 9
+)
+
+// Device is one GPU with its retained primary context.
+type Device struct {
+	Ordinal int
+	ctx     C.CUcontext
+	dev     C.CUdevice
+}
+
+// OpenDevice retains the primary context of GPU ordinal.
+func OpenDevice(ordinal int) (*Device, error) {
+	if err := Load(); err != nil {
+		return nil, err
+	}
+	d := &Device{Ordinal: ordinal}
+	if err := check("cuDeviceGet", C.th_cuDeviceGet(&d.dev, C.int(ordinal))); err != nil {
+		return nil, err
+	}
+	if err := check("cuDevicePrimaryCtxRetain", C.th_cuDevicePrimaryCtxRetain(&d.ctx, d.dev)); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Close releases the primary context.
+func (d *Device) Close() error {
+	return check("cuDevicePrimaryCtxRelease", C.th_cuDevicePrimaryCtxRelease(d.dev))
+}
+
+// Context returns the primary context.
+func (d *Device) Context() Context { return Context(unsafe.Pointer(d.ctx)) }
+
+// SetCurrent makes the device's context current on the calling OS thread.
+// The caller must hold the thread (runtime.LockOSThread).
+func (d *Device) SetCurrent() error {
+	return check("cuCtxSetCurrent", C.th_cuCtxSetCurrent(d.ctx))
+}
+
+// Attribute reads a device attribute.
+func (d *Device) Attribute(attr int) (int, error) {
+	var v C.int
+	err := check("cuDeviceGetAttribute", C.th_cuDeviceGetAttribute(&v, C.int(attr), d.dev))
+	return int(v), err
+}
+
+// Name is the device's marketing name.
+func (d *Device) Name() string {
+	var buf [256]C.char
+	if C.th_cuDeviceGetName(&buf[0], 256, d.dev) != 0 {
+		return "?"
+	}
+	return C.GoString(&buf[0])
+}
+
+// CurrentDevice returns the ordinal of the calling thread's current
+// context's device, or -1 when the thread has no current context.
+func CurrentDevice() (int, error) {
+	if err := Load(); err != nil {
+		return -1, err
+	}
+	var c C.CUcontext
+	if err := check("cuCtxGetCurrent", C.th_cuCtxGetCurrent(&c)); err != nil {
+		return -1, err
+	}
+	if c == nil {
+		return -1, nil
+	}
+	var d C.CUdevice
+	err := check("cuCtxGetDevice", C.th_cuCtxGetDevice(&d))
+	return int(d), err
+}
+
+// MemAlloc allocates bytes of device memory in the current context.
+func MemAlloc(bytes int64) (Ptr, error) {
+	var p C.CUdeviceptr
+	err := check("cuMemAlloc", C.th_cuMemAlloc(&p, C.size_t(bytes)))
+	return Ptr(p), err
+}
+
+// MemFree frees device memory.
+func MemFree(p Ptr) error { return check("cuMemFree", C.th_cuMemFree(C.CUdeviceptr(p))) }
+
+// MemsetD8 sets bytes to v (synchronous with respect to the host).
+func MemsetD8(p Ptr, v byte, bytes int64) error {
+	return check("cuMemsetD8", C.th_cuMemsetD8(C.CUdeviceptr(p), C.uchar(v), C.size_t(bytes)))
+}
+
+// MemsetD32 sets n 32-bit words to v.
+func MemsetD32(p Ptr, v uint32, n int64) error {
+	return check("cuMemsetD32", C.th_cuMemsetD32(C.CUdeviceptr(p), C.uint(v), C.size_t(n)))
+}
+
+// CopyHtoD copies host bytes to device memory (synchronous).
+func CopyHtoD(dst Ptr, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
+	return check("cuMemcpyHtoD", C.th_cuMemcpyHtoD(C.CUdeviceptr(dst), unsafe.Pointer(&src[0]), C.size_t(len(src))))
+}
+
+// CopyDtoH copies device memory to host bytes (synchronous).
+func CopyDtoH(dst []byte, src Ptr) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	return check("cuMemcpyDtoH", C.th_cuMemcpyDtoH(unsafe.Pointer(&dst[0]), C.CUdeviceptr(src), C.size_t(len(dst))))
+}
+
+// CopyDtoD copies device memory (synchronous with respect to the host).
+func CopyDtoD(dst, src Ptr, bytes int64) error {
+	return check("cuMemcpyDtoD", C.th_cuMemcpyDtoD(C.CUdeviceptr(dst), C.CUdeviceptr(src), C.size_t(bytes)))
+}
+
+// HostAlloc allocates page-locked, device-mapped host memory (for error
+// and abort flags the kernel and the host both see). It returns the host
+// address, the device address, and an error.
+func HostAlloc(bytes int64) (unsafe.Pointer, Ptr, error) {
+	var p unsafe.Pointer
+	const portable, devicemap = 1, 2
+	if err := check("cuMemHostAlloc", C.th_cuMemHostAlloc(&p, C.size_t(bytes), portable|devicemap)); err != nil {
+		return nil, 0, err
+	}
+	C.memset(p, 0, C.size_t(bytes))
+	var d C.CUdeviceptr
+	if err := check("cuMemHostGetDevicePointer", C.th_cuMemHostGetDevicePointer(&d, p, 0)); err != nil {
+		C.th_cuMemFreeHost(p)
+		return nil, 0, err
+	}
+	return p, Ptr(d), nil
+}
+
+// FreeHost frees HostAlloc memory.
+func FreeHost(p unsafe.Pointer) error { return check("cuMemFreeHost", C.th_cuMemFreeHost(p)) }
+
+// MemInfo returns free and total device memory in bytes.
+func MemInfo() (free, total int64, err error) {
+	var f, t C.size_t
+	err = check("cuMemGetInfo", C.th_cuMemGetInfo(&f, &t))
+	return int64(f), int64(t), err
+}
+
+// LoadModule loads a PTX or cubin image (JIT-compiling PTX for the device).
+func LoadModule(image []byte) (Module, error) {
+	img := C.CBytes(append(append([]byte(nil), image...), 0))
+	defer C.free(img)
+	var m C.CUmodule
+	err := check("cuModuleLoadData", C.th_cuModuleLoadData(&m, img))
+	return Module(unsafe.Pointer(m)), err
+}
+
+// Unload unloads a module.
+func (m Module) Unload() error { return check("cuModuleUnload", C.th_cuModuleUnload(C.th_m(C.uintptr_t(m)))) }
+
+// Function returns a kernel of the module by (mangled) name.
+func (m Module) Function(name string) (Function, error) {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	var f C.CUfunction
+	err := check("cuModuleGetFunction", C.th_cuModuleGetFunction(&f, C.th_m(C.uintptr_t(m)), cs))
+	return Function(unsafe.Pointer(f)), err
+}
+
+// Global returns the address and size of a module global.
+func (m Module) Global(name string) (Ptr, int64, error) {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	var p C.CUdeviceptr
+	var n C.size_t
+	err := check("cuModuleGetGlobal", C.th_cuModuleGetGlobal(&p, &n, C.th_m(C.uintptr_t(m)), cs))
+	return Ptr(p), int64(n), err
+}
+
+// Function attributes (CUfunction_attribute values).
+const (
+	FuncAttrMaxThreadsPerBlock = 0
+	FuncAttrNumRegs            = 4
+	FuncAttrLocalSizeBytes     = 3
+)
+
+// Attribute reads a function attribute.
+func (f Function) Attribute(attr int) (int, error) {
+	var v C.int
+	err := check("cuFuncGetAttribute", C.th_cuFuncGetAttribute(&v, C.int(attr), C.th_f(C.uintptr_t(f))))
+	return int(v), err
+}
+
+// Launch1 launches f on grid x block threads with one by-value parameter:
+// the kernel's single struct argument at arg (copied by the driver before
+// Launch1 returns, so arg may be reused). arg must point to C or pinned
+// Go memory that does not contain Go pointers.
+func Launch1(f Function, grid, block, sharedBytes int, s Stream, arg unsafe.Pointer) error {
+	return check("cuLaunchKernel", C.th_launch1(C.th_f(C.uintptr_t(f)), C.uint(grid), C.uint(block), C.uint(sharedBytes), C.th_s(C.uintptr_t(s)), arg))
+}
+
+// NewStream creates a non-blocking stream.
+func NewStream() (Stream, error) {
+	var s C.CUstream
+	err := check("cuStreamCreate", C.th_cuStreamCreate(&s, 1))
+	return Stream(unsafe.Pointer(s)), err
+}
+
+// Destroy destroys the stream.
+func (s Stream) Destroy() error {
+	return check("cuStreamDestroy", C.th_cuStreamDestroy(C.th_s(C.uintptr_t(s))))
+}
+
+// Synchronize waits for the stream's work.
+func (s Stream) Synchronize() error {
+	return check("cuStreamSynchronize", C.th_cuStreamSynchronize(C.th_s(C.uintptr_t(s))))
+}
+
+// Done reports whether the stream's work has finished.
+func (s Stream) Done() (bool, error) {
+	r := C.th_cuStreamQuery(C.th_s(C.uintptr_t(s)))
+	if Result(r) == ErrorNotReady {
+		return false, nil
+	}
+	return true, check("cuStreamQuery", r)
+}
+
+// Capture statuses (CUstreamCaptureStatus).
+const (
+	CaptureNone        = 0
+	CaptureActive      = 1
+	CaptureInvalidated = 2
+)
+
+// CaptureStatus reports whether the stream is being captured into a graph.
+func (s Stream) CaptureStatus() (int, error) {
+	var st C.int
+	err := check("cuStreamIsCapturing", C.th_cuStreamIsCapturing(C.th_s(C.uintptr_t(s)), &st))
+	return int(st), err
+}
+
+// WaitEvent makes the stream wait for the event.
+func (s Stream) WaitEvent(e Event) error {
+	return check("cuStreamWaitEvent", C.th_cuStreamWaitEvent(C.th_s(C.uintptr_t(s)), C.th_e(C.uintptr_t(e)), 0))
+}
+
+// NewEvent creates an event; timing false makes it cheaper
+// (CU_EVENT_DISABLE_TIMING).
+func NewEvent(timing bool) (Event, error) {
+	var e C.CUevent
+	flags := C.uint(0)
+	if !timing {
+		flags = 2
+	}
+	err := check("cuEventCreate", C.th_cuEventCreate(&e, flags))
+	return Event(unsafe.Pointer(e)), err
+}
+
+// Destroy destroys the event.
+func (e Event) Destroy() error { return check("cuEventDestroy", C.th_cuEventDestroy(C.th_e(C.uintptr_t(e)))) }
+
+// Record records the event on the stream.
+func (e Event) Record(s Stream) error {
+	return check("cuEventRecord", C.th_cuEventRecord(C.th_e(C.uintptr_t(e)), C.th_s(C.uintptr_t(s))))
+}
+
+// Synchronize waits for the event.
+func (e Event) Synchronize() error {
+	return check("cuEventSynchronize", C.th_cuEventSynchronize(C.th_e(C.uintptr_t(e))))
+}
+
+// Done reports whether the event has completed.
+func (e Event) Done() (bool, error) {
+	r := C.th_cuEventQuery(C.th_e(C.uintptr_t(e)))
+	if Result(r) == ErrorNotReady {
+		return false, nil
+	}
+	return true, check("cuEventQuery", r)
+}
+
+// Elapsed returns the milliseconds between two recorded timing events.
+func Elapsed(start, end Event) (float32, error) {
+	var ms C.float
+	err := check("cuEventElapsedTime", C.th_cuEventElapsedTime(&ms, C.th_e(C.uintptr_t(start)), C.th_e(C.uintptr_t(end))))
+	return float32(ms), err
+}
+
+// IpcGetHandle exports an allocation for other processes.
+func IpcGetHandle(p Ptr) (IpcHandle, error) {
+	var h C.CUipcMemHandle
+	err := check("cuIpcGetMemHandle", C.th_cuIpcGetMemHandle(&h, C.CUdeviceptr(p)))
+	return *(*IpcHandle)(unsafe.Pointer(&h)), err
+}
+
+// IpcOpen maps another process's exported allocation
+// (CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS).
+func IpcOpen(h IpcHandle) (Ptr, error) {
+	var p C.CUdeviceptr
+	ch := *(*C.CUipcMemHandle)(unsafe.Pointer(&h))
+	err := check("cuIpcOpenMemHandle", C.th_cuIpcOpenMemHandle(&p, &ch, 1))
+	return Ptr(p), err
+}
+
+// IpcClose unmaps an imported allocation.
+func IpcClose(p Ptr) error { return check("cuIpcCloseMemHandle", C.th_cuIpcCloseMemHandle(C.CUdeviceptr(p))) }
+
+// AddressRange returns the base and size of the allocation containing p.
+func AddressRange(p Ptr) (Ptr, int64, error) {
+	var base C.CUdeviceptr
+	var size C.size_t
+	err := check("cuMemGetAddressRange", C.th_cuMemGetAddressRange(&base, &size, C.CUdeviceptr(p)))
+	return Ptr(base), int64(size), err
+}
+
+// BufferID returns CU_POINTER_ATTRIBUTE_BUFFER_ID of p: a process-unique id
+// of the allocation, different for an allocation freed and reallocated at
+// the same address.
+func BufferID(p Ptr) (uint64, error) {
+	var id C.ulonglong
+	err := check("cuPointerGetAttribute", C.th_cuPointerGetAttribute(unsafe.Pointer(&id), PointerAttrBufferID, C.CUdeviceptr(p)))
+	return uint64(id), err
+}
+
+// PointerDevice returns the ordinal of the device that owns p.
+func PointerDevice(p Ptr) (int, error) {
+	var d C.int
+	err := check("cuPointerGetAttribute", C.th_cuPointerGetAttribute(unsafe.Pointer(&d), PointerAttrDevOrd, C.CUdeviceptr(p)))
+	return int(d), err
+}
+
+// Synchronize waits for all work of the current context.
+func Synchronize() error { return check("cuCtxSynchronize", C.th_cuCtxSynchronize()) }

@@ -1,0 +1,81 @@
+package driver
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+// requireGPU skips the test, saying why, when this machine has no NVIDIA
+// driver or no GPU.
+func requireGPU(t *testing.T) *Device {
+	t.Helper()
+	if err := Load(); err != nil {
+		if errors.Is(err, ErrNoDriver) {
+			t.Skip("no GPU: libcuda.so.1 not found (CUDA tests need an NVIDIA driver)")
+		}
+		t.Skipf("no GPU: %v", err)
+	}
+	n, err := DeviceCount()
+	if err != nil || n == 0 {
+		t.Skipf("no GPU: %d devices (%v)", n, err)
+	}
+	d, err := OpenDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestLoadWithoutDriverIsClean(t *testing.T) {
+	err := Load()
+	if err != nil && !errors.Is(err, ErrNoDriver) {
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Fatalf("unexpected error type %T: %v", err, err)
+		}
+	}
+}
+
+func TestMemoryRoundTrip(t *testing.T) {
+	d := requireGPU(t)
+	defer d.Close()
+	if err := d.SetCurrent(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := MemAlloc(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer MemFree(p)
+	in := bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7, 8}, 1<<17)
+	if err := CopyHtoD(p, in); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, len(in))
+	if err := CopyDtoH(out, p); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(in, out) {
+		t.Fatal("round trip mismatch")
+	}
+	base, size, err := AddressRange(p + 100)
+	if err != nil || base != p || size < 1<<20 {
+		t.Fatalf("address range %x %d %v", base, size, err)
+	}
+	id1, err := BufferID(p)
+	if err != nil || id1 == 0 {
+		t.Fatalf("buffer id %d %v", id1, err)
+	}
+}
+
+func TestErrorsCarryNames(t *testing.T) {
+	d := requireGPU(t)
+	defer d.Close()
+	d.SetCurrent()
+	err := MemFree(Ptr(0xdead0000))
+	var e *Error
+	if !errors.As(err, &e) || e.Name == "" || e.Text == "" {
+		t.Fatalf("error %v lacks name/text", err)
+	}
+}
