@@ -451,7 +451,9 @@ func LoadModule(image []byte) (Module, error) {
 }
 
 // Unload unloads a module.
-func (m Module) Unload() error { return check("cuModuleUnload", C.th_cuModuleUnload(C.th_m(C.uintptr_t(m)))) }
+func (m Module) Unload() error {
+	return check("cuModuleUnload", C.th_cuModuleUnload(C.th_m(C.uintptr_t(m))))
+}
 
 // Function returns a kernel of the module by (mangled) name.
 func (m Module) Function(name string) (Function, error) {
@@ -552,7 +554,9 @@ func NewEvent(timing bool) (Event, error) {
 }
 
 // Destroy destroys the event.
-func (e Event) Destroy() error { return check("cuEventDestroy", C.th_cuEventDestroy(C.th_e(C.uintptr_t(e)))) }
+func (e Event) Destroy() error {
+	return check("cuEventDestroy", C.th_cuEventDestroy(C.th_e(C.uintptr_t(e))))
+}
 
 // Record records the event on the stream.
 func (e Event) Record(s Stream) error {
@@ -597,7 +601,9 @@ func IpcOpen(h IpcHandle) (Ptr, error) {
 }
 
 // IpcClose unmaps an imported allocation.
-func IpcClose(p Ptr) error { return check("cuIpcCloseMemHandle", C.th_cuIpcCloseMemHandle(C.CUdeviceptr(p))) }
+func IpcClose(p Ptr) error {
+	return check("cuIpcCloseMemHandle", C.th_cuIpcCloseMemHandle(C.CUdeviceptr(p)))
+}
 
 // AddressRange returns the base and size of the allocation containing p.
 func AddressRange(p Ptr) (Ptr, int64, error) {
