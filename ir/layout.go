@@ -107,6 +107,13 @@ type Layout struct {
 // Align is the byte alignment of chunk boundaries within a block.
 const Align = 16
 
+// Bounds that keep every product of the geometry inside 63 bits:
+// pieces*Stride <= count + pieces*16 < 2^63.
+const (
+	MaxBlockBytes = 1 << 62 // bytes of one block (count * element size)
+	MaxPieces     = 1 << 40 // chunks per block times slices
+)
+
 // NewLayout computes the geometry for count elements of dt per block.
 // Errors: ErrLayout (wrapped) for count < 0, chunksPerBlock < 1, slices < 1,
 // an invalid datatype, or an overflow of the 63-bit byte range.
@@ -116,11 +123,11 @@ func NewLayout(count int64, dt DataType, chunksPerBlock, slices int64) (Layout, 
 		return Layout{}, fmt.Errorf("%w: count %d, datatype %v, chunks %d, slices %d", ErrLayout, count, dt, chunksPerBlock, slices)
 	}
 	pieces, ok := mul(chunksPerBlock, slices)
-	if !ok {
-		return Layout{}, fmt.Errorf("%w: %d chunks x %d slices overflows", ErrLayout, chunksPerBlock, slices)
+	if !ok || pieces > MaxPieces {
+		return Layout{}, fmt.Errorf("%w: %d chunks x %d slices is over %d pieces per block", ErrLayout, chunksPerBlock, slices, int64(MaxPieces))
 	}
-	if _, ok := mul(count, es); !ok {
-		return Layout{}, fmt.Errorf("%w: %d elements of %d bytes overflows", ErrLayout, count, es)
+	if b, ok := mul(count, es); !ok || b > MaxBlockBytes {
+		return Layout{}, fmt.Errorf("%w: %d elements of %d bytes is over %d bytes per block", ErrLayout, count, es, int64(MaxBlockBytes))
 	}
 	unit := Align / es
 	stride := (count + pieces - 1) / pieces
