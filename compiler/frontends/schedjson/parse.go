@@ -1,0 +1,1109 @@
+package schedjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/ir"
+)
+
+// Parse decodes Theseus schedule JSON v1 (docs/schedule-format.md) into an
+// ir.Program. filename is used only in diagnostics and Program.File.
+//
+// It returns the program and no errors, or nil and the diagnostics, sorted
+// by position, each with file:line:col (1-based; the column counts bytes),
+// a stable code and a one-line hint:
+//
+//	TS0001 syntax error or truncated input
+//	TS0002 unknown field
+//	TS0003 value of the wrong type, outside its domain, or a field given twice
+//	TS0004 missing required field
+//	TS0005 unknown op
+//	TS0006 version other than 1 (reported alone: the rest may be another format)
+//	TS0010 an explicit rank/id that differs from the element's position
+//	TS0011 over a size limit (MaxInputBytes, ir.MaxRanks, MaxOps, ...)
+//	TS0012 unknown collective
+//
+// Parse sets Program.File and the ir.Pos of the program, every rank,
+// channel, threadblock and op (each the position of its opening brace). A
+// channel without peer_channel gets the default pairing (DefaultPeerChannels).
+// Parse never panics; it checks the format, not the schedule (see the
+// package documentation).
+func Parse(filename string, data []byte) (*ir.Program, []diag.Diagnostic) {
+	return parse(filename, data, defaultLimits)
+}
+
+// limits are the size limits of one parse (tests lower them).
+type limits struct {
+	input, ranks, ops, channels, tbs, list int
+}
+
+var defaultLimits = limits{MaxInputBytes, ir.MaxRanks, MaxOps, MaxChannels, MaxThreadblocks, MaxListLen}
+
+func parse(filename string, data []byte, lim limits) (*ir.Program, []diag.Diagnostic) {
+	p := &parser{file: filename, data: data, cur: [3]int{-1, -1, -1}, lim: lim}
+	prog := p.parse()
+	if p.badVersion != nil {
+		return nil, []diag.Diagnostic{*p.badVersion}
+	}
+	p.diags.Sort()
+	if p.diags.HasErrors() {
+		return nil, p.diags.Items
+	}
+	return prog, p.diags.Items
+}
+
+// parser walks the token stream of a pre-validated document.
+type parser struct {
+	file  string
+	data  []byte
+	dec   *json.Decoder
+	diags diag.List
+	lines []int // byte offset of the start of each line, built on first use
+	fatal bool  // stop walking: syntax error or a size limit
+	cur   [3]int
+	lim   limits
+
+	badVersion *diag.Diagnostic
+
+	nops, nchans, ntbs int
+	implicit           [][2]int // (rank, channel) of channels without peer_channel
+}
+
+// ---- positions and diagnostics ----
+
+func (p *parser) lineCol(off int) (int, int) {
+	if p.lines == nil {
+		p.lines = []int{0}
+		for i := 0; ; {
+			j := bytes.IndexByte(p.data[i:], '\n')
+			if j < 0 {
+				break
+			}
+			i += j + 1
+			p.lines = append(p.lines, i)
+		}
+	}
+	off = max(0, min(off, len(p.data)))
+	l := sort.Search(len(p.lines), func(i int) bool { return p.lines[i] > off }) - 1
+	return l + 1, off - p.lines[l] + 1
+}
+
+func (p *parser) irPos(off int) ir.Pos {
+	l, c := p.lineCol(off)
+	return ir.Pos{Line: int32(l), Col: int32(c)}
+}
+
+func (p *parser) mk(code diag.Code, off int, hint, format string, args ...any) diag.Diagnostic {
+	l, c := p.lineCol(off)
+	if hint == "" {
+		if ci, ok := diag.Lookup(code); ok {
+			hint = ci.Hint
+		}
+	}
+	return diag.Diagnostic{Code: code, Severity: diag.Error, File: p.file, Line: l, Col: c,
+		Rank: p.cur[0], TB: p.cur[1], Step: p.cur[2], Msg: fmt.Sprintf(format, args...), Hint: hint}
+}
+
+func (p *parser) errAt(code diag.Code, off int, hint, format string, args ...any) {
+	p.diags.Add(p.mk(code, off, hint, format, args...))
+}
+
+// ---- token primitives ----
+
+// peekOff is the byte offset where the next token starts.
+func (p *parser) peekOff() int {
+	off := int(p.dec.InputOffset())
+	off = skipSpace(p.data, off)
+	if off < len(p.data) && (p.data[off] == ',' || p.data[off] == ':') {
+		off = skipSpace(p.data, off+1)
+	}
+	return off
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// next reads one token and the offset where it starts.
+func (p *parser) next() (json.Token, int, bool) {
+	if p.fatal {
+		return nil, len(p.data), false
+	}
+	off := p.peekOff()
+	t, err := p.dec.Token()
+	if err != nil {
+		// The pre-pass validated the document, so this is not expected;
+		// report it rather than trust it.
+		p.errAt(diag.Syntax, off, "", "malformed JSON: %v", err)
+		p.fatal = true
+		return nil, off, false
+	}
+	return t, off, true
+}
+
+// skipAfter consumes the rest of a value whose first token is t.
+func (p *parser) skipAfter(t json.Token) {
+	d, ok := t.(json.Delim)
+	if !ok || d == '}' || d == ']' {
+		return
+	}
+	for depth := 1; depth > 0; {
+		t, _, ok := p.next()
+		if !ok {
+			return
+		}
+		if d, ok := t.(json.Delim); ok {
+			if d == '{' || d == '[' {
+				depth++
+			} else {
+				depth--
+			}
+		}
+	}
+}
+
+func (p *parser) skip() {
+	if t, _, ok := p.next(); ok {
+		p.skipAfter(t)
+	}
+}
+
+func kind(t json.Token) string {
+	switch v := t.(type) {
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	case json.Delim:
+		if v == '{' {
+			return "an object"
+		}
+		return "an array"
+	}
+	return "a value"
+}
+
+// wrongType reports a value of the wrong JSON type and skips it.
+func (p *parser) wrongType(what, want string, t json.Token, off int) {
+	p.errAt(diag.BadValue, off, "", "%s must be %s, not %s", what, want, kind(t))
+	p.skipAfter(t)
+}
+
+// open reads the first token of an object or array value.
+func (p *parser) open(what string, want json.Delim) (int, bool) {
+	t, off, ok := p.next()
+	if !ok {
+		return off, false
+	}
+	if d, isDelim := t.(json.Delim); !isDelim || d != want {
+		w := "an object"
+		if want == '[' {
+			w = "an array"
+		}
+		p.wrongType(what, w, t, off)
+		return off, false
+	}
+	return off, true
+}
+
+// object reads an object value with the given known fields. f is called for
+// each known field with its index in fields; it must consume the value.
+// Unknown fields (TS0002) and repeated fields (TS0003) are reported and
+// skipped. It returns the offset of '{' and the set of fields present.
+func (p *parser) object(what string, fields []string, f func(i int, off int)) (int, uint64, bool) {
+	start, ok := p.open(what, '{')
+	if !ok {
+		return start, 0, false
+	}
+	seen := p.members(what, fields, f)
+	return start, seen, !p.fatal
+}
+
+func (p *parser) members(what string, fields []string, f func(i int, off int)) uint64 {
+	var seen uint64
+	for !p.fatal && p.dec.More() {
+		t, off, ok := p.next()
+		if !ok {
+			break
+		}
+		key, _ := t.(string)
+		i := indexOf(fields, key)
+		switch {
+		case i < 0:
+			p.errAt(diag.UnknownField, off, unknownHint(key, fields), "unknown field %q in %s", key, what)
+			p.skip()
+		case seen&(1<<i) != 0:
+			p.errAt(diag.BadValue, off, "remove one of the two", "field %q appears twice in %s", key, what)
+			p.skip()
+		default:
+			seen |= 1 << i
+			f(i, p.peekOff())
+		}
+	}
+	p.next() // '}'
+	return seen
+}
+
+// array reads an array value, calling f for each element (which must
+// consume it) with its index and offset. It returns the offset of '['.
+func (p *parser) array(what string, f func(i int, off int)) (int, bool) {
+	start, ok := p.open(what, '[')
+	if !ok {
+		return start, false
+	}
+	for i := 0; !p.fatal && p.dec.More(); i++ {
+		f(i, p.peekOff())
+	}
+	p.next() // ']'
+	return start, true
+}
+
+func (p *parser) str(what string) (string, int, bool) {
+	t, off, ok := p.next()
+	if !ok {
+		return "", off, false
+	}
+	s, isStr := t.(string)
+	if !isStr {
+		p.wrongType(what, "a string", t, off)
+		return "", off, false
+	}
+	return s, off, true
+}
+
+func (p *parser) boolean(what string) (bool, int, bool) {
+	t, off, ok := p.next()
+	if !ok {
+		return false, off, false
+	}
+	b, isBool := t.(bool)
+	if !isBool {
+		p.wrongType(what, "true or false", t, off)
+		return false, off, false
+	}
+	return b, off, true
+}
+
+// integer reads an integer in domain d.
+func (p *parser) integer(what string, d domain) (int64, int, bool) {
+	t, off, ok := p.next()
+	if !ok {
+		return 0, off, false
+	}
+	n, isNum := t.(json.Number)
+	if !isNum {
+		p.wrongType(what, "an integer", t, off)
+		return 0, off, false
+	}
+	v, err := strconv.ParseInt(string(n), 10, 64)
+	if err != nil {
+		if errors.Is(err, strconv.ErrRange) {
+			p.errAt(diag.BadValue, off, "", "%s = %s is out of range %v", what, n, d)
+		} else {
+			p.errAt(diag.BadValue, off, "write a whole number without fraction or exponent", "%s must be an integer, not %s", what, n)
+		}
+		return 0, off, false
+	}
+	if !d.has(v) {
+		p.errAt(diag.BadValue, off, "", "%s = %d is out of range %v", what, v, d)
+		return 0, off, false
+	}
+	return v, off, true
+}
+
+// limit counts one more element against a size limit; over it, it reports
+// TS0011 and stops the walk.
+func (p *parser) limit(n *int, max int, off int, what string) bool {
+	*n++
+	if *n > max {
+		p.tooMany(off, max, what)
+		return false
+	}
+	return true
+}
+
+// tooMany reports TS0011 and stops the walk.
+func (p *parser) tooMany(off, max int, what string) {
+	p.errAt(diag.TooLarge, off, "", "more than %d %s", max, what)
+	p.fatal = true
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// unknownHint suggests the known field nearest to key (edit distance at
+// most 2 and at most half the field's length, ties to the longest common
+// prefix), or lists them.
+func unknownHint(key string, fields []string) string {
+	best, bestD, bestP := "", 3, -1
+	k := strings.ToLower(key)
+	for _, f := range fields {
+		d := editDistance(k, f)
+		pre := 0
+		for pre < len(k) && pre < len(f) && k[pre] == f[pre] {
+			pre++
+		}
+		if d > len(f)/2 {
+			continue
+		}
+		if d < bestD || d == bestD && pre > bestP {
+			best, bestD, bestP = f, d, pre
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf("did you mean %q?", best)
+	}
+	return "known fields here: " + strings.Join(fields, ", ")
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 64
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := 1
+			if a[i-1] == b[j-1] {
+				c = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// ---- the document ----
+
+var programFields = []string{"version", "name", "collective", "nranks", "nlocalranks", "root", "protocol",
+	"chunks_per_block", "inplace", "outofplace", "min_bytes", "max_bytes", "threads_per_block",
+	"slice_bytes", "meta", "ranks"}
+
+const (
+	fVersion = iota
+	fName
+	fCollective
+	fNRanks
+	fNLocalRanks
+	fRoot
+	fProtocol
+	fChunksPerBlock
+	fInPlace
+	fOutOfPlace
+	fMinBytes
+	fMaxBytes
+	fThreads
+	fSliceBytes
+	fMeta
+	fRanks
+)
+
+// required lists the fields of programFields that must be present.
+var programRequired = []int{fVersion, fName, fCollective, fNRanks, fProtocol, fChunksPerBlock, fInPlace, fOutOfPlace, fRanks}
+
+func (p *parser) parse() *ir.Program {
+	if len(p.data) > p.lim.input {
+		p.errAt(diag.TooLarge, 0, "split the schedule or use fewer ranks", "input is %d bytes, over the %d-byte limit", len(p.data), p.lim.input)
+		return nil
+	}
+	if !p.syntaxCheck() {
+		return nil
+	}
+	p.dec = json.NewDecoder(bytes.NewReader(p.data))
+	p.dec.UseNumber()
+
+	prog := &ir.Program{File: p.file, Root: -1}
+	collOK := false
+	rootSet := false
+	start, seen, ok := p.object("the schedule", programFields, func(i int, off int) {
+		switch i {
+		case fVersion:
+			p.version()
+		case fName:
+			prog.Name, _, _ = p.str("name")
+		case fCollective:
+			s, off, ok := p.str("collective")
+			if ok {
+				c, err := ir.ParseCollective(s)
+				if err != nil {
+					p.errAt(diag.UnknownCollective, off, "", "%v", err)
+				} else {
+					prog.Collective, collOK = c, true
+				}
+			}
+		case fNRanks:
+			t, off, ok := p.next()
+			if !ok {
+				return
+			}
+			n, isNum := t.(json.Number)
+			v, err := strconv.ParseInt(string(n), 10, 64)
+			switch {
+			case !isNum:
+				p.wrongType("nranks", "an integer", t, off)
+			case errors.Is(err, strconv.ErrRange) || (err == nil && v > ir.MaxRanks):
+				p.errAt(diag.TooLarge, off, "", "nranks = %s is over the limit of %d ranks", n, ir.MaxRanks)
+			case err != nil:
+				p.errAt(diag.BadValue, off, "write a whole number without fraction or exponent", "nranks must be an integer, not %s", n)
+			case !domNRanks.has(v):
+				p.errAt(diag.BadValue, off, "", "nranks = %d is out of range %v", v, domNRanks)
+			default:
+				prog.NRanks = int(v)
+			}
+		case fNLocalRanks:
+			v, _, _ := p.integer("nlocalranks", domLocal)
+			prog.NLocalRanks = int(v)
+		case fRoot:
+			v, _, ok := p.integer("root", domIndex)
+			if ok {
+				prog.Root, rootSet = int(v), true
+			}
+		case fProtocol:
+			s, off, ok := p.str("protocol")
+			if ok {
+				pr, err := ir.ParseProtocol(s)
+				if err != nil {
+					p.errAt(diag.BadValue, off, `use "simple" or "ll"`, "%v", err)
+				}
+				prog.Protocol = pr
+			}
+		case fChunksPerBlock:
+			prog.ChunksPerBlock, _, _ = p.integer("chunks_per_block", domPos)
+		case fInPlace:
+			prog.InPlace, _, _ = p.boolean("inplace")
+		case fOutOfPlace:
+			prog.OutOfPlace, _, _ = p.boolean("outofplace")
+		case fMinBytes:
+			prog.MinBytes, _, _ = p.integer("min_bytes", domSize)
+		case fMaxBytes:
+			prog.MaxBytes, _, _ = p.integer("max_bytes", domSize)
+		case fThreads:
+			v, _, _ := p.integer("threads_per_block", domThreads)
+			prog.NumThreads = int(v)
+		case fSliceBytes:
+			prog.SliceBytes, _, _ = p.integer("slice_bytes", domSize)
+		case fMeta:
+			prog.Meta = p.meta()
+		case fRanks:
+			p.array("ranks", func(r int, off int) {
+				if r >= p.lim.ranks {
+					p.tooMany(off, p.lim.ranks, "ranks")
+					return
+				}
+				p.cur = [3]int{r, -1, -1}
+				prog.Ranks = append(prog.Ranks, p.rank(r))
+				p.cur = [3]int{-1, -1, -1}
+			})
+		}
+	})
+	if !ok || p.fatal {
+		return nil
+	}
+	prog.Pos = p.irPos(start)
+	for _, f := range programRequired {
+		if seen&(1<<f) == 0 {
+			hint := fmt.Sprintf("add %q (docs/schedule-format.md)", programFields[f])
+			if f == fVersion {
+				hint = `add "version": 1`
+			}
+			p.errAt(diag.MissingField, start, hint, "the schedule has no %q field", programFields[f])
+		}
+	}
+	if collOK && prog.Collective.Rooted() && !rootSet {
+		p.errAt(diag.MissingField, start, `add "root": 0 (the root the program is written for)`,
+			"a %v schedule needs a \"root\" field", prog.Collective)
+	}
+	p.pairChannels(prog)
+	return prog
+}
+
+// syntaxCheck validates the whole document with encoding/json's scanner,
+// whose error offsets are exact, before the token walk.
+func (p *parser) syntaxCheck() bool {
+	err := json.Unmarshal(p.data, new(struct{}))
+	var se *json.SyntaxError
+	if err == nil || !errors.As(err, &se) {
+		return true // well-formed (type mismatches are reported by the walk)
+	}
+	off := int(se.Offset)
+	if strings.HasPrefix(se.Error(), "unexpected end") {
+		p.errAt(diag.Syntax, len(p.data), "the file is cut off or a bracket is unbalanced; complete the JSON value",
+			"unexpected end of input")
+	} else {
+		if off > 0 {
+			off-- // Offset counts the bad byte itself
+		}
+		p.errAt(diag.Syntax, off, "", "malformed JSON: %v", se)
+	}
+	return false
+}
+
+func (p *parser) version() {
+	t, off, ok := p.next()
+	if !ok {
+		return
+	}
+	n, isNum := t.(json.Number)
+	if isNum && string(n) == "1" {
+		return
+	}
+	hint := fmt.Sprintf("set \"version\": %d; this theseusc reads schedule JSON v%d", Version, Version)
+	var d diag.Diagnostic
+	if isNum {
+		d = p.mk(diag.BadVersion, off, hint, "unsupported schedule format version %s", n)
+	} else {
+		d = p.mk(diag.BadVersion, off, hint, "version must be the number %d, not %s", Version, kind(t))
+		p.skipAfter(t)
+	}
+	p.badVersion = &d
+}
+
+func (p *parser) meta() map[string]string {
+	var m map[string]string
+	start, ok := p.open("meta", '{')
+	if !ok {
+		return nil
+	}
+	_ = start
+	n := 0
+	for !p.fatal && p.dec.More() {
+		t, off, ok := p.next()
+		if !ok {
+			break
+		}
+		if !p.limit(&n, p.lim.list, off, "meta entries") {
+			return nil
+		}
+		key, _ := t.(string)
+		v, _, ok := p.str(fmt.Sprintf("meta %q", key))
+		if !ok {
+			continue
+		}
+		if m == nil {
+			m = map[string]string{}
+		}
+		if _, dup := m[key]; dup {
+			p.errAt(diag.BadValue, off, "remove one of the two", "meta key %q appears twice", key)
+			continue
+		}
+		m[key] = v
+	}
+	p.next() // '}'
+	return m
+}
+
+var rankFields = []string{"rank", "id", "input_chunks", "output_chunks", "scratch_chunks", "channels", "threadblocks"}
+
+func (p *parser) rank(r int) ir.Rank {
+	rk := ir.Rank{}
+	var idOff int = -1
+	start, seen, _ := p.object("a rank", rankFields, func(i int, off int) {
+		switch i {
+		case 0, 1:
+			if idOff >= 0 {
+				p.errAt(diag.BadValue, off, `keep "rank" and remove "id"`, "a rank has both \"rank\" and \"id\"")
+				p.skip()
+				return
+			}
+			idOff = off
+			p.checkID("rank", rankFields[i], r)
+		case 2, 3, 4:
+			rk.Chunks[i-2], _, _ = p.integer(rankFields[i], domSize)
+		case 5:
+			p.array("channels", func(c int, off int) {
+				if !p.limit(&p.nchans, p.lim.channels, off, "channels in all ranks") {
+					return
+				}
+				ch, explicit := p.channel(c)
+				if !explicit {
+					p.implicit = append(p.implicit, [2]int{r, c})
+				}
+				rk.Channels = append(rk.Channels, ch)
+			})
+		case 6:
+			p.array("threadblocks", func(t int, off int) {
+				if !p.limit(&p.ntbs, p.lim.tbs, off, "threadblocks in all ranks") {
+					return
+				}
+				p.cur[1] = t
+				rk.TBs = append(rk.TBs, p.threadblock(t))
+				p.cur[1], p.cur[2] = -1, -1
+			})
+		}
+	})
+	_ = seen
+	rk.Pos = p.irPos(start)
+	return rk
+}
+
+// checkID reads an explicit id and checks it equals the position.
+func (p *parser) checkID(what, field string, pos int) {
+	v, off, ok := p.integer(field, domIndex)
+	if ok && v != int64(pos) {
+		p.errAt(diag.DuplicateID, off, fmt.Sprintf("number %ss 0, 1, 2, ... in order, or leave %q out", what, field),
+			"%s %q is %d but this is %s %d of the list", what, field, v, what, pos)
+	}
+}
+
+var channelFields = []string{"id", "peer", "peer_channel", "type", "init"}
+
+func (p *parser) channel(c int) (ir.Channel, bool) {
+	ch := ir.Channel{Peer: -1, PeerChannel: -1}
+	start, seen, ok := p.object("a channel", channelFields, func(i int, off int) {
+		switch i {
+		case 0:
+			p.checkID("channel", "id", c)
+		case 1:
+			v, _, _ := p.integer("peer", domIndex)
+			ch.Peer = int(v)
+		case 2:
+			v, _, _ := p.integer("peer_channel", domIndex)
+			ch.PeerChannel = int(v)
+		case 3:
+			s, off, ok := p.str("type")
+			if ok {
+				t, err := ir.ParseChannelType(s)
+				if err != nil {
+					p.errAt(diag.BadValue, off, `use "memory" or "port"`, "%v", err)
+				}
+				ch.Type = t
+			}
+		case 4:
+			ch.Init, _, _ = p.integer("init", domSize)
+		}
+	})
+	ch.Pos = p.irPos(start)
+	if ok && seen&(1<<1) == 0 {
+		p.errAt(diag.MissingField, start, `add "peer": the rank at the other end`, "a channel has no \"peer\" field")
+	}
+	return ch, seen&(1<<2) != 0
+}
+
+var tbFields = []string{"id", "send_peer", "recv_peer", "chan", "ops"}
+
+func (p *parser) threadblock(t int) ir.Threadblock {
+	tb := ir.Threadblock{SendPeer: -1, RecvPeer: -1, Chan: -1}
+	start, _, _ := p.object("a threadblock", tbFields, func(i int, off int) {
+		switch i {
+		case 0:
+			p.checkID("threadblock", "id", t)
+		case 1, 2, 3:
+			v, _, _ := p.integer(tbFields[i], domIndex)
+			switch i {
+			case 1:
+				tb.SendPeer = int(v)
+			case 2:
+				tb.RecvPeer = int(v)
+			case 3:
+				tb.Chan = int(v)
+			}
+		case 4:
+			p.array("ops", func(s int, off int) {
+				if !p.limit(&p.nops, p.lim.ops, off, "ops in all threadblocks") {
+					return
+				}
+				p.cur[2] = s
+				tb.Ops = append(tb.Ops, p.op())
+				p.cur[2] = -1
+			})
+		}
+	})
+	tb.Pos = p.irPos(start)
+	return tb
+}
+
+var opFields = []string{"op", "src", "srcs", "dst", "dsts", "count", "chans", "barrier", "deps", "publish"}
+
+const (
+	oOp = iota
+	oSrc
+	oSrcs
+	oDst
+	oDsts
+	oCount
+	oChans
+	oBarrier
+	oDeps
+	oPublish
+)
+
+func (p *parser) op() ir.Op {
+	op := ir.Op{}
+	codeOK := false
+	var srcsOff, dstsOff int
+	start, seen, ok := p.object("an op", opFields, func(i int, off int) {
+		switch i {
+		case oOp:
+			s, off, ok := p.str("op")
+			if !ok {
+				return
+			}
+			c, err := ir.ParseOpcode(s)
+			if err != nil {
+				p.errAt(diag.UnknownOp, off, opHint(s), "unknown op %q", s)
+				return
+			}
+			op.Code, codeOK = c, true
+		case oSrc, oDst:
+			r, ok := p.ref(opFields[i])
+			if ok {
+				if i == oSrc {
+					op.Srcs = []ir.Ref{r}
+				} else {
+					op.Dsts = []ir.Ref{r}
+				}
+			}
+		case oSrcs:
+			srcsOff = off
+			op.Srcs = p.refs("srcs")
+		case oDsts:
+			dstsOff = off
+			op.Dsts = p.refs("dsts")
+		case oCount:
+			op.Count, _, _ = p.integer("count", domSize)
+		case oChans:
+			p.intList("chans", func(v int64) { op.Chans = append(op.Chans, int(v)) })
+		case oBarrier:
+			op.Barrier, op.BarrierTBs = p.barrier()
+		case oDeps:
+			p.array("deps", func(k int, off int) {
+				if k >= p.lim.list {
+					p.tooMany(off, p.lim.list, "deps entries")
+					return
+				}
+				if d, ok := p.dep(); ok {
+					op.Deps = append(op.Deps, d)
+				}
+			})
+		case oPublish:
+			op.Publish, _, _ = p.boolean("publish")
+		}
+	})
+	op.Pos = p.irPos(start)
+	if !ok {
+		return op
+	}
+	if seen&(1<<oSrc) != 0 && seen&(1<<oSrcs) != 0 {
+		p.errAt(diag.BadValue, srcsOff, `use "src" for one ref or "srcs" for a list`, "an op has both \"src\" and \"srcs\"")
+	}
+	if seen&(1<<oDst) != 0 && seen&(1<<oDsts) != 0 {
+		p.errAt(diag.BadValue, dstsOff, `use "dst" for one ref or "dsts" for a list`, "an op has both \"dst\" and \"dsts\"")
+	}
+	if seen&(1<<oOp) == 0 {
+		p.errAt(diag.MissingField, start, `add "op": one of `+opNames(), "an op has no \"op\" field")
+	} else if codeOK && op.Code.Info().Data && seen&(1<<oCount) == 0 {
+		p.errAt(diag.MissingField, start, `add "count": the number of chunks it moves`, "a %v op has no \"count\" field", op.Code)
+	}
+	return op
+}
+
+func opNames() string {
+	var names []string
+	for c := ir.Opcode(0); c < ir.NumOpcodes; c++ {
+		names = append(names, c.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+func opHint(s string) string {
+	var names []string
+	for c := ir.Opcode(0); c < ir.NumOpcodes; c++ {
+		names = append(names, c.String())
+	}
+	if h := unknownHint(s, names); strings.HasPrefix(h, "did you mean") {
+		return h
+	}
+	return "use one of " + opNames()
+}
+
+// intList reads an array of indices.
+func (p *parser) intList(what string, add func(int64)) {
+	p.array(what, func(k int, off int) {
+		if k >= p.lim.list {
+			p.tooMany(off, p.lim.list, what+" entries")
+			return
+		}
+		if v, _, ok := p.integer(what+" entry", domIndex); ok {
+			add(v)
+		}
+	})
+}
+
+var barrierFields = []string{"id", "threadblocks"}
+
+func (p *parser) barrier() (id, n int) {
+	start, seen, ok := p.object("barrier", barrierFields, func(i int, off int) {
+		v, _, _ := p.integer("barrier "+barrierFields[i], domIndex)
+		if i == 0 {
+			id = int(v)
+		} else {
+			n = int(v)
+		}
+	})
+	if ok && seen != 3 {
+		p.errAt(diag.MissingField, start, `write "barrier": {"id": ID, "threadblocks": N}`,
+			"a barrier needs both \"id\" and \"threadblocks\"")
+	}
+	return id, n
+}
+
+// dep reads [tb, step].
+func (p *parser) dep() (ir.Dep, bool) {
+	var v [2]int64
+	n := 0
+	good := true
+	start, ok := p.array("a dependency", func(k int, off int) {
+		if k >= 2 {
+			p.skip()
+			n++
+			return
+		}
+		x, _, ok := p.integer("dependency", domIndex)
+		good = good && ok
+		v[k] = x
+		n++
+	})
+	if !ok {
+		return ir.Dep{}, false
+	}
+	if n != 2 {
+		p.errAt(diag.BadValue, start, "write a dependency as [threadblock, step]", "a dependency has %d entries, want 2", n)
+		return ir.Dep{}, false
+	}
+	return ir.Dep{TB: int(v[0]), Step: int(v[1])}, good
+}
+
+func (p *parser) refs(what string) []ir.Ref {
+	var out []ir.Ref
+	p.array(what, func(k int, off int) {
+		if k >= p.lim.list {
+			p.tooMany(off, p.lim.list, what+" entries")
+			return
+		}
+		if r, ok := p.ref(what + " entry"); ok {
+			out = append(out, r)
+		}
+	})
+	return out
+}
+
+var refFields = []string{"buf", "off", "chan", "packet"}
+
+const refHint = `write a ref as {"buf": "i", "off": 0} (optional "chan", "packet") or as a string like "i[0]", "@1:s[2]/pkt"`
+
+// ref reads a buffer reference in object or compact string form.
+func (p *parser) ref(what string) (ir.Ref, bool) {
+	t, off, ok := p.next()
+	if !ok {
+		return ir.Ref{}, false
+	}
+	switch v := t.(type) {
+	case string:
+		r, err := ParseRef(v)
+		if err != nil {
+			p.errAt(diag.BadValue, off, refHint, "%s: %v", what, err)
+			return ir.Ref{}, false
+		}
+		return r, true
+	case json.Delim:
+		if v == '{' {
+			return p.refObject(off)
+		}
+	}
+	p.errAt(diag.BadValue, off, refHint, "%s must be a ref object or string, not %s", what, kind(t))
+	p.skipAfter(t)
+	return ir.Ref{}, false
+}
+
+func (p *parser) refObject(start int) (ir.Ref, bool) {
+	r := ir.Ref{Chan: -1}
+	good := true
+	seen := p.members("a ref", refFields, func(i int, off int) {
+		switch i {
+		case 0:
+			s, off, ok := p.str("buf")
+			if !ok {
+				good = false
+				return
+			}
+			b, err := ir.ParseBufKind(s)
+			if err != nil {
+				p.errAt(diag.BadValue, off, `use "i", "o" or "s"`, "%v", err)
+				good = false
+			}
+			r.Buf = b
+		case 1:
+			v, _, ok := p.integer("off", domSize)
+			good = good && ok
+			r.Off = v
+		case 2:
+			v, _, ok := p.integer("chan", domIndex)
+			good = good && ok
+			r.Chan = int(v)
+		case 3:
+			b, _, ok := p.boolean("packet")
+			good = good && ok
+			r.Packet = b
+		}
+	})
+	if p.fatal {
+		return r, false
+	}
+	if seen&3 != 3 {
+		p.errAt(diag.MissingField, start, refHint, "a ref needs \"buf\" and \"off\"")
+		good = false
+	}
+	return r, good
+}
+
+// ParseRef parses the compact string form of a ref:
+//
+//	[@CHAN:]BUF[OFF][/pkt]
+//
+// BUF is i, o or s (input, output, scratch); OFF the first chunk (decimal,
+// 0..2^63-1); @CHAN: names the buffer of the peer at the other end of this
+// rank's channel CHAN (absent: the rank's own buffer); /pkt selects the LL
+// packet layout. Examples: "i[3]", "@1:s[4]/pkt".
+func ParseRef(s string) (ir.Ref, error) {
+	r := ir.Ref{Chan: -1}
+	rest := s
+	if strings.HasPrefix(rest, "@") {
+		colon := strings.IndexByte(rest, ':')
+		if colon < 0 {
+			return r, fmt.Errorf("ref %q: want @CHAN: before the buffer", s)
+		}
+		c, err := parseDigits(rest[1:colon], MaxIndex)
+		if err != nil {
+			return r, fmt.Errorf("ref %q: channel %v", s, err)
+		}
+		r.Chan = int(c)
+		rest = rest[colon+1:]
+	}
+	if strings.HasSuffix(rest, "/pkt") {
+		r.Packet = true
+		rest = strings.TrimSuffix(rest, "/pkt")
+	}
+	if len(rest) < 4 || rest[1] != '[' || rest[len(rest)-1] != ']' {
+		return r, fmt.Errorf("ref %q: want [@CHAN:]BUF[OFF][/pkt], e.g. \"i[3]\" or \"@1:s[4]/pkt\"", s)
+	}
+	b, err := ir.ParseBufKind(rest[:1])
+	if err != nil {
+		return r, fmt.Errorf("ref %q: %v", s, err)
+	}
+	r.Buf = b
+	off, err := parseDigits(rest[2:len(rest)-1], 1<<63-1)
+	if err != nil {
+		return r, fmt.Errorf("ref %q: offset %v", s, err)
+	}
+	r.Off = off
+	return r, nil
+}
+
+func parseDigits(s string, hi int64) (int64, error) {
+	if s == "" {
+		return 0, errors.New("is empty")
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, fmt.Errorf("%q is not a decimal number", s)
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v > hi {
+		return 0, fmt.Errorf("%s is out of range [0, %d]", s, hi)
+	}
+	return v, nil
+}
+
+// FormatRef writes r in the compact string form that ParseRef reads.
+func FormatRef(r ir.Ref) string {
+	var b strings.Builder
+	if r.Chan >= 0 {
+		fmt.Fprintf(&b, "@%d:", r.Chan)
+	}
+	fmt.Fprintf(&b, "%v[%d]", r.Buf, r.Off)
+	if r.Packet {
+		b.WriteString("/pkt")
+	}
+	return b.String()
+}
+
+// pairChannels fills PeerChannel of the channels that gave none.
+func (p *parser) pairChannels(prog *ir.Program) {
+	if len(p.implicit) == 0 {
+		return
+	}
+	def := DefaultPeerChannels(prog)
+	for _, rc := range p.implicit {
+		prog.Ranks[rc[0]].Channels[rc[1]].PeerChannel = def[rc[0]][rc[1]]
+	}
+}
+
+// DefaultPeerChannels returns, for every channel end c of every rank r, the
+// end it pairs with when the file gives no peer_channel: the k-th channel
+// from rank A to rank B of a type pairs with the k-th channel from B to A of
+// that type (k counted in declaration order, from 0). Where B has no such
+// channel, or B is not a rank of the program, the result is -1 (the
+// verifier reports TS0103). The result ignores explicit PeerChannel values.
+// Cost: linear in the number of channels.
+func DefaultPeerChannels(p *ir.Program) [][]int {
+	type key struct {
+		peer int
+		typ  ir.ChannelType
+	}
+	// byPeer[r][(q,t)] lists r's channels to q of type t, in order.
+	byPeer := make([]map[key][]int, len(p.Ranks))
+	out := make([][]int, len(p.Ranks))
+	for r := range p.Ranks {
+		out[r] = make([]int, len(p.Ranks[r].Channels))
+		for c, ch := range p.Ranks[r].Channels {
+			if byPeer[r] == nil {
+				byPeer[r] = map[key][]int{}
+			}
+			k := key{ch.Peer, ch.Type}
+			byPeer[r][k] = append(byPeer[r][k], c)
+		}
+	}
+	for r := range p.Ranks {
+		seen := map[key]int{}
+		for c, ch := range p.Ranks[r].Channels {
+			k := key{ch.Peer, ch.Type}
+			ord := seen[k]
+			seen[k]++
+			out[r][c] = -1
+			if ch.Peer < 0 || ch.Peer >= len(p.Ranks) {
+				continue
+			}
+			if back := byPeer[ch.Peer][key{r, ch.Type}]; ord < len(back) {
+				out[r][c] = back[ord]
+			}
+		}
+	}
+	return out
+}
