@@ -37,7 +37,7 @@ func roundTrip(t *testing.T, p *ir.Program) []byte {
 // full sets every field of the IR to a non-default value somewhere.
 func full() *ir.Program {
 	b := irtest.New(ir.Custom, 3, 4).Name("every \"field\" <&>").Protocol(ir.LL).Root(2).NLocalRanks(3).
-		Arrangements(true, false).Window(1024, 1<<40).Threads(512).SliceBytes(1 << 20).
+		Arrangements(true, false).Window(1024, 1<<40).Threads(512).SliceBytes(1<<20).
 		Meta("source", "test").Meta("z", "ünïcode\n\ttab").Meta("", "empty key")
 	b.Connect(0, 1, ir.PortChannel, 3, 0)
 	b.Connect(0, 1, ir.MemoryChannel, 0, 7)
