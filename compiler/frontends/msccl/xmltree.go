@@ -1,0 +1,255 @@
+package msccl
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
+	"sort"
+
+	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/ir"
+)
+
+// lineIndex maps byte offsets to 1-based line and byte-column positions.
+type lineIndex []int // byte offset of the start of each line
+
+func newLineIndex(data []byte) lineIndex {
+	li := lineIndex{0}
+	for i, c := range data {
+		if c == '\n' {
+			li = append(li, i+1)
+		}
+	}
+	return li
+}
+
+// pos returns the position of byte offset off (clamped to the input).
+func (li lineIndex) pos(off int) ir.Pos {
+	if off < 0 {
+		off = 0
+	}
+	l := sort.Search(len(li), func(i int) bool { return li[i] > off }) - 1
+	if l < 0 {
+		l = 0
+	}
+	return ir.Pos{Line: int32(l + 1), Col: int32(off - li[l] + 1)}
+}
+
+// xattr is one attribute with the byte offset of its name.
+type xattr struct {
+	name  string
+	value string
+	off   int
+}
+
+// xelem is an element of the four levels MSCCL reads (algo, gpu, tb, step)
+// with its attributes in source order and the byte offset of its '<'.
+type xelem struct {
+	name  string
+	off   int
+	attrs []xattr
+	kids  []*xelem
+}
+
+// attr returns the attribute called name, if present.
+func (e *xelem) attr(name string) (xattr, bool) {
+	for _, a := range e.attrs {
+		if a.name == name {
+			return a, true
+		}
+	}
+	return xattr{}, false
+}
+
+// children returns the kids named name.
+func (e *xelem) children(name string) []*xelem {
+	var out []*xelem
+	for _, k := range e.kids {
+		if k.name == name {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// known element nesting: which child elements each level keeps.
+var xmlChildren = map[string]string{"": "algo", "algo": "gpu", "gpu": "tb", "tb": "step"}
+
+// readTree decodes the document with encoding/xml and returns a synthetic
+// document node whose kids are the top-level elements. Elements outside
+// the algo/gpu/tb/step nesting are reported and skipped. It returns nil
+// after a syntax error or a size limit.
+func (p *parser) readTree() *xelem {
+	dec := xml.NewDecoder(bytes.NewReader(p.data))
+	dec.Strict = true
+	doc := &xelem{}
+	stack := []*xelem{doc}
+	nsteps, ntbs := 0, 0
+	for {
+		off := int(dec.InputOffset())
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			line, col := dec.InputPos()
+			pos := ir.Pos{Line: int32(line), Col: int32(col)}
+			msg := err.Error()
+			var se *xml.SyntaxError
+			if errors.As(err, &se) {
+				msg = se.Msg
+			}
+			p.errorAt(diag.Syntax, pos, -1, -1, -1, "", "malformed XML: %s", msg)
+			return nil
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			// The token starts at off; skip anything before its '<' (never
+			// more than whitespace, but stay robust).
+			if i := bytes.IndexByte(p.data[off:], '<'); i >= 0 {
+				off += i
+			}
+			parent := stack[len(stack)-1]
+			name := t.Name.Local
+			if t.Name.Space != "" {
+				name = t.Name.Space + ":" + t.Name.Local
+			}
+			want := xmlChildren[parent.name]
+			if name != want {
+				p.unknownElement(parent, name, off)
+				if err := dec.Skip(); err != nil {
+					line, col := dec.InputPos()
+					p.errorAt(diag.Syntax, ir.Pos{Line: int32(line), Col: int32(col)}, -1, -1, -1, "",
+						"malformed XML inside <%s>: %v", name, err)
+					return nil
+				}
+				continue
+			}
+			switch name {
+			case "step":
+				nsteps++
+				if nsteps > MaxSteps {
+					p.errorAt(diag.TooLarge, p.li.pos(off), -1, -1, -1, "",
+						"more than %d <step> elements", MaxSteps)
+					return nil
+				}
+			case "tb":
+				ntbs++
+				if ntbs > MaxThreadblocks {
+					p.errorAt(diag.TooLarge, p.li.pos(off), -1, -1, -1, "",
+						"more than %d <tb> elements", MaxThreadblocks)
+					return nil
+				}
+			}
+			e := &xelem{name: name, off: off}
+			end := int(dec.InputOffset())
+			offs := attrOffsets(p.data[off:end])
+			for _, a := range t.Attr {
+				an := a.Name.Local
+				if a.Name.Space != "" {
+					an = a.Name.Space + ":" + a.Name.Local
+				}
+				ao, ok := offs[an]
+				if !ok {
+					ao = 0
+				}
+				e.attrs = append(e.attrs, xattr{name: an, value: a.Value, off: off + ao})
+			}
+			parent.kids = append(parent.kids, e)
+			stack = append(stack, e)
+		case xml.EndElement:
+			if len(stack) > 1 {
+				stack = stack[:len(stack)-1]
+			}
+		case xml.CharData:
+			if len(bytes.TrimSpace(t)) > 0 {
+				if i := firstNonSpace(p.data, off); i >= 0 {
+					off = i
+				}
+				p.errorAt(diag.Syntax, p.li.pos(off), -1, -1, -1,
+					"MSCCL XML holds only elements; remove the text",
+					"text %q outside any attribute (the MSCCL parser rejects it)", clip(string(bytes.TrimSpace(t)), 24))
+			}
+		}
+	}
+	return doc
+}
+
+// unknownElement reports a child element MSCCL does not read.
+func (p *parser) unknownElement(parent *xelem, name string, off int) {
+	pos := p.li.pos(off)
+	switch {
+	case parent.name == "tb" && name == "op":
+		p.errorAt(diag.UnknownField, pos, -1, -1, -1,
+			"regenerate the file with msccl-tools' old (runtime) format, which writes <step s=...>",
+			"<op> is the msccl-tools non-runtime format; the MSCCL executor ignores it and would run this threadblock without steps")
+	case parent.name == "":
+		p.errorAt(diag.UnknownField, pos, -1, -1, -1, "the file must hold one <algo> element",
+			"unexpected top-level element <%s>", name)
+	case parent.name == "step":
+		p.warnAt(diag.UnknownField, pos, -1, -1, -1, "remove the element",
+			"<step> has no child elements; <%s> is ignored", name)
+	default:
+		p.warnAt(diag.UnknownField, pos, -1, -1, -1, "remove the element or check its spelling",
+			"unknown element <%s> inside <%s> is ignored (MSCCL ignores it too)", name, parent.name)
+	}
+}
+
+// attrOffsets scans the raw bytes of a start tag ("<name a="1" ...>") and
+// returns the byte offset, relative to the tag, of each attribute name.
+// encoding/xml has already validated the tag, so the scan only needs to
+// find names, skip '=' and quoted values.
+func attrOffsets(tag []byte) map[string]int {
+	out := map[string]int{}
+	i := 1 // skip '<'
+	for i < len(tag) && !isSpace(tag[i]) && tag[i] != '>' && tag[i] != '/' {
+		i++
+	}
+	for i < len(tag) {
+		for i < len(tag) && isSpace(tag[i]) {
+			i++
+		}
+		if i >= len(tag) || tag[i] == '>' || tag[i] == '/' {
+			break
+		}
+		start := i
+		for i < len(tag) && tag[i] != '=' && !isSpace(tag[i]) && tag[i] != '>' {
+			i++
+		}
+		name := string(tag[start:i])
+		if _, dup := out[name]; !dup {
+			out[name] = start
+		}
+		for i < len(tag) && (isSpace(tag[i]) || tag[i] == '=') {
+			i++
+		}
+		if i < len(tag) && (tag[i] == '"' || tag[i] == '\'') {
+			q := tag[i]
+			i++
+			for i < len(tag) && tag[i] != q {
+				i++
+			}
+			i++
+		}
+	}
+	return out
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func firstNonSpace(data []byte, off int) int {
+	for i := off; i < len(data); i++ {
+		if !isSpace(data[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,648 @@
+package mscclpp
+
+import (
+	"math"
+	"strconv"
+
+	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/ir"
+)
+
+var (
+	gpuKeys07    = []string{"id", "inputChunks", "outputChunks", "scratchChunks", "chunkGroups", "threadblocks", "channels"}
+	chanKeys07   = []string{"srcbuff", "dstbuff", "type", "connectedTo", "buff", "rankGroups"}
+	tbKeys07     = []string{"id", "ops", "channels"}
+	tbChanKeys07 = []string{"src", "dst", "ctype", "cids"}
+	opKeys07     = []string{"name", "ctype", "i_buff", "i_cids", "o_buff", "o_cids", "srcs", "dsts", "srcbuff", "srcoff",
+		"dstbuff", "dstoff", "cnt", "barrier_id", "nthread_blocks", "deps", "src", "dst"}
+)
+
+// tbChans is what a threadblock's channel list resolves to.
+type tbChans struct {
+	lists  [2][]int          // per type: tb-local index -> rank flat index
+	byKey  map[chanKey][]int // v0.7: key -> rank flat indices, in tb order
+	remote [2][]int          // v0.8+: per access type: tb-local buffer id -> rank remote_buffers index
+}
+
+// gpuHeader07 reads a v0.7 gpu's chunk counts and channel declarations.
+func (p *parser) gpuHeader07(g *jnode, r int) {
+	s := subj{r, -1, -1}
+	p.checkKeys(g, "a gpu", gpuKeys07, s)
+	rank := &p.ranks[r]
+	rank.Pos = p.pos(g)
+	var ok bool
+	if rank.Chunks[ir.Input], ok = p.reqInt(g, "inputChunks", 0, math.MaxInt64, s); !ok {
+		return
+	}
+	if rank.Chunks[ir.Output], ok = p.reqInt(g, "outputChunks", 0, math.MaxInt64, s); !ok {
+		return
+	}
+	if rank.Chunks[ir.Scratch], ok = p.reqInt(g, "scratchChunks", 0, math.MaxInt64, s); !ok {
+		return
+	}
+	if cg, ok := p.reqInt(g, "chunkGroups", 1, MaxIndex, s); ok && cg > 1 && p.first("chunkGroups") {
+		p.noteAt(diag.ImportNote, p.pos(g.get("chunkGroups")), s, "",
+			"chunkGroups=%d only decides which MSCCL++ chunks take the leftover 16-byte units; Theseus cuts chunks exactly (ir.md §2)", cg)
+	}
+	chans, ok := p.arr(g, "channels", true, s)
+	if !ok {
+		return
+	}
+	for _, c := range chans {
+		if !p.isObject(c, "a channel", s) {
+			return
+		}
+		tv := p.member(c, "type", true, s)
+		if tv == nil {
+			return
+		}
+		ct, ok := p.ctypeVal(tv, "type", s)
+		if !ok {
+			return
+		}
+		if ct == ctNVLS {
+			p.unsupportedNVLS(c, s, "rank declares an nvls (NVLink multicast) channel")
+			return
+		}
+		p.checkKeys(c, "a channel", chanKeys07, s)
+		if ct == ctNone {
+			if p.first("chan-none") {
+				p.warnAt(diag.ImportNote, p.pos(tv), s, "", "a channel of type none is never connected by MSCCL++; ignored")
+			}
+			continue
+		}
+		src, ok1 := p.reqBuf(c, "srcbuff", s)
+		dst, ok2 := p.reqBuf(c, "dstbuff", s)
+		peers, ok3 := p.arr(c, "connectedTo", true, s)
+		if !ok1 || !ok2 || !ok3 {
+			return
+		}
+		for _, pn := range peers {
+			q, ok := p.peer(pn, r, "connectedTo", s)
+			if !ok {
+				return
+			}
+			if !p.declare(r, chanDecl{key: chanKey{src, dst, typeIndex(ct)}, peer: q, pos: p.pos(pn)}) {
+				return
+			}
+		}
+	}
+}
+
+// peer reads a peer rank: in [0, nranks) and not r itself.
+func (p *parser) peer(n *jnode, r int, what string, s subj) (int, bool) {
+	q, ok := p.intVal(n, what, 0, int64(p.n-1), s)
+	if !ok {
+		return 0, false
+	}
+	if int(q) == r {
+		p.errorAt(diag.BadChannel, p.pos(n), s, "connect a channel to another rank", "rank %d connects a channel to itself", r)
+		return 0, false
+	}
+	return int(q), true
+}
+
+// threadblocks07 reads a v0.7 gpu's threadblocks.
+func (p *parser) threadblocks07(g *jnode, r int) {
+	s := subj{r, -1, -1}
+	tbs, ok := p.arr(g, "threadblocks", true, s)
+	if !ok {
+		return
+	}
+	rank := &p.ranks[r]
+	rank.TBs = make([]ir.Threadblock, len(tbs))
+	for i, tn := range tbs {
+		s := subj{r, i, -1}
+		if !p.isObject(tn, "a threadblock", s) {
+			return
+		}
+		p.checkKeys(tn, "a threadblock", tbKeys07, s)
+		if !p.tbID(tn, r, i) {
+			return
+		}
+		tb := &rank.TBs[i]
+		tb.SendPeer, tb.RecvPeer, tb.Chan, tb.Pos = -1, -1, -1, p.pos(tn)
+		tc := tbChans{byKey: map[chanKey][]int{}}
+		chans, ok := p.arr(tn, "channels", true, s)
+		if !ok {
+			return
+		}
+		for _, c := range chans {
+			if !p.tbChannel07(c, r, i, &tc) {
+				return
+			}
+		}
+		ops, ok := p.arr(tn, "ops", true, s)
+		if !ok {
+			return
+		}
+		for j, o := range ops {
+			out, ok := p.op07(o, r, i, j, &tc)
+			if !ok {
+				return
+			}
+			if !p.countOps(len(out), o, subj{r, i, j}) {
+				return
+			}
+			tb.Ops = append(tb.Ops, out...)
+		}
+	}
+}
+
+// tbID checks that a threadblock's id is its position (MSCCL++ indexes
+// its per-threadblock tables by id but launches them in list order).
+func (p *parser) tbID(tn *jnode, r, i int) bool {
+	id, ok := p.reqInt(tn, "id", 0, MaxIndex, subj{r, i, -1})
+	if !ok {
+		return false
+	}
+	if id != int64(i) {
+		p.errorAt(diag.DuplicateID, p.pos(tn.get("id")), subj{r, i, -1}, "list threadblocks in id order, ids 0, 1, 2, ...",
+			"threadblock at position %d of gpu %d has id %d", i, r, id)
+		return false
+	}
+	return true
+}
+
+// countOps enforces MaxOps.
+func (p *parser) countOps(k int, o *jnode, s subj) bool {
+	p.nops += k
+	if p.nops > MaxOps {
+		if !p.stop {
+			p.errorAt(diag.TooLarge, p.pos(o), s, "", "more than %d ops", MaxOps)
+		}
+		p.stop = true
+		return false
+	}
+	return true
+}
+
+// tbChannel07 resolves one entry of a v0.7 threadblock's channel list:
+// cid k names the k-th channel of the rank with the entry's key.
+func (p *parser) tbChannel07(c *jnode, r, t int, tc *tbChans) bool {
+	s := subj{r, t, -1}
+	if !p.isObject(c, "a threadblock channel", s) {
+		return false
+	}
+	p.checkKeys(c, "a threadblock channel", tbChanKeys07, s)
+	tv := p.member(c, "ctype", true, s)
+	if tv == nil {
+		return false
+	}
+	ct, ok := p.ctypeVal(tv, "ctype", s)
+	if !ok {
+		return false
+	}
+	if ct == ctNVLS {
+		p.unsupportedNVLS(c, s, "threadblock uses an nvls channel")
+		return false
+	}
+	if ct == ctNone {
+		return true
+	}
+	src, ok1 := p.reqBuf(c, "src", s)
+	dst, ok2 := p.reqBuf(c, "dst", s)
+	cids, ok3 := p.arr(c, "cids", true, s)
+	if !ok1 || !ok2 || !ok3 {
+		return false
+	}
+	key := chanKey{src, dst, typeIndex(ct)}
+	list := p.rc[r].byKey[key]
+	for _, cn := range cids {
+		id, ok := p.intVal(cn, "cid", 0, MaxIndex, s)
+		if !ok {
+			return false
+		}
+		if id >= int64(len(list)) {
+			p.errorAt(diag.BadChannel, p.pos(cn), s, "declare the channel on the gpu, or use a smaller cid",
+				"cid %d: rank %d declares %d %s channels from %s to %s", id, r, len(list), irType(key.t), src.LongName(), dst.LongName())
+			return false
+		}
+		flat := list[id]
+		tc.lists[key.t] = append(tc.lists[key.t], flat)
+		tc.byKey[key] = append(tc.byKey[key], flat)
+	}
+	return true
+}
+
+// cref is a channel an op reaches through i_cids or o_cids: the IR
+// channel, the channel's local (src) and remote (dst) buffers, and the
+// chunk offset in the remote buffer.
+type cref struct {
+	ch     int
+	local  ir.BufKind
+	remote ir.BufKind
+	off    int64
+	pos    ir.Pos
+}
+
+// cids07 resolves an op's i_cids or o_cids ("i" or "o"): entry {id, off}
+// names the id-th channel of the threadblock with key (X_buff.src,
+// X_buff.dst, ctype). It returns nil when the list is absent.
+func (p *parser) cids07(o *jnode, which string, ct ctype, r int, tc *tbChans, s subj) ([]cref, bool) {
+	list := o.get(which + "_cids")
+	if list == nil {
+		return nil, true
+	}
+	if list.kind != jArray {
+		p.errorAt(diag.BadValue, p.pos(list), s, "", "%s_cids is %s, want an array", which, list.kind)
+		return nil, false
+	}
+	if ct != ctMemory && ct != ctPort {
+		p.errorAt(diag.BadValue, p.pos(o), s, "set ctype to sm/memory or proxy/port",
+			"%s_cids needs a memory or port ctype", which)
+		return nil, false
+	}
+	bn := p.member(o, which+"_buff", true, s)
+	if bn == nil || !p.isObject(bn, which+"_buff", s) {
+		return nil, false
+	}
+	src, ok1 := p.reqBuf(bn, "src", s)
+	dst, ok2 := p.reqBuf(bn, "dst", s)
+	if !ok1 || !ok2 {
+		return nil, false
+	}
+	key := chanKey{src, dst, typeIndex(ct)}
+	flat := tc.byKey[key]
+	out := make([]cref, 0, len(list.arr))
+	for _, e := range list.arr {
+		if !p.isObject(e, which+"_cids entry", s) {
+			return nil, false
+		}
+		id, ok1 := p.reqInt(e, "id", 0, MaxIndex, s)
+		off, ok2 := p.reqInt(e, "off", 0, math.MaxInt64, s)
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		if id >= int64(len(flat)) {
+			p.errorAt(diag.BadChannel, p.pos(e.get("id")), s, "list the channel in the threadblock's channels",
+				"%s_cids id %d: threadblock %d lists %d %s channels from %s to %s", which, id, s.tb, len(flat),
+				irType(key.t), src.LongName(), dst.LongName())
+			return nil, false
+		}
+		out = append(out, cref{ch: p.irChan(r, key.t, flat[id]), local: src, remote: dst, off: off, pos: p.pos(e)})
+	}
+	return out, true
+}
+
+// locals07 reads srcs or dsts: [{buff, off}]. MSCCL++ v0.7 takes the
+// buffer of the first entry for all of them.
+func (p *parser) locals07(o *jnode, key string, s subj) ([]ir.Ref, bool) {
+	list, ok := p.arr(o, key, false, s)
+	if !ok {
+		return nil, false
+	}
+	out := make([]ir.Ref, 0, len(list))
+	for i, e := range list {
+		if !p.isObject(e, key+" entry", s) {
+			return nil, false
+		}
+		b, ok1 := p.reqBuf(e, "buff", s)
+		off, ok2 := p.reqInt(e, "off", 0, math.MaxInt64, s)
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		if i > 0 && b != out[0].Buf {
+			p.warnAt(diag.ImportNote, p.pos(e), s, "give all entries one buffer",
+				"%s entry %d names buffer %s but MSCCL++ v0.7 reads every entry from the first entry's buffer %s", key, i, b, out[0].Buf)
+			b = out[0].Buf
+		}
+		out = append(out, ir.Ref{Buf: b, Off: off, Chan: -1})
+	}
+	return out, true
+}
+
+// local07 reads srcbuff/srcoff ("src") or dstbuff/dstoff ("dst").
+func (p *parser) local07(o *jnode, which string, s subj) (ir.Ref, bool) {
+	b, ok1 := p.reqBuf(o, which+"buff", s)
+	off, ok2 := p.reqInt(o, which+"off", 0, math.MaxInt64, s)
+	return ir.Ref{Buf: b, Off: off, Chan: -1}, ok1 && ok2
+}
+
+func chansOf(cs []cref) []int {
+	out := make([]int, len(cs))
+	for i, c := range cs {
+		out[i] = c.ch
+	}
+	return out
+}
+
+func remoteRef(c cref, packet bool) ir.Ref {
+	return ir.Ref{Buf: c.remote, Off: c.off, Chan: c.ch, Packet: packet}
+}
+
+// copies builds copy ops for src k -> dst k; when every src is the same it
+// is one copy with all the dsts.
+func copies(srcs, dsts []ir.Ref, count int64, pos ir.Pos) []ir.Op {
+	same := true
+	for _, s := range srcs[1:] {
+		if s != srcs[0] {
+			same = false
+		}
+	}
+	if same {
+		return []ir.Op{{Code: ir.OpCopy, Srcs: []ir.Ref{srcs[0]}, Dsts: dsts, Count: count, Pos: pos}}
+	}
+	out := make([]ir.Op, len(srcs))
+	for k := range srcs {
+		out[k] = ir.Op{Code: ir.OpCopy, Srcs: []ir.Ref{srcs[k]}, Dsts: []ir.Ref{dsts[k]}, Count: count, Pos: pos}
+	}
+	return out
+}
+
+// reduceOp builds a reduce, or a copy when there is a single source
+// (MSCCL++ then just copies).
+func reduceOp(srcs, dsts []ir.Ref, count int64, pos ir.Pos) ir.Op {
+	code := ir.OpReduce
+	if len(srcs) == 1 {
+		code = ir.OpCopy
+	}
+	return ir.Op{Code: code, Srcs: srcs, Dsts: dsts, Count: count, Pos: pos}
+}
+
+// op07 maps one v0.7 op to IR ops (v0.7 execution_kernel.hpp semantics).
+func (p *parser) op07(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
+	s := subj{r, t, j}
+	if !p.isObject(o, "an op", s) {
+		return nil, false
+	}
+	p.checkKeys(o, "an op", opKeys07, s)
+	name, nn, ok := p.reqStr(o, "name", s)
+	if !ok {
+		return nil, false
+	}
+	pos := p.pos(o)
+	ct := ctNone
+	if v := o.get("ctype"); v != nil {
+		if ct, ok = p.ctypeVal(v, "ctype", s); !ok {
+			return nil, false
+		}
+	}
+	if name == "glres" || ct == ctNVLS {
+		p.unsupportedNVLS(o, s, "op "+name+" uses NVLink multicast")
+		return nil, false
+	}
+	cnt := func() (int64, bool) { return p.reqInt(o, "cnt", 0, math.MaxInt64, s) }
+	needOuts := func() ([]cref, bool) {
+		outs, ok := p.cids07(o, "o", ct, r, tc, s)
+		if ok && len(outs) == 0 {
+			p.errorAt(diag.MissingField, pos, s, "", "op %s needs o_cids", name)
+			return nil, false
+		}
+		return outs, ok
+	}
+	needIns := func() ([]cref, bool) {
+		ins, ok := p.cids07(o, "i", ct, r, tc, s)
+		if ok && len(ins) == 0 {
+			p.errorAt(diag.MissingField, pos, s, "", "op %s needs i_cids", name)
+			return nil, false
+		}
+		return ins, ok
+	}
+	memoryOnly := func() bool {
+		if ct != ctMemory {
+			p.errorAt(diag.BadValue, pos, s, "use sm/memory channels for this op",
+				"op %s reads or writes peer memory directly and needs memory channels (ctype is %s)", name, ctName(ct))
+			return false
+		}
+		return true
+	}
+
+	switch name {
+	case "nop":
+		// A nop is __syncthreads() of this threadblock; deps are not read.
+		if deps := o.get("deps"); deps != nil && deps.kind == jArray {
+			for _, d := range deps.arr {
+				if d.kind != jObject {
+					continue
+				}
+				if tbn := d.get("tb"); tbn != nil && tbn.kind == jNumber && tbn.str != strconv.Itoa(t) {
+					p.warnAt(diag.ImportNote, p.pos(d), s, "synchronise threadblocks with a barrier op",
+						"nop deps on threadblock %s are not enforced by MSCCL++ v0.7 (a nop is a __syncthreads of its own threadblock); no cross-threadblock order is imported", tbn.str)
+					break
+				}
+			}
+		}
+		return []ir.Op{{Code: ir.OpNop, Pos: pos}}, true
+
+	case "barrier":
+		id, ok1 := p.reqInt(o, "barrier_id", 0, MaxIndex, s)
+		n, ok2 := p.reqInt(o, "nthread_blocks", 1, MaxIndex, s)
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		return []ir.Op{{Code: ir.OpBarrier, Barrier: int(id), BarrierTBs: int(n), Pos: pos}}, true
+
+	case "signal", "flush":
+		outs, ok := needOuts()
+		if !ok {
+			return nil, false
+		}
+		code := ir.OpSignal
+		if name == "flush" {
+			code = ir.OpFlush
+		}
+		return []ir.Op{{Code: code, Chans: chansOf(outs), Pos: pos}}, true
+
+	case "wait":
+		ins, ok := needIns()
+		if !ok {
+			return nil, false
+		}
+		return []ir.Op{{Code: ir.OpWait, Chans: chansOf(ins), Pos: pos}}, true
+
+	case "put", "pws", "pwsf", "ppkt":
+		outs, ok1 := needOuts()
+		srcs, ok2 := p.locals07(o, "srcs", s)
+		n, ok3 := cnt()
+		if !ok1 || !ok2 || !ok3 {
+			return nil, false
+		}
+		if len(srcs) != len(outs) {
+			p.errorAt(diag.BadCount, pos, s, "give one srcs entry per o_cids entry",
+				"op %s has %d srcs for %d o_cids", name, len(srcs), len(outs))
+			return nil, false
+		}
+		packet := name == "ppkt"
+		from := make([]ir.Ref, len(outs))
+		to := make([]ir.Ref, len(outs))
+		for k, c := range outs {
+			// The data leaves from the channel's own registered (src)
+			// buffer; srcs only give the offsets.
+			if srcs[k].Buf != c.local && p.first("srcs-buf") {
+				p.warnAt(diag.ImportNote, pos, s, "",
+					"srcs names buffer %s but the channel's local buffer is %s: MSCCL++ reads from the channel's buffer", srcs[k].Buf, c.local)
+			}
+			from[k] = ir.Ref{Buf: c.local, Off: srcs[k].Off, Chan: -1, Packet: packet && ct == ctPort}
+			to[k] = remoteRef(c, packet)
+		}
+		ops := copies(from, to, n, pos)
+		switch {
+		case name == "pws" || name == "pwsf":
+			if ct == ctPort {
+				ops = append(ops, ir.Op{Code: ir.OpSignal, Chans: chansOf(outs), Pos: pos})
+				if name == "pwsf" {
+					ops = append(ops, ir.Op{Code: ir.OpFlush, Chans: chansOf(outs), Pos: pos})
+				}
+			} else if p.first("pws-memory") {
+				p.warnAt(diag.ImportNote, pos, s, "use put followed by signal",
+					"%s on memory channels: MSCCL++ v0.7 puts without signalling (its kernel ignores the signal on memory channels); imported as a put", name)
+			}
+		case name == "ppkt" && ct == ctPort && p.first("ppkt-port"):
+			p.noteAt(diag.ImportNote, pos, s, "",
+				"ppkt on port channels copies packets already in LL layout in local scratch; imported as a packet-to-packet copy")
+		}
+		return ops, true
+
+	case "get":
+		ins, ok1 := needIns()
+		dsts, ok2 := p.locals07(o, "dsts", s)
+		n, ok3 := cnt()
+		if !ok1 || !ok2 || !ok3 || !memoryOnly() {
+			return nil, false
+		}
+		if len(dsts) != len(ins) {
+			p.errorAt(diag.BadCount, pos, s, "give one dsts entry per i_cids entry",
+				"op get has %d dsts for %d i_cids", len(dsts), len(ins))
+			return nil, false
+		}
+		var ops []ir.Op
+		for k, c := range ins {
+			ops = append(ops, ir.Op{Code: ir.OpCopy, Srcs: []ir.Ref{remoteRef(c, false)},
+				Dsts: []ir.Ref{{Buf: c.local, Off: dsts[k].Off, Chan: -1}}, Count: n, Pos: pos})
+		}
+		return ops, true
+
+	case "copy", "cpkt", "tpkt":
+		src, ok1 := p.local07(o, "src", s)
+		dst, ok2 := p.local07(o, "dst", s)
+		n, ok3 := cnt()
+		if !ok1 || !ok2 || !ok3 {
+			return nil, false
+		}
+		src.Packet = name == "cpkt"
+		dst.Packet = name == "tpkt"
+		return []ir.Op{{Code: ir.OpCopy, Srcs: []ir.Ref{src}, Dsts: []ir.Ref{dst}, Count: n, Pos: pos}}, true
+
+	case "re", "rs":
+		src, ok1 := p.local07(o, "src", s)
+		dst, ok2 := p.local07(o, "dst", s)
+		more, ok3 := p.locals07(o, "srcs", s)
+		n, ok4 := cnt()
+		if !ok1 || !ok2 || !ok3 || !ok4 {
+			return nil, false
+		}
+		dsts := []ir.Ref{dst}
+		if name == "rs" {
+			outs, ok := needOuts()
+			if !ok || !memoryOnly() {
+				return nil, false
+			}
+			for _, c := range outs {
+				dsts = append(dsts, remoteRef(c, false))
+			}
+		}
+		return []ir.Op{reduceOp(append([]ir.Ref{src}, more...), dsts, n, pos)}, true
+
+	case "rrc", "rrcs":
+		src, ok1 := p.local07(o, "src", s)
+		dst, ok2 := p.local07(o, "dst", s)
+		ins, ok3 := needIns()
+		n, ok4 := cnt()
+		if !ok1 || !ok2 || !ok3 || !ok4 || !memoryOnly() {
+			return nil, false
+		}
+		srcs := []ir.Ref{src}
+		for _, c := range ins {
+			srcs = append(srcs, remoteRef(c, false))
+		}
+		dsts := []ir.Ref{dst}
+		if name == "rrcs" {
+			outs, ok := needOuts()
+			if !ok {
+				return nil, false
+			}
+			for _, c := range outs {
+				dsts = append(dsts, remoteRef(c, false))
+			}
+		}
+		return []ir.Op{reduceOp(srcs, dsts, n, pos)}, true
+
+	case "rppkt":
+		outs, ok1 := needOuts()
+		srcs, ok2 := p.locals07(o, "srcs", s)
+		n, ok3 := cnt()
+		if !ok1 || !ok2 || !ok3 {
+			return nil, false
+		}
+		if len(srcs) != len(outs) {
+			p.errorAt(diag.BadCount, pos, s, "give one srcs entry per o_cids entry",
+				"op rppkt has %d srcs for %d o_cids", len(srcs), len(outs))
+			return nil, false
+		}
+		from := make([]ir.Ref, len(outs))
+		to := make([]ir.Ref, len(outs))
+		for k, c := range outs {
+			// Packets are read from this rank's scratch, whatever srcs says.
+			from[k] = ir.Ref{Buf: ir.Scratch, Off: srcs[k].Off, Chan: -1, Packet: true}
+			to[k] = remoteRef(c, true)
+		}
+		p.scratchOnly(srcs, "rppkt", pos, s)
+		return copies(from, to, n, pos), true
+
+	case "rspkt", "rpkt":
+		src, ok1 := p.local07(o, "src", s)
+		dst, ok2 := p.local07(o, "dst", s)
+		pk, ok3 := p.locals07(o, "srcs", s)
+		n, ok4 := cnt()
+		if !ok1 || !ok2 || !ok3 || !ok4 {
+			return nil, false
+		}
+		p.scratchOnly(pk, name, pos, s)
+		// MSCCL++ sums the packets first, then adds the local src.
+		var srcs []ir.Ref
+		for _, r := range pk {
+			srcs = append(srcs, ir.Ref{Buf: ir.Scratch, Off: r.Off, Chan: -1, Packet: true})
+		}
+		srcs = append(srcs, src)
+		dsts := []ir.Ref{dst}
+		if name == "rspkt" {
+			outs, ok := needOuts()
+			if !ok || !memoryOnly() {
+				return nil, false
+			}
+			for _, c := range outs {
+				dsts = append(dsts, remoteRef(c, true))
+			}
+		}
+		return []ir.Op{reduceOp(srcs, dsts, n, pos)}, true
+	}
+	p.errorAt(diag.UnknownOp, p.pos(nn), s,
+		"use nop, barrier, put, pws, pwsf, get, copy, signal, wait, flush, re, rs, rrc, rrcs, ppkt, rppkt, rspkt, cpkt, tpkt or rpkt",
+		"unknown v0.7 op %q", name)
+	return nil, false
+}
+
+// scratchOnly warns when packet sources name a buffer other than scratch:
+// MSCCL++ reads them from scratch regardless.
+func (p *parser) scratchOnly(refs []ir.Ref, name string, pos ir.Pos, s subj) {
+	for _, r := range refs {
+		if r.Buf != ir.Scratch && p.first("pkt-scratch") {
+			p.warnAt(diag.ImportNote, pos, s, "name the scratch buffer s",
+				"%s reads its packet sources from scratch, but the plan names buffer %s; imported as scratch", name, r.Buf)
+			return
+		}
+	}
+}
+
+func ctName(c ctype) string {
+	switch c {
+	case ctMemory:
+		return "memory"
+	case ctPort:
+		return "port"
+	case ctNVLS:
+		return "nvls"
+	}
+	return "none"
+}
