@@ -1,0 +1,87 @@
+package optable
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+
+	"github.com/theseus-ccl/theseus/ir"
+)
+
+func TestDecodeErrors(t *testing.T) {
+	tab, err := Lower(llProgram(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := tab.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h wireHeader
+	h.get(good)
+	le := binary.LittleEndian
+	mut := func(f func(b []byte)) []byte {
+		b := append([]byte(nil), good...)
+		f(b)
+		return fixup(b)
+	}
+	op0 := h.OffOps
+	op1 := h.OffOps + OpBytes
+	ref0 := h.OffRefs
+	cases := []struct {
+		name string
+		in   []byte
+		want string
+	}{
+		{"empty", nil, "shorter than the 192-byte header"},
+		{"magic", mut(func(b []byte) { b[0] = 'X' }), "bad magic"},
+		{"version", mut(func(b []byte) { le.PutUint16(b[4:], 2) }), "byte 4: unsupported format version 2 (this build reads version 1)"},
+		{"header size", mut(func(b []byte) { le.PutUint16(b[6:], 128) }), "header size 128"},
+		{"truncated", good[:len(good)-16], "header says"},
+		{"crc", func() []byte { b := append([]byte(nil), good...); b[len(b)-1] ^= 1; return b }(), "CRC-32C"},
+		{"reserved", mut(func(b []byte) { b[180] = 1 }), "reserved header fields"},
+		{"flags", mut(func(b []byte) { b[20] |= 4 }), "unknown header flags"},
+		{"huge op count", mut(func(b []byte) { le.PutUint64(b[96:], 1<<60) }), "do not fill"},
+		{"offsets", mut(func(b []byte) { le.PutUint64(b[136:], h.OffTBs+16) }), "not the canonical ones"},
+		{"collective", mut(func(b []byte) { b[32] = 10 }), "unknown collective code 10"},
+		{"tb op range", mut(func(b []byte) { le.PutUint64(b[h.OffTBs+TBBytes:], 4) }), "tb 1: ops [4, +3) do not follow"},
+		{"opcode", mut(func(b []byte) { b[op0] = 7 }), "unknown opcode 7"},
+		{"op flags", mut(func(b []byte) { b[op0+1] = 2 }), "unknown op flags"},
+		{"ref start", mut(func(b []byte) { le.PutUint64(b[op1+16:], 0) }), "tb 0 step 1: refs [0, +0) do not follow"},
+		{"too many refs", mut(func(b []byte) { le.PutUint32(b[op0+8:], 9) }), "do not follow"},
+		{"remote flag", mut(func(b []byte) { b[ref0+1] = RefFlagRemote }), "remote flag and channel -1 disagree"},
+		{"buffer code", mut(func(b []byte) { b[ref0] = 3 }), "unknown buffer code 3"},
+		{"channel type", mut(func(b []byte) { b[h.OffChannels+8] = 2 }), "unknown channel type 2"},
+		{"validation", mut(func(b []byte) { le.PutUint64(b[op0+24:], 0) }), "TS0105: tb 0 step 0: copy of 0 chunks"},
+		{"chan list padding", mut(func(b []byte) { b[len(b)-1] = 1 }), "padding is not zero"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Decode(c.in)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Decode = %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestNoCapOnOpsPerTB(t *testing.T) {
+	// 70000 ops in one threadblock (over any 16-bit limit) round-trip.
+	tab := &Table{Rank: 0, NRanks: 1, Collective: ir.AllReduce, Root: -1, ChunksPerBlock: 1, Chunks: [3]int64{1, 1, 0}, OutOfPlace: true}
+	ops := make([]Op, 70000)
+	for i := range ops {
+		ops[i] = Op{Code: 0}
+	}
+	tab.TBs = []TB{{Ops: ops}}
+	b, err := tab.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.TBs[0].Ops) != 70000 {
+		t.Errorf("decoded %d ops", len(got.TBs[0].Ops))
+	}
+}
