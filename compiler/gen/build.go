@@ -13,6 +13,15 @@ import (
 // exhausting memory. A 2048-rank ring allreduce (8.4 M ops) fits.
 const MaxOps = 1 << 23
 
+// Executor limits the generated programs respect (the verifier's TS0110
+// limits, docs/design/ir.md): threadblocks per rank (one resident CUDA
+// block each) and transfer-level channel indices (0..31, as in MSCCL XML).
+// Generate returns ErrOptions rather than a program over them.
+const (
+	MaxThreadblocks     = 128
+	MaxTransferChannels = 32
+)
+
 // gen is the state of one Generate call: the program under construction,
 // per-rank threadblock and lane bookkeeping, and the relay set.
 type gen struct {
@@ -45,8 +54,11 @@ type rankState struct {
 // op ran in another threadblock.
 type laneState struct {
 	tb, step int
-	scrTBs   map[int]bool // threadblocks that access local scratch
-	scrW     map[int]bool // threadblocks that write local scratch
+	// par lists ops emitted with par since the last seq op: they depend on
+	// it, not on each other, and the next seq op depends on all of them.
+	par    []ir.Dep
+	scrTBs map[int]bool // threadblocks that access local scratch
+	scrW   map[int]bool // threadblocks that write local scratch
 }
 
 func newGen(a *Algorithm, o Options) (*gen, error) {
@@ -224,6 +236,17 @@ func (g *gen) tb(r, lane, send, recv, ch int) int {
 	return t
 }
 
+// reserve makes room for n more ops in threadblock t of rank r (a hint
+// for large programs).
+func (g *gen) reserve(r, t, n int) {
+	tb := &g.p.Ranks[r].TBs[t]
+	if cap(tb.Ops)-len(tb.Ops) < n {
+		ops := make([]ir.Op, len(tb.Ops), len(tb.Ops)+n)
+		copy(ops, tb.Ops)
+		tb.Ops = ops
+	}
+}
+
 // emit appends op to threadblock t of rank r and returns its step.
 func (g *gen) emit(r, t int, op ir.Op) int {
 	tb := &g.p.Ranks[r].TBs[t]
@@ -250,8 +273,49 @@ func (g *gen) pub(r, t, step int) ir.Dep {
 }
 
 // seq emits op on threadblock t of rank r in lane lane, after the lane's
-// previous op: when that op ran in another threadblock, op depends on it.
+// previous op (and after every par op since): when that op ran in another
+// threadblock, op depends on it.
 func (g *gen) seq(r, lane, t int, op ir.Op) int {
+	ls := g.lane(r, lane)
+	if ls.tb >= 0 && ls.tb != t {
+		op.Deps = append(op.Deps, g.pub(r, ls.tb, ls.step))
+	}
+	for _, d := range ls.par {
+		if d.TB != t {
+			op.Deps = append(op.Deps, g.pub(r, d.TB, d.Step))
+		}
+	}
+	step := g.emit(r, t, op)
+	ls.tb, ls.step, ls.par = t, step, ls.par[:0]
+	ls.track(t, op)
+	return step
+}
+
+// par emits op on threadblock t of rank r in lane lane after the lane's
+// last seq op but in parallel with the other par ops that follow it (for
+// example sends of the same result to several children). The ops of one
+// par group must not touch storage another of them writes, and t must not
+// be the threadblock of the last seq op or of another op of the group.
+func (g *gen) par(r, lane, t int, op ir.Op) int {
+	ls := g.lane(r, lane)
+	if ls.tb == t {
+		g.fail("rank %d lane %d: par op in the threadblock of its anchor", r, lane)
+	}
+	for _, d := range ls.par {
+		if d.TB == t {
+			g.fail("rank %d lane %d: two par ops in threadblock %d", r, lane, t)
+		}
+	}
+	if ls.tb >= 0 {
+		op.Deps = append(op.Deps, g.pub(r, ls.tb, ls.step))
+	}
+	step := g.emit(r, t, op)
+	ls.par = append(ls.par, ir.Dep{TB: t, Step: step})
+	ls.track(t, op)
+	return step
+}
+
+func (g *gen) lane(r, lane int) *laneState {
 	rs := &g.rs[r]
 	if rs.lanes == nil {
 		rs.lanes = map[int]*laneState{}
@@ -261,12 +325,11 @@ func (g *gen) seq(r, lane, t int, op ir.Op) int {
 		ls = &laneState{tb: -1}
 		rs.lanes[lane] = ls
 	}
-	if ls.tb >= 0 && ls.tb != t {
-		d := g.pub(r, ls.tb, ls.step)
-		op.Deps = append(op.Deps, d)
-	}
-	step := g.emit(r, t, op)
-	ls.tb, ls.step = t, step
+	return ls
+}
+
+// track records local scratch accesses of op in threadblock t.
+func (ls *laneState) track(t int, op ir.Op) {
 	for _, x := range op.Srcs {
 		if x.Buf == ir.Scratch && x.Chan < 0 {
 			ls.markScratch(t, false)
@@ -277,7 +340,6 @@ func (g *gen) seq(r, lane, t int, op ir.Op) int {
 			ls.markScratch(t, true)
 		}
 	}
-	return step
 }
 
 func (ls *laneState) markScratch(t int, write bool) {
@@ -310,14 +372,22 @@ func (g *gen) closeLanes() {
 			}
 			ws := make([]int, 0, len(ls.scrW))
 			for t := range ls.scrW {
-				if t != ls.tb {
+				if t != ls.tb || len(ls.par) > 0 {
 					ws = append(ws, t)
 				}
 			}
 			sortInts(ws)
 			for _, t := range ws {
-				d := g.pub(r, ls.tb, ls.step)
-				g.emit(r, t, ir.Op{Code: ir.OpNop, Deps: []ir.Dep{d}})
+				var deps []ir.Dep
+				if ls.tb != t {
+					deps = append(deps, g.pub(r, ls.tb, ls.step))
+				}
+				for _, d := range ls.par {
+					if d.TB != t {
+						deps = append(deps, g.pub(r, d.TB, d.Step))
+					}
+				}
+				g.emit(r, t, ir.Op{Code: ir.OpNop, Deps: deps})
 			}
 		}
 	}
@@ -409,6 +479,18 @@ func (g *gen) finish() error {
 			ErrAvoid, g.a.Name, g.coll, g.n, strings.Join(bad, ","), g.a.Constraints)
 	}
 	p := g.p
+	for r := range p.Ranks {
+		if nt := len(p.Ranks[r].TBs); nt > MaxThreadblocks {
+			return fmt.Errorf("%w: %s %v on %d ranks with %d channels needs %d threadblocks on rank %d (limit %d); use fewer channels",
+				ErrOptions, g.a.Name, g.coll, g.n, g.K, nt, r, MaxThreadblocks)
+		}
+		for t := range p.Ranks[r].TBs {
+			if c := p.Ranks[r].TBs[t].Chan; c >= MaxTransferChannels {
+				return fmt.Errorf("%w: %s with %d channels uses transfer channel %d (limit %d); use fewer channels",
+					ErrOptions, g.a.Name, g.K, c, MaxTransferChannels-1)
+			}
+		}
+	}
 	if p.ChunksPerBlock < 1 {
 		return fmt.Errorf("gen: internal error in %s: chunks per block not set", g.a.Name)
 	}

@@ -63,6 +63,11 @@ func (g *gen) ringRS(ph *ringPhase, fuse bool) {
 	rr := ph.partRuns()
 	for q, r := range ph.members {
 		t := g.ringTB(ph, q)
+		if fuse {
+			g.reserve(r, t, 2*M*len(rr[0]))
+		} else {
+			g.reserve(r, t, M*len(rr[0]))
+		}
 		for s := 0; s < M; s++ {
 			part := mod(q-1-s, M)
 			for _, run := range rr[part] {
@@ -100,6 +105,7 @@ func (g *gen) ringAG(ph *ringPhase, fused bool) {
 	for q, r := range ph.members {
 		t := g.ringTB(ph, q)
 		if !fused {
+			g.reserve(r, t, M*len(rr[0])+1)
 			for _, run := range rr[q] {
 				g.seq(r, ph.lane, t, g.opSend(int64(len(run)), ph.src(r, run[0])))
 			}

@@ -148,7 +148,7 @@ func (g *gen) treeAllReduce(tr tree, lane, ch int, c int64) {
 		}
 		for _, k := range rest {
 			t := g.tb(v, lane, k, -1, ch)
-			g.seq(v, lane, t, g.opSend(1, oo))
+			g.par(v, lane, t, g.opSend(1, oo))
 		}
 	}
 }
@@ -168,7 +168,7 @@ func (g *gen) treeRooted(tr tree, lane, ch int, c int64) {
 			case v == tr.root:
 				for _, k := range ks {
 					t := g.tb(v, lane, k, -1, ch)
-					g.seq(v, lane, t, g.opSend(1, io))
+					g.par(v, lane, t, g.opSend(1, io))
 				}
 				t := g.tb(v, lane, -1, -1, ch)
 				g.seq(v, lane, t, g.opCopy(1, io, oo))
