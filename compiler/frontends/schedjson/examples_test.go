@@ -386,3 +386,27 @@ func TestBadFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestDocExample checks that the complete example of docs/schedule-format.md
+// §1 parses to allreduce_pairs_2rank_simple (its description shortened).
+func TestDocExample(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "docs", "schedule-format.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	start := strings.Index(text, "```json\n")
+	end := strings.Index(text[start+8:], "```")
+	if start < 0 || end < 0 {
+		t.Fatal("no json block in docs/schedule-format.md")
+	}
+	got, ds := Parse("doc", []byte(text[start+8:start+8+end]))
+	if len(ds) != 0 {
+		t.Fatal(ds)
+	}
+	want := pairs2Simple()
+	want.Meta["description"] = "2-rank allreduce, primitive ops: ..."
+	if d := irtest.Diff(want, got); d != "" {
+		t.Errorf("doc example differs (-want +got):\n%s", d)
+	}
+}

@@ -831,7 +831,31 @@ func opNames() string {
 	return strings.Join(names, ", ")
 }
 
+// foreignOps names the MSCCL and MSCCL++ op names users carry over, with
+// their Theseus spelling.
+var foreignOps = map[string]string{
+	"put":   "MSCCL++ put is copy with a remote dst",
+	"get":   "MSCCL++ get is copy with a remote src",
+	"pws":   "MSCCL++ put-with-signal is copy with a remote dst, then signal",
+	"pwsf":  "MSCCL++ put-with-signal-and-flush is copy with a remote dst, then signal and flush",
+	"rs":    "MSCCL++ reduce-send is reduce with a remote dst",
+	"re":    "MSCCL re is reduce with srcs [dst, src]",
+	"cpy":   "MSCCL cpy is copy",
+	"s":     "MSCCL s is send",
+	"r":     "MSCCL r is recv",
+	"ppkt":  "MSCCL++ packet ops are copy or reduce with packet refs",
+	"rppkt": "MSCCL++ packet ops are copy or reduce with packet refs",
+	"rspkt": "MSCCL++ packet ops are copy or reduce with packet refs",
+	"cpkt":  "MSCCL++ packet ops are copy or reduce with packet refs",
+	"tpkt":  "MSCCL++ packet ops are copy or reduce with packet refs",
+	"rpkt":  "MSCCL++ packet ops are copy or reduce with packet refs",
+	"upkt":  "MSCCL++ packet ops are copy or reduce with packet refs",
+}
+
 func opHint(s string) string {
+	if h, ok := foreignOps[strings.ToLower(s)]; ok {
+		return h + "; theseusc import converts whole MSCCL/MSCCL++ files"
+	}
 	var names []string
 	for c := ir.Opcode(0); c < ir.NumOpcodes; c++ {
 		names = append(names, c.String())
