@@ -1,0 +1,353 @@
+package bundle
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/theseus-ccl/theseus/compiler/legalize"
+	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/ir/irtest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files and fuzz seeds")
+
+var cmpBundle = cmp.Options{cmpopts.EquateEmpty()}
+
+// fakeTables stands in for codegen/optable encodings: distinct bytes per
+// rank (the bundle treats tables as opaque).
+func fakeTables(n int) [][]byte {
+	ts := make([][]byte, n)
+	for r := range ts {
+		ts[r] = []byte(fmt.Sprintf("TSOT table of rank %d", r))
+	}
+	return ts
+}
+
+func legalRing(t testing.TB, n int, proto ir.Protocol) *ir.Program {
+	t.Helper()
+	q, ds := legalize.Legalize(irtest.RingAllReduce(n, proto))
+	if len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	return q
+}
+
+func mustNew(t testing.TB, p *ir.Program, src []byte) *Bundle {
+	t.Helper()
+	b, err := New(p, fakeTables(p.NRanks), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, withSrc := range []bool{false, true} {
+		for _, p := range []*ir.Program{legalRing(t, 4, ir.Simple), legalRing(t, 3, ir.LL), irtest.PairsAllReducePrimitive(3)} {
+			t.Run(fmt.Sprintf("%s/%v/src=%v", p.Name, p.Protocol, withSrc), func(t *testing.T) {
+				var src []byte
+				if withSrc {
+					src = []byte(p.String())
+				}
+				b := mustNew(t, p, src)
+				data, err := Encode(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, id, err := DecodeID(data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := cmp.Diff(b, got, cmpBundle); d != "" {
+					t.Errorf("Decode(Encode(b)) (-want +got):\n%s", d)
+				}
+				if (got.Source != nil) != withSrc {
+					t.Errorf("source present = %v, want %v", got.Source != nil, withSrc)
+				}
+				want, err := b.ID()
+				if err != nil || id != want {
+					t.Errorf("ID = %v (%v), want %v", id, err, want)
+				}
+				again, err := Encode(got)
+				if err != nil || !bytes.Equal(again, data) {
+					t.Errorf("Encode(Decode(data)) differs from data (err %v)", err)
+				}
+			})
+		}
+	}
+}
+
+func TestIDIgnoresSourceOnly(t *testing.T) {
+	p := legalRing(t, 3, ir.Simple)
+	plain := mustNew(t, p, nil)
+	withSrc := mustNew(t, p, []byte(p.String()))
+	a, _ := plain.ID()
+	b, _ := withSrc.ID()
+	if a != b {
+		t.Errorf("embedding the source changed the ID: %v vs %v", a, b)
+	}
+	if len(a.String()) != 64 || a.Short() != a.String()[:12] {
+		t.Errorf("ID strings %q / %q", a.String(), a.Short())
+	}
+	// Every metadata field, resource and table byte is part of the ID.
+	muts := map[string]func(b *Bundle){
+		"name":       func(b *Bundle) { b.Meta.Name += "x" },
+		"protocol":   func(b *Bundle) { b.Meta.Protocol = ir.LL },
+		"inplace":    func(b *Bundle) { b.Meta.InPlace = false },
+		"window":     func(b *Bundle) { b.Meta.MaxBytes = 1 << 20 },
+		"threads":    func(b *Bundle) { b.Meta.NumThreads = 512 },
+		"slice":      func(b *Bundle) { b.Meta.SliceBytes = 4096 },
+		"nlocal":     func(b *Bundle) { b.Meta.NLocalRanks = 1 },
+		"chunks":     func(b *Bundle) { b.Meta.ChunksPerBlock = 6 },
+		"scratch":    func(b *Bundle) { b.Ranks[1].Chunks[ir.Scratch]++ },
+		"init":       func(b *Bundle) { b.Ranks[0].Channels[0].Init++ },
+		"tb ops":     func(b *Bundle) { b.Ranks[2].TBs[0].OpsHash ^= 1 },
+		"table byte": func(b *Bundle) { b.Tables[2] = append(bytes.Clone(b.Tables[2][:3]), 'X') },
+		"registration": func(b *Bundle) {
+			b.Ranks[0].Registrations = append(b.Ranks[0].Registrations, Registration{Peer: 2, Buf: ir.Output})
+		},
+	}
+	for name, mut := range muts {
+		c := mustNew(t, p, nil)
+		mut(c)
+		id, err := c.ID()
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if id == a {
+			t.Errorf("changing %s kept the ID", name)
+		}
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	// Pairs allreduce: every rank reads every peer's input through the
+	// channel to it, so it imports each peer's input registration.
+	got := Summarize(irtest.PairsAllReducePrimitive(3))
+	for r, res := range got {
+		var want []Registration
+		for q := range 3 {
+			if q != r {
+				want = append(want, Registration{Peer: q, Buf: ir.Input})
+			}
+		}
+		if d := cmp.Diff(want, res.Registrations); d != "" {
+			t.Errorf("rank %d registrations (-want +got):\n%s", r, d)
+		}
+		wantCh := []ChannelEnd{{Peer: 0}, {Peer: 1}}
+		if r == 0 {
+			wantCh = []ChannelEnd{{Peer: 1}, {Peer: 2}}
+		} else if r == 1 {
+			wantCh = []ChannelEnd{{Peer: 0}, {Peer: 2, PeerChannel: 1}}
+		} else {
+			wantCh = []ChannelEnd{{Peer: 0, PeerChannel: 1}, {Peer: 1, PeerChannel: 1}}
+		}
+		if d := cmp.Diff(wantCh, res.Channels); d != "" {
+			t.Errorf("rank %d channels (-want +got):\n%s", r, d)
+		}
+		// 2 signals/waits, 3 reduces, 2 signals/waits.
+		if len(res.TBs) != 1 || res.TBs[0].Ops != 7 {
+			t.Errorf("rank %d threadblocks %+v", r, res.TBs)
+		}
+	}
+	// The legalised ring only writes peers' scratch: no registrations.
+	for r, res := range Summarize(legalRing(t, 4, ir.Simple)) {
+		if len(res.Registrations) != 0 {
+			t.Errorf("ring rank %d registrations %v", r, res.Registrations)
+		}
+		if res.Chunks != [ir.NumBufKinds]int64{4, 4, 6} {
+			t.Errorf("ring rank %d chunks %v", r, res.Chunks)
+		}
+	}
+	// Op hashes tell changed threadblocks apart and ignore positions.
+	p := irtest.PairsAllReducePrimitive(3)
+	h := HashOps(p.Ranks[0].TBs[0].Ops)
+	p.Ranks[0].TBs[0].Ops[2].Pos = ir.Pos{Line: 9, Col: 9}
+	if HashOps(p.Ranks[0].TBs[0].Ops) != h {
+		t.Error("a position changed the op hash")
+	}
+	p.Ranks[0].TBs[0].Ops[2].Srcs[1].Off = 2
+	if HashOps(p.Ranks[0].TBs[0].Ops) == h {
+		t.Error("a changed ref kept the op hash")
+	}
+	if HashOps(nil) == HashOps([]ir.Op{{Code: ir.OpNop}}) {
+		t.Error("an extra nop kept the op hash")
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	ring := irtest.RingAllReduce(3, ir.Simple)
+	if _, err := New(ring, fakeTables(3), nil); !errors.Is(err, ErrInvalid) {
+		t.Errorf("transfer-level program: %v", err)
+	}
+	q := legalRing(t, 3, ir.Simple)
+	if _, err := New(q, fakeTables(2), nil); !errors.Is(err, ErrInvalid) {
+		t.Errorf("too few tables: %v", err)
+	}
+	if _, err := New(nil, nil, nil); !errors.Is(err, ErrInvalid) {
+		t.Errorf("nil program: %v", err)
+	}
+	bad := q.Clone()
+	bad.Ranks[1].Channels[0].PeerChannel = 1
+	if _, err := New(bad, fakeTables(3), nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "name it back") {
+		t.Errorf("unpaired channel: %v", err)
+	}
+	bad = q.Clone()
+	bad.Root = 0
+	if _, err := New(bad, fakeTables(3), nil); !errors.Is(err, ErrInvalid) {
+		t.Errorf("root on allreduce: %v", err)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	p := legalRing(t, 3, ir.Simple)
+	data, err := Encode(mustNew(t, p, []byte(p.String())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every truncation is an error, never a panic.
+	for n := 0; n < len(data); n++ {
+		if _, err := Decode(data[:n]); err == nil {
+			t.Fatalf("truncated to %d bytes: no error", n)
+		}
+	}
+	// Every single-byte change is an error: the header fields are checked,
+	// the body is covered by the ID, the source by its hash.
+	for i := 0; i < len(data); i++ {
+		c := bytes.Clone(data)
+		c[i] ^= 0x40
+		if _, err := Decode(c); err == nil {
+			t.Fatalf("byte %d flipped: no error", i)
+		}
+	}
+	set := func(off int, v ...byte) []byte {
+		c := bytes.Clone(data)
+		copy(c[off:], v)
+		return c
+	}
+	cases := []struct {
+		name string
+		data []byte
+		want error
+	}{
+		{"magic", set(0, 'X'), ErrFormat},
+		{"version", set(8, 2), ErrVersion},
+		{"flags", set(10, 2), ErrFormat},
+		{"reserved", set(12, 1), ErrFormat},
+		{"body length", set(16, 0xff, 0xff, 0xff), ErrFormat},
+		{"id", set(30, ^data[30]), ErrChecksum},
+		{"body", set(HeaderBytes+6, ^data[HeaderBytes+6]), ErrChecksum},
+		{"source", set(len(data)-40, ^data[len(data)-40]), ErrChecksum},
+		{"trailing", append(bytes.Clone(data), 0), ErrFormat},
+	}
+	for _, c := range cases {
+		if _, err := Decode(c.data); !errors.Is(err, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+// A body that is well-formed but invalid (hash recomputed) is ErrFormat.
+func TestDecodeInvalidBody(t *testing.T) {
+	p := legalRing(t, 2, ir.Simple)
+	b := mustNew(t, p, nil)
+	body, _ := b.encodeBody()
+	// Rank 1's first channel: after the metadata (4+len(name)+36) and rank
+	// 0's record. Make its peer channel 7 (rank 0 has 2 channels).
+	meta := 4 + len(p.Name) + metaFixedBytes
+	rank0 := 24 + 4 + 2*channelBytes + 4 + 4 + tbBytes + 8 + len(b.Tables[0])
+	off := meta + rank0 + 24 + 4 + 4
+	body[off] = 7
+	id := bodyID(body)
+	data := append([]byte(Magic), 1, 0, 0, 0, 0, 0, 0, 0)
+	data = append(data, byte(len(body)), byte(len(body)>>8), 0, 0, 0, 0, 0, 0)
+	data = append(data, id[:]...)
+	data = append(data, body...)
+	_, err := Decode(data)
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "does not name it back") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// TestGolden pins the byte layout of docs/bundle.md on a 2-rank ring: a
+// change of layout must be deliberate (run with -update and bump Version).
+func TestGolden(t *testing.T) {
+	p := legalRing(t, 2, ir.Simple)
+	b := mustNew(t, p, []byte("program \"x\"\n"))
+	data, err := Encode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := hex.Dump(data)
+	path := filepath.Join("testdata", "ring2.tsb.hex")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(string(want), got); d != "" {
+		t.Errorf("encoding changed (-golden +got):\n%s", d)
+	}
+}
+
+// TestMaxRanks: a 1024-rank bundle encodes and decodes.
+func TestLarge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("large")
+	}
+	p := legalRing(t, 256, ir.Simple)
+	data, err := Encode(mustNew(t, p, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Decode(data)
+	if err != nil || len(b.Ranks) != 256 {
+		t.Fatalf("decode: %v", err)
+	}
+}
+
+func BenchmarkEncodeDecode(b *testing.B) {
+	for _, n := range []int{64, 1024} {
+		p := legalRing(b, n, ir.Simple)
+		bd := mustNew(b, p, nil)
+		b.Run(fmt.Sprintf("summarize/n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Summarize(p)
+			}
+		})
+		data, _ := Encode(bd)
+		b.Run(fmt.Sprintf("encode/n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Encode(bd); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("decode/n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				if _, err := Decode(data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,210 @@
+package bundle
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"unicode/utf8"
+
+	"github.com/theseus-ccl/theseus/ir"
+)
+
+// Field sizes of the body records (docs/bundle.md).
+const (
+	metaFixedBytes = 4 + 4*4 + 4*8 // enums, four 32-bit fields, four 64-bit fields
+	channelBytes   = 20
+	regBytes       = 8
+	tbBytes        = 12
+	flagSource     = 1 << 0
+	arrInPlace     = 1 << 0
+	arrOutOfPlace  = 1 << 1
+)
+
+// Validate checks that b can be encoded: every field in the range that
+// Decode accepts (see Meta and RankResources), len(Ranks) and len(Tables)
+// equal to Meta.NRanks, registrations sorted and unique, and every channel
+// end paired with the end it names. Errors wrap ErrInvalid.
+func (b *Bundle) Validate() error {
+	if err := b.validate(); err != nil {
+		return fmt.Errorf("%w: %s", ErrInvalid, err)
+	}
+	return nil
+}
+
+func (b *Bundle) validate() error {
+	m := &b.Meta
+	switch {
+	case len(m.Name) > MaxName:
+		return fmt.Errorf("name of %d bytes (at most %d)", len(m.Name), MaxName)
+	case !utf8.ValidString(m.Name):
+		return fmt.Errorf("name %q is not UTF-8", m.Name)
+	case m.Collective >= ir.NumCollectives:
+		return fmt.Errorf("collective %d undefined", m.Collective)
+	case m.Protocol >= ir.NumProtocols:
+		return fmt.Errorf("protocol %d undefined", m.Protocol)
+	case !m.InPlace && !m.OutOfPlace:
+		return fmt.Errorf("neither in-place nor out-of-place")
+	case m.NRanks < 1 || m.NRanks > ir.MaxRanks:
+		return fmt.Errorf("nranks %d outside [1,%d]", m.NRanks, ir.MaxRanks)
+	case m.NLocalRanks < 0 || m.NLocalRanks > m.NRanks:
+		return fmt.Errorf("nlocalranks %d outside [0,%d]", m.NLocalRanks, m.NRanks)
+	case m.Collective.Rooted() && (m.Root < 0 || m.Root >= m.NRanks):
+		return fmt.Errorf("root %d of a %s outside [0,%d)", m.Root, m.Collective, m.NRanks)
+	case !m.Collective.Rooted() && m.Root != -1:
+		return fmt.Errorf("root %d on %s, which has none (want -1)", m.Root, m.Collective)
+	case m.NumThreads < 0 || m.NumThreads > MaxThreads:
+		return fmt.Errorf("threads %d outside [0,%d]", m.NumThreads, MaxThreads)
+	case m.ChunksPerBlock < 1:
+		return fmt.Errorf("chunks per block %d < 1", m.ChunksPerBlock)
+	case m.MinBytes < 0 || m.MaxBytes < 0 || (m.MaxBytes != 0 && m.MaxBytes < m.MinBytes):
+		return fmt.Errorf("message-size window [%d,%d] invalid", m.MinBytes, m.MaxBytes)
+	case m.SliceBytes < 0:
+		return fmt.Errorf("slice bytes %d < 0", m.SliceBytes)
+	case len(b.Ranks) != m.NRanks || len(b.Tables) != m.NRanks:
+		return fmt.Errorf("%d rank summaries and %d tables for nranks %d", len(b.Ranks), len(b.Tables), m.NRanks)
+	}
+	for r := range b.Ranks {
+		res := &b.Ranks[r]
+		for k, c := range res.Chunks {
+			if c < 0 {
+				return fmt.Errorf("rank %d: %s of %d chunks", r, ir.BufKind(k).LongName(), c)
+			}
+		}
+		if len(res.Channels) > math.MaxUint32 || len(res.TBs) > math.MaxUint32 {
+			return fmt.Errorf("rank %d: too many channels or threadblocks", r)
+		}
+		for c, ch := range res.Channels {
+			switch {
+			case ch.Peer < 0 || ch.Peer >= m.NRanks:
+				return fmt.Errorf("rank %d channel %d: peer %d outside [0,%d)", r, c, ch.Peer, m.NRanks)
+			case ch.Type >= ir.NumChannelTypes:
+				return fmt.Errorf("rank %d channel %d: type %d undefined", r, c, ch.Type)
+			case ch.Init < 0:
+				return fmt.Errorf("rank %d channel %d: init %d < 0", r, c, ch.Init)
+			}
+		}
+		for i, reg := range res.Registrations {
+			switch {
+			case reg.Peer < 0 || reg.Peer >= m.NRanks:
+				return fmt.Errorf("rank %d registration %d: peer %d outside [0,%d)", r, i, reg.Peer, m.NRanks)
+			case reg.Buf != ir.Input && reg.Buf != ir.Output:
+				return fmt.Errorf("rank %d registration %d: buffer %v is not input or output", r, i, reg.Buf)
+			case i > 0 && cmpReg(res.Registrations[i-1], reg) >= 0:
+				return fmt.Errorf("rank %d registration %d: not sorted by (peer, buffer) or repeated", r, i)
+			}
+		}
+		for t, tb := range res.TBs {
+			if tb.Ops < 0 || tb.Ops > math.MaxUint32 {
+				return fmt.Errorf("rank %d threadblock %d: %d ops", r, t, tb.Ops)
+			}
+		}
+	}
+	// Pairing, once every peer index is known to be in range.
+	for r := range b.Ranks {
+		for c, ch := range b.Ranks[r].Channels {
+			pc := b.Ranks[ch.Peer].Channels
+			if ch.PeerChannel < 0 || ch.PeerChannel >= len(pc) {
+				return fmt.Errorf("rank %d channel %d: peer channel %d, rank %d has %d", r, c, ch.PeerChannel, ch.Peer, len(pc))
+			}
+			if o := pc[ch.PeerChannel]; o.Peer != r || o.PeerChannel != c || o.Type != ch.Type {
+				return fmt.Errorf("rank %d channel %d: the other end (rank %d channel %d) does not name it back", r, c, ch.Peer, ch.PeerChannel)
+			}
+		}
+	}
+	return nil
+}
+
+// Encode returns the bundle's bytes (docs/bundle.md). Errors wrap ErrInvalid
+// (see Validate).
+func Encode(b *Bundle) ([]byte, error) {
+	body, err := b.encodeBody()
+	if err != nil {
+		return nil, err
+	}
+	size := HeaderBytes + len(body)
+	if b.Source != nil {
+		size += 8 + len(b.Source) + sha256.Size
+	}
+	out := make([]byte, 0, size)
+	out = append(out, Magic...)
+	out = binary.LittleEndian.AppendUint16(out, Version)
+	flags := uint16(0)
+	if b.Source != nil {
+		flags |= flagSource
+	}
+	out = binary.LittleEndian.AppendUint16(out, flags)
+	out = binary.LittleEndian.AppendUint32(out, 0)
+	out = binary.LittleEndian.AppendUint64(out, uint64(len(body)))
+	id := bodyID(body)
+	out = append(out, id[:]...)
+	out = append(out, body...)
+	if b.Source != nil {
+		out = binary.LittleEndian.AppendUint64(out, uint64(len(b.Source)))
+		out = append(out, b.Source...)
+		sum := sha256.Sum256(b.Source)
+		out = append(out, sum[:]...)
+	}
+	return out, nil
+}
+
+// encodeBody validates b and writes the body: metadata, then per rank its
+// resources and table.
+func (b *Bundle) encodeBody() ([]byte, error) {
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	m := &b.Meta
+	size := 4 + len(m.Name) + metaFixedBytes
+	for r := range b.Ranks {
+		res := &b.Ranks[r]
+		size += 3*8 + 4 + channelBytes*len(res.Channels) + 4 + regBytes*len(res.Registrations) +
+			4 + tbBytes*len(res.TBs) + 8 + len(b.Tables[r])
+	}
+	w := make([]byte, 0, size)
+	le := binary.LittleEndian
+	w = le.AppendUint32(w, uint32(len(m.Name)))
+	w = append(w, m.Name...)
+	arr := byte(0)
+	if m.InPlace {
+		arr |= arrInPlace
+	}
+	if m.OutOfPlace {
+		arr |= arrOutOfPlace
+	}
+	w = append(w, byte(m.Collective), byte(m.Protocol), arr, 0)
+	w = le.AppendUint32(w, uint32(m.NRanks))
+	w = le.AppendUint32(w, uint32(m.NLocalRanks))
+	w = le.AppendUint32(w, uint32(int32(m.Root)))
+	w = le.AppendUint32(w, uint32(m.NumThreads))
+	w = le.AppendUint64(w, uint64(m.ChunksPerBlock))
+	w = le.AppendUint64(w, uint64(m.MinBytes))
+	w = le.AppendUint64(w, uint64(m.MaxBytes))
+	w = le.AppendUint64(w, uint64(m.SliceBytes))
+	for r := range b.Ranks {
+		res := &b.Ranks[r]
+		for _, c := range res.Chunks {
+			w = le.AppendUint64(w, uint64(c))
+		}
+		w = le.AppendUint32(w, uint32(len(res.Channels)))
+		for _, ch := range res.Channels {
+			w = le.AppendUint32(w, uint32(ch.Peer))
+			w = le.AppendUint32(w, uint32(ch.PeerChannel))
+			w = append(w, byte(ch.Type), 0, 0, 0)
+			w = le.AppendUint64(w, uint64(ch.Init))
+		}
+		w = le.AppendUint32(w, uint32(len(res.Registrations)))
+		for _, reg := range res.Registrations {
+			w = le.AppendUint32(w, uint32(reg.Peer))
+			w = append(w, byte(reg.Buf), 0, 0, 0)
+		}
+		w = le.AppendUint32(w, uint32(len(res.TBs)))
+		for _, tb := range res.TBs {
+			w = le.AppendUint32(w, uint32(tb.Ops))
+			w = le.AppendUint64(w, tb.OpsHash)
+		}
+		w = le.AppendUint64(w, uint64(len(b.Tables[r])))
+		w = append(w, b.Tables[r]...)
+	}
+	return w, nil
+}
