@@ -1,0 +1,389 @@
+// Package manifest reads the files of a selection context directory
+// (docs/selection-context.md): the attribute manifest
+// (attribute_manifest.jsonl), the schedule manifest
+// (schedule_manifest.jsonl) and one value log per exogenous attribute
+// (<name>.jsonl). All are append-only NDJSON: one JSON object per line.
+//
+// The Parse* functions decode one line; Tail reads what was appended to a
+// file since the last call and yields complete lines only, so a torn last
+// line is ignored until its newline arrives. Entries are numbered by line:
+// line k (1-based) is entry k-1, whatever it holds, which makes schedule ids
+// (entry positions) independent of which lines are well-formed.
+//
+// Every problem is a diag.Diagnostic at file:line:col with a stable code.
+package manifest
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
+	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/compiler/frontends/policy"
+	"github.com/theseus-ccl/theseus/ir"
+)
+
+// File names inside a context directory.
+const (
+	AttributeManifest = "attribute_manifest.jsonl"
+	ScheduleManifest  = "schedule_manifest.jsonl"
+	LogSuffix         = ".jsonl" // exogenous attribute <name> logs to <name>.jsonl
+)
+
+// Always is the ValidAfter of an entry without valid_after.
+const Always = math.MinInt64
+
+// Options of the line parsers.
+type Options struct {
+	// MaxVectorLen bounds vector values (THESEUS_VECTOR_ATTRIBUTE_MAX_LENGTH;
+	// 0: policy.DefaultMaxVectorLen).
+	MaxVectorLen int
+	// Location interprets valid_after timestamps without a zone; its
+	// standard (non-DST) offset is used. nil: time.Local.
+	Location *time.Location
+}
+
+func (o Options) maxVec() int {
+	if o.MaxVectorLen > 0 {
+		return o.MaxVectorLen
+	}
+	return policy.DefaultMaxVectorLen
+}
+
+// Value is an attribute value. Scalars are in Bits with the VM's slot
+// encoding (ints as themselves, floats as IEEE bits, bools 0/1); vectors are
+// in Vec.
+type Value struct {
+	Type bc.Type
+	Bits int64
+	Vec  []float64
+}
+
+func (v Value) String() string {
+	switch v.Type {
+	case bc.Int:
+		return fmt.Sprint(v.Bits)
+	case bc.Float:
+		return bc.FormatFloat(bc.FromBits(v.Bits))
+	case bc.Bool:
+		return fmt.Sprint(v.Bits != 0)
+	case bc.Vector:
+		return bc.FormatVector(v.Vec)
+	}
+	return "invalid"
+}
+
+// Attribute is one attribute manifest entry.
+type Attribute struct {
+	Name   string
+	Type   bc.Type
+	Origin bc.Origin
+	Path   bc.ReqField // endo only
+	// Default is an exo attribute's value until its log gives one (the
+	// type's zero value when the entry has no default).
+	Default Value
+	// ValidAfter is when the entry takes effect, in Unix nanoseconds
+	// (Always when absent).
+	ValidAfter  int64
+	Description string
+}
+
+// Schedule is one schedule manifest entry. Constraint fields that are absent
+// are taken from the schedule file when it is loaded; before that they do
+// not restrict matching.
+type Schedule struct {
+	File        string // relative to the context directory, or absolute
+	Collective  ir.Collective
+	NRanks      int
+	NLocalRanks int   // 0: absent
+	MinBytes    int64 // 0: absent
+	MaxBytes    int64 // 0: absent (no upper bound)
+	InPlace     *bool // nil: absent
+	OutOfPlace  *bool // nil: absent
+	// Usable and Preference are policy expressions (defaults "true" and
+	// "0"); UsableCol and PreferenceCol are the 1-based columns of their
+	// first byte in the line, for diagnostics.
+	Usable        string
+	UsableCol     int
+	Preference    string
+	PreferenceCol int
+	// Replaces is the id of the entry this one replaces, or -1.
+	Replaces   int
+	ValidAfter int64
+	Name       string
+}
+
+// ValueEntry is one line of an exogenous attribute's log.
+type ValueEntry struct {
+	Value      Value
+	ValidAfter int64
+}
+
+func (c *lineCtx) value(f field, t bc.Type, maxVec int) (Value, bool) {
+	v := Value{Type: t}
+	var ok bool
+	switch t {
+	case bc.Int:
+		v.Bits, ok = c.integer(f, math.MinInt64, math.MaxInt64)
+	case bc.Float:
+		var x float64
+		x, ok = c.number(f)
+		v.Bits = bc.Bits(x)
+	case bc.Bool:
+		var b bool
+		b, ok = c.boolean(f)
+		v.Bits = bc.B2I(b)
+	case bc.Vector:
+		var elems []json.RawMessage
+		if err := json.Unmarshal(f.Raw, &elems); err != nil || elems == nil {
+			c.errorf(diag.BadValue, f.ValOff, "write a vector as [1, 2.5, 3]", "%s must be an array of numbers", f.Key)
+			return v, false
+		}
+		if len(elems) > maxVec {
+			c.errorf(diag.PolicyVector, f.ValOff, "shorten the vector or raise THESEUS_VECTOR_ATTRIBUTE_MAX_LENGTH",
+				"vector of %d elements is over THESEUS_VECTOR_ATTRIBUTE_MAX_LENGTH=%d", len(elems), maxVec)
+			return v, false
+		}
+		v.Vec = make([]float64, len(elems))
+		for i, e := range elems {
+			x, err := jsonNumber(e)
+			if err != nil {
+				c.errorf(diag.BadValue, f.ValOff, "write a vector as [1, 2.5, 3]", "%s element %d %v", f.Key, i, err)
+				return v, false
+			}
+			v.Vec[i] = x
+		}
+		ok = true
+	}
+	return v, ok
+}
+
+func (c *lineCtx) validAfter(f field, loc *time.Location) (int64, bool) {
+	t, err := parseValidAfterRaw(f.Raw, loc)
+	if err != nil {
+		c.errorf(diag.BadValue, f.ValOff, `write "2006-01-02T15:04:05" (local standard time) or Unix seconds`, "valid_after: %v", err)
+		return 0, false
+	}
+	return t, true
+}
+
+// ParseAttribute decodes line number line (1-based) of an attribute
+// manifest. Fields (docs/selection-context.md): name (required, a valid
+// attribute name), type (int|float|bool|vector, required), origin
+// (endo|exo, required), path (endo only, required there: one of the twelve
+// request.* paths, and the type must be int), default (exo only, of the
+// attribute's type), valid_after, description. Errors: TS0001 malformed
+// JSON, TS0002 unknown field, TS0003 bad value, TS0004 missing field,
+// TS0304 vector too long, TS0305 unsupported endo path.
+func ParseAttribute(file string, line int, text []byte, opt Options) (Attribute, []diag.Diagnostic) {
+	c := &lineCtx{file: file, line: line, text: text}
+	a := Attribute{ValidAfter: Always}
+	fs, ok := c.object()
+	if !ok {
+		return a, c.ds
+	}
+	var def *field
+	var path *field
+	have := map[string]bool{}
+	for i := range fs {
+		f := fs[i]
+		have[f.Key] = true
+		switch f.Key {
+		case "name":
+			if s, ok := c.str(f); ok {
+				if !policy.ValidName(s) {
+					c.errorf(diag.BadValue, f.ValOff, "use [A-Za-z_][A-Za-z0-9_]*, at most 64 bytes, not a function name",
+						"invalid attribute name %q", s)
+				}
+				a.Name = s
+			}
+		case "type":
+			if s, ok := c.str(f); ok {
+				t, err := bc.ParseType(s)
+				if err != nil {
+					c.errorf(diag.BadValue, f.ValOff, "", "%v", err)
+				}
+				a.Type = t
+			}
+		case "origin":
+			if s, ok := c.str(f); ok {
+				o, err := bc.ParseOrigin(s)
+				if err != nil {
+					c.errorf(diag.BadValue, f.ValOff, "", "%v", err)
+				}
+				a.Origin = o
+			}
+		case "path":
+			path = &fs[i]
+		case "default":
+			def = &fs[i]
+		case "valid_after":
+			a.ValidAfter, _ = c.validAfter(f, opt.Location)
+		case "description", "comment":
+			if s, ok := c.str(f); ok {
+				a.Description = s
+			}
+		default:
+			c.errorf(diag.UnknownField, f.KeyOff, "fields: name, type, origin, path, default, valid_after, description",
+				"unknown field %q in an attribute entry", f.Key)
+		}
+	}
+	for _, req := range []string{"name", "type", "origin"} {
+		if !have[req] {
+			c.errorf(diag.MissingField, 0, "", "attribute entry lacks %q", req)
+		}
+	}
+	if len(c.ds) > 0 {
+		return a, c.ds
+	}
+	switch a.Origin {
+	case bc.Endo:
+		if path == nil {
+			c.errorf(diag.MissingField, 0, "endo attributes need a path such as request.messagesize", "endo attribute %q lacks \"path\"", a.Name)
+			break
+		}
+		if s, ok := c.str(*path); ok {
+			p, err := bc.ParseReqField(s)
+			if err != nil {
+				c.errorf(diag.PolicyEndoPath, path.ValOff, "", "%v", err)
+			}
+			a.Path = p
+		}
+		if a.Type != bc.Int {
+			c.errorf(diag.BadValue, 0, "declare endo attributes with type int", "endo attribute %q has type %s; request fields are ints", a.Name, a.Type)
+		}
+		if def != nil {
+			c.errorf(diag.BadValue, def.KeyOff, "remove default: endo values come from the request", "endo attribute %q has a default", a.Name)
+		}
+	case bc.Exo:
+		if path != nil {
+			c.errorf(diag.BadValue, path.KeyOff, "remove path, or declare origin endo", "exo attribute %q has a path", a.Name)
+		}
+		a.Default = Value{Type: a.Type}
+		if a.Type == bc.Vector {
+			a.Default.Vec = []float64{}
+		}
+		if def != nil {
+			a.Default, _ = c.value(*def, a.Type, opt.maxVec())
+		}
+	}
+	return a, c.ds
+}
+
+// ParseSchedule decodes line number line (1-based; the entry's id is
+// line-1) of a schedule manifest. Fields (docs/selection-context.md): file,
+// collective, nranks (required); nlocalranks, min_bytes, max_bytes,
+// inplace, outofplace (optional constraints); usable (default "true"),
+// preference (default "0"); replaces (an earlier id); valid_after; name,
+// comment. The expressions are not compiled here (that needs the attribute
+// manifest). Errors: TS0001–TS0004, TS0012 unknown collective.
+func ParseSchedule(file string, line int, text []byte, opt Options) (Schedule, []diag.Diagnostic) {
+	c := &lineCtx{file: file, line: line, text: text}
+	s := Schedule{Replaces: -1, ValidAfter: Always, Usable: "true", Preference: "0"}
+	fs, ok := c.object()
+	if !ok {
+		return s, c.ds
+	}
+	have := map[string]bool{}
+	for _, f := range fs {
+		have[f.Key] = true
+		switch f.Key {
+		case "file":
+			if v, ok := c.str(f); ok {
+				if v == "" {
+					c.errorf(diag.BadValue, f.ValOff, "", "file is empty")
+				}
+				s.File = v
+			}
+		case "collective":
+			if v, ok := c.str(f); ok {
+				coll, err := ir.ParseCollective(v)
+				if err != nil {
+					c.errorf(diag.UnknownCollective, f.ValOff, "", "%v", err)
+				}
+				s.Collective = coll
+			}
+		case "nranks":
+			v, _ := c.integer(f, 1, ir.MaxRanks)
+			s.NRanks = int(v)
+		case "nlocalranks":
+			v, _ := c.integer(f, 0, ir.MaxRanks)
+			s.NLocalRanks = int(v)
+		case "min_bytes":
+			s.MinBytes, _ = c.integer(f, 0, math.MaxInt64)
+		case "max_bytes":
+			s.MaxBytes, _ = c.integer(f, 0, math.MaxInt64)
+		case "inplace":
+			if v, ok := c.boolean(f); ok {
+				s.InPlace = &v
+			}
+		case "outofplace":
+			if v, ok := c.boolean(f); ok {
+				s.OutOfPlace = &v
+			}
+		case "usable":
+			s.Usable, _ = c.str(f)
+			s.UsableCol = c.col(f.ValOff) + 1
+		case "preference":
+			s.Preference, _ = c.str(f)
+			s.PreferenceCol = c.col(f.ValOff) + 1
+		case "replaces":
+			v, ok := c.integer(f, 0, math.MaxInt32)
+			if ok && v >= int64(line-1) {
+				c.errorf(diag.BadValue, f.ValOff, "a schedule can only replace an earlier entry", "replaces %d, but this entry's id is %d", v, line-1)
+			}
+			s.Replaces = int(v)
+		case "valid_after":
+			s.ValidAfter, _ = c.validAfter(f, opt.Location)
+		case "name", "comment":
+			if v, ok := c.str(f); ok && f.Key == "name" {
+				s.Name = v
+			}
+		default:
+			c.errorf(diag.UnknownField, f.KeyOff, "fields: file, collective, nranks, nlocalranks, min_bytes, max_bytes, inplace, outofplace, usable, preference, replaces, valid_after, name, comment",
+				"unknown field %q in a schedule entry", f.Key)
+		}
+	}
+	for _, req := range []string{"file", "collective", "nranks"} {
+		if !have[req] {
+			c.errorf(diag.MissingField, 0, "", "schedule entry lacks %q", req)
+		}
+	}
+	if len(c.ds) == 0 && s.MaxBytes != 0 && s.MinBytes > s.MaxBytes {
+		c.errorf(diag.BadWindow, 0, "", "min_bytes %d > max_bytes %d", s.MinBytes, s.MaxBytes)
+	}
+	if len(c.ds) == 0 && s.InPlace != nil && s.OutOfPlace != nil && !*s.InPlace && !*s.OutOfPlace {
+		c.errorf(diag.NoArrangement, 0, "", "inplace and outofplace are both false")
+	}
+	return s, c.ds
+}
+
+// ParseValue decodes one line of the log of an exogenous attribute of type
+// t: {"value": v, "valid_after": ...}. Errors: TS0001–TS0004, TS0304.
+func ParseValue(file string, line int, text []byte, t bc.Type, opt Options) (ValueEntry, []diag.Diagnostic) {
+	c := &lineCtx{file: file, line: line, text: text}
+	e := ValueEntry{ValidAfter: Always}
+	fs, ok := c.object()
+	if !ok {
+		return e, c.ds
+	}
+	haveValue := false
+	for _, f := range fs {
+		switch f.Key {
+		case "value":
+			haveValue = true
+			e.Value, _ = c.value(f, t, opt.maxVec())
+		case "valid_after":
+			e.ValidAfter, _ = c.validAfter(f, opt.Location)
+		case "comment":
+		default:
+			c.errorf(diag.UnknownField, f.KeyOff, "fields: value, valid_after, comment", "unknown field %q in a value entry", f.Key)
+		}
+	}
+	if !haveValue {
+		c.errorf(diag.MissingField, 0, "", "value entry lacks \"value\"")
+	}
+	return e, c.ds
+}
