@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"flag"
 	"fmt"
 	"testing"
 
@@ -99,5 +100,35 @@ func TestSimulateSmall(t *testing.T) {
 			t.Fatalf("%v: %v", c, err)
 		}
 		simCheck(t, c, p, 2)
+	}
+}
+
+var full = flag.Bool("gen.full", false, "run the full generator acceptance sweep: every generator, nranks 2..64, every nlocalranks for hier")
+
+var simMax = flag.Int("gen.simmax", 16, "largest nranks the full sweep also runs through the test's symbolic executor")
+
+// TestSweepFull is the acceptance sweep over nranks 2..64 (behind
+// -gen.full: it takes minutes on two cores).
+func TestSweepFull(t *testing.T) {
+	if !*full {
+		t.Skip("run with -gen.full")
+	}
+	ns := make([]int, 0, 63)
+	for n := 2; n <= 64; n++ {
+		ns = append(ns, n)
+	}
+	for _, c := range cases(ns, []int{1}) {
+		t.Run(c.String(), func(t *testing.T) {
+			p, err := Generate(c.algo, c.opts)
+			if err != nil {
+				t.Fatalf("%v: %v", c, err)
+			}
+			if err := checkStructure(p); err != nil {
+				t.Fatalf("%v: %v", c, err)
+			}
+			if c.opts.NRanks <= *simMax {
+				simCheck(t, c, p, 1)
+			}
+		})
 	}
 }
