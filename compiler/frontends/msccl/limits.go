@@ -22,3 +22,6 @@ const (
 // executor stops fusing re steps when a threadblock's running count of
 // reductions reaches it.
 const mscclMaxReduceFusion = 16
+
+// inputLimit is MaxInputBytes; tests lower it.
+var inputLimit = MaxInputBytes

@@ -22,9 +22,9 @@ import (
 // over MaxInputBytes, MaxSteps or MaxThreadblocks fail with TS0011.
 func Parse(filename string, data []byte) (*ir.Program, []diag.Diagnostic) {
 	p := &parser{file: filename, data: data}
-	if len(data) > MaxInputBytes {
+	if len(data) > inputLimit {
 		p.errorAt(diag.TooLarge, ir.Pos{Line: 1, Col: 1}, -1, -1, -1, "",
-			"input is %d bytes, over the limit of %d", len(data), MaxInputBytes)
+			"input is %d bytes, over the limit of %d", len(data), inputLimit)
 		return nil, p.result()
 	}
 	p.li = newLineIndex(data)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/ir"
@@ -93,8 +94,7 @@ func (p *parser) readTree() *xelem {
 			break
 		}
 		if err != nil {
-			line, col := dec.InputPos()
-			pos := ir.Pos{Line: int32(line), Col: int32(col)}
+			pos := inputPos(dec)
 			msg := err.Error()
 			var se *xml.SyntaxError
 			if errors.As(err, &se) {
@@ -119,8 +119,7 @@ func (p *parser) readTree() *xelem {
 			if name != want {
 				p.unknownElement(parent, name, off)
 				if err := dec.Skip(); err != nil {
-					line, col := dec.InputPos()
-					p.errorAt(diag.Syntax, ir.Pos{Line: int32(line), Col: int32(col)}, -1, -1, -1, "",
+					p.errorAt(diag.Syntax, inputPos(dec), -1, -1, -1, "",
 						"malformed XML inside <%s>: %v", name, err)
 					return nil
 				}
@@ -145,14 +144,15 @@ func (p *parser) readTree() *xelem {
 			e := &xelem{name: name, off: off}
 			end := int(dec.InputOffset())
 			offs := attrOffsets(p.data[off:end])
-			for _, a := range t.Attr {
+			for i, a := range t.Attr {
 				an := a.Name.Local
 				if a.Name.Space != "" {
 					an = a.Name.Space + ":" + a.Name.Local
 				}
-				ao, ok := offs[an]
-				if !ok {
-					ao = 0
+				ao := 0 // the element's '<' when the scan disagrees
+				if i < len(offs) && (offs[i].name == an || offs[i].name == a.Name.Local ||
+					strings.HasSuffix(offs[i].name, ":"+a.Name.Local)) {
+					ao = offs[i].off
 				}
 				e.attrs = append(e.attrs, xattr{name: an, value: a.Value, off: off + ao})
 			}
@@ -176,6 +176,13 @@ func (p *parser) readTree() *xelem {
 	return doc
 }
 
+// inputPos is the decoder's position, at least 1:1 (encoding/xml reports
+// column 0 right after a newline).
+func inputPos(dec *xml.Decoder) ir.Pos {
+	line, col := dec.InputPos()
+	return ir.Pos{Line: int32(max(line, 1)), Col: int32(max(col, 1))}
+}
+
 // unknownElement reports a child element MSCCL does not read.
 func (p *parser) unknownElement(parent *xelem, name string, off int) {
 	pos := p.li.pos(off)
@@ -196,12 +203,18 @@ func (p *parser) unknownElement(parent *xelem, name string, off int) {
 	}
 }
 
+// attrOffset is an attribute name as written and its offset in the tag.
+type attrOffset struct {
+	name string
+	off  int
+}
+
 // attrOffsets scans the raw bytes of a start tag ("<name a="1" ...>") and
-// returns the byte offset, relative to the tag, of each attribute name.
-// encoding/xml has already validated the tag, so the scan only needs to
-// find names, skip '=' and quoted values.
-func attrOffsets(tag []byte) map[string]int {
-	out := map[string]int{}
+// returns, in source order, each attribute name with its byte offset
+// relative to the tag. encoding/xml has already validated the tag, so the
+// scan only needs to find names, skip '=' and quoted values.
+func attrOffsets(tag []byte) []attrOffset {
+	var out []attrOffset
 	i := 1 // skip '<'
 	for i < len(tag) && !isSpace(tag[i]) && tag[i] != '>' && tag[i] != '/' {
 		i++
@@ -217,10 +230,7 @@ func attrOffsets(tag []byte) map[string]int {
 		for i < len(tag) && tag[i] != '=' && !isSpace(tag[i]) && tag[i] != '>' {
 			i++
 		}
-		name := string(tag[start:i])
-		if _, dup := out[name]; !dup {
-			out[name] = start
-		}
+		out = append(out, attrOffset{string(tag[start:i]), start})
 		for i < len(tag) && (isSpace(tag[i]) || tag[i] == '=') {
 			i++
 		}
