@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/compiler/legalize"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/ir/irtest"
@@ -23,14 +24,20 @@ var update = flag.Bool("update", false, "rewrite the golden files and fuzz seeds
 
 var cmpBundle = cmp.Options{cmpopts.EquateEmpty()}
 
-// fakeTables stands in for codegen/optable encodings: distinct bytes per
-// rank (the bundle treats tables as opaque).
-func fakeTables(n int) [][]byte {
-	ts := make([][]byte, n)
-	for r := range ts {
-		ts[r] = []byte(fmt.Sprintf("TSOT table of rank %d", r))
+// opTables lowers p with codegen/optable and encodes every rank's table.
+func opTables(t testing.TB, p *ir.Program) [][]byte {
+	t.Helper()
+	ts, err := optable.LowerAll(p)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return ts
+	out := make([][]byte, len(ts))
+	for r, tb := range ts {
+		if out[r], err = tb.MarshalBinary(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
 }
 
 func legalRing(t testing.TB, n int, proto ir.Protocol) *ir.Program {
@@ -44,7 +51,7 @@ func legalRing(t testing.TB, n int, proto ir.Protocol) *ir.Program {
 
 func mustNew(t testing.TB, p *ir.Program, src []byte) *Bundle {
 	t.Helper()
-	b, err := New(p, fakeTables(p.NRanks), src)
+	b, err := New(p, opTables(t, p), src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,11 +195,11 @@ func TestSummarize(t *testing.T) {
 
 func TestNewErrors(t *testing.T) {
 	ring := irtest.RingAllReduce(3, ir.Simple)
-	if _, err := New(ring, fakeTables(3), nil); !errors.Is(err, ErrInvalid) {
+	if _, err := New(ring, make([][]byte, 3), nil); !errors.Is(err, ErrInvalid) {
 		t.Errorf("transfer-level program: %v", err)
 	}
 	q := legalRing(t, 3, ir.Simple)
-	if _, err := New(q, fakeTables(2), nil); !errors.Is(err, ErrInvalid) {
+	if _, err := New(q, opTables(t, q)[:2], nil); !errors.Is(err, ErrInvalid) {
 		t.Errorf("too few tables: %v", err)
 	}
 	if _, err := New(nil, nil, nil); !errors.Is(err, ErrInvalid) {
@@ -200,12 +207,12 @@ func TestNewErrors(t *testing.T) {
 	}
 	bad := q.Clone()
 	bad.Ranks[1].Channels[0].PeerChannel = 1
-	if _, err := New(bad, fakeTables(3), nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "name it back") {
+	if _, err := New(bad, opTables(t, q), nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "name it back") {
 		t.Errorf("unpaired channel: %v", err)
 	}
 	bad = q.Clone()
 	bad.Root = 0
-	if _, err := New(bad, fakeTables(3), nil); !errors.Is(err, ErrInvalid) {
+	if _, err := New(bad, opTables(t, q), nil); !errors.Is(err, ErrInvalid) {
 		t.Errorf("root on allreduce: %v", err)
 	}
 }
@@ -280,6 +287,55 @@ func TestDecodeInvalidBody(t *testing.T) {
 	}
 }
 
+func TestTables(t *testing.T) {
+	for _, p := range []*ir.Program{legalRing(t, 4, ir.Simple), legalRing(t, 3, ir.LL), irtest.PairsAllReducePrimitive(3)} {
+		b := mustNew(t, p, nil)
+		if err := b.CheckTables(); err != nil {
+			t.Errorf("%s: %v", p.Name, err)
+		}
+		tb, err := b.Table(1)
+		if err != nil || tb.Rank != 1 || len(tb.Channels) != len(p.Ranks[1].Channels) {
+			t.Errorf("%s: Table(1) = %+v, %v", p.Name, tb, err)
+		}
+	}
+	// A summary that disagrees with its table passes Decode (the ID covers
+	// it) but not Table.
+	p := irtest.PairsAllReducePrimitive(3)
+	muts := map[string]func(b *Bundle){
+		"init": func(b *Bundle) {
+			b.Ranks[0].Channels[0].Init = 5
+		},
+		"ops":            func(b *Bundle) { b.Ranks[0].TBs[0].Ops++ },
+		"hash":           func(b *Bundle) { b.Ranks[0].TBs[0].OpsHash++ },
+		"scratch":        func(b *Bundle) { b.Ranks[0].Chunks[ir.Scratch] = 9 },
+		"registrations":  func(b *Bundle) { b.Ranks[0].Registrations = b.Ranks[0].Registrations[1:] },
+		"meta":           func(b *Bundle) { b.Meta.NumThreads = 256 },
+		"swapped tables": func(b *Bundle) { b.Tables[0], b.Tables[1] = b.Tables[1], b.Tables[0] },
+		"garbage table":  func(b *Bundle) { b.Tables[0] = []byte("not a table") },
+	}
+	for name, mut := range muts {
+		b := mustNew(t, p, nil)
+		mut(b)
+		data, err := Encode(b)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		d, err := Decode(data)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := d.Table(0); err == nil {
+			t.Errorf("%s: Table(0) accepted a table that disagrees with the summary", name)
+		}
+		if err := d.CheckTables(); err == nil {
+			t.Errorf("%s: CheckTables accepted it", name)
+		}
+	}
+	if _, err := mustNew(t, p, nil).Table(3); !errors.Is(err, ErrFormat) {
+		t.Errorf("Table(3) = %v", err)
+	}
+}
+
 // TestGolden pins the byte layout of docs/bundle.md on a 2-rank ring: a
 // change of layout must be deliberate (run with -update and bump Version).
 func TestGolden(t *testing.T) {
@@ -305,49 +361,69 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// TestMaxRanks: a 1024-rank bundle encodes and decodes.
+// TestLarge: a 64-rank bundle encodes, decodes and checks.
 func TestLarge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("large")
 	}
-	p := legalRing(t, 256, ir.Simple)
+	p := legalRing(t, 64, ir.Simple)
 	data, err := Encode(mustNew(t, p, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, err := Decode(data)
-	if err != nil || len(b.Ranks) != 256 {
+	if err != nil || len(b.Ranks) != 64 {
 		t.Fatalf("decode: %v", err)
+	}
+	if err := b.CheckTables(); err != nil {
+		t.Fatal(err)
 	}
 }
 
-func BenchmarkEncodeDecode(b *testing.B) {
+// BenchmarkSummarize measures the resource summary of a legalised ring
+// allreduce (64 ranks: 24k primitive ops; 1024 ranks: 6.3M).
+func BenchmarkSummarize(b *testing.B) {
 	for _, n := range []int{64, 1024} {
 		p := legalRing(b, n, ir.Simple)
-		bd := mustNew(b, p, nil)
-		b.Run(fmt.Sprintf("summarize/n=%d", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				Summarize(p)
 			}
 		})
-		data, _ := Encode(bd)
-		b.Run(fmt.Sprintf("encode/n=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := Encode(bd); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		b.Run(fmt.Sprintf("decode/n=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetBytes(int64(len(data)))
-			for b.Loop() {
-				if _, err := Decode(data); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
+}
+
+// BenchmarkEncodeDecode measures Encode, Decode and CheckTables of the
+// 64-rank ring's bundle.
+func BenchmarkEncodeDecode(b *testing.B) {
+	p := legalRing(b, 64, ir.Simple)
+	bd := mustNew(b, p, nil)
+	data, _ := Encode(bd)
+	b.Run("encode/n=64", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			if _, err := Encode(bd); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode/n=64", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			if _, err := Decode(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("checktables/n=64", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := bd.CheckTables(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

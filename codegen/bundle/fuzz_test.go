@@ -113,4 +113,5 @@ func check(t *testing.T, data []byte) {
 	if id2, err := b.ID(); err != nil || id2 != id {
 		t.Fatalf("ID %v vs %v (%v)", id2, id, err)
 	}
+	_ = b.CheckTables() // must not panic
 }
