@@ -1,0 +1,73 @@
+package interp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/theseus-ccl/theseus/codegen/optable"
+)
+
+// Run runs one launch of every rank in this process: physical rank p runs
+// the table of its logical rank (root rotation, ir.md §3) with the memory
+// w.RankMem(req, p). tables[r] is logical rank r's table and must be the
+// tables w was made for. Run clears the world's abort word first; an error
+// on any rank aborts all of them.
+//
+// Errors: the ranks' errors (see RunRank), joined with the root causes
+// first and at most 16 in all.
+func Run(ctx context.Context, tables []*optable.Table, req Request, w *World) error {
+	if w == nil {
+		return errors.New("interp: nil world")
+	}
+	if len(tables) != len(w.tables) {
+		return fmt.Errorf("interp: %d tables for a world of %d ranks", len(tables), len(w.tables))
+	}
+	for r, t := range tables {
+		if t != w.tables[r] {
+			return fmt.Errorf("interp: table %d is not the one the world was made for", r)
+		}
+	}
+	atomic.StoreUint64(&w.abort, 0)
+	n := len(tables)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for p := range n {
+		m, err := w.RankMem(req, p)
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[p] = RunRank(ctx, tables[w.logical(req, p)], p, req, m)
+		}()
+	}
+	wg.Wait()
+	var primary, aborted []error
+	for _, e := range errs {
+		if e == nil {
+			continue
+		}
+		for _, one := range unjoin(e) {
+			if errors.Is(one, ErrAborted) {
+				aborted = append(aborted, one)
+			} else {
+				primary = append(primary, one)
+			}
+		}
+	}
+	if len(primary)+len(aborted) == 0 {
+		return nil
+	}
+	return joinErrors(primary, aborted)
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
