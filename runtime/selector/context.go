@@ -1,0 +1,452 @@
+package selector
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+
+	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
+	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/compiler/frontends/policy"
+	"github.com/theseus-ccl/theseus/runtime/selector/manifest"
+	"github.com/theseus-ccl/theseus/runtime/selector/vm"
+)
+
+// This file is the context reader: it tails the manifests and the value
+// logs of exogenous attributes, parses every new line once, and compiles a
+// schedule's expressions as soon as its entry is read (or, when they name
+// attributes not declared yet, as soon as those appear). Nothing here
+// decides what is visible: that is the agreed snapshot's job (snapshot.go).
+
+// attrEntry is one line of the attribute manifest.
+type attrEntry struct {
+	index  int
+	decl   manifest.Attribute
+	ok     bool   // well-formed and the first declaration of its name
+	reason string // why not ok
+	log    *manifest.Tail
+	// vals holds the log lines read from the current value on; earlier
+	// lines can never become the value again (see valueAt).
+	vals []logVal
+}
+
+// logVal is one line of an exo attribute's log.
+type logVal struct {
+	index      int // line index in the log
+	ok         bool
+	validAfter int64
+	value      manifest.Value
+}
+
+// compileState of a schedule entry's expressions.
+type compileState uint8
+
+const (
+	csPending  compileState = iota // names an attribute not declared (yet)
+	csCompiled                     // both programs loaded
+	csFailed                       // a syntax or type error: never selectable
+)
+
+// loadState of a schedule file. Transitions happen only through the agreed
+// load step (Selector.load), so every rank sees the same state at the same
+// request.
+type loadState uint8
+
+const (
+	lsUnloaded loadState = iota
+	lsLoaded
+	lsMissing // the file was missing on some rank; retried at the next epoch
+	lsInvalid // the file failed to load or verify on some rank: excluded for good
+)
+
+// tri is an optional boolean constraint.
+type tri uint8
+
+const (
+	triAny tri = iota
+	triNo
+	triYes
+)
+
+func triOf(b *bool) tri {
+	switch {
+	case b == nil:
+		return triAny
+	case *b:
+		return triYes
+	}
+	return triNo
+}
+
+func (t tri) allows() bool { return t != triNo }
+
+// constraints restrict which requests a schedule matches (besides its
+// collective and nranks).
+type constraints struct {
+	nlocal     int   // 0: any
+	minBytes   int64 // inclusive
+	maxBytes   int64 // inclusive; 0: unlimited
+	inplace    tri
+	outofplace tri
+}
+
+// sched is one line of the schedule manifest. Its id is its line index.
+type sched struct {
+	id     int
+	entry  manifest.Schedule
+	ok     bool   // well-formed
+	reason string // why not ok / why compilation failed
+	path   string
+
+	cs        compileState
+	usable    *vm.Program
+	pref      *vm.Program
+	attrs     []int // attribute indices the expressions read
+	rankLocal bool
+
+	ls     loadState
+	info   *ScheduleInfo
+	cons   constraints // the manifest's, narrowed by the file once loaded
+	faults uint8       // fault kinds already logged
+}
+
+// matches reports whether the schedule's constraints admit the request.
+// (The collective is matched by the snapshot's per-collective index.)
+func (s *sched) matches(r *Request, msg int64) bool {
+	c := &s.cons
+	if s.entry.NRanks != r.NRanks || c.nlocal != 0 && c.nlocal != r.NLocalRanks || msg < c.minBytes || c.maxBytes != 0 && msg > c.maxBytes {
+		return false
+	}
+	if r.InPlace {
+		return c.inplace.allows()
+	}
+	return c.outofplace.allows()
+}
+
+// mismatch explains why matches is false (Explain).
+func (s *sched) mismatch(r *Request, msg int64) string {
+	c := &s.cons
+	switch {
+	case s.entry.Collective != r.Coll:
+		return fmt.Sprintf("collective %s, request is %s", s.entry.Collective, r.Coll)
+	case s.entry.NRanks != r.NRanks:
+		return fmt.Sprintf("nranks %d, request has %d", s.entry.NRanks, r.NRanks)
+	case c.nlocal != 0 && c.nlocal != r.NLocalRanks:
+		return fmt.Sprintf("nlocalranks %d, request has %d", c.nlocal, r.NLocalRanks)
+	case msg < c.minBytes:
+		return fmt.Sprintf("message size %d B below min_bytes %d", msg, c.minBytes)
+	case c.maxBytes != 0 && msg > c.maxBytes:
+		return fmt.Sprintf("message size %d B above max_bytes %d", msg, c.maxBytes)
+	case r.InPlace && !c.inplace.allows():
+		return "in-place requests not supported"
+	case !r.InPlace && !c.outofplace.allows():
+		return "out-of-place requests not supported"
+	}
+	return ""
+}
+
+// reader owns the tails and everything parsed from them.
+type reader struct {
+	dir       string
+	mopt      manifest.Options
+	log       Logger
+	attrTail  *manifest.Tail
+	schedTail *manifest.Tail
+	attrs     []*attrEntry
+	byName    map[string]*attrEntry // ok entries only
+	scheds    []*sched
+	pending   []*sched // csPending, retried when attributes are added
+	missed    bool     // a LookupAttr failed during the current compilation
+}
+
+func newReader(dir string, mopt manifest.Options, log Logger) *reader {
+	return &reader{
+		dir:       dir,
+		mopt:      mopt,
+		log:       log,
+		attrTail:  manifest.NewTail(filepath.Join(dir, manifest.AttributeManifest)),
+		schedTail: manifest.NewTail(filepath.Join(dir, manifest.ScheduleManifest)),
+		byName:    map[string]*attrEntry{},
+	}
+}
+
+// LookupAttr implements policy.Attrs over the declarations read so far.
+func (r *reader) LookupAttr(name string) (policy.Attr, bool) {
+	a, ok := r.byName[name]
+	if !ok {
+		r.missed = true
+		return policy.Attr{}, false
+	}
+	return policy.Attr{Name: a.decl.Name, Type: a.decl.Type, Origin: a.decl.Origin, Path: a.decl.Path}, true
+}
+
+func (r *reader) warnDiags(ds []diag.Diagnostic) {
+	for _, d := range ds {
+		r.log.Warnf("selection context: %s", d)
+	}
+}
+
+func firstError(ds []diag.Diagnostic) string {
+	for _, d := range ds {
+		if d.Severity == diag.Error {
+			return d.String()
+		}
+	}
+	return ""
+}
+
+// refresh reads everything appended since the last call: new attribute
+// declarations (opening their logs), new value log lines, new schedule
+// entries (compiling their expressions), and retries compilations that
+// waited for attributes. A read error other than a missing file is logged;
+// what was read stays valid.
+func (r *reader) refresh() {
+	added := false
+	if err := r.attrTail.Read(func(l manifest.Line) { r.addAttr(l); added = true }); err != nil {
+		r.log.Warnf("selection context: reading %s: %v", r.attrTail.Path, err)
+	}
+	for _, a := range r.attrs {
+		if a.log != nil {
+			if err := a.log.Read(func(l manifest.Line) { r.addValue(a, l) }); err != nil {
+				r.log.Warnf("selection context: reading %s: %v", a.log.Path, err)
+			}
+		}
+	}
+	if added && len(r.pending) > 0 {
+		still := r.pending[:0]
+		for _, s := range r.pending {
+			r.compile(s)
+			if s.cs == csPending {
+				still = append(still, s)
+			}
+		}
+		r.pending = still
+	}
+	if err := r.schedTail.Read(r.addSched); err != nil {
+		r.log.Warnf("selection context: reading %s: %v", r.schedTail.Path, err)
+	}
+}
+
+func tooLong(file string, l manifest.Line) []diag.Diagnostic {
+	return []diag.Diagnostic{{Code: diag.TooLarge, Severity: diag.Error, File: file, Line: l.Index + 1, Col: 1,
+		Rank: -1, TB: -1, Step: -1, Msg: fmt.Sprintf("line longer than %d bytes", manifest.MaxLineBytes), Hint: "split the value"}}
+}
+
+func blank(l manifest.Line) bool { return strings.TrimSpace(string(l.Text)) == "" }
+
+func (r *reader) addAttr(l manifest.Line) {
+	a := &attrEntry{index: l.Index}
+	r.attrs = append(r.attrs, a)
+	if blank(l) {
+		a.reason = "blank line"
+		return
+	}
+	var ds []diag.Diagnostic
+	if l.TooLong {
+		ds = tooLong(r.attrTail.Path, l)
+	} else {
+		a.decl, ds = manifest.ParseAttribute(r.attrTail.Path, l.Index+1, l.Text, r.mopt)
+	}
+	if msg := firstError(ds); msg != "" {
+		a.reason = msg
+		r.warnDiags(ds)
+		return
+	}
+	if prev, dup := r.byName[a.decl.Name]; dup {
+		a.reason = fmt.Sprintf("%s:%d: error[%s]: attribute %q is already declared by line %d; the first declaration stands",
+			r.attrTail.Path, l.Index+1, diag.DuplicateID, a.decl.Name, prev.index+1)
+		r.log.Warnf("selection context: %s", a.reason)
+		return
+	}
+	a.ok = true
+	r.byName[a.decl.Name] = a
+	if a.decl.Origin == bc.Exo {
+		a.log = manifest.NewTail(filepath.Join(r.dir, a.decl.Name+manifest.LogSuffix))
+	}
+}
+
+func (r *reader) addValue(a *attrEntry, l manifest.Line) {
+	v := logVal{index: l.Index}
+	if blank(l) {
+		a.vals = append(a.vals, v)
+		return
+	}
+	var ds []diag.Diagnostic
+	var e manifest.ValueEntry
+	if l.TooLong {
+		ds = tooLong(a.log.Path, l)
+	} else {
+		e, ds = manifest.ParseValue(a.log.Path, l.Index+1, l.Text, a.decl.Type, r.mopt)
+	}
+	if firstError(ds) != "" {
+		r.warnDiags(ds)
+	} else {
+		v.ok, v.validAfter, v.value = true, e.ValidAfter, e.Value
+	}
+	a.vals = append(a.vals, v)
+}
+
+// valueAt returns the value of exo attribute a in a snapshot whose log
+// prefix is prefix lines and whose clock cut is cut: the last well-formed
+// line (in file order) among the first prefix lines with valid_after <= cut,
+// or the default; src is that line's index, or -1 for the default. As
+// prefixes and cuts only grow, the chosen line only moves forward, so lines
+// before it are dropped.
+func (a *attrEntry) valueAt(prefix int, cut int64) (manifest.Value, int) {
+	best := -1
+	for i, v := range a.vals {
+		if v.index >= prefix {
+			break
+		}
+		if v.ok && v.validAfter <= cut {
+			best = i
+		}
+	}
+	if best < 0 {
+		return a.decl.Default, -1
+	}
+	if best > 0 {
+		a.vals = append(a.vals[:0], a.vals[best:]...)
+		best = 0
+	}
+	return a.vals[best].value, a.vals[best].index
+}
+
+func (r *reader) addSched(l manifest.Line) {
+	s := &sched{id: l.Index, ls: lsUnloaded}
+	r.scheds = append(r.scheds, s)
+	if blank(l) {
+		s.reason = "blank line"
+		return
+	}
+	var ds []diag.Diagnostic
+	if l.TooLong {
+		ds = tooLong(r.schedTail.Path, l)
+	} else {
+		s.entry, ds = manifest.ParseSchedule(r.schedTail.Path, l.Index+1, l.Text, r.mopt)
+	}
+	if msg := firstError(ds); msg != "" {
+		s.reason = msg
+		r.warnDiags(ds)
+		return
+	}
+	s.ok = true
+	s.path = s.entry.File
+	if !filepath.IsAbs(s.path) {
+		s.path = filepath.Join(r.dir, s.path)
+	}
+	e := &s.entry
+	s.cons = constraints{nlocal: e.NLocalRanks, minBytes: e.MinBytes, maxBytes: e.MaxBytes,
+		inplace: triOf(e.InPlace), outofplace: triOf(e.OutOfPlace)}
+	r.compile(s)
+	if s.cs == csPending {
+		r.pending = append(r.pending, s)
+	}
+}
+
+// compile compiles and links both expressions of s against the attributes
+// declared so far.
+func (r *reader) compile(s *sched) {
+	r.missed = false
+	file := r.schedTail.Path
+	u, du := policy.Compile(s.entry.Usable, r, policy.Options{Want: policy.WantBool, File: file, Line: s.id + 1,
+		Col: s.entry.UsableCol, MaxVectorLen: r.mopt.MaxVectorLen})
+	p, dp := policy.Compile(s.entry.Preference, r, policy.Options{Want: policy.WantNumber, File: file, Line: s.id + 1,
+		Col: s.entry.PreferenceCol, MaxVectorLen: r.mopt.MaxVectorLen})
+	ds := append(du, dp...)
+	if u == nil || p == nil {
+		if r.missed {
+			if s.cs != csPending || s.reason == "" {
+				s.reason = "waiting for an attribute to be declared: " + firstError(ds)
+				r.log.Infof("selection context: schedule %d %s", s.id, s.reason)
+			}
+			s.cs = csPending
+			return
+		}
+		s.cs, s.reason = csFailed, firstError(ds)
+		r.warnDiags(ds)
+		return
+	}
+	r.warnDiags(ds) // warnings only: e.g. TS0212 rank-local
+	used := map[int]bool{}
+	link := func(im bc.Import) (int, error) {
+		a, ok := r.byName[im.Name]
+		if !ok {
+			return 0, fmt.Errorf("not declared")
+		}
+		if a.decl.Type != im.Type || a.decl.Origin != im.Origin || im.Origin == bc.Endo && a.decl.Path != im.Path {
+			return 0, fmt.Errorf("declared %s %s, program expects %s %s", a.decl.Origin, a.decl.Type, im.Origin, im.Type)
+		}
+		used[a.index] = true
+		return a.index, nil
+	}
+	lu, err1 := vm.Load(u, link)
+	lp, err2 := vm.Load(p, link)
+	if err1 != nil || err2 != nil {
+		s.cs, s.reason = csFailed, fmt.Sprintf("linking the expressions: %v %v", err1, err2)
+		r.log.Warnf("selection context: schedule %d: %s", s.id, s.reason)
+		return
+	}
+	s.usable, s.pref = lu, lp
+	s.rankLocal = u.RankLocal() || p.RankLocal()
+	s.attrs = s.attrs[:0]
+	for i := range used {
+		s.attrs = append(s.attrs, i)
+	}
+	s.cs, s.reason = csCompiled, ""
+}
+
+// narrow intersects the manifest's constraints with the loaded file's and
+// returns why they contradict, or "".
+func (s *sched) narrow(info *ScheduleInfo) string {
+	e := &s.entry
+	switch {
+	case info.Collective != e.Collective:
+		return fmt.Sprintf("the file is a %s schedule, the manifest says %s", info.Collective, e.Collective)
+	case info.NRanks != e.NRanks:
+		return fmt.Sprintf("the file is for %d ranks, the manifest says %d", info.NRanks, e.NRanks)
+	case e.NLocalRanks != 0 && info.NLocalRanks != 0 && e.NLocalRanks != info.NLocalRanks:
+		return fmt.Sprintf("the file needs %d ranks per node, the manifest says %d", info.NLocalRanks, e.NLocalRanks)
+	case e.InPlace != nil && *e.InPlace && !info.InPlace:
+		return "the manifest claims in-place support the file lacks"
+	case e.OutOfPlace != nil && *e.OutOfPlace && !info.OutOfPlace:
+		return "the manifest claims out-of-place support the file lacks"
+	}
+	c := s.cons
+	if c.nlocal == 0 {
+		c.nlocal = info.NLocalRanks
+	}
+	c.minBytes = max(c.minBytes, info.MinBytes)
+	hi := func(m int64) int64 {
+		if m == 0 {
+			return math.MaxInt64
+		}
+		return m
+	}
+	c.maxBytes = min(hi(c.maxBytes), hi(info.MaxBytes))
+	if c.maxBytes == math.MaxInt64 {
+		c.maxBytes = 0
+	}
+	if c.maxBytes != 0 && c.minBytes > c.maxBytes {
+		return fmt.Sprintf("the manifest's window [%d, %d] and the file's [%d, %d] do not overlap", e.MinBytes, e.MaxBytes, info.MinBytes, info.MaxBytes)
+	}
+	if !info.InPlace {
+		c.inplace = triNo
+	}
+	if !info.OutOfPlace {
+		c.outofplace = triNo
+	}
+	s.cons = c
+	return ""
+}
+
+func (r *reader) close() {
+	r.attrTail.Close()
+	r.schedTail.Close()
+	for _, a := range r.attrs {
+		if a.log != nil {
+			a.log.Close()
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package selector
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
+	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/selector/vm"
+)
+
+// agreedPrefix is the outcome of the last epoch's allreduce.
+type agreedPrefix struct {
+	attrs  int   // attribute-manifest lines
+	scheds int   // schedule-manifest lines
+	cut    int64 // Unix ns: entries with valid_after <= cut are visible
+	logs   []int // value-log lines per attribute index (< attrs)
+}
+
+// snapshot is what selection reads between two epochs: the visible
+// attributes and their values, and the selectable schedules by collective.
+type snapshot struct {
+	env     vm.Env // Attrs/Vecs by attribute index; Req filled per request
+	visible []bool // attribute index -> visible
+	src     []int  // attribute index -> value source (log line, -1 default)
+	byColl  [ir.NumCollectives][]*sched
+	active  []int // ids of the schedules in byColl, ascending
+}
+
+// epoch refreshes the local view of the context, agrees on the snapshot
+// with all ranks, and installs it if anything changed (clearing the cache).
+//
+// The agreement vector (docs/selection-context.md, "Agreement vector") is
+//
+//	v[0]   complete lines of attribute_manifest.jsonl read by this rank
+//	v[1]   complete lines of schedule_manifest.jsonl read by this rank
+//	v[2]   this rank's clock, Unix ns (never decreasing)
+//	v[3+i] complete lines of the value log of attribute i, for i below the
+//	       previously agreed attribute prefix + AttrWindow (0 when entry i
+//	       is not a well-formed exo declaration read by this rank)
+//
+// and the agreed attribute prefix is min(MIN v[0], that bound), so every
+// agreed attribute has an agreed log prefix.
+func (s *Selector) epoch(ctx context.Context) error {
+	s.rd.refresh()
+	w := s.agreed.attrs + AttrWindow
+	v := slices.Grow(s.agreeBuf[:0], 3+w)[:3+w]
+	v[0] = int64(s.rd.attrTail.Lines())
+	v[1] = int64(s.rd.schedTail.Lines())
+	now := s.opt.Clock().UnixNano()
+	s.clockLast = max(s.clockLast, now)
+	v[2] = s.clockLast
+	for i := 0; i < w; i++ {
+		v[3+i] = 0
+		if i < len(s.rd.attrs) {
+			if a := s.rd.attrs[i]; a.log != nil {
+				v[3+i] = int64(a.log.Lines())
+			}
+		}
+	}
+	s.agreeBuf = v
+	res, err := s.agree(ctx, v)
+	if err != nil {
+		return err
+	}
+	s.stats.Epochs++
+	ag := &s.agreed
+	ag.attrs = int(min(res[0], int64(w)))
+	ag.scheds = int(res[1])
+	ag.cut = res[2]
+	ag.logs = ag.logs[:0]
+	for i := 0; i < ag.attrs; i++ {
+		ag.logs = append(ag.logs, int(res[3+i]))
+	}
+	// Schedules whose file was missing are retried in every new epoch.
+	retried := false
+	for _, c := range s.rd.scheds {
+		if c.ls == lsMissing {
+			c.ls, c.reason = lsUnloaded, ""
+			retried = true
+		}
+	}
+	if s.snap == nil || retried || s.changed() {
+		s.build()
+		clear(s.cache)
+		s.stats.Snapshots++
+		s.opt.Logger.Infof("selection context %s: snapshot of %d attribute and %d schedule entries at %s: %d schedules selectable",
+			s.opt.Dir, ag.attrs, ag.scheds, time.Unix(0, ag.cut).Format(time.RFC3339), len(s.snap.active))
+	}
+	return nil
+}
+
+// attrVisible reports whether attribute entry i is in the agreed snapshot.
+func (s *Selector) attrVisible(i int) bool {
+	if i >= s.agreed.attrs || i >= len(s.rd.attrs) {
+		return false
+	}
+	a := s.rd.attrs[i]
+	return a.ok && a.decl.ValidAfter <= s.agreed.cut
+}
+
+// schedActive reports whether schedule c is selectable in the agreed
+// snapshot, and if not, why.
+func (s *Selector) schedActive(c *sched) (bool, string) {
+	switch {
+	case c.id >= s.agreed.scheds:
+		return false, fmt.Sprintf("not yet agreed: the snapshot holds %d schedule entries", s.agreed.scheds)
+	case !c.ok:
+		return false, "malformed entry: " + c.reason
+	case c.entry.ValidAfter > s.agreed.cut:
+		return false, "valid after " + time.Unix(0, c.entry.ValidAfter).Format(time.RFC3339)
+	case c.cs == csPending:
+		return false, c.reason
+	case c.cs == csFailed:
+		return false, "policy error: " + c.reason
+	case c.ls == lsInvalid || c.ls == lsMissing:
+		return false, c.reason
+	}
+	for _, i := range c.attrs {
+		if !s.attrVisible(i) {
+			return false, fmt.Sprintf("attribute %q is not yet visible", s.rd.attrs[i].decl.Name)
+		}
+	}
+	return true, ""
+}
+
+// valueSource returns the value source of attribute i (a log line, or -1
+// for the default) under the agreed prefix.
+func (s *Selector) valueSource(i int) (int, bool) {
+	if !s.attrVisible(i) {
+		return 0, false
+	}
+	a := s.rd.attrs[i]
+	if a.decl.Origin != bc.Exo {
+		return -1, true
+	}
+	_, src := a.valueAt(s.agreed.logs[i], s.agreed.cut)
+	return src, true
+}
+
+// changed reports whether the agreed prefix gives a different snapshot
+// from the installed one: another set of selectable schedules, or another
+// visible attribute or value. It allocates nothing.
+func (s *Selector) changed() bool {
+	old := s.snap
+	n := 0
+	for _, c := range s.rd.scheds {
+		if ok, _ := s.schedActive(c); ok {
+			if n >= len(old.active) || old.active[n] != c.id {
+				return true
+			}
+			n++
+		}
+	}
+	if n != len(old.active) {
+		return true
+	}
+	for i := range s.rd.attrs {
+		src, vis := s.valueSource(i)
+		if i >= len(old.visible) {
+			if vis {
+				return true
+			}
+			continue
+		}
+		if vis != old.visible[i] || vis && src != old.src[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// build installs a new snapshot from the agreed prefix.
+func (s *Selector) build() {
+	n := len(s.rd.attrs)
+	sn := &snapshot{
+		env:     vm.Env{Attrs: make([]int64, n), Vecs: make([][]float64, n)},
+		visible: make([]bool, n),
+		src:     make([]int, n),
+	}
+	for i, a := range s.rd.attrs {
+		src, vis := s.valueSource(i)
+		sn.visible[i], sn.src[i] = vis, src
+		if !vis || a.decl.Origin != bc.Exo {
+			continue
+		}
+		val, _ := a.valueAt(s.agreed.logs[i], s.agreed.cut)
+		sn.env.Attrs[i], sn.env.Vecs[i] = val.Bits, val.Vec
+	}
+	for _, c := range s.rd.scheds {
+		if ok, _ := s.schedActive(c); ok {
+			sn.byColl[c.entry.Collective] = append(sn.byColl[c.entry.Collective], c)
+			sn.active = append(sn.active, c.id)
+		}
+	}
+	s.snap = sn
+}
+
+// cutTime is the agreed clock cut, for Explain.
+func (s *Selector) cutTime() time.Time {
+	if s.agreed.cut == math.MinInt64 {
+		return time.Time{}
+	}
+	return time.Unix(0, s.agreed.cut)
+}
