@@ -50,7 +50,16 @@ type writer struct{ b bytes.Buffer }
 // member is one "key": value pair, the value already encoded.
 type member struct{ k, v string }
 
+// quote encodes s as a JSON string, without HTML escaping.
 func quote(s string) string {
+	plain := true
+	for i := 0; i < len(s) && plain; i++ {
+		c := s[i]
+		plain = c >= 0x20 && c < 0x7f && c != '"' && c != '\\'
+	}
+	if plain {
+		return `"` + s + `"`
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

@@ -601,7 +601,7 @@ func (p *parser) meta() map[string]string {
 			return nil
 		}
 		key, _ := t.(string)
-		v, _, ok := p.str(fmt.Sprintf("meta %q", key))
+		v, _, ok := p.str("a meta value")
 		if !ok {
 			continue
 		}
@@ -873,7 +873,7 @@ func (p *parser) intList(what string, add func(int64)) {
 			p.tooMany(off, p.lim.list, what+" entries")
 			return
 		}
-		if v, _, ok := p.integer(what+" entry", domIndex); ok {
+		if v, _, ok := p.integer(what, domIndex); ok {
 			add(v)
 		}
 	})
@@ -883,7 +883,7 @@ var barrierFields = []string{"id", "threadblocks"}
 
 func (p *parser) barrier() (id, n int) {
 	start, seen, ok := p.object("barrier", barrierFields, func(i int, off int) {
-		v, _, _ := p.integer("barrier "+barrierFields[i], domIndex)
+		v, _, _ := p.integer(barrierFields[i], domIndex)
 		if i == 0 {
 			id = int(v)
 		} else {
@@ -930,7 +930,7 @@ func (p *parser) refs(what string) []ir.Ref {
 			p.tooMany(off, p.lim.list, what+" entries")
 			return
 		}
-		if r, ok := p.ref(what + " entry"); ok {
+		if r, ok := p.ref(what); ok {
 			out = append(out, r)
 		}
 	})
