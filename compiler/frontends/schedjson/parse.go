@@ -480,9 +480,9 @@ func (p *parser) parse() *ir.Program {
 			v, _, _ := p.integer("nlocalranks", domLocal)
 			prog.NLocalRanks = int(v)
 		case fRoot:
-			v, _, ok := p.integer("root", domIndex)
-			if ok {
-				prog.Root, rootSet = int(v), true
+			rootSet = true
+			if v, _, ok := p.integer("root", domIndex); ok {
+				prog.Root = int(v)
 			}
 		case fProtocol:
 			s, off, ok := p.str("protocol")
@@ -622,8 +622,8 @@ var rankFields = []string{"rank", "id", "input_chunks", "output_chunks", "scratc
 
 func (p *parser) rank(r int) ir.Rank {
 	rk := ir.Rank{}
-	var idOff int = -1
-	start, seen, _ := p.object("a rank", rankFields, func(i int, off int) {
+	idOff := -1
+	start, _, _ := p.object("a rank", rankFields, func(i int, off int) {
 		switch i {
 		case 0, 1:
 			if idOff >= 0 {
@@ -657,7 +657,6 @@ func (p *parser) rank(r int) ir.Rank {
 			})
 		}
 	})
-	_ = seen
 	rk.Pos = p.irPos(start)
 	return rk
 }

@@ -351,3 +351,24 @@ func TestGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestHostileInputs: deep nesting and long inputs fail fast with positions.
+func TestHostileInputs(t *testing.T) {
+	deep := `{"meta": ` + strings.Repeat("[", 1<<20) + strings.Repeat("]", 1<<20) + `}`
+	_, ds := Parse("deep", []byte(deep))
+	if len(ds) != 1 || ds[0].Code != diag.Syntax || !strings.Contains(ds[0].Msg, "depth") {
+		t.Errorf("deep nesting: %v", ds)
+	}
+	// Nesting under the scanner's limit inside an unknown field is skipped
+	// without recursion.
+	nested := `{"zz": ` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `}`
+	_, ds = Parse("nested", []byte(nested))
+	if len(ds) == 0 || ds[0].Code != diag.MissingField || ds[len(ds)-1].Code != diag.UnknownField {
+		t.Errorf("nested: %v", ds)
+	}
+	// Numbers that claim a lot cost nothing.
+	_, ds = Parse("n", []byte(strings.Replace(doc("", `"scratch_chunks": 9223372036854775807, `, "", ""), `"chunks_per_block": 1`, `"chunks_per_block": 9223372036854775807`, 1)))
+	if len(ds) != 0 {
+		t.Errorf("large sizes: %v", ds)
+	}
+}
