@@ -258,43 +258,69 @@ var opPrinters = [NumOpcodes]func(*printer, *Op){
 	OpBarrier:            (*printer).printBarrier,
 }
 
+// printNop writes
+//
 //	Nop = "nop" OpAttr* .
 func (pr *printer) printNop(op *Op) { pr.generic(op) }
 
+// printCopy writes
+//
 //	Copy = "copy" Ref "->" Ref ("," Ref)* OpAttr* .
 func (pr *printer) printCopy(op *Op) { pr.generic(op) }
 
+// printReduce writes
+//
 //	Reduce = "reduce" Ref "," Ref ("," Ref)* "->" Ref ("," Ref)* OpAttr* .
 func (pr *printer) printReduce(op *Op) { pr.generic(op) }
 
+// printSend writes
+//
 //	Send = "send" Ref OpAttr* .
 func (pr *printer) printSend(op *Op) { pr.generic(op) }
 
+// printRecv writes
+//
 //	Recv = "recv" "->" Ref OpAttr* .
 func (pr *printer) printRecv(op *Op) { pr.generic(op) }
 
+// printRCS writes
+//
 //	RCS = "rcs" "->" Ref OpAttr* .
 func (pr *printer) printRCS(op *Op) { pr.generic(op) }
 
+// printRRS writes
+//
 //	RRS = "rrs" Ref OpAttr* .
 func (pr *printer) printRRS(op *Op) { pr.generic(op) }
 
+// printRRC writes
+//
 //	RRC = "rrc" Ref "->" Ref OpAttr* .
 func (pr *printer) printRRC(op *Op) { pr.generic(op) }
 
+// printRRCS writes
+//
 //	RRCS = "rrcs" Ref "->" Ref OpAttr* .
 func (pr *printer) printRRCS(op *Op) { pr.generic(op) }
 
+// printSignal writes
+//
 //	Signal = "signal" Chan ("," Chan)* OpAttr* .
 //	Chan   = "@" Int .
 func (pr *printer) printSignal(op *Op) { pr.generic(op) }
 
+// printWait writes
+//
 //	Wait = "wait" Chan ("," Chan)* OpAttr* .
 func (pr *printer) printWait(op *Op) { pr.generic(op) }
 
+// printFlush writes
+//
 //	Flush = "flush" Chan ("," Chan)* OpAttr* .
 func (pr *printer) printFlush(op *Op) { pr.generic(op) }
 
+// printBarrier writes
+//
 //	Barrier = "barrier" "id" "=" Int "tbs" "=" Int OpAttr* .
 func (pr *printer) printBarrier(op *Op) {
 	pr.str("barrier")

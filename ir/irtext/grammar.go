@@ -8,151 +8,115 @@ import (
 // The participle grammar of the textual IR (docs/ir-text.md has the EBNF).
 // It is deliberately generic where the IR is: every op has the same shape
 // (mnemonic, operands, "->" dsts, attributes), so any ir.Op, valid or not,
-// has a text; the second phase (build.go) checks names, values and ids.
-// Newlines are insignificant: attributes are keywords, and an identifier
-// that is not one starts the next op.
+// has a text; parse.go checks names, values and ids. Newlines are
+// insignificant: attributes are keywords, and an identifier that is not
+// one starts the next op.
+//
+// A file is parsed in pieces, the header and then one rank at a time
+// (parse.go), so that participle's syntax tree, which costs tens of bytes
+// per byte of text, never holds more than one rank.
 
-var textLexer = lexer.MustSimple([]lexer.SimpleRule{
-	{Name: "Comment", Pattern: `#[^\n]*`},
-	{Name: "Whitespace", Pattern: `[ \t\r\n]+`},
-	{Name: "String", Pattern: `"(?:\\.|[^"\\\n])*"`},
-	{Name: "Int", Pattern: `[0-9]+`},
-	{Name: "Ident", Pattern: `[A-Za-z_][A-Za-z0-9_]*`},
-	{Name: "Arrow", Pattern: `->`},
-	{Name: "Punct", Pattern: `[\[\]{}(),.=:@/+\-]`},
-})
-
-var textParser = participle.MustBuild[astFile](
-	participle.Lexer(textLexer),
-	participle.Elide("Comment", "Whitespace"),
-	participle.UseLookahead(2),
+var (
+	headerParser = participle.MustBuild[astFile](participle.Lexer(textLexer), participle.UseLookahead(1))
+	rankParser   = participle.MustBuild[astRank](participle.Lexer(textLexer), participle.UseLookahead(1))
 )
 
-// astNum is a signed decimal integer; the sign is a separate token so that
-// "0+1" lexes as 0, +, 1.
-type astNum struct {
-	Pos    lexer.Position
-	Neg    bool   `parser:"@\"-\"?"`
-	Digits string `parser:"@Int"`
-}
+// Numbers are captured as whole tokens (value and position): the lexer
+// folds a leading "-" into Int, and "@c" into one Chan token.
 
+// astFile is the part of a file before its first rank.
 type astFile struct {
-	Pos    lexer.Position
 	Header *astHeader `parser:"@@"`
 	Meta   []*astMeta `parser:"@@*"`
-	Ranks  []*astRank `parser:"@@*"`
 }
 
 type astHeader struct {
 	Pos        lexer.Position
-	Name       string           `parser:"\"program\" @String"`
-	Collective *astIdent        `parser:"@@"`
+	Name       string           `parser:"'program' @String"`
+	Collective lexer.Token      `parser:"@Ident"`
 	Attrs      []*astHeaderAttr `parser:"@@*"`
 }
 
 type astHeaderAttr struct {
 	Pos      lexer.Position
-	Key      string    `parser:"(  @(\"nranks\" | \"chunks\" | \"root\" | \"nlocalranks\" | \"minbytes\" | \"maxbytes\" | \"threads\" | \"slicebytes\") \"=\""`
-	Num      *astNum   `parser:"@@"`
-	Protocol *astIdent `parser:"| \"protocol\" \"=\" @@"`
-	Flag     string    `parser:"| @(\"inplace\" | \"outofplace\") )"`
-}
-
-type astIdent struct {
-	Pos  lexer.Position
-	Name string `parser:"@Ident"`
+	Key      string      `parser:"(  @('nranks' | 'chunks' | 'root' | 'nlocalranks' | 'minbytes' | 'maxbytes' | 'threads' | 'slicebytes') '='"`
+	Num      lexer.Token `parser:"   @Int"`
+	Protocol lexer.Token `parser:"| 'protocol' '=' @Ident"`
+	Flag     string      `parser:"| @('inplace' | 'outofplace') )"`
 }
 
 type astMeta struct {
 	Pos   lexer.Position
-	Key   string `parser:"\"meta\" @String \"=\""`
+	Key   string `parser:"'meta' @String '='"`
 	Value string `parser:"@String"`
 }
 
 type astRank struct {
 	Pos   lexer.Position
-	ID    *astNum        `parser:"\"rank\" @@"`
+	ID    lexer.Token    `parser:"'rank' @Int"`
 	Attrs []*astKV       `parser:"@@*"`
-	Items []*astRankItem `parser:"\"{\" @@* \"}\""`
+	Items []*astRankItem `parser:"'{' @@* '}'"`
 }
 
 // astKV is a rank or threadblock attribute: input/output/scratch or
 // send/recv/chan = Int.
 type astKV struct {
 	Pos lexer.Position
-	Key string  `parser:"@(\"input\" | \"output\" | \"scratch\" | \"send\" | \"recv\" | \"chan\") \"=\""`
-	Num *astNum `parser:"@@"`
+	Key string      `parser:"@('input' | 'output' | 'scratch' | 'send' | 'recv' | 'chan') '='"`
+	Num lexer.Token `parser:"@Int"`
 }
 
 type astRankItem struct {
-	Channel *astChannel `parser:"@@"`
+	Channel *astChannel `parser:"  @@"`
 	TB      *astTB      `parser:"| @@"`
 }
 
 type astChannel struct {
 	Pos   lexer.Position
-	ID    *astNum           `parser:"\"channel\" @@"`
+	ID    lexer.Token       `parser:"'channel' @Int"`
 	Attrs []*astChannelAttr `parser:"@@*"`
 }
 
 type astChannelAttr struct {
 	Pos      lexer.Position
-	Peer     *astNum `parser:"(  \"peer\" \"=\" @@"`
-	PeerChan *astNum `parser:"\".\" @@"`
-	Type     string  `parser:"| @(\"memory\" | \"port\" | \"sm\" | \"proxy\")"`
-	Init     *astNum `parser:"| \"init\" \"=\" @@ )"`
+	Peer     lexer.Token `parser:"(  'peer' '=' @Int"`
+	PeerChan lexer.Token `parser:"   '.' @Int"`
+	Type     string      `parser:"| @('memory' | 'port' | 'sm' | 'proxy')"`
+	Init     lexer.Token `parser:"| 'init' '=' @Int )"`
 }
 
 type astTB struct {
 	Pos   lexer.Position
-	ID    *astNum  `parser:"\"tb\" @@"`
-	Attrs []*astKV `parser:"@@*"`
-	Ops   []*astOp `parser:"\"{\" @@* \"}\""`
+	ID    lexer.Token `parser:"'tb' @Int"`
+	Attrs []*astKV    `parser:"@@*"`
+	Ops   []*astOp    `parser:"'{' @@* '}'"`
 }
 
 type astOp struct {
 	Pos      lexer.Position
 	Name     string        `parser:"@Ident"`
-	Operands []*astOperand `parser:"( @@ ( \",\" @@ )* )?"`
-	Dsts     []*astRef     `parser:"( \"->\" @@ ( \",\" @@ )* )?"`
+	Operands []*astOperand `parser:"( @@ ( ',' @@ )* )?"`
+	Dsts     []*astOperand `parser:"( '->' @@ ( ',' @@ )* )?"`
 	Attrs    []*astOpAttr  `parser:"@@*"`
 }
 
-// astOperand is a src ref or a channel "@c" (signal/wait/flush). It is
-// written so that one token of lookahead after "@" decides: "@c" alone is a
-// channel, "@c:" starts a remote ref.
+// astOperand is a ref or, among the srcs, a channel "@c"
+// (signal/wait/flush). Refs are single tokens (see lexer.go).
 type astOperand struct {
-	Pos    lexer.Position
-	At     *astNum     `parser:"(  \"@\" @@"`
-	Remote *astRefBody `parser:"( \":\" @@ )?"`
-	Local  *astRefBody `parser:"| @@ )"`
+	Tok lexer.Token `parser:"@(Ref | Chan)"`
 }
 
-// astRef is a dst ref: optionally remote through a channel.
-type astRef struct {
-	Pos  lexer.Position
-	Chan *astNum     `parser:"( \"@\" @@ \":\" )?"`
-	Body *astRefBody `parser:"@@"`
-}
-
-type astRefBody struct {
-	Pos    lexer.Position
-	Buf    string  `parser:"@Ident \"[\""`
-	Off    *astNum `parser:"@@"`
-	Count  *astNum `parser:"( \"+\" @@ )? \"]\""`
-	Packet bool    `parser:"@( \"/\" \"pkt\" )?"`
-}
-
+// astOpAttr is one op attribute. Its keyword decides the rest, so that
+// trying it at the end of every op costs one token of lookahead; the
+// builder checks that each keyword has the value it needs.
 type astOpAttr struct {
-	Pos     lexer.Position
-	Key     string    `parser:"(  @(\"count\" | \"id\" | \"tbs\") \"=\""`
-	Num     *astNum   `parser:"@@"`
-	Deps    []*astDep `parser:"| \"deps\" \"=\" @@ ( \",\" @@ )*"`
-	Publish bool      `parser:"| @\"publish\" )"`
+	Pos  lexer.Position
+	Key  string      `parser:"@('count' | 'id' | 'tbs' | 'deps' | 'publish')"`
+	Num  lexer.Token `parser:"( '=' ( @Int"`
+	Deps []*astDep   `parser:"        | @@ ( ',' @@ )* ) )?"`
 }
 
 type astDep struct {
-	Pos  lexer.Position
-	TB   *astNum `parser:"\"(\" @@ \",\""`
-	Step *astNum `parser:"@@ \")\""`
+	TB   lexer.Token `parser:"'(' @Int ','"`
+	Step lexer.Token `parser:"@Int ')'"`
 }

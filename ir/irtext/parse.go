@@ -49,33 +49,140 @@ const (
 // and every op (its mnemonic). Parse never panics; its memory use is
 // bounded by a small multiple of len(src).
 func Parse(filename string, src []byte) (*ir.Program, []diag.Diagnostic) {
-	b := &builder{file: filename}
+	b := &builder{file: filename, rank: -1, tb: -1, step: -1}
 	if len(src) > MaxSourceBytes {
 		b.errAt(diag.TooLarge, lexer.Position{Line: 1, Column: 1}, "", "the text is %d bytes, over the limit of %d", len(src), MaxSourceBytes)
 		return nil, b.diags.Items
 	}
-	ast, err := textParser.ParseBytes(filename, src)
+	ts := &tokenStream{sc: scanner{src: string(src), pos: lexer.Position{Filename: filename, Line: 1, Column: 1}}}
+	hdr, err := parsePiece(headerParser, &headerLexer{ts: ts})
 	if err != nil {
-		pos := lexer.Position{}
-		msg := err.Error()
-		var perr participle.Error
-		if errors.As(err, &perr) {
-			pos, msg = perr.Position(), perr.Message()
-		}
-		b.errAt(diag.Syntax, pos, "fix the syntax at the position shown (grammar: docs/ir-text.md)", "%s", msg)
-		return nil, b.diags.Items
+		return nil, b.syntax(err)
 	}
-	b.declare(ast)
-	b.bodies(ast)
+	b.declare(hdr)
+	for r := 0; ; r++ {
+		t, err := ts.peek()
+		if err != nil {
+			return nil, b.syntax(err)
+		}
+		if t.EOF() {
+			break
+		}
+		ar, err := parsePiece(rankParser, &rankLexer{ts: ts})
+		if err != nil {
+			return nil, b.syntax(err)
+		}
+		b.p.Ranks = append(b.p.Ranks, ir.Rank{})
+		b.declareRank(r, ar, &b.p.Ranks[r])
+		b.rankBodies(r, ar)
+	}
 	if b.diags.HasErrors() {
 		return nil, b.diags.Items
 	}
 	return b.p, b.diags.Items
 }
 
-// builder turns the syntax tree into a program in two phases, like an
-// assembler: declare (the header, ranks, channels and threadblocks with
-// their attributes) and then bodies (the ops of every threadblock).
+func parsePiece[G any](p *participle.Parser[G], l lexer.Lexer) (*G, error) {
+	pl, err := lexer.Upgrade(l)
+	if err != nil {
+		return nil, err
+	}
+	return p.ParseFromLexer(pl)
+}
+
+// syntax adds a syntax (or lexical) error and returns every diagnostic so
+// far, in source order.
+func (b *builder) syntax(err error) []diag.Diagnostic {
+	pos := lexer.Position{}
+	msg := err.Error()
+	var perr participle.Error
+	if errors.As(err, &perr) {
+		pos, msg = perr.Position(), perr.Message()
+	}
+	b.rank, b.tb, b.step = -1, -1, -1
+	b.errAt(diag.Syntax, pos, "fix the syntax at the position shown (grammar: docs/ir-text.md)", "%s", msg)
+	diag.Sort(b.diags.Items)
+	return b.diags.Items
+}
+
+// tokenStream is the file's tokens with one token of lookahead; the
+// header and each rank read their pieces of it.
+type tokenStream struct {
+	sc     scanner
+	peeked bool
+	tok    lexer.Token
+	err    error
+}
+
+func (ts *tokenStream) peek() (lexer.Token, error) {
+	if !ts.peeked {
+		ts.tok, ts.err = ts.sc.Next()
+		ts.peeked = true
+	}
+	return ts.tok, ts.err
+}
+
+func (ts *tokenStream) next() (lexer.Token, error) {
+	t, err := ts.peek()
+	if err == nil && !t.EOF() {
+		ts.peeked = false
+	}
+	return t, err
+}
+
+// headerLexer yields the tokens before the first "rank" keyword, then EOF.
+// (A "rank" as the first token is yielded, for the parser to reject.)
+type headerLexer struct {
+	ts      *tokenStream
+	started bool
+}
+
+func (l *headerLexer) Next() (lexer.Token, error) {
+	t, err := l.ts.peek()
+	if err == nil && l.started && t.Type == tokIdent && t.Value == "rank" {
+		return lexer.EOFToken(t.Pos), nil
+	}
+	l.started = true
+	return l.ts.next()
+}
+
+// rankLexer yields the tokens of one rank, up to the "}" that closes its
+// first "{", then EOF.
+type rankLexer struct {
+	ts    *tokenStream
+	depth int
+	done  bool
+	end   lexer.Position
+}
+
+func (l *rankLexer) Next() (lexer.Token, error) {
+	if l.done {
+		return lexer.EOFToken(l.end), nil
+	}
+	t, err := l.ts.next()
+	if err != nil || t.Type != tokPunct {
+		return t, err
+	}
+	switch t.Value {
+	case "{":
+		l.depth++
+	case "}":
+		l.depth--
+		if l.depth <= 0 {
+			l.done = true
+			l.end = t.Pos
+			l.end.Offset++
+			l.end.Column++
+		}
+	}
+	return t, nil
+}
+
+// builder turns the syntax trees into a program. Per rank it works in two
+// phases, like an assembler: declareRank (the rank's channels and
+// threadblocks with their attributes) and then rankBodies (the ops of every
+// threadblock), so an op may name a channel or threadblock declared after
+// it.
 type builder struct {
 	file  string
 	diags diag.List
@@ -108,12 +215,19 @@ func (b *builder) errAt(code diag.Code, pos lexer.Position, hint, format string,
 	b.diags.Add(d)
 }
 
-// num converts an integer token to int64 (BadValue if it does not fit).
-func (b *builder) num(n *astNum) (int64, bool) {
-	s := n.Digits
-	if n.Neg {
-		s = "-" + s
-	}
+// subToken is the part v of token t that starts at byte col of t's value
+// (tokens that hold parts are ASCII and on one line).
+func subToken(t lexer.Token, v string, col int) lexer.Token {
+	t.Value = v
+	t.Pos.Offset += col
+	t.Pos.Column += col
+	return t
+}
+
+// num converts an Int (or Chan, "@" Int) token to int64 (BadValue if it
+// does not fit).
+func (b *builder) num(n lexer.Token) (int64, bool) {
+	s := strings.TrimPrefix(n.Value, "@")
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
 		b.errAt(diag.BadValue, n.Pos, "use an integer in the 64-bit range", "integer %s is out of range", s)
@@ -123,7 +237,7 @@ func (b *builder) num(n *astNum) (int64, bool) {
 }
 
 // intv converts an integer token to int.
-func (b *builder) intv(n *astNum) (int, bool) {
+func (b *builder) intv(n lexer.Token) (int, bool) {
 	v, ok := b.num(n)
 	if ok && int64(int(v)) != v {
 		b.errAt(diag.BadValue, n.Pos, "", "integer %d is out of range", v)
@@ -133,7 +247,7 @@ func (b *builder) intv(n *astNum) (int, bool) {
 }
 
 // chunks converts a chunk quantity (|v| <= MaxChunks).
-func (b *builder) chunks(n *astNum, what string) (int64, bool) {
+func (b *builder) chunks(n lexer.Token, what string) (int64, bool) {
 	v, ok := b.num(n)
 	if ok && (v > MaxChunks || v < -MaxChunks) {
 		b.errAt(diag.TooLarge, n.Pos, fmt.Sprintf("keep chunk counts and offsets within ±%d", int64(MaxChunks)),
@@ -144,7 +258,7 @@ func (b *builder) chunks(n *astNum, what string) (int64, bool) {
 }
 
 // ranks converts nranks or nlocalranks (0..ir.MaxRanks).
-func (b *builder) ranks(n *astNum, what string) (int, bool) {
+func (b *builder) ranks(n lexer.Token, what string) (int, bool) {
 	v, ok := b.num(n)
 	switch {
 	case !ok:
@@ -177,7 +291,7 @@ func (b *builder) once(seen map[string]bool, key string, pos lexer.Position) boo
 	return true
 }
 
-func (b *builder) id(n *astNum, want int, what string) {
+func (b *builder) id(n lexer.Token, want int, what string) {
 	v, ok := b.num(n)
 	if ok && v != int64(want) {
 		b.errAt(diag.DuplicateID, n.Pos, fmt.Sprintf("number %ss 0, 1, 2, ... in order", what),
@@ -185,30 +299,28 @@ func (b *builder) id(n *astNum, want int, what string) {
 	}
 }
 
-// declare is phase 1: the header, meta, and every rank, channel and
-// threadblock with its attributes (op lists stay empty).
+// declare builds the program from the header and meta lines.
 func (b *builder) declare(f *astFile) {
-	b.rank, b.tb, b.step = -1, -1, -1
 	h := f.Header
 	p := &ir.Program{File: b.file, Pos: irPos(h.Pos)}
 	b.p = p
 	p.Name = b.unquote(h.Name, h.Pos, "program name")
-	coll, err := ir.ParseCollective(h.Collective.Name)
+	coll, err := ir.ParseCollective(h.Collective.Value)
 	if err != nil {
-		b.errAt(diag.UnknownCollective, h.Collective.Pos, "", "unknown collective %q", h.Collective.Name)
+		b.errAt(diag.UnknownCollective, h.Collective.Pos, "", "unknown collective %q", h.Collective.Value)
 	}
 	p.Collective = coll
 	p.Root = ir.DefaultRoot(coll)
 	seen := map[string]bool{}
 	for _, a := range h.Attrs {
 		switch {
-		case a.Protocol != nil:
+		case a.Protocol.Value != "":
 			if !b.once(seen, "protocol", a.Pos) {
 				continue
 			}
-			pr, err := ir.ParseProtocol(a.Protocol.Name)
+			pr, err := ir.ParseProtocol(a.Protocol.Value)
 			if err != nil {
-				b.errAt(diag.BadValue, a.Protocol.Pos, "use protocol=simple or protocol=ll", "unknown protocol %q", a.Protocol.Name)
+				b.errAt(diag.BadValue, a.Protocol.Pos, "use protocol=simple or protocol=ll", "unknown protocol %q", a.Protocol.Value)
 			}
 			p.Protocol = pr
 		case a.Flag != "":
@@ -243,13 +355,9 @@ func (b *builder) declare(f *astFile) {
 		}
 		p.Meta[k] = v
 	}
-	p.Ranks = make([]ir.Rank, len(f.Ranks))
-	for r, ar := range f.Ranks {
-		b.declareRank(r, ar, &p.Ranks[r])
-	}
 }
 
-func (b *builder) headerNum(p *ir.Program, key string, n *astNum) {
+func (b *builder) headerNum(p *ir.Program, key string, n lexer.Token) {
 	var ok bool
 	switch key {
 	case "nranks":
@@ -340,7 +448,7 @@ func (b *builder) channel(c *astChannel) ir.Channel {
 	seen := map[string]bool{}
 	for _, a := range c.Attrs {
 		switch {
-		case a.Peer != nil:
+		case a.Peer.Value != "":
 			if b.once(seen, "peer", a.Pos) {
 				ch.Peer, _ = b.intv(a.Peer)
 				ch.PeerChannel, _ = b.intv(a.PeerChan)
@@ -361,24 +469,22 @@ func (b *builder) channel(c *astChannel) ir.Channel {
 	return ch
 }
 
-// bodies is phase 2: the ops of every threadblock.
-func (b *builder) bodies(f *astFile) {
-	for r, ar := range f.Ranks {
-		t := 0
-		for _, it := range ar.Items {
-			if it.TB == nil {
-				continue
-			}
-			tb := &b.p.Ranks[r].TBs[t]
-			if len(it.TB.Ops) > 0 {
-				tb.Ops = make([]ir.Op, len(it.TB.Ops))
-			}
-			for i, ao := range it.TB.Ops {
-				b.rank, b.tb, b.step = r, t, i
-				tb.Ops[i] = b.op(ao)
-			}
-			t++
+// rankBodies is phase 2 for rank r: the ops of every threadblock.
+func (b *builder) rankBodies(r int, ar *astRank) {
+	t := 0
+	for _, it := range ar.Items {
+		if it.TB == nil {
+			continue
 		}
+		tb := &b.p.Ranks[r].TBs[t]
+		if len(it.TB.Ops) > 0 {
+			tb.Ops = make([]ir.Op, len(it.TB.Ops))
+		}
+		for i, ao := range it.TB.Ops {
+			b.rank, b.tb, b.step = r, t, i
+			tb.Ops[i] = b.op(ao)
+		}
+		t++
 	}
 	b.rank, b.tb, b.step = -1, -1, -1
 }
@@ -402,83 +508,90 @@ func (b *builder) op(ao *astOp) ir.Op {
 	// op without refs, from count=.
 	var count int64
 	haveCount := false
-	countAt := func(body *astRefBody) {
-		c := int64(1)
-		if body.Count != nil {
-			v, ok := b.chunks(body.Count, "count")
-			if !ok {
-				return
-			}
-			c = v
-		}
+	countAt := func(c int64, pos lexer.Position) {
 		switch {
 		case !haveCount:
 			count, haveCount = c, true
 		case c != count:
-			b.errAt(diag.BadValue, body.Pos, "give every ref of an op the same count", "ref covers %d chunks, an earlier ref of the op %d", c, count)
+			b.errAt(diag.BadValue, pos, "give every ref of an op the same count", "ref covers %d chunks but an earlier ref of the op covers %d", c, count)
 		}
 	}
-	ref := func(chanNum *astNum, body *astRefBody) ir.Ref {
-		r := ir.Ref{Chan: -1, Packet: body.Packet}
-		if chanNum != nil {
-			r.Chan, _ = b.intv(chanNum)
+	ref := func(t lexer.Token) ir.Ref {
+		rp := splitRef(t.Value)
+		r := ir.Ref{Chan: -1, Packet: rp.packet}
+		if rp.chanV != "" {
+			r.Chan, _ = b.intv(subToken(t, rp.chanV, 1))
 		}
-		k, err := ir.ParseBufKind(body.Buf)
+		k, err := ir.ParseBufKind(rp.buf)
 		if err != nil {
-			b.errAt(diag.BadValue, body.Pos, "use i, o or s", "unknown buffer %q", body.Buf)
+			b.errAt(diag.BadValue, subToken(t, rp.buf, rp.bufCol).Pos, "use i, o or s", "unknown buffer %q", rp.buf)
 		}
 		r.Buf = k
-		r.Off, _ = b.chunks(body.Off, "offset")
-		countAt(body)
+		r.Off, _ = b.chunks(subToken(t, rp.off, rp.offCol), "offset")
+		c := int64(1)
+		if rp.count != "" {
+			v, ok := b.chunks(subToken(t, rp.count, rp.countCol), "count")
+			if !ok {
+				return r
+			}
+			c = v
+		}
+		countAt(c, subToken(t, rp.buf, rp.bufCol).Pos)
 		return r
 	}
 	for _, o := range ao.Operands {
-		switch {
-		case o.Local != nil:
-			op.Srcs = append(op.Srcs, ref(nil, o.Local))
-		case o.Remote != nil:
-			op.Srcs = append(op.Srcs, ref(o.At, o.Remote))
-		default:
-			c, _ := b.intv(o.At)
+		if o.Tok.Type == tokChan {
+			c, _ := b.intv(o.Tok)
 			op.Chans = append(op.Chans, c)
+			continue
 		}
+		op.Srcs = append(op.Srcs, ref(o.Tok))
 	}
 	for _, d := range ao.Dsts {
-		op.Dsts = append(op.Dsts, ref(d.Chan, d.Body))
+		if d.Tok.Type == tokChan {
+			b.errAt(diag.BadValue, d.Tok.Pos, "write a ref such as "+d.Tok.Value+":s[0]", "%s after -> is a channel, not a ref", d.Tok.Value)
+			continue
+		}
+		op.Dsts = append(op.Dsts, ref(d.Tok))
 	}
 	seen := map[string]bool{}
 	for _, a := range ao.Attrs {
-		switch {
-		case a.Publish:
-			if b.once(seen, "publish", a.Pos) {
-				op.Publish = true
+		if !b.once(seen, a.Key, a.Pos) {
+			continue
+		}
+		hasNum, hasDeps := a.Num.Value != "", a.Deps != nil
+		if want := a.Key == "deps"; a.Key != "publish" && (hasDeps != want || hasNum == want) {
+			form := "=N"
+			if want {
+				form = "=(tb,step),..."
 			}
-		case a.Deps != nil:
-			if !b.once(seen, "deps", a.Pos) {
+			b.errAt(diag.BadValue, a.Pos, "write "+a.Key+form, "attribute %s needs a value of the form %s", a.Key, form)
+			continue
+		}
+		switch a.Key {
+		case "publish":
+			if hasNum || hasDeps {
+				b.errAt(diag.BadValue, a.Pos, "write publish alone", "publish takes no value")
 				continue
 			}
+			op.Publish = true
+		case "deps":
 			op.Deps = make([]ir.Dep, len(a.Deps))
 			for i, d := range a.Deps {
 				op.Deps[i].TB, _ = b.intv(d.TB)
 				op.Deps[i].Step, _ = b.intv(d.Step)
 			}
-		default:
-			if !b.once(seen, a.Key, a.Pos) {
-				continue
+		case "id":
+			op.Barrier, _ = b.intv(a.Num)
+		case "tbs":
+			op.BarrierTBs, _ = b.intv(a.Num)
+		case "count":
+			v, ok := b.chunks(a.Num, "count")
+			if ok && haveCount && v != count {
+				b.errAt(diag.BadValue, a.Pos, "drop count= where refs give the count", "count=%d disagrees with the refs' count %d", v, count)
 			}
-			switch a.Key {
-			case "id":
-				op.Barrier, _ = b.intv(a.Num)
-			case "tbs":
-				op.BarrierTBs, _ = b.intv(a.Num)
-			case "count":
-				v, ok := b.chunks(a.Num, "count")
-				if ok && haveCount && v != count {
-					b.errAt(diag.BadValue, a.Pos, "drop count= where refs give the count", "count=%d disagrees with the refs' count %d", v, count)
-				}
-				if !haveCount {
-					op.Count = v
-				}
+			if !haveCount {
+				op.Count = v
 			}
 		}
 	}

@@ -137,3 +137,5 @@ func TestBuilderProgramsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+var cmpIgnorePos = irtest.CmpOpts
