@@ -1,0 +1,546 @@
+package verify
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/ir"
+)
+
+// replayMode says what one replay of the happens-before order checks, in
+// which buffer arrangement, and how storage is shared between the two
+// modelled iterations.
+type replayMode struct {
+	sem     bool // symbolic execution of iteration 0
+	inPlace bool
+	// raceUser, raceScratch: the storage whose races are checked.
+	raceUser, raceScratch bool
+	// The second iteration has storage of its own for user buffers (slices
+	// touch different pieces of them) or for scratch (LL launches
+	// alternate scratch halves).
+	tagUser, tagScratch bool
+	// crossOnly checks only races between the two iterations (the launch
+	// pass of Simple programs).
+	crossOnly bool
+}
+
+func (m replayMode) arrangement() string {
+	if m.inPlace {
+		return "in-place"
+	}
+	return "out-of-place"
+}
+
+// needIt1 reports whether iteration 1 can add anything: only when some
+// checked storage is shared between the iterations.
+func (m replayMode) needIt1() bool {
+	return m.raceScratch && !m.tagScratch || m.raceUser && !m.tagUser
+}
+
+const itBit = 1 << 30 // iteration 1 flag in recorded accesses (node ids are < 2^29)
+
+// replayer is the state of one replay.
+type replayer struct {
+	c  *checker
+	m  replayMode
+	pl ir.Placement
+
+	// Storage locations: region r*3+k (rank r, physical buffer k) starts at
+	// regBase and holds the buffer once, or twice when tagged (iteration 1
+	// after iteration 0). alias* map a logical (rank, buffer) through
+	// ir.Placement.Resolve, which for the program's own root is a shift of
+	// the chunk index: chunk j is at aliasLoc + it*aliasTag + j.
+	regBase, regTag, regEnd []int
+	aliasLoc, aliasTag      []int
+	aliasScratch            []bool
+
+	// races: per location the last write and the reads since (one inline,
+	// more in multi), each a node with itBit for iteration 1, plus one (0
+	// is none).
+	raceOn bool
+	lastW  []int32
+	rd     []int32 // 0 none, -1 several (in multi)
+	multi  map[int][]int32
+	seen   map[raceKey]bool
+
+	// semantics (iteration 0)
+	sem              bool
+	sets             *setArena
+	val              []vset
+	wr               []int32 // last writer node plus one, 0 none
+	fifo             []vset  // per connection, a queue at fifoBase
+	fifoBase         []int
+	fifoHead, fifoTl []int
+	reported         map[opKey]bool
+
+	it1            bool   // iteration 1 matters (m.needIt1)
+	srcLoc, dstLoc []int  // per ref of the current op: location of chunk 0
+	srcRace        []bool // ... and whether its races are checked
+	dstRace        []bool
+	stop           bool
+}
+
+// opKey names a diagnostic about one op, to report it once.
+type opKey struct {
+	g, s int32
+	code diag.Code
+}
+
+type raceKey struct {
+	xg, xs, yg, ys int32
+	code           diag.Code
+}
+
+func (c *checker) newReplayer(m replayMode) *replayer {
+	rp := &replayer{c: c, m: m, raceOn: m.raceUser || m.raceScratch, sem: m.sem, it1: m.needIt1(),
+		pl: ir.Placement{Collective: c.p.Collective, NRanks: c.n, ChunksPerBlock: c.C,
+			ProgRoot: c.root, Root: c.root, InPlace: m.inPlace}}
+	const K = int(ir.NumBufKinds)
+	R := c.n * K
+	rp.regBase, rp.regTag, rp.regEnd = make([]int, R), make([]int, R), make([]int, R)
+	L := 0
+	for r := 0; r < c.n; r++ {
+		for k := range ir.NumBufKinds {
+			i := r*K + int(k)
+			sz := int(c.size[r][k])
+			rp.regBase[i] = L
+			if m.tagScratch && k == ir.Scratch || m.tagUser && k != ir.Scratch {
+				rp.regTag[i] = sz
+			}
+			L += sz + rp.regTag[i]
+			rp.regEnd[i] = L
+		}
+	}
+	rp.aliasLoc, rp.aliasTag, rp.aliasScratch = make([]int, R), make([]int, R), make([]bool, R)
+	for r := 0; r < c.n; r++ {
+		for k := range ir.NumBufKinds {
+			sk, off := rp.pl.Resolve(r, k, 0)
+			i, j := r*K+int(k), r*K+int(sk)
+			rp.aliasLoc[i], rp.aliasTag[i], rp.aliasScratch[i] = rp.regBase[j]+int(off), rp.regTag[j], sk == ir.Scratch
+		}
+	}
+	if rp.raceOn {
+		rp.lastW = make([]int32, L)
+		rp.rd = make([]int32, L)
+		rp.multi = map[int][]int32{}
+		if c.raceSeen == nil {
+			c.raceSeen = map[raceKey]bool{}
+		}
+		rp.seen = c.raceSeen
+	}
+	if rp.sem {
+		if c.sets == nil {
+			c.sets = &setArena{}
+		}
+		rp.sets = c.sets
+		rp.sets.reset()
+		if cap(rp.sets.iv) == 0 {
+			// a ring's partial sums are one or two intervals
+			rp.sets.iv = make([]uint64, 0, 4*c.combines)
+			rp.sets.sp = make([]span, 0, c.combines)
+		}
+		rp.val = make([]vset, L)
+		rp.wr = make([]int32, L)
+		// Every input chunk holds its own contribution, wherever the
+		// arrangement places it.
+		for r := 0; r < c.n; r++ {
+			base := rp.aliasLoc[r*K+int(ir.Input)]
+			for k := int64(0); k < c.size[r][ir.Input]; k++ {
+				rp.val[base+int(k)] = rp.sets.single(uint64(k)*uint64(c.n) + uint64(r))
+			}
+		}
+		rp.fifoBase = make([]int, len(c.conns)+1)
+		for ci := range c.conns {
+			rp.fifoBase[ci+1] = rp.fifoBase[ci] + int(c.conns[ci].chunks)
+		}
+		rp.fifo = make([]vset, rp.fifoBase[len(c.conns)])
+		rp.fifoHead = append([]int(nil), rp.fifoBase[:len(c.conns)]...)
+		rp.fifoTl = append([]int(nil), rp.fifoBase[:len(c.conns)]...)
+		if c.reportedOps == nil {
+			c.reportedOps = map[opKey]bool{}
+		}
+		rp.reported = c.reportedOps
+	}
+	return rp
+}
+
+// replay runs the checks of every mode over the order in c.sc, in
+// lockstep (one walk over the order and the ops serves them all). It
+// returns false when the diagnostic caps leave nothing more to find.
+func (c *checker) replay(ms []replayMode) bool {
+	rps := make([]*replayer, len(ms))
+	it1, races := false, false
+	for i, m := range ms {
+		rps[i] = c.newReplayer(m)
+		it1 = it1 || rps[i].it1
+		races = races || rps[i].raceOn
+	}
+	if races {
+		c.resetFrontiers()
+	}
+	sc := c.sc
+	rit := make([]int32, len(c.tbs))
+	rs := make([]int32, len(c.tbs))
+	half, done0 := c.numNodes/2, int32(0)
+	live := len(rps)
+	for i := int32(0); i < sc.n && live > 0; i++ {
+		g := sc.order[i]
+		tb := &c.tbs[g]
+		it, s := rit[g], rs[g]
+		if rs[g]++; rs[g] == tb.nops {
+			rs[g], rit[g] = 0, it+1
+		}
+		if it == 0 {
+			done0++
+		} else if !it1 {
+			if done0 == half {
+				break
+			}
+			continue
+		}
+		if k := ir.Opcode(c.opk[tb.op0+s] & kCode); k >= ir.OpCopy && k <= ir.OpRecvReduceCopySend {
+			op := &tb.ops[s]
+			for _, rp := range rps {
+				if !rp.stop && (it == 0 || rp.it1) {
+					rp.op(g, it, s, tb, op)
+					if rp.stop {
+						live--
+					}
+				}
+			}
+		}
+	}
+	ok := true
+	for _, rp := range rps {
+		if rp.sem && !rp.stop {
+			rp.postcondition()
+		}
+		ok = ok && !rp.stop
+	}
+	return ok
+}
+
+// loc0 is the storage location of chunk 0 of ref, for an op of rank r in
+// iteration it, and whether races on it are checked.
+func (rp *replayer) loc0(r int32, ref ir.Ref, it int32) (int, bool) {
+	q := r
+	if ref.Chan >= 0 {
+		q = int32(rp.c.p.Ranks[r].Channels[ref.Chan].Peer)
+	}
+	i := int(q)*int(ir.NumBufKinds) + int(ref.Buf)
+	race := rp.m.raceUser
+	if rp.aliasScratch[i] {
+		race = rp.m.raceScratch
+	}
+	return rp.aliasLoc[i] + int(it)*rp.aliasTag[i] + int(ref.Off), race
+}
+
+// op replays one data op: chunk by chunk, its reads then its writes.
+func (rp *replayer) op(g, it, s int32, tb *tbInfo, op *ir.Op) {
+	c := rp.c
+	idx := it*tb.nops + s
+	node := tb.base() + idx
+	enc := node
+	if it == 1 {
+		enc |= itBit
+	}
+	sem := rp.sem && it == 0
+	if !sem && !rp.raceOn {
+		return
+	}
+	rp.srcLoc, rp.dstLoc, rp.srcRace, rp.dstRace = rp.srcLoc[:0], rp.dstLoc[:0], rp.srcRace[:0], rp.dstRace[:0]
+	for _, ref := range op.Srcs {
+		l, race := rp.loc0(tb.rank, ref, it)
+		rp.srcLoc, rp.srcRace = append(rp.srcLoc, l), append(rp.srcRace, race)
+	}
+	for _, ref := range op.Dsts {
+		l, race := rp.loc0(tb.rank, ref, it)
+		rp.dstLoc, rp.dstRace = append(rp.dstLoc, l), append(rp.dstRace, race)
+	}
+	info := &opFlags[op.Code]
+	for t := 0; t < int(op.Count); t++ {
+		if rp.raceOn {
+			for i, l := range rp.srcLoc {
+				if rp.srcRace[i] {
+					rp.read(l+t, enc, g, idx)
+				}
+			}
+			for i, l := range rp.dstLoc {
+				if rp.dstRace[i] {
+					rp.write(l+t, enc, g, idx)
+				}
+			}
+		}
+		if !sem {
+			continue
+		}
+		// semantics: combine the received value and the srcs
+		v := vUndef
+		have := false
+		if info.recvs {
+			v, have = rp.fifo[rp.fifoHead[tb.inConn]], true
+			rp.fifoHead[tb.inConn]++
+		}
+		for _, l := range rp.srcLoc {
+			x := rp.val[l+t]
+			if x == vUndef {
+				rp.opOnce(g, s, diag.UninitRead, "reads %s, which holds no value when this op runs (nothing has written it before, in happens-before order)",
+					rp.locName(l+t))
+				x = vPoison
+			}
+			switch {
+			case !have:
+				v, have = x, true
+			case v == vPoison || x == vPoison:
+				v = vPoison
+			default:
+				u, overlap := rp.sets.union(v, x)
+				if overlap {
+					var t1, t2 [2]uint64
+					rp.opOnce(g, s, diag.DoubleReduce, "combines %s with %s (from %s), which share contributions",
+						formatSet(rp.sets.view(v, &t1), c.n), formatSet(rp.sets.view(x, &t2), c.n), rp.locName(l+t))
+					u = vPoison
+				}
+				v = u
+			}
+		}
+		for _, l := range rp.dstLoc {
+			rp.val[l+t] = v
+			rp.wr[l+t] = node + 1
+		}
+		if info.sends {
+			rp.fifo[rp.fifoTl[tb.outConn]] = v
+			rp.fifoTl[tb.outConn]++
+		}
+	}
+	if sem && rp.sets.size() > MaxWork {
+		c.errf(diag.Limits, -1, -1, -1, "the symbolic values grew past %d intervals; the postcondition is not checked", int64(MaxWork))
+		rp.sem = false
+	}
+}
+
+// opFlags caches the op-info bits the replay needs.
+var opFlags = func() (f [ir.NumOpcodes]struct{ recvs, sends bool }) {
+	for o := range ir.NumOpcodes {
+		f[o].recvs, f[o].sends = o.Info().Recvs, o.Info().Sends
+	}
+	return
+}()
+
+// opOnce reports a diagnostic about step s of g once per Verify call.
+func (rp *replayer) opOnce(g, s int32, code diag.Code, format string, args ...any) {
+	k := opKey{g, s, code}
+	if rp.reported[k] {
+		return
+	}
+	rp.reported[k] = true
+	tb := &rp.c.tbs[g]
+	msg := fmt.Sprintf(format, args...)
+	if rp.c.p.InPlace && rp.c.p.OutOfPlace {
+		msg += fmt.Sprintf(" (%s)", rp.m.arrangement())
+	}
+	rp.c.errf(code, int(tb.rank), int(tb.id), int(s), "%s", msg)
+}
+
+// read records a read of location l by node y (with itBit) = (yg, yi).
+func (rp *replayer) read(l int, y, yg, yi int32) {
+	if w := rp.lastW[l]; w > 0 {
+		rp.check(l, w-1, true, y, false, yg, yi)
+	}
+	y1 := y + 1
+	switch r := rp.rd[l]; {
+	case r == 0:
+		rp.rd[l] = y1
+	case r == y1:
+	case r > 0:
+		rp.multi[l] = []int32{r - 1, y}
+		rp.rd[l] = -1
+	default:
+		if ls := rp.multi[l]; ls[len(ls)-1] != y {
+			rp.multi[l] = append(ls, y)
+		}
+	}
+}
+
+// write records a write of location l by node y. Checking it against the
+// reads since the last write (or that write, if none) suffices: with the
+// accesses in a topological order, the earlier ones were checked against
+// each other when they happened.
+func (rp *replayer) write(l int, y, yg, yi int32) {
+	switch r := rp.rd[l]; {
+	case r == 0:
+		if w := rp.lastW[l]; w > 0 {
+			rp.check(l, w-1, true, y, true, yg, yi)
+		}
+	case r > 0:
+		rp.check(l, r-1, false, y, true, yg, yi)
+	default:
+		for _, x := range rp.multi[l] {
+			rp.check(l, x, false, y, true, yg, yi)
+		}
+		delete(rp.multi, l)
+	}
+	rp.lastW[l], rp.rd[l] = y+1, 0
+}
+
+// check reports a race unless x (an earlier access, with itBit) happens
+// before y.
+func (rp *replayer) check(l int, x int32, xw bool, y int32, yw bool, yg, yi int32) {
+	if x == y || !rp.raceOn {
+		return
+	}
+	xit, yit := x&itBit != 0, y&itBit != 0
+	code := diag.Race
+	switch {
+	case xit != yit:
+		code = diag.RaceAcrossLaunch
+	case yit || rp.m.crossOnly:
+		return // iteration 1 repeats iteration 0's races
+	}
+	c := rp.c
+	xn := x &^ itBit
+	if c.ordered(xn, yg, yi) {
+		return
+	}
+	xg := c.tbOfNode(xn)
+	xi := xn - c.tbs[xg].base()
+	xt, yt := &c.tbs[xg], &c.tbs[yg]
+	k := raceKey{xg, xi % xt.nops, yg, yi % yt.nops, code}
+	if rp.seen[k] {
+		return
+	}
+	rp.seen[k] = true
+	verb := func(w bool) string {
+		if w {
+			return "writes"
+		}
+		return "reads"
+	}
+	where := rp.locName(l)
+	if code == diag.Race {
+		c.errf(code, int(yt.rank), int(yt.id), int(yi%yt.nops),
+			"data race on %s (%s): %s %s it and %s %s it, and no chain of signals, waits, dependencies or barriers orders them",
+			where, rp.m.arrangement(), c.nodeName(xg, xi), verb(xw), c.nodeName(yg, yi), verb(yw))
+	} else {
+		what := "a launch fence (or a handshake at the start of the schedule)"
+		if !rp.m.crossOnly && c.p.Protocol != ir.LL {
+			what = "a credit (a wait on the reader's signal) before reusing the buffer"
+		}
+		c.report(code, diag.Warning, int(yt.rank), int(yt.id), int(yi%yt.nops),
+			"race between iterations on %s (%s): %s %s it while %s may still %s it; add %s",
+			where, rp.m.arrangement(), c.nodeName(yg, yi), verb(yw), c.nodeName(xg, xi), map[bool]string{true: "write", false: "read"}[xw], what)
+	}
+	if !c.rep.room(diag.Race) && !c.rep.room(diag.RaceAcrossLaunch) {
+		rp.raceOn = false
+		if !rp.sem {
+			rp.stop = true
+		}
+	}
+}
+
+// locName describes storage location l, e.g. "rank 2's output chunk 5".
+func (rp *replayer) locName(l int) string {
+	i := sort.Search(len(rp.regEnd), func(i int) bool { return rp.regEnd[i] > l })
+	if i >= len(rp.regEnd) {
+		return fmt.Sprintf("location %d", l)
+	}
+	r, k := i/int(ir.NumBufKinds), ir.BufKind(i%int(ir.NumBufKinds))
+	ch := l - rp.regBase[i]
+	it := ""
+	if t := rp.regTag[i]; t > 0 && ch >= t {
+		ch -= t
+		it = " (next " + rp.c.iterWord() + ")"
+	}
+	return fmt.Sprintf("rank %d's %s chunk %d%s", r, k.LongName(), ch, it)
+}
+
+// postcondition checks ir.md §6's postcondition on every rank's output and
+// reports the first wrong chunk of each rank (once per rank over all
+// arrangements).
+func (rp *replayer) postcondition() {
+	c := rp.c
+	if c.p.Collective == ir.Custom {
+		return
+	}
+	if c.postDone == nil {
+		c.postDone = make([]bool, c.n)
+	}
+	n := uint64(c.n)
+	C := uint64(c.C)
+	root := uint64(max(c.root, 0))
+	for r := 0; r < c.n; r++ {
+		if !c.exists[r][ir.Output] || c.postDone[r] {
+			continue
+		}
+		ur := uint64(r)
+		outBase := rp.aliasLoc[r*int(ir.NumBufKinds)+int(ir.Output)]
+		wrong, first := 0, int64(-1)
+		var firstWant [2]uint64
+		for k := int64(0); k < c.size[r][ir.Output]; k++ {
+			uk := uint64(k)
+			var lo, hi uint64
+			switch c.p.Collective {
+			case ir.AllReduce, ir.Reduce:
+				lo, hi = uk*n, uk*n+n
+			case ir.AllGather, ir.Gather:
+				lo = (uk%C)*n + uk/C
+			case ir.ReduceScatter:
+				lo, hi = (ur*C+uk)*n, (ur*C+uk)*n+n
+			case ir.AllToAll:
+				lo = (ur*C+uk%C)*n + uk/C
+			case ir.Broadcast:
+				lo = uk*n + root
+			case ir.Scatter:
+				lo = (ur*C+uk)*n + root
+			case ir.SendRecv:
+				lo = uk*n + (ur+n-1)%n
+			}
+			if hi == 0 {
+				hi = lo + 1
+			}
+			v := rp.val[outBase+int(k)]
+			if v == vPoison || rp.sets.equal(v, lo, hi) {
+				continue
+			}
+			if wrong == 0 {
+				first, firstWant = k, [2]uint64{lo, hi}
+			}
+			wrong++
+		}
+		if wrong == 0 {
+			continue
+		}
+		c.postDone[r] = true
+		l := outBase + int(first)
+		v := rp.val[l]
+		holds := "nothing (never written)"
+		if v != vUndef {
+			var t [2]uint64
+			holds = formatSet(rp.sets.view(v, &t), c.n)
+		}
+		more := ""
+		if wrong > 1 {
+			more = fmt.Sprintf("; %d of its %d output chunks are wrong", wrong, c.size[r][ir.Output])
+		}
+		arr := ""
+		if c.p.InPlace && c.p.OutOfPlace {
+			arr = " (" + rp.m.arrangement() + ")"
+		}
+		want := formatSet(firstWant[:], c.n)
+		if w := rp.wr[l] - 1; w >= 0 {
+			g := c.tbOfNode(w)
+			tb := &c.tbs[g]
+			s := (w - tb.base()) % tb.nops
+			c.errf(diag.Postcondition, int(tb.rank), int(tb.id), int(s),
+				"%v: rank %d output chunk %d holds %s, want %s; last written by %s%s%s",
+				c.p.Collective, r, first, holds, want, c.opName(int(tb.rank), int(tb.id), int(s)), more, arr)
+		} else {
+			if v != vUndef {
+				holds += " (its input, never written)"
+			}
+			c.errf(diag.Postcondition, r, -1, -1, "%v: rank %d output chunk %d holds %s, want %s; no op writes it%s%s",
+				c.p.Collective, r, first, holds, want, more, arr)
+		}
+	}
+}
