@@ -359,7 +359,7 @@ func (r *reader) compile(s *sched) {
 		if r.missed {
 			if s.cs != csPending || s.reason == "" {
 				s.reason = "waiting for an attribute to be declared: " + firstError(ds)
-				r.log.Infof("selection context: schedule %d %s", s.id, s.reason)
+				r.log.Warnf("selection context: schedule %d %s", s.id, s.reason)
 			}
 			s.cs = csPending
 			return
