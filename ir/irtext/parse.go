@@ -24,10 +24,16 @@ import (
 )
 
 // Limits on what Parse accepts; beyond them it reports diag.TooLarge
-// (TS0011) instead of building the program.
+// (TS0011) instead of building the program. With them, Parse's peak memory
+// is the program itself (about 150 bytes per op) plus the syntax tree of
+// one rank (about 1 KiB per token, so at most about 256 MiB).
 const (
-	// MaxSourceBytes bounds the size of the text (bytes).
-	MaxSourceBytes = 64 << 20
+	// MaxSourceBytes bounds the size of the text (bytes). The text of a
+	// 512-rank ring allreduce (523,776 ops) is 8.5 MB.
+	MaxSourceBytes = 16 << 20
+	// MaxPieceTokens bounds the tokens of the header (program line and
+	// meta) and of each rank.
+	MaxPieceTokens = 1 << 18
 	// MaxChunks bounds the magnitude of every chunk quantity: chunks per
 	// block, declared buffer sizes, ref offsets and op counts (chunks). It
 	// keeps offset+count and offset*stride arithmetic far from int64
@@ -68,6 +74,7 @@ func Parse(filename string, src []byte) (*ir.Program, []diag.Diagnostic) {
 		if t.EOF() {
 			break
 		}
+		ts.startPiece()
 		ar, err := parsePiece(rankParser, &rankLexer{ts: ts})
 		if err != nil {
 			return nil, b.syntax(err)
@@ -100,19 +107,37 @@ func (b *builder) syntax(err error) []diag.Diagnostic {
 		pos, msg = perr.Position(), perr.Message()
 	}
 	b.rank, b.tb, b.step = -1, -1, -1
+	var big *tooManyTokens
+	if errors.As(err, &big) {
+		b.errAt(diag.TooLarge, big.pos, "split the rank's work, or use the JSON schedule format", "%s", big.Error())
+		diag.Sort(b.diags.Items)
+		return b.diags.Items
+	}
 	b.errAt(diag.Syntax, pos, "fix the syntax at the position shown (grammar: docs/ir-text.md)", "%s", msg)
 	diag.Sort(b.diags.Items)
 	return b.diags.Items
 }
 
 // tokenStream is the file's tokens with one token of lookahead; the
-// header and each rank read their pieces of it.
+// header and each rank read their pieces of it, at most MaxPieceTokens
+// each.
 type tokenStream struct {
 	sc     scanner
 	peeked bool
 	tok    lexer.Token
 	err    error
+	piece  int // tokens taken by the current piece
 }
+
+// tooManyTokens is the error of a piece over MaxPieceTokens.
+type tooManyTokens struct{ pos lexer.Position }
+
+func (e *tooManyTokens) Error() string {
+	return fmt.Sprintf("more than %d tokens in the header or in one rank", MaxPieceTokens)
+}
+
+// startPiece resets the token count for the next piece.
+func (ts *tokenStream) startPiece() { ts.piece = 0 }
 
 func (ts *tokenStream) peek() (lexer.Token, error) {
 	if !ts.peeked {
@@ -126,6 +151,9 @@ func (ts *tokenStream) next() (lexer.Token, error) {
 	t, err := ts.peek()
 	if err == nil && !t.EOF() {
 		ts.peeked = false
+		if ts.piece++; ts.piece > MaxPieceTokens {
+			return lexer.Token{}, &tooManyTokens{pos: t.Pos}
+		}
 	}
 	return t, err
 }

@@ -150,3 +150,20 @@ rank 7 {}
 		t.Errorf("(-want +got):\n%s", d)
 	}
 }
+
+func TestPieceTooLarge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("parses 2^18 tokens")
+	}
+	hdr := "program \"w\" custom nranks=1 chunks=1\n"
+	src := hdr + "rank 0 {\n tb 0 {" + strings.Repeat("nop ", irtext.MaxPieceTokens) + "} }"
+	p, ds := irtext.Parse("big.tir", []byte(src))
+	want := []wantDiag{{diag.TooLarge, 3, 8 + 4*(irtext.MaxPieceTokens-6), -1, -1, -1, ""}} // the first token past the limit
+	var got []wantDiag
+	for _, d := range ds {
+		got = append(got, wantDiag{d.Code, d.Line, d.Col, d.Rank, d.TB, d.Step, ""})
+	}
+	if p != nil || !cmp.Equal(want, got) {
+		t.Errorf("Parse = %v, %v; want %v", p != nil, ds, want)
+	}
+}
