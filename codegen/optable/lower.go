@@ -100,8 +100,12 @@ func rankChunks(p *ir.Program, r int) [ir.NumBufKinds]int64 {
 
 func build(p *ir.Program, rank int) *Table {
 	pr := &p.Ranks[rank]
+	root := p.Root
+	if !p.Collective.Rooted() {
+		root = -1 // the canonical "no root" (ir.Program.Root); the verifier flags other values
+	}
 	t := &Table{
-		Rank: rank, NRanks: p.NRanks, Collective: p.Collective, Protocol: p.Protocol, Root: p.Root,
+		Rank: rank, NRanks: p.NRanks, Collective: p.Collective, Protocol: p.Protocol, Root: root,
 		ChunksPerBlock: p.ChunksPerBlock, Chunks: rankChunks(p, rank), NumThreads: p.NumThreads,
 		NLocalRanks: p.NLocalRanks, SliceBytes: p.SliceBytes, InPlace: p.InPlace, OutOfPlace: p.OutOfPlace,
 	}
@@ -178,7 +182,8 @@ func checkRankPeers(p *ir.Program, t *Table) error {
 	for ti, tb := range t.TBs {
 		for k := range tb.Ops {
 			op := &tb.Ops[k]
-			for i, ref := range append(op.Srcs[:len(op.Srcs):len(op.Srcs)], op.Dsts...) {
+			for i := range len(op.Srcs) + len(op.Dsts) {
+				ref := op.ref(i)
 				if ref.Chan < 0 {
 					continue
 				}

@@ -168,3 +168,11 @@ func fromWire[T any](tab []T, w uint8) (T, bool) {
 	var z T
 	return z, false
 }
+
+// ref returns the i-th ref of the op: sources first, then destinations.
+func (op *Op) ref(i int) ir.Ref {
+	if i < len(op.Srcs) {
+		return op.Srcs[i]
+	}
+	return op.Dsts[i-len(op.Srcs)]
+}

@@ -190,7 +190,8 @@ func (t *Table) validateOp(ti, k int) error {
 			return verr(diag.DepNotPublished, ti, k, "dependency on tb %d step %d, which does not publish", d.TB, d.Step)
 		}
 	}
-	for i, r := range append(op.Srcs[:len(op.Srcs):len(op.Srcs)], op.Dsts...) {
+	for i := range len(op.Srcs) + len(op.Dsts) {
+		r := op.ref(i)
 		switch {
 		case r.Buf >= ir.NumBufKinds:
 			return verr(diag.BadRef, ti, k, "ref %d: unknown buffer %v", i, r.Buf)
@@ -251,7 +252,8 @@ func CheckPeers(tables []*Table) error {
 		for ti, tb := range t.TBs {
 			for k := range tb.Ops {
 				op := &tb.Ops[k]
-				for i, ref := range append(op.Srcs[:len(op.Srcs):len(op.Srcs)], op.Dsts...) {
+				for i := range len(op.Srcs) + len(op.Dsts) {
+					ref := op.ref(i)
 					if ref.Chan < 0 {
 						continue
 					}

@@ -255,8 +255,9 @@ type Sizes struct {
 
 // BufferSizes computes the buffer sizes of physical rank rank for req.
 // Custom collectives size input and output as ceil(chunks/C) blocks.
-// Errors: as RunRank's request checks, or an overflow.
+// req.Launch and req.Timeout are ignored. Errors: as RunRank's request checks, or an overflow.
 func BufferSizes(t *optable.Table, rank int, req Request) (Sizes, error) {
+	req.Launch = max(req.Launch, 1) // sizes do not depend on it
 	g, err := resolve(t, rank, req)
 	if err != nil {
 		return Sizes{}, err

@@ -106,7 +106,9 @@ func alloc(n int64) []byte {
 // inside the input (reducescatter, scatter at the root: output = input +
 // rank*count), or the two identical (allreduce, alltoall, sendrecv,
 // broadcast and reduce at the root). Scratch is zeroed and 64-byte aligned.
+// req.Launch and req.Timeout are ignored.
 func NewBuffers(t *optable.Table, rank int, req Request) (Buffers, error) {
+	req.Launch = max(req.Launch, 1) // sizes do not depend on it
 	g, err := resolve(t, rank, req)
 	if err != nil {
 		return Buffers{}, err
