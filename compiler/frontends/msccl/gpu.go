@@ -300,6 +300,7 @@ func (p *parser) convert(steps []step, r, t int, tbOut *ir.Threadblock) []int {
 	fusable := false
 	var fDst ir.Ref
 	var fSrcBuf ir.BufKind
+	fStart := 0 // XML position of the reduction being fused
 	pendingNopDeps := false
 	for i, st := range steps {
 		kind := stepKinds[st.typ]
@@ -314,7 +315,7 @@ func (p *parser) convert(steps []step, r, t int, tbOut *ir.Threadblock) []int {
 			if st.cnt != op.Count {
 				p.warnAt(diag.BadCount, st.pos, r, t, i, "give the fused re steps one cnt",
 					"re step fused into the reduction of step %d has cnt=%d, not %d: MSCCL runs the fused reduction with the last cnt",
-					firstOf(xmlToIR, len(ops)-1), st.cnt, op.Count)
+					fStart, st.cnt, op.Count)
 			}
 			op.Count = st.cnt
 			op.Publish = st.hasdep
@@ -345,7 +346,7 @@ func (p *parser) convert(steps []step, r, t int, tbOut *ir.Threadblock) []int {
 			op.Srcs = []ir.Ref{ref(st.dstBuf, st.dstOff), ref(st.srcBuf, st.srcOff)}
 			op.Dsts = []ir.Ref{ref(st.dstBuf, st.dstOff)}
 			nReductions++
-			fDst, fSrcBuf = ref(st.dstBuf, st.dstOff), st.srcBuf
+			fDst, fSrcBuf, fStart = ref(st.dstBuf, st.dstOff), st.srcBuf, i
 			fusable = !st.hasdep && nReductions != mscclMaxReduceFusion
 		default:
 			fusable = false
@@ -367,14 +368,4 @@ func (p *parser) convert(steps []step, r, t int, tbOut *ir.Threadblock) []int {
 	}
 	tbOut.Ops = ops
 	return xmlToIR
-}
-
-// firstOf returns the first XML position mapped to IR op k.
-func firstOf(xmlToIR []int, k int) int {
-	for i, v := range xmlToIR {
-		if v == k {
-			return i
-		}
-	}
-	return -1
 }

@@ -1,6 +1,8 @@
 package mscclpp
 
 import (
+	"sort"
+
 	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/ir"
 )
@@ -28,6 +30,9 @@ type rankChans struct {
 	byKey map[chanKey][]int
 	irIdx [2][]int // per type: flat index -> IR channel index
 	chans []ir.Channel
+	// firstMem maps a peer to the rank's first memory channel to it
+	// (built on first use, after pairing).
+	firstMem map[int]int
 }
 
 // declare adds a channel of rank r.
@@ -75,6 +80,22 @@ func (p *parser) buildChannels() {
 			}
 		}
 	}
+	// toward[t][r] lists the peers q that declare channels of type t
+	// towards r, in increasing order (MSCCL++ fills peers in that order).
+	var toward [2][][]int
+	for t := 0; t < 2; t++ {
+		toward[t] = make([][]int, n)
+		for q := 0; q < n; q++ {
+			for r := range count[t][q] {
+				if r >= 0 && r < n && r != q {
+					toward[t][r] = append(toward[t][r], q)
+				}
+			}
+		}
+		for r := range toward[t] {
+			sort.Ints(toward[t][r])
+		}
+	}
 	for r := 0; r < n; r++ {
 		rc := &p.rc[r]
 		for t := 0; t < 2; t++ {
@@ -84,16 +105,9 @@ func (p *parser) buildChannels() {
 				rc.chans = append(rc.chans, ir.Channel{Peer: d.peer, PeerChannel: -1, Type: irType(t), Pos: d.pos})
 			}
 			// Filled (unpaired) channels, peers in increasing order as
-			// MSCCL++ builds them. Only peers that list channels towards r
-			// need any, so walk those.
-			for q := 0; q < n; q++ {
-				if q == r {
-					continue
-				}
+			// MSCCL++ builds them.
+			for _, q := range toward[t][r] {
 				theirs := count[t][q][r]
-				if theirs == 0 {
-					continue
-				}
 				for k := count[t][r][q]; k < theirs; k++ {
 					p.nchans++
 					if p.nchans > MaxChannels {

@@ -20,3 +20,6 @@ const (
 	// accepted for index-like fields; larger values are TS0003.
 	MaxIndex = math.MaxInt32
 )
+
+// inputLimit is MaxInputBytes; tests lower it.
+var inputLimit = MaxInputBytes

@@ -42,9 +42,9 @@ func (d Dialect) String() string {
 // TS0011.
 func Parse(filename string, data []byte) (*ir.Program, []diag.Diagnostic) {
 	p := &parser{file: filename, data: data, once: map[string]bool{}}
-	if len(data) > MaxInputBytes {
+	if len(data) > inputLimit {
 		p.errorAt(diag.TooLarge, ir.Pos{Line: 1, Col: 1}, noSubj, "",
-			"input is %d bytes, over the limit of %d", len(data), MaxInputBytes)
+			"input is %d bytes, over the limit of %d", len(data), inputLimit)
 		return nil, p.result()
 	}
 	p.li = newLineIndex(data)
@@ -712,8 +712,8 @@ func (p *parser) geometry(prog *ir.Program, gpus []*jnode) int64 {
 		}
 		if in > 0 && out > 0 && out != bo*c {
 			p.errorAt(diag.BadGeometry, pos, s, "declare input and output chunks of one size",
-				"rank %d: %d input chunks make chunks of count/%d elements, but %d output chunks over %d blocks make count/%d (MSCCL++ requires one chunk size)",
-				r, in, c, out, bo, out/max(bo, 1))
+				"%d input chunks make chunks of count/%d elements, but %d output chunks over %d blocks make count/%d (MSCCL++ requires one chunk size)",
+				in, c, out, bo, out/max(bo, 1))
 			return 1
 		}
 		if C == 0 {

@@ -22,6 +22,9 @@ type tbChans struct {
 	lists  [2][]int          // per type: tb-local index -> rank flat index
 	byKey  map[chanKey][]int // v0.7: key -> rank flat indices, in tb order
 	remote [2][]int          // v0.8+: per access type: tb-local buffer id -> rank remote_buffers index
+	// firstMem maps a peer to the threadblock's first memory channel to it
+	// (v0.8+, built on first use).
+	firstMem map[int]int
 }
 
 // gpuHeader07 reads a v0.7 gpu's chunk counts and channel declarations.

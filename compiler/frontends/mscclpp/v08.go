@@ -518,7 +518,8 @@ func (p *parser) brefs08(o *jnode, key string, ct ctype, opChans []int, r int, t
 }
 
 // memChannel picks the IR channel through which rank r reaches rank q's
-// memory (see brefs08).
+// memory (see brefs08). The threadblock's and the rank's first memory
+// channel to each peer are indexed once, so the cost per ref is constant.
 func (p *parser) memChannel(r, q int, opChans []int, tc *tbChans, pos ir.Pos, s subj) (int, bool) {
 	chans := p.rc[r].chans
 	for _, c := range opChans {
@@ -526,15 +527,28 @@ func (p *parser) memChannel(r, q int, opChans []int, tc *tbChans, pos ir.Pos, s 
 			return c, true
 		}
 	}
-	for _, k := range tc.lists[0] {
-		if c := p.irChan(r, 0, k); chans[c].Peer == q {
-			return c, true
+	if tc.firstMem == nil {
+		tc.firstMem = map[int]int{}
+		for _, k := range tc.lists[0] {
+			c := p.irChan(r, 0, k)
+			if _, ok := tc.firstMem[chans[c].Peer]; !ok {
+				tc.firstMem[chans[c].Peer] = c
+			}
 		}
 	}
-	for c := range chans {
-		if chans[c].Peer == q && chans[c].Type == ir.MemoryChannel {
-			return c, true
+	if c, ok := tc.firstMem[q]; ok {
+		return c, true
+	}
+	if p.rc[r].firstMem == nil {
+		p.rc[r].firstMem = map[int]int{}
+		for c := range chans {
+			if _, ok := p.rc[r].firstMem[chans[c].Peer]; !ok && chans[c].Type == ir.MemoryChannel {
+				p.rc[r].firstMem[chans[c].Peer] = c
+			}
 		}
+	}
+	if c, ok := p.rc[r].firstMem[q]; ok {
+		return c, true
 	}
 	return p.addDataChannel(r, q, pos, s)
 }
