@@ -26,7 +26,8 @@ import (
 // Limits on what Parse accepts; beyond them it reports diag.TooLarge
 // (TS0011) instead of building the program. With them, Parse's peak memory
 // is the program itself (about 150 bytes per op) plus the syntax tree of
-// one rank (about 1 KiB per token, so at most about 256 MiB).
+// one rank (about 1 KiB per token, so at most about 256 MiB). nranks and
+// nlocalranks are at most ir.MaxRanks.
 const (
 	// MaxSourceBytes bounds the size of the text (bytes). The text of a
 	// 512-rank ring allreduce (523,776 ops) is 8.5 MB.
@@ -41,19 +42,18 @@ const (
 	MaxChunks = 1 << 40
 )
 
-// Limits on ranks: nranks and nlocalranks are at most ir.MaxRanks.
-
 // Parse parses src, the text of file filename, into a program. It returns
 // the program and no diagnostics, or nil and at least one error
 // diagnostic, each with filename:line:col, a code (diag.Syntax, UnknownOp,
 // UnknownCollective, BadValue, MissingField, DuplicateID, TooLarge) and a
-// one-line hint. A syntax error stops the parse (one diagnostic); other
-// errors are collected, up to diag.DefaultMax.
+// one-line hint, in source order. Errors are collected, up to
+// diag.DefaultMax, until the first syntax error, which stops the parse.
 //
 // The program's File is filename, and Pos is set on the program (the
 // "program" keyword), every rank, channel and threadblock (their keyword)
-// and every op (its mnemonic). Parse never panics; its memory use is
-// bounded by a small multiple of len(src).
+// and every op (its mnemonic). Parse never panics, and its work is bounded
+// by the limits above (MaxSourceBytes, MaxPieceTokens, MaxChunks,
+// ir.MaxRanks): it never allocates by a number it reads.
 func Parse(filename string, src []byte) (*ir.Program, []diag.Diagnostic) {
 	b := &builder{file: filename, rank: -1, tb: -1, step: -1}
 	if len(src) > MaxSourceBytes {
@@ -83,6 +83,7 @@ func Parse(filename string, src []byte) (*ir.Program, []diag.Diagnostic) {
 		b.declareRank(r, ar, &b.p.Ranks[r])
 		b.rankBodies(r, ar)
 	}
+	diag.Sort(b.diags.Items)
 	if b.diags.HasErrors() {
 		return nil, b.diags.Items
 	}
