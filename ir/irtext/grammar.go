@@ -37,12 +37,14 @@ type astHeader struct {
 	Attrs      []*astHeaderAttr `parser:"@@*"`
 }
 
+// astHeaderAttr is a flag or key=value; the builder knows the keys, so that
+// a misspelt one is reported as an unknown field.
 type astHeaderAttr struct {
-	Pos      lexer.Position
-	Key      string      `parser:"(  @('nranks' | 'chunks' | 'root' | 'nlocalranks' | 'minbytes' | 'maxbytes' | 'threads' | 'slicebytes') '='"`
-	Num      lexer.Token `parser:"   @Int"`
-	Protocol lexer.Token `parser:"| 'protocol' '=' @Ident"`
-	Flag     string      `parser:"| @('inplace' | 'outofplace') )"`
+	Pos  lexer.Position
+	Flag string      `parser:"(  @('inplace' | 'outofplace')"`
+	Key  string      `parser:"| @Ident '='"`
+	Num  lexer.Token `parser:"  ( @Int"`
+	Word lexer.Token `parser:"  | @Ident ) )"`
 }
 
 type astMeta struct {
@@ -58,11 +60,11 @@ type astRank struct {
 	Items []*astRankItem `parser:"'{' @@* '}'"`
 }
 
-// astKV is a rank or threadblock attribute: input/output/scratch or
-// send/recv/chan = Int.
+// astKV is a rank or threadblock attribute, key = Int (input, output,
+// scratch; send, recv, chan; the builder checks the key).
 type astKV struct {
 	Pos lexer.Position
-	Key string      `parser:"@('input' | 'output' | 'scratch' | 'send' | 'recv' | 'chan') '='"`
+	Key string      `parser:"@Ident '='"`
 	Num lexer.Token `parser:"@Int"`
 }
 
@@ -82,7 +84,8 @@ type astChannelAttr struct {
 	Peer     lexer.Token `parser:"(  'peer' '=' @Int"`
 	PeerChan lexer.Token `parser:"   '.' @Int"`
 	Type     string      `parser:"| @('memory' | 'port' | 'sm' | 'proxy')"`
-	Init     lexer.Token `parser:"| 'init' '=' @Int )"`
+	Init     lexer.Token `parser:"| 'init' '=' @Int"`
+	Unknown  *astKV      `parser:"| @@ )"`
 }
 
 type astTB struct {

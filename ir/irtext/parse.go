@@ -342,30 +342,36 @@ func (b *builder) declare(f *astFile) {
 	p.Root = ir.DefaultRoot(coll)
 	seen := map[string]bool{}
 	for _, a := range h.Attrs {
+		key := a.Key
+		if a.Flag != "" {
+			key = a.Flag
+		}
+		if !headerKeys[key] {
+			b.errAt(diag.UnknownField, a.Pos, "the program line takes "+headerKeyList, "unknown program attribute %s", key)
+			continue
+		}
+		if !b.once(seen, key, a.Pos) {
+			continue
+		}
 		switch {
-		case a.Protocol.Value != "":
-			if !b.once(seen, "protocol", a.Pos) {
+		case key == "inplace":
+			p.InPlace = true
+		case key == "outofplace":
+			p.OutOfPlace = true
+		case key == "protocol":
+			if a.Word.Value == "" {
+				b.errAt(diag.BadValue, a.Num.Pos, "use protocol=simple or protocol=ll", "protocol=%s is not a protocol", a.Num.Value)
 				continue
 			}
-			pr, err := ir.ParseProtocol(a.Protocol.Value)
+			pr, err := ir.ParseProtocol(a.Word.Value)
 			if err != nil {
-				b.errAt(diag.BadValue, a.Protocol.Pos, "use protocol=simple or protocol=ll", "unknown protocol %q", a.Protocol.Value)
+				b.errAt(diag.BadValue, a.Word.Pos, "use protocol=simple or protocol=ll", "unknown protocol %q", a.Word.Value)
 			}
 			p.Protocol = pr
-		case a.Flag != "":
-			if !b.once(seen, a.Flag, a.Pos) {
-				continue
-			}
-			if a.Flag == "inplace" {
-				p.InPlace = true
-			} else {
-				p.OutOfPlace = true
-			}
+		case a.Num.Value == "":
+			b.errAt(diag.BadValue, a.Word.Pos, "write "+key+"=N", "%s=%s is not an integer", key, a.Word.Value)
 		default:
-			if !b.once(seen, a.Key, a.Pos) {
-				continue
-			}
-			b.headerNum(p, a.Key, a.Num)
+			b.headerNum(p, key, a.Num)
 		}
 	}
 	for _, k := range []string{"nranks", "chunks"} {
@@ -385,6 +391,14 @@ func (b *builder) declare(f *astFile) {
 		p.Meta[k] = v
 	}
 }
+
+// headerKeys are the attributes of the program line, in printed order.
+var headerKeys = map[string]bool{
+	"nranks": true, "chunks": true, "protocol": true, "root": true, "nlocalranks": true, "minbytes": true,
+	"maxbytes": true, "threads": true, "slicebytes": true, "inplace": true, "outofplace": true,
+}
+
+const headerKeyList = "nranks=, chunks=, protocol=, root=, nlocalranks=, minbytes=, maxbytes=, threads=, slicebytes=, inplace, outofplace"
 
 func (b *builder) headerNum(p *ir.Program, key string, n lexer.Token) {
 	var ok bool
@@ -418,7 +432,7 @@ func (b *builder) declareRank(r int, ar *astRank, rk *ir.Rank) {
 	for _, a := range ar.Attrs {
 		k, err := ir.ParseBufKind(a.Key)
 		if err != nil {
-			b.errAt(diag.BadValue, a.Pos, "a rank takes input=, output= and scratch=", "%s is not a rank attribute", a.Key)
+			b.errAt(diag.UnknownField, a.Pos, "a rank takes input=, output= and scratch=", "%s is not a rank attribute", a.Key)
 			continue
 		}
 		if b.once(seen, a.Key, a.Pos) {
@@ -459,7 +473,7 @@ func (b *builder) declareRank(r int, ar *astRank, rk *ir.Rank) {
 			case "chan":
 				dst = &tb.Chan
 			default:
-				b.errAt(diag.BadValue, a.Pos, "a tb takes send=, recv= and chan=", "%s is not a tb attribute", a.Key)
+				b.errAt(diag.UnknownField, a.Pos, "a tb takes send=, recv= and chan=", "%s is not a tb attribute", a.Key)
 				continue
 			}
 			if b.once(seen, a.Key, a.Pos) {
@@ -482,6 +496,8 @@ func (b *builder) channel(c *astChannel) ir.Channel {
 				ch.Peer, _ = b.intv(a.Peer)
 				ch.PeerChannel, _ = b.intv(a.PeerChan)
 			}
+		case a.Unknown != nil:
+			b.errAt(diag.UnknownField, a.Pos, "a channel takes peer=R.C, memory or port, and init=", "%s is not a channel attribute", a.Unknown.Key)
 		case a.Type != "":
 			if b.once(seen, "type", a.Pos) {
 				ch.Type, _ = ir.ParseChannelType(a.Type) // the grammar admits only known names
