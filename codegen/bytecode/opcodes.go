@@ -80,6 +80,32 @@ const (
 	OpIndex // vector, int -> float; faults when the index is outside [0, len)
 	OpContains
 
+	// Binary operators with a constant right operand (superinstructions the
+	// compiler emits for "x op constant"): the operand indexes Ints (…IK) or
+	// Floats (…FK); semantics as the plain opcode.
+	OpAddIK
+	OpSubIK
+	OpMulIK
+	OpDivIK
+	OpModIK
+	OpEqIK
+	OpNeIK
+	OpLtIK
+	OpLeIK
+	OpGtIK
+	OpGeIK
+	OpAddFK
+	OpSubFK
+	OpMulFK
+	OpDivFK
+	OpModFK
+	OpEqFK
+	OpNeFK
+	OpLtFK
+	OpLeFK
+	OpGtFK
+	OpGeFK
+
 	// Control flow. Jump operands are absolute instruction indices greater
 	// than the jump's own index (jumps only go forward, so every program
 	// terminates in at most len(Code) steps).
@@ -180,6 +206,28 @@ var opInfo = [NumOpcodes]OpInfo{
 	OpMaxOf:    {Name: "MAXOF", Pops: v1, Push: Float},
 	OpIndex:    {Name: "INDEX", Pops: []Type{Vector, Int}, Push: Float},
 	OpContains: {Name: "CONTAINS", Pops: []Type{Vector, Float}, Push: Bool},
+	OpAddIK:    {Name: "ADDIK", Arg: ArgInt, Pops: i1, Push: Int},
+	OpSubIK:    {Name: "SUBIK", Arg: ArgInt, Pops: i1, Push: Int},
+	OpMulIK:    {Name: "MULIK", Arg: ArgInt, Pops: i1, Push: Int},
+	OpDivIK:    {Name: "DIVIK", Arg: ArgInt, Pops: i1, Push: Int},
+	OpModIK:    {Name: "MODIK", Arg: ArgInt, Pops: i1, Push: Int},
+	OpEqIK:     {Name: "EQIK", Arg: ArgInt, Pops: i1, Push: Bool},
+	OpNeIK:     {Name: "NEIK", Arg: ArgInt, Pops: i1, Push: Bool},
+	OpLtIK:     {Name: "LTIK", Arg: ArgInt, Pops: i1, Push: Bool},
+	OpLeIK:     {Name: "LEIK", Arg: ArgInt, Pops: i1, Push: Bool},
+	OpGtIK:     {Name: "GTIK", Arg: ArgInt, Pops: i1, Push: Bool},
+	OpGeIK:     {Name: "GEIK", Arg: ArgInt, Pops: i1, Push: Bool},
+	OpAddFK:    {Name: "ADDFK", Arg: ArgFloat, Pops: f1, Push: Float},
+	OpSubFK:    {Name: "SUBFK", Arg: ArgFloat, Pops: f1, Push: Float},
+	OpMulFK:    {Name: "MULFK", Arg: ArgFloat, Pops: f1, Push: Float},
+	OpDivFK:    {Name: "DIVFK", Arg: ArgFloat, Pops: f1, Push: Float},
+	OpModFK:    {Name: "MODFK", Arg: ArgFloat, Pops: f1, Push: Float},
+	OpEqFK:     {Name: "EQFK", Arg: ArgFloat, Pops: f1, Push: Bool},
+	OpNeFK:     {Name: "NEFK", Arg: ArgFloat, Pops: f1, Push: Bool},
+	OpLtFK:     {Name: "LTFK", Arg: ArgFloat, Pops: f1, Push: Bool},
+	OpLeFK:     {Name: "LEFK", Arg: ArgFloat, Pops: f1, Push: Bool},
+	OpGtFK:     {Name: "GTFK", Arg: ArgFloat, Pops: f1, Push: Bool},
+	OpGeFK:     {Name: "GEFK", Arg: ArgFloat, Pops: f1, Push: Bool},
 	OpJmp:      {Name: "JMP", Arg: ArgJump},
 	OpJF:       {Name: "JF", Arg: ArgJump, Pops: b1},
 	OpJFK:      {Name: "JFK", Arg: ArgJump},
@@ -207,3 +255,19 @@ func (op Opcode) String() string {
 
 // IsJump reports whether op transfers control.
 func (op Opcode) IsJump() bool { return op.Info().Arg == ArgJump }
+
+// WithConst returns the superinstruction that applies op to the value on
+// the stack and a constant operand, or OpInvalid if there is none.
+func (op Opcode) WithConst() Opcode {
+	switch {
+	case op >= OpAddI && op <= OpModI:
+		return OpAddIK + (op - OpAddI)
+	case op >= OpEqI && op <= OpGeI:
+		return OpEqIK + (op - OpEqI)
+	case op >= OpAddF && op <= OpModF:
+		return OpAddFK + (op - OpAddF)
+	case op >= OpEqF && op <= OpGeF:
+		return OpEqFK + (op - OpEqF)
+	}
+	return OpInvalid
+}

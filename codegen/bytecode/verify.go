@@ -43,6 +43,9 @@ func verr(pc int, format string, args ...any) error {
 //
 // It returns nil or a *VerifyError.
 func Verify(p *Program) error {
+	if p == nil {
+		return verr(-1, "no program")
+	}
 	n := len(p.Code)
 	switch {
 	case n == 0:

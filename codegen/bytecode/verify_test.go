@@ -134,3 +134,26 @@ func TestSemantics(t *testing.T) {
 		t.Errorf("negative Index fault %v", f)
 	}
 }
+
+func TestOpcodeTableComplete(t *testing.T) {
+	seen := map[string]bool{}
+	for op := OpInvalid + 1; op < NumOpcodes; op++ {
+		info := op.Info()
+		if info.Name == "" || seen[info.Name] {
+			t.Errorf("opcode %d has an empty or repeated name %q", op, info.Name)
+		}
+		seen[info.Name] = true
+		if (info.Push == Invalid) != op.IsJump() {
+			t.Errorf("%s: only jumps push nothing", op)
+		}
+		if k := op.WithConst(); k != OpInvalid {
+			ki := k.Info()
+			if len(ki.Pops) != 1 || ki.Pops[0] != info.Pops[0] || ki.Push != info.Push || ki.Name != info.Name+"K" {
+				t.Errorf("%s -> %s: superinstruction does not match", op, k)
+			}
+		}
+	}
+	if Verify(nil) == nil {
+		t.Error("Verify(nil) succeeded")
+	}
+}

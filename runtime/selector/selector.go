@@ -189,18 +189,27 @@ func (o *Options) fill() error {
 	return nil
 }
 
-// key is the endogenous request tuple the cache is indexed by: every
-// request field except the rank-local buffer addresses.
+// key is the endogenous request tuple the cache is indexed by — every
+// request field except the rank-local buffer addresses — packed
+// injectively into two words, so that the map hashes 16 contiguous bytes.
 type key struct {
-	count  int64
-	root   int32
-	nranks int32
-	nlocal int32
-	coll   ir.Collective
-	dtype  ir.DataType
-	redop  ir.RedOp
-	packet ir.PacketType
-	inpl   bool
+	count uint64
+	rest  uint64 // root+1:17 | nranks:17 | nlocal:17 | coll:4 | dtype:4 | redop:3 | packet:1 | inplace:1
+}
+
+// makeKey packs r; ok is false for requests outside the ranges the packing
+// (and validation) admits, which then take the slow path and its error.
+func makeKey(r *Request) (k key, ok bool) {
+	if uint(r.Root+1) > ir.MaxRanks || uint(r.NRanks) > ir.MaxRanks || uint(r.NLocalRanks) > ir.MaxRanks ||
+		r.Coll >= ir.NumCollectives || r.DataType >= ir.NumDataTypes || r.RedOp >= ir.NumRedOps || r.PacketType > ir.LL8 {
+		return key{}, false
+	}
+	rest := uint64(r.Root+1) | uint64(r.NRanks)<<17 | uint64(r.NLocalRanks)<<34 | uint64(r.Coll)<<51 |
+		uint64(r.DataType)<<55 | uint64(r.RedOp)<<59 | uint64(r.PacketType)<<62
+	if r.InPlace {
+		rest |= 1 << 63
+	}
+	return key{uint64(r.Count), rest}, true
 }
 
 // Cache values besides schedule ids.
@@ -320,9 +329,8 @@ func (s *Selector) Select(ctx context.Context, r *Request) (int, error) {
 		}
 		s.untilEpoch = s.opt.CheckPeriod
 	}
-	k := key{count: r.Count, root: int32(r.Root), nranks: int32(r.NRanks), nlocal: int32(r.NLocalRanks),
-		coll: r.Coll, dtype: r.DataType, redop: r.RedOp, packet: r.PacketType, inpl: r.InPlace}
-	if id, ok := s.cache[k]; ok && id != cacheAgree {
+	k, valid := makeKey(r)
+	if id, ok := s.cache[k]; ok && valid && id != cacheAgree {
 		s.untilEpoch--
 		s.stats.Requests++
 		s.stats.Hits++
@@ -331,6 +339,9 @@ func (s *Selector) Select(ctx context.Context, r *Request) (int, error) {
 	id, agree, err := s.choose(ctx, r, nil)
 	if err != nil {
 		return None, err
+	}
+	if !valid { // choose validates more strictly than makeKey
+		return None, fmt.Errorf("%w: fields out of range", ErrBadRequest)
 	}
 	if len(s.cache) >= s.opt.CacheEntries {
 		clear(s.cache)

@@ -124,21 +124,31 @@ func (e *emitter) node(n *Node) {
 			e.emit(bc.OpNegF, 0, sp)
 		}
 	case KBinary:
-		a := n.Kids[0]
+		a, b := n.Kids[0], n.Kids[1]
 		e.node(a)
-		e.node(n.Kids[1])
+		var op bc.Opcode
 		switch a.Type {
 		case bc.Bool:
+			op = bc.OpNeB
 			if n.Op == "==" {
-				e.emit(bc.OpEqB, 0, sp)
-			} else {
-				e.emit(bc.OpNeB, 0, sp)
+				op = bc.OpEqB
 			}
 		case bc.Int:
-			e.emit(intOps[n.Op], 0, sp)
+			op = intOps[n.Op]
 		default:
-			e.emit(floatOps[n.Op], 0, sp)
+			op = floatOps[n.Op]
 		}
+		// x op constant: one superinstruction instead of a push and the op.
+		if k := op.WithConst(); k != bc.OpInvalid && (b.Kind == KInt || b.Kind == KFloat) {
+			if b.Kind == KInt {
+				e.emit(k, e.intConst(b.I), sp)
+			} else {
+				e.emit(k, e.floatConst(b.F), sp)
+			}
+			return
+		}
+		e.node(b)
+		e.emit(op, 0, sp)
 	case KLogic:
 		e.node(n.Kids[0])
 		op := bc.OpJFK

@@ -170,7 +170,7 @@ func TestFolding(t *testing.T) {
 		"1 + 2 * 3":                          "PUSHI",
 		"false && msgsize > 0":               "PUSHB",
 		"true || msgsize > 0":                "PUSHB",
-		"msgsize > 0 && true":                "REQ,PUSHI,GTI",
+		"msgsize > 0 && true":                "REQ,GTIK",
 		"true ? msgsize : 3":                 "REQ",
 		"len([1, 2, 3]) + floor(2.5)":        "PUSHI",
 		"min(3, 1, 2) == 1 ? 1.5 : pow(2,3)": "PUSHF",
