@@ -45,7 +45,9 @@ func (c *checker) reportDeadlocks(sc *schedule, skipped bool) {
 		case on.tb < 0:
 			tb := &c.tbs[g]
 			s := sc.pc[g] % tb.nops
-			c.errf(diag.Deadlock, int(tb.rank), int(tb.id), int(s), "%s can never run: %s", c.nodeName(g, sc.pc[g]), sc.why[g])
+			c.reportAt(diag.Deadlock, diag.Error, c.pos(int(tb.rank), int(tb.id), int(s)), int(tb.rank), int(tb.id), int(s),
+				"add the signal or packet write it waits for, or remove the wait",
+				"%s can never run: %s", c.nodeName(g, sc.pc[g]), sc.why[g])
 			found++
 		case on.tb == g:
 			tb := &c.tbs[g]

@@ -113,9 +113,11 @@ func (c *checker) direct(xg, xi, yg, yi int32) bool {
 	}
 	t := &c.tbs[yg]
 	for f.top < yi {
-		c.hbs.buf, _ = c.crossPreds(yg, f.it, f.s, c.sc.fence, false, c.hbs.buf[:0])
-		for _, p := range c.hbs.buf {
-			f.add(p.tb, p.idx)
+		if mayWait[c.opk[t.op0+f.s]] || f.s == 0 && f.it == 1 && c.sc.fence {
+			c.hbs.buf, _ = c.crossPreds(yg, f.it, f.s, c.sc.fence, false, c.hbs.buf[:0])
+			for _, p := range c.hbs.buf {
+				f.add(p.tb, p.idx)
+			}
 		}
 		f.top++
 		if f.s++; f.s == t.nops {

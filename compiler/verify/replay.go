@@ -226,7 +226,8 @@ func (c *checker) replay(ms []replayMode) bool {
 func (rp *replayer) loc0(r int32, ref ir.Ref, it int32) (int, bool) {
 	q := r
 	if ref.Chan >= 0 {
-		q = int32(rp.c.p.Ranks[r].Channels[ref.Chan].Peer)
+		c := rp.c
+		q = c.ends[c.ends[c.endBase[r]+int32(ref.Chan)].pair].rank
 	}
 	i := int(q)*int(ir.NumBufKinds) + int(ref.Buf)
 	race := rp.m.raceUser
@@ -423,13 +424,13 @@ func (rp *replayer) check(l int, x int32, xw bool, y int32, yw bool, yg, yi int3
 			"data race on %s (%s): %s %s it and %s %s it, and no chain of signals, waits, dependencies or barriers orders them",
 			where, rp.m.arrangement(), c.nodeName(xg, xi), verb(xw), c.nodeName(yg, yi), verb(yw))
 	} else {
-		what := "a launch fence (or a handshake at the start of the schedule)"
+		what := "a handshake at the start of the schedule, or a launch fence in the runtime"
 		if !rp.m.crossOnly && c.p.Protocol != ir.LL {
-			what = "a credit (a wait on the reader's signal) before reusing the buffer"
+			what = "a credit (wait for the reader's signal) before reusing it"
 		}
 		c.report(code, diag.Warning, int(yt.rank), int(yt.id), int(yi%yt.nops),
-			"race between iterations on %s (%s): %s %s it while %s may still %s it; add %s",
-			where, rp.m.arrangement(), c.nodeName(yg, yi), verb(yw), c.nodeName(xg, xi), map[bool]string{true: "write", false: "read"}[xw], what)
+			"race between one %s and the next on %s (%s): %s %s it and %s %s it, and nothing orders them; add %s",
+			c.iterWord(), where, rp.m.arrangement(), c.nodeName(xg, xi), verb(xw), c.nodeName(yg, yi), verb(yw), what)
 	}
 	if !c.rep.room(diag.Race) && !c.rep.room(diag.RaceAcrossLaunch) {
 		rp.raceOn = false

@@ -110,6 +110,22 @@ func (c *checker) crossPreds(g, it, s int32, fence, sim bool, buf []nref) ([]nre
 	return buf, true
 }
 
+// mayWait[k] says whether an op of kind k (see opKind) can have cross
+// edges into it, other than the launch fence.
+var mayWait = func() (m [256]bool) {
+	for k := range m {
+		switch ir.Opcode(k & kCode) {
+		case ir.OpSignal, ir.OpFlush, ir.OpNop:
+			m[k] = k&kDeps != 0
+		case ir.OpCopy, ir.OpReduce:
+			m[k] = k&(kDeps|kPacket) != 0
+		default:
+			m[k] = true
+		}
+	}
+	return
+}()
+
 // packetPreds appends the writers of the LL packet slots op reads.
 func (c *checker) packetPreds(tb *tbInfo, it int32, op *ir.Op, buf []nref) ([]nref, bool) {
 	for _, ref := range op.Srcs {

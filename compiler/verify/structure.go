@@ -302,10 +302,10 @@ func (c *checker) threadblock(r, t int, chOK [][]bool) int64 {
 			continue
 		}
 		if info.Sends && (!sendOK || !chanOK) {
-			c.errf(diag.BadPeer, r, t, s, "%s sends, but rank %d tb %d has send peer %d and channel %d", op.Code, r, t, tb.SendPeer, tb.Chan)
+			c.errf(diag.BadPeer, r, t, s, "%s needs a send peer and a transfer channel, but rank %d tb %d has send peer %d and channel %d", op.Code, r, t, tb.SendPeer, tb.Chan)
 		}
 		if info.Recvs && (!recvOK || !chanOK) {
-			c.errf(diag.BadPeer, r, t, s, "%s receives, but rank %d tb %d has recv peer %d and channel %d", op.Code, r, t, tb.RecvPeer, tb.Chan)
+			c.errf(diag.BadPeer, r, t, s, "%s needs a recv peer and a transfer channel, but rank %d tb %d has recv peer %d and channel %d", op.Code, r, t, tb.RecvPeer, tb.Chan)
 		}
 		c.opChans(r, t, s, op, info, chOK[r])
 		if op.Code == ir.OpBarrier {

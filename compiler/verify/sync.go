@@ -270,9 +270,10 @@ func (c *checker) ordinals(ops int32) {
 	c.ord = ord
 }
 
-// iterWord names the modelled iteration: slices for Simple, launches for LL.
+// iterWord names the modelled iteration: slices for Simple, launches for LL
+// and for the launch pass.
 func (c *checker) iterWord() string {
-	if c.p.Protocol == ir.LL {
+	if c.p.Protocol == ir.LL || c.sc != nil && c.sc.fence {
 		return "launch"
 	}
 	return "slice"

@@ -85,6 +85,20 @@ func Verify(p *ir.Program, opts Options) []diag.Diagnostic {
 	return c.rep.finish()
 }
 
+// Codes lists the diagnostic codes Verify reports, in code order
+// (docs/verification.md describes when).
+func Codes() []diag.Code {
+	return []diag.Code{
+		diag.BadValue, diag.UnknownOp, diag.UnknownCollective,
+		diag.BadRank, diag.BadChannel, diag.ChannelPairing, diag.ChunkRange, diag.BadCount,
+		diag.MissingBuffer, diag.BadRef, diag.WrongLevel, diag.BadGeometry, diag.Limits, diag.BadPeer,
+		diag.BadBarrier, diag.BadWindow, diag.BadRoot, diag.NoArrangement,
+		diag.TransferMismatch, diag.SignalWait, diag.DepNotPublished, diag.BadDep, diag.Deadlock,
+		diag.Race, diag.RaceAcrossLaunch, diag.Postcondition, diag.DoubleReduce, diag.PacketReuse,
+		diag.UninitRead, diag.Unverifiable, diag.SharedChannel,
+	}
+}
+
 // HasErrors reports whether ds holds a diagnostic of severity Error.
 func HasErrors(ds []diag.Diagnostic) bool {
 	for i := range ds {
