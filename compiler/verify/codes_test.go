@@ -178,7 +178,10 @@ var codeCases = []codeCase{
 	// synchronisation
 	{name: "TransferMismatch/count", prog: mutate(transfer2(), func(p *ir.Program) { p.Ranks[0].TBs[0].Ops[2].Count = 2; p.Ranks[0].TBs[0].Ops[2].Srcs[0].Off = 0 }),
 		want: []finding{at(diag.TransferMismatch, 1, 0, 3, opPos(1, 0, 3))}, parts: []string{"transfer 1 from rank 0 on channel 0: recv of 1 chunks, but the matching rank 0 tb 0 step 2 (send) sends 2"}},
-	{name: "TransferMismatch/number", prog: mutate(transfer2(), func(p *ir.Program) { p.Ranks[1].TBs[0].Ops[3].Code = ir.OpCopy; p.Ranks[1].TBs[0].Ops[3].Srcs = []ir.Ref{I(0)} }),
+	{name: "TransferMismatch/number", prog: mutate(transfer2(), func(p *ir.Program) {
+		p.Ranks[1].TBs[0].Ops[3].Code = ir.OpCopy
+		p.Ranks[1].TBs[0].Ops[3].Srcs = []ir.Ref{I(0)}
+	}),
 		want: []finding{at(diag.TransferMismatch, 0, 0, 2, opPos(0, 0, 2))}, parts: []string{"rank 0 sends 2 transfers to rank 1 on channel 0, but rank 1 tb 0 receives only 1"}},
 	{name: "TransferMismatch/unpaired", prog: mutate(transfer2(), func(p *ir.Program) { p.Ranks[1].TBs[0].Chan = 1 }),
 		want: []finding{at(diag.TransferMismatch, 0, 0, 0, opPos(0, 0, 0)), at(diag.TransferMismatch, 0, 0, 1, opPos(0, 0, 1)),
