@@ -21,5 +21,13 @@ const (
 	MaxIndex = math.MaxInt32
 )
 
+// Unsliced is the Program.SliceBytes of an imported plan without a
+// pipeline op. The MSCCL++ executor runs every op once per launch on whole
+// chunks and never replays a plan over slices, and a plan need not be safe
+// to replay (scratch reused without a handshake between replays), so the
+// importer asks for one slice: ir.SlicesFor gives ceil(chunk bytes / 2^62)
+// = 1 for every chunk the IR allows (a block is at most 2^62 bytes).
+const Unsliced = 1 << 62
+
 // inputLimit is MaxInputBytes; tests lower it.
 var inputLimit = MaxInputBytes

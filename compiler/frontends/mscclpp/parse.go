@@ -478,6 +478,9 @@ func (p *parser) plan(root *jnode) *ir.Program {
 	}
 	prog.Ranks = p.ranks
 	prog.SliceBytes = p.sliceBytes
+	if prog.SliceBytes == 0 {
+		prog.SliceBytes = Unsliced
+	}
 	if p.coll.Rooted() {
 		prog.Root = p.inferRoot(prog)
 	}

@@ -101,7 +101,7 @@ func TestSendRecv07Exact(t *testing.T) {
 	if len(ds) != 0 {
 		t.Errorf("diagnostics: %v", ds)
 	}
-	b := New(ir.SendRecv, 2, 1).Name("sr").Threads(1024).Meta("format", "mscclpp-json").Meta("mscclpp.dialect", "v0.7")
+	b := New(ir.SendRecv, 2, 1).Name("sr").Threads(1024).SliceBytes(Unsliced).Meta("format", "mscclpp-json").Meta("mscclpp.dialect", "v0.7")
 	b.Connect(0, 1, ir.PortChannel, 0, 0)
 	for r := 0; r < 2; r++ {
 		b.Rank(r).Chunks(1, 1, 2).PrimTB().
@@ -215,7 +215,7 @@ func TestAllGather08Exact(t *testing.T) {
 	if len(ds) != 0 {
 		t.Errorf("diagnostics: %v", ds)
 	}
-	b := New(ir.AllGather, 2, 1).Name("ag").Protocol(ir.LL).Arrangements(true, false).Threads(512).
+	b := New(ir.AllGather, 2, 1).Name("ag").Protocol(ir.LL).Arrangements(true, false).Threads(512).SliceBytes(Unsliced).
 		Meta("format", "mscclpp-json").Meta("mscclpp.dialect", "v0.8+").Meta("mscclpp.double_scratch", "true")
 	b.Connect(0, 1, ir.MemoryChannel, 0, 0)
 	r0 := b.Rank(0).Chunks(1, 2, 2)
