@@ -309,10 +309,24 @@ type Device struct {
 	dev     C.CUdevice
 }
 
-// OpenDevice retains the primary context of GPU ordinal.
+var (
+	devMu   sync.Mutex
+	devices = map[int]*Device{}
+)
+
+// OpenDevice returns GPU ordinal with its primary context retained. The
+// context is retained once per process and kept for the process's lifetime
+// (releasing it would destroy every module and allocation in it while other
+// users of the device may still hold them), so the same *Device is returned
+// for the same ordinal.
 func OpenDevice(ordinal int) (*Device, error) {
 	if err := Load(); err != nil {
 		return nil, err
+	}
+	devMu.Lock()
+	defer devMu.Unlock()
+	if d, ok := devices[ordinal]; ok {
+		return d, nil
 	}
 	d := &Device{Ordinal: ordinal}
 	if err := check("cuDeviceGet", C.th_cuDeviceGet(&d.dev, C.int(ordinal))); err != nil {
@@ -321,13 +335,13 @@ func OpenDevice(ordinal int) (*Device, error) {
 	if err := check("cuDevicePrimaryCtxRetain", C.th_cuDevicePrimaryCtxRetain(&d.ctx, d.dev)); err != nil {
 		return nil, err
 	}
+	devices[ordinal] = d
 	return d, nil
 }
 
-// Close releases the primary context.
-func (d *Device) Close() error {
-	return check("cuDevicePrimaryCtxRelease", C.th_cuDevicePrimaryCtxRelease(d.dev))
-}
+// Close is a no-op kept for symmetry: the primary context stays retained
+// for the process's lifetime (see OpenDevice).
+func (d *Device) Close() error { return nil }
 
 // Context returns the primary context.
 func (d *Device) Context() Context { return Context(unsafe.Pointer(d.ctx)) }

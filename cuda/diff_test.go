@@ -1,0 +1,292 @@
+package cuda
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/theseus-ccl/theseus/codegen/optable"
+	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/compiler/gen"
+	"github.com/theseus-ccl/theseus/compiler/legalize"
+	"github.com/theseus-ccl/theseus/cuda/driver"
+	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/ir/irtest"
+	"github.com/theseus-ccl/theseus/runtime/interp"
+)
+
+var (
+	diffFull   = flag.Bool("diff.full", false, "run every datatype x redop for every program (long)")
+	diffCorpus = flag.String("diff.corpus", "", "directory of foreign schedules to include (default: ../../shared/corpus if present)")
+	diffOut    = flag.String("diff.out", "", "append one line per case to this file")
+)
+
+// requireGPU skips the test, saying why, when there is no GPU.
+func requireGPU(t testing.TB) {
+	t.Helper()
+	if err := driver.Load(); err != nil {
+		if errors.Is(err, driver.ErrNoDriver) {
+			t.Skip("no GPU: libcuda.so.1 not found; the CUDA backend tests need an NVIDIA driver and GPU")
+		}
+		t.Skipf("no GPU: %v", err)
+	}
+	if n, err := driver.DeviceCount(); err != nil || n == 0 {
+		t.Skipf("no GPU: %d devices (%v)", n, err)
+	}
+}
+
+type diffProgram struct {
+	name string
+	p    *ir.Program
+}
+
+func legalized(p *ir.Program) (*ir.Program, error) {
+	if p.Level() == ir.LevelPrimitive {
+		return p, nil
+	}
+	q, ds := legalize.Legalize(p)
+	for _, d := range ds {
+		if d.Severity == diag.Error {
+			return nil, fmt.Errorf("legalize %s: %v", p.Name, d)
+		}
+	}
+	return q, nil
+}
+
+// diffPrograms lists the schedules of the differential test: the generators
+// for 2, 4 and 8 ranks, both protocols, and the IR fixtures.
+func diffPrograms(t testing.TB) []diffProgram {
+	var out []diffProgram
+	for _, a := range gen.Algorithms() {
+		for _, coll := range a.Collectives {
+			for _, n := range []int{2, 4, 8} {
+				for _, proto := range []ir.Protocol{ir.Simple, ir.LL} {
+					opts := gen.Options{Collective: coll, NRanks: n, Protocol: proto}
+					if a.Name == "hier" {
+						if n < 4 {
+							continue
+						}
+						opts.NLocalRanks = 2
+					}
+					p, err := gen.Generate(a.Name, opts)
+					if err != nil {
+						continue // not every algorithm fits every shape
+					}
+					q, err := legalized(p)
+					if err != nil {
+						t.Errorf("generator %s: %v", a.Name, err)
+						continue
+					}
+					out = append(out, diffProgram{fmt.Sprintf("%s/%s/n%d/%s", a.Name, coll, n, proto), q})
+				}
+			}
+		}
+	}
+	out = append(out, diffProgram{"irtest/pairs4", irtest.PairsAllReducePrimitive(4)})
+	return out
+}
+
+func randomBytes(rng *rand.Rand, b []byte) {
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+}
+
+type diffCase struct {
+	dt      ir.DataType
+	op      ir.RedOp
+	inplace bool
+	count   int64
+	pt      ir.PacketType
+	root    int
+}
+
+func diffCases(p *ir.Program, full bool) []diffCase {
+	dts := ir.AllDataTypes()
+	ops := ir.AllRedOps()
+	if !p.Collective.Reduces() {
+		ops = []ir.RedOp{ir.Sum}
+	}
+	var arr []bool
+	if p.OutOfPlace {
+		arr = append(arr, false)
+	}
+	if p.InPlace {
+		arr = append(arr, true)
+	}
+	counts := []int64{1, 7, 1000, 65537}
+	pts := []ir.PacketType{ir.LL16}
+	if p.Protocol == ir.LL {
+		pts = append(pts, ir.LL8)
+	}
+	roots := []int{0}
+	if p.Collective.Rooted() {
+		roots = []int{0, p.NRanks - 1}
+	}
+	var cs []diffCase
+	i := 0
+	for _, dt := range dts {
+		for _, op := range ops {
+			for _, ip := range arr {
+				for _, n := range counts {
+					for _, pt := range pts {
+						for _, root := range roots {
+							i++
+							// Without -diff.full: every datatype and every redop
+							// appear, but not every combination.
+							if !full && i%7 != 0 && !(dt == ir.Float32 && op == ir.Sum) {
+								continue
+							}
+							cs = append(cs, diffCase{dt, op, ip, n, pt, root})
+						}
+					}
+				}
+			}
+		}
+	}
+	return cs
+}
+
+// TestDifferential runs schedules on the GPU and on the host interpreter
+// with the same random inputs (every bit pattern, NaNs included) and
+// requires bit-identical outputs on every rank, over two consecutive
+// launches (so scratch halves, semaphores and epochs carry over).
+func TestDifferential(t *testing.T) {
+	requireGPU(t)
+	progs := diffPrograms(t)
+	progs = append(progs, corpusPrograms(t)...)
+	var log *os.File
+	if *diffOut != "" {
+		f, err := os.OpenFile(*diffOut, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		log = f
+	}
+	total, wrong := 0, 0
+	start := time.Now()
+	for _, dp := range progs {
+		t.Run(dp.name, func(t *testing.T) {
+			tables, err := optable.LowerAll(dp.p)
+			if err != nil {
+				t.Fatalf("lower: %v", err)
+			}
+			gw, err := NewWorld(0, tables)
+			if err != nil {
+				t.Fatalf("gpu world: %v", err)
+			}
+			defer gw.Close()
+			hw, err := interp.NewWorld(tables)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, uint64(len(dp.name))))
+			for _, c := range diffCases(dp.p, *diffFull) {
+				for launch := 0; launch < 2; launch++ {
+					total++
+					req := interp.Request{Count: c.count, DataType: c.dt, RedOp: c.op, Root: c.root, InPlace: c.inplace,
+						PacketType: c.pt, Launch: uint64(launch + 1), Timeout: 5 * time.Second}
+					bad, msg := diffOne(rng, tables, hw, gw, req)
+					line := fmt.Sprintf("%s %v %v inplace=%v count=%d %v root=%d launch=%d: %s", dp.name, c.dt, c.op, c.inplace, c.count, c.pt, c.root, launch, msg)
+					if log != nil {
+						fmt.Fprintln(log, line)
+					}
+					if bad {
+						wrong++
+						t.Error(line)
+						return
+					}
+				}
+			}
+		})
+	}
+	t.Logf("%d cases, %d mismatched, %v", total, wrong, time.Since(start))
+}
+
+// diffOne runs one request on both backends and compares.
+func diffOne(rng *rand.Rand, tables []*optable.Table, hw *interp.World, gw *World, req interp.Request) (bad bool, msg string) {
+	// The GPU world keeps its own launch counter; give the host the same.
+	req.Launch = gw.launch + 1
+	if err := hw.AllocBuffers(req); err != nil {
+		return true, "host alloc: " + err.Error()
+	}
+	n := len(tables)
+	inputs := make([][]byte, n)
+	initOut := make([][]byte, n)
+	for p := 0; p < n; p++ {
+		b := hw.Bufs[p]
+		randomBytes(rng, b.Output) // in place, the input lies in here
+		randomBytes(rng, b.Input)
+		inputs[p] = append([]byte(nil), b.Input...)
+		initOut[p] = append([]byte(nil), b.Output...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := interp.Run(ctx, tables, req, hw); err != nil {
+		return true, "host: " + err.Error()
+	}
+	outs, _, err := gw.Run(req, inputs, initOut)
+	if err != nil {
+		return true, "gpu: " + err.Error()
+	}
+	for p := 0; p < n; p++ {
+		want := hw.Bufs[p].Output
+		if !bytes.Equal(outs[p], want) {
+			first := -1
+			for i := range want {
+				if outs[p][i] != want[i] {
+					first = i
+					break
+				}
+			}
+			return true, fmt.Sprintf("rank %d output differs (%d bytes, first at byte %d: gpu %#x host %#x)", p, len(want), first, outs[p][first], want[first])
+		}
+	}
+	return false, "ok"
+}
+
+// corpusPrograms imports the foreign schedules (../shared/corpus or
+// -diff.corpus) with the importers, when they are built in.
+func corpusPrograms(t testing.TB) []diffProgram {
+	dir := *diffCorpus
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "corpus")
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Logf("no corpus at %s: skipping foreign schedules", dir)
+		return nil
+	}
+	var files []string
+	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() && (strings.HasSuffix(p, ".xml") || strings.HasSuffix(p, ".json")) {
+			files = append(files, p)
+		}
+		return nil
+	})
+	sort.Strings(files)
+	var out []diffProgram
+	for _, f := range files {
+		p, err := importFile(f)
+		if err != nil {
+			t.Logf("corpus %s: not run: %v", filepath.Base(f), err)
+			continue
+		}
+		q, err := legalized(p)
+		if err != nil {
+			t.Logf("corpus %s: not run: %v", filepath.Base(f), err)
+			continue
+		}
+		out = append(out, diffProgram{"corpus/" + filepath.Base(f), q})
+	}
+	return out
+}

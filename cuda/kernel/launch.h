@@ -1,0 +1,96 @@
+// The launch arguments of the generic executor kernel, shared by the kernel
+// (cuda/kernel/theseus.cu) and the Go side (package cuda, through cgo).
+// docs/design/runtime.md "Launch" describes them; docs/design/ir.md says what
+// a launch computes. Plain C, no CUDA headers.
+#ifndef THESEUS_LAUNCH_H
+#define THESEUS_LAUNCH_H
+
+#ifdef __cplusplus
+#include <cstdint>
+#else
+#include <stdint.h>
+#endif
+
+/* Error codes in theseus_error.code (0: no error). */
+#define THESEUS_ERR_TIMEOUT 1u  /* a wait passed timeout_ns */
+#define THESEUS_ERR_ABORTED 2u  /* the abort word was set (ncclCommAbort) */
+#define THESEUS_ERR_BADREF 3u   /* a ref outside its buffer (never for verified tables) */
+#define THESEUS_ERR_BADOP 4u    /* an opcode the kernel does not know */
+#define THESEUS_ERR_TOOMANYREFS 5u /* an op with more than THESEUS_MAX_REFS refs */
+
+/* The most srcs + dsts one op may have (the kernel stages their addresses in
+ * shared memory). */
+#define THESEUS_MAX_REFS 128
+
+/* What a failed wait was waiting for (theseus_error.what). */
+#define THESEUS_WAIT_SEMAPHORE 1u
+#define THESEUS_WAIT_DEPENDENCY 2u
+#define THESEUS_WAIT_BARRIER 3u
+#define THESEUS_WAIT_PACKET 4u
+#define THESEUS_WAIT_EPILOGUE 5u
+
+/* The first failure of a launch, written once (code first, by atomic CAS) to
+ * host-mapped memory the communicator reads for ncclCommGetAsyncError. */
+typedef struct theseus_error {
+  uint32_t code;     /* THESEUS_ERR_* */
+  uint32_t what;     /* THESEUS_WAIT_* */
+  int32_t rank;      /* physical rank */
+  int32_t tb;        /* threadblock */
+  int64_t step;      /* op index in the threadblock */
+  int64_t slice;
+  int32_t channel;   /* channel end (semaphore waits), dependency tb, or barrier id */
+  uint32_t reserved;
+  uint64_t launch;   /* the launch counter */
+  uint64_t have;     /* the value seen */
+  uint64_t want;     /* the value waited for */
+} theseus_error;
+
+/* One channel end as the kernel sees it (device memory, one per channel of
+ * the table, rebuilt when the peer's buffers change: executor level L2). */
+typedef struct theseus_chan_rt {
+  /* The peer's input, output and scratch bases in this process's address
+   * space (IPC-mapped). The scratch base is the start of the peer's whole
+   * scratch; the launch's half is added by the kernel. */
+  uint64_t peer_buf[3];
+  uint64_t peer_inbound;  /* uint64_t* : the other end's inbound semaphore */
+  uint64_t inbound;       /* uint64_t* : this end's inbound semaphore */
+  uint64_t expected;      /* uint64_t* : this end's expected counter (persistent) */
+  int32_t peer_phys;      /* the peer's physical rank (root rotation) */
+  int32_t reserved;
+} theseus_chan_rt;
+
+/* The kernel's single by-value argument. */
+typedef struct theseus_launch {
+  uint64_t table;        /* const uint8_t* : the rank's encoded op table (optable.h) */
+  uint64_t chans;        /* const theseus_chan_rt* : one per channel end */
+  uint64_t buf[3];       /* this rank's input, output and scratch (whole) bases */
+  uint64_t publish;      /* uint64_t* : one dependency counter per threadblock (persistent) */
+  uint64_t barriers;     /* uint64_t* : barrier words, THESEUS_BARRIER_WORDS per barrier id, plus the epilogue's */
+  uint64_t error;        /* theseus_error* (host-mapped; plain stores, code last) */
+  uint64_t claim;        /* uint32_t* (device memory, zeroed by the executor): first failure claims it */
+  uint64_t abort_word;   /* const volatile uint32_t* (host-mapped); nonzero stops every wait */
+  int64_t count;         /* NCCL count: elements per block */
+  int64_t stride;        /* elements per piece (ir.Layout.Stride) */
+  int64_t slices;        /* S >= 1 */
+  int64_t scratch_half;  /* bytes of one scratch half (LL, or alternating scratch); 0: no halves */
+  uint64_t launch;       /* launch counter >= 1: LL flag, scratch half, dependency epoch */
+  uint64_t timeout_ns;   /* bound of every wait */
+  int32_t rank;          /* physical rank */
+  int32_t nranks;
+  int32_t root;          /* request root (rooted collectives) */
+  int32_t shift;         /* root rotation: physical = logical + shift (mod nranks) */
+  uint8_t dtype;         /* ir.DataType */
+  uint8_t redop;         /* ir.RedOp */
+  uint8_t inplace;
+  uint8_t ll8;           /* 1: LL8 packets, 0: LL16 */
+  uint8_t elem_size;
+  uint8_t reserved[3];
+} theseus_launch;
+
+/* Barrier words: per barrier id, an arrival counter; per threadblock and
+ * barrier id, that threadblock's arrivals so far. The epilogue barrier uses
+ * id THESEUS_EPILOGUE_BARRIER. */
+#define THESEUS_MAX_BARRIERS 32
+#define THESEUS_EPILOGUE_BARRIER (THESEUS_MAX_BARRIERS - 1)
+
+#endif /* THESEUS_LAUNCH_H */

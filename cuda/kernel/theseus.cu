@@ -1,0 +1,873 @@
+// The generic executor kernel of Theseus: one CUDA block per threadblock of
+// a rank's op table (optable.h); each block walks its ops for every pipeline
+// slice, exactly as docs/design/ir.md specifies, in the element order of the
+// host interpreter (runtime/interp), so results are bit-identical.
+//
+// Built without the CUDA toolkit: clang --cuda-device-only -nocudainc
+// (go generate in package cuda), so this file declares what it needs from
+// NVVM builtins and inline PTX. No fused multiply-add (-ffp-contract=off),
+// no flush-to-zero.
+
+#include "launch.h"
+#include "optable.h"
+
+#define __device__ __attribute__((device))
+#define __global__ __attribute__((global))
+#define __shared__ __attribute__((shared))
+#define DEV __device__ __attribute__((always_inline)) inline
+#define NOINLINE __device__ __attribute__((noinline))
+#define __launch_bounds__(n) __attribute__((launch_bounds(n)))
+
+typedef uint8_t u8;
+typedef uint16_t u16;
+typedef uint32_t u32;
+typedef uint64_t u64;
+typedef int64_t i64;
+typedef int32_t i32;
+
+struct alignas(16) v4 {
+  u32 x, y, z, w;
+};
+
+// ---------------------------------------------------------------- hardware
+
+DEV u32 tid() { return __nvvm_read_ptx_sreg_tid_x(); }
+DEV u32 nthreads() { return __nvvm_read_ptx_sreg_ntid_x(); }
+DEV u32 bid() { return __nvvm_read_ptx_sreg_ctaid_x(); }
+DEV void bar() { asm volatile("bar.sync 0;" ::: "memory"); }
+DEV u64 gtime() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+DEV void fence_sys() { asm volatile("fence.sc.sys;" ::: "memory"); }
+DEV void fence_gpu() { asm volatile("fence.sc.gpu;" ::: "memory"); }
+DEV u64 ld_acquire_sys(const u64* p) {
+  u64 v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+DEV u64 ld_acquire_gpu(const u64* p) {
+  u64 v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+DEV void st_release_gpu(u64* p, u64 v) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+DEV void red_add_release_sys(u64* p, u64 v) {
+  asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+DEV u64 atom_add_gpu(u64* p, u64 v) {
+  u64 old;
+  asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
+  return old;
+}
+DEV u32 ld_volatile_u32(const volatile u32* p) { return *p; }
+DEV u32 atom_cas_u32(u32* p, u32 cmp, u32 v) {
+  u32 old;
+  asm volatile("atom.global.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(cmp), "r"(v) : "memory");
+  return old;
+}
+DEV void st_volatile_u32(volatile u32* p, u32 v) { *p = v; }
+DEV v4 ld_v4(const void* p) {
+  v4 r;
+  asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p) : "memory");
+  return r;
+}
+DEV void st_v4(void* p, v4 v) {
+  asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+DEV v4 ld_volatile_v4(const void* p) {
+  v4 r;
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p) : "memory");
+  return r;
+}
+DEV void st_volatile_v4(void* p, v4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+DEV void ld_volatile_v2(const void* p, u32& a, u32& b) {
+  asm volatile("ld.volatile.global.v2.u32 {%0,%1}, [%2];" : "=r"(a), "=r"(b) : "l"(p) : "memory");
+}
+DEV void st_volatile_v2(void* p, u32 a, u32 b) {
+  asm volatile("st.volatile.global.v2.u32 [%0], {%1,%2};" ::"l"(p), "r"(a), "r"(b) : "memory");
+}
+DEV float f16_to_f32(u16 h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+DEV u16 f32_to_f16(float f) {
+  u16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+DEV u16 f32_to_bf16(float f) {
+  u16 h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+DEV float bits_f32(u32 b) { return __builtin_bit_cast(float, b); }
+DEV u32 f32_bits(float f) { return __builtin_bit_cast(u32, f); }
+DEV double bits_f64(u64 b) { return __builtin_bit_cast(double, b); }
+// pow2f is 2^k exactly, for k in [-149, 127].
+DEV float pow2f(int k) { return k >= -126 ? bits_f32((u32)(k + 127) << 23) : bits_f32(1u << (k + 149)); }
+DEV u64 f64_bits(double f) { return __builtin_bit_cast(u64, f); }
+
+// ---------------------------------------------------------------- numerics
+// Exactly runtime/interp/numeric (docs/design/ir.md §8).
+
+// fp8 formats: ebits, mbits, bias, hasInf; both saturate to the largest
+// finite value; canonical NaN 0x7f; NaN keeps the input's sign on narrowing.
+struct Fp8Fmt {
+  int ebits, mbits, bias;
+  bool hasInf;
+  u32 maxFinite;
+};
+DEV u32 rne_shift(u32 v, u32 s) {
+  if (s >= 32) return 0;
+  u32 q = v >> s;
+  u32 rem = v & ((1u << s) - 1);
+  u32 half = 1u << (s - 1);
+  if (rem > half || (rem == half && (q & 1))) q++;
+  return q;
+}
+DEV u32 narrow_fp8(float x, Fp8Fmt f) {
+  u32 b = f32_bits(x);
+  u32 sign = (b >> 31) ? (1u << (f.ebits + f.mbits)) : 0;
+  int exp = (b >> 23) & 0xff;
+  u32 man = b & 0x7fffff;
+  if (exp == 0xff) {
+    if (man != 0) return sign | 0x7f;
+    return sign | f.maxFinite;
+  }
+  if (exp == 0 && man == 0) return sign;
+  u32 sig = man | (1u << 23);
+  int e2 = exp - 150;
+  if (exp == 0) {
+    sig = man;
+    e2 = -149;
+  }
+  int e = e2 + (32 - __builtin_clz(sig)) - 1;
+  int minE = 1 - f.bias;
+  if (e < minE) e = minE;
+  if (e + f.bias > (1 << f.ebits)) return sign | f.maxFinite;
+  int shift = e - f.mbits - e2;
+  u32 q = shift <= 0 ? (sig << (u32)(-shift)) : rne_shift(sig, (u32)shift);
+  u32 code = ((u32)(e + f.bias - 1) << f.mbits) + q;
+  if (code > f.maxFinite) return sign | f.maxFinite;
+  return sign | code;
+}
+DEV float widen_fp8(u32 c, Fp8Fmt f) {
+  u32 signbit = 1u << (f.ebits + f.mbits);
+  bool neg = (c & signbit) != 0;
+  c &= ~signbit;
+  int exp = (int)(c >> f.mbits);
+  u32 man = c & ((1u << f.mbits) - 1);
+  int maxExp = (1 << f.ebits) - 1;
+  u32 sign = neg ? 0x80000000u : 0;
+  if (f.hasInf && exp == maxExp && man == 0) return bits_f32(sign | 0x7f800000u);
+  if ((f.hasInf && exp == maxExp) || (!f.hasInf && c == 0x7fu)) return bits_f32(sign | 0x7fc00000u | (man << (23 - f.mbits)));
+  float v;
+  if (exp == 0) {
+    v = (float)man * pow2f(1 - f.bias - f.mbits);
+  } else {
+    v = (float)((1u << f.mbits) | man) * pow2f(exp - f.bias - f.mbits);
+  }
+  return neg ? -v : v;
+}
+#define E4M3 (Fp8Fmt{4, 3, 7, false, 0x7e})
+#define E5M2 (Fp8Fmt{5, 2, 15, true, 0x7b})
+
+enum { RSUM = 0, RPROD = 1, RMAX = 2, RMIN = 3, RAVG = 4 };
+enum { T_I8 = 0, T_U8, T_I32, T_U32, T_I64, T_U64, T_F16, T_F32, T_F64, T_BF16, T_E4M3, T_E5M2 };
+
+template <typename C>
+DEV C fmax_rule(C a, C b) {
+  if (b != b) return a;
+  if (a != a || b > a) return b;
+  return a;
+}
+template <typename C>
+DEV C fmin_rule(C a, C b) {
+  if (b != b) return a;
+  if (a != a || b < a) return b;
+  return a;
+}
+template <typename C, int OP>
+DEV C combine_f(C a, C b) {
+  if (OP == RSUM || OP == RAVG) return a + b;
+  if (OP == RPROD) return a * b;
+  if (OP == RMAX) return fmax_rule(a, b);
+  return fmin_rule(a, b);
+}
+template <typename C, int OP>
+DEV C combine_i(C a, C b) {
+  if (OP == RSUM || OP == RAVG) return (C)(a + b);
+  if (OP == RPROD) return (C)(a * b);
+  if (OP == RMAX) return a > b ? a : b;
+  return a < b ? a : b;
+}
+
+// Traits: E is the storage type, C the compute type.
+template <int T> struct Tr;
+#define INT_TRAITS(ID, TY)                                        \
+  template <> struct Tr<ID> {                                     \
+    typedef TY E;                                                 \
+    typedef TY C;                                                 \
+    static DEV C widen(E e) { return e; }                         \
+    static DEV E narrow(C c) { return c; }                        \
+    template <int OP> static DEV C comb(C a, C b) { return combine_i<C, OP>(a, b); } \
+  };
+INT_TRAITS(T_I8, int8_t)
+INT_TRAITS(T_U8, uint8_t)
+INT_TRAITS(T_I32, int32_t)
+INT_TRAITS(T_U32, uint32_t)
+INT_TRAITS(T_I64, int64_t)
+INT_TRAITS(T_U64, uint64_t)
+template <> struct Tr<T_F32> {
+  typedef u32 E;
+  typedef float C;
+  static DEV C widen(E e) { return bits_f32(e); }
+  static DEV E narrow(C c) { return c != c ? 0x7fffffffu : f32_bits(c); }
+  template <int OP> static DEV C comb(C a, C b) { return combine_f<C, OP>(a, b); }
+};
+template <> struct Tr<T_F64> {
+  typedef u64 E;
+  typedef double C;
+  static DEV C widen(E e) { return bits_f64(e); }
+  static DEV E narrow(C c) { return c != c ? 0x7fffffffffffffffull : f64_bits(c); }
+  template <int OP> static DEV C comb(C a, C b) { return combine_f<C, OP>(a, b); }
+};
+template <> struct Tr<T_F16> {
+  typedef u16 E;
+  typedef float C;
+  static DEV C widen(E e) { return f16_to_f32(e); }
+  static DEV E narrow(C c) { return c != c ? (u16)0x7fff : f32_to_f16(c); }
+  template <int OP> static DEV C comb(C a, C b) { return combine_f<C, OP>(a, b); }
+};
+template <> struct Tr<T_BF16> {
+  typedef u16 E;
+  typedef float C;
+  static DEV C widen(E e) { return bits_f32((u32)e << 16); }
+  static DEV E narrow(C c) { return c != c ? (u16)0x7fff : f32_to_bf16(c); }
+  template <int OP> static DEV C comb(C a, C b) { return combine_f<C, OP>(a, b); }
+};
+template <> struct Tr<T_E4M3> {
+  typedef u8 E;
+  typedef float C;
+  static DEV C widen(E e) { return widen_fp8(e, E4M3); }
+  static DEV E narrow(C c) { return c != c ? (u8)0x7f : (u8)narrow_fp8(c, E4M3); }
+  template <int OP> static DEV C comb(C a, C b) { return combine_f<C, OP>(a, b); }
+};
+template <> struct Tr<T_E5M2> {
+  typedef u8 E;
+  typedef float C;
+  static DEV C widen(E e) { return widen_fp8(e, E5M2); }
+  static DEV E narrow(C c) { return c != c ? (u8)0x7f : (u8)narrow_fp8(c, E5M2); }
+  template <int OP> static DEV C comb(C a, C b) { return combine_f<C, OP>(a, b); }
+};
+
+// ---------------------------------------------------------------- context
+
+#define MAX_REFS 128  // srcs + dsts of one op (codegen/optable enforces the same limit)
+
+struct Ctx {
+  const theseus_launch* L;
+  const theseus_optable_header* h;
+  const theseus_op* ops;
+  const theseus_ref* refs;
+  const theseus_dep* deps;
+  const i32* chan_list;
+  const theseus_chan_rt* chans;
+  const theseus_tb* tbs;
+  i64 es;
+  i64 chunkB;  // bytes of one scratch chunk (2x payload for LL)
+  i64 half;    // byte offset of this launch's scratch half
+  u32 flag;    // LL flag
+  bool ll;
+  int tb;
+};
+
+__shared__ int s_fail;
+
+DEV theseus_error* err_rec(const Ctx& c) { return (theseus_error*)c.L->error; }
+
+// fail records the first failure of the launch (first writer wins) and
+// marks this block failed. Called by one thread.
+NOINLINE void fail(const Ctx& c, u32 code, u32 what, i64 step, i64 slice, i32 ch, u64 have, u64 want) {
+  s_fail = 1;
+  if (atom_cas_u32((u32*)c.L->claim, 0u, code) != 0u) return;  // first failure of the rank wins
+  theseus_error* e = err_rec(c);
+  e->what = what;
+  e->rank = c.L->rank;
+  e->tb = c.tb;
+  e->step = step;
+  e->slice = slice;
+  e->channel = ch;
+  e->launch = c.L->launch;
+  e->have = have;
+  e->want = want;
+  fence_sys();
+  st_volatile_u32((volatile u32*)&e->code, code);
+  fence_sys();
+}
+
+// stop reports whether the launch must stop (another failure, or abort).
+DEV bool stop(const Ctx& c) {
+  return ld_volatile_u32((const volatile u32*)c.L->abort_word) != 0 ||
+         ld_volatile_u32((const volatile u32*)c.L->claim) != 0;
+}
+
+// spin waits until cond() holds, the timeout passes (fail), or the launch
+// stops. Returns false on failure. Called by one thread.
+template <typename F>
+DEV bool spin(const Ctx& c, F cond, u32 what, i64 step, i64 slice, i32 ch, u64 want, const u64* word) {
+  if (cond()) return true;
+  u64 t0 = gtime();
+  for (u32 n = 1;; n++) {
+    if (cond()) return true;
+    if ((n & 1023) == 0) {
+      if (stop(c)) {
+        fail(c, THESEUS_ERR_ABORTED, what, step, slice, ch, word ? *word : 0, want);
+        return false;
+      }
+      if (gtime() - t0 > c.L->timeout_ns) {
+        fail(c, THESEUS_ERR_TIMEOUT, what, step, slice, ch, word ? *word : 0, want);
+        return false;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- geometry
+
+// resolve maps (buffer, chunk) of logical rank at physical rank p to the
+// storage buffer and chunk (ir.Placement.Resolve).
+DEV void resolve(const Ctx& c, int p, int& k, i64& chunk) {
+  if (k == THESEUS_BUF_SCRATCH) return;
+  const theseus_optable_header* h = c.h;
+  i64 C = h->chunks_per_block;
+  i64 n = c.L->nranks;
+  int coll = h->collective;
+  bool rooted = coll == THESEUS_COLL_BROADCAST || coll == THESEUS_COLL_REDUCE || coll == THESEUS_COLL_GATHER ||
+                coll == THESEUS_COLL_SCATTER;
+  bool isRoot = p == c.L->root;
+  i64 sh = c.L->shift;
+  if (sh != 0) {
+    bool perRank = (k == THESEUS_BUF_OUTPUT && coll == THESEUS_COLL_GATHER && isRoot) ||
+                   (k == THESEUS_BUF_INPUT && coll == THESEUS_COLL_SCATTER && isRoot);
+    if (perRank) {
+      i64 b = chunk / C, j = chunk % C;
+      chunk = ((b + sh) % n) * C + j;
+    }
+  }
+  (void)rooted;
+  if (!c.L->inplace) return;
+  switch (coll) {
+    case THESEUS_COLL_ALLREDUCE:
+    case THESEUS_COLL_ALLTOALL:
+    case THESEUS_COLL_SENDRECV:
+      k = THESEUS_BUF_OUTPUT;
+      return;
+    case THESEUS_COLL_BROADCAST:
+    case THESEUS_COLL_REDUCE:
+      if (isRoot) k = THESEUS_BUF_OUTPUT;
+      return;
+    case THESEUS_COLL_ALLGATHER:
+      if (k == THESEUS_BUF_INPUT) {
+        k = THESEUS_BUF_OUTPUT;
+        chunk += (i64)p * C;
+      }
+      return;
+    case THESEUS_COLL_GATHER:
+      if (k == THESEUS_BUF_INPUT && isRoot) {
+        k = THESEUS_BUF_OUTPUT;
+        chunk += (i64)p * C;
+      }
+      return;
+    case THESEUS_COLL_REDUCESCATTER:
+      if (k == THESEUS_BUF_OUTPUT) {
+        k = THESEUS_BUF_INPUT;
+        chunk += (i64)p * C;
+      }
+      return;
+    case THESEUS_COLL_SCATTER:
+      if (k == THESEUS_BUF_OUTPUT && isRoot) {
+        k = THESEUS_BUF_INPUT;
+        chunk += (i64)p * C;
+      }
+      return;
+  }
+}
+
+// Where one ref of one chunk lives: a pointer and its valid bytes (user
+// buffers) or -1 (scratch: a whole chunk).
+struct Place {
+  char* p;
+  i64 bytes;  // -1 for scratch
+  bool packet;
+};
+
+DEV Place place(const Ctx& c, const theseus_ref& r, i64 t, i64 s) {
+  Place pl;
+  pl.packet = (r.flags & THESEUS_REF_PACKET) != 0;
+  int k = r.buf;
+  i64 chunk = r.off + t;
+  int phys = c.L->rank;
+  u64 base;
+  bool remote = (r.flags & THESEUS_REF_REMOTE) != 0;
+  if (remote) phys = c.chans[r.channel].peer_phys;
+  resolve(c, phys, k, chunk);
+  base = remote ? c.chans[r.channel].peer_buf[k] : c.L->buf[k];
+  if (k == THESEUS_BUF_SCRATCH) {
+    pl.p = (char*)(base + (u64)c.half + (u64)(chunk * c.chunkB));
+    pl.bytes = -1;
+    return pl;
+  }
+  i64 C = c.h->chunks_per_block;
+  i64 b = chunk / C, j = chunk % C;
+  i64 piece = s * C + j;
+  i64 cnt = c.L->count, st = c.L->stride;
+  i64 lo = piece * st;
+  if (lo > cnt) lo = cnt;
+  i64 hi = lo + st;
+  if (hi > cnt) hi = cnt;
+  pl.p = (char*)(base + (u64)((b * cnt + lo) * c.es));
+  pl.bytes = (hi - lo) * c.es;
+  return pl;
+}
+
+// ---------------------------------------------------------------- data ops
+
+// The refs of the op being run, staged in shared memory per chunk: their
+// addresses, valid bytes (-1: scratch) and packet flags.
+__shared__ char* s_ptr[THESEUS_MAX_REFS];
+__shared__ i64 s_len[THESEUS_MAX_REFS];
+__shared__ u8 s_pkt[THESEUS_MAX_REFS];
+
+template <int T, int OP>
+DEV void scalar_elem(int nsrc, int ndst, i64 e) {
+  typedef typename Tr<T>::E E;
+  typedef typename Tr<T>::C C;
+  char* const* src = s_ptr;
+  char* const* dst = s_ptr + nsrc;
+  E v = *(const E*)(src[0] + e);
+  if (nsrc > 1) {
+    C acc = Tr<T>::widen(v);
+    for (int i = 1; i < nsrc; i++) acc = Tr<T>::template comb<OP>(acc, Tr<T>::widen(*(const E*)(src[i] + e)));
+    v = Tr<T>::narrow(acc);
+  }
+  for (int d = 0; d < ndst; d++) *(E*)(dst[d] + e) = v;
+}
+
+template <int T, int OP>
+DEV v4 combine_vec(int nsrc, i64 off) {
+  typedef typename Tr<T>::E E;
+  typedef typename Tr<T>::C C;
+  const int L = 16 / sizeof(E);
+  C acc[L];
+  v4 a = ld_v4(s_ptr[0] + off);
+  const E* ea = (const E*)&a;
+  for (int l = 0; l < L; l++) acc[l] = Tr<T>::widen(ea[l]);
+  for (int i = 1; i < nsrc; i++) {
+    v4 b = ld_v4(s_ptr[i] + off);
+    const E* eb = (const E*)&b;
+    for (int l = 0; l < L; l++) acc[l] = Tr<T>::template comb<OP>(acc[l], Tr<T>::widen(eb[l]));
+  }
+  v4 r;
+  E* er = (E*)&r;
+  for (int l = 0; l < L; l++) er[l] = Tr<T>::narrow(acc[l]);
+  return r;
+}
+
+// Plain (non-packet) element-wise combine of the staged refs over nbytes.
+// 16-byte vector path when every address has the same alignment modulo 16
+// (exact scalar head and tail); a scalar path otherwise.
+template <int T, int OP>
+DEV void combine_plain(int nsrc, int ndst, i64 nbytes) {
+  typedef typename Tr<T>::E E;
+  const i64 es = sizeof(E);
+  const u32 th = tid(), nt = nthreads();
+  char* const* dst = s_ptr + nsrc;
+  u64 mis = (u64)s_ptr[0] & 15;
+  bool co = true;
+  for (int i = 1; i < nsrc + ndst; i++) co &= ((u64)s_ptr[i] & 15) == mis;
+  i64 head = co ? (i64)((16 - mis) & 15) : nbytes;
+  if (head > nbytes) head = nbytes;
+  i64 nvec = (nbytes - head) / 16;
+  i64 tail0 = head + nvec * 16;
+  for (i64 e = (i64)th * es; e < head; e += (i64)nt * es) scalar_elem<T, OP>(nsrc, ndst, e);
+  for (i64 e = tail0 + (i64)th * es; e < nbytes; e += (i64)nt * es) scalar_elem<T, OP>(nsrc, ndst, e);
+  if (nvec == 0) return;
+  if (nsrc == 1) {
+    const char* s0 = s_ptr[0] + head;
+    i64 v = th;
+    for (; v + 3 * nt < nvec; v += 4 * nt) {
+      v4 a0 = ld_v4(s0 + v * 16), a1 = ld_v4(s0 + (v + nt) * 16), a2 = ld_v4(s0 + (v + 2 * nt) * 16),
+         a3 = ld_v4(s0 + (v + 3 * nt) * 16);
+      for (int d = 0; d < ndst; d++) {
+        char* d0 = dst[d] + head;
+        st_v4(d0 + v * 16, a0);
+        st_v4(d0 + (v + nt) * 16, a1);
+        st_v4(d0 + (v + 2 * nt) * 16, a2);
+        st_v4(d0 + (v + 3 * nt) * 16, a3);
+      }
+    }
+    for (; v < nvec; v += nt) {
+      v4 a = ld_v4(s0 + v * 16);
+      for (int d = 0; d < ndst; d++) st_v4(dst[d] + head + v * 16, a);
+    }
+    return;
+  }
+  i64 v = th;
+  for (; v + nt < nvec; v += 2 * nt) {
+    v4 r0 = combine_vec<T, OP>(nsrc, head + v * 16);
+    v4 r1 = combine_vec<T, OP>(nsrc, head + (v + nt) * 16);
+    for (int d = 0; d < ndst; d++) {
+      st_v4(dst[d] + head + v * 16, r0);
+      st_v4(dst[d] + head + (v + nt) * 16, r1);
+    }
+  }
+  for (; v < nvec; v += nt) {
+    v4 r = combine_vec<T, OP>(nsrc, head + v * 16);
+    for (int d = 0; d < ndst; d++) st_v4(dst[d] + head + v * 16, r);
+  }
+}
+
+// read_packet waits for packet pk at p (LL16: 16 bytes, 8 data; LL8: 8
+// bytes, 4 data) to carry flag and returns its data words. Returns false on
+// failure (recorded by fail).
+DEV bool read_packet(const Ctx& c, const char* p, bool ll8, u32 flag, u32& d0, u32& d1, i64 step, i64 slice) {
+  u64 t0 = 0;
+  for (u32 n = 0;; n++) {
+    u32 f0, f1 = 0;
+    bool ok;
+    if (ll8) {
+      ld_volatile_v2(p, d0, f0);
+      ok = f0 == flag;
+    } else {
+      v4 v = ld_volatile_v4(p);
+      d0 = v.x;
+      f0 = v.y;
+      d1 = v.z;
+      f1 = v.w;
+      ok = f0 == flag && f1 == flag;
+    }
+    if (ok) return true;
+    if (n == 0) t0 = gtime();
+    if ((n & 1023) == 1023) {
+      if (stop(c)) {
+        fail(c, THESEUS_ERR_ABORTED, THESEUS_WAIT_PACKET, step, slice, -1, f0, flag);
+        return false;
+      }
+      if (gtime() - t0 > c.L->timeout_ns) {
+        fail(c, THESEUS_ERR_TIMEOUT, THESEUS_WAIT_PACKET, step, slice, -1, f0, flag);
+        return false;
+      }
+    }
+  }
+}
+
+// Packet-aware combine of the staged refs. It works in groups of G =
+// max(payload, element size) bytes (payload: 8 bytes per LL16 packet, 4 per
+// LL8 packet). Plain refs are read and written byte-exactly over nbytes;
+// packet srcs wait for this launch's flag; packet dsts are written over
+// pbytes (the whole scratch chunk's payload), with zero data past nbytes.
+template <int T, int OP>
+DEV void combine_packets(const Ctx& c, int nsrc, int ndst, i64 nbytes, i64 pbytes, bool anyPktDst, i64 step,
+                         i64 slice) {
+  typedef typename Tr<T>::E E;
+  typedef typename Tr<T>::C C;
+  const i64 es = sizeof(E);
+  const bool ll8 = c.L->ll8 != 0;
+  const i64 pay = ll8 ? 4 : 8;
+  const i64 G = pay > es ? pay : es;
+  const int NE = 8 / sizeof(E) > 0 ? 8 / sizeof(E) : 1;  // elements per 8 bytes
+  const i64 total = anyPktDst ? pbytes : nbytes;
+  const u32 flag = c.flag;
+  for (i64 g = (i64)tid() * G; g < total; g += (i64)nthreads() * G) {
+    i64 vb = nbytes - g;
+    if (vb < 0) vb = 0;
+    if (vb > G) vb = G;
+    i64 ne = vb / es;
+    C acc[NE];
+    E raw[NE];
+    for (int i = 0; i < nsrc && vb > 0; i++) {
+      u8 b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      if (s_pkt[i]) {
+        for (i64 q = 0; q < G / pay; q++) {
+          u32 d0 = 0, d1 = 0;
+          if (!read_packet(c, s_ptr[i] + (g / pay + q) * pay * 2, ll8, flag, d0, d1, step, slice)) return;
+          __builtin_memcpy(&b[q * pay], &d0, 4);
+          if (!ll8) __builtin_memcpy(&b[q * pay + 4], &d1, 4);
+        }
+      } else {
+        for (i64 k = 0; k < vb; k++) b[k] = (u8)s_ptr[i][g + k];
+      }
+      for (i64 e = 0; e < ne; e++) {
+        E v;
+        __builtin_memcpy(&v, &b[e * es], sizeof(E));
+        if (i == 0) {
+          raw[e] = v;
+          acc[e] = Tr<T>::widen(v);
+        } else {
+          acc[e] = Tr<T>::template comb<OP>(acc[e], Tr<T>::widen(v));
+        }
+      }
+    }
+    u8 out[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (i64 e = 0; e < ne; e++) {
+      E r = nsrc == 1 ? raw[e] : Tr<T>::narrow(acc[e]);
+      __builtin_memcpy(&out[e * es], &r, sizeof(E));
+    }
+    for (int d = 0; d < ndst; d++) {
+      char* dp = s_ptr[nsrc + d];
+      if (s_pkt[nsrc + d]) {
+        for (i64 q = 0; q < G / pay; q++) {
+          char* pp = dp + (g / pay + q) * pay * 2;
+          u32 w0, w1 = 0;
+          __builtin_memcpy(&w0, &out[q * pay], 4);
+          if (!ll8) __builtin_memcpy(&w1, &out[q * pay + 4], 4);
+          if (ll8)
+            st_volatile_v2(pp, w0, flag);
+          else
+            st_volatile_v4(pp, v4{w0, flag, w1, flag});
+        }
+      } else {
+        for (i64 k = 0; k < vb; k++) dp[g + k] = (char)out[k];
+      }
+    }
+  }
+}
+
+template <int T, int OP>
+NOINLINE void data_op_t(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
+  const int nsrc = op.nsrc, ndst = op.ndst, nref = nsrc + ndst;
+  if (nref > THESEUS_MAX_REFS) {
+    if (tid() == 0) fail(c, THESEUS_ERR_TOOMANYREFS, 0, step, s, -1, nref, THESEUS_MAX_REFS);
+    return;
+  }
+  const theseus_ref* r = c.refs + op.ref_start;
+  const i64 strideB = c.L->stride * c.es;
+  for (i64 t = 0; t < op.count; t++) {
+    bar();  // the previous chunk's users of the staged refs are done
+    for (int i = tid(); i < nref; i += nthreads()) {
+      Place p = place(c, r[i], t, s);
+      s_ptr[i] = p.p;
+      s_len[i] = p.bytes;
+      s_pkt[i] = p.packet;
+    }
+    bar();
+    i64 L = -1;
+    bool anyPkt = false, anyPktDst = false;
+    for (int i = 0; i < nref; i++) {
+      i64 b = s_len[i];
+      if (b >= 0 && (L < 0 || b < L)) L = b;
+      anyPkt |= s_pkt[i] != 0;
+      if (i >= nsrc) anyPktDst |= s_pkt[i] != 0;
+    }
+    if (L < 0) L = strideB;
+    if (!anyPkt) {
+      if (L > 0) combine_plain<T, OP>(nsrc, ndst, L);
+    } else {
+      combine_packets<T, OP>(c, nsrc, ndst, L, strideB, anyPktDst, step, s);
+    }
+  }
+}
+
+template <int T>
+DEV void data_op_op(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
+  switch (c.L->redop) {
+    case RSUM:
+    case RAVG:
+      return data_op_t<T, RSUM>(c, op, step, s);
+    case RPROD:
+      return data_op_t<T, RPROD>(c, op, step, s);
+    case RMAX:
+      return data_op_t<T, RMAX>(c, op, step, s);
+    default:
+      return data_op_t<T, RMIN>(c, op, step, s);
+  }
+}
+
+DEV void data_op(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
+  switch (c.L->dtype) {
+    case T_I8: return data_op_op<T_I8>(c, op, step, s);
+    case T_U8: return data_op_op<T_U8>(c, op, step, s);
+    case T_I32: return data_op_op<T_I32>(c, op, step, s);
+    case T_U32: return data_op_op<T_U32>(c, op, step, s);
+    case T_I64: return data_op_op<T_I64>(c, op, step, s);
+    case T_U64: return data_op_op<T_U64>(c, op, step, s);
+    case T_F16: return data_op_op<T_F16>(c, op, step, s);
+    case T_F32: return data_op_op<T_F32>(c, op, step, s);
+    case T_F64: return data_op_op<T_F64>(c, op, step, s);
+    case T_BF16: return data_op_op<T_BF16>(c, op, step, s);
+    case T_E4M3: return data_op_op<T_E4M3>(c, op, step, s);
+    default: return data_op_op<T_E5M2>(c, op, step, s);
+  }
+}
+
+// ---------------------------------------------------------------- avg epilogue
+
+template <int T>
+NOINLINE void divide_t(char* p, i64 n, int nranks) {
+  typedef typename Tr<T>::E E;
+  typedef typename Tr<T>::C C;
+  E* e = (E*)p;
+  i64 total = (i64)nthreads() * __nvvm_read_ptx_sreg_nctaid_x();
+  for (i64 i = (i64)bid() * nthreads() + tid(); i < n; i += total) {
+    C v = Tr<T>::widen(e[i]);
+    e[i] = Tr<T>::narrow(v / (C)nranks);
+  }
+}
+
+DEV void divide(const Ctx& c, char* p, i64 n) {
+  int nr = c.L->nranks;
+  switch (c.L->dtype) {
+    case T_I8: divide_t<T_I8>(p, n, nr); break;
+    case T_U8: divide_t<T_U8>(p, n, nr); break;
+    case T_I32: divide_t<T_I32>(p, n, nr); break;
+    case T_U32: divide_t<T_U32>(p, n, nr); break;
+    case T_I64: divide_t<T_I64>(p, n, nr); break;
+    case T_U64: divide_t<T_U64>(p, n, nr); break;
+    case T_F16: divide_t<T_F16>(p, n, nr); break;
+    case T_F32: divide_t<T_F32>(p, n, nr); break;
+    case T_F64: divide_t<T_F64>(p, n, nr); break;
+    case T_BF16: divide_t<T_BF16>(p, n, nr); break;
+    case T_E4M3: divide_t<T_E4M3>(p, n, nr); break;
+    default: divide_t<T_E5M2>(p, n, nr); break;
+  }
+}
+
+// ---------------------------------------------------------------- sync ops
+
+// A rank-local barrier among n threadblocks on barrier word id. Called by
+// thread 0. Arrival counts persist across launches.
+DEV bool tb_barrier(const Ctx& c, int id, int n, i64 step, i64 slice) {
+  u64* words = (u64*)c.L->barriers;
+  u64* arrive = &words[id];
+  u64* mine = &words[THESEUS_MAX_BARRIERS + (u64)c.tb * THESEUS_MAX_BARRIERS + id];
+  u64 k = *mine + 1;
+  *mine = k;
+  fence_gpu();
+  atom_add_gpu(arrive, 1);
+  u64 want = k * (u64)n;
+  return spin(c, [&] { return ld_acquire_gpu(arrive) >= want; }, THESEUS_WAIT_BARRIER, step, slice, id, want, arrive);
+}
+
+// ---------------------------------------------------------------- the kernel
+
+extern "C" __global__ void __launch_bounds__(1024) theseus_exec(theseus_launch launch) {
+  Ctx c;
+  c.L = &launch;
+  const u8* base = (const u8*)launch.table;
+  c.h = (const theseus_optable_header*)base;
+  c.ops = (const theseus_op*)(base + c.h->off_ops);
+  c.refs = (const theseus_ref*)(base + c.h->off_refs);
+  c.deps = (const theseus_dep*)(base + c.h->off_deps);
+  c.chan_list = (const i32*)(base + c.h->off_chan_list);
+  c.tbs = (const theseus_tb*)(base + c.h->off_tbs);
+  c.chans = (const theseus_chan_rt*)launch.chans;
+  c.es = launch.elem_size;
+  c.ll = c.h->protocol == THESEUS_PROTO_LL;
+  c.chunkB = launch.stride * c.es * (c.ll ? 2 : 1);
+  c.half = launch.scratch_half ? (i64)(launch.launch & 1) * launch.scratch_half : 0;
+  c.flag = (u32)launch.launch;
+  c.tb = bid();
+  if (tid() == 0) s_fail = 0;
+  bar();
+  const theseus_tb tbr = c.tbs[c.tb];
+  const u64 epoch = (launch.launch & ((1ull << 24) - 1)) << 40;
+  u64* publish = (u64*)launch.publish;
+  for (i64 s = 0; s < launch.slices; s++) {
+    for (u64 i = 0; i < tbr.op_count; i++) {
+      const theseus_op op = c.ops[tbr.op_start + i];
+      if (op.ndep > 0 && tid() == 0) {
+        for (u32 d = 0; d < op.ndep; d++) {
+          const theseus_dep dep = c.deps[op.dep_start + d];
+          u64 target = epoch | (u64)(s * (i64)c.tbs[dep.tb].op_count + dep.step + 1);
+          u64* w = &publish[dep.tb];
+          if (!spin(c, [&] { u64 v = ld_acquire_gpu(w); return v >= target && (v >> 40) == (epoch >> 40); },
+                    THESEUS_WAIT_DEPENDENCY, (i64)i, s, dep.tb, target, w))
+            break;
+        }
+      }
+      bar();
+      if (s_fail) return;
+      switch (op.opcode) {
+        case THESEUS_OP_NOP:
+          break;
+        case THESEUS_OP_COPY:
+        case THESEUS_OP_REDUCE:
+          data_op(c, op, (i64)i, s);  // a failure sets s_fail, checked below
+          break;
+        case THESEUS_OP_SIGNAL:
+          bar();  // every thread's writes before the signal
+          if (tid() == 0) {
+            fence_sys();
+            for (u32 k = 0; k < op.nchan; k++) {
+              const theseus_chan_rt& ch = c.chans[c.chan_list[op.chan_start + k]];
+              red_add_release_sys((u64*)ch.peer_inbound, 1);
+            }
+          }
+          break;
+        case THESEUS_OP_WAIT:
+          if (tid() == 0) {
+            for (u32 k = 0; k < op.nchan; k++) {
+              i32 cid = c.chan_list[op.chan_start + k];
+              const theseus_chan_rt& ch = c.chans[cid];
+              u64* exp = (u64*)ch.expected;
+              u64 want = *exp + 1;
+              *exp = want;
+              const u64* in = (const u64*)ch.inbound;
+              if (!spin(c, [&] { return ld_acquire_sys(in) >= want; }, THESEUS_WAIT_SEMAPHORE, (i64)i, s, cid, want, in))
+                break;
+            }
+            fence_sys();
+          }
+          break;
+        case THESEUS_OP_FLUSH:
+          if (tid() == 0) fence_sys();
+          break;
+        case THESEUS_OP_BARRIER:
+          bar();
+          if (tid() == 0) {
+            fence_gpu();
+            tb_barrier(c, op.barrier_id, op.barrier_tbs, (i64)i, s);
+          }
+          break;
+        default:
+          if (tid() == 0) fail(c, THESEUS_ERR_BADOP, 0, (i64)i, s, -1, op.opcode, 0);
+      }
+      if (op.flags & THESEUS_OPF_PUBLISH) {
+        bar();
+        if (tid() == 0) {
+          fence_gpu();
+          st_release_gpu(&publish[c.tb], epoch | (u64)(s * (i64)tbr.op_count + (i64)i + 1));
+        }
+      }
+      bar();
+      if (s_fail) return;
+    }
+  }
+  // avg epilogue: after every threadblock of the rank is done, divide the
+  // result region by nranks (ir.md §8).
+  int coll = c.h->collective;
+  bool reduces = coll == THESEUS_COLL_ALLREDUCE || coll == THESEUS_COLL_REDUCESCATTER || coll == THESEUS_COLL_REDUCE;
+  if (launch.redop == RAVG && reduces && !(coll == THESEUS_COLL_REDUCE && launch.rank != launch.root)) {
+    if (tid() == 0) {
+      fence_gpu();
+      tb_barrier(c, THESEUS_EPILOGUE_BARRIER, (int)c.h->num_tbs, -1, -1);
+    }
+    bar();
+    if (s_fail) return;
+    // The result is the output (reducescatter in place: input block rank).
+    int k = THESEUS_BUF_OUTPUT;
+    i64 chunk = 0;
+    resolve(c, launch.rank, k, chunk);
+    char* p = (char*)launch.buf[k] + chunk * 0;
+    if (k == THESEUS_BUF_INPUT) p = (char*)launch.buf[k] + (i64)launch.rank * launch.count * c.es;
+    divide(c, p, launch.count);
+  }
+}

@@ -1,0 +1,150 @@
+package cuda
+
+/*
+#include "kernel/launch.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"time"
+	"unsafe"
+
+	"github.com/theseus-ccl/theseus/ir"
+
+	"github.com/theseus-ccl/theseus/cuda/driver"
+)
+
+// Launch is the kernel's by-value argument (kernel/launch.h).
+type Launch = C.theseus_launch
+
+// ChanRT is one channel end's runtime record (kernel/launch.h).
+type ChanRT = C.theseus_chan_rt
+
+// ErrorRecord is the kernel's failure record (kernel/launch.h).
+type ErrorRecord = C.theseus_error
+
+// Sizes of the C records, for allocation.
+const (
+	ChanRTBytes      = C.sizeof_theseus_chan_rt
+	ErrorRecordBytes = C.sizeof_theseus_error
+	MaxBarriers      = C.THESEUS_MAX_BARRIERS
+	MaxRefs          = C.THESEUS_MAX_REFS
+)
+
+// Kernel error codes and wait kinds (kernel/launch.h).
+const (
+	ErrTimeout     = C.THESEUS_ERR_TIMEOUT
+	ErrAborted     = C.THESEUS_ERR_ABORTED
+	ErrBadRef      = C.THESEUS_ERR_BADREF
+	ErrBadOp       = C.THESEUS_ERR_BADOP
+	ErrTooManyRefs = C.THESEUS_ERR_TOOMANYREFS
+)
+
+// BarrierWords is how many 64-bit barrier words a table with ntbs
+// threadblocks needs (arrival counters, then per-threadblock arrivals).
+func BarrierWords(ntbs int) int { return MaxBarriers * (1 + ntbs) }
+
+// launchKernel launches fn with args on stream s: grid threadblocks of
+// block threads.
+func launchKernel(fn driver.Function, grid, block int, s driver.Stream, args *Launch) error {
+	return driver.Launch1(fn, grid, block, 0, s, unsafe.Pointer(args))
+}
+
+func setChanRT(rt *ChanRT, peerBuf [3]driver.Ptr, peerInbound, inbound, expected driver.Ptr, peerPhys int) {
+	for i := range 3 {
+		rt.peer_buf[i] = C.uint64_t(peerBuf[i])
+	}
+	rt.peer_inbound = C.uint64_t(peerInbound)
+	rt.inbound = C.uint64_t(inbound)
+	rt.expected = C.uint64_t(expected)
+	rt.peer_phys = C.int32_t(peerPhys)
+}
+
+type launchFields struct {
+	table, chans  driver.Ptr
+	bufs          [3]driver.Ptr
+	publish       driver.Ptr
+	barriers      driver.Ptr
+	errRec, claim driver.Ptr
+	abort         driver.Ptr
+	count, stride int64
+	slices        int64
+	launch        uint64
+	timeout       time.Duration
+	rank, nranks  int
+	root, shift   int
+	dtype         ir.DataType
+	redop         ir.RedOp
+	inplace, ll8  bool
+	elemSize      int
+}
+
+func b2u8(b bool) C.uint8_t {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func fillLaunch(a *Launch, f launchFields) {
+	a.table = C.uint64_t(f.table)
+	a.chans = C.uint64_t(f.chans)
+	for i := range 3 {
+		a.buf[i] = C.uint64_t(f.bufs[i])
+	}
+	a.publish = C.uint64_t(f.publish)
+	a.barriers = C.uint64_t(f.barriers)
+	a.error = C.uint64_t(f.errRec)
+	a.claim = C.uint64_t(f.claim)
+	a.abort_word = C.uint64_t(f.abort)
+	a.count = C.int64_t(f.count)
+	a.stride = C.int64_t(f.stride)
+	a.slices = C.int64_t(f.slices)
+	a.scratch_half = 0
+	a.launch = C.uint64_t(f.launch)
+	a.timeout_ns = C.uint64_t(f.timeout.Nanoseconds())
+	a.rank = C.int32_t(f.rank)
+	a.nranks = C.int32_t(f.nranks)
+	a.root = C.int32_t(f.root)
+	a.shift = C.int32_t(f.shift)
+	a.dtype = C.uint8_t(f.dtype)
+	a.redop = C.uint8_t(f.redop)
+	a.inplace = b2u8(f.inplace)
+	a.ll8 = b2u8(f.ll8)
+	a.elem_size = C.uint8_t(f.elemSize)
+}
+
+func fillHalf(a *Launch, half int64) { a.scratch_half = C.int64_t(half) }
+
+// KernelError is a failure the kernel recorded.
+type KernelError struct {
+	Code, What  uint32
+	Rank, TB    int
+	Step, Slice int64
+	Channel     int
+	Launch      uint64
+	Have, Want  uint64
+}
+
+func (e *KernelError) Error() string {
+	code := map[uint32]string{ErrTimeout: "timed out", ErrAborted: "aborted", ErrBadRef: "bad reference",
+		ErrBadOp: "bad opcode", ErrTooManyRefs: "too many refs in one op"}[e.Code]
+	what := map[uint32]string{1: "a semaphore", 2: "a dependency", 3: "a barrier", 4: "an LL packet flag", 5: "the avg epilogue"}[e.What]
+	s := fmt.Sprintf("cuda kernel: rank %d tb %d step %d slice %d: %s", e.Rank, e.TB, e.Step, e.Slice, code)
+	if what != "" {
+		s += fmt.Sprintf(" waiting for %s (channel/tb/id %d, have %d, want %d)", what, e.Channel, e.Have, e.Want)
+	}
+	return s + fmt.Sprintf(" in launch %d", e.Launch)
+}
+
+// readError decodes a host-mapped error record; nil when its code is 0.
+func readError(p unsafe.Pointer) *KernelError {
+	r := (*ErrorRecord)(p)
+	code := uint32(*(*C.uint32_t)(unsafe.Pointer(&r.code)))
+	if code == 0 {
+		return nil
+	}
+	return &KernelError{Code: code, What: uint32(r.what), Rank: int(r.rank), TB: int(r.tb), Step: int64(r.step),
+		Slice: int64(r.slice), Channel: int(r.channel), Launch: uint64(r.launch), Have: uint64(r.have), Want: uint64(r.want)}
+}
