@@ -92,30 +92,36 @@ func (f *frontier) get(tb int32) int32 {
 	return -1
 }
 
-// resetFrontiers forgets every frontier (a new replay starts from node 0).
-func (c *checker) resetFrontiers() {
-	if c.front == nil {
-		c.front = make([]frontier, len(c.tbs))
+// hbState is the state of the happens-before queries of one replay.
+type hbState struct {
+	front []frontier // per threadblock
+	gen   []uint32   // per threadblock: the search that last visited it
+	top   []int32    // per threadblock: the highest idx that search scanned
+	cur   uint32
+	stack []nref
+	buf   []nref
+}
+
+func (c *checker) newHBState() *hbState {
+	h := &hbState{front: make([]frontier, len(c.tbs)), gen: make([]uint32, len(c.tbs)), top: make([]int32, len(c.tbs))}
+	for g := range h.front {
+		h.front[g].top = -1
 	}
-	for g := range c.front {
-		f := &c.front[g]
-		f.top, f.it, f.s, f.m = -1, 0, 0, nil
-		f.src, f.idx = f.src[:0], f.idx[:0]
-	}
+	return h
 }
 
 // direct reports whether an edge from (xg, xi) or a later node of xg
 // enters yg at or before yi. false means "not known", not "unordered".
-func (c *checker) direct(xg, xi, yg, yi int32) bool {
-	f := &c.front[yg]
+func (c *checker) direct(h *hbState, xg, xi, yg, yi int32) bool {
+	f := &h.front[yg]
 	if yi < f.top {
 		return false
 	}
 	t := &c.tbs[yg]
 	for f.top < yi {
 		if mayWait[c.opk[t.op0+f.s]] || f.s == 0 && f.it == 1 && c.sc.fence {
-			c.hbs.buf, _ = c.crossPreds(yg, f.it, f.s, c.sc.fence, false, c.hbs.buf[:0])
-			for _, p := range c.hbs.buf {
+			h.buf, _ = c.crossPreds(yg, f.it, f.s, c.sc.fence, false, h.buf[:0])
+			for _, p := range h.buf {
 				f.add(p.tb, p.idx)
 			}
 		}
@@ -128,23 +134,14 @@ func (c *checker) direct(xg, xi, yg, yi int32) bool {
 }
 
 // ordered reports whether node x happens before node (yg, yi) in c.sc.
-func (c *checker) ordered(x, yg, yi int32) bool {
+func (c *checker) ordered(h *hbState, x, yg, yi int32) bool {
 	t := &c.tbs[yg]
 	if b := t.base(); x >= b && x < b+2*t.nops {
 		return x-b < yi
 	}
 	xg := c.tbOfNode(x)
 	xi := x - c.tbs[xg].base()
-	return c.direct(xg, xi, yg, yi) || c.hb(xg, xi, yg, yi)
-}
-
-// hbSearch is the reusable state of backward searches.
-type hbSearch struct {
-	gen   []uint32 // per threadblock: the search that last visited it
-	top   []int32  // per threadblock: the highest idx that search scanned
-	cur   uint32
-	stack []nref
-	buf   []nref
+	return c.direct(h, xg, xi, yg, yi) || c.hb(h, xg, xi, yg, yi)
 }
 
 // hb reports whether node (xg, xi) happens before node (yg, yi): whether a
@@ -157,7 +154,7 @@ type hbSearch struct {
 // before x in the simulation order cannot be descendants of x and stop the
 // scan; reaching x's threadblock at or after x answers yes. A search thus
 // visits only nodes that ran between x and y and reach y.
-func (c *checker) hb(xg, xi, yg, yi int32) bool {
+func (c *checker) hb(h *hbState, xg, xi, yg, yi int32) bool {
 	if xg == yg {
 		return xi < yi
 	}
@@ -165,11 +162,6 @@ func (c *checker) hb(xg, xi, yg, yi int32) bool {
 	px := sc.pos[c.tbs[xg].base()+xi]
 	if px >= sc.pos[c.tbs[yg].base()+yi] {
 		return false
-	}
-	h := &c.hbs
-	if h.gen == nil {
-		h.gen = make([]uint32, len(c.tbs))
-		h.top = make([]int32, len(c.tbs))
 	}
 	if h.cur++; h.cur == 0 {
 		clear(h.gen)

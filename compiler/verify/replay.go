@@ -3,6 +3,7 @@ package verify
 import (
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/ir"
@@ -18,7 +19,9 @@ type replayMode struct {
 	raceUser, raceScratch bool
 	// The second iteration has storage of its own for user buffers (slices
 	// touch different pieces of them) or for scratch (LL launches
-	// alternate scratch halves).
+	// alternate scratch halves). Its accesses there can race neither with
+	// the first iteration nor in a way the first iteration does not show,
+	// so they are not tracked.
 	tagUser, tagScratch bool
 	// crossOnly checks only races between the two iterations (the launch
 	// pass of Simple programs).
@@ -46,14 +49,14 @@ type replayer struct {
 	m  replayMode
 	pl ir.Placement
 
-	// Storage locations: region r*3+k (rank r, physical buffer k) starts at
-	// regBase and holds the buffer once, or twice when tagged (iteration 1
-	// after iteration 0). alias* map a logical (rank, buffer) through
+	// Storage locations: region r*3+k (rank r, physical buffer k) runs
+	// from regBase to regEnd. alias* map a logical (rank, buffer) through
 	// ir.Placement.Resolve, which for the program's own root is a shift of
-	// the chunk index: chunk j is at aliasLoc + it*aliasTag + j.
-	regBase, regTag, regEnd []int
-	aliasLoc, aliasTag      []int
-	aliasScratch            []bool
+	// the chunk index: chunk j is at aliasLoc + j; aliasRace and aliasRace1
+	// say whether its accesses are race-checked in iteration 0 and 1.
+	regBase, regEnd       []int
+	aliasLoc              []int
+	aliasRace, aliasRace1 []bool
 
 	// races: per location the last write and the reads since (one inline,
 	// more in multi), each a node with itBit for iteration 1, plus one (0
@@ -62,7 +65,7 @@ type replayer struct {
 	lastW  []int32
 	rd     []int32 // 0 none, -1 several (in multi)
 	multi  map[int][]int32
-	seen   map[raceKey]bool
+	hs     *hbState
 
 	// semantics (iteration 0)
 	sem              bool
@@ -72,7 +75,13 @@ type replayer struct {
 	fifo             []vset  // per connection, a queue at fifoBase
 	fifoBase         []int
 	fifoHead, fifoTl []int
-	reported         map[opKey]bool
+
+	// Diagnostics wait in out, each with the key that names its finding,
+	// until replay merges the replayers' lists (in arrangement order, each
+	// finding once).
+	out    []pending
+	seen   map[any]bool
+	counts map[diag.Code]int
 
 	it1            bool   // iteration 1 matters (m.needIt1)
 	srcLoc, dstLoc []int  // per ref of the current op: location of chunk 0
@@ -81,15 +90,38 @@ type replayer struct {
 	stop           bool
 }
 
-// opKey names a diagnostic about one op, to report it once.
-type opKey struct {
-	g, s int32
-	code diag.Code
+// pending is a diagnostic of a replayer and the key of its finding (nil:
+// always reported).
+type pending struct {
+	d   diag.Diagnostic
+	key any
 }
 
-type raceKey struct {
-	xg, xs, yg, ys int32
-	code           diag.Code
+// Keys of findings: an op's TS0208/TS0210, a race between two ops, a
+// rank's postcondition.
+type (
+	opKey struct {
+		g, s int32
+		code diag.Code
+	}
+	raceKey struct {
+		xg, xs, yg, ys int32
+		code           diag.Code
+	}
+	postKey int
+)
+
+// emit records a diagnostic under key, once per replayer.
+func (rp *replayer) emit(key any, code diag.Code, sev diag.Severity, r, t, s int, format string, args ...any) {
+	if key != nil {
+		if rp.seen[key] {
+			return
+		}
+		rp.seen[key] = true
+	}
+	c := rp.c
+	rp.out = append(rp.out, pending{c.mkDiag(code, sev, c.pos(r, t, s), r, t, s, "", format, args...), key})
+	rp.counts[code]++
 }
 
 func (c *checker) newReplayer(m replayMode) *replayer {
@@ -98,48 +130,39 @@ func (c *checker) newReplayer(m replayMode) *replayer {
 			ProgRoot: c.root, Root: c.root, InPlace: m.inPlace}}
 	const K = int(ir.NumBufKinds)
 	R := c.n * K
-	rp.regBase, rp.regTag, rp.regEnd = make([]int, R), make([]int, R), make([]int, R)
+	rp.regBase, rp.regEnd = make([]int, R), make([]int, R)
 	L := 0
 	for r := 0; r < c.n; r++ {
 		for k := range ir.NumBufKinds {
 			i := r*K + int(k)
-			sz := int(c.size[r][k])
 			rp.regBase[i] = L
-			if m.tagScratch && k == ir.Scratch || m.tagUser && k != ir.Scratch {
-				rp.regTag[i] = sz
-			}
-			L += sz + rp.regTag[i]
+			L += int(c.size[r][k])
 			rp.regEnd[i] = L
 		}
 	}
-	rp.aliasLoc, rp.aliasTag, rp.aliasScratch = make([]int, R), make([]int, R), make([]bool, R)
+	rp.aliasLoc, rp.aliasRace, rp.aliasRace1 = make([]int, R), make([]bool, R), make([]bool, R)
 	for r := 0; r < c.n; r++ {
 		for k := range ir.NumBufKinds {
 			sk, off := rp.pl.Resolve(r, k, 0)
 			i, j := r*K+int(k), r*K+int(sk)
-			rp.aliasLoc[i], rp.aliasTag[i], rp.aliasScratch[i] = rp.regBase[j]+int(off), rp.regTag[j], sk == ir.Scratch
+			rp.aliasLoc[i] = rp.regBase[j] + int(off)
+			if sk == ir.Scratch {
+				rp.aliasRace[i], rp.aliasRace1[i] = m.raceScratch, m.raceScratch && !m.tagScratch
+			} else {
+				rp.aliasRace[i], rp.aliasRace1[i] = m.raceUser, m.raceUser && !m.tagUser
+			}
 		}
 	}
 	if rp.raceOn {
 		rp.lastW = make([]int32, L)
 		rp.rd = make([]int32, L)
 		rp.multi = map[int][]int32{}
-		if c.raceSeen == nil {
-			c.raceSeen = map[raceKey]bool{}
-		}
-		rp.seen = c.raceSeen
+		rp.hs = c.newHBState()
 	}
+	rp.seen, rp.counts = map[any]bool{}, map[diag.Code]int{}
 	if rp.sem {
-		if c.sets == nil {
-			c.sets = &setArena{}
-		}
-		rp.sets = c.sets
-		rp.sets.reset()
-		if cap(rp.sets.iv) == 0 {
-			// a ring's partial sums are one or two intervals
-			rp.sets.iv = make([]uint64, 0, 4*c.combines)
-			rp.sets.sp = make([]span, 0, c.combines)
-		}
+		// a ring's partial sums are one or two intervals
+		rp.sets = &setArena{iv: make([]uint64, 0, 5*c.combines)}
 		rp.val = make([]vset, L)
 		rp.wr = make([]int32, L)
 		// Every input chunk holds its own contribution, wherever the
@@ -157,34 +180,51 @@ func (c *checker) newReplayer(m replayMode) *replayer {
 		rp.fifo = make([]vset, rp.fifoBase[len(c.conns)])
 		rp.fifoHead = append([]int(nil), rp.fifoBase[:len(c.conns)]...)
 		rp.fifoTl = append([]int(nil), rp.fifoBase[:len(c.conns)]...)
-		if c.reportedOps == nil {
-			c.reportedOps = map[opKey]bool{}
-		}
-		rp.reported = c.reportedOps
 	}
 	return rp
 }
 
-// replay runs the checks of every mode over the order in c.sc, in
-// lockstep (one walk over the order and the ops serves them all). It
-// returns false when the diagnostic caps leave nothing more to find.
-func (c *checker) replay(ms []replayMode) bool {
+// replay runs the checks of every mode over the order in c.sc, the modes
+// concurrently (each replayer has its own state; the program and the
+// order are only read), and reports their findings in mode order, each
+// once.
+func (c *checker) replay(ms []replayMode) {
 	rps := make([]*replayer, len(ms))
-	it1, races := false, false
 	for i, m := range ms {
 		rps[i] = c.newReplayer(m)
-		it1 = it1 || rps[i].it1
-		races = races || rps[i].raceOn
 	}
-	if races {
-		c.resetFrontiers()
+	if len(rps) == 1 {
+		rps[0].run()
+	} else {
+		var wg sync.WaitGroup
+		for _, rp := range rps {
+			wg.Go(rp.run)
+		}
+		wg.Wait()
 	}
+	seen := map[any]bool{}
+	for _, rp := range rps {
+		for _, p := range rp.out {
+			if p.key != nil {
+				if seen[p.key] {
+					continue
+				}
+				seen[p.key] = true
+			}
+			c.rep.add(p.d)
+		}
+	}
+}
+
+// run replays the order: the data ops of iteration 0, and of iteration 1
+// when the mode needs them.
+func (rp *replayer) run() {
+	c := rp.c
 	sc := c.sc
 	rit := make([]int32, len(c.tbs))
 	rs := make([]int32, len(c.tbs))
 	half, done0 := c.numNodes/2, int32(0)
-	live := len(rps)
-	for i := int32(0); i < sc.n && live > 0; i++ {
+	for i := int32(0); i < sc.n && !rp.stop; i++ {
 		g := sc.order[i]
 		tb := &c.tbs[g]
 		it, s := rit[g], rs[g]
@@ -193,48 +233,34 @@ func (c *checker) replay(ms []replayMode) bool {
 		}
 		if it == 0 {
 			done0++
-		} else if !it1 {
+		} else if !rp.it1 {
 			if done0 == half {
 				break
 			}
 			continue
 		}
 		if k := ir.Opcode(c.opk[tb.op0+s] & kCode); k >= ir.OpCopy && k <= ir.OpRecvReduceCopySend {
-			op := &tb.ops[s]
-			for _, rp := range rps {
-				if !rp.stop && (it == 0 || rp.it1) {
-					rp.op(g, it, s, tb, op)
-					if rp.stop {
-						live--
-					}
-				}
-			}
+			rp.op(g, it, s, tb, &tb.ops[s])
 		}
 	}
-	ok := true
-	for _, rp := range rps {
-		if rp.sem && !rp.stop {
-			rp.postcondition()
-		}
-		ok = ok && !rp.stop
+	if rp.sem && !rp.stop {
+		rp.postcondition()
 	}
-	return ok
 }
 
-// loc0 is the storage location of chunk 0 of ref, for an op of rank r in
-// iteration it, and whether races on it are checked.
+// loc0 is the storage location of chunk 0 of ref, for an op of rank r,
+// and whether races on it are checked in iteration it.
 func (rp *replayer) loc0(r int32, ref ir.Ref, it int32) (int, bool) {
 	q := r
 	if ref.Chan >= 0 {
-		c := rp.c
-		q = c.ends[c.ends[c.endBase[r]+int32(ref.Chan)].pair].rank
+		q = rp.c.endPeer[rp.c.endBase[r]+int32(ref.Chan)]
 	}
 	i := int(q)*int(ir.NumBufKinds) + int(ref.Buf)
-	race := rp.m.raceUser
-	if rp.aliasScratch[i] {
-		race = rp.m.raceScratch
+	race := rp.aliasRace[i]
+	if it > 0 {
+		race = rp.aliasRace1[i]
 	}
-	return rp.aliasLoc[i] + int(it)*rp.aliasTag[i] + int(ref.Off), race
+	return rp.aliasLoc[i] + int(ref.Off), race
 }
 
 // op replays one data op: chunk by chunk, its reads then its writes.
@@ -251,13 +277,19 @@ func (rp *replayer) op(g, it, s int32, tb *tbInfo, op *ir.Op) {
 		return
 	}
 	rp.srcLoc, rp.dstLoc, rp.srcRace, rp.dstRace = rp.srcLoc[:0], rp.dstLoc[:0], rp.srcRace[:0], rp.dstRace[:0]
+	tracked := false
 	for _, ref := range op.Srcs {
 		l, race := rp.loc0(tb.rank, ref, it)
 		rp.srcLoc, rp.srcRace = append(rp.srcLoc, l), append(rp.srcRace, race)
+		tracked = tracked || race
 	}
 	for _, ref := range op.Dsts {
 		l, race := rp.loc0(tb.rank, ref, it)
 		rp.dstLoc, rp.dstRace = append(rp.dstLoc, l), append(rp.dstRace, race)
+		tracked = tracked || race
+	}
+	if !sem && !tracked {
+		return
 	}
 	info := &opFlags[op.Code]
 	for t := 0; t < int(op.Count); t++ {
@@ -315,8 +347,8 @@ func (rp *replayer) op(g, it, s int32, tb *tbInfo, op *ir.Op) {
 			rp.fifoTl[tb.outConn]++
 		}
 	}
-	if sem && rp.sets.size() > MaxWork {
-		c.errf(diag.Limits, -1, -1, -1, "the symbolic values grew past %d intervals; the postcondition is not checked", int64(MaxWork))
+	if sem && (rp.sets.size() > MaxWork || rp.sets.full()) {
+		rp.emit(diag.Limits, diag.Limits, diag.Error, -1, -1, -1, "the symbolic values grew past %d intervals; the postcondition is not checked", int64(MaxWork))
 		rp.sem = false
 	}
 }
@@ -331,17 +363,12 @@ var opFlags = func() (f [ir.NumOpcodes]struct{ recvs, sends bool }) {
 
 // opOnce reports a diagnostic about step s of g once per Verify call.
 func (rp *replayer) opOnce(g, s int32, code diag.Code, format string, args ...any) {
-	k := opKey{g, s, code}
-	if rp.reported[k] {
-		return
-	}
-	rp.reported[k] = true
 	tb := &rp.c.tbs[g]
 	msg := fmt.Sprintf(format, args...)
 	if rp.c.p.InPlace && rp.c.p.OutOfPlace {
 		msg += fmt.Sprintf(" (%s)", rp.m.arrangement())
 	}
-	rp.c.errf(code, int(tb.rank), int(tb.id), int(s), "%s", msg)
+	rp.emit(opKey{g, s, code}, code, diag.Error, int(tb.rank), int(tb.id), int(s), "%s", msg)
 }
 
 // read records a read of location l by node y (with itBit) = (yg, yi).
@@ -401,17 +428,13 @@ func (rp *replayer) check(l int, x int32, xw bool, y int32, yw bool, yg, yi int3
 	}
 	c := rp.c
 	xn := x &^ itBit
-	if c.ordered(xn, yg, yi) {
+	if c.ordered(rp.hs, xn, yg, yi) {
 		return
 	}
 	xg := c.tbOfNode(xn)
 	xi := xn - c.tbs[xg].base()
 	xt, yt := &c.tbs[xg], &c.tbs[yg]
 	k := raceKey{xg, xi % xt.nops, yg, yi % yt.nops, code}
-	if rp.seen[k] {
-		return
-	}
-	rp.seen[k] = true
 	verb := func(w bool) string {
 		if w {
 			return "writes"
@@ -420,7 +443,7 @@ func (rp *replayer) check(l int, x int32, xw bool, y int32, yw bool, yg, yi int3
 	}
 	where := rp.locName(l)
 	if code == diag.Race {
-		c.errf(code, int(yt.rank), int(yt.id), int(yi%yt.nops),
+		rp.emit(k, code, diag.Error, int(yt.rank), int(yt.id), int(yi%yt.nops),
 			"data race on %s (%s): %s %s it and %s %s it, and no chain of signals, waits, dependencies or barriers orders them",
 			where, rp.m.arrangement(), c.nodeName(xg, xi), verb(xw), c.nodeName(yg, yi), verb(yw))
 	} else {
@@ -428,11 +451,13 @@ func (rp *replayer) check(l int, x int32, xw bool, y int32, yw bool, yg, yi int3
 		if !rp.m.crossOnly && c.p.Protocol != ir.LL {
 			what = "a credit (wait for the reader's signal) before reusing it"
 		}
-		c.report(code, diag.Warning, int(yt.rank), int(yt.id), int(yi%yt.nops),
+		rp.emit(k, code, diag.Warning, int(yt.rank), int(yt.id), int(yi%yt.nops),
 			"race between one %s and the next on %s (%s): %s %s it and %s %s it, and nothing orders them; add %s",
 			c.iterWord(), where, rp.m.arrangement(), c.nodeName(xg, xi), verb(xw), c.nodeName(yg, yi), verb(yw), what)
 	}
-	if !c.rep.room(diag.Race) && !c.rep.room(diag.RaceAcrossLaunch) {
+	// Stop looking once neither more errors nor more TS0206 warnings could
+	// be shown.
+	if c.rep.nerr+rp.counts[diag.Race] >= c.rep.max && rp.counts[diag.RaceAcrossLaunch] >= c.rep.max {
 		rp.raceOn = false
 		if !rp.sem {
 			rp.stop = true
@@ -447,13 +472,7 @@ func (rp *replayer) locName(l int) string {
 		return fmt.Sprintf("location %d", l)
 	}
 	r, k := i/int(ir.NumBufKinds), ir.BufKind(i%int(ir.NumBufKinds))
-	ch := l - rp.regBase[i]
-	it := ""
-	if t := rp.regTag[i]; t > 0 && ch >= t {
-		ch -= t
-		it = " (next " + rp.c.iterWord() + ")"
-	}
-	return fmt.Sprintf("rank %d's %s chunk %d%s", r, k.LongName(), ch, it)
+	return fmt.Sprintf("rank %d's %s chunk %d", r, k.LongName(), l-rp.regBase[i])
 }
 
 // postcondition checks ir.md §6's postcondition on every rank's output and
@@ -464,14 +483,11 @@ func (rp *replayer) postcondition() {
 	if c.p.Collective == ir.Custom {
 		return
 	}
-	if c.postDone == nil {
-		c.postDone = make([]bool, c.n)
-	}
 	n := uint64(c.n)
 	C := uint64(c.C)
 	root := uint64(max(c.root, 0))
 	for r := 0; r < c.n; r++ {
-		if !c.exists[r][ir.Output] || c.postDone[r] {
+		if !c.exists[r][ir.Output] {
 			continue
 		}
 		ur := uint64(r)
@@ -512,7 +528,6 @@ func (rp *replayer) postcondition() {
 		if wrong == 0 {
 			continue
 		}
-		c.postDone[r] = true
 		l := outBase + int(first)
 		v := rp.val[l]
 		holds := "nothing (never written)"
@@ -533,14 +548,14 @@ func (rp *replayer) postcondition() {
 			g := c.tbOfNode(w)
 			tb := &c.tbs[g]
 			s := (w - tb.base()) % tb.nops
-			c.errf(diag.Postcondition, int(tb.rank), int(tb.id), int(s),
+			rp.emit(postKey(r), diag.Postcondition, diag.Error, int(tb.rank), int(tb.id), int(s),
 				"%v: rank %d output chunk %d holds %s, want %s; last written by %s%s%s",
 				c.p.Collective, r, first, holds, want, c.opName(int(tb.rank), int(tb.id), int(s)), more, arr)
 		} else {
 			if v != vUndef {
 				holds += " (its input, never written)"
 			}
-			c.errf(diag.Postcondition, r, -1, -1, "%v: rank %d output chunk %d holds %s, want %s; no op writes it%s%s",
+			rp.emit(postKey(r), diag.Postcondition, diag.Error, r, -1, -1, "%v: rank %d output chunk %d holds %s, want %s; no op writes it%s%s",
 				c.p.Collective, r, first, holds, want, more, arr)
 		}
 	}

@@ -11,10 +11,11 @@ import (
 // ids. A ring's partial sum of chunk k over ranks a..b is one or two
 // intervals whatever nranks is.
 //
-// A vset is a handle: 0 is "undefined" (never written), 1 is "poisoned" (derived
-// from an error already reported), handles with the top bit set are single
-// ids (every input chunk; no allocation), and the others index an
-// append-only arena, which values share freely (they are immutable).
+// A vset is a handle: 0 is "undefined" (never written), 1 is "poisoned"
+// (derived from an error already reported), handles with the top bit set
+// are single ids (every input chunk; no allocation), and the others are 2 +
+// the offset of [n, lo0, hi0, ..., lo(n-1), hi(n-1)] in an append-only
+// arena. Values are immutable and shared freely.
 type vset uint32
 
 const (
@@ -23,35 +24,20 @@ const (
 	vSingle vset = 1 << 31
 )
 
-type span struct{ off, n uint32 } // n intervals at iv[off : off+2n]
-
 type setArena struct {
 	iv []uint64
-	sp []span
 }
 
-func (a *setArena) reset() {
-	a.iv = a.iv[:0]
-	a.sp = a.sp[:0]
-}
+func (a *setArena) reset() { a.iv = a.iv[:0] }
 
 // single returns the value {id}.
 func (a *setArena) single(id uint64) vset {
 	if id < uint64(vSingle)-1 {
 		return vSingle | vset(id)
 	}
-	return a.intern([]uint64{id, id + 1})
-}
-
-// intern stores intervals and returns their handle.
-func (a *setArena) intern(iv []uint64) vset {
-	if len(iv) == 2 && iv[1] == iv[0]+1 && iv[0] < uint64(vSingle)-1 {
-		return vSingle | vset(iv[0])
-	}
 	off := len(a.iv)
-	a.iv = append(a.iv, iv...)
-	a.sp = append(a.sp, span{uint32(off), uint32(len(iv) / 2)})
-	return vset(len(a.sp) + 1)
+	a.iv = append(a.iv, 1, id, id+1)
+	return vset(off + 2)
 }
 
 // view returns v's intervals (tmp backs single ids). v must be defined.
@@ -61,12 +47,16 @@ func (a *setArena) view(v vset, tmp *[2]uint64) []uint64 {
 		tmp[0], tmp[1] = id, id+1
 		return tmp[:]
 	}
-	s := a.sp[v-2]
-	return a.iv[s.off : s.off+2*s.n]
+	off := int(v - 2)
+	return a.iv[off+1 : off+1+2*int(a.iv[off])]
 }
 
 // size is the arena's length, for the verifier's memory bound.
 func (a *setArena) size() int { return len(a.iv) }
+
+// full reports whether the arena cannot take another value (handles are 31
+// bits).
+func (a *setArena) full() bool { return len(a.iv) >= int(vSingle)-4 }
 
 // union returns x ∪ y and whether they share a contribution. Both must be
 // defined and not poisoned.
@@ -74,6 +64,18 @@ func (a *setArena) union(x, y vset) (vset, bool) {
 	var tx, ty [2]uint64
 	xs, ys := a.view(x, &tx), a.view(y, &ty)
 	off := len(a.iv)
+	if len(xs) == 2 && len(ys) == 2 {
+		// the common case: a partial sum meets one more contribution
+		if xs[0] > ys[0] {
+			xs, ys = ys, xs
+		}
+		if xs[1] < ys[0] {
+			a.iv = append(a.iv, 2, xs[0], xs[1], ys[0], ys[1])
+			return vset(off + 2), false
+		}
+		return a.interval(xs[0], max(xs[1], ys[1])), xs[1] > ys[0]
+	}
+	a.iv = append(a.iv, 0)
 	overlap := false
 	var lo, hi uint64
 	have := false
@@ -101,13 +103,23 @@ func (a *setArena) union(x, y vset) (vset, bool) {
 		}
 	}
 	a.iv = append(a.iv, lo, hi)
-	res := a.iv[off:]
-	if len(res) == 2 && res[1] == res[0]+1 && res[0] < uint64(vSingle)-1 {
+	n := (len(a.iv) - off - 1) / 2
+	if n == 1 {
 		a.iv = a.iv[:off]
-		return vSingle | vset(res[0]), overlap
+		return a.interval(lo, hi), overlap
 	}
-	a.sp = append(a.sp, span{uint32(off), uint32(len(res) / 2)})
-	return vset(len(a.sp) + 1), overlap
+	a.iv[off] = uint64(n)
+	return vset(off + 2), overlap
+}
+
+// interval returns the value [lo, hi).
+func (a *setArena) interval(lo, hi uint64) vset {
+	if hi == lo+1 && lo < uint64(vSingle)-1 {
+		return vSingle | vset(lo)
+	}
+	off := len(a.iv)
+	a.iv = append(a.iv, 1, lo, hi)
+	return vset(off + 2)
 }
 
 // equal reports whether v is exactly the interval [lo, hi).

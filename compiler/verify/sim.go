@@ -71,8 +71,10 @@ func (c *checker) crossPreds(g, it, s int32, fence, sim bool, buf []nref) ([]nre
 			ns := int64(len(pe.sigs))
 			j := need - 1
 			if ns == 0 || j/ns >= 2 {
-				c.why = fmt.Sprintf("its wait on channel %d needs signal %d of rank %d channel %d, which signals %d times per %s",
-					e.ch, need, pe.rank, pe.ch, ns, c.iterWord())
+				if sim {
+					c.why = fmt.Sprintf("its wait on channel %d needs signal %d of rank %d channel %d, which signals %d times per %s",
+						e.ch, need, pe.rank, pe.ch, ns, c.iterWord())
+				}
 				return buf, false
 			}
 			u := &c.tbs[pe.user]
@@ -90,7 +92,7 @@ func (c *checker) crossPreds(g, it, s int32, fence, sim bool, buf []nref) ([]nre
 		}
 	case ir.OpCopy, ir.OpReduce:
 		if k&kPacket != 0 {
-			return c.packetPreds(tb, it, &tb.ops[s], buf)
+			return c.packetPreds(tb, it, &tb.ops[s], sim, buf)
 		}
 	case ir.OpSignal, ir.OpFlush, ir.OpNop:
 	default:
@@ -127,7 +129,7 @@ var mayWait = func() (m [256]bool) {
 }()
 
 // packetPreds appends the writers of the LL packet slots op reads.
-func (c *checker) packetPreds(tb *tbInfo, it int32, op *ir.Op, buf []nref) ([]nref, bool) {
+func (c *checker) packetPreds(tb *tbInfo, it int32, op *ir.Op, sim bool, buf []nref) ([]nref, bool) {
 	for _, ref := range op.Srcs {
 		if !ref.Packet {
 			continue
@@ -138,6 +140,9 @@ func (c *checker) packetPreds(tb *tbInfo, it int32, op *ir.Op, buf []nref) ([]nr
 			slot := c.scrBase[q] + ref.Off + t
 			w := c.pktW[slot]
 			if w < 0 {
+				if !sim {
+					return buf, false
+				}
 				c.why = fmt.Sprintf("it reads LL packet slot s[%d] of rank %d, which no op writes as a packet", ref.Off+t, q)
 				return buf, false
 			}

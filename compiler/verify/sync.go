@@ -38,6 +38,7 @@ type connInfo struct {
 	from, to, ch     int32
 	sender, receiver int32   // global threadblocks
 	sends, recvs     []int32 // steps of sender / receiver that send / receive on it
+	sendN, recvN     []int32 // the count of each send / receive
 	chunks           int64   // chunks sent per iteration
 }
 
@@ -78,6 +79,7 @@ func (c *checker) sync() {
 	c.rankTB[n] = G
 	c.tbs = make([]tbInfo, G)
 	c.ends = make([]endInfo, c.endBase[n])
+	c.endPeer = make([]int32, c.endBase[n])
 	// The step lists are carved out of two shared arrays at their final
 	// sizes, counted by structure.
 	waits := make([]int32, sum(c.endWaitN))
@@ -90,6 +92,7 @@ func (c *checker) sync() {
 				pair: c.endBase[e.Peer] + int32(e.PeerChannel), user: -1, init: e.Init,
 				waits: waits[:0:nw], sigs: sigs[:0:ns]}
 			waits, sigs = waits[nw:], sigs[ns:]
+			c.endPeer[ei] = int32(e.Peer)
 		}
 		for t := range p.Ranks[r].TBs {
 			tb := &p.Ranks[r].TBs[t]
@@ -176,7 +179,8 @@ func (c *checker) pairConnections() bool {
 		}
 		ci := int32(len(c.conns))
 		c.conns = append(c.conns, connInfo{from: tb.rank, to: to, ch: int32(src.Chan), sender: int32(g), receiver: rg,
-			sends: make([]int32, 0, c.tbSendN[g]), recvs: make([]int32, 0, c.tbRecvN[rg])})
+			sends: make([]int32, 0, c.tbSendN[g]), recvs: make([]int32, 0, c.tbRecvN[rg]),
+			sendN: make([]int32, 0, c.tbSendN[g]), recvN: make([]int32, 0, c.tbRecvN[rg])})
 		tb.outConn = ci
 		c.tbs[rg].inConn = ci
 	}
@@ -257,12 +261,14 @@ func (c *checker) ordinals(ops int32) {
 				nrecv++
 				cn := &c.conns[tb.inConn]
 				cn.recvs = append(cn.recvs, int32(s))
+				cn.recvN = append(cn.recvN, int32(op.Count))
 			}
 			if info.sends {
 				ord = append(ord, nsend)
 				nsend++
 				cn := &c.conns[tb.outConn]
 				cn.sends = append(cn.sends, int32(s))
+				cn.sendN = append(cn.sendN, int32(op.Count))
 			}
 		}
 	}
@@ -287,12 +293,12 @@ func (c *checker) checkTransfers() {
 		st, rt := &c.tbs[cn.sender], &c.tbs[cn.receiver]
 		m := min(len(cn.sends), len(cn.recvs))
 		for i := 0; i < m; i++ {
-			so, ro := &st.ops[cn.sends[i]], &rt.ops[cn.recvs[i]]
-			cn.chunks += so.Count
-			if so.Count != ro.Count {
+			cn.chunks += int64(cn.sendN[i])
+			if cn.sendN[i] != cn.recvN[i] {
+				ro := &rt.ops[cn.recvs[i]]
 				c.errf(diag.TransferMismatch, int(rt.rank), int(rt.id), int(cn.recvs[i]),
 					"transfer %d from rank %d on channel %d: %s of %d chunks, but the matching %s sends %d",
-					i, cn.from, cn.ch, ro.Code, ro.Count, c.opName(int(st.rank), int(st.id), int(cn.sends[i])), so.Count)
+					i, cn.from, cn.ch, ro.Code, ro.Count, c.opName(int(st.rank), int(st.id), int(cn.sends[i])), cn.sendN[i])
 			}
 		}
 		switch {

@@ -149,15 +149,15 @@ func (c *checker) run() {
 	c.sc = sc
 	c.buildNodeIndex()
 	var ms []replayMode
-	for i, inPlace := range c.arrangements() {
+	for _, inPlace := range c.arrangements() {
+		ms = append(ms, replayMode{sem: sem, inPlace: inPlace, raceUser: races, tagUser: !launch, tagScratch: launch})
+	}
+	if races && c.hasScratch {
 		// Scratch is never aliased, so its races are the same in every
-		// arrangement: check them in the first only.
-		ms = append(ms, replayMode{sem: sem, inPlace: inPlace, raceUser: races, raceScratch: races && i == 0 && c.hasScratch,
-			tagUser: !launch, tagScratch: launch})
+		// arrangement: one more replayer checks them, beside the others.
+		ms = append(ms, replayMode{raceScratch: true, tagUser: !launch, tagScratch: launch})
 	}
-	if !c.replay(ms) {
-		return
-	}
+	c.replay(ms)
 	// Between the slices of one launch, user-buffer pieces differ, so
 	// cross-iteration races there are on scratch only. Across launches the
 	// pieces are the same and each rank's kernel follows its previous one
@@ -215,6 +215,7 @@ type checker struct {
 	tbSendN    []int32 // per threadblock: its sends per iteration
 	tbRecvN    []int32 // ... and receives
 	endBase    []int32 // global index of rank r's first channel end; len n+1
+	endPeer    []int32 // per channel end: the rank at its other end
 	endWaitN   []int32 // per channel end: waits on it per iteration
 	endSigN    []int32 // ... and signals
 	nord       int     // entries of ord
@@ -235,14 +236,8 @@ type checker struct {
 
 	sc *schedule // the happens-before order the replay uses
 
-	why         string // what crossPreds found missing
-	hbs         hbSearch
-	raceSeen    map[raceKey]bool
-	sets        *setArena
-	reportedOps map[opKey]bool
-	postDone    []bool     // per rank: postcondition failure reported
-	nodeTB      []int32    // hb.go: node>>nodeShift → threadblock
-	front       []frontier // hb.go: per threadblock
+	why    string  // what crossPreds found missing (simulation only)
+	nodeTB []int32 // hb.go: node>>nodeShift → threadblock
 }
 
 func newChecker(p *ir.Program, opts Options) *checker {
@@ -374,11 +369,16 @@ func (c *checker) report(code diag.Code, sev diag.Severity, r, t, s int, format 
 // reportAt adds a diagnostic at an explicit position, with a hint ("" for
 // the code's default).
 func (c *checker) reportAt(code diag.Code, sev diag.Severity, at ir.Pos, r, t, s int, hint, format string, args ...any) {
+	c.rep.add(c.mkDiag(code, sev, at, r, t, s, hint, format, args...))
+}
+
+// mkDiag builds a diagnostic (hint "" for the code's default).
+func (c *checker) mkDiag(code diag.Code, sev diag.Severity, at ir.Pos, r, t, s int, hint, format string, args ...any) diag.Diagnostic {
 	if hint == "" {
 		hint = hintOf(code)
 	}
-	c.rep.add(diag.Diagnostic{Code: code, Severity: sev, File: c.p.File, Line: int(at.Line), Col: int(at.Col),
-		Rank: r, TB: t, Step: s, Msg: fmt.Sprintf(format, args...), Hint: hint})
+	return diag.Diagnostic{Code: code, Severity: sev, File: c.p.File, Line: int(at.Line), Col: int(at.Col),
+		Rank: r, TB: t, Step: s, Msg: fmt.Sprintf(format, args...), Hint: hint}
 }
 
 func (c *checker) errf(code diag.Code, r, t, s int, format string, args ...any) {
