@@ -106,6 +106,9 @@ const (
 	OpGtFK
 	OpGeFK
 
+	OpReqF   // push request field arg (ReqField) converted to float (REQ; I2F)
+	OpIndexK // vector -> float: element Ints[arg] (v[constant]); faults when out of range
+
 	// Control flow. Jump operands are absolute instruction indices greater
 	// than the jump's own index (jumps only go forward, so every program
 	// terminates in at most len(Code) steps).
@@ -228,6 +231,8 @@ var opInfo = [NumOpcodes]OpInfo{
 	OpLeFK:     {Name: "LEFK", Arg: ArgFloat, Pops: f1, Push: Bool},
 	OpGtFK:     {Name: "GTFK", Arg: ArgFloat, Pops: f1, Push: Bool},
 	OpGeFK:     {Name: "GEFK", Arg: ArgFloat, Pops: f1, Push: Bool},
+	OpReqF:     {Name: "REQF", Arg: ArgReq, Push: Float},
+	OpIndexK:   {Name: "INDEXK", Arg: ArgInt, Pops: v1, Push: Float},
 	OpJmp:      {Name: "JMP", Arg: ArgJump},
 	OpJF:       {Name: "JF", Arg: ArgJump, Pops: b1},
 	OpJFK:      {Name: "JFK", Arg: ArgJump},

@@ -133,7 +133,7 @@ func Verify(p *Program) error {
 		if err := checkArg(p, pc, op, info.Arg, arg); err != nil {
 			return err
 		}
-		if op == OpReq && ReqField(arg).RankLocal() {
+		if (op == OpReq || op == OpReqF) && ReqField(arg).RankLocal() {
 			rankLocal = true
 		}
 		// Pop the operands, checking their types (deepest first).

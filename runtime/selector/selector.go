@@ -433,10 +433,10 @@ func (s *Selector) choose(ctx context.Context, r *Request, out []verdict) (id in
 		var bestKey int64
 		agree = false
 		for _, c := range cands {
-			if c.ls >= lsMissing || !c.matches(r, msg) {
-				continue
+			if !s.snap.rankLocal[r.Coll] {
+				break
 			}
-			if c.rankLocal {
+			if c.rankLocal && c.ls < lsMissing && c.matches(r, msg) {
 				agree = true
 				break
 			}
@@ -447,9 +447,25 @@ func (s *Selector) choose(ctx context.Context, r *Request, out []verdict) (id in
 				return None, true, err
 			}
 		} else {
+			env := &s.snap.env
 			for i, c := range cands {
 				if c.ls >= lsMissing || !c.matches(r, msg) {
 					continue
+				}
+				if out == nil { // the fast path; evaluate repeats it with details
+					u, fu := s.vm.Eval(c.usable, env)
+					if fu.OK() && !u.Bool() {
+						continue
+					}
+					p, fp := s.vm.Eval(c.pref, env)
+					if fu.OK() && fp.OK() {
+						if pv := p.Number(); pv == pv { // not NaN
+							if k := orderKey(pv); best == nil || k >= bestKey {
+								best, bestKey = c, k
+							}
+							continue
+						}
+					}
 				}
 				v := s.evaluate(c)
 				if out != nil {

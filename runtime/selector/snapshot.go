@@ -28,6 +28,9 @@ type snapshot struct {
 	src     []int  // attribute index -> value source (log line, -1 default)
 	byColl  [ir.NumCollectives][]*sched
 	active  []int // ids of the schedules in byColl, ascending
+	// rankLocal[c] reports whether some schedule of collective c has a
+	// rank-local policy (selection for c may need an agreement step).
+	rankLocal [ir.NumCollectives]bool
 }
 
 // epoch refreshes the local view of the context, agrees on the snapshot
@@ -194,6 +197,7 @@ func (s *Selector) build() {
 		if ok, _ := s.schedActive(c); ok {
 			sn.byColl[c.entry.Collective] = append(sn.byColl[c.entry.Collective], c)
 			sn.active = append(sn.active, c.id)
+			sn.rankLocal[c.entry.Collective] = sn.rankLocal[c.entry.Collective] || c.rankLocal
 		}
 	}
 	s.snap = sn

@@ -111,6 +111,11 @@ func (e *emitter) node(n *Node) {
 		op := map[bc.Type]bc.Opcode{bc.Int: bc.OpAttrI, bc.Float: bc.OpAttrF, bc.Bool: bc.OpAttrB, bc.Vector: bc.OpAttrV}[n.Type]
 		e.emit(op, i, sp)
 	case KConvert:
+		if k := n.Kids[0]; k.Kind == KAttr && k.Attr.Origin == bc.Endo {
+			e.importOf(k.Attr)
+			e.emit(bc.OpReqF, int32(k.Attr.Path), sp) // REQ; I2F
+			return
+		}
 		e.node(n.Kids[0])
 		e.emit(bc.OpI2F, 0, sp)
 	case KUnary:
@@ -170,6 +175,10 @@ func (e *emitter) node(n *Node) {
 		e.patch(jend)
 	case KIndex:
 		e.node(n.Kids[0])
+		if i := n.Kids[1]; i.Kind == KInt {
+			e.emit(bc.OpIndexK, e.intConst(i.I), sp) // v[constant]
+			return
+		}
 		e.node(n.Kids[1])
 		e.emit(bc.OpIndex, 0, sp)
 	case KCall:

@@ -181,8 +181,15 @@ func vec(p *Program, env *Env, h int64) []float64 {
 	return p.vecs[^h]
 }
 
+// stackMask keeps stack indices inside the array, so the compiler drops
+// bounds checks; verified programs never reach it anyway.
+const stackMask = bc.MaxStack - 1
+
 // Eval runs p against env and returns its value, or a Fault. It allocates
 // nothing. Env must hold every slot the linker gave (FaultEnv otherwise).
+//
+// The top of the stack lives in a local (tos); st[1..n-1] hold the values
+// below it (st[0] is scratch), so most instructions touch no memory.
 func (m *VM) Eval(p *Program, env *Env) (Value, Fault) {
 	if p == nil {
 		return Value{}, Fault{Code: bc.FaultNotLoaded}
@@ -191,249 +198,231 @@ func (m *VM) Eval(p *Program, env *Env) (Value, Fault) {
 		return Value{}, Fault{Code: bc.FaultEnv}
 	}
 	st := &m.stack
-	sp := -1
+	n := 0
+	var tos int64
 	code, args := p.code, p.args[:len(p.code)]
+	push := func(v int64) {
+		st[n&stackMask] = tos
+		n++
+		tos = v
+	}
+	pop := func() int64 {
+		n--
+		return st[n&stackMask]
+	}
 	for pc := 0; pc < len(code); pc++ {
 		a := args[pc]
 		switch code[pc] {
 		case bc.OpPushI:
-			sp++
-			st[sp] = p.ints[a]
+			push(p.ints[a])
 		case bc.OpPushF:
-			sp++
-			st[sp] = p.floats[a]
+			push(p.floats[a])
 		case bc.OpPushB:
-			sp++
-			st[sp] = int64(a)
+			push(int64(a))
 		case bc.OpPushV:
-			sp++
-			st[sp] = ^int64(a)
+			push(^int64(a))
 		case bc.OpReq:
-			sp++
-			st[sp] = env.Req[a]
+			push(env.Req[a])
+		case bc.OpReqF:
+			push(bc.Bits(float64(env.Req[a])))
 		case bc.OpAttrI, bc.OpAttrF, bc.OpAttrB:
-			sp++
-			st[sp] = env.Attrs[a]
+			push(env.Attrs[a])
 		case bc.OpAttrV:
-			sp++
-			st[sp] = int64(a)
+			push(int64(a))
 		case bc.OpI2F:
-			st[sp] = bc.Bits(float64(st[sp]))
+			tos = bc.Bits(float64(tos))
 		case bc.OpNegI:
-			st[sp] = -st[sp]
+			tos = -tos
 		case bc.OpNegF:
-			st[sp] = bc.Bits(-bc.FromBits(st[sp]))
+			tos = bc.Bits(-bc.FromBits(tos))
 		case bc.OpNot:
-			st[sp] ^= 1
+			tos ^= 1
 		case bc.OpAddI:
-			sp--
-			st[sp] += st[sp+1]
+			tos = pop() + tos
 		case bc.OpSubI:
-			sp--
-			st[sp] -= st[sp+1]
+			tos = pop() - tos
 		case bc.OpMulI:
-			sp--
-			st[sp] *= st[sp+1]
+			tos = pop() * tos
 		case bc.OpDivI:
-			sp--
-			v, f := bc.DivI(st[sp], st[sp+1])
+			v, f := bc.DivI(pop(), tos)
 			if f != bc.FaultNone {
 				return Value{}, Fault{f, int32(pc)}
 			}
-			st[sp] = v
+			tos = v
 		case bc.OpModI:
-			sp--
-			v, f := bc.ModI(st[sp], st[sp+1])
+			v, f := bc.ModI(pop(), tos)
 			if f != bc.FaultNone {
 				return Value{}, Fault{f, int32(pc)}
 			}
-			st[sp] = v
+			tos = v
 		case bc.OpAddF:
-			sp--
-			st[sp] = bc.Bits(bc.FromBits(st[sp]) + bc.FromBits(st[sp+1]))
+			tos = bc.Bits(bc.FromBits(pop()) + bc.FromBits(tos))
 		case bc.OpSubF:
-			sp--
-			st[sp] = bc.Bits(bc.FromBits(st[sp]) - bc.FromBits(st[sp+1]))
+			tos = bc.Bits(bc.FromBits(pop()) - bc.FromBits(tos))
 		case bc.OpMulF:
-			sp--
-			st[sp] = bc.Bits(bc.FromBits(st[sp]) * bc.FromBits(st[sp+1]))
+			tos = bc.Bits(bc.FromBits(pop()) * bc.FromBits(tos))
 		case bc.OpDivF:
-			sp--
-			st[sp] = bc.Bits(bc.FromBits(st[sp]) / bc.FromBits(st[sp+1]))
+			tos = bc.Bits(bc.FromBits(pop()) / bc.FromBits(tos))
 		case bc.OpModF:
-			sp--
-			st[sp] = bc.Bits(math.Mod(bc.FromBits(st[sp]), bc.FromBits(st[sp+1])))
+			tos = bc.Bits(math.Mod(bc.FromBits(pop()), bc.FromBits(tos)))
 		case bc.OpEqI:
-			sp--
-			st[sp] = bc.B2I(st[sp] == st[sp+1])
+			tos = bc.B2I(pop() == tos)
 		case bc.OpNeI:
-			sp--
-			st[sp] = bc.B2I(st[sp] != st[sp+1])
+			tos = bc.B2I(pop() != tos)
 		case bc.OpLtI:
-			sp--
-			st[sp] = bc.B2I(st[sp] < st[sp+1])
+			tos = bc.B2I(pop() < tos)
 		case bc.OpLeI:
-			sp--
-			st[sp] = bc.B2I(st[sp] <= st[sp+1])
+			tos = bc.B2I(pop() <= tos)
 		case bc.OpGtI:
-			sp--
-			st[sp] = bc.B2I(st[sp] > st[sp+1])
+			tos = bc.B2I(pop() > tos)
 		case bc.OpGeI:
-			sp--
-			st[sp] = bc.B2I(st[sp] >= st[sp+1])
+			tos = bc.B2I(pop() >= tos)
 		case bc.OpEqF:
-			sp--
-			st[sp] = bc.B2I(bc.FromBits(st[sp]) == bc.FromBits(st[sp+1]))
+			tos = bc.B2I(bc.FromBits(pop()) == bc.FromBits(tos))
 		case bc.OpNeF:
-			sp--
-			st[sp] = bc.B2I(bc.FromBits(st[sp]) != bc.FromBits(st[sp+1]))
+			tos = bc.B2I(bc.FromBits(pop()) != bc.FromBits(tos))
 		case bc.OpLtF:
-			sp--
-			st[sp] = bc.B2I(bc.FromBits(st[sp]) < bc.FromBits(st[sp+1]))
+			tos = bc.B2I(bc.FromBits(pop()) < bc.FromBits(tos))
 		case bc.OpLeF:
-			sp--
-			st[sp] = bc.B2I(bc.FromBits(st[sp]) <= bc.FromBits(st[sp+1]))
+			tos = bc.B2I(bc.FromBits(pop()) <= bc.FromBits(tos))
 		case bc.OpGtF:
-			sp--
-			st[sp] = bc.B2I(bc.FromBits(st[sp]) > bc.FromBits(st[sp+1]))
+			tos = bc.B2I(bc.FromBits(pop()) > bc.FromBits(tos))
 		case bc.OpGeF:
-			sp--
-			st[sp] = bc.B2I(bc.FromBits(st[sp]) >= bc.FromBits(st[sp+1]))
+			tos = bc.B2I(bc.FromBits(pop()) >= bc.FromBits(tos))
 		case bc.OpEqB:
-			sp--
-			st[sp] = bc.B2I(st[sp] == st[sp+1])
+			tos = bc.B2I(pop() == tos)
 		case bc.OpNeB:
-			sp--
-			st[sp] = bc.B2I(st[sp] != st[sp+1])
+			tos = bc.B2I(pop() != tos)
 		case bc.OpMinI:
-			sp--
-			st[sp] = min(st[sp], st[sp+1])
+			tos = min(pop(), tos)
 		case bc.OpMaxI:
-			sp--
-			st[sp] = max(st[sp], st[sp+1])
+			tos = max(pop(), tos)
 		case bc.OpMinF:
-			sp--
-			st[sp] = bc.Bits(bc.MinF(bc.FromBits(st[sp]), bc.FromBits(st[sp+1])))
+			tos = bc.Bits(bc.MinF(bc.FromBits(pop()), bc.FromBits(tos)))
 		case bc.OpMaxF:
-			sp--
-			st[sp] = bc.Bits(bc.MaxF(bc.FromBits(st[sp]), bc.FromBits(st[sp+1])))
+			tos = bc.Bits(bc.MaxF(bc.FromBits(pop()), bc.FromBits(tos)))
 		case bc.OpAbsI:
-			st[sp] = bc.AbsI(st[sp])
+			tos = bc.AbsI(tos)
 		case bc.OpAbsF:
-			st[sp] = bc.Bits(math.Abs(bc.FromBits(st[sp])))
+			tos = bc.Bits(math.Abs(bc.FromBits(tos)))
 		case bc.OpFloor, bc.OpCeil:
 			conv := bc.Floor
 			if code[pc] == bc.OpCeil {
 				conv = bc.Ceil
 			}
-			v, f := conv(bc.FromBits(st[sp]))
+			v, f := conv(bc.FromBits(tos))
 			if f != bc.FaultNone {
 				return Value{}, Fault{f, int32(pc)}
 			}
-			st[sp] = v
+			tos = v
 		case bc.OpLog2:
 			// A one-entry memo: the policies of one request keep taking the
 			// log of the same message size. Same bits, fewer cycles.
-			if x := st[sp]; x != m.log2In || !m.log2Set {
-				m.log2In, m.log2Out, m.log2Set = x, bc.Bits(math.Log2(bc.FromBits(x))), true
+			if tos != m.log2In || !m.log2Set {
+				m.log2In, m.log2Out, m.log2Set = tos, bc.Bits(math.Log2(bc.FromBits(tos))), true
 			}
-			st[sp] = m.log2Out
+			tos = m.log2Out
 		case bc.OpPow:
-			sp--
-			if x, y := st[sp], st[sp+1]; x != m.powX || y != m.powY || !m.powSet {
-				m.powX, m.powY, m.powOut, m.powSet = x, y, bc.Bits(math.Pow(bc.FromBits(x), bc.FromBits(y))), true
+			x := pop()
+			if x != m.powX || tos != m.powY || !m.powSet {
+				m.powX, m.powY, m.powOut, m.powSet = x, tos, bc.Bits(math.Pow(bc.FromBits(x), bc.FromBits(tos))), true
 			}
-			st[sp] = m.powOut
+			tos = m.powOut
 		case bc.OpLen:
-			st[sp] = int64(len(vec(p, env, st[sp])))
+			tos = int64(len(vec(p, env, tos)))
 		case bc.OpSum:
-			st[sp] = bc.Bits(bc.Sum(vec(p, env, st[sp])))
+			tos = bc.Bits(bc.Sum(vec(p, env, tos)))
 		case bc.OpMinOf:
-			st[sp] = bc.Bits(bc.MinOf(vec(p, env, st[sp])))
+			tos = bc.Bits(bc.MinOf(vec(p, env, tos)))
 		case bc.OpMaxOf:
-			st[sp] = bc.Bits(bc.MaxOf(vec(p, env, st[sp])))
+			tos = bc.Bits(bc.MaxOf(vec(p, env, tos)))
 		case bc.OpIndex:
-			sp--
-			v, f := bc.Index(vec(p, env, st[sp]), st[sp+1])
+			v, f := bc.Index(vec(p, env, pop()), tos)
 			if f != bc.FaultNone {
 				return Value{}, Fault{f, int32(pc)}
 			}
-			st[sp] = bc.Bits(v)
+			tos = bc.Bits(v)
+		case bc.OpIndexK:
+			v, f := bc.Index(vec(p, env, tos), p.ints[a])
+			if f != bc.FaultNone {
+				return Value{}, Fault{f, int32(pc)}
+			}
+			tos = bc.Bits(v)
 		case bc.OpContains:
-			sp--
-			st[sp] = bc.B2I(bc.Contains(vec(p, env, st[sp]), bc.FromBits(st[sp+1])))
+			tos = bc.B2I(bc.Contains(vec(p, env, pop()), bc.FromBits(tos)))
 		case bc.OpAddIK:
-			st[sp] += p.ints[a]
+			tos += p.ints[a]
 		case bc.OpSubIK:
-			st[sp] -= p.ints[a]
+			tos -= p.ints[a]
 		case bc.OpMulIK:
-			st[sp] *= p.ints[a]
+			tos *= p.ints[a]
 		case bc.OpDivIK:
-			v, f := bc.DivI(st[sp], p.ints[a])
+			v, f := bc.DivI(tos, p.ints[a])
 			if f != bc.FaultNone {
 				return Value{}, Fault{f, int32(pc)}
 			}
-			st[sp] = v
+			tos = v
 		case bc.OpModIK:
-			v, f := bc.ModI(st[sp], p.ints[a])
+			v, f := bc.ModI(tos, p.ints[a])
 			if f != bc.FaultNone {
 				return Value{}, Fault{f, int32(pc)}
 			}
-			st[sp] = v
+			tos = v
 		case bc.OpEqIK:
-			st[sp] = bc.B2I(st[sp] == p.ints[a])
+			tos = bc.B2I(tos == p.ints[a])
 		case bc.OpNeIK:
-			st[sp] = bc.B2I(st[sp] != p.ints[a])
+			tos = bc.B2I(tos != p.ints[a])
 		case bc.OpLtIK:
-			st[sp] = bc.B2I(st[sp] < p.ints[a])
+			tos = bc.B2I(tos < p.ints[a])
 		case bc.OpLeIK:
-			st[sp] = bc.B2I(st[sp] <= p.ints[a])
+			tos = bc.B2I(tos <= p.ints[a])
 		case bc.OpGtIK:
-			st[sp] = bc.B2I(st[sp] > p.ints[a])
+			tos = bc.B2I(tos > p.ints[a])
 		case bc.OpGeIK:
-			st[sp] = bc.B2I(st[sp] >= p.ints[a])
+			tos = bc.B2I(tos >= p.ints[a])
 		case bc.OpAddFK:
-			st[sp] = bc.Bits(bc.FromBits(st[sp]) + bc.FromBits(p.floats[a]))
+			tos = bc.Bits(bc.FromBits(tos) + bc.FromBits(p.floats[a]))
 		case bc.OpSubFK:
-			st[sp] = bc.Bits(bc.FromBits(st[sp]) - bc.FromBits(p.floats[a]))
+			tos = bc.Bits(bc.FromBits(tos) - bc.FromBits(p.floats[a]))
 		case bc.OpMulFK:
-			st[sp] = bc.Bits(bc.FromBits(st[sp]) * bc.FromBits(p.floats[a]))
+			tos = bc.Bits(bc.FromBits(tos) * bc.FromBits(p.floats[a]))
 		case bc.OpDivFK:
-			st[sp] = bc.Bits(bc.FromBits(st[sp]) / bc.FromBits(p.floats[a]))
+			tos = bc.Bits(bc.FromBits(tos) / bc.FromBits(p.floats[a]))
 		case bc.OpModFK:
-			st[sp] = bc.Bits(math.Mod(bc.FromBits(st[sp]), bc.FromBits(p.floats[a])))
+			tos = bc.Bits(math.Mod(bc.FromBits(tos), bc.FromBits(p.floats[a])))
 		case bc.OpEqFK:
-			st[sp] = bc.B2I(bc.FromBits(st[sp]) == bc.FromBits(p.floats[a]))
+			tos = bc.B2I(bc.FromBits(tos) == bc.FromBits(p.floats[a]))
 		case bc.OpNeFK:
-			st[sp] = bc.B2I(bc.FromBits(st[sp]) != bc.FromBits(p.floats[a]))
+			tos = bc.B2I(bc.FromBits(tos) != bc.FromBits(p.floats[a]))
 		case bc.OpLtFK:
-			st[sp] = bc.B2I(bc.FromBits(st[sp]) < bc.FromBits(p.floats[a]))
+			tos = bc.B2I(bc.FromBits(tos) < bc.FromBits(p.floats[a]))
 		case bc.OpLeFK:
-			st[sp] = bc.B2I(bc.FromBits(st[sp]) <= bc.FromBits(p.floats[a]))
+			tos = bc.B2I(bc.FromBits(tos) <= bc.FromBits(p.floats[a]))
 		case bc.OpGtFK:
-			st[sp] = bc.B2I(bc.FromBits(st[sp]) > bc.FromBits(p.floats[a]))
+			tos = bc.B2I(bc.FromBits(tos) > bc.FromBits(p.floats[a]))
 		case bc.OpGeFK:
-			st[sp] = bc.B2I(bc.FromBits(st[sp]) >= bc.FromBits(p.floats[a]))
+			tos = bc.B2I(bc.FromBits(tos) >= bc.FromBits(p.floats[a]))
 		case bc.OpJmp:
 			pc = int(a) - 1
 		case bc.OpJF:
-			sp--
-			if st[sp+1] == 0 {
+			c := tos
+			tos = pop()
+			if c == 0 {
 				pc = int(a) - 1
 			}
 		case bc.OpJFK:
-			if st[sp] == 0 {
+			if tos == 0 {
 				pc = int(a) - 1
 			} else {
-				sp--
+				tos = pop()
 			}
 		case bc.OpJTK:
-			if st[sp] != 0 {
+			if tos != 0 {
 				pc = int(a) - 1
 			} else {
-				sp--
+				tos = pop()
 			}
 		}
 	}
-	return Value{Type: p.result, Bits: st[0]}, Fault{}
+	return Value{Type: p.result, Bits: tos}, Fault{}
 }
