@@ -360,8 +360,7 @@ func (s *Selector) Select(ctx context.Context, r *Request) (int, error) {
 type verdict struct {
 	matched bool
 	usable  bool
-	pref    float64
-	key     int64 // orderKey(pref)
+	key     int64 // orderKey of the preference (fromKey inverts it)
 	fault   string
 }
 
@@ -397,7 +396,7 @@ func (s *Selector) evaluate(c *sched) verdict {
 	if math.IsNaN(pv) {
 		return verdict{matched: true, fault: s.fault(c, "preference", vm.Fault{}, c.pref)}
 	}
-	return verdict{matched: true, usable: true, pref: pv, key: orderKey(pv)}
+	return verdict{matched: true, usable: true, key: orderKey(pv)}
 }
 
 // fault describes an evaluation failure, which makes the candidate unusable
