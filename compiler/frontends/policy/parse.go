@@ -163,28 +163,27 @@ func (c *converter) expr(e *pExpr) *Node {
 	return n
 }
 
-func (c *converter) or(e *pOr) *Node {
-	l := c.and(e.Head)
-	for _, arm := range e.Tail {
-		r := c.and(arm.Right)
+// chain builds a left-associative chain of binary operators of one
+// precedence level: head, then (op, right) for each arm.
+func chain[T, A any](c *converter, k Kind, head *T, arms []A, split func(A) (string, *T), sub func(*T) *Node) *Node {
+	l := sub(head)
+	for _, a := range arms {
+		op, right := split(a)
+		r := sub(right)
 		if c.failed {
 			return nil
 		}
-		l = bin(KLogic, arm.Op, l, r, c.node(KLogic, 0, 0))
+		l = bin(k, op, l, r, c.node(k, 0, 0))
 	}
 	return l
 }
 
+func (c *converter) or(e *pOr) *Node {
+	return chain(c, KLogic, e.Head, e.Tail, func(a *pOrArm) (string, *pAnd) { return a.Op, a.Right }, c.and)
+}
+
 func (c *converter) and(e *pAnd) *Node {
-	l := c.cmp(e.Head)
-	for _, arm := range e.Tail {
-		r := c.cmp(arm.Right)
-		if c.failed {
-			return nil
-		}
-		l = bin(KLogic, arm.Op, l, r, c.node(KLogic, 0, 0))
-	}
-	return l
+	return chain(c, KLogic, e.Head, e.Tail, func(a *pAndArm) (string, *pCmp) { return a.Op, a.Right }, c.cmp)
 }
 
 func (c *converter) cmp(e *pCmp) *Node {
@@ -200,27 +199,11 @@ func (c *converter) cmp(e *pCmp) *Node {
 }
 
 func (c *converter) add(e *pAdd) *Node {
-	l := c.mul(e.Head)
-	for _, arm := range e.Tail {
-		r := c.mul(arm.Right)
-		if c.failed {
-			return nil
-		}
-		l = bin(KBinary, arm.Op, l, r, c.node(KBinary, 0, 0))
-	}
-	return l
+	return chain(c, KBinary, e.Head, e.Tail, func(a *pAddArm) (string, *pMul) { return a.Op, a.Right }, c.mul)
 }
 
 func (c *converter) mul(e *pMul) *Node {
-	l := c.unary(e.Head)
-	for _, arm := range e.Tail {
-		r := c.unary(arm.Right)
-		if c.failed {
-			return nil
-		}
-		l = bin(KBinary, arm.Op, l, r, c.node(KBinary, 0, 0))
-	}
-	return l
+	return chain(c, KBinary, e.Head, e.Tail, func(a *pMulArm) (string, *pUnary) { return a.Op, a.Right }, c.unary)
 }
 
 func (c *converter) unary(e *pUnary) *Node {
