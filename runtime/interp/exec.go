@@ -485,9 +485,13 @@ func partialOverlap(d []byte, srcs [][]byte) bool {
 	return false
 }
 
+// word32 points at the 4-byte word at byte off of b (4-byte aligned: b is a
+// packet region of 16-byte-aligned scratch).
 func word32(b []byte, off int) *uint32 {
-	_ = b[off+3]
-	return (*uint32)(unsafe.Pointer(&b[off]))
+	if off < 0 || off+4 > len(b) {
+		panic("interp: packet word out of range") // unreachable: regions are bounds-checked
+	}
+	return (*uint32)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), off))
 }
 
 // payloadWord is the little-endian data word at byte off of p (zero past
@@ -542,6 +546,17 @@ func (x *tbRun) readPackets(region, dst []byte) error {
 	step := 8
 	if ll16 {
 		step = 16
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	// Wait for the last packet first: a writer usually fills a chunk in
+	// order, so one wait then covers the rest. Every packet is still checked.
+	last := (len(dst) - 1) / (step / 2) * step
+	if !packetReady(region, last, ll16, flag) {
+		if err := x.waitPacket(region, last, ll16, flag); err != nil {
+			return err
+		}
 	}
 	for off := 0; off/2 < len(dst); off += step {
 		if !packetReady(region, off, ll16, flag) {

@@ -306,7 +306,9 @@ func (g *geometry) sizes(t *optable.Table, rank int) (Sizes, error) {
 // (ErrAborted, or ctx's error). On an error RunRank sets *mem.Abort (if
 // given) so that every other rank sharing it stops waiting, and stops its
 // own threadblocks. Several threadblock errors are joined (errors.Join),
-// the root causes first.
+// the root causes first. A failed launch leaves semaphores and counters
+// unbalanced: every rank must stop, and the communicator must re-initialise
+// them (InitEnds) before it launches again.
 func RunRank(ctx context.Context, t *optable.Table, rank int, req Request, mem *RankMem) error {
 	g, err := resolve(t, rank, req)
 	if err != nil {

@@ -300,6 +300,9 @@ func TestRequestAndMemoryErrors(t *testing.T) {
 			if !errors.As(err, &e) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("err = %v, want an *Error containing %q", err, c.want)
 			}
+			if c.mem == nil && len(unjoin(err)) != 1 {
+				t.Errorf("a bad request gave %d errors, want 1:\n%v", len(unjoin(err)), err)
+			}
 		})
 	}
 }

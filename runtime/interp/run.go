@@ -30,19 +30,28 @@ func Run(ctx context.Context, tables []*optable.Table, req Request, w *World) er
 			return fmt.Errorf("interp: table %d is not the one the world was made for", r)
 		}
 	}
-	atomic.StoreUint64(&w.abort, 0)
 	n := len(tables)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
+	// The request is the same for every rank: check it once, so that a bad
+	// one gives one error rather than n.
+	if _, err := resolve(tables[w.logical(req, 0)], 0, req); err != nil {
+		return err
+	}
+	mems := make([]*RankMem, n)
 	for p := range n {
 		m, err := w.RankMem(req, p)
 		if err != nil {
 			return err
 		}
+		mems[p] = m
+	}
+	atomic.StoreUint64(&w.abort, 0)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for p := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[p] = RunRank(ctx, tables[w.logical(req, p)], p, req, m)
+			errs[p] = RunRank(ctx, tables[w.logical(req, p)], p, req, mems[p])
 		}()
 	}
 	wg.Wait()
