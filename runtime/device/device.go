@@ -1,0 +1,277 @@
+// Package device is the narrow interface between the executor
+// (runtime/executor) and an execution backend: the host backend
+// (runtime/host, the CPU reference) and the CUDA backend (cuda). A backend
+// allocates exportable memory, maps its peers' exports, copies small host
+// data in and out, and runs one rank's op table per launch on an in-order
+// stream (ARCHITECTURE.md §7, docs/design/runtime.md "Launch").
+//
+// The executor owns every decision (what to allocate, when to exchange,
+// which peer words a channel end signals into, the LL flag, the scratch
+// half); a backend only turns an Args into whatever its launches need once
+// (Prepare, at executor level L3) and then launches that prepared state
+// with a launch counter (Stream.Launch), so a cache hit costs the backend
+// nothing but the enqueue.
+//
+// Backends register themselves by name (Register) in an init function; the
+// runtime finds them with Lookup. The host backend registers as "host", the
+// CUDA backend as "cuda".
+package device
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/theseus-ccl/theseus/codegen/optable"
+	"github.com/theseus-ccl/theseus/ir"
+)
+
+// Ptr is an address in this process's view of a backend's memory: a device
+// virtual address on CUDA, a host virtual address on the host backend. 0 is
+// the null pointer.
+type Ptr uintptr
+
+// Mem is a range of memory: Size bytes from Ptr. The zero Mem is "no
+// buffer".
+type Mem struct {
+	Ptr  Ptr
+	Size int64
+}
+
+// End returns the first address past the range.
+func (m Mem) End() Ptr { return m.Ptr + Ptr(m.Size) }
+
+// Region is the identity of one backend allocation: its base, its size in
+// bytes and a generation that the backend never reuses within a process, so
+// that an allocation freed and replaced at the same address is a different
+// Region (executor level L2 keys by Region, never by address alone).
+type Region struct {
+	Base Ptr
+	Size int64
+	Gen  uint64
+}
+
+// Contains reports whether [p, p+n) lies inside r.
+func (r Region) Contains(p Ptr, n int64) bool {
+	return p >= r.Base && n >= 0 && int64(p-r.Base) <= r.Size-n
+}
+
+// Handle is an exported allocation: opaque bytes (at most MaxHandle) that a
+// peer passes to Backend.Import, possibly in another process on the same
+// node. It travels over the bootstrap network.
+type Handle []byte
+
+// MaxHandle bounds the size of a Handle in bytes.
+const MaxHandle = 512
+
+// Errors that backends return (wrapped).
+var (
+	// ErrNotExportable: the memory is not a backend allocation (for
+	// example plain Go or malloc memory on the host backend); the executor
+	// then stages it through a backend allocation.
+	ErrNotExportable = errors.New("device: memory is not an exportable backend allocation")
+	// ErrBadHandle: a handle that this backend did not make, or whose
+	// allocation no longer exists.
+	ErrBadHandle = errors.New("device: bad handle")
+	// ErrClosed: a call on a closed stream.
+	ErrClosed = errors.New("device: stream closed")
+)
+
+// Backend is one execution backend in this process. Methods are safe for
+// concurrent use (several communicators, and on the host backend several
+// ranks, share one backend).
+type Backend interface {
+	// Name is the backend's registry name ("host", "cuda").
+	Name() string
+	// Alloc returns size >= 1 bytes of zeroed memory, aligned to 64 bytes,
+	// that can be exported.
+	Alloc(size int64) (Ptr, error)
+	// Free releases an allocation made by Alloc (its base). Peers that
+	// imported it keep a valid mapping until they Unimport it.
+	Free(p Ptr) error
+	// Lookup returns the backend allocation that contains [p, p+n), or
+	// false when the range is not (entirely) inside one: foreign memory.
+	Lookup(p Ptr, n int64) (Region, bool)
+	// Export returns the handle of allocation r (a Region from Lookup).
+	// Errors: ErrNotExportable.
+	Export(r Region) (Handle, error)
+	// Import maps a peer's exported allocation into this process and
+	// returns it as a Region of this process's address space. Importing the
+	// same handle twice returns the same mapping (reference counted).
+	// Errors: ErrBadHandle.
+	Import(h Handle) (Region, error)
+	// Unimport drops one reference to a mapping Import returned.
+	Unimport(base Ptr) error
+	// Upload copies src to dst synchronously (host to device); Download
+	// copies back. Both are for small control data (tables, counters),
+	// never on the per-call path.
+	Upload(dst Ptr, src []byte) error
+	Download(dst []byte, src Ptr) error
+	// NewStream creates an in-order stream of launches.
+	NewStream() (Stream, error)
+	// Prepare turns one rank's launch arguments into the backend's launch
+	// state, once per executor L3 entry. The Args (and the slices it holds)
+	// must not change afterwards.
+	Prepare(a *Args) (Prepared, error)
+}
+
+// Prepared is a backend's ready-to-launch state for one request shape.
+type Prepared interface {
+	// Release frees what Prepare allocated. The executor calls it only when
+	// no launch of it is in flight.
+	Release()
+}
+
+// Stream runs launches in the order they were enqueued.
+type Stream interface {
+	// Launch enqueues one launch of p with launch counter launch (>= 1,
+	// identical on every rank of the communicator). With fence set, the
+	// launch first waits until every peer's done word (Args.Fence) has
+	// reached launch-1, so that it never touches scratch that a peer's
+	// previous launch may still read. Launch returns at once; the launch's
+	// failure is reported by Err and Synchronize.
+	Launch(p Prepared, launch uint64, fence bool) error
+	// Synchronize waits until every launch enqueued so far has finished and
+	// returns the stream's error, if any.
+	Synchronize() error
+	// Err returns the first failure of a launch on this stream (sticky),
+	// without waiting. After a failure, later launches are skipped.
+	Err() error
+	// Capturing reports whether the stream is being captured into a CUDA
+	// graph, when the executor must refuse anything but cache hits.
+	Capturing() bool
+	// Close waits for the stream and releases it.
+	Close() error
+}
+
+// Buffer indices of Args.Buf and End.PeerBuf (the ir.BufKind order).
+const (
+	Input   = int(ir.Input)
+	Output  = int(ir.Output)
+	Scratch = int(ir.Scratch)
+)
+
+// Args is everything one rank's launches of one request shape need
+// (docs/design/runtime.md, "Launch"). The executor builds it at level L3.
+type Args struct {
+	// Table is the rank's op table (the logical rank that physical rank
+	// Rank runs), decoded; TableMem holds its encoding (codegen/optable),
+	// uploaded with Backend.Upload, for backends that read it on the device.
+	Table    *optable.Table
+	TableMem Mem
+	// Rank is the physical rank and NRanks the communicator size; Shift is
+	// the root rotation (physical = logical + Shift mod NRanks, ir.md §3).
+	Rank, NRanks int
+	Shift        int
+	// The request, as every rank sees it.
+	Count      int64 // elements per block
+	DataType   ir.DataType
+	RedOp      ir.RedOp
+	Root       int // physical root (rooted collectives), else 0
+	InPlace    bool
+	PacketType ir.PacketType
+	// Layout is the request's geometry (ir.NewLayout) with its slices.
+	Layout ir.Layout
+	// Buf are this rank's input, output and scratch. Input and output are
+	// the NCCL buffers (aliased in place as ir.md §3 says; the zero Mem when
+	// the rank has no such buffer); scratch is the communicator's whole
+	// scratch buffer.
+	Buf [3]Mem
+	// ScratchHalf, when nonzero, is the byte offset of the second scratch
+	// half: a launch with an odd counter uses scratch from ScratchHalf on,
+	// an even one from 0 (LL requests, and every request with
+	// THESEUS_ALTERNATE_SCRATCH_BUFFER). It is the same on every rank
+	// (capacity/2).
+	ScratchHalf int64
+	// Ends has one entry per channel end of Table (index = channel).
+	Ends []End
+	// Publish holds one persistent dependency counter per threadblock
+	// (8 bytes each).
+	Publish Mem
+	// Abort is the communicator's abort word (8 bytes): nonzero stops every
+	// wait; a failing launch stores 1.
+	Abort Ptr
+	// Done is this rank's done word (8 bytes): the backend stores the
+	// launch counter there when a launch has finished. Peers read it.
+	Done Ptr
+	// Fence are the peers' done words (mapped here) that a fenced launch
+	// waits on.
+	Fence []PeerWord
+	// Timeout bounds every wait of a launch (THESEUS_TIMEOUT).
+	Timeout time.Duration
+	// StageIn are copies done before the launch's ops, StageOut after them
+	// (user buffers that are not backend allocations, staged through
+	// backend memory because a peer reads or writes them).
+	StageIn, StageOut []Copy
+}
+
+// End is one channel end as this rank's launches see it.
+type End struct {
+	// Peer is the physical rank at the other end.
+	Peer int
+	// PeerBuf are the peer's input, output and scratch as mapped here;
+	// buffers the table never reaches through this end are the zero Mem.
+	PeerBuf [3]Mem
+	// Inbound is this end's inbound semaphore (the peer signals into it),
+	// PeerInbound the other end's (this end signals into it), Expected this
+	// end's private expected counter. 8-byte words.
+	Inbound, PeerInbound, Expected Ptr
+}
+
+// PeerWord is a peer's 8-byte word mapped here, with the peer's physical
+// rank (for error messages).
+type PeerWord struct {
+	Peer int
+	Word Ptr
+}
+
+// Copy is a copy of N bytes from Src to Dst.
+type Copy struct {
+	Dst, Src Ptr
+	N        int64
+}
+
+var (
+	regMu    sync.RWMutex
+	backends = map[string]func() (Backend, error){}
+)
+
+// Register makes a backend available under name. It is called from the
+// backend package's init; registering a name twice panics (a programming
+// error).
+func Register(name string, open func() (Backend, error)) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if _, dup := backends[name]; dup {
+		panic("device: backend " + name + " registered twice")
+	}
+	backends[name] = open
+}
+
+// Open returns the backend registered under name. Errors: a name that no
+// linked-in package registered (the CUDA backend registers when a program
+// imports github.com/theseus-ccl/theseus/cuda), or the backend's own
+// failure to start.
+func Open(name string) (Backend, error) {
+	regMu.RLock()
+	open, ok := backends[name]
+	regMu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("device: no backend %q in this program (have %v)", name, Names())
+	}
+	return open()
+}
+
+// Names lists the registered backends, sorted.
+func Names() []string {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	out := make([]string, 0, len(backends))
+	for n := range backends {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,1532 @@
+// Package executor turns a selected schedule and a collective request into a
+// launch on a device.Backend, caching what it materialises on four levels
+// (ARCHITECTURE.md §6, docs/design/runtime.md, docs/executor.md):
+//
+//   - L0, the communicator: one shared scratch buffer
+//     (THESEUS_INITIAL_SCRATCH_SIZE, identical on every rank), the control
+//     words (abort, done) and a semaphore pool, exported and imported by
+//     every peer in one allgather;
+//   - L1, a schedule under one root rotation: the rank's op table uploaded,
+//     every channel end bound to a semaphore slot, the slots exchanged with
+//     the peers. A schedule materialised while another is (the one it
+//     `replaces`, or the communicator's previous schedule) is a delta
+//     migration: compiler/diff says which channel ends both share; those keep
+//     their semaphore slots (rebased when their init differs), and only the
+//     added ends are allocated and exchanged, point to point with the peers
+//     concerned;
+//   - L2, the local allocations of the send and receive buffers, keyed by
+//     their identity (base, size, generation): only for schedules whose ops
+//     reach a peer's input or output; the allocations are exported (staged
+//     when they are foreign memory) and the peers' imported;
+//   - L3, the request shape (count, datatype, op, root, arrangement and
+//     buffer addresses): the resolved launch arguments, prepared by the
+//     backend.
+//
+// One explicit state machine walks the levels (Table; docs/executor.md is
+// its rendering). A repeated request hits every level and costs a few map
+// lookups and the enqueue.
+//
+// An Executor belongs to one rank of one communicator and is not safe for
+// concurrent use (a communicator's calls are serialised, as NCCL's are),
+// except Abort, Err and Stats.
+package executor
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/theseus-ccl/theseus/codegen/bundle"
+	"github.com/theseus-ccl/theseus/codegen/optable"
+	"github.com/theseus-ccl/theseus/compiler/diff"
+	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/bootstrap"
+	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/env"
+)
+
+// Net is the small-message network the executor exchanges handles over:
+// the communicator's bootstrap (runtime/bootstrap.Bootstrap implements it).
+// AllGather is collective (every rank, same order); Send and Recv are point
+// to point with tags below 2^63. Every wait must be bounded.
+type Net interface {
+	AllGather(ctx context.Context, data []byte) ([][]byte, error)
+	Send(peer int, tag uint64, data []byte) error
+	Recv(ctx context.Context, peer int, tag uint64) ([]byte, error)
+}
+
+// Config configures an Executor.
+type Config struct {
+	// Rank and NRanks place this executor in its communicator.
+	Rank, NRanks int
+	Backend      device.Backend
+	Net          Net
+	// InitialScratch is the scratch buffer's initial size in bytes,
+	// rounded up to a multiple of 4096 (0: THESEUS_INITIAL_SCRATCH_SIZE,
+	// 16 MiB by default). Every rank must use the same size.
+	InitialScratch int64
+	// Alternate gives every launch the scratch half of its launch
+	// counter's parity (THESEUS_ALTERNATE_SCRATCH_BUFFER). LL launches
+	// always alternate.
+	Alternate bool
+	// SliceBytes is the default pipeline slice of Simple schedules that do
+	// not set one (0: THESEUS_SLICE_BYTES, 1 MiB).
+	SliceBytes int64
+	// Timeout bounds every wait of a launch and of an exchange (0:
+	// THESEUS_TIMEOUT, 60 s).
+	Timeout time.Duration
+}
+
+// ConfigFromEnv fills the zero fields of c from the environment
+// (runtime/env). Errors: malformed values.
+func ConfigFromEnv(c Config) (Config, error) {
+	if c.InitialScratch == 0 {
+		v, err := env.InitScratch.Size()
+		if err != nil {
+			return c, err
+		}
+		c.InitialScratch = v
+	}
+	if c.SliceBytes == 0 {
+		v, err := env.SliceBytes.Size()
+		if err != nil {
+			return c, err
+		}
+		c.SliceBytes = v
+	}
+	if c.Timeout == 0 {
+		ms, err := env.Timeout.Int()
+		if err != nil {
+			return c, err
+		}
+		c.Timeout = time.Duration(ms) * time.Millisecond
+	}
+	return c, nil
+}
+
+// Schedule is a selected schedule as the executor runs it.
+type Schedule struct {
+	// ID is the schedule's id in the selection context (its entry
+	// position); it keys L1.
+	ID int
+	// Name is for messages.
+	Name string
+	// Replaces is the id of the schedule it replaces (the preferred delta
+	// migration source), or -1.
+	Replaces int
+	// Bundle is the compiled schedule: metadata, every rank's resource
+	// summary (what compiler/diff compares) and op table.
+	Bundle *bundle.Bundle
+}
+
+// Request is one collective call as the executor sees it, after validation.
+type Request struct {
+	Coll ir.Collective
+	// Send and Recv are the NCCL buffers (0 where the rank has none).
+	Send, Recv device.Ptr
+	// Count is the NCCL count (elements per block), >= 1.
+	Count    int64
+	DataType ir.DataType
+	RedOp    ir.RedOp
+	// Root is the physical root of rooted collectives (else ignored).
+	Root    int
+	InPlace bool
+	// PacketType is the LL packet format (THESEUS_LL_PROTOCOL).
+	PacketType ir.PacketType
+}
+
+// Stats counts what the executor did and created (cumulative).
+type Stats struct {
+	Calls    uint64 // Execute calls
+	Launches uint64 // launches enqueued (= the launch counter)
+
+	L0Setups                   uint64
+	L1Same, L1Hits             uint64 // hits on the running schedule / on another materialised one
+	L1Cold, L1Migrations       uint64
+	L2Skips, L2Hits, L2Setups  uint64
+	L3Hits, L3Setups           uint64
+	Switches, Rebases          uint64 // schedule switches; semaphores rebased
+	Waits                      uint64 // waits for in-flight launches
+	Growths                    uint64 // scratch reallocations
+	Fences                     uint64 // fenced launches
+	ScratchBytes               int64  // current scratch capacity
+	Created                    Created
+	LastMigration              Migration
+	Refused                    uint64 // misses refused during graph capture
+	StateVisits                [numStates]uint64
+	TransitionsTaken, Failures uint64
+}
+
+// Created counts the resources the executor created on this rank.
+type Created struct {
+	// ChannelEnds are channel-end records (an end whose identity, init
+	// included, no materialised schedule had).
+	ChannelEnds int
+	// Semaphores are new semaphore slots (each exchanged with its peer).
+	Semaphores int
+	// Registrations are peers' user buffers imported (L2).
+	Registrations int
+	// Exports are local user buffers exported to peers (L2), Staged those
+	// of them that are foreign memory staged through an allocation.
+	Exports, Staged int
+	// Connections are peers whose L0 memory was imported.
+	Connections int
+	// BootstrapMessages are point-to-point messages this rank sent;
+	// BootstrapRounds are allgathers it took part in.
+	BootstrapMessages, BootstrapRounds int
+	// Allocations are backend allocations made.
+	Allocations int
+}
+
+// Migration describes the last L1 materialisation on this rank.
+type Migration struct {
+	From, To int // schedule ids; From -1 for a cold setup
+	Created  Created
+	// Kept semaphores taken over from the source; Rebased those of them
+	// whose init changed.
+	Kept, Rebased int
+	Elapsed       time.Duration
+}
+
+// Error is a failure of the executor. Peers names the ranks involved when
+// known.
+type Error struct {
+	Rank  int
+	State State
+	Peers []int
+	Err   error
+}
+
+func (e *Error) Error() string {
+	s := fmt.Sprintf("executor: rank %d: %v", e.Rank, e.State)
+	if len(e.Peers) > 0 {
+		s += fmt.Sprintf(" (peers %v)", e.Peers)
+	}
+	return s + ": " + e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+var (
+	// ErrCapture: the request needs setup (a miss) while its stream is
+	// captured into a CUDA graph (seed README, "CUDA Graph Capture").
+	ErrCapture = errors.New("executor: resource setup, scratch reallocation or migration refused during graph capture")
+	// ErrClosed: the executor was closed or aborted.
+	ErrClosed = errors.New("executor: closed")
+	// ErrScratchMismatch: ranks disagree on the scratch size.
+	ErrScratchMismatch = errors.New("executor: ranks use different scratch sizes (THESEUS_INITIAL_SCRATCH_SIZE must be identical on every rank)")
+)
+
+// Executor is one rank's executor.
+type Executor struct {
+	cfg Config
+	dev device.Backend
+	net Net
+	n   int
+
+	trace func(Transition)
+
+	l0      l0
+	l1      map[l1Key]*l1Entry
+	lastL1  *l1Entry
+	lastSig scratchSig
+	launch  uint64
+	streams []device.Stream // streams launched on since the last wait
+	allocs  []device.Ptr    // to free at Close
+	failed  atomic.Pointer[error]
+	abortW  atomic.Uintptr // the control segment once L0 exists
+	stats   Stats
+}
+
+type l0 struct {
+	ready      bool
+	scratch    device.Mem
+	control    device.Ptr // abort word at +0, done word at +8
+	pools      []*pool
+	peers      []peerL0 // by physical rank
+	sentPool   [][]bool // [peer][pool] handle known to the peer
+	peerPools  []map[uint32]device.Region
+	allImports []device.Ptr
+}
+
+type peerL0 struct {
+	scratch device.Mem
+	done    device.Ptr
+	imports []device.Ptr
+}
+
+// pool is a block of semaphore slots: inbound words [0, n), then the
+// matching private expected words [n, 2n).
+type pool struct {
+	id     uint32
+	base   device.Ptr
+	n      int
+	used   int
+	handle device.Handle
+}
+
+const (
+	poolSlots    = 2048
+	controlBytes = 4096
+	scratchAlign = 4096
+)
+
+type slot struct {
+	pool    *pool
+	idx     int
+	curInit int64 // the init of the schedule that last ran with the slot
+}
+
+func (s *slot) inbound() device.Ptr  { return s.pool.base + device.Ptr(8*s.idx) }
+func (s *slot) expected() device.Ptr { return s.pool.base + device.Ptr(8*(s.pool.n+s.idx)) }
+
+type l1Key struct {
+	sched int
+	shift int
+}
+
+type endRes struct {
+	slot        *slot
+	peerInbound device.Ptr
+	peer        int // physical
+	init        int64
+}
+
+type l1Entry struct {
+	key     l1Key
+	sched   *Schedule
+	logical int
+	table   *optable.Table
+	tabMem  device.Mem
+	publish device.Mem
+	ends    []endRes
+	// Scratch chunks of the largest rank: the scratch need is a pure
+	// function of the schedule and the request, identical on every rank.
+	maxScratch int64
+	// L2: exportTo[q] are the buffers peer q reaches of ours, importFrom[q]
+	// those of q we reach (bit 0 input, bit 1 output).
+	needL2     bool
+	exportTo   []uint8
+	importFrom []uint8
+	l2         map[l2Key]*l2Entry
+	l3         map[l3Key]*l3Entry // when !needL2
+}
+
+type l2Key struct{ send, recv device.Region }
+
+type l2Entry struct {
+	peerBuf  [][2]device.Mem // [peer][input/output]
+	local    [2]device.Mem   // our input/output as launches use them (staged or not)
+	stageIn  []device.Copy
+	stageOut []device.Copy
+	imports  []device.Ptr
+	l3       map[l3Key]*l3Entry
+}
+
+type l3Key struct {
+	send, recv device.Ptr
+	count      int64
+	dt         ir.DataType
+	op         ir.RedOp
+	root       int
+	inplace    bool
+	pt         ir.PacketType
+}
+
+type scratchSig struct {
+	l1             *l1Entry
+	stride, slices int64
+}
+
+type l3Entry struct {
+	prep device.Prepared
+	args *device.Args
+	sig  scratchSig
+}
+
+// New returns an executor. Nothing is allocated until the first Execute.
+func New(cfg Config) (*Executor, error) {
+	switch {
+	case cfg.NRanks < 1 || cfg.Rank < 0 || cfg.Rank >= cfg.NRanks:
+		return nil, fmt.Errorf("executor: rank %d of %d", cfg.Rank, cfg.NRanks)
+	case cfg.Backend == nil:
+		return nil, errors.New("executor: no backend")
+	case cfg.Net == nil && cfg.NRanks > 1:
+		return nil, errors.New("executor: no network")
+	}
+	c, err := ConfigFromEnv(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if c.InitialScratch < 0 || c.SliceBytes < 0 || c.Timeout < 0 {
+		return nil, fmt.Errorf("executor: negative scratch %d, slice %d or timeout %v", c.InitialScratch, c.SliceBytes, c.Timeout)
+	}
+	c.InitialScratch = max(roundUp(c.InitialScratch, scratchAlign), scratchAlign)
+	return &Executor{cfg: c, dev: c.Backend, net: c.Net, n: c.NRanks, l1: map[l1Key]*l1Entry{}}, nil
+}
+
+func roundUp(x, a int64) int64 { return (x + a - 1) / a * a }
+
+// SetTrace installs a function called on every transition (tests).
+func (e *Executor) SetTrace(f func(Transition)) { e.trace = f }
+
+// Stats returns a copy of the counters. Like Execute, it must not run
+// concurrently with other calls.
+func (e *Executor) Stats() Stats { return e.stats }
+
+// Err returns the executor's sticky error: a failure that leaves the ranks
+// out of step (an exchange, allocation or launch failure), Abort or Close.
+func (e *Executor) Err() error {
+	if p := e.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (e *Executor) setFailed(err error) {
+	e.failed.CompareAndSwap(nil, &err)
+}
+
+// LaunchCounter is the communicator's launch counter: the number of
+// launches so far (identical on every rank).
+func (e *Executor) LaunchCounter() uint64 { return e.launch }
+
+// Execute walks the state machine for r with schedule s and enqueues the
+// launch on st. It returns when the launch is enqueued (not finished).
+// Errors: *Error, wrapping ErrCapture, ErrClosed, ErrScratchMismatch,
+// a bootstrap error naming peers, or a backend error.
+func (e *Executor) Execute(ctx context.Context, r *Request, s *Schedule, st device.Stream) error {
+	w := walk{r: r, s: s, st: st}
+	e.stats.Calls++
+	state := Start
+	for state != Done {
+		var ev Event
+		switch state {
+		case Start:
+			ev = e.start(&w)
+		case L0Lookup:
+			ev = e.l0Lookup(&w)
+		case L0Setup:
+			ev = e.l0Setup(ctx, &w)
+		case L1Lookup:
+			ev = e.l1Lookup(&w)
+		case L1Cold, L1Migrate:
+			ev = e.l1Materialise(ctx, &w, state == L1Migrate)
+		case L1Switch:
+			ev = e.l1Switch(&w)
+		case L2Lookup:
+			ev = e.l2Lookup(&w)
+		case L2Setup:
+			ev = e.l2Setup(ctx, &w)
+		case L3Lookup:
+			ev = e.l3Lookup(&w)
+		case L3Setup:
+			ev = e.l3Setup(&w)
+		case Grow:
+			ev = e.grow(ctx, &w)
+		case Launch:
+			ev = e.doLaunch(&w)
+		case Fail:
+			e.stats.Failures++
+			return w.err
+		}
+		to := next(state, ev)
+		if to == numStates {
+			err := &Error{Rank: e.cfg.Rank, State: state, Err: fmt.Errorf("internal: no transition on %v", ev)}
+			e.setFailed(err)
+			return err
+		}
+		if e.trace != nil {
+			e.trace(Transition{From: state, Event: ev, To: to})
+		}
+		e.stats.StateVisits[to]++
+		e.stats.TransitionsTaken++
+		if ev == EvCapture {
+			e.stats.Refused++
+			w.err = &Error{Rank: e.cfg.Rank, State: state, Err: ErrCapture}
+		}
+		state = to
+	}
+	return nil
+}
+
+// walk is one Execute's state.
+type walk struct {
+	r     *Request
+	s     *Schedule
+	st    device.Stream
+	shift int
+	l1    *l1Entry
+	l2    *l2Entry
+	l3map map[l3Key]*l3Entry
+	l3key l3Key
+	l3    *l3Entry
+	need  int64 // scratch bytes the request needs (Grow)
+	err   error
+}
+
+func (e *Executor) fail(w *walk, state State, err error, sticky bool, peers ...int) Event {
+	ee := &Error{Rank: e.cfg.Rank, State: state, Peers: peers, Err: err}
+	w.err = ee
+	if sticky {
+		e.setFailed(ee)
+	}
+	return EvError
+}
+
+func (e *Executor) start(w *walk) Event {
+	if err := e.Err(); err != nil {
+		w.err = err
+		return EvBroken
+	}
+	if w.s == nil || w.s.Bundle == nil || w.st == nil || w.r == nil {
+		w.err = &Error{Rank: e.cfg.Rank, State: Start, Err: errors.New("nil request, schedule or stream")}
+		return EvBroken
+	}
+	return EvOK
+}
+
+func (e *Executor) l0Lookup(w *walk) Event {
+	if e.l0.ready {
+		return EvHit
+	}
+	if w.st.Capturing() {
+		return EvCapture
+	}
+	return EvMiss
+}
+
+func (e *Executor) alloc(size int64) (device.Ptr, error) {
+	p, err := e.dev.Alloc(size)
+	if err == nil {
+		e.allocs = append(e.allocs, p)
+		e.stats.Created.Allocations++
+	}
+	return p, err
+}
+
+func (e *Executor) newPool() (*pool, error) {
+	base, err := e.alloc(16 * poolSlots)
+	if err != nil {
+		return nil, err
+	}
+	reg, ok := e.dev.Lookup(base, 16*poolSlots)
+	if !ok {
+		return nil, errors.New("semaphore pool is not a backend allocation")
+	}
+	h, err := e.dev.Export(reg)
+	if err != nil {
+		return nil, err
+	}
+	p := &pool{id: uint32(len(e.l0.pools)), base: base, n: poolSlots, handle: h}
+	e.l0.pools = append(e.l0.pools, p)
+	for q := range e.l0.sentPool {
+		e.l0.sentPool[q] = append(e.l0.sentPool[q], q == e.cfg.Rank)
+	}
+	return p, nil
+}
+
+func (e *Executor) export(p device.Ptr, size int64) (device.Handle, error) {
+	reg, ok := e.dev.Lookup(p, size)
+	if !ok {
+		return nil, device.ErrNotExportable
+	}
+	return e.dev.Export(reg)
+}
+
+func (e *Executor) allGather(ctx context.Context, data []byte) ([][]byte, error) {
+	e.stats.Created.BootstrapRounds++
+	if e.n == 1 {
+		return [][]byte{data}, nil
+	}
+	return e.net.AllGather(ctx, data)
+}
+
+func (e *Executor) send(peer int, tag uint64, data []byte) error {
+	e.stats.Created.BootstrapMessages++
+	return e.net.Send(peer, tag, data)
+}
+
+func (e *Executor) recv(ctx context.Context, peer int, tag uint64) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
+	return e.net.Recv(ctx, peer, tag)
+}
+
+// Message tags: the request's launch counter (identical on every rank) and
+// the kind of exchange.
+const (
+	tagL1 = 1
+	tagL2 = 2
+)
+
+func (e *Executor) tag(kind uint64) uint64 { return ((e.launch+1)<<8 | kind) & (1<<63 - 1) }
+
+func putHandle(b []byte, h device.Handle) []byte {
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(h)))
+	return append(b, h...)
+}
+
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) u64() uint64 {
+	if len(r.b) < 8 {
+		r.err = errors.New("short message")
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+func (r *reader) u32() uint32 {
+	if len(r.b) < 4 {
+		r.err = errors.New("short message")
+		return 0
+	}
+	v := binary.LittleEndian.Uint32(r.b)
+	r.b = r.b[4:]
+	return v
+}
+
+func (r *reader) handle() device.Handle {
+	if len(r.b) < 2 {
+		r.err = errors.New("short message")
+		return nil
+	}
+	n := int(binary.LittleEndian.Uint16(r.b))
+	if n > device.MaxHandle || len(r.b) < 2+n {
+		r.err = errors.New("bad handle in message")
+		return nil
+	}
+	h := device.Handle(r.b[2 : 2+n])
+	r.b = r.b[2+n:]
+	return h
+}
+
+func (e *Executor) unimport(p device.Ptr) {
+	for i, x := range e.l0.allImports {
+		if x == p {
+			e.l0.allImports = append(e.l0.allImports[:i], e.l0.allImports[i+1:]...)
+			break
+		}
+	}
+	e.dev.Unimport(p)
+}
+
+func (e *Executor) importHandle(h device.Handle) (device.Region, error) {
+	reg, err := e.dev.Import(h)
+	if err == nil {
+		e.l0.allImports = append(e.l0.allImports, reg.Base)
+	}
+	return reg, err
+}
+
+// l0Setup allocates the scratch buffer, the control words and the first
+// semaphore pool, and exchanges their handles in one allgather.
+func (e *Executor) l0Setup(ctx context.Context, w *walk) Event {
+	rank := e.cfg.Rank
+	e.l0.sentPool = make([][]bool, e.n)
+	e.l0.peerPools = make([]map[uint32]device.Region, e.n)
+	for q := range e.l0.peerPools {
+		e.l0.peerPools[q] = map[uint32]device.Region{}
+	}
+	capB := e.cfg.InitialScratch
+	sc, err := e.alloc(capB)
+	if err != nil {
+		return e.fail(w, L0Setup, err, true)
+	}
+	e.l0.scratch = device.Mem{Ptr: sc, Size: capB}
+	if e.l0.control, err = e.alloc(controlBytes); err != nil {
+		return e.fail(w, L0Setup, err, true)
+	}
+	p0, err := e.newPool()
+	if err != nil {
+		return e.fail(w, L0Setup, err, true)
+	}
+	msg := binary.LittleEndian.AppendUint64(nil, uint64(capB))
+	for _, m := range []device.Mem{e.l0.scratch, {Ptr: e.l0.control, Size: controlBytes}} {
+		h, err := e.export(m.Ptr, m.Size)
+		if err != nil {
+			return e.fail(w, L0Setup, err, true)
+		}
+		msg = putHandle(msg, h)
+	}
+	msg = putHandle(msg, p0.handle)
+	all, err := e.allGather(ctx, msg)
+	if err != nil {
+		return e.fail(w, L0Setup, err, true, bootstrapPeers(err)...)
+	}
+	e.l0.peers = make([]peerL0, e.n)
+	var bad []int
+	for q, m := range all {
+		rd := reader{b: m}
+		qcap := int64(rd.u64())
+		hs := [3]device.Handle{rd.handle(), rd.handle(), rd.handle()}
+		if rd.err != nil {
+			return e.fail(w, L0Setup, fmt.Errorf("rank %d's L0 message: %v", q, rd.err), true, q)
+		}
+		if qcap != capB {
+			bad = append(bad, q)
+			continue
+		}
+		e.l0.sentPool[q] = []bool{true}
+		if q == rank {
+			e.l0.peers[q] = peerL0{scratch: e.l0.scratch, done: e.l0.control + 8}
+			e.l0.peerPools[q][0] = device.Region{Base: p0.base, Size: 16 * poolSlots}
+			continue
+		}
+		var regs [3]device.Region
+		for i, h := range hs {
+			if regs[i], err = e.importHandle(h); err != nil {
+				return e.fail(w, L0Setup, fmt.Errorf("import rank %d's L0 memory: %w", q, err), true, q)
+			}
+		}
+		e.l0.peers[q] = peerL0{scratch: device.Mem{Ptr: regs[0].Base, Size: capB}, done: regs[1].Base + 8}
+		e.l0.peerPools[q][0] = regs[2]
+		e.stats.Created.Connections++
+	}
+	if len(bad) > 0 {
+		return e.fail(w, L0Setup, fmt.Errorf("%w: this rank has %d bytes, ranks %v differ", ErrScratchMismatch, capB, bad), true, bad...)
+	}
+	e.l0.ready = true
+	e.abortW.Store(uintptr(e.l0.control))
+	e.stats.ScratchBytes = capB
+	e.stats.L0Setups++
+	return EvOK
+}
+
+func (e *Executor) shiftOf(w *walk) int {
+	m := w.s.Bundle.Meta
+	if !m.Collective.Rooted() {
+		return 0
+	}
+	pl := ir.Placement{Collective: m.Collective, NRanks: m.NRanks, ProgRoot: m.Root, Root: w.r.Root}
+	return pl.Shift()
+}
+
+func (e *Executor) l1Lookup(w *walk) Event {
+	w.shift = e.shiftOf(w)
+	key := l1Key{w.s.ID, w.shift}
+	if l := e.lastL1; l != nil && l.key == key && l.sched == w.s {
+		w.l1 = l
+		e.stats.L1Same++
+		return EvSame
+	}
+	if l := e.l1[key]; l != nil && l.sched == w.s {
+		w.l1 = l
+		e.stats.L1Hits++
+		return EvHit
+	}
+	if w.st.Capturing() {
+		return EvCapture
+	}
+	if e.source(w) != nil {
+		return EvSource
+	}
+	return EvNoSource
+}
+
+// source is the delta-migration source for w's schedule: the schedule it
+// replaces when that is materialised under the same root rotation, else
+// the communicator's previous schedule under the same rotation.
+func (e *Executor) source(w *walk) *l1Entry {
+	if r := w.s.Replaces; r >= 0 {
+		if l := e.l1[l1Key{r, w.shift}]; l != nil && l.sched.Bundle.Meta.NRanks == e.n {
+			return l
+		}
+	}
+	if l := e.lastL1; l != nil && l.key.shift == w.shift && l.sched.Bundle.Meta.NRanks == e.n {
+		return l
+	}
+	return nil
+}
+
+// l1Materialise builds the L1 entry of w's schedule: cold, or as a delta of
+// the source.
+func (e *Executor) l1Materialise(ctx context.Context, w *walk, migrate bool) Event {
+	t0 := time.Now()
+	state := L1Cold
+	var src *l1Entry
+	if migrate {
+		state, src = L1Migrate, e.source(w)
+	}
+	before := e.stats.Created
+	s, n, rank := w.s, e.n, e.cfg.Rank
+	b := s.Bundle
+	if b.Meta.NRanks != n || len(b.Ranks) != n || len(b.Tables) != n {
+		return e.fail(w, state, fmt.Errorf("schedule %q is for %d ranks, the communicator has %d", s.Name, b.Meta.NRanks, n), false)
+	}
+	shift := w.shift
+	phys := func(l int) int { return (l + shift) % n }
+	l := ((rank-shift)%n + n) % n
+	t, err := b.Table(l)
+	if err != nil {
+		return e.fail(w, state, fmt.Errorf("schedule %q rank %d: %w", s.Name, l, err), false)
+	}
+	ent := &l1Entry{key: l1Key{s.ID, shift}, sched: s, logical: l, table: t, ends: make([]endRes, len(t.Channels)),
+		exportTo: make([]uint8, n), importFrom: make([]uint8, n)}
+	enc := b.Tables[l]
+	tp, err := e.alloc(int64(max(len(enc), 1)))
+	if err != nil {
+		return e.fail(w, state, err, true)
+	}
+	if err := e.dev.Upload(tp, enc); err != nil {
+		return e.fail(w, state, err, true)
+	}
+	ent.tabMem = device.Mem{Ptr: tp, Size: int64(len(enc))}
+	pub := int64(8 * max(len(t.TBs), 1))
+	pp, err := e.alloc(pub)
+	if err != nil {
+		return e.fail(w, state, err, true)
+	}
+	ent.publish = device.Mem{Ptr: pp, Size: pub}
+	for _, rr := range b.Ranks {
+		ent.maxScratch = max(ent.maxScratch, rr.Chunks[ir.Scratch])
+	}
+	// Registrations: what we reach of our peers, and what they reach of us.
+	bit := func(k ir.BufKind) uint8 { return 1 << uint(k) }
+	for _, reg := range b.Ranks[l].Registrations {
+		ent.importFrom[phys(reg.Peer)] |= bit(reg.Buf)
+	}
+	for ql, rr := range b.Ranks {
+		for _, reg := range rr.Registrations {
+			if reg.Peer == l && ql != l {
+				ent.exportTo[phys(ql)] |= bit(reg.Buf)
+			}
+		}
+	}
+	for q := range n {
+		ent.needL2 = ent.needL2 || ent.exportTo[q] != 0 || ent.importFrom[q] != 0
+	}
+	if ent.needL2 {
+		ent.l2 = map[l2Key]*l2Entry{}
+	} else {
+		ent.l3 = map[l3Key]*l3Entry{}
+	}
+	// Channel ends: reuse the source's semaphores where compiler/diff says
+	// the identity is shared.
+	var reuse []int
+	kept, rebased := 0, 0
+	if src != nil {
+		reuse = diff.SemaphoreReuse(src.sched.Bundle.Ranks, b.Ranks)[l]
+	}
+	added := map[int][]int{} // peer -> our channel indices with new slots
+	for c, ch := range t.Channels {
+		er := endRes{peer: phys(ch.Peer), init: ch.Init}
+		if reuse != nil && reuse[c] >= 0 && reuse[c] < len(src.ends) {
+			old := src.ends[reuse[c]]
+			er.slot, er.peerInbound = old.slot, old.peerInbound
+			kept++
+			if old.init != ch.Init {
+				rebased++
+				e.stats.Created.ChannelEnds++
+			}
+		} else {
+			sl, err := e.newSlot(ch.Init)
+			if err != nil {
+				return e.fail(w, state, err, true)
+			}
+			er.slot = sl
+			added[er.peer] = append(added[er.peer], c)
+			e.stats.Created.ChannelEnds++
+			e.stats.Created.Semaphores++
+		}
+		ent.ends[c] = er
+	}
+	// Exchange the new slots, point to point, with the peers concerned.
+	if err := e.exchangeSlots(ctx, ent, added); err != nil {
+		return e.fail(w, state, err, true, bootstrapPeers(err)...)
+	}
+	e.l1[ent.key] = ent
+	w.l1 = ent
+	if migrate {
+		e.stats.L1Migrations++
+	} else {
+		e.stats.L1Cold++
+	}
+	from := -1
+	if src != nil {
+		from = src.sched.ID
+	}
+	e.stats.LastMigration = Migration{From: from, To: s.ID, Created: diffCreated(e.stats.Created, before),
+		Kept: kept, Rebased: rebased, Elapsed: time.Since(t0)}
+	return EvOK
+}
+
+func diffCreated(a, b Created) Created {
+	return Created{ChannelEnds: a.ChannelEnds - b.ChannelEnds, Semaphores: a.Semaphores - b.Semaphores,
+		Registrations: a.Registrations - b.Registrations, Exports: a.Exports - b.Exports, Staged: a.Staged - b.Staged,
+		Connections: a.Connections - b.Connections, BootstrapMessages: a.BootstrapMessages - b.BootstrapMessages,
+		BootstrapRounds: a.BootstrapRounds - b.BootstrapRounds, Allocations: a.Allocations - b.Allocations}
+}
+
+func (e *Executor) newSlot(init int64) (*slot, error) {
+	p := e.l0.pools[len(e.l0.pools)-1]
+	if p.used == p.n {
+		var err error
+		if p, err = e.newPool(); err != nil {
+			return nil, err
+		}
+	}
+	s := &slot{pool: p, idx: p.used, curInit: init}
+	p.used++
+	var w [8]byte
+	binary.LittleEndian.PutUint64(w[:], uint64(init))
+	if err := e.dev.Upload(s.inbound(), w[:]); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// exchangeSlots sends each peer the slots of our new ends toward it (with
+// the pool handles it lacks) and receives the slots of its ends, which our
+// ends signal into. Added ends pair up: a semaphore identity is kept on one
+// side exactly when the mirror identity is kept on the other.
+func (e *Executor) exchangeSlots(ctx context.Context, ent *l1Entry, added map[int][]int) error {
+	if len(added) == 0 {
+		return nil
+	}
+	tag := e.tag(tagL1)
+	peers := sortedKeys(added)
+	for _, q := range peers {
+		if q == e.cfg.Rank {
+			continue
+		}
+		var msg []byte
+		msg = binary.LittleEndian.AppendUint32(msg, uint32(len(added[q])))
+		var need []*pool
+		for _, c := range added[q] {
+			sl := ent.ends[c].slot
+			msg = binary.LittleEndian.AppendUint32(msg, uint32(c))
+			msg = binary.LittleEndian.AppendUint32(msg, sl.pool.id)
+			msg = binary.LittleEndian.AppendUint32(msg, uint32(sl.idx))
+			if !e.l0.sentPool[q][sl.pool.id] {
+				e.l0.sentPool[q][sl.pool.id] = true
+				need = append(need, sl.pool)
+			}
+		}
+		msg = binary.LittleEndian.AppendUint32(msg, uint32(len(need)))
+		for _, p := range need {
+			msg = binary.LittleEndian.AppendUint32(msg, p.id)
+			msg = putHandle(msg, p.handle)
+		}
+		if err := e.send(q, tag, msg); err != nil {
+			return err
+		}
+	}
+	for _, q := range peers {
+		type ref struct{ pool, idx uint32 }
+		theirs := map[int]ref{}
+		if q == e.cfg.Rank {
+			// A channel to ourselves: both ends are ours.
+			for _, c := range added[q] {
+				theirs[c] = ref{ent.ends[c].slot.pool.id, uint32(ent.ends[c].slot.idx)}
+			}
+		} else {
+			m, err := e.recv(ctx, q, tag)
+			if err != nil {
+				return err
+			}
+			rd := reader{b: m}
+			cnt := rd.u32()
+			for i := uint32(0); i < cnt && rd.err == nil; i++ {
+				c, p, x := rd.u32(), rd.u32(), rd.u32()
+				theirs[int(c)] = ref{p, x}
+			}
+			np := rd.u32()
+			for i := uint32(0); i < np && rd.err == nil; i++ {
+				id, h := rd.u32(), rd.handle()
+				if rd.err != nil {
+					break
+				}
+				if _, ok := e.l0.peerPools[q][id]; !ok {
+					reg, err := e.importHandle(h)
+					if err != nil {
+						return fmt.Errorf("import rank %d's semaphore pool %d: %w", q, id, err)
+					}
+					e.l0.peerPools[q][id] = reg
+				}
+			}
+			if rd.err != nil {
+				return fmt.Errorf("rank %d's slot message: %v", q, rd.err)
+			}
+		}
+		for _, c := range added[q] {
+			pc := ent.table.Channels[c].PeerChannel
+			r, ok := theirs[pc]
+			if !ok {
+				return fmt.Errorf("rank %d sent no semaphore for its channel %d (our channel %d): the schedules' ends do not pair", q, pc, c)
+			}
+			reg, ok := e.l0.peerPools[q][r.pool]
+			if !ok || int64(r.idx) >= poolSlots {
+				return fmt.Errorf("rank %d named semaphore pool %d slot %d, which it never exported", q, r.pool, r.idx)
+			}
+			ent.ends[c].peerInbound = reg.Base + device.Ptr(8*r.idx)
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[int][]int) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j] < out[j-1]; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// l1Switch makes w.l1 the running schedule: semaphores it shares with the
+// schedule that last used them, under a different init, are rebased by
+// their owner (ir.md §5.3: the expected counter moves by the init
+// difference) once this rank's launches are quiescent.
+func (e *Executor) l1Switch(w *walk) Event {
+	e.stats.Switches++
+	var todo []int
+	for c := range w.l1.ends {
+		if er := &w.l1.ends[c]; er.slot.curInit != er.init {
+			todo = append(todo, c)
+		}
+	}
+	if len(todo) == 0 {
+		return EvOK
+	}
+	if w.st.Capturing() {
+		return EvCapture
+	}
+	if err := e.waitInflight(); err != nil {
+		return e.fail(w, L1Switch, err, true)
+	}
+	var buf [8]byte
+	for _, c := range todo {
+		er := &w.l1.ends[c]
+		if err := e.dev.Download(buf[:], er.slot.expected()); err != nil {
+			return e.fail(w, L1Switch, err, true)
+		}
+		v := binary.LittleEndian.Uint64(buf[:]) + uint64(er.slot.curInit-er.init)
+		binary.LittleEndian.PutUint64(buf[:], v)
+		if err := e.dev.Upload(er.slot.expected(), buf[:]); err != nil {
+			return e.fail(w, L1Switch, err, true)
+		}
+		er.slot.curInit = er.init
+		e.stats.Rebases++
+	}
+	return EvOK
+}
+
+// waitInflight waits for every launch this executor enqueued (YES + WAIT in
+// the seed's capture table).
+func (e *Executor) waitInflight() error {
+	e.stats.Waits++
+	for _, st := range e.streams {
+		if err := st.Synchronize(); err != nil {
+			return err
+		}
+	}
+	e.streams = e.streams[:0]
+	return nil
+}
+
+// bufBytes is the size of buffer k of physical rank rank for r.
+func (e *Executor) bufBytes(r *Request, k ir.BufKind) int64 {
+	blocks := ir.Blocks(r.Coll, k, e.n, e.cfg.Rank, r.Root)
+	return blocks * r.Count * int64(r.DataType.Size())
+}
+
+// identify returns the L2 identity of [p, p+n): its backend allocation, or
+// for foreign memory the range itself (generation 0).
+func (e *Executor) identify(p device.Ptr, n int64) device.Region {
+	if p == 0 || n == 0 {
+		return device.Region{}
+	}
+	if reg, ok := e.dev.Lookup(p, n); ok {
+		return reg
+	}
+	return device.Region{Base: p, Size: n}
+}
+
+func (e *Executor) l2Lookup(w *walk) Event {
+	if !w.l1.needL2 {
+		w.l3map = w.l1.l3
+		e.stats.L2Skips++
+		return EvSkip
+	}
+	r := w.r
+	key := l2Key{send: e.identify(r.Send, e.bufBytes(r, ir.Input)), recv: e.identify(r.Recv, e.bufBytes(r, ir.Output))}
+	if l2 := w.l1.l2[key]; l2 != nil {
+		w.l2, w.l3map = l2, l2.l3
+		e.stats.L2Hits++
+		return EvHit
+	}
+	if w.st.Capturing() {
+		return EvCapture
+	}
+	return EvMiss
+}
+
+// l2Setup exports the buffers the peers reach (staging foreign memory),
+// sends their handles to those peers, and imports the peers' buffers that we
+// reach.
+func (e *Executor) l2Setup(ctx context.Context, w *walk) Event {
+	r, ent := w.r, w.l1
+	sizes := [2]int64{e.bufBytes(r, ir.Input), e.bufBytes(r, ir.Output)}
+	user := [2]device.Ptr{r.Send, r.Recv}
+	l2 := &l2Entry{peerBuf: make([][2]device.Mem, e.n), l3: map[l3Key]*l3Entry{}}
+	for k := range 2 {
+		if sizes[k] > 0 {
+			l2.local[k] = device.Mem{Ptr: user[k], Size: sizes[k]}
+		}
+	}
+	// In place, input and output alias (ir.md §3): a peer that reaches
+	// either may land in the other, so both travel.
+	both := func(m uint8) uint8 {
+		if r.InPlace && m != 0 {
+			return 3
+		}
+		return m
+	}
+	var exp uint8
+	for _, m := range ent.exportTo {
+		exp |= both(m)
+	}
+	// Export what peers reach; stage foreign memory through an allocation.
+	var handles [2]device.Handle
+	var offs [2]int64
+	if exp != 0 {
+		if err := e.stage(l2, exp, sizes, user); err != nil {
+			return e.fail(w, L2Setup, err, true)
+		}
+		for k := range 2 {
+			if exp&(1<<k) == 0 || l2.local[k].Size == 0 {
+				continue
+			}
+			reg, ok := e.dev.Lookup(l2.local[k].Ptr, l2.local[k].Size)
+			if !ok {
+				return e.fail(w, L2Setup, fmt.Errorf("staged %s is not a backend allocation", ir.BufKind(k).LongName()), true)
+			}
+			h, err := e.dev.Export(reg)
+			if err != nil {
+				return e.fail(w, L2Setup, err, true)
+			}
+			handles[k], offs[k] = h, int64(l2.local[k].Ptr-reg.Base)
+			e.stats.Created.Exports++
+		}
+	}
+	tag := e.tag(tagL2)
+	for q, m := range ent.exportTo {
+		m = both(m)
+		if m == 0 || q == e.cfg.Rank {
+			continue
+		}
+		var msg []byte
+		for k := range 2 {
+			if m&(1<<k) == 0 {
+				continue
+			}
+			msg = binary.LittleEndian.AppendUint32(msg, uint32(k))
+			msg = binary.LittleEndian.AppendUint64(msg, uint64(offs[k]))
+			msg = binary.LittleEndian.AppendUint64(msg, uint64(l2.local[k].Size))
+			msg = putHandle(msg, handles[k])
+		}
+		if err := e.send(q, tag, msg); err != nil {
+			return e.fail(w, L2Setup, err, true, q)
+		}
+	}
+	for q, m := range ent.importFrom {
+		if m == 0 {
+			continue
+		}
+		if q == e.cfg.Rank {
+			l2.peerBuf[q] = l2.local
+			continue
+		}
+		msg, err := e.recv(ctx, q, tag)
+		if err != nil {
+			return e.fail(w, L2Setup, fmt.Errorf("waiting for rank %d's buffer registrations (if rank %d reused cached buffers while this rank changed them, this is the seed's Known Issue 3): %w", q, q, err), true, q)
+		}
+		rd := reader{b: msg}
+		for len(rd.b) > 0 && rd.err == nil {
+			k, off, size, h := rd.u32(), int64(rd.u64()), int64(rd.u64()), rd.handle()
+			if rd.err != nil || k > 1 {
+				break
+			}
+			if size == 0 {
+				continue
+			}
+			reg, err := e.dev.Import(h)
+			if err != nil {
+				return e.fail(w, L2Setup, fmt.Errorf("import rank %d's %s: %w", q, ir.BufKind(k).LongName(), err), true, q)
+			}
+			l2.imports = append(l2.imports, reg.Base)
+			if off < 0 || off > reg.Size-size {
+				return e.fail(w, L2Setup, fmt.Errorf("rank %d's %s lies outside its allocation", q, ir.BufKind(k).LongName()), true, q)
+			}
+			l2.peerBuf[q][k] = device.Mem{Ptr: reg.Base + device.Ptr(off), Size: size}
+			e.stats.Created.Registrations++
+		}
+		if rd.err != nil {
+			return e.fail(w, L2Setup, fmt.Errorf("rank %d's registration message: %v", q, rd.err), true, q)
+		}
+	}
+	key := l2Key{send: e.identify(r.Send, sizes[0]), recv: e.identify(r.Recv, sizes[1])}
+	ent.l2[key] = l2
+	w.l2, w.l3map = l2, l2.l3
+	e.stats.L2Setups++
+	return EvOK
+}
+
+// stage replaces the exported buffers that are foreign memory by backend
+// allocations, with copies before (input) and after (output) each launch.
+// In place, the union of the two buffers is staged as one, so that the
+// aliasing of ir.md §3 is kept.
+func (e *Executor) stage(l2 *l2Entry, exp uint8, sizes [2]int64, user [2]device.Ptr) error {
+	foreign := func(k int) bool {
+		if sizes[k] == 0 {
+			return false
+		}
+		_, ok := e.dev.Lookup(user[k], sizes[k])
+		return !ok
+	}
+	in, out := foreign(0), foreign(1)
+	if !in && !out {
+		return nil
+	}
+	overlap := sizes[0] > 0 && sizes[1] > 0 && user[0] < user[1]+device.Ptr(sizes[1]) && user[1] < user[0]+device.Ptr(sizes[0])
+	if overlap {
+		lo := min(user[0], user[1])
+		hi := max(user[0]+device.Ptr(sizes[0]), user[1]+device.Ptr(sizes[1]))
+		n := int64(hi - lo)
+		p, err := e.alloc(n)
+		if err != nil {
+			return err
+		}
+		l2.stageIn = append(l2.stageIn, device.Copy{Dst: p, Src: lo, N: n})
+		l2.stageOut = append(l2.stageOut, device.Copy{Dst: lo, Src: p, N: n})
+		for k := range 2 {
+			l2.local[k].Ptr = p + (user[k] - lo)
+		}
+		e.stats.Created.Staged++
+		return nil
+	}
+	for k := range 2 {
+		if !foreign(k) || exp&(1<<k) == 0 {
+			continue
+		}
+		p, err := e.alloc(sizes[k])
+		if err != nil {
+			return err
+		}
+		if k == 0 {
+			l2.stageIn = append(l2.stageIn, device.Copy{Dst: p, Src: user[k], N: sizes[k]})
+		} else {
+			l2.stageOut = append(l2.stageOut, device.Copy{Dst: user[k], Src: p, N: sizes[k]})
+		}
+		l2.local[k].Ptr = p
+		e.stats.Created.Staged++
+	}
+	return nil
+}
+
+func (e *Executor) l3Lookup(w *walk) Event {
+	r := w.r
+	w.l3key = l3Key{send: r.Send, recv: r.Recv, count: r.Count, dt: r.DataType, op: r.RedOp, inplace: r.InPlace, pt: r.PacketType}
+	if w.s.Bundle.Meta.Collective.Rooted() {
+		w.l3key.root = r.Root
+	}
+	if l3 := w.l3map[w.l3key]; l3 != nil {
+		w.l3 = l3
+		e.stats.L3Hits++
+		return EvHit
+	}
+	if w.st.Capturing() {
+		return EvCapture
+	}
+	return EvMiss
+}
+
+// maxL3 bounds the L3 entries under one L1 or L2 entry; the map is cleared
+// when full (request shapes that keep changing, such as benchmark sweeps).
+const maxL3 = 4096
+
+func (e *Executor) l3Setup(w *walk) Event {
+	r, ent, t := w.r, w.l1, w.l1.table
+	ll := t.Protocol == ir.LL
+	slices := int64(1)
+	if !ll {
+		sb := t.SliceBytes
+		if sb == 0 {
+			sb = e.cfg.SliceBytes
+		}
+		slices = ir.SlicesFor(r.Count, t.ChunksPerBlock, r.DataType, sb)
+	}
+	lay, err := ir.NewLayout(r.Count, r.DataType, t.ChunksPerBlock, slices)
+	if err != nil {
+		return e.fail(w, L3Setup, err, false)
+	}
+	// Scratch: per launch maxScratch chunks of Stride elements (twice for LL
+	// packets), in half the buffer when launches alternate.
+	per, ok := mulOK(ent.maxScratch, lay.Stride*lay.ElemSize)
+	if ok && ll {
+		per, ok = mulOK(per, 2)
+	}
+	if !ok {
+		return e.fail(w, L3Setup, errors.New("scratch size overflows"), false)
+	}
+	halves := ll || e.cfg.Alternate
+	capB := e.l0.scratch.Size
+	avail := capB
+	if halves {
+		avail = capB / 2
+	}
+	if per > avail {
+		need := per
+		if halves {
+			need = 2 * per
+		}
+		w.need = need
+		return EvTooSmall
+	}
+	a := &device.Args{Table: t, TableMem: ent.tabMem, Rank: e.cfg.Rank, NRanks: e.n, Shift: w.shift,
+		Count: r.Count, DataType: r.DataType, RedOp: r.RedOp, InPlace: r.InPlace, PacketType: r.PacketType,
+		Layout: lay, Publish: ent.publish, Abort: e.l0.control, Done: e.l0.control + 8, Timeout: e.cfg.Timeout}
+	if t.Collective.Rooted() {
+		a.Root = r.Root
+	}
+	a.Buf[device.Scratch] = e.l0.scratch
+	if halves {
+		a.ScratchHalf = capB / 2
+	}
+	if w.l2 != nil {
+		a.Buf[device.Input], a.Buf[device.Output] = w.l2.local[0], w.l2.local[1]
+		a.StageIn, a.StageOut = w.l2.stageIn, w.l2.stageOut
+	} else {
+		if n := e.bufBytes(r, ir.Input); n > 0 {
+			a.Buf[device.Input] = device.Mem{Ptr: r.Send, Size: n}
+		}
+		if n := e.bufBytes(r, ir.Output); n > 0 {
+			a.Buf[device.Output] = device.Mem{Ptr: r.Recv, Size: n}
+		}
+	}
+	a.Ends = make([]device.End, len(ent.ends))
+	for c, er := range ent.ends {
+		pe := device.End{Peer: er.peer, Inbound: er.slot.inbound(), PeerInbound: er.peerInbound, Expected: er.slot.expected()}
+		pe.PeerBuf[device.Scratch] = e.l0.peers[er.peer].scratch
+		if w.l2 != nil {
+			pe.PeerBuf[device.Input], pe.PeerBuf[device.Output] = w.l2.peerBuf[er.peer][0], w.l2.peerBuf[er.peer][1]
+		}
+		a.Ends[c] = pe
+	}
+	for q := range e.n {
+		if q != e.cfg.Rank {
+			a.Fence = append(a.Fence, device.PeerWord{Peer: q, Word: e.l0.peers[q].done})
+		}
+	}
+	prep, err := e.dev.Prepare(a)
+	if err != nil {
+		return e.fail(w, L3Setup, err, false)
+	}
+	if len(w.l3map) >= maxL3 {
+		if err := e.waitInflight(); err != nil {
+			return e.fail(w, L3Setup, err, true)
+		}
+		for k, v := range w.l3map {
+			v.prep.Release()
+			delete(w.l3map, k)
+		}
+	}
+	w.l3 = &l3Entry{prep: prep, args: a, sig: scratchSig{l1: ent, stride: lay.Stride, slices: lay.Slices}}
+	w.l3map[w.l3key] = w.l3
+	e.stats.L3Setups++
+	return EvOK
+}
+
+func mulOK(a, b int64) (int64, bool) {
+	if a == 0 || b == 0 {
+		return 0, true
+	}
+	c := a * b
+	if c/b != a || c < 0 {
+		return 0, false
+	}
+	return c, true
+}
+
+// grow replaces the scratch buffer by one of at least w.need bytes (the
+// next power of two), on every rank at the same request: the need is a pure
+// function of the agreed request and schedule.
+func (e *Executor) grow(ctx context.Context, w *walk) Event {
+	if w.st.Capturing() {
+		return EvCapture
+	}
+	if err := e.waitInflight(); err != nil {
+		return e.fail(w, Grow, err, true)
+	}
+	capB := e.l0.scratch.Size
+	for capB < w.need {
+		capB *= 2
+	}
+	capB = roundUp(capB, scratchAlign)
+	sc, err := e.alloc(capB)
+	if err != nil {
+		return e.fail(w, Grow, fmt.Errorf("scratch of %d bytes: %w", capB, err), true)
+	}
+	h, err := e.export(sc, capB)
+	if err != nil {
+		return e.fail(w, Grow, err, true)
+	}
+	msg := putHandle(binary.LittleEndian.AppendUint64(nil, uint64(capB)), h)
+	all, err := e.allGather(ctx, msg)
+	if err != nil {
+		return e.fail(w, Grow, err, true, bootstrapPeers(err)...)
+	}
+	old := e.l0.scratch
+	var bad []int
+	for q, m := range all {
+		rd := reader{b: m}
+		qcap, qh := int64(rd.u64()), rd.handle()
+		if rd.err != nil || qcap != capB {
+			bad = append(bad, q)
+			continue
+		}
+		if q == e.cfg.Rank {
+			e.l0.peers[q].scratch = device.Mem{Ptr: sc, Size: capB}
+			continue
+		}
+		reg, err := e.importHandle(qh)
+		if err != nil {
+			return e.fail(w, Grow, fmt.Errorf("import rank %d's scratch: %w", q, err), true, q)
+		}
+		if p := e.l0.peers[q].scratch.Ptr; p != 0 {
+			e.unimport(p)
+		}
+		e.l0.peers[q].scratch = device.Mem{Ptr: reg.Base, Size: capB}
+	}
+	if len(bad) > 0 {
+		return e.fail(w, Grow, fmt.Errorf("%w: growing to %d bytes, ranks %v differ", ErrScratchMismatch, capB, bad), true, bad...)
+	}
+	e.l0.scratch = device.Mem{Ptr: sc, Size: capB}
+	e.freeAlloc(old.Ptr)
+	// Every prepared launch names the old scratch.
+	for _, ent := range e.l1 {
+		dropL3(ent.l3)
+		for _, l2 := range ent.l2 {
+			dropL3(l2.l3)
+		}
+	}
+	e.lastSig = scratchSig{}
+	e.stats.Growths++
+	e.stats.ScratchBytes = capB
+	return EvOK
+}
+
+func dropL3(m map[l3Key]*l3Entry) {
+	for k, v := range m {
+		v.prep.Release()
+		delete(m, k)
+	}
+}
+
+func (e *Executor) freeAlloc(p device.Ptr) {
+	for i, a := range e.allocs {
+		if a == p {
+			e.allocs = append(e.allocs[:i], e.allocs[i+1:]...)
+			break
+		}
+	}
+	e.dev.Free(p)
+}
+
+func (e *Executor) doLaunch(w *walk) Event {
+	l3 := w.l3
+	fence := l3.sig != e.lastSig && e.launch > 0
+	if err := w.st.Launch(l3.prep, e.launch+1, fence); err != nil {
+		return e.fail(w, Launch, err, false)
+	}
+	e.launch++
+	e.stats.Launches++
+	if fence {
+		e.stats.Fences++
+	}
+	e.lastL1, e.lastSig = w.l1, l3.sig
+	e.trackStream(w.st)
+	return EvOK
+}
+
+func (e *Executor) trackStream(st device.Stream) {
+	for _, s := range e.streams {
+		if s == st {
+			return
+		}
+	}
+	e.streams = append(e.streams, st)
+}
+
+// Wait waits for every launch enqueued since the last wait (Finalize; the
+// YES + WAIT of migration and growth).
+func (e *Executor) Wait() error {
+	return e.waitInflight()
+}
+
+// Abort stops this rank's running and future launches: it sets the abort
+// word (every wait of a launch returns) and makes the executor unusable.
+// Safe to call concurrently with Execute.
+func (e *Executor) Abort(cause error) {
+	if cause == nil {
+		cause = ErrClosed
+	}
+	e.setFailed(cause)
+	if p := device.Ptr(e.abortW.Load()); p != 0 {
+		var one [8]byte
+		one[0] = 1
+		e.dev.Upload(p, one[:])
+	}
+}
+
+// Close waits for in-flight launches (unless aborted), then releases every
+// prepared launch, import and allocation.
+func (e *Executor) Close() error {
+	var werr error
+	if e.Err() == nil {
+		werr = e.waitInflight()
+	}
+	e.setFailed(ErrClosed)
+	for _, ent := range e.l1 {
+		dropL3(ent.l3)
+		for _, l2 := range ent.l2 {
+			dropL3(l2.l3)
+			for _, p := range l2.imports {
+				e.dev.Unimport(p)
+			}
+		}
+	}
+	for _, p := range e.l0.allImports {
+		e.dev.Unimport(p)
+	}
+	for _, p := range e.allocs {
+		e.dev.Free(p)
+	}
+	e.allocs = nil
+	e.l1 = map[l1Key]*l1Entry{}
+	e.lastL1 = nil
+	return werr
+}
+
+// bootstrapPeers extracts the ranks a bootstrap error names.
+func bootstrapPeers(err error) []int {
+	var be *bootstrap.Error
+	if errors.As(err, &be) {
+		return be.Missing
+	}
+	return nil
+}

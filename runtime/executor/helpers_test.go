@@ -1,0 +1,217 @@
+//go:build linux
+
+package executor
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/theseus-ccl/theseus/compiler/gen"
+	"github.com/theseus-ccl/theseus/compiler/passes"
+	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/bootstrap"
+	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/device/devicetest"
+	"github.com/theseus-ccl/theseus/runtime/host"
+)
+
+// world is n ranks as goroutines: a bootstrap, an executor and a stream each.
+type world struct {
+	t     testing.TB
+	n     int
+	boots []*bootstrap.Bootstrap
+	ex    []*Executor
+	st    []device.Stream
+	dev   device.Backend
+	// allocations to free at cleanup
+	mu     sync.Mutex
+	allocs []device.Ptr
+}
+
+func newWorld(t testing.TB, n int, cfg Config) *world {
+	t.Helper()
+	id, err := bootstrap.NewLoopbackUniqueID(bootstrap.Options{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{t: t, n: n, boots: make([]*bootstrap.Bootstrap, n), ex: make([]*Executor, n), st: make([]device.Stream, n), dev: host.Backend()}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.boots[r], errs[r] = bootstrap.Init(context.Background(), id, r, n, bootstrap.Options{Timeout: 10 * time.Second})
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	for r := range n {
+		c := cfg
+		c.Rank, c.NRanks, c.Backend, c.Net = r, n, w.dev, w.boots[r]
+		if c.Timeout == 0 {
+			c.Timeout = 10 * time.Second
+		}
+		if w.ex[r], err = New(c); err != nil {
+			t.Fatal(err)
+		}
+		if w.st[r], err = w.dev.NewStream(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(w.close)
+	return w
+}
+
+func (w *world) close() {
+	for r := range w.n {
+		w.st[r].Close()
+		w.ex[r].Close()
+		w.boots[r].Close()
+	}
+	w.mu.Lock()
+	for _, p := range w.allocs {
+		w.dev.Free(p)
+	}
+	w.allocs = nil
+	w.mu.Unlock()
+}
+
+// each runs f on every rank concurrently and returns the errors by rank.
+func (w *world) each(f func(r int) error) []error {
+	errs := make([]error, w.n)
+	var wg sync.WaitGroup
+	for r := range w.n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = f(r)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+func (w *world) must(errs []error) {
+	w.t.Helper()
+	for r, err := range errs {
+		if err != nil {
+			w.t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
+var schedIDs = struct {
+	sync.Mutex
+	n int
+}{}
+
+// compile generates and compiles a schedule; id keys L1.
+func compile(t testing.TB, id int, algo string, o gen.Options) *Schedule {
+	t.Helper()
+	p, err := gen.Generate(algo, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, ds, err := passes.Compile(p, passes.Options{})
+	if err != nil || b == nil {
+		t.Fatalf("compile %s: %v %v", algo, err, ds)
+	}
+	return &Schedule{ID: id, Name: p.Name, Replaces: -1, Bundle: b}
+}
+
+// bufs are one rank's buffers for a case.
+type bufs struct {
+	send, recv device.Ptr
+	out        []byte   // the output as the rank sees it
+	keep       [][]byte // Go memory the launches use: kept alive until they finish
+}
+
+// alloc makes one rank's buffers for c (backend allocations, or Go memory
+// when goMem), with the input written in.
+func (w *world) alloc(c devicetest.Case, r int, goMem bool) bufs {
+	in, out := c.Bytes(r)
+	var keep [][]byte
+	mk := func(n int64) (device.Ptr, []byte) {
+		if n == 0 {
+			return 0, nil
+		}
+		if goMem {
+			b := make([]byte, n)
+			keep = append(keep, b)
+			return host.PtrOf(b), b
+		}
+		p, err := w.dev.Alloc(n)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		w.mu.Lock()
+		w.allocs = append(w.allocs, p)
+		w.mu.Unlock()
+		b, _ := host.Bytes(p, n)
+		return p, b
+	}
+	input := c.Input(r)
+	var b bufs
+	if size, inOff, outOff, ok := c.InPlaceLayout(r); c.InPlace && ok {
+		p, mem := mk(size)
+		copy(mem[inOff:], input)
+		b.send, b.recv = p+device.Ptr(inOff), p+device.Ptr(outOff)
+		b.out = mem[outOff : outOff+out]
+		if in == 0 {
+			b.send = 0
+		}
+		if out == 0 {
+			b.recv, b.out = 0, nil
+		}
+		b.keep = keep
+		return b
+	}
+	var inMem []byte
+	b.send, inMem = mk(in)
+	copy(inMem, input)
+	b.recv, b.out = mk(out)
+	b.keep = keep
+	return b
+}
+
+func request(c devicetest.Case, b bufs) *Request {
+	return &Request{Coll: c.Coll, Send: b.send, Recv: b.recv, Count: c.Count, DataType: c.DataType, RedOp: c.RedOp,
+		Root: c.Root, InPlace: c.InPlace, PacketType: ir.LL16}
+}
+
+// run runs c with s on every rank and returns the elements wrong over all
+// ranks.
+func (w *world) run(s *Schedule, c devicetest.Case, goMem bool) (int64, []error) {
+	var mu sync.Mutex
+	var wrong int64
+	errs := w.each(func(r int) error {
+		b := w.alloc(c, r, goMem)
+		if err := w.ex[r].Execute(context.Background(), request(c, b), s, w.st[r]); err != nil {
+			return err
+		}
+		err := w.st[r].Synchronize()
+		runtime.KeepAlive(b.keep)
+		if err != nil {
+			return err
+		}
+		want := c.Expected(r)
+		wr := devicetest.Wrong(b.out, want, c.DataType.Size())
+		mu.Lock()
+		wrong += wr
+		mu.Unlock()
+		if wr != 0 {
+			return fmt.Errorf("%v: %d elements wrong", c, wr)
+		}
+		return nil
+	})
+	return wrong, errs
+}
