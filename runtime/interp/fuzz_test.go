@@ -2,6 +2,8 @@ package interp
 
 import (
 	"context"
+	"encoding/binary"
+	"hash/crc32"
 	"testing"
 	"time"
 
@@ -48,7 +50,7 @@ func FuzzRun(f *testing.F) {
 		f.Add(b, uint16(13), uint8(0))
 	}
 	f.Fuzz(func(t *testing.T, b []byte, count uint16, flags uint8) {
-		tab, err := optable.Decode(b)
+		tab, err := optable.Decode(fixTable(b))
 		if err != nil || tab.NRanks != 1 {
 			return
 		}
@@ -62,11 +64,27 @@ func FuzzRun(f *testing.F) {
 		if tab.Protocol == ir.LL {
 			req.Slices = 0
 		}
+		if s, err := BufferSizes(tab, 0, req); err != nil || s.Input+s.Output+s.Scratch > 16<<20 {
+			return // tables may ask for any amount of scratch; keep the fuzzer's memory small
+		}
 		if err := w.AllocBuffers(req); err != nil {
 			return
 		}
 		_ = Run(context.Background(), []*optable.Table{tab}, req, w)
 	})
+}
+
+// fixTable sets the total size and CRC of a mutated table so that the
+// fuzzer's mutations get past them to the records (and the interpreter).
+func fixTable(b []byte) []byte {
+	if len(b) < optable.HeaderBytes {
+		return b
+	}
+	c := append([]byte(nil), b...)
+	binary.LittleEndian.PutUint64(c[8:], uint64(len(c)))
+	binary.LittleEndian.PutUint32(c[16:], 0)
+	binary.LittleEndian.PutUint32(c[16:], crc32.Checksum(c, crc32.MakeTable(crc32.Castagnoli)))
+	return c
 }
 
 func TestSelfProgram(t *testing.T) {

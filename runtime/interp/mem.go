@@ -88,6 +88,10 @@ func Words(b []byte, n int) ([]uint64, error) {
 	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), n), nil
 }
 
+// MaxAllocBytes bounds each buffer NewBuffers allocates (a table can ask
+// for any scratch; larger requests are an error, not a crash).
+const MaxAllocBytes = 1 << 36
+
 // alloc returns n zero bytes starting on a 64-byte boundary.
 func alloc(n int64) []byte {
 	if n <= 0 {
@@ -116,6 +120,10 @@ func NewBuffers(t *optable.Table, rank int, req Request) (Buffers, error) {
 	s, err := g.sizes(t, rank)
 	if err != nil {
 		return Buffers{}, err
+	}
+	if s.Input > MaxAllocBytes || s.Output > MaxAllocBytes || s.Scratch > MaxAllocBytes {
+		return Buffers{}, fmt.Errorf("interp: rank %d needs %d input, %d output and %d scratch bytes, over the %d-byte limit of NewBuffers",
+			rank, s.Input, s.Output, s.Scratch, int64(MaxAllocBytes))
 	}
 	var b Buffers
 	b.Scratch = alloc(s.Scratch)
