@@ -18,8 +18,10 @@
 //   - §5.3 remote refs through channel ends into the peer's memory;
 //     semaphores (signal adds 1 to the other end's inbound word, wait
 //     increments this end's expected counter and waits for inbound >=
-//     expected); dependencies on publish counters; barriers; flush (a no-op:
-//     host stores are visible when done).
+//     expected); dependencies on per-threadblock counters that hold
+//     epoch<<40 | progress, epoch = launch mod 2^24 (docs/optable.md), so
+//     they are never reset; barriers; flush (a no-op: host stores are
+//     visible when done).
 //   - §5.4 LL packets: LL16 (two 4-byte data, 4-byte flag halves) and LL8
 //     (4 data bytes, 4 flag bytes); the flag is the low 32 bits of the launch
 //     counter; LL scratch is two halves used by launch parity.
@@ -29,8 +31,8 @@
 // Every wait is bounded by Request.Timeout: a wait that does not complete
 // in time returns an *Error naming the rank, threadblock, step, slice and
 // what it waited for; nothing hangs and nothing panics. Waiting spins
-// briefly, then yields, then sleeps with exponential backoff (up to
-// maxBackoff), so blocked threadblocks do not burn the cores.
+// briefly, then yields, then sleeps with exponential backoff (2 µs doubling
+// to 500 µs), so blocked threadblocks do not burn the cores.
 //
 // Memory is abstracted so that ranks may be goroutines of one process
 // (World, Run) or OS processes sharing memory (RunRank with a RankMem whose

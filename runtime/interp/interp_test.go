@@ -397,3 +397,26 @@ func TestNewBuffersInPlace(t *testing.T) {
 		t.Errorf("reducescatter in place: output must be input + rank*count")
 	}
 }
+
+// TestRemoteRefOutOfRange: a remote ref into a peer buffer that is too
+// small is an error naming the peer, not a crash.
+func TestRemoteRefOutOfRange(t *testing.T) {
+	b := irtest.New(ir.AllReduce, 2, 1)
+	c, _ := b.Connect(0, 1, ir.MemoryChannel, 0, 0)
+	b.Rank(0).PrimTB().Copy(1, irtest.Remote(irtest.I(0), c), irtest.O(0))
+	b.Rank(1).PrimTB().Copy(1, irtest.I(0), irtest.O(0))
+	tabs := lower(t, b.Build())
+	req := Request{Count: 8, DataType: ir.Float64, Launch: 1}
+	own, err := NewBuffers(tabs[0], 0, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in, exp, peerIn uint64
+	m := &RankMem{Buffers: own, Ends: []End{{Inbound: &in, PeerInbound: &peerIn, Expected: &exp,
+		Peer: Buffers{Input: make([]byte, 40)}}}}
+	err = RunRank(context.Background(), tabs[0], 0, req, m)
+	want := "interp: rank 0 tb 0 step 0 (copy, slice 0): source 0 input chunk 0: bytes [0, 64) outside rank 1's input buffer of 40 bytes"
+	if err == nil || err.Error() != want {
+		t.Errorf("err = %v\nwant %s", err, want)
+	}
+}

@@ -271,3 +271,25 @@ func BenchmarkReduceF16Sum2(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkReduceBF16Sum2(b *testing.B) {
+	const n = 1 << 20
+	x, y, d := make([]byte, 2*n), make([]byte, 2*n), make([]byte, 2*n)
+	b.SetBytes(2 * n)
+	for b.Loop() {
+		if err := Reduce(ir.Bfloat16, ir.Sum, d, [][]byte{x, y}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkReduceE4M3Sum2(b *testing.B) {
+	const n = 1 << 20
+	x, y, d := make([]byte, n), make([]byte, n), make([]byte, n)
+	b.SetBytes(n)
+	for b.Loop() {
+		if err := Reduce(ir.Fp8E4M3, ir.Sum, d, [][]byte{x, y}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
