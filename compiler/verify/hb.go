@@ -1,15 +1,17 @@
 package verify
 
+import "github.com/theseus-ccl/theseus/ir"
+
 // Happens-before queries: does node x happen before node y? They answer the
-// race checks, which ask about the few accesses of each chunk (replay.go).
-// There is no reachability index; two methods answer instead:
+// race checks, which ask about the few accesses of each chunk (replay.go),
+// while the simulation runs; y is always the node that has just run. There
+// is no reachability index; two methods answer instead:
 //
 //   - the direct frontier of y's threadblock Y: the highest node of every
-//     other threadblock with an edge into Y at or before y. Collected
-//     incrementally (the replay asks about each threadblock's nodes in
-//     program order), it costs one pass over Y's edges in all, and answers
-//     the common case, a data op ordered through one signal/wait,
-//     send/receive, dependency or barrier, in constant time;
+//     other threadblock with an edge into Y at or before y, recorded from
+//     the edges the simulation computes anyway. It answers the common case,
+//     a data op ordered through one signal/wait, send/receive, dependency or
+//     barrier, in constant time;
 //   - otherwise a backward search from y (hb).
 
 // nodeShift sets the granularity of the node → threadblock index.
@@ -104,10 +106,39 @@ type hbState struct {
 
 func (c *checker) newHBState() *hbState {
 	h := &hbState{front: make([]frontier, len(c.tbs)), gen: make([]uint32, len(c.tbs)), top: make([]int32, len(c.tbs))}
-	for g := range h.front {
-		h.front[g].top = -1
-	}
+	h.reset()
 	return h
+}
+
+// reset forgets every frontier (a simulation starts).
+func (h *hbState) reset() {
+	for g := range h.front {
+		f := &h.front[g]
+		f.top, f.it, f.s, f.m = -1, 0, 0, nil
+		f.src, f.idx = f.src[:0], f.idx[:0]
+	}
+}
+
+// record adds the cross edges of node (g, idx = it*nops+s), which has just
+// run, to g's frontier; preds are its edges as the simulation computed them
+// (without a barrier's other participants, which are added here).
+func (h *hbState) record(c *checker, g, it, s, idx int32, preds []nref) {
+	f := &h.front[g]
+	for _, p := range preds {
+		f.add(p.tb, p.idx)
+	}
+	if ir.Opcode(c.opk[c.tbs[g].op0+s]&kCode) == ir.OpBarrier {
+		h.buf, _ = c.crossPreds(g, it, s, c.sc.fence, false, h.buf[:0])
+		for _, p := range h.buf {
+			f.add(p.tb, p.idx)
+		}
+	}
+	f.top = idx
+	if f.s = s + 1; f.s == c.tbs[g].nops {
+		f.s, f.it = 0, it+1
+	} else {
+		f.it = it
+	}
 }
 
 // direct reports whether an edge from (xg, xi) or a later node of xg

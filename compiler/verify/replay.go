@@ -3,7 +3,6 @@ package verify
 import (
 	"fmt"
 	"sort"
-	"sync"
 
 	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/ir"
@@ -157,7 +156,10 @@ func (c *checker) newReplayer(m replayMode) *replayer {
 		rp.lastW = make([]int32, L)
 		rp.rd = make([]int32, L)
 		rp.multi = map[int][]int32{}
-		rp.hs = c.newHBState()
+		if c.hs == nil {
+			c.hs = c.newHBState()
+		}
+		rp.hs = c.hs
 	}
 	rp.seen, rp.counts = map[any]bool{}, map[diag.Code]int{}
 	if rp.sem {
@@ -184,26 +186,14 @@ func (c *checker) newReplayer(m replayMode) *replayer {
 	return rp
 }
 
-// replay runs the checks of every mode over the order in c.sc, the modes
-// concurrently (each replayer has its own state; the program and the
-// order are only read), and reports their findings in mode order, each
-// once.
-func (c *checker) replay(ms []replayMode) {
-	rps := make([]*replayer, len(ms))
-	for i, m := range ms {
-		rps[i] = c.newReplayer(m)
-	}
-	if len(rps) == 1 {
-		rps[0].run()
-	} else {
-		var wg sync.WaitGroup
-		for _, rp := range rps {
-			wg.Go(rp.run)
-		}
-		wg.Wait()
-	}
+// finish checks the postconditions of a completed run and reports the
+// findings of its checkers in their order, each finding once.
+func (c *checker) finish(cks []*replayer) {
 	seen := map[any]bool{}
-	for _, rp := range rps {
+	for _, rp := range cks {
+		if rp.sem && !rp.stop {
+			rp.postcondition()
+		}
 		for _, p := range rp.out {
 			if p.key != nil {
 				if seen[p.key] {
@@ -216,55 +206,31 @@ func (c *checker) replay(ms []replayMode) {
 	}
 }
 
-// run replays the order: the data ops of iteration 0, and of iteration 1
-// when the mode needs them.
-func (rp *replayer) run() {
-	c := rp.c
-	sc := c.sc
-	rit := make([]int32, len(c.tbs))
-	rs := make([]int32, len(c.tbs))
-	half, done0 := c.numNodes/2, int32(0)
-	for i := int32(0); i < sc.n && !rp.stop; i++ {
-		g := sc.order[i]
-		tb := &c.tbs[g]
-		it, s := rit[g], rs[g]
-		if rs[g]++; rs[g] == tb.nops {
-			rs[g], rit[g] = 0, it+1
-		}
-		if it == 0 {
-			done0++
-		} else if !rp.it1 {
-			if done0 == half {
-				break
-			}
-			continue
-		}
-		if k := ir.Opcode(c.opk[tb.op0+s] & kCode); k >= ir.OpCopy && k <= ir.OpRecvReduceCopySend {
-			rp.op(g, it, s, tb, &tb.ops[s])
-		}
+// node hands node (g, it, s) of the simulation to the checkers, once it
+// has run: they replay its accesses if it is a data op.
+func (rp *replayer) node(g, it, s int32, tb *tbInfo) {
+	if rp.stop || it > 0 && !rp.it1 {
+		return
 	}
-	if rp.sem && !rp.stop {
-		rp.postcondition()
+	if k := ir.Opcode(rp.c.opk[tb.op0+s] & kCode); k >= ir.OpCopy && k <= ir.OpRecvReduceCopySend {
+		rp.op(g, it, s, tb, tb.op0+s)
 	}
 }
 
-// loc0 is the storage location of chunk 0 of ref, for an op of rank r,
-// and whether races on it are checked in iteration it.
-func (rp *replayer) loc0(r int32, ref ir.Ref, it int32) (int, bool) {
-	q := r
-	if ref.Chan >= 0 {
-		q = rp.c.endPeer[rp.c.endBase[r]+int32(ref.Chan)]
-	}
-	i := int(q)*int(ir.NumBufKinds) + int(ref.Buf)
+// loc0 is the storage location of chunk 0 of ref and whether races on it
+// are checked in iteration it.
+func (rp *replayer) loc0(ref *cref, it int32) (int, bool) {
+	i := int(ref.q)*int(ir.NumBufKinds) + int(ref.buf)
 	race := rp.aliasRace[i]
 	if it > 0 {
 		race = rp.aliasRace1[i]
 	}
-	return rp.aliasLoc[i] + int(ref.Off), race
+	return rp.aliasLoc[i] + int(ref.off), race
 }
 
-// op replays one data op: chunk by chunk, its reads then its writes.
-func (rp *replayer) op(g, it, s int32, tb *tbInfo, op *ir.Op) {
+// op replays one data op (global index o0): chunk by chunk, its reads then
+// its writes.
+func (rp *replayer) op(g, it, s int32, tb *tbInfo, o0 int32) {
 	c := rp.c
 	idx := it*tb.nops + s
 	node := tb.base() + idx
@@ -276,23 +242,26 @@ func (rp *replayer) op(g, it, s int32, tb *tbInfo, op *ir.Op) {
 	if !sem && !rp.raceOn {
 		return
 	}
+	hdr := c.refAt[o0]
+	h := &c.crefs[hdr]
+	count, nsrc, ndst := int(h.off), int(h.q), int(h.aux)
+	refs := c.crefs[hdr+1 : int(hdr)+1+nsrc+ndst]
 	rp.srcLoc, rp.dstLoc, rp.srcRace, rp.dstRace = rp.srcLoc[:0], rp.dstLoc[:0], rp.srcRace[:0], rp.dstRace[:0]
 	tracked := false
-	for _, ref := range op.Srcs {
-		l, race := rp.loc0(tb.rank, ref, it)
-		rp.srcLoc, rp.srcRace = append(rp.srcLoc, l), append(rp.srcRace, race)
+	for i := range refs {
+		l, race := rp.loc0(&refs[i], it)
 		tracked = tracked || race
-	}
-	for _, ref := range op.Dsts {
-		l, race := rp.loc0(tb.rank, ref, it)
-		rp.dstLoc, rp.dstRace = append(rp.dstLoc, l), append(rp.dstRace, race)
-		tracked = tracked || race
+		if i < nsrc {
+			rp.srcLoc, rp.srcRace = append(rp.srcLoc, l), append(rp.srcRace, race)
+		} else {
+			rp.dstLoc, rp.dstRace = append(rp.dstLoc, l), append(rp.dstRace, race)
+		}
 	}
 	if !sem && !tracked {
 		return
 	}
-	info := &opFlags[op.Code]
-	for t := 0; t < int(op.Count); t++ {
+	info := &opFlags[c.opk[o0]&kCode]
+	for t := 0; t < count; t++ {
 		if rp.raceOn {
 			for i, l := range rp.srcLoc {
 				if rp.srcRace[i] {
@@ -354,9 +323,9 @@ func (rp *replayer) op(g, it, s int32, tb *tbInfo, op *ir.Op) {
 }
 
 // opFlags caches the op-info bits the replay needs.
-var opFlags = func() (f [ir.NumOpcodes]struct{ recvs, sends bool }) {
+var opFlags = func() (f [ir.NumOpcodes]struct{ recvs, sends, data bool }) {
 	for o := range ir.NumOpcodes {
-		f[o].recvs, f[o].sends = o.Info().Recvs, o.Info().Sends
+		f[o].recvs, f[o].sends, f[o].data = o.Info().Recvs, o.Info().Sends, o.Info().Data
 	}
 	return
 }()

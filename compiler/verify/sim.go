@@ -18,7 +18,8 @@ import (
 //     counting over both iterations;
 //   - transfer i of a connection: its send → its receive (same iteration),
 //     and, for credits, receive i of iteration 0 → send i of iteration 1
-//     (the legaliser's T slots, ir.md §7);
+//     (the T slots of a Simple connection, ir.md §7; LL connections have
+//     no credits, their launches use alternate scratch halves);
 //   - a dependency (t, k) ← step k of threadblock t, same iteration;
 //   - barrier occurrences: every arrival → every departure;
 //   - an LL packet read of a slot ← the op that writes it as a packet, same
@@ -69,16 +70,18 @@ func (c *checker) crossPreds(g, it, s int32, fence, sim bool, buf []nref) ([]nre
 			}
 			pe := &c.ends[e.pair]
 			ns := int64(len(pe.sigs))
-			j := need - 1
-			if ns == 0 || j/ns >= 2 {
+			j, sit := need-1, int32(0) // the signal, and its iteration
+			if j >= ns {
+				j, sit = j-ns, 1
+			}
+			if j >= ns {
 				if sim {
 					c.why = fmt.Sprintf("its wait on channel %d needs signal %d of rank %d channel %d, which signals %d times per %s",
 						e.ch, need, pe.rank, pe.ch, ns, c.iterWord())
 				}
 				return buf, false
 			}
-			u := &c.tbs[pe.user]
-			buf = append(buf, nref{pe.user, int32(j/ns)*u.nops + pe.sigs[j%ns]})
+			buf = append(buf, nref{pe.user, sit*c.tbs[pe.user].nops + pe.sigs[j]})
 		}
 	case ir.OpBarrier:
 		if !sim {
@@ -104,7 +107,7 @@ func (c *checker) crossPreds(g, it, s int32, fence, sim bool, buf []nref) ([]nre
 			buf = append(buf, nref{cn.sender, it*c.tbs[cn.sender].nops + cn.sends[o[k]]})
 			k++
 		}
-		if info.sends && it > 0 {
+		if info.sends && it > 0 && !c.ll {
 			cn := &c.conns[tb.outConn]
 			buf = append(buf, nref{cn.receiver, (it-1)*c.tbs[cn.receiver].nops + cn.recvs[o[k]]})
 		}
@@ -160,8 +163,7 @@ func (c *checker) packetPreds(tb *tbInfo, it int32, op *ir.Op, sim bool, buf []n
 type schedule struct {
 	fence bool
 	n     int32   // nodes run
-	pos   []int32 // per node, its position in the run order (valid when complete)
-	order []int32 // per position, the threadblock that ran (its idx is implicit)
+	pos   []int32 // per node that ran, its position in the run order
 	pc    []int32 // per threadblock, the nodes it ran
 	// For threadblocks that did not finish: the node they wait for (noRef:
 	// one that never exists, explained in why), and whether that is a
@@ -173,14 +175,19 @@ type schedule struct {
 
 func (s *schedule) complete() bool { return int(s.n) == len(s.pos) }
 
-// simulate computes a topological order of the happens-before graph over
-// two iterations (with the per-rank launch fence when fence is set). It
-// runs in time linear in nodes plus edges: each threadblock is queued once
-// per wake-up, and a wake-up happens only when the node it waits for runs.
-func (c *checker) simulate(fence bool) *schedule {
+// simulate runs the nodes of the happens-before graph over two iterations
+// (with the per-rank launch fence when fence is set) in a topological
+// order, handing each node to the checkers cks as it runs. It takes time
+// linear in nodes plus edges: each threadblock is queued once per wake-up,
+// and a wake-up happens only when the node it waits for runs.
+func (c *checker) simulate(fence bool, cks []*replayer) *schedule {
 	G := int32(len(c.tbs))
-	sc := &schedule{fence: fence, pos: make([]int32, c.numNodes), order: make([]int32, c.numNodes),
+	sc := &schedule{fence: fence, pos: make([]int32, c.numNodes),
 		pc: make([]int32, G), blockedOn: make([]nref, G), atBarrier: make([]bool, G), why: make([]string, G)}
+	c.sc = sc
+	if c.hs != nil {
+		c.hs.reset()
+	}
 	const (
 		queued = iota
 		blocked
@@ -261,8 +268,15 @@ func (c *checker) simulate(fence bool) *schedule {
 				arrived[g] = false
 			}
 			sc.pos[base+pc] = sc.n
-			sc.order[sc.n] = g
 			sc.n++
+			if cks != nil {
+				if c.hs != nil {
+					c.hs.record(c, g, it, s, pc, buf)
+				}
+				for _, rp := range cks {
+					rp.node(g, it, s, tb)
+				}
+			}
 			pc++
 			sc.pc[g] = pc
 			if s++; s == tb.nops {

@@ -56,7 +56,7 @@ func (c *checker) structure() bool {
 		c.errf(diag.Limits, -1, -1, -1, "chunks per block is %d; the verifier handles at most %d", p.ChunksPerBlock, MaxBufferChunks)
 		return false
 	}
-	c.n, c.C, c.root = n, p.ChunksPerBlock, p.Root
+	c.n, c.C, c.root, c.ll = n, p.ChunksPerBlock, p.Root, p.Protocol == ir.LL
 	if p.Protocol >= ir.NumProtocols {
 		c.errf(diag.BadValue, -1, -1, -1, "unknown protocol %v", p.Protocol)
 	}
@@ -107,13 +107,24 @@ func (c *checker) structure() bool {
 		return false
 	}
 	chOK := c.channels()
+	var nops int
+	for r := range p.Ranks {
+		for t := range p.Ranks[r].TBs {
+			nops += len(p.Ranks[r].TBs[t].Ops)
+		}
+	}
+	if nops > MaxOps {
+		c.errf(diag.Limits, -1, -1, -1, "the program has %d ops; the verifier handles at most %d", nops, MaxOps)
+		return false
+	}
+	c.opk = make([]uint8, 0, nops)
 	c.endBase = make([]int32, c.n+1)
 	for r := range p.Ranks {
 		c.endBase[r+1] = c.endBase[r] + int32(len(p.Ranks[r].Channels))
 	}
 	c.endWaitN = make([]int32, c.endBase[c.n])
 	c.endSigN = make([]int32, c.endBase[c.n])
-	var ops, work int64
+	var work int64
 	for r := range p.Ranks {
 		rk := &p.Ranks[r]
 		if len(rk.TBs) > MaxThreadblocks {
@@ -121,11 +132,6 @@ func (c *checker) structure() bool {
 			return false
 		}
 		for t := range rk.TBs {
-			ops += int64(len(rk.TBs[t].Ops))
-			if ops > MaxOps {
-				c.errf(diag.Limits, -1, -1, -1, "the program has more than %d ops; the verifier handles at most that", MaxOps)
-				return false
-			}
 			work += c.threadblock(r, t, chOK)
 		}
 	}
@@ -322,6 +328,7 @@ func (c *checker) threadblock(r, t int, chOK [][]bool) int64 {
 			refsOK = c.checkRef(r, t, s, op, ref, "dst", i, chOK[r]) && refsOK
 		}
 		if info.Data && refsOK {
+			c.ncrefs += 1 + len(op.Srcs) + len(op.Dsts)
 			work += op.Count * int64(len(op.Srcs)+len(op.Dsts)+1)
 			if n := len(op.Srcs); n > 1 || info.Recvs && n > 0 {
 				c.combines += op.Count * int64(n)
@@ -347,6 +354,48 @@ func (c *checker) threadblock(r, t int, chOK [][]bool) int64 {
 	c.tbSendN = append(c.tbSendN, nsend)
 	c.tbRecvN = append(c.tbRecvN, nrecv)
 	return work
+}
+
+// cref is one entry of the compact ref table (c.crefs): a data op's refs,
+// after a header, with the rank whose buffer each addresses resolved. The
+// replay reads these instead of the large ir.Op and its ref slices.
+type cref struct {
+	off int32 // chunk offset (header: the op's count)
+	q   int32 // rank whose buffer the ref addresses (header: number of srcs)
+	buf uint8 // ir.BufKind
+	_   [3]byte
+	aux int32 // header: number of dsts
+}
+
+// buildCrefs fills c.refAt and c.crefs, at their exact sizes, for a
+// program that passed the structural checks.
+func (c *checker) buildCrefs() {
+	c.refAt = make([]int32, len(c.opk))
+	c.crefs = make([]cref, 0, c.ncrefs)
+	o := 0
+	for r := range c.p.Ranks {
+		chs := c.p.Ranks[r].Channels
+		for t := range c.p.Ranks[r].TBs {
+			for s := range c.p.Ranks[r].TBs[t].Ops {
+				op := &c.p.Ranks[r].TBs[t].Ops[s]
+				c.refAt[o] = int32(len(c.crefs))
+				o++
+				if !opFlags[op.Code].data {
+					continue
+				}
+				c.crefs = append(c.crefs, cref{off: int32(op.Count), q: int32(len(op.Srcs)), aux: int32(len(op.Dsts))})
+				for _, refs := range [2][]ir.Ref{op.Srcs, op.Dsts} {
+					for _, ref := range refs {
+						q := r
+						if ref.Chan >= 0 {
+							q = chs[ref.Chan].Peer
+						}
+						c.crefs = append(c.crefs, cref{off: int32(ref.Off), q: int32(q), buf: uint8(ref.Buf)})
+					}
+				}
+			}
+		}
+	}
 }
 
 // Compact op kinds (c.opk, one byte per op in global order): the opcode and

@@ -132,46 +132,45 @@ func (c *checker) run() {
 	// LL programs are never sliced: their iterations are launches (ir.md
 	// §4, §5.4). Simple programs are modelled over two slices.
 	launch := c.p.Protocol == ir.LL
-	sc := c.simulate(launch)
-	if !sc.complete() {
-		c.reportDeadlocks(sc, c.opts.Skip&CheckDeadlock != 0)
-		return
-	}
 	races := c.opts.Skip&CheckRaces == 0
 	sem := c.opts.Skip&CheckSemantics == 0
-	if !races && !sem {
+	c.buildNodeIndex()
+	if races || sem {
+		c.buildCrefs()
+	}
+	// The checkers of races and semantics ride along with the simulation,
+	// one per buffer arrangement, in its topological order. Scratch is never
+	// aliased, so its races are the same in every arrangement: the first
+	// checker alone looks at them.
+	var cks []*replayer
+	if races || sem {
+		for i, inPlace := range c.arrangements() {
+			cks = append(cks, c.newReplayer(replayMode{sem: sem, inPlace: inPlace, raceUser: races,
+				raceScratch: races && i == 0 && c.hasScratch, tagUser: !launch, tagScratch: launch}))
+		}
+	}
+	sc := c.simulate(launch, cks)
+	if !sc.complete() {
+		c.reportDeadlocks(sc, c.opts.Skip&CheckDeadlock != 0)
 		return
 	}
 	if sem && c.p.Collective == ir.Custom {
 		c.report(diag.Unverifiable, diag.Warning, -1, -1, -1,
 			"custom collective %q: there is no postcondition to prove; structure, synchronisation, deadlock, races and reads of undefined chunks are still checked", c.p.Name)
 	}
-	c.sc = sc
-	c.buildNodeIndex()
-	var ms []replayMode
-	for _, inPlace := range c.arrangements() {
-		ms = append(ms, replayMode{sem: sem, inPlace: inPlace, raceUser: races, tagUser: !launch, tagScratch: launch})
-	}
-	if races && c.hasScratch {
-		// Scratch is never aliased, so its races are the same in every
-		// arrangement: one more replayer checks them, beside the others.
-		ms = append(ms, replayMode{raceScratch: true, tagUser: !launch, tagScratch: launch})
-	}
-	c.replay(ms)
+	c.finish(cks)
 	// Between the slices of one launch, user-buffer pieces differ, so
 	// cross-iteration races there are on scratch only. Across launches the
 	// pieces are the same and each rank's kernel follows its previous one
 	// (a per-rank fence); only accesses to a user buffer through a channel
 	// can then race. Model that separately when the program has them.
 	if races && !launch && c.remoteUser && c.rep.room(diag.RaceAcrossLaunch) {
-		sc2 := c.simulate(true)
-		if sc2.complete() {
-			c.sc = sc2
-			ms = ms[:0]
-			for _, inPlace := range c.arrangements() {
-				ms = append(ms, replayMode{inPlace: inPlace, raceUser: true, crossOnly: true})
-			}
-			c.replay(ms)
+		cks = cks[:0]
+		for _, inPlace := range c.arrangements() {
+			cks = append(cks, c.newReplayer(replayMode{inPlace: inPlace, raceUser: true, crossOnly: true}))
+		}
+		if sc2 := c.simulate(true, cks); sc2.complete() {
+			c.finish(cks)
 		}
 	}
 }
@@ -198,7 +197,8 @@ type checker struct {
 
 	n    int
 	C    int64
-	root int // request root the program is verified for (rooted collectives)
+	root int  // request root the program is verified for (rooted collectives)
+	ll   bool // LL protocol: iterations are launches, no transfer credits
 
 	// From structure: per rank, the chunks of each buffer and whether it
 	// exists there (physical = logical, since the request root is
@@ -211,6 +211,8 @@ type checker struct {
 	levelMixed bool
 
 	opk        []uint8 // per op (global order): opcode and flags, see opKind
+	refAt      []int32 // per op: index of its header in crefs (data ops only)
+	crefs      []cref  // compact refs of the data ops, see cref
 	tbDirs     []uint8 // per threadblock (global order): bit 0 sends, bit 1 receives
 	tbSendN    []int32 // per threadblock: its sends per iteration
 	tbRecvN    []int32 // ... and receives
@@ -219,6 +221,7 @@ type checker struct {
 	endWaitN   []int32 // per channel end: waits on it per iteration
 	endSigN    []int32 // ... and signals
 	nord       int     // entries of ord
+	ncrefs     int     // entries of crefs
 	hasScratch bool
 
 	// From sync.
@@ -236,8 +239,9 @@ type checker struct {
 
 	sc *schedule // the happens-before order the replay uses
 
-	why    string  // what crossPreds found missing (simulation only)
-	nodeTB []int32 // hb.go: node>>nodeShift → threadblock
+	why    string   // what crossPreds found missing (simulation only)
+	hs     *hbState // happens-before query state, when races are checked
+	nodeTB []int32  // hb.go: node>>nodeShift → threadblock
 }
 
 func newChecker(p *ir.Program, opts Options) *checker {
