@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/theseus-ccl/theseus/cmd/internal/cli"
+	"github.com/theseus-ccl/theseus/codegen/bundle"
+	"github.com/theseus-ccl/theseus/compiler/passes"
+	"github.com/theseus-ccl/theseus/compiler/verify"
+)
+
+type compileCmd struct {
+	cmd         *cobra.Command
+	s           cli.Streams
+	out         string
+	timePasses  bool
+	verifyEach  bool
+	embedSource bool
+	verbose     bool
+	stopAfter   string
+	printAfter  []string
+	skip        []string
+	maxErrors   *int
+}
+
+func newCompileCmd(s cli.Streams) *compileCmd {
+	c := &compileCmd{s: s}
+	var list strings.Builder
+	for _, p := range passes.Pipeline() {
+		fmt.Fprintf(&list, "  %-13s %s\n", p.Name, p.Summary)
+	}
+	c.cmd = &cobra.Command{
+		Use:   "compile FILE [-o OUT.tsb]",
+		Short: "Compile a schedule into a .tsb bundle",
+		Long: `compile runs the compiler pipeline (compiler/passes) on FILE (any input
+format) and writes the bundle the runtime loads. The passes, in order:
+
+` + list.String() + `
+Diagnostics go to standard error. The bundle is written only when no pass
+reports an error and the pipeline is not stopped early (--stop-after before
+bundle). --print-after and --time-passes write to standard error.`,
+		Example: `  theseusc compile examples/allreduce_ring_8rank_simple.json -o ring8.tsb
+  theseusc compile ring.xml --stop-after=legalize --print-after=legalize
+  theseusc compile ring.json --time-passes --verify-each`,
+		Args: cli.ExactArgs(1, "one FILE"),
+	}
+	f := c.cmd.Flags()
+	f.StringVarP(&c.out, "output", "o", "", `bundle to write ("-": standard output; default: FILE with the extension .tsb)`)
+	f.BoolVar(&c.timePasses, "time-passes", false, "print each pass's wall time and op count")
+	f.BoolVar(&c.verifyEach, "verify-each", false, "check invariants after every pass (cheap verifier checks, op tables, bundle round trip)")
+	f.BoolVar(&c.embedSource, "embed-source", true, "embed the textual IR of the input in the bundle (for print, diff and lint of the bundle)")
+	f.StringVar(&c.stopAfter, "stop-after", "", "stop after the named pass: "+strings.Join(passes.Names(), ", "))
+	f.StringSliceVar(&c.printAfter, "print-after", nil, `print the program after the named passes (comma-separated, or "all")`)
+	f.StringSliceVar(&c.skip, "skip", nil, "skip passes that are not required (verify-input, verify)")
+	f.BoolVarP(&c.verbose, "verbose", "v", false, "say what was written")
+	c.maxErrors = cli.AddMaxErrors(c.cmd)
+	c.cmd.RunE = cli.RunE(c.run)
+	return c
+}
+
+func (c *compileCmd) run(_ *cobra.Command, args []string) error {
+	if err := cli.CheckMaxErrors(*c.maxErrors); err != nil {
+		return err
+	}
+	in := args[0]
+	out := c.out
+	if out == "" {
+		if in == "-" {
+			return cli.Usagef("reading standard input: name the bundle with -o")
+		}
+		out = strings.TrimSuffix(in, filepath.Ext(in)) + ".tsb"
+		if out == in {
+			return cli.Usagef("%s is already a bundle: name the output with -o", in)
+		}
+	}
+	src, err := loadProgram(in, c.s)
+	if err != nil {
+		return err
+	}
+	opts := passes.Options{
+		VerifyEach: c.verifyEach, StopAfter: c.stopAfter, PrintAfter: c.printAfter, TimePasses: c.timePasses,
+		Skip: c.skip, Verify: verify.Options{MaxErrors: *c.maxErrors}, EmbedSource: c.embedSource, Out: c.s.Err,
+	}
+	st, err := passes.Run(src.Program, pipelineOptions(src.Program, opts))
+	if st == nil {
+		return cli.Usage(err)
+	}
+	ds := cli.Dedupe(st.Diags)
+	cli.PrintDiags(c.s.Err, ds)
+	if err != nil {
+		return cli.Internal(err)
+	}
+	if cli.CountErrors(ds) > 0 {
+		fmt.Fprintf(c.s.Err, "compile: %s: %s; no bundle written\n", in, summary(ds))
+		return cli.Findings()
+	}
+	if st.Bundle == nil {
+		return nil // stopped early
+	}
+	data, err := bundle.Encode(st.Bundle)
+	if err != nil {
+		return cli.Internal(err)
+	}
+	if err := writeOutput(out, data, c.s.Out); err != nil {
+		return err
+	}
+	if c.verbose {
+		id, _ := st.Bundle.ID()
+		fmt.Fprintf(c.s.Err, "compile: wrote %s: schedule %s, %d ranks, %d bytes\n", out, id.Short(), st.Bundle.Meta.NRanks, len(data))
+	}
+	return nil
+}
