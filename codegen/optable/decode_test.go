@@ -39,7 +39,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"header size", mut(func(b []byte) { le.PutUint16(b[6:], 128) }), "header size 128"},
 		{"truncated", good[:len(good)-16], "header says"},
 		{"crc", func() []byte { b := append([]byte(nil), good...); b[len(b)-1] ^= 1; return b }(), "CRC-32C"},
-		{"reserved", mut(func(b []byte) { b[180] = 1 }), "reserved header fields"},
+		{"reserved", mut(func(b []byte) { b[186] = 1 }), "reserved header fields"},
 		{"flags", mut(func(b []byte) { b[20] |= 4 }), "unknown header flags"},
 		{"huge op count", mut(func(b []byte) { le.PutUint64(b[96:], 1<<60) }), "do not fill"},
 		{"offsets", mut(func(b []byte) { le.PutUint64(b[136:], h.OffTBs+16) }), "not the canonical ones"},

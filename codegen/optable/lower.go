@@ -109,6 +109,9 @@ func build(p *ir.Program, rank int) *Table {
 		ChunksPerBlock: p.ChunksPerBlock, Chunks: rankChunks(p, rank), NumThreads: p.NumThreads,
 		NLocalRanks: p.NLocalRanks, SliceBytes: p.SliceBytes, InPlace: p.InPlace, OutOfPlace: p.OutOfPlace,
 	}
+	for q := range p.Ranks {
+		t.MaxScratchChunks = max(t.MaxScratchChunks, p.Ranks[q].Chunks[ir.Scratch])
+	}
 	if len(pr.Channels) > 0 {
 		t.Channels = make([]Channel, len(pr.Channels))
 		for c, ch := range pr.Channels {

@@ -62,6 +62,12 @@ type Table struct {
 	// declares (after legalisation). Scratch bytes follow from the request's
 	// layout (ir.Layout.ScratchBytes).
 	Chunks [ir.NumBufKinds]int64
+	// MaxScratchChunks is the largest scratch (in chunks) of any rank of the
+	// program, the same in every rank's table. LL scratch is two halves of
+	// this many chunks on every rank, so the half a launch uses starts at the
+	// same byte offset in every rank's scratch and a packet write into a
+	// peer's scratch finds the peer's half without knowing its table.
+	MaxScratchChunks int64
 	// NumThreads is the threads per threadblock the program asks for (0:
 	// the executor's default). NLocalRanks is the ranks per node it needs (0:
 	// any). SliceBytes caps one chunk's bytes per pipeline slice (0: the

@@ -270,7 +270,7 @@ func TestLowerContents(t *testing.T) {
 	pkt := func(r ir.Ref) ir.Ref { r.Packet = true; return r }
 	want := &Table{
 		Rank: 1, NRanks: 2, Collective: ir.AllReduce, Protocol: ir.LL, Root: -1, ChunksPerBlock: 2,
-		Chunks: [3]int64{2, 2, 2}, InPlace: true, OutOfPlace: true,
+		Chunks: [3]int64{2, 2, 2}, MaxScratchChunks: 2, InPlace: true, OutOfPlace: true,
 		Channels: []Channel{{Peer: 0, PeerChannel: 0, Type: ir.MemoryChannel, Init: 0}},
 		TBs: []TB{
 			{Ops: []Op{
@@ -437,6 +437,7 @@ func TestValidateRules(t *testing.T) {
 		{"chunks per block", func(t *Table) { t.ChunksPerBlock = 0 }, diag.BadGeometry},
 		{"output chunks", func(t *Table) { t.Chunks[ir.Output] = 3 }, diag.BadGeometry},
 		{"scratch chunks", func(t *Table) { t.Chunks[ir.Scratch] = -1 }, diag.BadGeometry},
+		{"max scratch", func(t *Table) { t.MaxScratchChunks = 1 }, diag.BadGeometry},
 		{"arrangement", func(t *Table) { t.InPlace, t.OutOfPlace = false, false }, diag.NoArrangement},
 		{"peer", func(t *Table) { t.Channels[0].Peer = 2 }, diag.BadChannel},
 		{"init", func(t *Table) { t.Channels[0].Init = -1 }, diag.BadValue},
@@ -484,6 +485,11 @@ func TestCheckPeers(t *testing.T) {
 	swapped := []*Table{tabs[1], tabs[0], tabs[2]}
 	if err := CheckPeers(swapped); err == nil || !strings.Contains(err.Error(), "tables[0] is rank 1's table") {
 		t.Errorf("swapped tables: %v", err)
+	}
+	big := *tabs[1]
+	big.MaxScratchChunks = 5
+	if err := CheckPeers([]*Table{tabs[0], &big, tabs[2]}); err == nil || !strings.Contains(err.Error(), "max scratch") {
+		t.Errorf("max scratch mismatch: %v", err)
 	}
 	bad := *tabs[2]
 	bad.Channels = append([]Channel(nil), tabs[2].Channels...)

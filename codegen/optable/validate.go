@@ -64,7 +64,8 @@ func BufferChunks(c ir.Collective, k ir.BufKind, nranks, rank, root int, chunksP
 //     collective and protocol, Root in range for rooted collectives and -1
 //     otherwise, ChunksPerBlock >= 1, input and output chunks equal to what
 //     the collective defines (BufferChunks; custom: >= 0), scratch >= 0, at
-//     least one arrangement, NumThreads, NLocalRanks, SliceBytes >= 0;
+//     least one arrangement, NumThreads, NLocalRanks, SliceBytes >= 0,
+//     MaxScratchChunks >= this rank's scratch;
 //   - channel ends: peer in range, peer channel >= 0, known type, Init >= 0;
 //   - ops: primitive-level opcodes only; operand counts per ir.OpInfo; data
 //     ops have Count >= 1 and other ops Count 0; channel lists only on
@@ -121,6 +122,9 @@ func (t *Table) Validate() error {
 	}
 	if t.Chunks[ir.Scratch] < 0 {
 		return verr(diag.BadGeometry, -1, -1, "scratch has %d chunks", t.Chunks[ir.Scratch])
+	}
+	if t.MaxScratchChunks < t.Chunks[ir.Scratch] {
+		return verr(diag.BadGeometry, -1, -1, "max scratch chunks %d below this rank's %d", t.MaxScratchChunks, t.Chunks[ir.Scratch])
 	}
 	for c, ch := range t.Channels {
 		switch {
@@ -212,7 +216,8 @@ func (t *Table) validateOp(ti, k int) error {
 
 // CheckPeers checks what only the whole set of tables shows: tables[r] is
 // logical rank r's (same collective, nranks, chunks per block, root and
-// protocol everywhere), every channel end pairs with the end it names (that
+// protocol everywhere, MaxScratchChunks the largest rank scratch), every
+// channel end pairs with the end it names (that
 // end exists and names it back), and every remote ref lies within the peer's
 // buffer. Each table is Validated first. Errors are *ValidationError (TB/Step of the offending op, if any)
 // wrapped with the rank.
@@ -230,9 +235,17 @@ func CheckPeers(tables []*Table) error {
 		case t.NRanks != len(tables):
 			return fmt.Errorf("optable: rank %d: nranks %d but %d tables", r, t.NRanks, len(tables))
 		case t.Collective != t0.Collective || t.ChunksPerBlock != t0.ChunksPerBlock || t.Root != t0.Root ||
-			t.Protocol != t0.Protocol || t.InPlace != t0.InPlace || t.OutOfPlace != t0.OutOfPlace:
-			return fmt.Errorf("optable: rank %d: header differs from rank 0's (collective, chunks per block, root, protocol or arrangements)", r)
+			t.Protocol != t0.Protocol || t.InPlace != t0.InPlace || t.OutOfPlace != t0.OutOfPlace ||
+			t.MaxScratchChunks != t0.MaxScratchChunks:
+			return fmt.Errorf("optable: rank %d: header differs from rank 0's (collective, chunks per block, root, protocol, arrangements or max scratch)", r)
 		}
+	}
+	var maxScratch int64
+	for _, t := range tables {
+		maxScratch = max(maxScratch, t.Chunks[ir.Scratch])
+	}
+	if t0.MaxScratchChunks != maxScratch {
+		return fmt.Errorf("optable: max scratch chunks %d, but the largest rank scratch is %d", t0.MaxScratchChunks, maxScratch)
 	}
 	for r, t := range tables {
 		if err := t.Validate(); err != nil {

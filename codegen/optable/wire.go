@@ -17,38 +17,39 @@ import (
 // `c` tag is the C field name, `doc` its comment in the header.
 
 type wireHeader struct {
-	Magic          uint32    `c:"magic" doc:"THESEUS_OPTABLE_MAGIC (\"TSOT\")"`
-	Version        uint16    `c:"version" doc:"THESEUS_OPTABLE_VERSION"`
-	HeaderBytes    uint16    `c:"header_bytes" doc:"sizeof(theseus_optable_header)"`
-	TotalBytes     uint64    `c:"total_bytes" doc:"bytes of the whole table, header included"`
-	CRC            uint32    `c:"crc32c" doc:"CRC-32C (Castagnoli) of the whole table with this field zero"`
-	Flags          uint32    `c:"flags" doc:"THESEUS_OPTABLE_INPLACE | THESEUS_OPTABLE_OUTOFPLACE"`
-	Rank           int32     `c:"rank" doc:"logical rank of this table, 0..nranks-1"`
-	NRanks         int32     `c:"nranks" doc:"world size of the program"`
-	Collective     uint8     `c:"collective" doc:"THESEUS_COLL_*"`
-	Protocol       uint8     `c:"protocol" doc:"THESEUS_PROTO_*"`
-	Reserved0      uint16    `c:"reserved0" doc:"zero"`
-	Root           int32     `c:"root" doc:"program root (rooted collectives) or -1"`
-	NumThreads     int32     `c:"threads_per_block" doc:"0: executor default"`
-	NLocalRanks    int32     `c:"nlocalranks" doc:"ranks per node required, 0: any"`
-	ChunksPerBlock int64     `c:"chunks_per_block" doc:"C >= 1"`
-	InputChunks    int64     `c:"input_chunks" doc:"chunks of the input buffer"`
-	OutputChunks   int64     `c:"output_chunks" doc:"chunks of the output buffer"`
-	ScratchChunks  int64     `c:"scratch_chunks" doc:"chunks of scratch (per launch half for LL)"`
-	SliceBytes     int64     `c:"slice_bytes" doc:"bytes of one chunk per slice, 0: runtime default"`
-	NumChannels    uint32    `c:"num_channels" doc:"channel-end records"`
-	NumTBs         uint32    `c:"num_tbs" doc:"threadblock records"`
-	NumOps         uint64    `c:"num_ops" doc:"op records (all threadblocks)"`
-	NumRefs        uint64    `c:"num_refs" doc:"ref records"`
-	NumDeps        uint64    `c:"num_deps" doc:"dependency records"`
-	NumChanList    uint64    `c:"num_chan_list" doc:"int32 channel-list entries"`
-	OffChannels    uint64    `c:"off_channels" doc:"byte offset of the channel-end section"`
-	OffTBs         uint64    `c:"off_tbs" doc:"byte offset of the threadblock section"`
-	OffOps         uint64    `c:"off_ops" doc:"byte offset of the op section"`
-	OffRefs        uint64    `c:"off_refs" doc:"byte offset of the ref section"`
-	OffDeps        uint64    `c:"off_deps" doc:"byte offset of the dependency section"`
-	OffChanList    uint64    `c:"off_chan_list" doc:"byte offset of the channel-list section"`
-	Reserved1      [2]uint64 `c:"reserved1" doc:"zero"`
+	Magic          uint32 `c:"magic" doc:"THESEUS_OPTABLE_MAGIC (\"TSOT\")"`
+	Version        uint16 `c:"version" doc:"THESEUS_OPTABLE_VERSION"`
+	HeaderBytes    uint16 `c:"header_bytes" doc:"sizeof(theseus_optable_header)"`
+	TotalBytes     uint64 `c:"total_bytes" doc:"bytes of the whole table, header included"`
+	CRC            uint32 `c:"crc32c" doc:"CRC-32C (Castagnoli) of the whole table with this field zero"`
+	Flags          uint32 `c:"flags" doc:"THESEUS_OPTABLE_INPLACE | THESEUS_OPTABLE_OUTOFPLACE"`
+	Rank           int32  `c:"rank" doc:"logical rank of this table, 0..nranks-1"`
+	NRanks         int32  `c:"nranks" doc:"world size of the program"`
+	Collective     uint8  `c:"collective" doc:"THESEUS_COLL_*"`
+	Protocol       uint8  `c:"protocol" doc:"THESEUS_PROTO_*"`
+	Reserved0      uint16 `c:"reserved0" doc:"zero"`
+	Root           int32  `c:"root" doc:"program root (rooted collectives) or -1"`
+	NumThreads     int32  `c:"threads_per_block" doc:"0: executor default"`
+	NLocalRanks    int32  `c:"nlocalranks" doc:"ranks per node required, 0: any"`
+	ChunksPerBlock int64  `c:"chunks_per_block" doc:"C >= 1"`
+	InputChunks    int64  `c:"input_chunks" doc:"chunks of the input buffer"`
+	OutputChunks   int64  `c:"output_chunks" doc:"chunks of the output buffer"`
+	ScratchChunks  int64  `c:"scratch_chunks" doc:"chunks of scratch this rank uses"`
+	SliceBytes     int64  `c:"slice_bytes" doc:"bytes of one chunk per slice, 0: runtime default"`
+	NumChannels    uint32 `c:"num_channels" doc:"channel-end records"`
+	NumTBs         uint32 `c:"num_tbs" doc:"threadblock records"`
+	NumOps         uint64 `c:"num_ops" doc:"op records (all threadblocks)"`
+	NumRefs        uint64 `c:"num_refs" doc:"ref records"`
+	NumDeps        uint64 `c:"num_deps" doc:"dependency records"`
+	NumChanList    uint64 `c:"num_chan_list" doc:"int32 channel-list entries"`
+	OffChannels    uint64 `c:"off_channels" doc:"byte offset of the channel-end section"`
+	OffTBs         uint64 `c:"off_tbs" doc:"byte offset of the threadblock section"`
+	OffOps         uint64 `c:"off_ops" doc:"byte offset of the op section"`
+	OffRefs        uint64 `c:"off_refs" doc:"byte offset of the ref section"`
+	OffDeps        uint64 `c:"off_deps" doc:"byte offset of the dependency section"`
+	OffChanList    uint64 `c:"off_chan_list" doc:"byte offset of the channel-list section"`
+	MaxScratch     int64  `c:"max_scratch_chunks" doc:"largest scratch_chunks of any rank: LL halves are this many chunks"`
+	Reserved1      uint64 `c:"reserved1" doc:"zero"`
 }
 
 type wireChannel struct {
@@ -189,7 +190,7 @@ func (t *Table) MarshalBinary() ([]byte, error) {
 		NumChannels: uint32(len(t.Channels)), NumTBs: uint32(len(t.TBs)),
 		NumOps: nops, NumRefs: nrefs, NumDeps: ndeps, NumChanList: nchl,
 		OffChannels: l.offChannels, OffTBs: l.offTBs, OffOps: l.offOps, OffRefs: l.offRefs,
-		OffDeps: l.offDeps, OffChanList: l.offChanList,
+		OffDeps: l.offDeps, OffChanList: l.offChanList, MaxScratch: t.MaxScratchChunks,
 	}
 	h.Collective, _ = toWire(wireCollectives[:], t.Collective)
 	h.Protocol, _ = toWire(wireProtocols[:], t.Protocol)
@@ -298,7 +299,7 @@ func Decode(b []byte) (*Table, error) {
 	if sum != h.CRC {
 		return nil, derr(crcOffset, "CRC-32C %#08x does not match the contents (%#08x)", h.CRC, sum)
 	}
-	if h.Reserved0 != 0 || h.Reserved1 != [2]uint64{} {
+	if h.Reserved0 != 0 || h.Reserved1 != 0 {
 		return nil, derr(34, "reserved header fields are not zero")
 	}
 	if h.Flags&^(FlagInPlace|FlagOutOfPlace) != 0 {
@@ -315,7 +316,7 @@ func Decode(b []byte) (*Table, error) {
 	}
 	t := &Table{
 		Rank: int(h.Rank), NRanks: int(h.NRanks), Root: int(h.Root), NumThreads: int(h.NumThreads),
-		NLocalRanks: int(h.NLocalRanks), ChunksPerBlock: h.ChunksPerBlock, SliceBytes: h.SliceBytes,
+		NLocalRanks: int(h.NLocalRanks), ChunksPerBlock: h.ChunksPerBlock, SliceBytes: h.SliceBytes, MaxScratchChunks: h.MaxScratch,
 		InPlace: h.Flags&FlagInPlace != 0, OutOfPlace: h.Flags&FlagOutOfPlace != 0,
 	}
 	t.Chunks[ir.Input], t.Chunks[ir.Output], t.Chunks[ir.Scratch] = h.InputChunks, h.OutputChunks, h.ScratchChunks
@@ -504,8 +505,8 @@ func (h *wireHeader) put(b []byte) {
 	le.PutUint64(b[152:], h.OffRefs)
 	le.PutUint64(b[160:], h.OffDeps)
 	le.PutUint64(b[168:], h.OffChanList)
-	le.PutUint64(b[176:], h.Reserved1[0])
-	le.PutUint64(b[184:], h.Reserved1[1])
+	le.PutUint64(b[176:], uint64(h.MaxScratch))
+	le.PutUint64(b[184:], h.Reserved1)
 }
 
 func (h *wireHeader) get(b []byte) {
@@ -541,8 +542,8 @@ func (h *wireHeader) get(b []byte) {
 	h.OffRefs = le.Uint64(b[152:])
 	h.OffDeps = le.Uint64(b[160:])
 	h.OffChanList = le.Uint64(b[168:])
-	h.Reserved1[0] = le.Uint64(b[176:])
-	h.Reserved1[1] = le.Uint64(b[184:])
+	h.MaxScratch = int64(le.Uint64(b[176:]))
+	h.Reserved1 = le.Uint64(b[184:])
 }
 
 func (w wireChannel) put(b []byte) {

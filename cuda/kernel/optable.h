@@ -88,7 +88,7 @@ typedef struct theseus_optable_header {
   int64_t chunks_per_block; /* C >= 1 */
   int64_t input_chunks; /* chunks of the input buffer */
   int64_t output_chunks; /* chunks of the output buffer */
-  int64_t scratch_chunks; /* chunks of scratch (per launch half for LL) */
+  int64_t scratch_chunks; /* chunks of scratch this rank uses */
   int64_t slice_bytes; /* bytes of one chunk per slice, 0: runtime default */
   uint32_t num_channels; /* channel-end records */
   uint32_t num_tbs; /* threadblock records */
@@ -102,7 +102,8 @@ typedef struct theseus_optable_header {
   uint64_t off_refs; /* byte offset of the ref section */
   uint64_t off_deps; /* byte offset of the dependency section */
   uint64_t off_chan_list; /* byte offset of the channel-list section */
-  uint64_t reserved1[2]; /* zero */
+  int64_t max_scratch_chunks; /* largest scratch_chunks of any rank: LL halves are this many chunks */
+  uint64_t reserved1; /* zero */
 } theseus_optable_header;
 THESEUS_STATIC_ASSERT(THESEUS_ALIGNOF(theseus_optable_header) == 16, "theseus_optable_header alignment");
 THESEUS_STATIC_ASSERT(sizeof(theseus_optable_header) == 192, "theseus_optable_header size");
@@ -137,7 +138,8 @@ THESEUS_STATIC_ASSERT(offsetof(theseus_optable_header, off_ops) == 144, "theseus
 THESEUS_STATIC_ASSERT(offsetof(theseus_optable_header, off_refs) == 152, "theseus_optable_header.off_refs offset");
 THESEUS_STATIC_ASSERT(offsetof(theseus_optable_header, off_deps) == 160, "theseus_optable_header.off_deps offset");
 THESEUS_STATIC_ASSERT(offsetof(theseus_optable_header, off_chan_list) == 168, "theseus_optable_header.off_chan_list offset");
-THESEUS_STATIC_ASSERT(offsetof(theseus_optable_header, reserved1) == 176, "theseus_optable_header.reserved1 offset");
+THESEUS_STATIC_ASSERT(offsetof(theseus_optable_header, max_scratch_chunks) == 176, "theseus_optable_header.max_scratch_chunks offset");
+THESEUS_STATIC_ASSERT(offsetof(theseus_optable_header, reserved1) == 184, "theseus_optable_header.reserved1 offset");
 
 /* A channel end of this rank (index = channel id). */
 typedef struct theseus_channel {

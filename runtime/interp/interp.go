@@ -11,7 +11,8 @@
 //     through ir.Placement.Resolve (root rotation, in-place aliasing) and
 //     ir.Layout.UserChunk; scratch chunk i is Stride elements at i*Stride
 //     (Simple), or 2*Stride*size bytes at i*2*Stride*size within the launch's
-//     scratch half (LL).
+//     scratch half (LL; half L mod 2, each half MaxScratchChunks chunks on
+//     every rank).
 //   - §5.1 the per-chunk element rule: L_t = min(len) over user-buffer refs
 //     (Stride if none); dst[e] = src0[e] ⊕ src1[e] ⊕ … for e < L_t; packet
 //     dsts are written for the whole Stride (zero data past L_t).
@@ -223,8 +224,11 @@ func resolve(t *optable.Table, rank int, req Request) (*geometry, error) {
 	}
 	g.chunkB = lay.Stride * g.es
 	if g.ll {
+		// Both halves span MaxScratchChunks chunks on every rank, so the
+		// offset of the launch's half is the same in every rank's scratch
+		// (a remote packet write needs the owner's half, not the writer's).
 		g.chunkB *= 2
-		half, ok := mulOK(g.chunkB, t.Chunks[ir.Scratch])
+		half, ok := mulOK(g.chunkB, t.MaxScratchChunks)
 		if !ok {
 			return nil, fail("scratch size overflows")
 		}
@@ -251,7 +255,8 @@ type Sizes struct {
 	// place, one lies inside the other (see NewBuffers).
 	Input, Output int64
 	// Scratch is the scratch the table needs: chunks*Stride*size for Simple;
-	// for LL, two launch halves of chunks*2*Stride*size each.
+	// for LL, two launch halves of MaxScratchChunks*2*Stride*size each (the
+	// same on every rank).
 	Scratch int64
 }
 
@@ -287,7 +292,10 @@ func (g *geometry) sizes(t *optable.Table, rank int) (Sizes, error) {
 	}
 	sc, ok := mulOK(g.chunkB, t.Chunks[ir.Scratch])
 	if ok && g.ll {
-		sc, ok = mulOK(sc, 2)
+		sc, ok = mulOK(g.chunkB, t.MaxScratchChunks)
+		if ok {
+			sc, ok = mulOK(sc, 2)
+		}
 	}
 	if !ok {
 		return Sizes{}, &Error{Rank: rank, Logical: t.Rank, TB: -1, Step: -1, Msg: "scratch size overflows"}

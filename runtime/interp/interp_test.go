@@ -420,3 +420,33 @@ func TestRemoteRefOutOfRange(t *testing.T) {
 		t.Errorf("err = %v\nwant %s", err, want)
 	}
 }
+
+// TestLLAsymmetricScratch: an LL broadcast in which only the receiver has
+// scratch. The writer must find the receiver's scratch half for launch 2
+// (half 0) and launch 3 (half 1) although its own scratch is empty; halves
+// span the program's largest scratch on every rank.
+func TestLLAsymmetricScratch(t *testing.T) {
+	b := irtest.New(ir.Broadcast, 2, 1).Protocol(ir.LL).Arrangements(true, true)
+	c0, _ := b.Connect(0, 1, ir.MemoryChannel, 0, 0)
+	b.Rank(0).PrimTB().Copy(1, irtest.I(0), irtest.O(0), irtest.Remote(irtest.Packet(irtest.S(0)), c0))
+	b.Rank(1).Chunks(0, 0, 1).PrimTB().Copy(1, irtest.Packet(irtest.S(0)), irtest.O(0))
+	tabs := lower(t, b.Build())
+	req := Request{Count: 6, DataType: ir.Int32, Timeout: time.Second}
+	w := world(t, tabs, req)
+	for launch := uint64(1); launch <= 4; launch++ {
+		req.Launch = launch
+		putI32(w.Bufs[0].Input, 1, 2, 3, 4, 5, int32(launch))
+		if err := Run(context.Background(), tabs, req, w); err != nil {
+			t.Fatalf("launch %d: %v", launch, err)
+		}
+		if d := cmp.Diff([]int32{1, 2, 3, 4, 5, int32(launch)}, getI32(w.Bufs[1].Output)); d != "" {
+			t.Errorf("launch %d (-want +got):\n%s", launch, d)
+		}
+	}
+	// Stride 8 int32: one chunk is 64 bytes of packets; two halves on both ranks.
+	for p := range 2 {
+		if s, _ := BufferSizes(tabs[p], p, req); s.Scratch != 128 {
+			t.Errorf("rank %d LL scratch %d bytes, want 128", p, s.Scratch)
+		}
+	}
+}
