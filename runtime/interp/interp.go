@@ -330,3 +330,18 @@ func RunRank(ctx context.Context, t *optable.Table, rank int, req Request, mem *
 	}
 	return rr.run()
 }
+
+// ScratchHalfOffset is the byte offset RunRank adds to every scratch
+// address (this rank's and its peers') for req.Launch: for LL tables,
+// (Launch mod 2) * MaxScratchChunks * 2 * Stride * size, the start of the
+// launch's half, the same on every rank; 0 for Simple tables. A backend that
+// lays the halves out differently (for example a communicator-wide fixed
+// half) can subtract it from the scratch views it passes. Errors: as
+// RunRank's request checks (req.Launch must be >= 1).
+func ScratchHalfOffset(t *optable.Table, rank int, req Request) (int64, error) {
+	g, err := resolve(t, rank, req)
+	if err != nil {
+		return 0, err
+	}
+	return g.halfOff, nil
+}

@@ -450,3 +450,20 @@ func TestLLAsymmetricScratch(t *testing.T) {
 		}
 	}
 }
+
+func TestScratchHalfOffset(t *testing.T) {
+	ll := lower(t, progs.AllPairsLL(ir.AllReduce, 2, 3)) // 6 scratch chunks
+	for _, c := range []struct {
+		launch uint64
+		want   int64
+	}{{1, 6 * 2 * 16}, {2, 0}, {7, 6 * 2 * 16}} {
+		got, err := ScratchHalfOffset(ll[1], 1, Request{Count: 10, DataType: ir.Int32, Launch: c.launch})
+		if err != nil || got != c.want {
+			t.Errorf("launch %d: %d, %v; want %d", c.launch, got, err, c.want)
+		}
+	}
+	simple := lower(t, progs.AllPairs(ir.AllToAll, 2, 1, 0))
+	if got, err := ScratchHalfOffset(simple[0], 0, Request{Count: 10, DataType: ir.Int32, Launch: 3}); err != nil || got != 0 {
+		t.Errorf("simple: %d, %v", got, err)
+	}
+}
