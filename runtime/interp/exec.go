@@ -51,7 +51,7 @@ type barrier struct {
 
 func newRankRun(ctx context.Context, t *optable.Table, rank int, g *geometry, mem *RankMem) (*rankRun, error) {
 	fail := func(format string, args ...any) error {
-		return &Error{Rank: rank, Logical: t.Rank, TB: -1, Step: -1, Msg: fmt.Sprintf(format, args...)}
+		return &Error{Peer: -1, Rank: rank, Logical: t.Rank, TB: -1, Step: -1, Msg: fmt.Sprintf(format, args...)}
 	}
 	if mem == nil {
 		return nil, fail("no memory")
@@ -135,7 +135,7 @@ func (rr *rankRun) run() error {
 			x := &tbRun{rr: rr, ti: ti, ops: rr.t.TBs[ti].Ops}
 			defer func() {
 				if p := recover(); p != nil { // a bug in the interpreter; never crash the process
-					rr.fail(&Error{Rank: rr.rank, Logical: rr.t.Rank, TB: ti, Step: -1, Msg: fmt.Sprintf("internal error: %v", p)})
+					rr.fail(&Error{Peer: -1, Rank: rr.rank, Logical: rr.t.Rank, TB: ti, Step: -1, Msg: fmt.Sprintf("internal error: %v", p)})
 				}
 			}()
 			if err := x.run(); err != nil {
@@ -163,10 +163,10 @@ func (rr *rankRun) epilogue() error {
 	start := chunk / t.ChunksPerBlock * g.lay.Count * g.es
 	buf, err := rr.bufferBytes(rr.mem.Buffers, kb, start, start+g.lay.Count*g.es, rr.rank)
 	if err != nil {
-		return &Error{Rank: rr.rank, Logical: t.Rank, TB: -1, Step: -1, Msg: "avg epilogue: " + err.Error()}
+		return &Error{Peer: -1, Rank: rr.rank, Logical: t.Rank, TB: -1, Step: -1, Msg: "avg epilogue: " + err.Error()}
 	}
 	if err := numeric.Divide(g.dataType, buf, t.NRanks); err != nil {
-		return &Error{Rank: rr.rank, Logical: t.Rank, TB: -1, Step: -1, Msg: "avg epilogue: " + err.Error()}
+		return &Error{Peer: -1, Rank: rr.rank, Logical: t.Rank, TB: -1, Step: -1, Msg: "avg epilogue: " + err.Error()}
 	}
 	return nil
 }
@@ -221,7 +221,7 @@ func (x *tbRun) errf(cause error, format string, args ...any) error {
 	if x.k >= 0 && x.k < len(x.ops) {
 		op, step = x.ops[x.k].Code, x.k
 	}
-	return &Error{Rank: x.rr.rank, Logical: x.rr.t.Rank, TB: x.ti, Step: step, Slice: x.slice, Op: op,
+	return &Error{Peer: -1, Rank: x.rr.rank, Logical: x.rr.t.Rank, TB: x.ti, Step: step, Slice: x.slice, Op: op,
 		Msg: fmt.Sprintf(format, args...), Err: cause}
 }
 
@@ -318,6 +318,10 @@ func (x *tbRun) waitChans(chans []int) error {
 				c, x.rr.peerPhys[c], ch.PeerChannel, atomic.LoadUint64(in), want)
 		})
 		if err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				e.Peer = x.rr.peerPhys[c]
+			}
 			return err
 		}
 	}

@@ -102,9 +102,16 @@ type Error struct {
 	TB, Step      int
 	Slice         int64
 	Op            ir.Opcode
-	Msg           string
-	Err           error // ErrTimeout, ErrAborted, a context error, or nil
+	// Peer is the physical rank whose signal a timed-out or aborted
+	// semaphore wait was waiting for; -1 otherwise.
+	Peer int
+	Msg  string
+	Err  error // ErrTimeout, ErrAborted, a context error, or nil
 }
+
+// PeerRank returns Peer: the physical rank a failed semaphore wait waited
+// for, or -1.
+func (e *Error) PeerRank() int { return e.Peer }
 
 func (e *Error) Error() string {
 	where := fmt.Sprintf("rank %d", e.Rank)
@@ -155,7 +162,7 @@ func resolve(t *optable.Table, rank int, req Request) (*geometry, error) {
 		if t != nil {
 			lg = t.Rank
 		}
-		return &Error{Rank: rank, Logical: lg, TB: -1, Step: -1, Msg: fmt.Sprintf(format, args...)}
+		return &Error{Peer: -1, Rank: rank, Logical: lg, TB: -1, Step: -1, Msg: fmt.Sprintf(format, args...)}
 	}
 	if t == nil {
 		return nil, fail("nil table")
@@ -282,7 +289,7 @@ func (g *geometry) sizes(t *optable.Table, rank int) (Sizes, error) {
 		}
 		n, ok := mulOK(b, blockB)
 		if !ok {
-			return Sizes{}, &Error{Rank: rank, Logical: t.Rank, TB: -1, Step: -1, Msg: "buffer size overflows"}
+			return Sizes{}, &Error{Peer: -1, Rank: rank, Logical: t.Rank, TB: -1, Step: -1, Msg: "buffer size overflows"}
 		}
 		if k == ir.Input {
 			s.Input = n
@@ -298,7 +305,7 @@ func (g *geometry) sizes(t *optable.Table, rank int) (Sizes, error) {
 		}
 	}
 	if !ok {
-		return Sizes{}, &Error{Rank: rank, Logical: t.Rank, TB: -1, Step: -1, Msg: "scratch size overflows"}
+		return Sizes{}, &Error{Peer: -1, Rank: rank, Logical: t.Rank, TB: -1, Step: -1, Msg: "scratch size overflows"}
 	}
 	s.Scratch = sc
 	return s, nil

@@ -217,7 +217,7 @@ func TestTimeoutNamesTheWait(t *testing.T) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
 	var e *Error
-	if !errors.As(err, &e) || e.Rank != 1 || e.TB != 1 || e.Step != 0 || e.Op != ir.OpWait {
+	if !errors.As(err, &e) || e.Rank != 1 || e.TB != 1 || e.Step != 0 || e.Op != ir.OpWait || e.PeerRank() != 0 {
 		t.Fatalf("err = %#v", e)
 	}
 	want := "interp: rank 1 tb 1 step 0 (wait, slice 0): timed out after"
