@@ -30,6 +30,11 @@ type prepared struct {
 	fence    []fenceWord
 	stageIn  []copyOp
 	stageOut []copyOp
+	// Foreign (caller-owned) input and output memory is kept as addresses
+	// and viewed only while a launch runs, so that a cached prepared launch
+	// never keeps Go memory alive or points the garbage collector at freed
+	// memory.
+	foreignIn, foreignOut device.Mem
 }
 
 type fenceWord struct {
@@ -37,7 +42,22 @@ type fenceWord struct {
 	word *uint64
 }
 
-type copyOp struct{ dst, src []byte }
+// copyOp is a staging copy; a nil side is the foreign memory at its Mem.
+type copyOp struct {
+	dst, src   []byte
+	fdst, fsrc device.Mem
+}
+
+func (c copyOp) do() {
+	dst, src := c.dst, c.src
+	if dst == nil && c.fdst.Size > 0 {
+		dst = foreign(c.fdst.Ptr, c.fdst.Size)
+	}
+	if src == nil && c.fsrc.Size > 0 {
+		src = foreign(c.fsrc.Ptr, c.fsrc.Size)
+	}
+	copy(dst, src)
+}
 
 func (p *prepared) Release() {}
 
@@ -62,6 +82,30 @@ func (b *backend) Prepare(a *device.Args) (device.Prepared, error) {
 		s, err = b.bytes(m.Ptr, m.Size)
 		return s
 	}
+	// local resolves caller memory: a mapping's slice, or nil and the
+	// foreign range.
+	local := func(m device.Mem) ([]byte, device.Mem) {
+		if err != nil || m.Size == 0 {
+			return nil, device.Mem{}
+		}
+		if m.Ptr == 0 || m.Size < 0 {
+			err = fmt.Errorf("host: memory %#x+%d", uintptr(m.Ptr), m.Size)
+			return nil, device.Mem{}
+		}
+		b.mu.RLock()
+		mp := b.find(m.Ptr, m.Size)
+		b.mu.RUnlock()
+		if mp == nil {
+			if b.overlapsMapping(m.Ptr, m.Size) {
+				err = fmt.Errorf("host: memory %#x+%d crosses the end of a backend allocation", uintptr(m.Ptr), m.Size)
+			}
+			return nil, m
+		}
+		return mem(m), device.Mem{}
+	}
+	var in, out []byte
+	in, p.foreignIn = local(a.Buf[device.Input])
+	out, p.foreignOut = local(a.Buf[device.Output])
 	word := func(w device.Ptr) *uint64 {
 		if err != nil {
 			return nil
@@ -77,7 +121,12 @@ func (b *backend) Prepare(a *device.Args) (device.Prepared, error) {
 	if a.ScratchHalf > 0 {
 		shift[1] = a.ScratchHalf
 		if t.Protocol == ir.LL {
-			own := 2 * a.Layout.Stride * a.Layout.ElemSize * t.Chunks[ir.Scratch]
+			oddReq := p.req
+			oddReq.Launch = 1
+			own, herr := interp.ScratchHalfOffset(t, a.Rank, oddReq)
+			if herr != nil {
+				return nil, herr
+			}
 			if own > a.ScratchHalf {
 				return nil, fmt.Errorf("host: LL scratch half of %d bytes does not fit the communicator's half of %d", own, a.ScratchHalf)
 			}
@@ -95,9 +144,8 @@ func (b *backend) Prepare(a *device.Args) (device.Prepared, error) {
 	}
 	for parity := range 2 {
 		m := &interp.RankMem{
-			Buffers: interp.Buffers{Input: mem(a.Buf[device.Input]), Output: mem(a.Buf[device.Output]),
-				Scratch: mem(view(a.Buf[device.Scratch], parity))},
-			Ends: make([]interp.End, len(a.Ends)),
+			Buffers: interp.Buffers{Input: in, Output: out, Scratch: mem(view(a.Buf[device.Scratch], parity))},
+			Ends:    make([]interp.End, len(a.Ends)),
 		}
 		for c, e := range a.Ends {
 			m.Ends[c] = interp.End{Inbound: word(e.Inbound), PeerInbound: word(e.PeerInbound), Expected: word(e.Expected),
@@ -120,11 +168,17 @@ func (b *backend) Prepare(a *device.Args) (device.Prepared, error) {
 	for _, f := range a.Fence {
 		p.fence = append(p.fence, fenceWord{peer: f.Peer, word: word(f.Word)})
 	}
+	stage := func(c device.Copy) copyOp {
+		var op copyOp
+		op.dst, op.fdst = local(device.Mem{Ptr: c.Dst, Size: c.N})
+		op.src, op.fsrc = local(device.Mem{Ptr: c.Src, Size: c.N})
+		return op
+	}
 	for _, c := range a.StageIn {
-		p.stageIn = append(p.stageIn, copyOp{dst: mem(device.Mem{Ptr: c.Dst, Size: c.N}), src: mem(device.Mem{Ptr: c.Src, Size: c.N})})
+		p.stageIn = append(p.stageIn, stage(c))
 	}
 	for _, c := range a.StageOut {
-		p.stageOut = append(p.stageOut, copyOp{dst: mem(device.Mem{Ptr: c.Dst, Size: c.N}), src: mem(device.Mem{Ptr: c.Src, Size: c.N})})
+		p.stageOut = append(p.stageOut, stage(c))
 	}
 	if err != nil {
 		return nil, err
@@ -150,6 +204,9 @@ func (e *LaunchError) Error() string {
 }
 
 func (e *LaunchError) Unwrap() error { return e.Err }
+
+// PeerRank is the peer the launch waited for when it failed, or -1.
+func (e *LaunchError) PeerRank() int { return e.Peer }
 
 type task struct {
 	p      *prepared
@@ -230,15 +287,26 @@ func (s *stream) run(t task) error {
 		}
 	}
 	for _, c := range p.stageIn {
-		copy(c.dst, c.src)
+		c.do()
 	}
 	req := p.req
 	req.Launch = t.launch
-	if err := interp.RunRank(s.ctx, p.table, p.rank, req, p.mem[t.launch&1]); err != nil {
+	mem := p.mem[t.launch&1]
+	if p.foreignIn.Size > 0 || p.foreignOut.Size > 0 {
+		m := *mem
+		if p.foreignIn.Size > 0 {
+			m.Input = foreign(p.foreignIn.Ptr, p.foreignIn.Size)
+		}
+		if p.foreignOut.Size > 0 {
+			m.Output = foreign(p.foreignOut.Ptr, p.foreignOut.Size)
+		}
+		mem = &m
+	}
+	if err := interp.RunRank(s.ctx, p.table, p.rank, req, mem); err != nil {
 		return &LaunchError{Rank: p.rank, Launch: t.launch, Peer: -1, Err: err}
 	}
 	for _, c := range p.stageOut {
-		copy(c.dst, c.src)
+		c.do()
 	}
 	atomic.StoreUint64(p.done, t.launch)
 	return nil

@@ -1,0 +1,222 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+
+	"github.com/theseus-ccl/theseus/codegen/bundle"
+	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/executor"
+	"github.com/theseus-ccl/theseus/runtime/selector"
+)
+
+// Call is one collective call on this rank, with NCCL's arguments.
+type Call struct {
+	Coll ir.Collective
+	// Send and Recv are the NCCL send and receive buffers (sendbuff,
+	// recvbuff): addresses in the backend's memory space. A rank that has
+	// no such buffer in the collective (the non-root's receive buffer of
+	// reduce and gather, its send buffer of broadcast and scatter) may pass
+	// 0.
+	Send, Recv device.Ptr
+	// Count is NCCL's count in elements: per block (the per-rank piece of
+	// allgather, reducescatter, alltoall, gather and scatter).
+	Count    int64
+	DataType ir.DataType
+	// RedOp is the reduction of allreduce, reducescatter and reduce
+	// (ignored by the others).
+	RedOp ir.RedOp
+	// Root is the root rank of broadcast, reduce, gather and scatter
+	// (ignored by the others).
+	Root int
+	// Stream runs the launch. nil: the communicator's own stream, and the
+	// call waits for the launch and returns its error (synchronous). A
+	// stream of the backend: the call returns once the launch is enqueued;
+	// its failure surfaces in Stream.Synchronize and AsyncError.
+	Stream device.Stream
+}
+
+// Validate checks c before anything is selected or materialised (the
+// documented per-call errors, docs/runtime.md "Errors"):
+//
+//   - InvalidArgument: an unknown collective, datatype or reduction op; a
+//     root outside 0..nranks-1 (rooted collectives); a negative count, or a
+//     message (count × element size × blocks) that overflows 63 bits; a null
+//     buffer the rank needs (count > 0); a buffer whose end wraps around the
+//     address space; send and receive buffers that overlap without being
+//     NCCL's in-place arrangement (ir.md §3);
+//   - InvalidUsage: send and receive buffers not congruent modulo 16 (seed
+//     README, "Usage requirement": schedule-executed collectives need it).
+//
+// It returns whether the request is in place.
+func (c *Comm) Validate(call *Call) (inPlace bool, err error) {
+	op := call.Coll.String()
+	bad := func(code Code, format string, args ...any) (bool, error) {
+		return false, &Error{Code: code, Op: op, Rank: c.rank, Msg: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case call.Coll >= ir.NumCollectives || call.Coll == ir.Custom || call.Coll == ir.SendRecv:
+		return bad(InvalidArgument, "unknown collective %d", call.Coll)
+	case call.DataType >= ir.NumDataTypes:
+		return bad(InvalidArgument, "datatype %d out of range (0..%d)", call.DataType, ir.NumDataTypes-1)
+	case call.Coll.Reduces() && call.RedOp >= ir.NumRedOps:
+		return bad(InvalidArgument, "reduction op %d out of range (0..%d)", call.RedOp, ir.NumRedOps-1)
+	case call.Coll.Rooted() && (call.Root < 0 || call.Root >= c.n):
+		return bad(InvalidArgument, "root %d outside 0..%d", call.Root, c.n-1)
+	case call.Count < 0:
+		return bad(InvalidArgument, "count %d < 0", call.Count)
+	}
+	if _, err := ir.MessageBytes(call.Coll, c.n, call.Count, call.DataType); err != nil {
+		return bad(InvalidArgument, "count overflow: %v", err)
+	}
+	if call.Count == 0 {
+		return false, nil
+	}
+	root := 0
+	if call.Coll.Rooted() {
+		root = call.Root
+	}
+	es := int64(call.DataType.Size())
+	inB := ir.Blocks(call.Coll, ir.Input, c.n, c.rank, root) * call.Count * es
+	outB := ir.Blocks(call.Coll, ir.Output, c.n, c.rank, root) * call.Count * es
+	for _, b := range []struct {
+		name string
+		p    device.Ptr
+		n    int64
+	}{{"send", call.Send, inB}, {"receive", call.Recv, outB}} {
+		if b.n == 0 {
+			continue
+		}
+		if b.p == 0 {
+			return bad(InvalidArgument, "null %s buffer", b.name)
+		}
+		if uint64(b.p) > math.MaxUint64-uint64(b.n) {
+			return bad(InvalidArgument, "%s buffer %#x + %d bytes wraps around the address space", b.name, uintptr(b.p), b.n)
+		}
+	}
+	if inB == 0 || outB == 0 {
+		return false, nil
+	}
+	// In place as NCCL defines it (ir.md §3), or disjoint.
+	blockB := call.Count * es
+	off := int64(c.rank) * blockB
+	isRoot := c.rank == root
+	switch call.Coll {
+	case ir.AllReduce, ir.AllToAll, ir.Broadcast, ir.Reduce:
+		inPlace = call.Send == call.Recv && (call.Coll == ir.AllReduce || call.Coll == ir.AllToAll || isRoot)
+	case ir.AllGather, ir.Gather:
+		inPlace = call.Send == call.Recv+device.Ptr(off)
+	case ir.ReduceScatter, ir.Scatter:
+		inPlace = call.Recv == call.Send+device.Ptr(off)
+	}
+	if !inPlace && call.Send < call.Recv+device.Ptr(outB) && call.Recv < call.Send+device.Ptr(inB) {
+		return bad(InvalidArgument, "send buffer %#x+%d and receive buffer %#x+%d overlap without being the in-place arrangement",
+			uintptr(call.Send), inB, uintptr(call.Recv), outB)
+	}
+	if call.Send%16 != call.Recv%16 {
+		return bad(InvalidUsage, "send buffer %#x and receive buffer %#x are not congruent modulo 16 (required for schedule-executed collectives)",
+			uintptr(call.Send), uintptr(call.Recv))
+	}
+	return inPlace, nil
+}
+
+// Collective runs one collective call: validate (nothing is selected or
+// materialised for an invalid call), select the schedule (a collective
+// step: agreement at epochs), then walk the executor and launch. With a nil
+// Stream it waits for the launch.
+//
+// Errors (*Error): the Validate errors; InvalidUsage for a finalized,
+// destroyed or aborted communicator (ErrState) or when no schedule serves
+// the request (ErrNoSchedule: the NCCL layer falls back); the
+// communicator's asynchronous error once it has one (RemoteError naming a
+// lost or silent peer, InternalError, ...).
+func (c *Comm) Collective(ctx context.Context, call *Call) error {
+	if st := commState(c.state.Load()); st != live {
+		return &Error{Code: InvalidUsage, Op: call.Coll.String(), Rank: c.rank, Msg: "communicator is finalized, destroyed or aborted", Err: ErrState}
+	}
+	if e := c.asyncErr.Load(); e != nil {
+		return e
+	}
+	inPlace, err := c.Validate(call)
+	if err != nil {
+		return err
+	}
+	c.calls++
+	if call.Count == 0 {
+		c.last = CallInfo{Schedule: -1, Launch: c.exec.LaunchCounter(), Skipped: true}
+		return nil
+	}
+	root := -1
+	if call.Coll.Rooted() {
+		root = call.Root
+	}
+	sreq := selector.Request{Coll: call.Coll, SendBuf: uintptr(call.Send), RecvBuf: uintptr(call.Recv), Count: call.Count,
+		DataType: call.DataType, RedOp: call.RedOp, PacketType: *c.cfg.PacketType, Root: root, NRanks: c.n,
+		NLocalRanks: c.layout.PerNode, InPlace: inPlace}
+	if !call.Coll.Reduces() {
+		sreq.RedOp = ir.Sum
+	}
+	id, err := c.sel.Select(ctx, &sreq)
+	if err != nil {
+		e := c.wrap(call.Coll.String(), err)
+		if !errors.Is(err, selector.ErrBadRequest) {
+			c.setAsync(e)
+		}
+		return e
+	}
+	if id == selector.None {
+		return &Error{Code: InvalidUsage, Op: call.Coll.String(), Rank: c.rank, Msg: "selection", Err: ErrNoSchedule}
+	}
+	s, err := c.schedule(id)
+	if err != nil {
+		return err
+	}
+	st := call.Stream
+	if st == nil {
+		st = c.stream
+	}
+	ereq := executor.Request{Coll: call.Coll, Send: call.Send, Recv: call.Recv, Count: call.Count, DataType: call.DataType,
+		RedOp: sreq.RedOp, Root: max(root, 0), InPlace: inPlace, PacketType: sreq.PacketType}
+	c.last = CallInfo{Schedule: id, Name: s.Name}
+	if err := c.exec.Execute(ctx, &ereq, s, st); err != nil {
+		e := c.wrap(call.Coll.String(), err)
+		if c.exec.Err() != nil {
+			c.setAsync(e)
+		}
+		return e
+	}
+	c.last.Launch = c.exec.LaunchCounter()
+	if call.Stream == nil {
+		if err := st.Synchronize(); err != nil {
+			e := c.wrap(call.Coll.String(), err)
+			c.setAsync(e)
+			return e
+		}
+	}
+	return nil
+}
+
+// schedule returns the executor's view of schedule id (built once).
+func (c *Comm) schedule(id int) (*executor.Schedule, error) {
+	if id < len(c.scheds) && c.scheds[id] != nil {
+		return c.scheds[id], nil
+	}
+	ref, ok := c.sel.Schedule(id)
+	var b *bundle.Bundle
+	if ok && ref.Info != nil {
+		b, _ = ref.Info.Artifact.(*bundle.Bundle)
+	}
+	if b == nil {
+		return nil, &Error{Code: InternalError, Op: "select", Rank: c.rank, Msg: fmt.Sprintf("schedule %d has no compiled bundle", id)}
+	}
+	for len(c.scheds) <= id {
+		c.scheds = append(c.scheds, nil)
+	}
+	s := &executor.Schedule{ID: id, Name: filepath.Base(ref.File), Replaces: ref.Replaces, Bundle: b}
+	c.scheds[id] = s
+	return s, nil
+}

@@ -1,0 +1,644 @@
+// Package comm is the communicator: one rank of a group of ranks joined by
+// the bootstrap (runtime/bootstrap), with its node layout, its selector
+// (runtime/selector, agreeing through the bootstrap's MIN-allreduce), its
+// executor (runtime/executor) on a device backend, and the per-call path of
+// every collective: validate, select, execute (docs/design/runtime.md,
+// "One call"; docs/runtime.md).
+//
+// A Comm follows NCCL's communicator semantics: it is created collectively
+// (Init, Split), its collectives must be called in the same order on every
+// rank, a Comm is not safe for concurrent use by several goroutines (except
+// AsyncError and Abort), and after a failure that leaves the ranks out of
+// step it reports an asynchronous error (AsyncError, ncclCommGetAsyncError)
+// until it is aborted or destroyed. Every error is an *Error whose Code has
+// NCCL's ncclResult_t value.
+package comm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/theseus-ccl/theseus/codegen/bundle"
+	"github.com/theseus-ccl/theseus/compiler/passes"
+	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/bootstrap"
+	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/env"
+	"github.com/theseus-ccl/theseus/runtime/executor"
+	"github.com/theseus-ccl/theseus/runtime/interp"
+	"github.com/theseus-ccl/theseus/runtime/log"
+	"github.com/theseus-ccl/theseus/runtime/selector"
+	"github.com/theseus-ccl/theseus/runtime/selector/schedfile"
+)
+
+// Config configures a communicator. Zero fields take the environment's
+// values (runtime/env, docs/env.md).
+type Config struct {
+	// Backend runs the launches (required).
+	Backend device.Backend
+	// Device is the device ordinal this process uses (0 for the host
+	// backend). Every communicator of a process must use the same one.
+	Device int
+	// ContextDir is the selection context (default:
+	// selector.DefaultContextDir(): THESEUS_SELECTION_CONTEXT, else
+	// $HOME/.theseus/contexts/default, else ./theseus_context).
+	ContextDir string
+	// HostID groups ranks into nodes (default DefaultHostID()).
+	HostID string
+	// Timeout bounds every wait on a peer (default THESEUS_TIMEOUT).
+	Timeout time.Duration
+	// CheckPeriod is THESEUS_CONTEXT_CHECK_PERIOD; it must be the same on
+	// every rank.
+	CheckPeriod int
+	// InitialScratch is THESEUS_INITIAL_SCRATCH_SIZE in bytes.
+	InitialScratch int64
+	// Alternate is THESEUS_ALTERNATE_SCRATCH_BUFFER (nil: the environment).
+	Alternate *bool
+	// PacketType is the LL packet format (nil: THESEUS_LL_PROTOCOL).
+	PacketType *ir.PacketType
+	// SliceBytes is THESEUS_SLICE_BYTES.
+	SliceBytes int64
+	// AllowSharedDevice is THESEUS_ALLOW_SHARED_DEVICE (nil: the
+	// environment).
+	AllowSharedDevice *bool
+	// Loader loads schedule files (default: schedfile, then compile
+	// sources to bundles with compiler/passes).
+	Loader selector.ScheduleLoader
+	// Clock is the selector's clock for valid_after (default time.Now).
+	Clock func() time.Time
+}
+
+func (c *Config) fill() error {
+	if c.Backend == nil {
+		return errors.New("no backend")
+	}
+	if c.HostID == "" {
+		c.HostID = DefaultHostID()
+	}
+	if c.Timeout == 0 {
+		ms, err := env.Timeout.Int()
+		if err != nil {
+			return err
+		}
+		if ms <= 0 {
+			return fmt.Errorf("THESEUS_TIMEOUT=%d: want a positive number of milliseconds", ms)
+		}
+		c.Timeout = time.Duration(ms) * time.Millisecond
+	}
+	if c.CheckPeriod == 0 {
+		k, err := env.CheckPeriod.Int()
+		if err != nil {
+			return err
+		}
+		c.CheckPeriod = int(k)
+	}
+	if c.CheckPeriod < 1 {
+		return fmt.Errorf("context check period %d: want >= 1", c.CheckPeriod)
+	}
+	if c.InitialScratch == 0 {
+		v, err := env.InitScratch.Size()
+		if err != nil {
+			return err
+		}
+		c.InitialScratch = v
+	}
+	if c.InitialScratch < 0 {
+		return fmt.Errorf("initial scratch %d bytes", c.InitialScratch)
+	}
+	if c.Alternate == nil {
+		v, err := env.AltScratch.Bool()
+		if err != nil {
+			return err
+		}
+		c.Alternate = &v
+	}
+	if c.PacketType == nil {
+		v, err := env.LLProtocol.Enum()
+		if err != nil {
+			return err
+		}
+		pt := ir.LL16
+		if v == "LL8" {
+			pt = ir.LL8
+		}
+		c.PacketType = &pt
+	}
+	if c.SliceBytes == 0 {
+		v, err := env.SliceBytes.Size()
+		if err != nil {
+			return err
+		}
+		c.SliceBytes = v
+	}
+	if c.AllowSharedDevice == nil {
+		v, err := env.SharedDevice.Bool()
+		if err != nil {
+			return err
+		}
+		c.AllowSharedDevice = &v
+	}
+	if c.ContextDir == "" {
+		c.ContextDir = selector.DefaultContextDir()
+	}
+	if c.Loader == nil {
+		c.Loader = CompilingLoader{}
+	}
+	return nil
+}
+
+// CompilingLoader is the default schedule loader: schedfile's (bundles
+// decoded, sources parsed and proven by compiler/verify), then sources
+// compiled to a bundle (legalise, verify, lower) so that the executor always
+// runs a *bundle.Bundle.
+type CompilingLoader struct {
+	schedfile.Loader
+}
+
+// Load implements selector.ScheduleLoader.
+func (l CompilingLoader) Load(path string) (*selector.ScheduleInfo, error) {
+	info, err := l.Loader.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := info.Artifact.(*bundle.Bundle); ok {
+		return info, nil
+	}
+	if info.Program == nil {
+		return nil, fmt.Errorf("%s: no program to compile", path)
+	}
+	b, ds, err := passes.Compile(info.Program, passes.Options{Skip: []string{"verify-input"}})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if b == nil {
+		return nil, &schedfile.Error{Path: path, Diags: ds}
+	}
+	info.Artifact = b
+	return info, nil
+}
+
+type commState int32
+
+const (
+	live commState = iota
+	finalized
+	destroyed
+	aborted
+)
+
+// Comm is one rank of a communicator.
+type Comm struct {
+	cfg    Config
+	rank   int
+	n      int
+	id     bootstrap.UniqueID
+	layout Layout
+	infos  []RankInfo
+
+	boot   *bootstrap.Bootstrap
+	sel    *selector.Selector
+	exec   *executor.Executor
+	stream device.Stream
+
+	state    atomic.Int32
+	asyncErr atomic.Pointer[Error]
+	lostMu   sync.Mutex
+	lost     []int
+
+	watchCancel context.CancelFunc
+	watchWG     sync.WaitGroup
+
+	scheds []*executor.Schedule
+	last   CallInfo
+	calls  uint64
+}
+
+// CallInfo describes the last collective call of a communicator: the
+// schedule it ran (for theseus-bench's per-row column) and its launch.
+type CallInfo struct {
+	// Schedule is the selected schedule's id in the selection context (its
+	// entry position), or -1 when nothing ran (count 0).
+	Schedule int
+	// Name is the schedule's file name (as the manifest names it).
+	Name string
+	// Launch is the communicator's launch counter after the call.
+	Launch uint64
+	// Skipped is set when the call had nothing to do (count 0).
+	Skipped bool
+}
+
+// Stats are the communicator's counters.
+type Stats struct {
+	Calls    uint64
+	Executor executor.Stats
+	Selector selector.Stats
+}
+
+const watchTag = 1<<62 | 0x5741 // "WA": watcher hellos
+
+// Init creates rank rank of the nranks-rank communicator of id (every rank
+// calls it, as ncclCommInitRank). It joins the bootstrap, exchanges every
+// rank's RankInfo, applies the job-layout checks (CheckLayout), binds the
+// process's device, and creates the selector and executor (which
+// materialises nothing until the first collective).
+//
+// Errors (*Error): InvalidArgument for a rank outside 0..nranks-1 or a bad
+// config; InvalidUsage for a layout violation (ErrLayout) or a second
+// device in one process; RemoteError when peers do not join within the
+// timeout (naming them); SystemError for local failures.
+func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Config) (*Comm, error) {
+	if nranks < 1 || rank < 0 || rank >= nranks {
+		return nil, &Error{Code: InvalidArgument, Op: "init", Rank: rank, Msg: fmt.Sprintf("rank %d outside 0..%d", rank, nranks-1)}
+	}
+	if err := cfg.fill(); err != nil {
+		return nil, &Error{Code: InvalidArgument, Op: "init", Rank: rank, Msg: "configuration", Err: err}
+	}
+	if err := bindDevice(cfg.Backend.Name(), cfg.Device); err != nil {
+		return nil, &Error{Code: InvalidUsage, Op: "init", Rank: rank, Msg: "device", Err: fmt.Errorf("%w: %v", ErrLayout, err)}
+	}
+	c := &Comm{cfg: cfg, rank: rank, n: nranks, id: id}
+	ok := false
+	defer func() {
+		if !ok {
+			c.release(true)
+			unbindDevice()
+		}
+	}()
+	var err error
+	c.boot, err = bootstrap.Init(ctx, id, rank, nranks, bootstrap.Options{Timeout: cfg.Timeout})
+	if err != nil {
+		return nil, c.wrap("init", err)
+	}
+	me := RankInfo{HostID: cfg.HostID, PID: os.Getpid(), Backend: cfg.Backend.Name(), Device: cfg.Device,
+		Scratch: cfg.InitialScratch, Alternate: *cfg.Alternate, CheckPeriod: cfg.CheckPeriod}
+	msg, _ := json.Marshal(me)
+	all, err := c.boot.AllGather(ctx, msg)
+	if err != nil {
+		return nil, c.wrap("init", err)
+	}
+	c.infos = make([]RankInfo, nranks)
+	for r, m := range all {
+		if err := json.Unmarshal(m, &c.infos[r]); err != nil {
+			return nil, &Error{Code: InternalError, Op: "init", Rank: rank, Peers: []int{r}, Msg: "malformed rank info", Err: err}
+		}
+	}
+	if c.layout, err = CheckLayout(c.infos, hcaCount(), *cfg.AllowSharedDevice); err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			e.Rank = rank
+		}
+		return nil, err
+	}
+	c.sel, err = selector.New(selector.Options{Dir: cfg.ContextDir, CheckPeriod: cfg.CheckPeriod, Agreement: c.boot,
+		Timeout: cfg.Timeout, Loader: cfg.Loader, Clock: cfg.Clock})
+	if err != nil {
+		return nil, &Error{Code: InvalidArgument, Op: "init", Rank: rank, Msg: "selector", Err: err}
+	}
+	c.exec, err = executor.New(executor.Config{Rank: rank, NRanks: nranks, Backend: cfg.Backend, Net: c.boot,
+		InitialScratch: cfg.InitialScratch, Alternate: *cfg.Alternate, SliceBytes: cfg.SliceBytes, Timeout: cfg.Timeout})
+	if err != nil {
+		return nil, &Error{Code: InvalidArgument, Op: "init", Rank: rank, Msg: "executor", Err: err}
+	}
+	if c.stream, err = cfg.Backend.NewStream(); err != nil {
+		return nil, &Error{Code: SystemError, Op: "init", Rank: rank, Msg: "stream", Err: err}
+	}
+	c.startWatchers()
+	c.last.Schedule = -1
+	ok = true
+	if log.On(log.Info, log.Init) {
+		log.Infof(log.Init, "comm rank %d/%d: %d node(s) x %d, local rank %d, backend %s, context %s",
+			rank, nranks, c.layout.Nodes, c.layout.PerNode, c.layout.LocalRank[rank], cfg.Backend.Name(), cfg.ContextDir)
+	}
+	return c, nil
+}
+
+// startWatchers opens a connection from every rank to every other (a hello
+// each way) and watches each peer: a peer whose connection breaks without a
+// goodbye (a killed process, or Abort) is lost, and this rank aborts its
+// launches and records an asynchronous error naming it.
+func (c *Comm) startWatchers() {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.watchCancel = cancel
+	for p := range c.n {
+		if p == c.rank {
+			continue
+		}
+		c.boot.Send(p, watchTag, nil)
+		c.watchWG.Add(1)
+		go func() {
+			defer c.watchWG.Done()
+			for ctx.Err() == nil {
+				_, err := c.boot.Recv(ctx, p, watchTag)
+				var be *bootstrap.Error
+				switch {
+				case err == nil:
+				case errors.As(err, &be) && be.Lost:
+					c.peerLost(p, err)
+					return
+				case errors.As(err, &be):
+					// A quiet peer: wait again.
+				default:
+					return // closed, cancelled
+				}
+			}
+		}()
+	}
+}
+
+func (c *Comm) peerLost(p int, cause error) {
+	if commState(c.state.Load()) != live {
+		return
+	}
+	c.lostMu.Lock()
+	c.lost = append(c.lost, p)
+	c.lostMu.Unlock()
+	e := &Error{Code: RemoteError, Op: "comm", Rank: c.rank, Peers: []int{p}, Msg: "lost a peer", Err: fmt.Errorf("%w %d: %v", ErrLostRank, p, cause)}
+	c.setAsync(e)
+	c.exec.Abort(e)
+	log.Warnf(log.Net, "rank %d: lost rank %d: %v", c.rank, p, cause)
+}
+
+func (c *Comm) setAsync(e *Error) { c.asyncErr.CompareAndSwap(nil, e) }
+
+// Lost returns the peers this rank has seen vanish.
+func (c *Comm) Lost() []int {
+	c.lostMu.Lock()
+	defer c.lostMu.Unlock()
+	return append([]int(nil), c.lost...)
+}
+
+// wrap converts a failure into an *Error, naming the ranks concerned.
+func (c *Comm) wrap(op string, err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	out := &Error{Code: InternalError, Op: op, Rank: c.rank, Msg: "failed", Err: err}
+	var be *bootstrap.Error
+	var ee *executor.Error
+	var ie *interp.Error
+	switch {
+	case errors.As(err, &be):
+		out.Code, out.Peers = RemoteError, be.Missing
+		out.Msg = "peer did not answer"
+		if be.Lost {
+			out.Msg = "lost a peer"
+		}
+	case errors.Is(err, executor.ErrCapture):
+		out.Code, out.Msg = InvalidUsage, "graph capture"
+	case errors.Is(err, executor.ErrScratchMismatch):
+		out.Code, out.Msg = InvalidUsage, "scratch"
+	case errors.Is(err, interp.ErrTimeout) || errors.Is(err, interp.ErrAborted):
+		out.Code, out.Msg = RemoteError, "launch stopped"
+		out.Peers = c.suspects(err)
+	case errors.As(err, &ee) && len(ee.Peers) > 0:
+		out.Code, out.Peers = RemoteError, ee.Peers
+	case errors.As(err, &ie):
+		out.Code = InternalError
+	}
+	if lost := c.Lost(); len(lost) > 0 {
+		out.Code, out.Peers, out.Msg = RemoteError, lost, "lost a peer"
+	}
+	return out
+}
+
+// suspects names the peers a failed launch waited for: a fence's peer, or
+// the peers at the other end of the channels of the op that timed out.
+func (c *Comm) suspects(err error) []int {
+	if lost := c.Lost(); len(lost) > 0 {
+		return lost
+	}
+	if p := peerRank(err); p >= 0 {
+		return []int{p}
+	}
+	var ie *interp.Error
+	if !errors.As(err, &ie) || c.last.Schedule < 0 || c.last.Schedule >= len(c.scheds) || c.scheds[c.last.Schedule] == nil {
+		return nil
+	}
+	b := c.scheds[c.last.Schedule].Bundle
+	t, terr := b.Table(ie.Logical)
+	if terr != nil || ie.TB < 0 || ie.TB >= len(t.TBs) || ie.Step < 0 || ie.Step >= len(t.TBs[ie.TB].Ops) {
+		return nil
+	}
+	shift := (ie.Rank - ie.Logical + c.n) % c.n
+	op := t.TBs[ie.TB].Ops[ie.Step]
+	chans := op.Chans
+	if len(chans) == 0 {
+		for ch := range t.Channels {
+			chans = append(chans, ch)
+		}
+	}
+	seen := map[int]bool{}
+	var out []int
+	for _, ch := range chans {
+		if ch >= 0 && ch < len(t.Channels) {
+			p := (t.Channels[ch].Peer + shift) % c.n
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// Rank, NRanks, LocalRank, NLocalRanks, Nodes and HostID describe the
+// communicator (ncclCommUserRank, ncclCommCount).
+func (c *Comm) Rank() int        { return c.rank }
+func (c *Comm) NRanks() int      { return c.n }
+func (c *Comm) LocalRank() int   { return c.layout.LocalRank[c.rank] }
+func (c *Comm) NLocalRanks() int { return c.layout.PerNode }
+func (c *Comm) Nodes() int       { return c.layout.Nodes }
+func (c *Comm) HostID() string   { return c.cfg.HostID }
+
+// Device is the device ordinal (ncclCommCuDevice).
+func (c *Comm) Device() int { return c.cfg.Device }
+
+// Backend is the communicator's backend.
+func (c *Comm) Backend() device.Backend { return c.cfg.Backend }
+
+// ContextDir is the selection context the communicator reads.
+func (c *Comm) ContextDir() string { return c.cfg.ContextDir }
+
+// Stream is the communicator's own stream (the one calls with a nil stream
+// use).
+func (c *Comm) Stream() device.Stream { return c.stream }
+
+// LastCall describes the last collective call.
+func (c *Comm) LastCall() CallInfo { return c.last }
+
+// Stats returns the communicator's counters. Not concurrent with calls.
+func (c *Comm) Stats() Stats {
+	return Stats{Calls: c.calls, Executor: c.exec.Stats(), Selector: c.sel.Stats()}
+}
+
+// Schedule returns the schedule entry id of the selection context, once it
+// has been selected.
+func (c *Comm) Schedule(id int) (selector.ScheduleRef, bool) { return c.sel.Schedule(id) }
+
+// AsyncError returns the communicator's asynchronous error
+// (ncclCommGetAsyncError): nil while healthy; after a launch failure, a
+// lost peer or a failure that leaves the ranks out of step, that error
+// (codes RemoteError, InternalError, ...), until the communicator is
+// aborted or destroyed. It never blocks and is safe to call from any
+// goroutine.
+func (c *Comm) AsyncError() error {
+	if e := c.asyncErr.Load(); e != nil {
+		return e
+	}
+	if s := c.stream; s != nil {
+		if err := s.Err(); err != nil {
+			e := c.wrap("async", err)
+			c.setAsync(e)
+			return c.asyncErr.Load()
+		}
+	}
+	if err := c.exec.Err(); err != nil && commState(c.state.Load()) == live {
+		e := c.wrap("async", err)
+		c.setAsync(e)
+		return c.asyncErr.Load()
+	}
+	return nil
+}
+
+// Finalize waits for every launch of the communicator (ncclCommFinalize);
+// later collectives fail with InvalidUsage. Errors: the launches' failure.
+func (c *Comm) Finalize() error {
+	if !c.state.CompareAndSwap(int32(live), int32(finalized)) {
+		if commState(c.state.Load()) == finalized {
+			return nil
+		}
+		return &Error{Code: InvalidUsage, Op: "finalize", Rank: c.rank, Msg: "communicator is destroyed or aborted", Err: ErrState}
+	}
+	err := c.exec.Wait()
+	if serr := c.stream.Synchronize(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return c.wrap("finalize", err)
+	}
+	return nil
+}
+
+// Destroy finalizes (if needed) and releases everything
+// (ncclCommDestroy). It says goodbye to the peers, so they do not see this
+// rank as lost.
+func (c *Comm) Destroy() error {
+	var err error
+	if commState(c.state.Load()) == live {
+		err = c.Finalize()
+	}
+	st := commState(c.state.Load())
+	if st == destroyed || st == aborted {
+		return nil
+	}
+	c.state.Store(int32(destroyed))
+	c.release(false)
+	unbindDevice()
+	if err != nil && CodeOf(err) != RemoteError {
+		return err
+	}
+	return nil
+}
+
+// Abort stops the communicator at once (ncclCommAbort): running launches
+// stop waiting (the abort word), peers see this rank as lost, and every
+// resource is released without waiting for peers. Safe to call from any
+// goroutine, also while a collective is running.
+func (c *Comm) Abort() error {
+	for {
+		st := commState(c.state.Load())
+		if st == destroyed || st == aborted {
+			return nil
+		}
+		if c.state.CompareAndSwap(int32(st), int32(aborted)) {
+			break
+		}
+	}
+	c.release(true)
+	unbindDevice()
+	return nil
+}
+
+func (c *Comm) release(abort bool) {
+	if c.watchCancel != nil {
+		c.watchCancel()
+	}
+	if abort && c.exec != nil {
+		c.exec.Abort(&Error{Code: InvalidUsage, Op: "abort", Rank: c.rank, Msg: "communicator aborted", Err: ErrState})
+	}
+	if c.boot != nil {
+		if abort {
+			c.boot.Abort()
+		} else {
+			c.boot.Close()
+		}
+	}
+	c.watchWG.Wait()
+	if c.stream != nil {
+		c.stream.Close()
+	}
+	if c.exec != nil {
+		c.exec.Close()
+	}
+	if c.sel != nil {
+		c.sel.Close()
+	}
+}
+
+// PublishValue appends a value line to exogenous attribute name's log in
+// the selection context dir (docs/selection-context.md §6): the way a
+// monitoring agent, theseus-bench's hot-swap demo or a test flips an
+// attribute. The line is written with one append, so readers never see half
+// of it. value must marshal to the attribute's JSON type.
+func PublishValue(dir, name string, value any) error {
+	if name == "" || filepath.Base(name) != name {
+		return fmt.Errorf("attribute name %q", name)
+	}
+	line, err := json.Marshal(struct {
+		Value any `json:"value"`
+	}{value})
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, name+".jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// peerRank walks err's chain for the first PeerRank() >= 0 (a fence's peer,
+// or the peer a semaphore wait waited for).
+func peerRank(err error) int {
+	for err != nil {
+		if pe, ok := err.(interface{ PeerRank() int }); ok && pe.PeerRank() >= 0 {
+			return pe.PeerRank()
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if p := peerRank(e); p >= 0 {
+					return p
+				}
+			}
+			return -1
+		default:
+			return -1
+		}
+	}
+	return -1
+}

@@ -1,0 +1,198 @@
+package comm
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/theseus-ccl/theseus/runtime/env"
+)
+
+// RankInfo is what each rank tells the others when a communicator is
+// created: where it runs and how it is configured.
+type RankInfo struct {
+	HostID      string
+	PID         int
+	Backend     string
+	Device      int
+	Scratch     int64 // initial scratch bytes
+	Alternate   bool
+	CheckPeriod int
+}
+
+// Layout is the job's node structure as the layout checks found it.
+type Layout struct {
+	// Nodes is the number of distinct hosts; PerNode the ranks on each.
+	Nodes, PerNode int
+	// LocalRank is each rank's position on its node (rank mod PerNode).
+	LocalRank []int
+}
+
+// CheckLayout applies the seed's job-layout assumptions (README, "Job Layout
+// Assumptions") to every rank's info, indexed by rank, and returns the node
+// structure. Every rank computes the same verdict from the same gathered
+// infos. Errors wrap ErrLayout and name the offending ranks:
+//
+//  1. the same number of ranks on every node, in contiguous blocks (node k
+//     hosts ranks [k*n, (k+1)*n)); a host identity appearing in two blocks
+//     is rejected as well (MSCCLPP_HOSTID set alike on different nodes);
+//  2. at most 8 ranks per node in a multi-node job, and, when
+//     MSCCLPP_HCA_DEVICES is set (hca > 0 names), at least as many RNICs
+//     as ranks per node;
+//  3. one device per process: every rank of one process on one device;
+//     and (CUDA) no two processes of a node on one device unless
+//     allowShared (THESEUS_ALLOW_SHARED_DEVICE);
+//
+// plus the configuration every rank must share: the backend, the scratch
+// size and alternation (identical scratch halves) and the context check
+// period (selection consistency). Assumption 4 (send ≡ recv mod 16) is
+// checked per call.
+func CheckLayout(infos []RankInfo, hca int, allowShared bool) (Layout, error) {
+	n := len(infos)
+	if n == 0 {
+		return Layout{}, fmt.Errorf("%w: no ranks", ErrLayout)
+	}
+	fail := func(peers []int, format string, args ...any) (Layout, error) {
+		return Layout{}, &Error{Code: InvalidUsage, Op: "init", Rank: -1, Peers: peers, Msg: fmt.Sprintf(format, args...), Err: ErrLayout}
+	}
+	// Configuration shared by all.
+	for r, in := range infos {
+		switch {
+		case in.Backend != infos[0].Backend:
+			return fail([]int{0, r}, "ranks use different backends (%q, %q)", infos[0].Backend, in.Backend)
+		case in.Scratch != infos[0].Scratch || in.Alternate != infos[0].Alternate:
+			return fail([]int{0, r}, "ranks use different scratch settings (%d bytes alternate=%v, %d bytes alternate=%v): THESEUS_INITIAL_SCRATCH_SIZE and THESEUS_ALTERNATE_SCRATCH_BUFFER must be identical on every rank",
+				infos[0].Scratch, infos[0].Alternate, in.Scratch, in.Alternate)
+		case in.CheckPeriod != infos[0].CheckPeriod:
+			return fail([]int{0, r}, "ranks use different THESEUS_CONTEXT_CHECK_PERIOD (%d, %d): selection would not stay consistent", infos[0].CheckPeriod, in.CheckPeriod)
+		}
+	}
+	// 1. Contiguous, equal blocks.
+	blockStart := []int{0}
+	for r := 1; r < n; r++ {
+		if infos[r].HostID != infos[r-1].HostID {
+			blockStart = append(blockStart, r)
+		}
+	}
+	nodes := len(blockStart)
+	seen := map[string]int{}
+	for k, s := range blockStart {
+		h := infos[s].HostID
+		if first, dup := seen[h]; dup {
+			return fail([]int{blockStart[first], s}, "host %q hosts two separate blocks of ranks (ranks must be contiguous per node; is MSCCLPP_HOSTID set alike on different nodes?)", h)
+		}
+		seen[h] = k
+	}
+	if n%nodes != 0 {
+		return fail(blockStart, "%d ranks on %d nodes: every node must host the same number of ranks", n, nodes)
+	}
+	per := n / nodes
+	for k, s := range blockStart {
+		end := n
+		if k+1 < nodes {
+			end = blockStart[k+1]
+		}
+		if end-s != per {
+			return fail([]int{s}, "node %q hosts %d ranks (%d..%d), others %d: every node must host the same number of contiguous ranks",
+				infos[s].HostID, end-s, s, end-1, per)
+		}
+	}
+	// 2. At most 8 per node across nodes; enough RNICs.
+	if nodes > 1 && per > 8 {
+		return fail(nil, "%d ranks per node in a %d-node job: at most 8 ranks per node are supported across nodes", per, nodes)
+	}
+	if nodes > 1 && hca > 0 && hca < per {
+		return fail(nil, "MSCCLPP_HCA_DEVICES names %d RNICs for %d ranks per node", hca, per)
+	}
+	// 3. One device per process; shared devices only with permission.
+	type hostPID struct {
+		host string
+		pid  int
+	}
+	type hostDev struct {
+		host string
+		dev  int
+	}
+	procDev := map[hostPID]int{}
+	devProc := map[hostDev]int{}
+	for r, in := range infos {
+		hp := hostPID{in.HostID, in.PID}
+		if first, ok := procDev[hp]; ok && infos[first].Device != in.Device {
+			return fail([]int{first, r}, "ranks %d and %d run in one process on devices %d and %d: one process manages exactly one device", first, r, infos[first].Device, in.Device)
+		} else if !ok {
+			procDev[hp] = r
+		}
+		if in.Backend == "host" {
+			continue // the CPU is shared by nature
+		}
+		hd := hostDev{in.HostID, in.Device}
+		if first, ok := devProc[hd]; ok && infos[first].PID != in.PID && !allowShared {
+			return fail([]int{first, r}, "ranks %d and %d share device %d on host %q from two processes: set THESEUS_ALLOW_SHARED_DEVICE=1 (with MPS) to allow it", first, r, in.Device, in.HostID)
+		} else if !ok {
+			devProc[hd] = r
+		}
+	}
+	lay := Layout{Nodes: nodes, PerNode: per, LocalRank: make([]int, n)}
+	for r := range n {
+		lay.LocalRank[r] = r % per
+	}
+	return lay, nil
+}
+
+var (
+	hostIDOnce sync.Once
+	hostID     string
+)
+
+// DefaultHostID is MSCCLPP_HOSTID (or THESEUS_HOSTID) when set, else the
+// host name joined with the kernel's boot id.
+func DefaultHostID() string {
+	if v, ok := env.HostID.Raw(); ok && v != "" {
+		return v
+	}
+	hostIDOnce.Do(func() {
+		h, _ := os.Hostname()
+		b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+		hostID = h + ":" + strings.TrimSpace(string(b))
+	})
+	return hostID
+}
+
+func hcaCount() int {
+	v, ok := env.HCADevices.Raw()
+	if !ok || strings.TrimSpace(v) == "" {
+		return 0
+	}
+	return len(strings.Split(v, ","))
+}
+
+// The process's device binding (assumption 3): every communicator a
+// process creates is bound to one device; the binding is released when the
+// last communicator is destroyed.
+var procDevice struct {
+	sync.Mutex
+	backend string
+	dev     int
+	refs    int
+}
+
+func bindDevice(backend string, dev int) error {
+	procDevice.Lock()
+	defer procDevice.Unlock()
+	if procDevice.refs > 0 && (procDevice.backend != backend || procDevice.dev != dev) {
+		return fmt.Errorf("this process's communicators are bound to %s device %d; one process manages exactly one device (requested %s device %d)",
+			procDevice.backend, procDevice.dev, backend, dev)
+	}
+	procDevice.backend, procDevice.dev = backend, dev
+	procDevice.refs++
+	return nil
+}
+
+func unbindDevice() {
+	procDevice.Lock()
+	defer procDevice.Unlock()
+	if procDevice.refs > 0 {
+		procDevice.refs--
+	}
+}
