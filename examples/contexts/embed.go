@@ -1,0 +1,154 @@
+// Package contexts embeds Theseus's default selection context, the files of
+// examples/contexts/default, so that tools such as theseus-bench work on a
+// fresh machine with no THESEUS_SELECTION_CONTEXT: they write the embedded
+// files into a directory (Materialize, TempDir) and point the selector at it.
+//
+// The default context holds compiled bundles (.tsb) from the built-in
+// generators (compiler/gen) for every collective at nranks 1, 2, 4 and 8,
+// with policies in schedule_manifest.jsonl, the attributes they read in
+// attribute_manifest.jsonl, and an empty value log of the exogenous attribute
+// slow_rank (int, default -1: no rank is slow). docs/selection-context.md
+// specifies the files; docs/theseus-bench.md describes the policies. The
+// files are generated: `go test ./examples/contexts -update` rebuilds them.
+package contexts
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+)
+
+//go:embed default
+var embedded embed.FS
+
+// Root is the directory name of the default context inside the module
+// (examples/contexts/Root).
+const Root = "default"
+
+// SlowRankLog is the value log of the exogenous attribute slow_rank,
+// relative to the context directory. Appending {"value":R} to it marks rank R
+// slow (-1: none), docs/selection-context.md §6.
+const SlowRankLog = "slow_rank.jsonl"
+
+// Default returns the default context as a file system whose root is the
+// context directory (attribute_manifest.jsonl, schedule_manifest.jsonl,
+// slow_rank.jsonl, schedules/*.tsb).
+func Default() fs.FS {
+	sub, err := fs.Sub(embedded, Root)
+	if err != nil {
+		panic(err) // unreachable: Root is a valid, embedded path
+	}
+	return sub
+}
+
+// Files lists the default context's file names (slash-separated, relative to
+// the context directory), sorted.
+func Files() []string {
+	var names []string
+	_ = fs.WalkDir(Default(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			names = append(names, p)
+		}
+		return nil
+	})
+	sort.Strings(names)
+	return names
+}
+
+// Hash returns the hexadecimal SHA-256 over the default context's file names
+// and contents: it changes whenever the embedded context does.
+func Hash() string {
+	h := sha256.New()
+	fsys := Default()
+	for _, name := range Files() {
+		data, _ := fs.ReadFile(fsys, name)
+		fmt.Fprintf(h, "%s\x00%d\x00", name, len(data))
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ErrExists is wrapped by Materialize when dir already holds a file of the
+// context with different contents.
+var ErrExists = errors.New("contexts: a different file already exists")
+
+// Materialize writes the default context into dir, creating dir and its
+// subdirectories as needed (mode 0755, files 0644). A file that already
+// exists with the same contents is kept; one with different contents is an
+// error wrapping ErrExists (a context is append-only while in use, so it is
+// never overwritten). Errors: those of the file system.
+func Materialize(dir string) error {
+	fsys := Default()
+	for _, name := range Files() {
+		data, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(dir, filepath.FromSlash(name))
+		if old, err := os.ReadFile(dst); err == nil {
+			if string(old) != string(data) {
+				return fmt.Errorf("%w: %s", ErrExists, dst)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := writeFile(dst, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFile writes data to name through a temporary file and a rename, so a
+// reader never sees a partial file.
+func writeFile(name string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(name), "."+path.Base(filepath.ToSlash(name))+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// TempDir materialises the default context into a new private directory
+// under os.TempDir() (or parent, when not empty) and returns it with a
+// function that removes it. Each call gets its own copy, which the caller may
+// append to (for example SlowRankLog) without affecting anyone else.
+func TempDir(parent string) (dir string, remove func() error, err error) {
+	dir, err = os.MkdirTemp(parent, "theseus-context-")
+	if err != nil {
+		return "", nil, err
+	}
+	remove = func() error { return os.RemoveAll(dir) }
+	if err := Materialize(dir); err != nil {
+		remove()
+		return "", nil, err
+	}
+	return dir, remove, nil
+}
