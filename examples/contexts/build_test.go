@@ -18,7 +18,6 @@ import (
 	"github.com/theseus-ccl/theseus/codegen/bundle"
 	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/compiler/gen"
-	"github.com/theseus-ccl/theseus/compiler/legalize"
 	"github.com/theseus-ccl/theseus/compiler/passes"
 	"github.com/theseus-ccl/theseus/ir"
 )
@@ -382,16 +381,8 @@ type compiled struct {
 
 // compile runs the compiler pipeline (compiler/passes: verify the input,
 // legalise, verify, lower, bundle) on e's program, with its source embedded.
-// LL programs first get equal scratch on every rank (symmetricScratch).
 func compile(e *entry) (*compiled, error) {
-	p := e.Prog
-	if p.Protocol == ir.LL {
-		var err error
-		if p, err = symmetricScratch(p); err != nil {
-			return nil, fmt.Errorf("%s: %w", e.Name, err)
-		}
-	}
-	st, err := passes.Run(p, passes.Options{EmbedSource: true})
+	st, err := passes.Run(e.Prog, passes.Options{EmbedSource: true})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", e.Name, err)
 	}
@@ -414,31 +405,6 @@ func errorsOf(ds []diag.Diagnostic) string {
 		}
 	}
 	return b.String()
-}
-
-// symmetricScratch returns a copy of p whose ranks all end up with the same
-// scratch size after legalisation: each rank's declared scratch is padded by
-// the difference between the largest legalised scratch and its own. The
-// padding is never touched. It keeps LL programs clear of runtime/interp
-// computing a remote packet write's scratch-half offset from the writer's
-// own scratch size rather than the owner's (interp.go, resolve: halfOff),
-// which makes, e.g., an LL broadcast whose root has no scratch time out on
-// its second launch.
-func symmetricScratch(p *ir.Program) (*ir.Program, error) {
-	lp, ds := legalize.Legalize(p)
-	if lp == nil {
-		return nil, fmt.Errorf("legalize: %s", errorsOf(ds))
-	}
-	var m int64
-	for r := range lp.Ranks {
-		m = max(m, lp.Ranks[r].Chunks[ir.Scratch])
-	}
-	q := *p
-	q.Ranks = slices.Clone(p.Ranks)
-	for r := range q.Ranks {
-		q.Ranks[r].Chunks[ir.Scratch] += m - lp.Ranks[r].Chunks[ir.Scratch]
-	}
-	return &q, nil
 }
 
 // build produces every file of the default context: name → contents.
