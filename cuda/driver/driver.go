@@ -83,14 +83,14 @@ static int th_load(int* missing) {
   void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (!h) return 1;
   pfnGetProcAddress gpa = (pfnGetProcAddress)dlsym(h, "cuGetProcAddress_v2");
-  int ver = 0;
-  CUresult (*getver)(int*) = (CUresult(*)(int*))dlsym(h, "cuDriverGetVersion");
-  if (getver) getver(&ver);
   for (int i = 0; i < F_COUNT; i++) {
     void* p = 0;
     if (gpa) {
+      // Ask for the CUDA 12.0 ABI of every entry point: the declarations
+      // above are 12.0's. (With the driver's own version, CUDA 13 returns
+      // e.g. cuCtxSynchronize_v2, which takes a context argument.)
       int status = 0;
-      if (gpa(th_names[i], &p, ver > 0 ? ver : 12000, 0, &status) != 0) p = 0;
+      if (gpa(th_names[i], &p, 12000, 0, &status) != 0) p = 0;
     }
     if (!p && th_v2[i]) p = dlsym(h, th_v2[i]);
     if (!p) p = dlsym(h, th_names[i]);
@@ -212,6 +212,8 @@ var (
 )
 
 // Load opens the driver and calls cuInit(0). It is safe to call many times.
+// Entry points are resolved at their CUDA 12.0 ABI (cuGetProcAddress with
+// cudaVersion 12000), which every driver since 12.0 provides.
 func Load() error {
 	loadOnce.Do(func() {
 		var missing C.int
