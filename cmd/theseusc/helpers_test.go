@@ -19,8 +19,11 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 const (
 	examplesDir = "../../examples"
 	badDir      = "../../testdata/bad"
-	corpusDir   = "../../../shared/corpus"
 )
+
+// corpusDirFlag is ../shared/corpus as seen from this package (-corpus moves it,
+// for running the test binary elsewhere).
+var corpusDirFlag = flag.String("corpus", "../../../shared/corpus", "the third-party corpus directory")
 
 // result is one in-process run of theseusc.
 type result struct {
@@ -94,9 +97,10 @@ func glob(t testing.TB, pattern string) []string {
 // corpusFiles lists ../shared/corpus, or skips the test when it is absent.
 func corpusFiles(t testing.TB) []string {
 	t.Helper()
-	fs := append(glob(t, filepath.Join(corpusDir, "msccl-xml", "*.xml")), glob(t, filepath.Join(corpusDir, "mscclpp-json", "*", "*.json"))...)
+	dir := *corpusDirFlag
+	fs := append(glob(t, filepath.Join(dir, "msccl-xml", "*.xml")), glob(t, filepath.Join(dir, "mscclpp-json", "*", "*.json"))...)
 	if len(fs) == 0 {
-		t.Skipf("no corpus at %s", corpusDir)
+		t.Skipf("no corpus at %s", dir)
 	}
 	return fs
 }

@@ -62,13 +62,13 @@ standard error. Exit 0 when a schedule is chosen, 1 when none is.`,
 	c.out = cli.AddOutputFlags(c.cmd, cli.ExplainPrinters)
 	f.StringVar(&c.context, "context", "", "selection context directory (default: THESEUS_SELECTION_CONTEXT, else $HOME/.theseus/contexts/default)")
 	f.StringVar(&c.coll, "coll", "", "collective (required): allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, sendrecv")
-	f.Int64Var(&c.count, "count", -1, "the NCCL count argument, in elements (required)")
+	f.Int64Var(&c.count, "count", 0, "the NCCL count argument, in elements (required)")
 	f.StringVar(&c.dtype, "dtype", "float32", "data type")
 	f.StringVar(&c.redop, "redop", "sum", "reduction op: sum, prod, max, min, avg")
 	f.StringVar(&c.packet, "packet", "LL16", "LL packet type: LL16 or LL8 (request.packettype)")
 	f.IntVar(&c.nranks, "nranks", 8, "communicator size")
 	f.IntVar(&c.nlocalranks, "nlocalranks", 0, "ranks per node (default: nranks, one node)")
-	f.IntVar(&c.root, "root", -1, "root rank of rooted collectives (default 0 for them; ignored otherwise)")
+	f.IntVar(&c.root, "root", 0, "root rank of rooted collectives (ignored for the others)")
 	f.BoolVar(&c.inplace, "inplace", false, "the request is in place (NCCL buffer overlap)")
 	f.StringVar(&c.at, "at", "", `the time to select at, for valid_after (default now): "2025-06-01T12:00:00" (local standard time), RFC 3339 with a zone, or Unix seconds`)
 	f.DurationVar(&c.timeout, "timeout", time.Minute, "bound on loading and verifying the schedule files")
@@ -137,8 +137,8 @@ func (c *selectCmd) request(cmd *cobra.Command) (*selector.Request, error) {
 	}
 	root := -1
 	if coll.Rooted() {
-		root = max(c.root, 0)
-		if root >= c.nranks {
+		root = c.root
+		if root < 0 || root >= c.nranks {
 			return nil, cli.Usagef("--root %d is not a rank of a %d-rank communicator", root, c.nranks)
 		}
 	}

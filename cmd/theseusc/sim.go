@@ -19,8 +19,8 @@ type simCmd struct {
 	dtypes   []string
 	redops   []string
 	packets  []string
-	counts   []int64
-	slices   []int64
+	counts   []int
+	slices   []int
 	roots    []int
 	launches int
 	seed     uint64
@@ -56,8 +56,8 @@ or the schedule does not verify.`,
 	c.out = cli.AddOutputFlags(c.cmd, cli.SimPrinters)
 	f.StringSliceVar(&c.dtypes, "dtype", nil, "data types (default: all twelve NCCL types: int8, uint8, int32, uint32, int64, uint64, float16, float32, float64, bfloat16, fp8e4m3, fp8e5m2)")
 	f.StringSliceVar(&c.redops, "redop", nil, "reduction ops of reducing collectives (default: sum, prod, max, min, avg)")
-	f.Int64SliceVar(&c.counts, "count", nil, "counts in elements per block (default: 0, 1, 7, a medium count no alignment divides, and a large aligned one)")
-	f.Int64SliceVar(&c.slices, "slices", nil, "pipeline slices of Simple programs (default: 1,3; LL programs run unsliced)")
+	f.IntSliceVar(&c.counts, "count", nil, "counts in elements per block (default: 0, 1, 7, a medium count no alignment divides, and a large aligned one)")
+	f.IntSliceVar(&c.slices, "slices", nil, "pipeline slices of Simple programs (default: 1,3; LL programs run unsliced)")
 	f.StringSliceVar(&c.packets, "packet", nil, "LL packet types (default: LL16,LL8)")
 	f.IntSliceVar(&c.roots, "root", nil, "physical roots of rooted collectives (default: every rank up to 4 ranks, else 0, 1, root+1, nranks-1)")
 	f.IntVar(&c.launches, "launches", 2, "consecutive launches per case")
@@ -69,7 +69,13 @@ or the schedule does not verify.`,
 }
 
 func (c *simCmd) options() (interp.SimOptions, error) {
-	o := interp.SimOptions{Counts: c.counts, Slices: c.slices, Roots: c.roots, Launches: c.launches, Seed: c.seed, Timeout: c.timeout}
+	o := interp.SimOptions{Roots: c.roots, Launches: c.launches, Seed: c.seed, Timeout: c.timeout}
+	for _, n := range c.counts {
+		o.Counts = append(o.Counts, int64(n))
+	}
+	for _, n := range c.slices {
+		o.Slices = append(o.Slices, int64(n))
+	}
 	for _, s := range c.dtypes {
 		d, err := ir.ParseDataType(s)
 		if err != nil {
