@@ -3,10 +3,40 @@ package gen
 import (
 	"testing"
 
+	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/compiler/legalize"
+	"github.com/theseus-ccl/theseus/compiler/verify"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/interp"
 )
+
+// verifyCheck runs the verifier on p and on its legalised form: both must be
+// clean (no errors and no warnings).
+func verifyCheck(t *testing.T, c genCase, p *ir.Program) {
+	t.Helper()
+	report := func(stage string, ds []diag.Diagnostic) {
+		t.Helper()
+		n := 0
+		for _, d := range ds {
+			if d.Severity == diag.Note {
+				continue
+			}
+			if n < 3 {
+				t.Errorf("%v (%s): %v", c, stage, d)
+			}
+			n++
+		}
+		if n > 0 {
+			t.Fatalf("%v (%s): %d diagnostics", c, stage, n)
+		}
+	}
+	report("transfer", verify.Verify(p, verify.Options{}))
+	lp, ds := legalize.Legalize(p)
+	if lp == nil {
+		t.Fatalf("%v: legalize: %v", c, ds)
+	}
+	report("legalised", verify.Verify(lp, verify.Options{Level: ir.LevelPrimitive}))
+}
 
 // interpOptions is the case matrix of the acceptance runs: float32 with
 // sum, counts 7 and one that leaves a short last chunk, 1 and 3 slices,
@@ -28,22 +58,6 @@ func interpOptions(p *ir.Program, wide bool) interp.SimOptions {
 	return o
 }
 
-// symmetricScratch works around runtime/interp computing the byte offset of
-// the LL scratch half of a remote packet write from the writer's own
-// scratch size instead of the owner's (interp.go, halfOff): it declares the
-// largest scratch on every rank, which changes nothing else. Minimal case:
-// 2-rank LL broadcast where rank 0 (no scratch) writes a packet into rank
-// 1's s[0]; launch 2 times out waiting for the flag.
-func symmetricScratch(p *ir.Program) {
-	var m int64
-	for r := range p.Ranks {
-		m = max(m, p.Ranks[r].Chunks[ir.Scratch])
-	}
-	for r := range p.Ranks {
-		p.Ranks[r].Chunks[ir.Scratch] = m
-	}
-}
-
 // interpCheck legalises p and runs it in the host interpreter over the
 // reduced case matrix; every case must run and match bit for bit.
 func interpCheck(t *testing.T, c genCase, p *ir.Program, wide bool) {
@@ -51,9 +65,6 @@ func interpCheck(t *testing.T, c genCase, p *ir.Program, wide bool) {
 	lp, ds := legalize.Legalize(p)
 	if lp == nil {
 		t.Fatalf("%v: legalize: %v", c, ds)
-	}
-	if p.Protocol == ir.LL {
-		symmetricScratch(lp)
 	}
 	res, err := interp.Simulate(lp, interpOptions(lp, wide))
 	if err != nil {
@@ -73,6 +84,23 @@ func interpCheck(t *testing.T, c genCase, p *ir.Program, wide bool) {
 	}
 }
 
+// TestVerifyQuick verifies every generator, before and after
+// legalisation, on small communicators (always on; the full sweep is
+// TestSweepFull).
+func TestVerifyQuick(t *testing.T) {
+	ns := []int{2, 3, 4, 5, 6, 7, 8, 9, 12, 16}
+	if testing.Short() {
+		ns = []int{2, 3, 5, 8}
+	}
+	for _, c := range cases(ns, []int{1, 2}) {
+		p, err := Generate(c.algo, c.opts)
+		if err != nil {
+			t.Fatalf("%v: %v", c, err)
+		}
+		verifyCheck(t, c, p)
+	}
+}
+
 // TestInterpQuick runs every generator through the host interpreter on a
 // few small communicators (always on; the full sweep is TestSweepFull).
 func TestInterpQuick(t *testing.T) {
@@ -84,5 +112,42 @@ func TestInterpQuick(t *testing.T) {
 			t.Fatalf("%v: %v", c, err)
 		}
 		interpCheck(t, c, p, i%4 == 0)
+	}
+}
+
+// BenchmarkRing1024Lint generates a 1024-rank ring allreduce (2 M transfer
+// ops) and verifies it (theseusc gen | theseusc lint).
+func BenchmarkRing1024Lint(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		p, err := Generate("ring", Options{Collective: ir.AllReduce, NRanks: 1024})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ds := verify.Verify(p, verify.Options{}); verify.HasErrors(ds) {
+			b.Fatal(ds[0])
+		}
+	}
+}
+
+// BenchmarkRing1024Compile generates, verifies, legalises and verifies
+// again a 1024-rank ring allreduce (lint + compile).
+func BenchmarkRing1024Compile(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		p, err := Generate("ring", Options{Collective: ir.AllReduce, NRanks: 1024})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ds := verify.Verify(p, verify.Options{}); verify.HasErrors(ds) {
+			b.Fatal(ds[0])
+		}
+		lp, ds := legalize.Legalize(p)
+		if lp == nil {
+			b.Fatal(ds)
+		}
+		if ds := verify.Verify(lp, verify.Options{Level: ir.LevelPrimitive}); verify.HasErrors(ds) {
+			b.Fatal(ds[0])
+		}
 	}
 }

@@ -126,6 +126,7 @@ func TestSweepFull(t *testing.T) {
 			if err := checkStructure(p); err != nil {
 				t.Fatalf("%v: %v", c, err)
 			}
+			verifyCheck(t, c, p)
 			interpCheck(t, c, p, c.opts.NRanks <= 8)
 			if c.opts.NRanks <= *simMax {
 				simCheck(t, c, p, 1)
