@@ -117,6 +117,24 @@ func fillLaunch(a *Launch, f launchFields) {
 
 func fillHalf(a *Launch, half int64) { a.scratch_half = C.int64_t(half) }
 
+func fillDone(a *Launch, done, finish, fence driver.Ptr, nfence int) {
+	a.done = C.uint64_t(done)
+	a.finish = C.uint64_t(finish)
+	a.fence = C.uint64_t(fence)
+	a.nfence = C.int32_t(nfence)
+}
+
+// setLaunch sets the per-launch fields of a prepared launch: the counter,
+// the stream's failure record and, unless fence, no fence.
+func setLaunch(a *Launch, launch uint64, errRec, claim driver.Ptr, fence bool) {
+	a.launch = C.uint64_t(launch)
+	a.error = C.uint64_t(errRec)
+	a.claim = C.uint64_t(claim)
+	if !fence {
+		a.nfence = 0
+	}
+}
+
 // KernelError is a failure the kernel recorded.
 type KernelError struct {
 	Code, What  uint32

@@ -44,7 +44,7 @@ enum {
   F_cuIpcGetMemHandle, F_cuIpcOpenMemHandle, F_cuIpcCloseMemHandle, F_cuMemGetAddressRange,
   F_cuPointerGetAttribute, F_cuGetErrorName, F_cuGetErrorString, F_cuFuncSetAttribute,
   F_cuMemGetInfo, F_cuModuleGetGlobal, F_cuCtxGetStreamPriorityRange, F_cuStreamCreateWithPriority,
-  F_cuMemsetD32, F_cuFuncGetAttribute,
+  F_cuMemsetD32, F_cuFuncGetAttribute, F_cuMemcpyDtoDAsync,
   F_COUNT
 };
 
@@ -60,7 +60,7 @@ static const char* th_names[] = {
   "cuIpcGetMemHandle", "cuIpcOpenMemHandle", "cuIpcCloseMemHandle", "cuMemGetAddressRange",
   "cuPointerGetAttribute", "cuGetErrorName", "cuGetErrorString", "cuFuncSetAttribute",
   "cuMemGetInfo", "cuModuleGetGlobal", "cuCtxGetStreamPriorityRange", "cuStreamCreateWithPriority",
-  "cuMemsetD32", "cuFuncGetAttribute",
+  "cuMemsetD32", "cuFuncGetAttribute", "cuMemcpyDtoDAsync",
 };
 
 // The _v2 names dlsym falls back to when cuGetProcAddress is missing.
@@ -70,7 +70,7 @@ static const char* th_v2[] = {
   "cuMemcpyDtoD_v2", "cuMemsetD8_v2", 0, 0, "cuMemHostGetDevicePointer_v2", 0, 0, 0, 0, 0,
   "cuStreamDestroy_v2", 0, 0, 0, 0, "cuEventDestroy_v2", 0, 0, 0, 0, 0, 0, "cuIpcOpenMemHandle_v2",
   0, "cuMemGetAddressRange_v2", 0, 0, 0, 0, "cuMemGetInfo_v2", "cuModuleGetGlobal_v2", 0, 0,
-  "cuMemsetD32_v2", 0,
+  "cuMemsetD32_v2", 0, "cuMemcpyDtoDAsync_v2",
 };
 
 typedef CUresult (*pfnGetProcAddress)(const char*, void**, int, unsigned long long, int*);
@@ -128,6 +128,7 @@ static CUresult th_cuMemcpyDtoH(void* d, CUdeviceptr s, size_t n) { return FN(CU
 static CUresult th_cuMemcpyHtoDAsync(CUdeviceptr d, const void* s, size_t n, CUstream st) { return FN(CUresult(*)(CUdeviceptr, const void*, size_t, CUstream), F_cuMemcpyHtoDAsync)(d, s, n, st); }
 static CUresult th_cuMemcpyDtoHAsync(void* d, CUdeviceptr s, size_t n, CUstream st) { return FN(CUresult(*)(void*, CUdeviceptr, size_t, CUstream), F_cuMemcpyDtoHAsync)(d, s, n, st); }
 static CUresult th_cuMemcpyDtoD(CUdeviceptr d, CUdeviceptr s, size_t n) { return FN(CUresult(*)(CUdeviceptr, CUdeviceptr, size_t), F_cuMemcpyDtoD)(d, s, n); }
+static CUresult th_cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return FN(CUresult(*)(CUdeviceptr, CUdeviceptr, size_t, CUstream), F_cuMemcpyDtoDAsync)(d, s, n, st); }
 static CUresult th_cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n) { return FN(CUresult(*)(CUdeviceptr, unsigned char, size_t), F_cuMemsetD8)(d, v, n); }
 static CUresult th_cuMemsetD32(CUdeviceptr d, unsigned v, size_t n) { return FN(CUresult(*)(CUdeviceptr, unsigned, size_t), F_cuMemsetD32)(d, v, n); }
 static CUresult th_cuMemHostAlloc(void** p, size_t n, unsigned f) { return FN(CUresult(*)(void**, size_t, unsigned), F_cuMemHostAlloc)(p, n, f); }
@@ -422,6 +423,11 @@ func CopyDtoH(dst []byte, src Ptr) error {
 		return nil
 	}
 	return check("cuMemcpyDtoH", C.th_cuMemcpyDtoH(unsafe.Pointer(&dst[0]), C.CUdeviceptr(src), C.size_t(len(dst))))
+}
+
+// CopyDtoDAsync enqueues a device-to-device copy on stream s.
+func CopyDtoDAsync(dst, src Ptr, bytes int64, s Stream) error {
+	return check("cuMemcpyDtoDAsync", C.th_cuMemcpyDtoDAsync(C.CUdeviceptr(dst), C.CUdeviceptr(src), C.size_t(bytes), C.th_s(C.uintptr_t(s))))
 }
 
 // CopyDtoD copies device memory (synchronous with respect to the host).

@@ -28,6 +28,7 @@
 #define THESEUS_WAIT_BARRIER 3u
 #define THESEUS_WAIT_PACKET 4u
 #define THESEUS_WAIT_EPILOGUE 5u
+#define THESEUS_WAIT_FENCE 6u
 
 /* The first failure of a launch, written once (code first, by atomic CAS) to
  * host-mapped memory the communicator reads for ncclCommGetAsyncError. */
@@ -68,7 +69,12 @@ typedef struct theseus_launch {
   uint64_t barriers;     /* uint64_t* : barrier words, THESEUS_BARRIER_WORDS per barrier id, plus the epilogue's */
   uint64_t error;        /* theseus_error* (host-mapped; plain stores, code last) */
   uint64_t claim;        /* uint32_t* (device memory, zeroed by the executor): first failure claims it */
-  uint64_t abort_word;   /* const volatile uint32_t* (host-mapped); nonzero stops every wait */
+  uint64_t abort_word;   /* const volatile uint32_t* ; nonzero stops every wait */
+  uint64_t done;         /* uint64_t* : this rank's done word; the last threadblock stores launch (0: none) */
+  uint64_t finish;       /* uint64_t* : device counter of finished threadblocks (persistent) */
+  uint64_t fence;        /* const uint64_t* const* : nfence peer done words; wait until each >= launch-1 */
+  int32_t nfence;
+  int32_t reserved0;
   int64_t count;         /* NCCL count: elements per block */
   int64_t stride;        /* elements per piece (ir.Layout.Stride) */
   int64_t slices;        /* S >= 1 */

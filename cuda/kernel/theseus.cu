@@ -777,6 +777,18 @@ extern "C" __global__ void __launch_bounds__(1024) theseus_exec(theseus_launch l
   c.tb = bid();
   if (tid() == 0) s_fail = 0;
   bar();
+  // Launch fence: do not touch scratch a peer's previous launch may still
+  // read (docs/design/runtime.md): wait for every peer's done word.
+  if (launch.nfence > 0 && tid() == 0) {
+    const u64* const* fw = (const u64* const*)launch.fence;
+    u64 want = launch.launch - 1;
+    for (int f = 0; f < launch.nfence; f++) {
+      const u64* w = fw[f];
+      if (!spin(c, [&] { return ld_acquire_sys(w) >= want; }, THESEUS_WAIT_FENCE, -1, -1, f, want, w)) break;
+    }
+  }
+  bar();
+  if (s_fail) return;
   const theseus_tb tbr = c.tbs[c.tb];
   const u64 epoch = (launch.launch & ((1ull << 24) - 1)) << 40;
   u64* publish = (u64*)launch.publish;
@@ -869,5 +881,17 @@ extern "C" __global__ void __launch_bounds__(1024) theseus_exec(theseus_launch l
     char* p = (char*)launch.buf[k] + chunk * 0;
     if (k == THESEUS_BUF_INPUT) p = (char*)launch.buf[k] + (i64)launch.rank * launch.count * c.es;
     divide(c, p, launch.count);
+  }
+  // The last threadblock to finish publishes the launch as done.
+  if (launch.done != 0) {
+    bar();
+    if (tid() == 0) {
+      fence_sys();
+      u64 old = atom_add_gpu((u64*)launch.finish, 1);
+      if ((old + 1) % c.h->num_tbs == 0) {
+        fence_sys();
+        asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(launch.done), "l"(launch.launch) : "memory");
+      }
+    }
   }
 }

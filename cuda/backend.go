@@ -1,0 +1,492 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/theseus-ccl/theseus/cuda/driver"
+	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/device"
+)
+
+func init() { device.Register("cuda", Open) }
+
+// DefaultThreads is the threads per threadblock when a table does not ask.
+const DefaultThreads = 512
+
+// Backend is the CUDA backend (runtime/device.Backend) of one GPU: the
+// calling thread's current device when it was opened (device 0 if none).
+// One process manages one GPU (the seed's job-layout rule 3), so there is
+// one Backend per process.
+type Backend struct {
+	dev *driver.Device
+	fn  driver.Function
+
+	mu      sync.Mutex
+	allocs  map[device.Ptr]int64 // our allocations: base -> size
+	imports map[[64]byte]*imported
+	byBase  map[device.Ptr]*imported
+}
+
+type imported struct {
+	key  [64]byte
+	base device.Ptr
+	size int64
+	refs int
+	self bool // our own allocation (same process): no IPC mapping
+}
+
+var (
+	openMu  sync.Mutex
+	opened  *Backend
+	openErr error
+)
+
+// Open returns the process's CUDA backend, creating it on first use on the
+// calling thread's current device (or device 0). Errors: driver.ErrNoDriver
+// without a GPU.
+func Open() (device.Backend, error) {
+	openMu.Lock()
+	defer openMu.Unlock()
+	if opened != nil || openErr != nil {
+		return opened, openErr
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ord, err := driver.CurrentDevice()
+	if err != nil {
+		openErr = err
+		return nil, err
+	}
+	if ord < 0 {
+		ord = 0
+	}
+	d, err := driver.OpenDevice(ord)
+	if err == nil {
+		err = d.SetCurrent()
+	}
+	var fn driver.Function
+	if err == nil {
+		fn, err = kernel(d.Context())
+	}
+	if err != nil {
+		openErr = err
+		return nil, err
+	}
+	opened = &Backend{dev: d, fn: fn, allocs: map[device.Ptr]int64{}, imports: map[[64]byte]*imported{}, byBase: map[device.Ptr]*imported{}}
+	return opened, nil
+}
+
+// Device is the GPU ordinal the backend runs on.
+func (b *Backend) Device() int { return b.dev.Ordinal }
+
+// Name implements device.Backend.
+func (b *Backend) Name() string { return "cuda" }
+
+// with runs f on a locked OS thread with the device's context current.
+func (b *Backend) with(f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := b.dev.SetCurrent(); err != nil {
+		return err
+	}
+	return f()
+}
+
+// Alloc implements device.Backend: zeroed device memory (cuMemAlloc is
+// 256-byte aligned), exportable with CUDA IPC.
+func (b *Backend) Alloc(size int64) (device.Ptr, error) {
+	if size < 1 {
+		return 0, fmt.Errorf("cuda: alloc of %d bytes", size)
+	}
+	var p driver.Ptr
+	err := b.with(func() error {
+		var err error
+		if p, err = driver.MemAlloc(size); err != nil {
+			return err
+		}
+		return driver.MemsetD8(p, 0, size)
+	})
+	if err != nil {
+		return 0, err
+	}
+	b.mu.Lock()
+	b.allocs[device.Ptr(p)] = size
+	b.mu.Unlock()
+	return device.Ptr(p), nil
+}
+
+// Free implements device.Backend.
+func (b *Backend) Free(p device.Ptr) error {
+	b.mu.Lock()
+	_, ok := b.allocs[p]
+	delete(b.allocs, p)
+	b.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("cuda: free of %#x, which Alloc did not return", p)
+	}
+	return b.with(func() error { return driver.MemFree(driver.Ptr(p)) })
+}
+
+// Lookup implements device.Backend for any device allocation of this
+// process (cudaMalloc'd user buffers included): its base, size and
+// CU_POINTER_ATTRIBUTE_BUFFER_ID, which differs for an allocation freed and
+// reallocated at the same address — so a stale import is never reused (the
+// seed's Known Issue 1).
+func (b *Backend) Lookup(p device.Ptr, n int64) (device.Region, bool) {
+	var r device.Region
+	ok := b.with(func() error {
+		base, size, err := driver.AddressRange(driver.Ptr(p))
+		if err != nil {
+			return err
+		}
+		id, err := driver.BufferID(driver.Ptr(p))
+		if err != nil {
+			return err
+		}
+		r = device.Region{Base: device.Ptr(base), Size: size, Gen: id}
+		return nil
+	}) == nil
+	if !ok || !r.Contains(p, n) {
+		return device.Region{}, false
+	}
+	return r, true
+}
+
+// handle layout: IPC handle (64) | size (8) | pid (8) | base (8).
+const handleBytes = 88
+
+// Export implements device.Backend with cuIpcGetMemHandle.
+func (b *Backend) Export(r device.Region) (device.Handle, error) {
+	var h driver.IpcHandle
+	if err := b.with(func() error {
+		var err error
+		h, err = driver.IpcGetHandle(driver.Ptr(r.Base))
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("%w: %v", device.ErrNotExportable, err)
+	}
+	out := make([]byte, handleBytes)
+	copy(out, h[:])
+	binary.LittleEndian.PutUint64(out[64:], uint64(r.Size))
+	binary.LittleEndian.PutUint64(out[72:], uint64(os.Getpid()))
+	binary.LittleEndian.PutUint64(out[80:], uint64(r.Base))
+	return out, nil
+}
+
+// Import implements device.Backend with cuIpcOpenMemHandle. A handle of
+// this very process maps to the allocation itself (CUDA IPC refuses
+// same-process handles), so ranks may also be goroutines of one process.
+func (b *Backend) Import(h device.Handle) (device.Region, error) {
+	if len(h) != handleBytes {
+		return device.Region{}, fmt.Errorf("%w: %d bytes", device.ErrBadHandle, len(h))
+	}
+	var key [64]byte
+	copy(key[:], h[:64])
+	size := int64(binary.LittleEndian.Uint64(h[64:]))
+	pid := binary.LittleEndian.Uint64(h[72:])
+	base := device.Ptr(binary.LittleEndian.Uint64(h[80:]))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if im, ok := b.imports[key]; ok {
+		im.refs++
+		return device.Region{Base: im.base, Size: im.size}, nil
+	}
+	im := &imported{key: key, size: size, refs: 1}
+	if pid == uint64(os.Getpid()) {
+		im.base, im.self = base, true
+	} else {
+		err := b.with(func() error {
+			p, err := driver.IpcOpen(driver.IpcHandle(key))
+			im.base = device.Ptr(p)
+			return err
+		})
+		if err != nil {
+			return device.Region{}, fmt.Errorf("%w: %v", device.ErrBadHandle, err)
+		}
+	}
+	b.imports[key] = im
+	b.byBase[im.base] = im
+	return device.Region{Base: im.base, Size: size}, nil
+}
+
+// Unimport implements device.Backend.
+func (b *Backend) Unimport(base device.Ptr) error {
+	b.mu.Lock()
+	im, ok := b.byBase[base]
+	if !ok {
+		b.mu.Unlock()
+		return fmt.Errorf("cuda: unimport of %#x, which Import did not return", base)
+	}
+	im.refs--
+	if im.refs > 0 {
+		b.mu.Unlock()
+		return nil
+	}
+	delete(b.imports, im.key)
+	delete(b.byBase, base)
+	b.mu.Unlock()
+	if im.self {
+		return nil
+	}
+	return b.with(func() error { return driver.IpcClose(driver.Ptr(base)) })
+}
+
+// Upload implements device.Backend (synchronous).
+func (b *Backend) Upload(dst device.Ptr, src []byte) error {
+	return b.with(func() error { return driver.CopyHtoD(driver.Ptr(dst), src) })
+}
+
+// Download implements device.Backend (synchronous).
+func (b *Backend) Download(dst []byte, src device.Ptr) error {
+	return b.with(func() error { return driver.CopyDtoH(dst, driver.Ptr(src)) })
+}
+
+// NewStream implements device.Backend: a new non-blocking stream.
+func (b *Backend) NewStream() (device.Stream, error) {
+	var s driver.Stream
+	if err := b.with(func() error {
+		var err error
+		s, err = driver.NewStream()
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	return b.newStream(s, true)
+}
+
+// WrapStream returns a device.Stream that launches on an existing CUDA
+// stream (cudaStream_t / CUstream, 0 for the legacy default stream), such
+// as the stream a NCCL caller passes. Closing it does not destroy s.
+func (b *Backend) WrapStream(s uintptr) (device.Stream, error) {
+	return b.newStream(driver.Stream(s), false)
+}
+
+func (b *Backend) newStream(s driver.Stream, owned bool) (*Stream, error) {
+	st := &Stream{b: b, s: s, owned: owned}
+	err := b.with(func() error {
+		var err error
+		if st.errHost, st.errDev, err = driver.HostAlloc(ErrorRecordBytes); err != nil {
+			return err
+		}
+		st.claim, err = driver.MemAlloc(16)
+		if err == nil {
+			err = driver.MemsetD8(st.claim, 0, 16)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// prepared is the CUDA launch state of one request shape.
+type prepared struct {
+	b       *Backend
+	base    Launch
+	grid    int
+	threads int
+	mem     []driver.Ptr // what Release frees
+	in, out []device.Copy
+}
+
+// Prepare implements device.Backend: it uploads the channel records and
+// allocates the rank's barrier, finish and fence words, once per executor
+// L3 entry.
+func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
+	if a == nil || a.Table == nil || a.TableMem.Ptr == 0 {
+		return nil, errors.New("cuda: prepare without a table")
+	}
+	t := a.Table
+	p := &prepared{b: b, grid: len(t.TBs), threads: t.NumThreads, in: a.StageIn, out: a.StageOut}
+	if p.threads <= 0 {
+		p.threads = DefaultThreads
+	}
+	if p.grid == 0 {
+		p.grid = 1 // a table without threadblocks still publishes done
+	}
+	err := b.with(func() error {
+		alloc := func(n int64) (driver.Ptr, error) {
+			m, err := driver.MemAlloc(max(n, 16))
+			if err == nil {
+				p.mem = append(p.mem, m)
+				err = driver.MemsetD8(m, 0, max(n, 16))
+			}
+			return m, err
+		}
+		chans, err := alloc(ChanRTBytes * int64(max(len(a.Ends), 1)))
+		if err != nil {
+			return err
+		}
+		if len(a.Ends) > 0 {
+			rts := make([]ChanRT, len(a.Ends))
+			for i, e := range a.Ends {
+				var pb [3]driver.Ptr
+				for k := range 3 {
+					pb[k] = driver.Ptr(e.PeerBuf[k].Ptr)
+				}
+				setChanRT(&rts[i], pb, driver.Ptr(e.PeerInbound), driver.Ptr(e.Inbound), driver.Ptr(e.Expected), e.Peer)
+			}
+			if err := driver.CopyHtoD(chans, unsafe.Slice((*byte)(unsafe.Pointer(&rts[0])), len(rts)*ChanRTBytes)); err != nil {
+				return err
+			}
+		}
+		barriers, err := alloc(8 * int64(BarrierWords(len(t.TBs))))
+		if err != nil {
+			return err
+		}
+		finish, err := alloc(16)
+		if err != nil {
+			return err
+		}
+		var fence driver.Ptr
+		if len(a.Fence) > 0 {
+			if fence, err = alloc(8 * int64(len(a.Fence))); err != nil {
+				return err
+			}
+			words := make([]byte, 8*len(a.Fence))
+			for i, f := range a.Fence {
+				binary.LittleEndian.PutUint64(words[8*i:], uint64(f.Word))
+			}
+			if err := driver.CopyHtoD(fence, words); err != nil {
+				return err
+			}
+		}
+		var bufs [3]driver.Ptr
+		for k := range 3 {
+			bufs[k] = driver.Ptr(a.Buf[k].Ptr)
+		}
+		root, shift := a.Root, a.Shift
+		if !t.Collective.Rooted() {
+			root, shift = 0, 0
+		}
+		fillLaunch(&p.base, launchFields{
+			table: driver.Ptr(a.TableMem.Ptr), chans: chans, bufs: bufs, publish: driver.Ptr(a.Publish.Ptr),
+			barriers: barriers, abort: driver.Ptr(a.Abort),
+			count: a.Count, stride: a.Layout.Stride, slices: a.Layout.Slices, timeout: a.Timeout,
+			rank: a.Rank, nranks: a.NRanks, root: root, shift: shift, dtype: a.DataType, redop: a.RedOp,
+			inplace: a.InPlace, ll8: a.PacketType == ir.LL8, elemSize: int(a.Layout.ElemSize),
+		})
+		fillHalf(&p.base, a.ScratchHalf)
+		fillDone(&p.base, driver.Ptr(a.Done), finish, fence, len(a.Fence))
+		// Memsets above run on the legacy stream: finish them before any
+		// launch on a non-blocking stream reads these words.
+		return driver.Synchronize()
+	})
+	if err != nil {
+		p.Release()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Release implements device.Prepared.
+func (p *prepared) Release() {
+	p.b.with(func() error {
+		for _, m := range p.mem {
+			driver.MemFree(m)
+		}
+		return nil
+	})
+	p.mem = nil
+}
+
+// Stream is a CUDA stream with the failure record of the launches on it.
+type Stream struct {
+	b       *Backend
+	s       driver.Stream
+	owned   bool
+	errHost unsafe.Pointer // ErrorRecord, host-mapped
+	errDev  driver.Ptr
+	claim   driver.Ptr
+	mu      sync.Mutex
+	closed  bool
+}
+
+// CUStream is the underlying CUstream.
+func (s *Stream) CUStream() uintptr { return uintptr(s.s) }
+
+// Launch implements device.Stream: staging copies, then one kernel launch
+// of the rank's table, on the stream.
+func (s *Stream) Launch(pp device.Prepared, launch uint64, fence bool) error {
+	p, ok := pp.(*prepared)
+	if !ok {
+		return fmt.Errorf("cuda: launch of a %T", pp)
+	}
+	if err := s.Err(); err != nil {
+		return err
+	}
+	a := p.base
+	setLaunch(&a, launch, s.errDev, s.claim, fence)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := s.b.dev.SetCurrent(); err != nil {
+		return err
+	}
+	for _, c := range p.in {
+		if err := driver.CopyDtoDAsync(driver.Ptr(c.Dst), driver.Ptr(c.Src), c.N, s.s); err != nil {
+			return err
+		}
+	}
+	if err := launchKernel(s.b.fn, p.grid, p.threads, s.s, &a); err != nil {
+		return err
+	}
+	for _, c := range p.out {
+		if err := driver.CopyDtoDAsync(driver.Ptr(c.Dst), driver.Ptr(c.Src), c.N, s.s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Synchronize implements device.Stream.
+func (s *Stream) Synchronize() error {
+	if err := s.b.with(func() error { return s.s.Synchronize() }); err != nil {
+		return err
+	}
+	return s.Err()
+}
+
+// Err implements device.Stream: the first failure the kernel recorded.
+func (s *Stream) Err() error {
+	if e := readError(s.errHost); e != nil {
+		return e
+	}
+	return nil
+}
+
+// Capturing implements device.Stream (cuStreamIsCapturing).
+func (s *Stream) Capturing() bool {
+	var st int
+	s.b.with(func() error {
+		var err error
+		st, err = s.s.CaptureStatus()
+		return err
+	})
+	return st == driver.CaptureActive
+}
+
+// Close implements device.Stream.
+func (s *Stream) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.b.with(func() error {
+		err := s.s.Synchronize()
+		if s.owned {
+			s.s.Destroy()
+		}
+		driver.MemFree(s.claim)
+		driver.FreeHost(s.errHost)
+		return err
+	})
+}
