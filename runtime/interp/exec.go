@@ -399,7 +399,45 @@ func (x *tbRun) staging(i int, n int64) []byte {
 func (x *tbRun) data(op *optable.Op, s int64) error {
 	g := x.rr.g
 	nref := len(op.Srcs) + len(op.Dsts)
+	if g.lay.Stride == 0 {
+		return nil // count 0: every chunk is empty, packet chunks included
+	}
+	// Chunks whose user-buffer pieces are empty do nothing (L_t = 0) unless
+	// the op writes packets; skip them in bulk, so that a table with huge
+	// chunk counts over a small request does not spin through them. Piece j
+	// of a block (j = chunk mod C, kept by Placement.Resolve) holds data in
+	// slice s iff s*C + j < ceil(Count/Stride).
+	user, packetDst := -1, false
+	for i := 0; i < nref; i++ {
+		r := opRef(op, i)
+		if r.Buf != ir.Scratch && user < 0 {
+			user = i
+		}
+		if i >= len(op.Srcs) && r.Packet {
+			packetDst = true
+		}
+	}
+	C := g.lay.ChunksPerBlock
+	live := (g.lay.Count+g.lay.Stride-1)/g.lay.Stride - s*C // pieces j < live hold data
+	skip := user >= 0 && !packetDst
+	if skip && live <= 0 {
+		return nil
+	}
 	for t := int64(0); t < op.Count; t++ {
+		if skip && live < C {
+			if j := (opRef(op, user).Off + t) % C; j >= live {
+				t += C - j - 1 // to the next block's piece 0
+				continue
+			}
+		}
+		if t&255 == 255 {
+			if x.rr.stopped() {
+				return x.errf(ErrAborted, "aborted (another threadblock or rank failed)")
+			}
+			if err := x.rr.ctx.Err(); err != nil {
+				return x.errf(fmt.Errorf("%w: %w", ErrAborted, err), "%v", err)
+			}
+		}
 		x.views = x.views[:0]
 		L := g.lay.Stride
 		for i := 0; i < nref; i++ {

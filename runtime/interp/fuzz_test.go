@@ -3,6 +3,7 @@ package interp
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"testing"
 	"time"
@@ -70,7 +71,11 @@ func FuzzRun(f *testing.F) {
 		if err := w.AllocBuffers(req); err != nil {
 			return
 		}
-		_ = Run(context.Background(), []*optable.Table{tab}, req, w)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := Run(ctx, []*optable.Table{tab}, req, w); errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the interpreter ran for 2 s: %v", err)
+		}
 	})
 }
 

@@ -467,3 +467,25 @@ func TestScratchHalfOffset(t *testing.T) {
 		t.Errorf("simple: %d, %v", got, err)
 	}
 }
+
+// TestEmptyChunksSkipped: 2^30 chunks per block over a count of 5
+// elements: almost every chunk is empty, and a copy over all of them must
+// finish at once (no spin through a billion empty chunks).
+func TestEmptyChunksSkipped(t *testing.T) {
+	const C = 1 << 30
+	b := irtest.New(ir.AllReduce, 1, C)
+	b.Rank(0).PrimTB().Copy(C, irtest.I(0), irtest.O(0))
+	tabs := lower(t, b.Build())
+	req := Request{Count: 5, DataType: ir.Int32, Launch: 1, Slices: 3}
+	w := world(t, tabs, req)
+	putI32(w.Bufs[0].Input, 1, 2, 3, 4, 5)
+	// A spin through 3 x 2^30 chunks would take minutes and hit the deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := Run(ctx, tabs, req, w); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]int32{1, 2, 3, 4, 5}, getI32(w.Bufs[0].Output)); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}
