@@ -2,6 +2,7 @@ package gen
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -364,7 +365,7 @@ func (g *gen) closeLanes() {
 		for l := range rs.lanes {
 			lanes = append(lanes, l)
 		}
-		sortInts(lanes)
+		slices.Sort(lanes)
 		for _, l := range lanes {
 			ls := rs.lanes[l]
 			if len(ls.scrTBs) < 2 {
@@ -376,7 +377,7 @@ func (g *gen) closeLanes() {
 					ws = append(ws, t)
 				}
 			}
-			sortInts(ws)
+			slices.Sort(ws)
 			for _, t := range ws {
 				var deps []ir.Dep
 				if ls.tb != t {
@@ -389,14 +390,6 @@ func (g *gen) closeLanes() {
 				}
 				g.emit(r, t, ir.Op{Code: ir.OpNop, Deps: deps})
 			}
-		}
-	}
-}
-
-func sortInts(a []int) {
-	for i := 1; i < len(a); i++ {
-		for j := i; j > 0 && a[j] < a[j-1]; j-- {
-			a[j], a[j-1] = a[j-1], a[j]
 		}
 	}
 }

@@ -143,15 +143,12 @@ func (g *gen) localCopy(ph *ringPhase, r, t int, items []int64) {
 	}
 }
 
-// ringOrder returns the ring sequence: Options.Order or the identity.
-func (g *gen) ringOrder() []int { return g.order }
-
 // buildRing: ring allreduce (reduce-scatter + allgather, fused at the turn:
 // 2(n-1) steps), allgather and reduce-scatter (n-1 steps), and broadcast /
 // reduce as a chain along the ring from / to the root.
 func buildRing(g *gen) error {
 	n, K := g.n, g.K
-	ring := g.ringOrder()
+	ring := g.order // Options.Order or the identity
 	switch g.coll {
 	case ir.Broadcast, ir.Reduce:
 		// The chain follows the ring's direction: Order[i] -> Order[i+1].
