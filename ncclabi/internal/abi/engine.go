@@ -1,0 +1,120 @@
+package abi
+
+import (
+	"context"
+	"errors"
+)
+
+// UniqueID is ncclUniqueId: 128 opaque bytes, passed by value.
+type UniqueID [128]byte
+
+// ErrNoSchedule is returned (wrapped) by EngineComm.Run when no Theseus
+// schedule serves the request; the library then runs it on the fallback
+// NCCL, or rejects it with InvalidUsage when there is none.
+var ErrNoSchedule = errors.New("no Theseus schedule serves this request")
+
+// ErrUnsupported is returned (wrapped) by engine calls that the backend
+// does not implement (for example Shrink); the library maps it to
+// InvalidUsage with the engine's reason.
+var ErrUnsupported = errors.New("not supported by this Theseus build")
+
+// InitParams are the arguments of one rank's communicator creation.
+type InitParams struct {
+	ID     UniqueID
+	Rank   int
+	NRanks int
+	// Device is the CUDA device current on the calling thread when the
+	// client called the init function (0 on the host backend).
+	Device int
+	Config Config
+}
+
+// Engine is what the NCCL layer needs from the Theseus runtime: the seam
+// between NCCL semantics (this package) and runtime/theseus. Every method
+// may be called from any goroutine unless it says otherwise.
+type Engine interface {
+	// Backend is "host" or "cuda".
+	Backend() string
+	// NewUniqueID makes an id and starts its bootstrap root.
+	NewUniqueID() (UniqueID, error)
+	// CurrentDevice is the device current on the calling OS thread: the
+	// CUDA device of the thread's current context (-1 when it has none) on
+	// cuda; always 0 on the host backend, which has no devices.
+	CurrentDevice() (int, error)
+	// MemAlloc allocates bytes of backend memory (device memory, or a
+	// shared-memory segment on the host backend); MemFree frees it.
+	MemAlloc(bytes uint64) (uintptr, error)
+	MemFree(ptr uintptr) error
+	// Init creates one rank's communicator; it blocks until every rank has
+	// joined or the bootstrap timeout passes.
+	Init(ctx context.Context, p InitParams) (EngineComm, error)
+	// OnDevice runs f on a goroutine locked to an OS thread where device
+	// dev is current (cuda), and waits for it. The host backend just runs f.
+	OnDevice(dev int, f func())
+	// Classify maps a runtime error to the NCCL result it stands for.
+	Classify(err error) Result
+}
+
+// EngineComm is one rank's Theseus communicator.
+type EngineComm interface {
+	Rank() int
+	NRanks() int
+	Device() int
+	// Run enqueues one collective on op.Stream (counts in elements, NCCL
+	// semantics), after selecting a schedule. It returns an error wrapping
+	// ErrNoSchedule when no schedule serves op. It may block while
+	// resources are set up with the peers.
+	Run(op *Op) error
+	// Split is ncclCommSplit: collective over this communicator; color < 0
+	// (NCCL_SPLIT_NOCOLOR) returns (nil, nil).
+	Split(ctx context.Context, color, key int, cfg Config) (EngineComm, error)
+	// Shrink is ncclCommShrink over the ranks not in exclude (called by
+	// those ranks only). Engines without it return ErrUnsupported.
+	Shrink(ctx context.Context, exclude []int, cfg Config) (EngineComm, error)
+	// AllGather is the bootstrap's small-message allgather (the shadow NCCL
+	// communicator's id travels through it).
+	AllGather(ctx context.Context, data []byte) ([][]byte, error)
+	// StreamSync waits for this communicator's work on stream.
+	StreamSync(stream uintptr) error
+	// Finalize waits for this communicator's in-flight work.
+	Finalize(ctx context.Context) error
+	// Destroy releases local resources.
+	Destroy() error
+	// Abort stops in-flight work (waiting kernels return) and releases
+	// resources without waiting for peers.
+	Abort()
+	// AsyncError is the first asynchronous failure (a peer lost, a wait
+	// that timed out), nil if none.
+	AsyncError() error
+}
+
+// Fallback is the real NCCL named by THESEUS_NCCL_LIB_PATH, reached
+// through dlsym. Handles are the real library's ncclComm_t values. Calls
+// run on the calling OS thread, whose current CUDA device the real NCCL
+// uses.
+type Fallback interface {
+	// Path is the library's path as opened.
+	Path() string
+	// Has reports whether the library exports the named function.
+	Has(name string) bool
+	GetUniqueID() (UniqueID, Result)
+	CommInitRank(id UniqueID, nranks, rank int, blocking bool) (uintptr, Result)
+	CommInitAll(ndev int, devs []int) ([]uintptr, Result)
+	CommSplit(parent uintptr, color, key int) (uintptr, Result)
+	CommShrink(parent uintptr, exclude []int) (uintptr, Result)
+	CommFinalize(c uintptr) Result
+	CommDestroy(c uintptr) Result
+	CommAbort(c uintptr) Result
+	CommGetAsyncError(c uintptr) (Result, Result)
+	GroupStart() Result
+	GroupEnd() Result
+	// Run forwards one data call (collective, Send, Recv; AlltoAllv as a
+	// grouped Send/Recv loop) on shadow communicator c.
+	Run(c uintptr, op *Op) Result
+	Register(c uintptr, buf uintptr, size uint64) (uintptr, Result)
+	Deregister(c uintptr, handle uintptr) Result
+	RedOpCreatePreMulSum(c uintptr, scalar uintptr, dt DataType, residence int32) (RedOp, Result)
+	RedOpDestroy(c uintptr, op RedOp) Result
+	// LastError is the real library's ncclGetLastError text.
+	LastError() string
+}

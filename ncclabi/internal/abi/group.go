@@ -1,0 +1,181 @@
+package abi
+
+import "github.com/theseus-ccl/theseus/runtime/log"
+
+// group is one thread's open ncclGroupStart…ncclGroupEnd: the communicator
+// creations and data calls deferred to the outermost ncclGroupEnd.
+type group struct {
+	inits []*initJob
+	ops   []groupOp
+	mode  int // 0 none yet, 1 blocking communicators, 2 non-blocking
+	err   *Error
+}
+
+func (g *group) setMode(blocking bool, api string) *Error {
+	m := 2
+	if blocking {
+		m = 1
+	}
+	if g.mode == 0 {
+		g.mode = m
+		return nil
+	}
+	if g.mode != m {
+		return errorf(InvalidUsage, "%s: blocking and non-blocking communicators cannot be mixed in one group", api)
+	}
+	return nil
+}
+
+func (g *group) recordErr(e *Error) {
+	if g.err == nil {
+		g.err = e
+	}
+}
+
+func (l *Library) group(t Thread) *group {
+	l.init()
+	l.gmu.Lock()
+	defer l.gmu.Unlock()
+	g := l.groups[t.Key]
+	if g == nil {
+		g = &group{}
+		l.groups[t.Key] = g
+	}
+	return g
+}
+
+func (l *Library) takeGroup(t Thread) *group {
+	l.init()
+	l.gmu.Lock()
+	defer l.gmu.Unlock()
+	g := l.groups[t.Key]
+	delete(l.groups, t.Key)
+	return g
+}
+
+// GroupStart is ncclGroupStart: groups nest; only the outermost
+// ncclGroupEnd runs what the group collected.
+func (l *Library) GroupStart(t Thread) Result {
+	*t.Depth++
+	return Success
+}
+
+// GroupEnd is ncclGroupEnd. At the outermost level it runs the group's
+// communicator creations (concurrently), then its data calls (native ones
+// per communicator, fallback ones inside one real group). With blocking
+// communicators it returns when all is enqueued; with non-blocking ones it
+// returns InProgress and every communicator involved reports InProgress
+// from ncclCommGetAsyncError until the work has ended. A group in which a
+// call failed is abandoned: nothing runs and the first error is returned.
+func (l *Library) GroupEnd(t Thread) Result {
+	if *t.Depth <= 0 {
+		return l.Fail(InvalidUsage, "ncclGroupEnd: no group is open on this thread (ncclGroupStart was not called)")
+	}
+	*t.Depth--
+	if *t.Depth > 0 {
+		return Success
+	}
+	g := l.takeGroup(t)
+	if g == nil || len(g.inits) == 0 && len(g.ops) == 0 {
+		return Success
+	}
+	if g.err != nil {
+		for _, j := range g.inits {
+			if j.c != nil {
+				j.c.finishInit(nil, 0, g.err)
+			}
+		}
+		return l.fail(&Error{Result: g.err.Result, Msg: "ncclGroupEnd: group abandoned after an earlier error: " + g.err.Msg})
+	}
+	if log.On(log.Info, log.Coll) {
+		log.Infof(log.Coll, "ncclGroupEnd: %d communicator creations, %d data calls", len(g.inits), len(g.ops))
+	}
+	run := func() (*Error, map[*Comm]*Error) {
+		first := l.runInits(g.inits)
+		e, per := l.runOps(g.ops)
+		if first == nil {
+			first = e
+		}
+		return first, per
+	}
+	if g.mode != 2 {
+		e, _ := run()
+		return l.fail(e)
+	}
+	// Non-blocking: run in the background after each communicator's
+	// earlier work; each communicator stays in progress until it ends.
+	var comms []*Comm
+	seen := map[*Comm]bool{}
+	add := func(c *Comm) {
+		if c != nil && !seen[c] {
+			seen[c] = true
+			comms = append(comms, c)
+		}
+	}
+	for _, j := range g.inits {
+		add(j.c)
+	}
+	for _, o := range g.ops {
+		add(o.c)
+	}
+	var prevs []chan struct{}
+	for _, c := range comms {
+		c.mu.Lock()
+		if c.tail != nil {
+			prevs = append(prevs, c.tail)
+		}
+		c.mu.Unlock()
+	}
+	done := make(chan struct{})
+	var per map[*Comm]*Error
+	for _, c := range comms {
+		c.enqueue(func() *Error {
+			<-done
+			return per[c]
+		})
+	}
+	dev := comms[0].Dev
+	go func() {
+		for _, p := range prevs {
+			<-p
+		}
+		l.Eng.OnDevice(dev, func() { _, per = run() })
+		close(done)
+	}()
+	return InProgress
+}
+
+// GroupSimulateEnd is ncclGroupSimulateEnd. Theseus has no performance
+// model: the group is closed, what it collected is discarded (as a
+// simulation would not run it), and the call returns InvalidUsage.
+func (l *Library) GroupSimulateEnd(t Thread) Result {
+	const api = "ncclGroupSimulateEnd"
+	if *t.Depth <= 0 {
+		return l.Fail(InvalidUsage, "%s: no group is open on this thread", api)
+	}
+	*t.Depth--
+	n := 0
+	if *t.Depth == 0 {
+		if g := l.takeGroup(t); g != nil {
+			n = len(g.inits) + len(g.ops)
+			e := errorf(InvalidUsage, "%s: creation discarded", api)
+			for _, j := range g.inits {
+				if j.c != nil {
+					j.c.finishInit(nil, 0, e)
+				}
+			}
+		}
+	}
+	return l.Reject(api, "Theseus has no performance model to simulate with; the group was closed and its "+itoa(n)+" calls discarded")
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; n > 0; n /= 10 {
+		b = append([]byte{byte('0' + n%10)}, b...)
+	}
+	return string(b)
+}

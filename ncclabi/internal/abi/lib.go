@@ -1,0 +1,1109 @@
+// Package abi is the NCCL semantics of libtheseus_nccl.so, independent of
+// cgo: communicator handles and their states, blocking and non-blocking
+// communicators, groups (nesting, grouped init, collectives deferred to the
+// group end), argument checks, ncclConfig_t decoding, error results and
+// their logged reasons, and the fallback to a real NCCL on a shadow
+// communicator. The runtime sits behind the small Engine interface and the
+// real NCCL behind Fallback, so that the cgo layer (package main in
+// ncclabi) only converts arguments.
+//
+// Semantics follow NCCL 2.25.1 (nccl.h and its documented behaviour) unless
+// docs/ncclabi.md says otherwise.
+package abi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/theseus-ccl/theseus/runtime/log"
+)
+
+// Library is the process-wide state behind the exported NCCL functions.
+// Set the exported fields before the first call; they are not changed
+// afterwards.
+type Library struct {
+	Eng Engine
+	// FB is the fallback NCCL, nil when THESEUS_NCCL_LIB_PATH is unset or
+	// could not be loaded (FBReason says why, for rejection messages).
+	FB       Fallback
+	FBReason string
+	// SetLastError stores the text ncclGetLastError returns (C-owned
+	// storage in the cgo layer). May be nil.
+	SetLastError func(string)
+	// Timeout bounds how long Destroy waits for a communicator's queued
+	// asynchronous work (0: 2 minutes).
+	Timeout time.Duration
+
+	mu     sync.RWMutex
+	comms  map[uintptr]*Comm
+	serial atomic.Uint64
+
+	gmu    sync.Mutex
+	groups map[uintptr]*group
+}
+
+// Thread identifies the calling OS thread for group state: Key is unique
+// among live threads and Depth points at the thread's group depth (C
+// thread-local storage in the cgo layer).
+type Thread struct {
+	Key   uintptr
+	Depth *int32
+}
+
+func (l *Library) init() {
+	l.mu.Lock()
+	if l.comms == nil {
+		l.comms = map[uintptr]*Comm{}
+	}
+	l.mu.Unlock()
+	l.gmu.Lock()
+	if l.groups == nil {
+		l.groups = map[uintptr]*group{}
+	}
+	l.gmu.Unlock()
+}
+
+// fail logs e as a WARN line (subsystem NCCL), stores it for
+// ncclGetLastError and returns its result.
+func (l *Library) fail(e *Error) Result {
+	if e == nil {
+		return Success
+	}
+	log.Warnf(log.NCCL, "%s", e.Msg)
+	if l.SetLastError != nil {
+		l.SetLastError(e.Msg)
+	}
+	return e.Result
+}
+
+// Reject is the result of a call Theseus does not implement: InvalidUsage
+// with the reason logged.
+func (l *Library) Reject(api, reason string) Result {
+	return l.fail(errorf(InvalidUsage, "%s: not supported by Theseus: %s", api, reason))
+}
+
+// Fail logs and records an error found by the cgo layer (a NULL output
+// pointer, a bad config) and returns its result.
+func (l *Library) Fail(r Result, format string, args ...any) Result {
+	return l.fail(errorf(r, format, args...))
+}
+
+func (l *Library) classify(api string, err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return &Error{Result: e.Result, Msg: api + ": " + e.Msg, Err: err}
+	}
+	r := InternalError
+	if l.Eng != nil {
+		r = l.Eng.Classify(err)
+	}
+	if r == Success || r == InProgress {
+		r = InternalError
+	}
+	return &Error{Result: r, Msg: api + ": " + err.Error(), Err: err}
+}
+
+// lookup finds a live communicator. NULL is InvalidArgument (NCCL's
+// CommCheck); a destroyed or aborted handle is InvalidArgument with "use
+// after ncclCommDestroy"; an unknown address is InvalidArgument.
+func (l *Library) lookup(h uintptr, api string) (*Comm, *Error) {
+	if h == 0 {
+		return nil, errorf(InvalidArgument, "%s: comm is NULL", api)
+	}
+	l.mu.RLock()
+	c := l.comms[h]
+	l.mu.RUnlock()
+	if c == nil {
+		return nil, errorf(InvalidArgument, "%s: comm %#x is not a communicator of this library", api, h)
+	}
+	switch st := c.getState(); st {
+	case stDestroyed:
+		return nil, errorf(InvalidArgument, "%s: comm %#x used after ncclCommDestroy", api, h)
+	case stAborted:
+		return nil, errorf(InvalidArgument, "%s: comm %#x used after ncclCommAbort", api, h)
+	}
+	return c, nil
+}
+
+// usable is lookup plus the states in which data calls are allowed.
+func (l *Library) usable(h uintptr, api string) (*Comm, *Error) {
+	c, e := l.lookup(h, api)
+	if e != nil {
+		return nil, e
+	}
+	switch st := c.getState(); st {
+	case stFailed:
+		c.mu.Lock()
+		ie := c.initErr
+		c.mu.Unlock()
+		return nil, errorf(InvalidUsage, "%s: comm %#x failed to initialise (%s)", api, h, ie.Msg)
+	case stFinalized:
+		return nil, errorf(InvalidUsage, "%s: comm %#x used after ncclCommFinalize", api, h)
+	}
+	return c, nil
+}
+
+func (l *Library) newComm(h uintptr, rank, nranks, dev int, cfg Config) *Comm {
+	l.init()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Comm{lib: l, Handle: h, Serial: l.serial.Add(1), Blocking: cfg.Blocking != 0, Config: cfg,
+		Dev: dev, ctx: ctx, cancel: cancel, ready: make(chan struct{}), userOps: map[RedOp]DataType{}}
+	c.rank.Store(int32(rank))
+	c.nranks.Store(int32(nranks))
+	l.mu.Lock()
+	l.comms[h] = c
+	l.mu.Unlock()
+	return c
+}
+
+// MemAlloc is ncclMemAlloc.
+func (l *Library) MemAlloc(size uint64) (uintptr, Result) {
+	if size == 0 {
+		return 0, l.Fail(InvalidArgument, "ncclMemAlloc: size is 0")
+	}
+	p, err := l.Eng.MemAlloc(size)
+	if err != nil {
+		return 0, l.fail(l.classify("ncclMemAlloc", err))
+	}
+	if log.On(log.Info, log.Alloc) {
+		log.Infof(log.Alloc, "ncclMemAlloc: %d bytes at %#x (%s backend)", size, p, l.Eng.Backend())
+	}
+	return p, Success
+}
+
+// MemFree is ncclMemFree (NULL is a no-op, as free).
+func (l *Library) MemFree(p uintptr) Result {
+	if p == 0 {
+		return Success
+	}
+	if err := l.Eng.MemFree(p); err != nil {
+		return l.fail(l.classify("ncclMemFree", err))
+	}
+	return Success
+}
+
+// GetUniqueID is ncclGetUniqueId.
+func (l *Library) GetUniqueID() (UniqueID, Result) {
+	id, err := l.Eng.NewUniqueID()
+	if err != nil {
+		return id, l.fail(l.classify("ncclGetUniqueId", err))
+	}
+	return id, Success
+}
+
+// currentDevice is the device an init call binds to. On cuda a thread with
+// no current context binds to device 0, as cudaGetDevice reports.
+func (l *Library) currentDevice(api string) (int, *Error) {
+	d, err := l.Eng.CurrentDevice()
+	if err != nil {
+		return 0, l.classify(api, err)
+	}
+	if d < 0 {
+		d = 0
+	}
+	return d, nil
+}
+
+// checkDevice rejects a data call made while another device than the
+// communicator's is current (Job Layout Assumption 3 of the seed README).
+// The host backend has no devices: every thread's current device is 0.
+func (l *Library) checkDevice(c *Comm, api string) *Error {
+	if l.Eng.Backend() == "host" {
+		return nil
+	}
+	d, err := l.Eng.CurrentDevice()
+	if err != nil {
+		return l.classify(api, err)
+	}
+	if d != c.Dev {
+		if d < 0 {
+			return errorf(InvalidUsage, "%s: no CUDA context is current on this thread; comm %#x is bound to device %d (cudaSetDevice(%d) first)", api, c.Handle, c.Dev, c.Dev)
+		}
+		return errorf(InvalidUsage, "%s: the current CUDA device is %d but comm %#x is bound to device %d (one device per process, and it must stay current)", api, d, c.Handle, c.Dev)
+	}
+	return nil
+}
+
+// InitRank is ncclCommInitRank / ncclCommInitRankConfig /
+// ncclCommInitRankScalable for handle h (allocated by the caller). Outside
+// a group a blocking init runs now; a non-blocking one runs in the
+// background and returns InProgress; inside a group it is deferred to the
+// group end (grouped init of several communicators from one thread).
+// keep reports whether the handle was taken (false: the caller frees it
+// and returns NULL).
+func (l *Library) InitRank(t Thread, h uintptr, id UniqueID, nranks, rank int, cfg Config, api string) (keep bool, r Result) {
+	if nranks < 1 {
+		return false, l.Fail(InvalidArgument, "%s: nranks %d must be >= 1", api, nranks)
+	}
+	if rank < 0 || rank >= nranks {
+		return false, l.Fail(InvalidArgument, "%s: rank %d out of range for %d ranks", api, rank, nranks)
+	}
+	dev, e := l.currentDevice(api)
+	if e != nil {
+		return false, l.fail(e)
+	}
+	c := l.newComm(h, rank, nranks, dev, cfg)
+	p := InitParams{ID: id, Rank: rank, NRanks: nranks, Device: dev, Config: cfg}
+	j := &initJob{c: c, api: api, engine: func(ctx context.Context) (EngineComm, error) { return l.Eng.Init(ctx, p) }, exch: true}
+	j.shadow = func(id UniqueID) (uintptr, Result) { return l.FB.CommInitRank(id, nranks, rank, true) }
+	return true, l.startInit(t, c, j)
+}
+
+// startInit runs, queues or defers an init job.
+func (l *Library) startInit(t Thread, c *Comm, j *initJob) Result {
+	if log.On(log.Info, log.Init) {
+		log.Infof(log.Init, "%s: comm %#x rank %d nranks %d cudaDev %d blocking %d backend %s", j.api, c.Handle, c.Rank(), c.NRanks(), c.Dev, c.Config.Blocking, l.Eng.Backend())
+	}
+	if *t.Depth > 0 {
+		g := l.group(t)
+		if e := g.setMode(c.Blocking, j.api); e != nil {
+			g.recordErr(e)
+			c.finishInit(nil, 0, e)
+			return l.fail(e)
+		}
+		g.inits = append(g.inits, j)
+		return Success
+	}
+	if !c.Blocking {
+		c.enqueue(func() *Error {
+			var e *Error
+			l.Eng.OnDevice(c.Dev, func() { e = l.runInits([]*initJob{j}) })
+			return e
+		})
+		return InProgress
+	}
+	return l.fail(l.runInits([]*initJob{j}))
+}
+
+// initJob is one communicator creation: an engine part (init, split or
+// shrink; concurrent with the other jobs of a group) and a fallback part
+// (the shadow communicator; run on the group-end thread, inside one real
+// ncclGroupStart/End when there are several).
+type initJob struct {
+	c      *Comm // nil for a split with NCCL_SPLIT_NOCOLOR (participates, makes nothing)
+	api    string
+	engine func(ctx context.Context) (EngineComm, error)
+	// exch: after the engine part, agree on a shadow id over the new
+	// communicator's bootstrap (InitRank); otherwise shadow needs no id.
+	exch   bool
+	shadow func(id UniqueID) (uintptr, Result) // nil: no shadow
+
+	eng    EngineComm
+	id     UniqueID
+	haveID bool
+	sh     uintptr
+	err    *Error
+}
+
+func (j *initJob) ctx() context.Context {
+	if j.c != nil {
+		return j.c.ctx
+	}
+	return context.Background()
+}
+
+// runInits runs the engine parts concurrently, then the shadow parts on the
+// calling thread, and records each outcome. It returns the first error.
+func (l *Library) runInits(jobs []*initJob) *Error {
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Add(1)
+		run := func() {
+			defer wg.Done()
+			eng, err := j.engine(j.ctx())
+			if err != nil {
+				j.err = l.classify(j.api, err)
+				return
+			}
+			j.eng = eng
+			if j.exch && eng != nil {
+				j.id, j.haveID, j.err = l.shadowExchange(j.ctx(), eng, j.api)
+			}
+		}
+		if len(jobs) == 1 {
+			run()
+		} else {
+			go run()
+		}
+	}
+	wg.Wait()
+	if l.FB != nil {
+		var want []*initJob
+		for _, j := range jobs {
+			if j.err == nil && j.shadow != nil && (!j.exch || j.haveID) {
+				want = append(want, j)
+			}
+		}
+		grouped := len(want) > 1
+		if grouped {
+			l.FB.GroupStart()
+		}
+		for _, j := range want {
+			sh, r := j.shadow(j.id)
+			if r != Success {
+				log.Warnf(log.Init, "%s: the fallback NCCL could not create the shadow communicator (%s: %s); calls that need the fallback will be rejected", j.api, r, l.FB.LastError())
+				continue
+			}
+			j.sh = sh
+		}
+		if grouped {
+			if r := l.FB.GroupEnd(); r != Success {
+				log.Warnf(log.Init, "the fallback NCCL's grouped shadow init failed (%s: %s)", r, l.FB.LastError())
+				for _, j := range want {
+					j.sh = 0
+				}
+			}
+		}
+	}
+	var first *Error
+	for _, j := range jobs {
+		if j.err != nil && first == nil {
+			first = j.err
+		}
+		if j.c == nil {
+			continue
+		}
+		j.c.finishInit(j.eng, j.sh, j.err)
+		if j.err == nil && log.On(log.Info, log.Init) {
+			log.Infof(log.Init, "comm %#x rank %d nranks %d cudaDev %d backend %s shadow %#x - Init COMPLETE", j.c.Handle, j.c.Rank(), j.c.NRanks(), j.c.Dev, l.Eng.Backend(), j.sh)
+		}
+	}
+	return first
+}
+
+// shadowExchange agrees on the shadow communicator's id: every rank says
+// whether it has the fallback, and rank 0 adds the real NCCL's unique id.
+// The shadow is made only when every rank has the fallback.
+func (l *Library) shadowExchange(ctx context.Context, eng EngineComm, api string) (UniqueID, bool, *Error) {
+	var id UniqueID
+	payload := []byte{0}
+	if l.FB != nil {
+		payload[0] = 1
+		if eng.Rank() == 0 {
+			fid, r := l.FB.GetUniqueID()
+			if r != Success {
+				log.Warnf(log.Init, "%s: the fallback NCCL's ncclGetUniqueId failed (%s: %s); no shadow communicator", api, r, l.FB.LastError())
+				payload[0] = 0
+			} else {
+				payload = append(payload, fid[:]...)
+			}
+		}
+	}
+	all, err := eng.AllGather(ctx, payload)
+	if err != nil {
+		return id, false, l.classify(api+" (shadow id exchange)", err)
+	}
+	for r, m := range all {
+		if len(m) < 1 || m[0] != 1 {
+			if l.FB != nil {
+				log.Warnf(log.Init, "%s: rank %d has no fallback NCCL; no shadow communicator (calls that need the fallback will be rejected)", api, r)
+			}
+			return id, false, nil
+		}
+	}
+	if len(all[0]) != 1+len(id) {
+		return id, false, errorf(InternalError, "%s: rank 0 sent a %d-byte shadow id", api, len(all[0])-1)
+	}
+	copy(id[:], all[0][1:])
+	return id, true, nil
+}
+
+// InitAll is ncclCommInitAll: ndev communicators of one clique in this
+// process, created concurrently (devs nil: devices 0..ndev-1; on the host
+// backend the device numbers are only recorded). The cuda backend rejects
+// several devices in one process (InvalidUsage).
+func (l *Library) InitAll(hs []uintptr, devs []int) Result {
+	const api = "ncclCommInitAll"
+	n := len(hs)
+	if n < 1 {
+		return l.Fail(InvalidArgument, "%s: ndev %d must be >= 1", api, n)
+	}
+	id, err := l.Eng.NewUniqueID()
+	if err != nil {
+		return l.fail(l.classify(api, err))
+	}
+	jobs := make([]*initJob, n)
+	for i := range hs {
+		dev := i
+		if devs != nil {
+			dev = devs[i]
+		}
+		if l.Eng.Backend() == "host" && devs == nil {
+			dev = 0
+		}
+		c := l.newComm(hs[i], i, n, dev, DefaultConfig())
+		p := InitParams{ID: id, Rank: i, NRanks: n, Device: dev, Config: c.Config}
+		jobs[i] = &initJob{c: c, api: api, engine: func(ctx context.Context) (EngineComm, error) { return l.Eng.Init(ctx, p) }}
+	}
+	e := l.runInits(jobs)
+	if e == nil && l.FB != nil {
+		shs, r := l.FB.CommInitAll(n, devs)
+		if r != Success {
+			log.Warnf(log.Init, "%s: the fallback NCCL's ncclCommInitAll failed (%s: %s); no shadow communicators", api, r, l.FB.LastError())
+		} else {
+			for i, j := range jobs {
+				j.c.mu.Lock()
+				j.c.shadow = shs[i]
+				j.c.mu.Unlock()
+			}
+		}
+	}
+	if e != nil { // ncclCommInitAll is all or nothing
+		for _, j := range jobs {
+			l.abortComm(j.c)
+		}
+	}
+	return l.fail(e)
+}
+
+// Split is ncclCommSplit. h is the new handle (unused, and keep false, for
+// color NCCL_SPLIT_NOCOLOR, when *newcomm is NULL). cfg nil inherits the
+// parent's configuration.
+func (l *Library) Split(t Thread, parent uintptr, color, key int, h uintptr, cfg *Config) (keep bool, r Result) {
+	const api = "ncclCommSplit"
+	p, e := l.usable(parent, api)
+	if e != nil {
+		return false, l.fail(e)
+	}
+	if color < 0 && color != -1 {
+		return false, l.Fail(InvalidArgument, "%s: color %d must be >= 0 or NCCL_SPLIT_NOCOLOR (-1)", api, color)
+	}
+	c2 := p.Config
+	if cfg != nil {
+		c2 = *cfg
+	}
+	var c *Comm
+	if color >= 0 {
+		c = l.newComm(h, -1, -1, p.Dev, c2)
+	}
+	j := &initJob{c: c, api: api, engine: func(ctx context.Context) (EngineComm, error) {
+		<-p.ready
+		pe, _ := p.engine()
+		if pe == nil {
+			return nil, errorf(InvalidUsage, "parent comm %#x failed to initialise", parent)
+		}
+		return pe.Split(ctx, color, key, c2)
+	}}
+	if l.FB != nil {
+		j.shadow = func(UniqueID) (uintptr, Result) {
+			if _, sh := p.engine(); sh != 0 {
+				return l.FB.CommSplit(sh, color, key)
+			}
+			return 0, Success
+		}
+	}
+	if c == nil { // participate, make nothing
+		if *t.Depth > 0 {
+			g := l.group(t)
+			g.inits = append(g.inits, j)
+			return false, Success
+		}
+		return false, l.fail(l.runInits([]*initJob{j}))
+	}
+	return true, l.startInit(t, c, j)
+}
+
+// Shrink is ncclCommShrink (NCCL 2.27): the ranks not in exclude make a new
+// communicator, ranks renumbered in order. NCCL_SHRINK_ABORT (flags bit 0)
+// aborts the parent's in-flight work first.
+func (l *Library) Shrink(t Thread, parent uintptr, exclude []int, h uintptr, cfg *Config, flags int) (keep bool, r Result) {
+	const api = "ncclCommShrink"
+	p, e := l.usable(parent, api)
+	if e != nil {
+		return false, l.fail(e)
+	}
+	if flags&^1 != 0 {
+		return false, l.Fail(InvalidArgument, "%s: unknown shrinkFlags %#x", api, flags)
+	}
+	seen := map[int]bool{}
+	for _, x := range exclude {
+		if x < 0 || x >= p.NRanks() || seen[x] {
+			return false, l.Fail(InvalidArgument, "%s: excluded rank %d is out of range for %d ranks or repeated", api, x, p.NRanks())
+		}
+		seen[x] = true
+	}
+	if seen[p.Rank()] {
+		return false, l.Fail(InvalidArgument, "%s: rank %d lists itself as excluded (excluded ranks must not call ncclCommShrink)", api, p.Rank())
+	}
+	c2 := p.Config
+	if cfg != nil {
+		c2 = *cfg
+	}
+	c := l.newComm(h, -1, -1, p.Dev, c2)
+	j := &initJob{c: c, api: api, engine: func(ctx context.Context) (EngineComm, error) {
+		<-p.ready
+		pe, _ := p.engine()
+		if pe == nil {
+			return nil, errorf(InvalidUsage, "parent comm %#x failed to initialise", parent)
+		}
+		return pe.Shrink(ctx, exclude, c2)
+	}}
+	if l.FB != nil && l.FB.Has("ncclCommShrink") {
+		j.shadow = func(UniqueID) (uintptr, Result) {
+			if _, sh := p.engine(); sh != 0 {
+				return l.FB.CommShrink(sh, exclude)
+			}
+			return 0, Success
+		}
+	}
+	return true, l.startInit(t, c, j)
+}
+
+// Finalize is ncclCommFinalize: blocking communicators wait for their
+// in-flight work; non-blocking ones return InProgress and finish in the
+// background.
+func (l *Library) Finalize(h uintptr) Result {
+	const api = "ncclCommFinalize"
+	c, e := l.lookup(h, api)
+	if e != nil {
+		return l.fail(e)
+	}
+	if st := c.getState(); st == stFinalized {
+		return l.Fail(InvalidUsage, "%s: comm %#x is already finalized", api, h)
+	}
+	job := func() *Error {
+		<-c.ready
+		eng, sh := c.engine()
+		var first *Error
+		if eng != nil {
+			if err := eng.Finalize(c.ctx); err != nil {
+				first = l.classify(api, err)
+			}
+		}
+		if sh != 0 {
+			if r := l.FB.CommFinalize(sh); r != Success && r != InProgress && first == nil {
+				first = errorf(r, "%s: fallback NCCL: %s", api, l.FB.LastError())
+			}
+		}
+		c.mu.Lock()
+		if c.state == stReady {
+			c.state = stFinalized
+		}
+		c.mu.Unlock()
+		return first
+	}
+	if !c.Blocking {
+		c.enqueue(func() *Error {
+			var e *Error
+			l.Eng.OnDevice(c.Dev, func() { e = job() })
+			return e
+		})
+		return InProgress
+	}
+	c.drain()
+	return l.fail(job())
+}
+
+func (l *Library) timeout() time.Duration {
+	if l.Timeout > 0 {
+		return l.Timeout
+	}
+	return 2 * time.Minute
+}
+
+// Destroy is ncclCommDestroy: waits (bounded) for queued work, releases the
+// engine communicator and the shadow, and leaves the handle a tombstone.
+func (l *Library) Destroy(h uintptr) Result {
+	const api = "ncclCommDestroy"
+	c, e := l.lookup(h, api)
+	if e != nil {
+		return l.fail(e)
+	}
+	done := make(chan struct{})
+	go func() { c.drain(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(l.timeout()):
+		log.Warnf(log.Init, "%s: comm %#x: queued work did not end within %v; aborting it", api, h, l.timeout())
+		return l.abortComm(c)
+	}
+	c.mu.Lock()
+	eng, sh, st := c.eng, c.shadow, c.state
+	c.state = stDestroyed
+	c.mu.Unlock()
+	c.cancel()
+	var first *Error
+	if eng != nil {
+		if err := eng.Destroy(); err != nil {
+			first = l.classify(api, err)
+		}
+	}
+	if sh != 0 {
+		if r := l.FB.CommDestroy(sh); r != Success && first == nil {
+			first = errorf(r, "%s: fallback NCCL: %s", api, l.FB.LastError())
+		}
+	}
+	if log.On(log.Info, log.Init) {
+		s := c.stats()
+		log.Infof(log.Init, "comm %#x rank %d nranks %d (%s) destroyed: %d requests served natively, %d by the fallback NCCL, %d rejected", h, c.Rank(), c.NRanks(), st, s.Native, s.Fallback, s.Rejected)
+	}
+	return l.fail(first)
+}
+
+// Abort is ncclCommAbort: in-flight and waiting work stops (the engine's
+// waits return ErrAborted, a pending init is cancelled), the shadow is
+// aborted, and the handle becomes a tombstone. It does not wait for peers.
+func (l *Library) Abort(h uintptr) Result {
+	c, e := l.lookup(h, "ncclCommAbort")
+	if e != nil {
+		return l.fail(e)
+	}
+	return l.abortComm(c)
+}
+
+func (l *Library) abortComm(c *Comm) Result {
+	c.mu.Lock()
+	if c.state == stAborted || c.state == stDestroyed {
+		c.mu.Unlock()
+		return Success
+	}
+	eng, sh := c.eng, c.shadow
+	c.state = stAborted
+	c.mu.Unlock()
+	c.cancel()
+	if eng != nil {
+		eng.Abort()
+	}
+	if sh != 0 {
+		l.FB.CommAbort(sh)
+	}
+	c.finishInit(nil, 0, errorf(InvalidUsage, "aborted"))
+	log.Infof(log.Init, "comm %#x rank %d nranks %d aborted", c.Handle, c.Rank(), c.NRanks())
+	return Success
+}
+
+// GetAsyncError is ncclCommGetAsyncError. It returns (the communicator's
+// state, the call's result). A non-blocking communicator with queued work
+// is InProgress; otherwise the first failure of its init, its queued work,
+// the engine (lost peer, wait timeout) or the shadow; else Success. A
+// blocking communicator never reports InProgress (PyTorch's watchdog caches
+// anything else as fatal).
+func (l *Library) GetAsyncError(h uintptr) (Result, Result) {
+	const api = "ncclCommGetAsyncError"
+	c, e := l.lookup(h, api)
+	if e != nil {
+		return Success, l.fail(e)
+	}
+	if !c.Blocking && c.pending.Load() > 0 {
+		return InProgress, Success
+	}
+	c.mu.Lock()
+	ie, ae, eng, sh := c.initErr, c.asyncErr, c.eng, c.shadow
+	c.mu.Unlock()
+	if ie != nil {
+		return ie.Result, Success
+	}
+	if ae != nil {
+		return ae.Result, Success
+	}
+	if eng != nil {
+		if err := eng.AsyncError(); err != nil {
+			ce := l.classify(api, err)
+			c.setAsyncErr(ce)
+			log.Warnf(log.NCCL, "comm %#x: asynchronous error: %s", h, ce.Msg)
+			return ce.Result, Success
+		}
+	}
+	if sh != 0 {
+		if st, r := l.FB.CommGetAsyncError(sh); r == Success && st != Success && st != InProgress {
+			ce := errorf(st, "fallback NCCL: %s", l.FB.LastError())
+			c.setAsyncErr(ce)
+			return st, Success
+		}
+	}
+	return Success, Success
+}
+
+// Count, CuDevice and UserRank are ncclCommCount, ncclCommCuDevice and
+// ncclCommUserRank. A split or shrink child whose creation has not ended
+// yet has no rank: InvalidUsage (poll ncclCommGetAsyncError first).
+func (l *Library) Count(h uintptr) (int, Result) {
+	c, e := l.lookup(h, "ncclCommCount")
+	if e != nil {
+		return 0, l.fail(e)
+	}
+	if c.NRanks() < 0 {
+		return 0, l.Fail(InvalidUsage, "ncclCommCount: comm %#x is still being created", h)
+	}
+	return c.NRanks(), Success
+}
+
+func (l *Library) CuDevice(h uintptr) (int, Result) {
+	c, e := l.lookup(h, "ncclCommCuDevice")
+	if e != nil {
+		return 0, l.fail(e)
+	}
+	return c.Dev, Success
+}
+
+func (l *Library) UserRank(h uintptr) (int, Result) {
+	c, e := l.lookup(h, "ncclCommUserRank")
+	if e != nil {
+		return 0, l.fail(e)
+	}
+	if c.Rank() < 0 {
+		return 0, l.Fail(InvalidUsage, "ncclCommUserRank: comm %#x is still being created", h)
+	}
+	return c.Rank(), Success
+}
+
+// CommStats is theseusCommStats.
+func (l *Library) CommStats(h uintptr) (Stats, Result) {
+	c, e := l.lookup(h, "theseusCommStats")
+	if e != nil {
+		return Stats{}, l.fail(e)
+	}
+	return c.stats(), Success
+}
+
+// StreamSync is theseusStreamSynchronize.
+func (l *Library) StreamSync(h, stream uintptr) Result {
+	const api = "theseusStreamSynchronize"
+	c, e := l.usable(h, api)
+	if e != nil {
+		return l.fail(e)
+	}
+	c.drain()
+	eng, _ := c.engine()
+	if eng == nil {
+		return l.Fail(InvalidUsage, "%s: comm %#x is not initialised", api, h)
+	}
+	if err := eng.StreamSync(stream); err != nil {
+		return l.fail(l.classify(api, err))
+	}
+	return Success
+}
+
+// needsFallback reports whether no Theseus schedule can serve op by its
+// kind: point-to-point calls, AlltoAllv (until its own executor exists) and
+// ops made by ncclRedOpCreatePreMulSum.
+func needsFallback(op *Op) (bool, string) {
+	switch {
+	case op.Coll.P2P():
+		return true, "point-to-point calls run on the fallback NCCL"
+	case op.Coll == CollAlltoAllv:
+		return true, "ncclAlltoAllv runs as grouped ncclSend/ncclRecv on the fallback NCCL"
+	case op.Coll.Reduces() && !op.RedOp.Builtin():
+		return true, fmt.Sprintf("reduction op %d (ncclRedOpCreatePreMulSum) runs on the fallback NCCL", int32(op.RedOp))
+	}
+	return false, ""
+}
+
+// Coll is every data call (collectives, Send, Recv, AlltoAllv): argument
+// checks, the current-device check, then run now, defer to the group end,
+// or queue behind a non-blocking communicator's pending work.
+func (l *Library) Coll(t Thread, h uintptr, op *Op) Result {
+	api := "nccl" + op.Coll.String()
+	c, e := l.usable(h, api)
+	if e != nil {
+		return l.fail(e)
+	}
+	pending := c.getState() == stPending
+	if pending && c.Rank() < 0 { // a split or shrink child that does not exist yet
+		if *t.Depth > 0 || c.Blocking {
+			return l.Fail(InvalidUsage, "%s: comm %#x is still being created (a collective cannot share a group with the split that makes its communicator)", api, h)
+		}
+		o := *op
+		c.enqueue(func() *Error {
+			if e := l.checkOp(c, &o, api); e != nil {
+				return e
+			}
+			var e *Error
+			l.Eng.OnDevice(c.Dev, func() { e, _ = l.runOps([]groupOp{{c, &o}}) })
+			return e
+		})
+		return InProgress
+	}
+	if e := l.checkOp(c, op, api); e != nil {
+		return l.fail(e)
+	}
+	if *t.Depth > 0 {
+		g := l.group(t)
+		if e := g.setMode(c.Blocking, api); e != nil {
+			g.recordErr(e)
+			return l.fail(e)
+		}
+		o := *op
+		g.ops = append(g.ops, groupOp{c: c, op: &o})
+		return Success
+	}
+	if !c.Blocking && (pending || c.pending.Load() > 0) {
+		o := *op
+		c.enqueue(func() *Error {
+			var e *Error
+			l.Eng.OnDevice(c.Dev, func() { e, _ = l.runOps([]groupOp{{c, &o}}) })
+			return e
+		})
+		return InProgress
+	}
+	if pending {
+		return l.Fail(InvalidUsage, "%s: comm %#x is not initialised yet (the ncclGroupEnd of its init has not run)", api, h)
+	}
+	e, _ = l.runOps([]groupOp{{c, op}})
+	return l.fail(e)
+}
+
+// checkOp is the argument and current-device check of a data call.
+func (l *Library) checkOp(c *Comm, op *Op, api string) *Error {
+	if e := op.Check(c.Rank(), c.NRanks(), c.isUserOp); e != nil {
+		c.nReject.Add(1)
+		return e
+	}
+	if e := l.checkDevice(c, api); e != nil {
+		c.nReject.Add(1)
+		return e
+	}
+	return nil
+}
+
+type groupOp struct {
+	c  *Comm
+	op *Op
+}
+
+// runOps runs data calls: native ones through the engine (one goroutine per
+// communicator when there are several, so that ranks of one process do not
+// wait on each other), then those that need the fallback inside one real
+// ncclGroupStart/End on the calling thread. It returns the first error and
+// each communicator's first error.
+func (l *Library) runOps(ops []groupOp) (*Error, map[*Comm]*Error) {
+	var native []groupOp
+	var fb []groupOp
+	for _, g := range ops {
+		if need, _ := needsFallback(g.op); need {
+			fb = append(fb, g)
+		} else {
+			native = append(native, g)
+		}
+	}
+	var mu sync.Mutex
+	var first *Error
+	per := map[*Comm]*Error{}
+	record := func(c *Comm, e *Error) {
+		mu.Lock()
+		if first == nil {
+			first = e
+		}
+		if per[c] == nil {
+			per[c] = e
+		}
+		mu.Unlock()
+	}
+	runComm := func(list []groupOp) {
+		for _, g := range list {
+			eng, _ := g.c.engine()
+			if eng == nil {
+				record(g.c, errorf(InvalidUsage, "nccl%s: comm %#x is not initialised", g.op.Coll, g.c.Handle))
+				continue
+			}
+			n := g.c.opCount.Add(1)
+			err := eng.Run(g.op)
+			switch {
+			case err == nil:
+				g.c.nNative.Add(1)
+				if log.On(log.Info, log.Coll) {
+					l.logColl(g.c, g.op, n)
+				}
+			case errors.Is(err, ErrNoSchedule):
+				if log.On(log.Info, log.Coll) {
+					log.Infof(log.Coll, "nccl%s: opCount %d comm %#x: %v; trying the fallback NCCL", g.op.Coll, n, g.c.Handle, err)
+				}
+				mu.Lock()
+				fb = append(fb, g)
+				mu.Unlock()
+			default:
+				g.c.nReject.Add(1)
+				e := l.classify("nccl"+g.op.Coll.String(), err)
+				g.c.setAsyncErrIfFatal(e)
+				record(g.c, e)
+			}
+		}
+	}
+	byComm := map[*Comm][]groupOp{}
+	var order []*Comm
+	for _, g := range native {
+		if _, ok := byComm[g.c]; !ok {
+			order = append(order, g.c)
+		}
+		byComm[g.c] = append(byComm[g.c], g)
+	}
+	if len(order) == 1 {
+		runComm(byComm[order[0]])
+	} else if len(order) > 1 {
+		var wg sync.WaitGroup
+		for _, c := range order {
+			wg.Add(1)
+			go func(c *Comm) {
+				defer wg.Done()
+				l.Eng.OnDevice(c.Dev, func() { runComm(byComm[c]) })
+			}(c)
+		}
+		wg.Wait()
+	}
+	if len(fb) == 0 {
+		return first, per
+	}
+	var can []groupOp
+	for _, g := range fb {
+		_, sh := g.c.engine()
+		if l.FB == nil || sh == 0 {
+			g.c.nReject.Add(1)
+			_, why := needsFallback(g.op)
+			if why == "" {
+				why = "no Theseus schedule serves this request"
+			}
+			record(g.c, errorf(InvalidUsage, "nccl%s: %s, but there is no fallback NCCL (%s)", g.op.Coll, why, l.whyNoShadow()))
+			continue
+		}
+		can = append(can, g)
+	}
+	if len(can) == 0 {
+		return first, per
+	}
+	grouped := len(can) > 1
+	if grouped {
+		l.FB.GroupStart()
+	}
+	for _, g := range can {
+		_, sh := g.c.engine()
+		n := g.c.opCount.Add(1)
+		if r := l.FB.Run(sh, g.op); r != Success && r != InProgress {
+			g.c.nReject.Add(1)
+			record(g.c, errorf(r, "nccl%s: fallback NCCL: %s", g.op.Coll, l.FB.LastError()))
+			continue
+		}
+		cnt := g.c.nFallbk.Add(1)
+		if log.On(log.Info, log.Coll) {
+			log.Infof(log.Coll, "nccl%s: opCount %d comm %#x rank %d count %d datatype %s peer/root %d stream %#x served by the fallback NCCL (%d fallback requests on this comm)", g.op.Coll, n, g.c.Handle, g.c.Rank(), g.op.Count, g.op.DataType, g.op.Root, g.op.Stream, cnt)
+		}
+	}
+	if grouped {
+		if r := l.FB.GroupEnd(); r != Success && r != InProgress {
+			e := errorf(r, "ncclGroupEnd: fallback NCCL: %s", l.FB.LastError())
+			for _, g := range can {
+				record(g.c, e)
+			}
+		}
+	}
+	return first, per
+}
+
+// setAsyncErrIfFatal keeps errors that break the communicator (a lost peer,
+// a timeout, an internal error) for GetAsyncError; argument and usage
+// errors only fail their own call.
+func (c *Comm) setAsyncErrIfFatal(e *Error) {
+	switch e.Result {
+	case SystemError, InternalError, RemoteError, UnhandledCudaError:
+		c.setAsyncErr(e)
+	}
+}
+
+func (l *Library) logColl(c *Comm, op *Op, n uint64) {
+	served := op.Served
+	if served == "" {
+		served = "a Theseus schedule"
+	}
+	log.Infof(log.Coll, "nccl%s: opCount %d sendbuff %#x recvbuff %#x count %d datatype %s op %s root %d comm %#x [nranks=%d] rank %d stream %#x served by %s", op.Coll, n, op.Send, op.Recv, op.Count, op.DataType, op.RedOp, op.Root, c.Handle, c.NRanks(), c.Rank(), op.Stream, served)
+}
+
+// Register is ncclCommRegister: forwarded to the shadow communicator.
+func (l *Library) Register(h, buf uintptr, size uint64) (uintptr, Result) {
+	const api = "ncclCommRegister"
+	c, e := l.usable(h, api)
+	if e != nil {
+		return 0, l.fail(e)
+	}
+	<-c.ready
+	_, sh := c.engine()
+	if l.FB == nil || sh == 0 {
+		return 0, l.Reject(api, "buffer registration is served by the fallback NCCL, and there is none ("+l.whyNoShadow()+")")
+	}
+	hd, r := l.FB.Register(sh, buf, size)
+	if r != Success {
+		return 0, l.fail(errorf(r, "%s: fallback NCCL: %s", api, l.FB.LastError()))
+	}
+	return hd, Success
+}
+
+// Deregister is ncclCommDeregister: forwarded to the shadow communicator.
+func (l *Library) Deregister(h, handle uintptr) Result {
+	const api = "ncclCommDeregister"
+	c, e := l.lookup(h, api)
+	if e != nil {
+		return l.fail(e)
+	}
+	_, sh := c.engine()
+	if l.FB == nil || sh == 0 {
+		return l.Reject(api, "buffer registration is served by the fallback NCCL, and there is none ("+l.whyNoShadow()+")")
+	}
+	if r := l.FB.Deregister(sh, handle); r != Success {
+		return l.fail(errorf(r, "%s: fallback NCCL: %s", api, l.FB.LastError()))
+	}
+	return Success
+}
+
+func (l *Library) whyNoShadow() string {
+	if l.FB == nil {
+		return l.FBReason
+	}
+	return "this communicator has no shadow NCCL communicator"
+}
+
+// RedOpCreatePreMulSum is ncclRedOpCreatePreMulSum: the op is created on
+// the shadow communicator, and collectives using it run on the fallback.
+func (l *Library) RedOpCreatePreMulSum(h, scalar uintptr, dt DataType, residence int32) (RedOp, Result) {
+	const api = "ncclRedOpCreatePreMulSum"
+	c, e := l.usable(h, api)
+	if e != nil {
+		return 0, l.fail(e)
+	}
+	if !dt.Valid() {
+		return 0, l.Fail(InvalidArgument, "%s: invalid datatype %d", api, int32(dt))
+	}
+	if residence != 0 && residence != 1 {
+		return 0, l.Fail(InvalidArgument, "%s: invalid residence %d (ncclScalarDevice 0 or ncclScalarHostImmediate 1)", api, residence)
+	}
+	if scalar == 0 {
+		return 0, l.Fail(InvalidArgument, "%s: scalar is NULL", api)
+	}
+	<-c.ready
+	_, sh := c.engine()
+	if l.FB == nil || sh == 0 {
+		return 0, l.Reject(api, "pre-multiplied sums run on the fallback NCCL, and there is none ("+l.whyNoShadow()+")")
+	}
+	op, r := l.FB.RedOpCreatePreMulSum(sh, scalar, dt, residence)
+	if r != Success {
+		return 0, l.fail(errorf(r, "%s: fallback NCCL: %s", api, l.FB.LastError()))
+	}
+	c.mu.Lock()
+	c.userOps[op] = dt
+	c.mu.Unlock()
+	return op, Success
+}
+
+// RedOpDestroy is ncclRedOpDestroy.
+func (l *Library) RedOpDestroy(h uintptr, op RedOp) Result {
+	const api = "ncclRedOpDestroy"
+	c, e := l.lookup(h, api)
+	if e != nil {
+		return l.fail(e)
+	}
+	if op.Builtin() {
+		return l.Fail(InvalidArgument, "%s: op %d is built in", api, int32(op))
+	}
+	if !c.isUserOp(op) {
+		return l.Fail(InvalidArgument, "%s: op %d was not made by ncclRedOpCreatePreMulSum on comm %#x", api, int32(op), h)
+	}
+	_, sh := c.engine()
+	c.mu.Lock()
+	delete(c.userOps, op)
+	c.mu.Unlock()
+	if r := l.FB.RedOpDestroy(sh, op); r != Success {
+		return l.fail(errorf(r, "%s: fallback NCCL: %s", api, l.FB.LastError()))
+	}
+	return Success
+}
