@@ -75,8 +75,8 @@ func (e *fakeEngine) NewUniqueID() (UniqueID, error) {
 func (e *fakeEngine) CurrentDevice() (int, error) { return int(e.dev.Load()), nil }
 
 func (e *fakeEngine) MemAlloc(n uint64) (uintptr, error) { return 0x1000, nil }
-func (e *fakeEngine) MemFree(uintptr) error             { return nil }
-func (e *fakeEngine) OnDevice(dev int, f func())        { f() }
+func (e *fakeEngine) MemFree(uintptr) error              { return nil }
+func (e *fakeEngine) OnDevice(dev int, f func())         { f() }
 
 func (e *fakeEngine) Classify(err error) Result {
 	if errors.Is(err, context.Canceled) {
@@ -224,12 +224,12 @@ func (c *fakeComm) Shrink(ctx context.Context, exclude []int, cfg Config) (Engin
 	return nil, fmt.Errorf("fake: %w", ErrUnsupported)
 }
 
-func (c *fakeComm) StreamSync(uintptr) error              { return nil }
-func (c *fakeComm) Finalize(ctx context.Context) error    { return nil }
-func (c *fakeComm) Destroy() error                        { c.mu.Lock(); c.dstr = true; c.mu.Unlock(); return nil }
-func (c *fakeComm) Abort()                                { c.mu.Lock(); c.abortd = true; c.mu.Unlock() }
-func (c *fakeComm) AsyncError() error                     { c.mu.Lock(); defer c.mu.Unlock(); return c.async }
-func (c *fakeComm) setAsync(err error)                    { c.mu.Lock(); c.async = err; c.mu.Unlock() }
+func (c *fakeComm) StreamSync(uintptr) error           { return nil }
+func (c *fakeComm) Finalize(ctx context.Context) error { return nil }
+func (c *fakeComm) Destroy() error                     { c.mu.Lock(); c.dstr = true; c.mu.Unlock(); return nil }
+func (c *fakeComm) Abort()                             { c.mu.Lock(); c.abortd = true; c.mu.Unlock() }
+func (c *fakeComm) AsyncError() error                  { c.mu.Lock(); defer c.mu.Unlock(); return c.async }
+func (c *fakeComm) setAsync(err error)                 { c.mu.Lock(); c.async = err; c.mu.Unlock() }
 
 // fakeFallback records the calls forwarded to "the real NCCL".
 type fakeFallback struct {
@@ -282,12 +282,12 @@ func (f *fakeFallback) CommSplit(p uintptr, color, key int) (uintptr, Result) {
 	return p + 1, Success
 }
 func (f *fakeFallback) CommShrink(p uintptr, ex []int) (uintptr, Result) { return p + 2, Success }
-func (f *fakeFallback) CommFinalize(c uintptr) Result                   { f.rec("finalize"); return Success }
-func (f *fakeFallback) CommDestroy(c uintptr) Result                    { f.rec("destroy"); return Success }
-func (f *fakeFallback) CommAbort(c uintptr) Result                      { f.rec("abort"); return Success }
-func (f *fakeFallback) CommGetAsyncError(c uintptr) (Result, Result)    { return Success, Success }
-func (f *fakeFallback) GroupStart() Result                              { f.rec("groupstart"); return Success }
-func (f *fakeFallback) GroupEnd() Result                                { f.rec("groupend"); return Success }
+func (f *fakeFallback) CommFinalize(c uintptr) Result                    { f.rec("finalize"); return Success }
+func (f *fakeFallback) CommDestroy(c uintptr) Result                     { f.rec("destroy"); return Success }
+func (f *fakeFallback) CommAbort(c uintptr) Result                       { f.rec("abort"); return Success }
+func (f *fakeFallback) CommGetAsyncError(c uintptr) (Result, Result)     { return Success, Success }
+func (f *fakeFallback) GroupStart() Result                               { f.rec("groupstart"); return Success }
+func (f *fakeFallback) GroupEnd() Result                                 { f.rec("groupend"); return Success }
 func (f *fakeFallback) Run(c uintptr, op *Op) Result {
 	f.rec("%s count %d root %d", op.Coll, op.Count, op.Root)
 	return Success
