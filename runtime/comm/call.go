@@ -49,8 +49,11 @@ type Call struct {
 //     buffer the rank needs (count > 0); a buffer whose end wraps around the
 //     address space; send and receive buffers that overlap without being
 //     NCCL's in-place arrangement (ir.md §3);
-//   - InvalidUsage: send and receive buffers not congruent modulo 16 (seed
-//     README, "Usage requirement": schedule-executed collectives need it).
+//   - InvalidUsage: out-of-place send and receive buffers not congruent
+//     modulo 16 (seed README, "Usage requirement": schedule-executed
+//     collectives need it). In-place requests are exempt: their input lies
+//     at a fixed offset in the output (ir.md §3), which any count must be
+//     allowed to produce (in-place allgather of 7 bytes per rank).
 //
 // It returns whether the request is in place.
 func (c *Comm) Validate(call *Call) (inPlace bool, err error) {
@@ -117,7 +120,7 @@ func (c *Comm) Validate(call *Call) (inPlace bool, err error) {
 		return bad(InvalidArgument, "send buffer %#x+%d and receive buffer %#x+%d overlap without being the in-place arrangement",
 			uintptr(call.Send), inB, uintptr(call.Recv), outB)
 	}
-	if call.Send%16 != call.Recv%16 {
+	if !inPlace && call.Send%16 != call.Recv%16 {
 		return bad(InvalidUsage, "send buffer %#x and receive buffer %#x are not congruent modulo 16 (required for schedule-executed collectives)",
 			uintptr(call.Send), uintptr(call.Recv))
 	}

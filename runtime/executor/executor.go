@@ -317,11 +317,18 @@ type l1Entry struct {
 
 type l2Key struct{ send, recv device.Region }
 
+// l2Entry holds the registrations of one pair of local allocations: our
+// exported allocations (the user's, or staging for foreign memory) and the
+// peers' allocations we imported. Where in them each request's buffers lie
+// is exchanged per request shape (L3), since a peer may vary its offsets
+// within the same allocations.
 type l2Entry struct {
-	peerBuf  [][2]device.Mem // [peer][input/output]
-	local    [2]device.Mem   // our input/output as launches use them (staged or not)
-	stageIn  []device.Copy
-	stageOut []device.Copy
+	region   [2]device.Region   // our exported input/output allocations
+	staged   bool               // foreign memory staged: local holds the staging buffers
+	local    [2]device.Mem      // staged: our input/output as launches use them
+	stageIn  []device.Copy      // staged: copies before each launch
+	stageOut []device.Copy      // staged: copies after each launch
+	peerReg  [][2]device.Region // [peer][input/output] imported
 	imports  []device.Ptr
 	l3       map[l3Key]*l3Entry
 }
@@ -336,9 +343,14 @@ type l3Key struct {
 	pt         ir.PacketType
 }
 
+// scratchSig is what decides where a launch puts data in the shared
+// scratch: two launches with equal signatures lay scratch out identically,
+// and the schedule's own synchronisation protects it between them (ir.md
+// §6); a launch whose signature differs from the previous launch's is
+// fenced.
 type scratchSig struct {
-	l1             *l1Entry
-	stride, slices int64
+	l1                 *l1Entry
+	chunkBytes, slices int64
 }
 
 type l3Entry struct {
@@ -424,7 +436,7 @@ func (e *Executor) Execute(ctx context.Context, r *Request, s *Schedule, st devi
 		case L3Lookup:
 			ev = e.l3Lookup(&w)
 		case L3Setup:
-			ev = e.l3Setup(&w)
+			ev = e.l3Setup(ctx, &w)
 		case Grow:
 			ev = e.grow(ctx, &w)
 		case Launch:
@@ -561,6 +573,7 @@ func (e *Executor) recv(ctx context.Context, peer int, tag uint64) ([]byte, erro
 const (
 	tagL1 = 1
 	tagL2 = 2
+	tagL3 = 3
 )
 
 func (e *Executor) tag(kind uint64) uint64 { return ((e.launch+1)<<8 | kind) & (1<<63 - 1) }
@@ -878,12 +891,23 @@ func (e *Executor) newSlot(init int64) (*slot, error) {
 	s := &slot{pool: p, idx: p.used, curInit: init}
 	p.used++
 	var w [8]byte
-	binary.LittleEndian.PutUint64(w[:], uint64(init))
+	binary.LittleEndian.PutUint64(w[:], semBias+uint64(init))
 	if err := e.dev.Upload(s.inbound(), w[:]); err != nil {
+		return nil, err
+	}
+	binary.LittleEndian.PutUint64(w[:], semBias)
+	if err := e.dev.Upload(s.expected(), w[:]); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
+
+// semBias starts every semaphore slot at inbound = bias + init and expected
+// = bias: the waits compare the same difference (ir.md §5.3), and a rebase
+// that lowers the expected counter (a slot taken over by an end with a
+// larger init, say an LL end that never waited becoming a Simple credit
+// end) can never take it below zero.
+const semBias = 1 << 40
 
 // exchangeSlots sends each peer the slots of our new ends toward it (with
 // the pool handles it lacks) and receives the slots of its ends, which our
@@ -1075,68 +1099,64 @@ func (e *Executor) l2Lookup(w *walk) Event {
 	return EvMiss
 }
 
-// l2Setup exports the buffers the peers reach (staging foreign memory),
-// sends their handles to those peers, and imports the peers' buffers that we
-// reach.
+// both widens a registration mask in place: input and output alias
+// (ir.md §3), so a peer that reaches either may land in the other.
+func both(m uint8, inPlace bool) uint8 {
+	if inPlace && m != 0 {
+		return 3
+	}
+	return m
+}
+
+// l2Setup exports the allocations the peers reach (staging foreign memory),
+// sends their handles to those peers, and imports the peers' allocations
+// that we reach.
 func (e *Executor) l2Setup(ctx context.Context, w *walk) Event {
 	r, ent := w.r, w.l1
 	sizes := [2]int64{e.bufBytes(r, ir.Input), e.bufBytes(r, ir.Output)}
 	user := [2]device.Ptr{r.Send, r.Recv}
-	l2 := &l2Entry{peerBuf: make([][2]device.Mem, e.n), l3: map[l3Key]*l3Entry{}}
-	for k := range 2 {
-		if sizes[k] > 0 {
-			l2.local[k] = device.Mem{Ptr: user[k], Size: sizes[k]}
-		}
-	}
-	// In place, input and output alias (ir.md §3): a peer that reaches
-	// either may land in the other, so both travel.
-	both := func(m uint8) uint8 {
-		if r.InPlace && m != 0 {
-			return 3
-		}
-		return m
-	}
+	l2 := &l2Entry{peerReg: make([][2]device.Region, e.n), l3: map[l3Key]*l3Entry{}}
 	var exp uint8
 	for _, m := range ent.exportTo {
-		exp |= both(m)
+		exp |= both(m, r.InPlace)
 	}
-	// Export what peers reach; stage foreign memory through an allocation.
 	var handles [2]device.Handle
-	var offs [2]int64
 	if exp != 0 {
 		if err := e.stage(l2, exp, sizes, user); err != nil {
 			return e.fail(w, L2Setup, err, true)
 		}
 		for k := range 2 {
-			if exp&(1<<k) == 0 || l2.local[k].Size == 0 {
+			p, n := user[k], sizes[k]
+			if l2.staged {
+				p, n = l2.local[k].Ptr, l2.local[k].Size
+			}
+			if exp&(1<<k) == 0 || n == 0 {
 				continue
 			}
-			reg, ok := e.dev.Lookup(l2.local[k].Ptr, l2.local[k].Size)
+			reg, ok := e.dev.Lookup(p, n)
 			if !ok {
-				return e.fail(w, L2Setup, fmt.Errorf("staged %s is not a backend allocation", ir.BufKind(k).LongName()), true)
+				return e.fail(w, L2Setup, fmt.Errorf("%s is not a backend allocation", ir.BufKind(k).LongName()), true)
 			}
 			h, err := e.dev.Export(reg)
 			if err != nil {
 				return e.fail(w, L2Setup, err, true)
 			}
-			handles[k], offs[k] = h, int64(l2.local[k].Ptr-reg.Base)
+			l2.region[k], handles[k] = reg, h
 			e.stats.Created.Exports++
 		}
 	}
 	tag := e.tag(tagL2)
 	for q, m := range ent.exportTo {
-		m = both(m)
+		m = both(m, r.InPlace)
 		if m == 0 || q == e.cfg.Rank {
 			continue
 		}
 		var msg []byte
 		for k := range 2 {
-			if m&(1<<k) == 0 {
+			if m&(1<<k) == 0 || handles[k] == nil {
 				continue
 			}
 			msg = binary.LittleEndian.AppendUint32(msg, uint32(k))
-			msg = binary.LittleEndian.AppendUint64(msg, uint64(offs[k]))
-			msg = binary.LittleEndian.AppendUint64(msg, uint64(l2.local[k].Size))
 			msg = putHandle(msg, handles[k])
 		}
 		if err := e.send(q, tag, msg); err != nil {
@@ -1148,31 +1168,26 @@ func (e *Executor) l2Setup(ctx context.Context, w *walk) Event {
 			continue
 		}
 		if q == e.cfg.Rank {
-			l2.peerBuf[q] = l2.local
+			l2.peerReg[q] = l2.region
 			continue
 		}
 		msg, err := e.recv(ctx, q, tag)
 		if err != nil {
-			return e.fail(w, L2Setup, fmt.Errorf("waiting for rank %d's buffer registrations (if rank %d reused cached buffers while this rank changed them, this is the seed's Known Issue 3): %w", q, q, err), true, q)
+			return e.fail(w, L2Setup, fmt.Errorf("waiting for rank %d's buffer registrations (if rank %d kept its cached buffers while this rank changed them, this is the seed's Known Issue 3): %w", q, q, err), true, q)
 		}
 		rd := reader{b: msg}
 		for len(rd.b) > 0 && rd.err == nil {
-			k, off, size, h := rd.u32(), int64(rd.u64()), int64(rd.u64()), rd.handle()
+			k, h := rd.u32(), rd.handle()
 			if rd.err != nil || k > 1 {
+				rd.err = errors.New("bad buffer kind")
 				break
-			}
-			if size == 0 {
-				continue
 			}
 			reg, err := e.dev.Import(h)
 			if err != nil {
 				return e.fail(w, L2Setup, fmt.Errorf("import rank %d's %s: %w", q, ir.BufKind(k).LongName(), err), true, q)
 			}
 			l2.imports = append(l2.imports, reg.Base)
-			if off < 0 || off > reg.Size-size {
-				return e.fail(w, L2Setup, fmt.Errorf("rank %d's %s lies outside its allocation", q, ir.BufKind(k).LongName()), true, q)
-			}
-			l2.peerBuf[q][k] = device.Mem{Ptr: reg.Base + device.Ptr(off), Size: size}
+			l2.peerReg[q][k] = reg
 			e.stats.Created.Registrations++
 		}
 		if rd.err != nil {
@@ -1189,7 +1204,8 @@ func (e *Executor) l2Setup(ctx context.Context, w *walk) Event {
 // stage replaces the exported buffers that are foreign memory by backend
 // allocations, with copies before (input) and after (output) each launch.
 // In place, the union of the two buffers is staged as one, so that the
-// aliasing of ir.md §3 is kept.
+// aliasing of ir.md §3 is kept. Foreign memory's L2 identity is its exact
+// range, so the staging serves every request of this entry.
 func (e *Executor) stage(l2 *l2Entry, exp uint8, sizes [2]int64, user [2]device.Ptr) error {
 	foreign := func(k int) bool {
 		if sizes[k] == 0 {
@@ -1199,8 +1215,12 @@ func (e *Executor) stage(l2 *l2Entry, exp uint8, sizes [2]int64, user [2]device.
 		return !ok
 	}
 	in, out := foreign(0), foreign(1)
-	if !in && !out {
+	if !(in && exp&1 != 0) && !(out && exp&2 != 0) {
 		return nil
+	}
+	l2.staged = true
+	for k := range 2 {
+		l2.local[k] = device.Mem{Ptr: user[k], Size: sizes[k]}
 	}
 	overlap := sizes[0] > 0 && sizes[1] > 0 && user[0] < user[1]+device.Ptr(sizes[1]) && user[1] < user[0]+device.Ptr(sizes[0])
 	if overlap {
@@ -1238,6 +1258,63 @@ func (e *Executor) stage(l2 *l2Entry, exp uint8, sizes [2]int64, user [2]device.
 	return nil
 }
 
+// exchangeOffsets tells the peers that reach our buffers where this
+// request's buffers lie in the allocations they imported, and learns the
+// same of the peers we reach (one message each way per peer concerned).
+func (e *Executor) exchangeOffsets(ctx context.Context, w *walk, local [2]device.Mem) ([][2]device.Mem, error) {
+	r, ent, l2 := w.r, w.l1, w.l2
+	tag := e.tag(tagL3)
+	for q, m := range ent.exportTo {
+		m = both(m, r.InPlace)
+		if m == 0 || q == e.cfg.Rank {
+			continue
+		}
+		var msg []byte
+		for k := range 2 {
+			if m&(1<<k) == 0 || local[k].Size == 0 {
+				continue
+			}
+			msg = binary.LittleEndian.AppendUint32(msg, uint32(k))
+			msg = binary.LittleEndian.AppendUint64(msg, uint64(local[k].Ptr-l2.region[k].Base))
+			msg = binary.LittleEndian.AppendUint64(msg, uint64(local[k].Size))
+		}
+		if err := e.send(q, tag, msg); err != nil {
+			return nil, err
+		}
+	}
+	peer := make([][2]device.Mem, e.n)
+	for q, m := range ent.importFrom {
+		if m == 0 {
+			continue
+		}
+		if q == e.cfg.Rank {
+			peer[q] = local
+			continue
+		}
+		msg, err := e.recv(ctx, q, tag)
+		if err != nil {
+			return nil, fmt.Errorf("waiting for rank %d's buffer offsets (Known Issue 3 if the ranks' buffers are not paired stably): %w", q, err)
+		}
+		rd := reader{b: msg}
+		for len(rd.b) > 0 && rd.err == nil {
+			k, off, size := rd.u32(), int64(rd.u64()), int64(rd.u64())
+			if rd.err != nil || k > 1 {
+				rd.err = errors.New("bad buffer kind")
+				break
+			}
+			reg := l2.peerReg[q][k]
+			if reg.Size == 0 || off < 0 || size < 0 || off > reg.Size-size {
+				return nil, fmt.Errorf("rank %d's %s (offset %d, %d bytes) lies outside the allocation it registered", q, ir.BufKind(k).LongName(), off, size)
+			}
+			peer[q][k] = device.Mem{Ptr: reg.Base + device.Ptr(off), Size: size}
+		}
+		if rd.err != nil {
+			return nil, fmt.Errorf("rank %d's offset message: %v", q, rd.err)
+		}
+	}
+	return peer, nil
+}
+
 func (e *Executor) l3Lookup(w *walk) Event {
 	r := w.r
 	w.l3key = l3Key{send: r.Send, recv: r.Recv, count: r.Count, dt: r.DataType, op: r.RedOp, inplace: r.InPlace, pt: r.PacketType}
@@ -1259,7 +1336,7 @@ func (e *Executor) l3Lookup(w *walk) Event {
 // when full (request shapes that keep changing, such as benchmark sweeps).
 const maxL3 = 4096
 
-func (e *Executor) l3Setup(w *walk) Event {
+func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
 	r, ent, t := w.r, w.l1, w.l1.table
 	ll := t.Protocol == ir.LL
 	slices := int64(1)
@@ -1307,23 +1384,29 @@ func (e *Executor) l3Setup(w *walk) Event {
 	if halves {
 		a.ScratchHalf = capB / 2
 	}
+	if n := e.bufBytes(r, ir.Input); n > 0 {
+		a.Buf[device.Input] = device.Mem{Ptr: r.Send, Size: n}
+	}
+	if n := e.bufBytes(r, ir.Output); n > 0 {
+		a.Buf[device.Output] = device.Mem{Ptr: r.Recv, Size: n}
+	}
+	var peerBuf [][2]device.Mem
 	if w.l2 != nil {
-		a.Buf[device.Input], a.Buf[device.Output] = w.l2.local[0], w.l2.local[1]
-		a.StageIn, a.StageOut = w.l2.stageIn, w.l2.stageOut
-	} else {
-		if n := e.bufBytes(r, ir.Input); n > 0 {
-			a.Buf[device.Input] = device.Mem{Ptr: r.Send, Size: n}
+		if w.l2.staged {
+			a.Buf[device.Input], a.Buf[device.Output] = w.l2.local[0], w.l2.local[1]
+			a.StageIn, a.StageOut = w.l2.stageIn, w.l2.stageOut
 		}
-		if n := e.bufBytes(r, ir.Output); n > 0 {
-			a.Buf[device.Output] = device.Mem{Ptr: r.Recv, Size: n}
+		var err error
+		if peerBuf, err = e.exchangeOffsets(ctx, w, [2]device.Mem{a.Buf[device.Input], a.Buf[device.Output]}); err != nil {
+			return e.fail(w, L3Setup, err, true, bootstrapPeers(err)...)
 		}
 	}
 	a.Ends = make([]device.End, len(ent.ends))
 	for c, er := range ent.ends {
 		pe := device.End{Peer: er.peer, Inbound: er.slot.inbound(), PeerInbound: er.peerInbound, Expected: er.slot.expected()}
 		pe.PeerBuf[device.Scratch] = e.l0.peers[er.peer].scratch
-		if w.l2 != nil {
-			pe.PeerBuf[device.Input], pe.PeerBuf[device.Output] = w.l2.peerBuf[er.peer][0], w.l2.peerBuf[er.peer][1]
+		if peerBuf != nil {
+			pe.PeerBuf[device.Input], pe.PeerBuf[device.Output] = peerBuf[er.peer][0], peerBuf[er.peer][1]
 		}
 		a.Ends[c] = pe
 	}
@@ -1345,7 +1428,7 @@ func (e *Executor) l3Setup(w *walk) Event {
 			delete(w.l3map, k)
 		}
 	}
-	w.l3 = &l3Entry{prep: prep, args: a, sig: scratchSig{l1: ent, stride: lay.Stride, slices: lay.Slices}}
+	w.l3 = &l3Entry{prep: prep, args: a, sig: scratchSig{l1: ent, chunkBytes: lay.Stride * lay.ElemSize, slices: lay.Slices}}
 	w.l3map[w.l3key] = w.l3
 	e.stats.L3Setups++
 	return EvOK
