@@ -38,11 +38,12 @@ func ringFile(b *testing.B, n int) string {
 	return path
 }
 
-// largestCorpusFile is the corpus file with the most ops that imports.
-func largestCorpusFile(b *testing.B) string {
+// largestCorpusFile is the corpus file that imports with the most ops
+// (byOps) or the most bytes.
+func largestCorpusFile(b *testing.B, byOps bool) string {
 	type f struct {
 		path string
-		ops  int
+		size int
 	}
 	var fs []f
 	for _, path := range corpusFiles(b) {
@@ -50,12 +51,17 @@ func largestCorpusFile(b *testing.B) string {
 		if err != nil || src.Program == nil {
 			continue
 		}
-		fs = append(fs, f{path, src.Program.NumOps()})
+		n := len(src.Data)
+		if byOps {
+			n = src.Program.NumOps()
+		}
+		fs = append(fs, f{path, n})
 	}
 	if len(fs) == 0 {
 		b.Skip("no corpus file imports")
 	}
-	sort.Slice(fs, func(i, j int) bool { return fs[i].ops > fs[j].ops })
+	sort.Slice(fs, func(i, j int) bool { return fs[i].size > fs[j].size })
+	b.Logf("largest corpus file by %s: %s (%d)", map[bool]string{true: "ops", false: "bytes"}[byOps], fs[0].path, fs[0].size)
 	return fs[0].path
 }
 
@@ -71,7 +77,8 @@ func benchCLI(b *testing.B, args ...string) {
 
 func BenchmarkLint(b *testing.B) {
 	b.Run("ring64", func(b *testing.B) { benchCLI(b, "lint", ringFile(b, 64)) })
-	b.Run("corpus-largest", func(b *testing.B) { benchCLI(b, "lint", largestCorpusFile(b)) })
+	b.Run("corpus-most-ops", func(b *testing.B) { benchCLI(b, "lint", largestCorpusFile(b, true)) })
+	b.Run("corpus-most-bytes", func(b *testing.B) { benchCLI(b, "lint", largestCorpusFile(b, false)) })
 	b.Run("ring1024", func(b *testing.B) {
 		if testing.Short() {
 			b.Skip("seconds per iteration")
@@ -98,7 +105,8 @@ func BenchmarkGen(b *testing.B) {
 func BenchmarkCompile(b *testing.B) {
 	out := func(b *testing.B) string { return filepath.Join(b.TempDir(), "out.tsb") }
 	b.Run("ring64", func(b *testing.B) { benchCLI(b, "compile", ringFile(b, 64), "-o", out(b)) })
-	b.Run("corpus-largest", func(b *testing.B) { benchCLI(b, "compile", largestCorpusFile(b), "-o", out(b)) })
+	b.Run("corpus-most-ops", func(b *testing.B) { benchCLI(b, "compile", largestCorpusFile(b, true), "-o", out(b)) })
+	b.Run("corpus-most-bytes", func(b *testing.B) { benchCLI(b, "compile", largestCorpusFile(b, false), "-o", out(b)) })
 	b.Run("ring1024", func(b *testing.B) {
 		if testing.Short() {
 			b.Skip("minutes per iteration")

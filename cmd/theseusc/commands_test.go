@@ -381,7 +381,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"frobnicate"}, cli.ExitUsage, `theseusc: unknown command "frobnicate" for "theseusc"`},
 		{[]string{"lint", "--frob", ex}, cli.ExitUsage, "theseusc lint: unknown flag: --frob"},
 		{[]string{"lint", "no/such/file.json"}, cli.ExitUsage, "theseusc lint: open no/such/file.json: no such file or directory"},
-		{[]string{"lint", "testdata"}, cli.ExitUsage, "theseusc lint: testdata is a directory"},
+		{[]string{"lint", "testdata"}, cli.ExitUsage, "theseusc lint: testdata is a directory without attribute_manifest.jsonl or schedule_manifest.jsonl"},
 		{[]string{"lint", "--format=yaml", ex}, cli.ExitUsage, `theseusc lint: unknown output format "yaml" (formats: text, json)`},
 		{[]string{"lint", "--json", "--format=text", ex}, cli.ExitOK, ""},
 		{[]string{"sim", filepath.Join(badDir, "wrong_result.json")}, cli.ExitFindings, ""},

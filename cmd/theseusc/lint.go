@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
@@ -31,6 +32,11 @@ races, the collective's postcondition), the program is legalised to primitive
 ops and proven again. A bundle's tables are decoded and checked against each
 other, and its embedded source, if any, is linted like a schedule.
 
+A directory is linted as a selection context: every manifest and value-log
+line, both policy expressions of every schedule entry (a policy reading a
+rank-local attribute gets the TS0212 warning: it costs an agreement step),
+and every schedule file the manifest names.
+
 Each diagnostic is printed as
   file:line:col: severity[code]: rank r tb t step s: message (hint: ...)
 or, with --json, as one JSON object. Exit 0 when no file has an error
@@ -54,12 +60,21 @@ func (c *lintCmd) run(_ *cobra.Command, args []string) error {
 		return err
 	}
 	rep := &cli.Report{MaxErrors: *c.maxErrors}
+	vo := verify.Options{MaxErrors: *c.maxErrors}
 	for _, path := range args {
+		if st, err := os.Stat(path); err == nil && st.IsDir() {
+			ds, err := lintContext(path, vo)
+			if err != nil {
+				return err
+			}
+			rep.Add(path, cli.KindContext, ds)
+			continue
+		}
 		src, err := cli.Load(path, c.s.In)
 		if err != nil {
 			return err
 		}
-		ds, err := lintSource(src, verify.Options{MaxErrors: *c.maxErrors})
+		ds, err := lintSource(src, vo)
 		if err != nil {
 			return cli.Internal(fmt.Errorf("%s: %w", path, err))
 		}

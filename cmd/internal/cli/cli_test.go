@@ -48,7 +48,7 @@ func TestDetect(t *testing.T) {
 }
 
 func TestKindText(t *testing.T) {
-	for k := KindUnknown; k <= KindBundle; k++ {
+	for k := KindUnknown; k <= KindContext; k++ {
 		b, _ := k.MarshalText()
 		var back Kind
 		if err := back.UnmarshalText(b); err != nil || back != k {

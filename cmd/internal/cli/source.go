@@ -36,9 +36,12 @@ const (
 	KindIRText
 	// KindBundle is a compiled .tsb bundle (docs/bundle.md).
 	KindBundle
+	// KindContext is a selection context directory
+	// (docs/selection-context.md); Detect never returns it.
+	KindContext
 )
 
-var kindNames = [...]string{"unknown", "theseus-json", "msccl-xml", "mscclpp-json", "ir-text", "bundle"}
+var kindNames = [...]string{"unknown", "theseus-json", "msccl-xml", "mscclpp-json", "ir-text", "bundle", "selection-context"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {

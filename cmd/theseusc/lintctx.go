@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/theseus-ccl/theseus/cmd/internal/cli"
+	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
+	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/compiler/frontends/policy"
+	"github.com/theseus-ccl/theseus/compiler/verify"
+	"github.com/theseus-ccl/theseus/runtime/selector/manifest"
+)
+
+// lintContext lints a selection context directory (docs/selection-context.md)
+// as a publisher would check it, all at once rather than as it grows:
+//
+//   - every line of attribute_manifest.jsonl (manifest.ParseAttribute; a
+//     second declaration of a name is TS0010);
+//   - every line of schedule_manifest.jsonl (manifest.ParseSchedule), and
+//     its usable and preference expressions compiled against every
+//     attribute the manifest declares (policy.Compile: syntax, types,
+//     and the TS0212 warning of a policy that reads a rank-local
+//     attribute and so costs an agreement step);
+//   - every schedule file the entries name, linted like any input (a
+//     missing file is a warning: the runtime waits for it);
+//   - every line of the value log of each exogenous attribute.
+//
+// Blank lines and a torn last line (no newline yet) are skipped, as the
+// runtime does.
+func lintContext(dir string, vo verify.Options) ([]diag.Diagnostic, error) {
+	_, e1 := os.Stat(filepath.Join(dir, manifest.AttributeManifest))
+	_, e2 := os.Stat(filepath.Join(dir, manifest.ScheduleManifest))
+	if e1 != nil && e2 != nil {
+		return nil, cli.Usagef("%s is a directory without %s or %s: not a selection context", dir, manifest.AttributeManifest, manifest.ScheduleManifest)
+	}
+	var ds []diag.Diagnostic
+	mopt := manifest.Options{}
+	attrs := policy.AttrMap{}
+	var exo []manifest.Attribute
+	af := filepath.Join(dir, manifest.AttributeManifest)
+	err := eachLine(af, func(line int, text []byte) {
+		a, dd := manifest.ParseAttribute(af, line, text, mopt)
+		ds = append(ds, dd...)
+		if verify.HasErrors(dd) {
+			return
+		}
+		if _, dup := attrs[a.Name]; dup {
+			ds = append(ds, diag.Diagnostic{Code: diag.DuplicateID, Severity: diag.Error, File: af, Line: line, Col: 1,
+				Rank: -1, TB: -1, Step: -1, Msg: fmt.Sprintf("attribute %q is declared again; the first declaration stands", a.Name),
+				Hint: "give the attribute another name, or delete this line"})
+			return
+		}
+		attrs[a.Name] = policy.Attr{Name: a.Name, Type: a.Type, Origin: a.Origin, Path: a.Path}
+		if a.Origin == bc.Exo {
+			exo = append(exo, a)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	sf := filepath.Join(dir, manifest.ScheduleManifest)
+	linted := map[string]bool{}
+	err = eachLine(sf, func(line int, text []byte) {
+		s, dd := manifest.ParseSchedule(sf, line, text, mopt)
+		ds = append(ds, dd...)
+		if verify.HasErrors(dd) {
+			return
+		}
+		_, du := policy.Compile(s.Usable, attrs, policy.Options{Want: policy.WantBool, File: sf, Line: line, Col: s.UsableCol})
+		_, dp := policy.Compile(s.Preference, attrs, policy.Options{Want: policy.WantNumber, File: sf, Line: line, Col: s.PreferenceCol})
+		ds = append(append(ds, du...), dp...)
+		path := s.File
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(dir, path)
+		}
+		if linted[path] {
+			return
+		}
+		linted[path] = true
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			ds = append(ds, diag.Diagnostic{Code: diag.BadValue, Severity: diag.Warning, File: sf, Line: line, Col: 1,
+				Rank: -1, TB: -1, Step: -1, Msg: fmt.Sprintf("schedule %d: file %s does not exist (yet)", line-1, path),
+				Hint: "publish the schedule file before its manifest entry"})
+			return
+		}
+		src, err := cli.Load(path, nil)
+		if err != nil {
+			ds = append(ds, cli.FileDiag(path, diag.BadValue, diag.Error, err.Error(), "name a schedule file (.json, .xml, .tsb)"))
+			return
+		}
+		sd, err := lintSource(src, vo)
+		if err == nil {
+			ds = append(ds, sd...)
+		} else {
+			ds = append(ds, cli.FileDiag(path, diag.BadValue, diag.Error, err.Error(), ""))
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range exo {
+		lf := filepath.Join(dir, a.Name+manifest.LogSuffix)
+		err := eachLine(lf, func(line int, text []byte) {
+			_, dd := manifest.ParseValue(lf, line, text, a.Type, mopt)
+			ds = append(ds, dd...)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return cli.Dedupe(ds), nil
+}
+
+// eachLine calls f with every complete, non-blank line of path (1-based
+// line numbers); a missing file has no lines.
+func eachLine(path string, f func(line int, text []byte)) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return cli.Usage(err)
+	}
+	for n := 1; len(data) > 0; n++ {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			return nil // a torn last line: not an entry yet
+		}
+		line := bytes.TrimSuffix(data[:i], []byte("\r"))
+		data = data[i+1:]
+		if len(bytes.TrimSpace(line)) > 0 {
+			f(n, line)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/theseus-ccl/theseus/cmd/internal/cli"
+	"github.com/theseus-ccl/theseus/compiler/diag"
+)
+
+func TestLintContext(t *testing.T) {
+	r := theseusc(t, "lint", "testdata/context").want(t, cli.ExitOK)
+	golden(t, "lint_context.txt", r.out)
+
+	dir := t.TempDir()
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("attribute_manifest.jsonl", `{"name":"msgsize","type":"int","origin":"endo","path":"request.messagesize"}
+{"name":"sendbuf","type":"int","origin":"endo","path":"request.sendbuf"}
+{"name":"slow_rank","type":"int","origin":"exo","default":-1}
+{"name":"slow_rank","type":"float","origin":"exo"}
+
+{"name":"torn","type":"int","origin":"exo"`)
+	write("slow_rank.jsonl", "{\"value\":3}\n{\"value\":\"three\"}\n")
+	write("copy1.json", string(mustRead(t, "testdata/copy1.json")))
+	write("race.json", string(mustRead(t, filepath.Join(badDir, "race.json"))))
+	write("schedule_manifest.jsonl", `{"file":"copy1.json","collective":"allreduce","nranks":1,"preference":"sendbuf % 2"}
+{"file":"copy1.json","collective":"allreduce","nranks":1,"usable":"msgsize >"}
+{"file":"race.json","collective":"allreduce","nranks":1,"preference":"nosuch + 1"}
+{"file":"copy1.json","collective":"allreduce","nranks":1,"replaces":7}
+`)
+	j := theseusc(t, "lint", "--json", dir).want(t, cli.ExitFindings)
+	var rep cli.Report
+	if err := json.Unmarshal([]byte(j.out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Files) != 1 || rep.Files[0].Format != cli.KindContext {
+		t.Errorf("files %+v", rep.Files)
+	}
+	var got []string
+	for _, d := range rep.Diagnostics {
+		got = append(got, string(d.Code)+" "+d.Severity.String()+" "+filepath.Base(d.File)+":"+strings.TrimPrefix(d.Where(), d.File+":"))
+	}
+	want := []string{
+		"TS0010 error attribute_manifest.jsonl:4:1",   // slow_rank declared twice
+		"TS0205 error race.json:28:13",                // the schedule file races
+		"TS0212 warning schedule_manifest.jsonl:1:72", // rank-local policy: an agreement step
+		"TS0300 error schedule_manifest.jsonl:2:77",   // syntax error in usable
+		"TS0301 error schedule_manifest.jsonl:3:71",   // unknown attribute
+		"TS0003 error schedule_manifest.jsonl:4:69",   // replaces a later entry
+		"TS0003 error slow_rank.jsonl:2:10",           // a string value for an int
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d diagnostics:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	for _, w := range want {
+		found := false
+		for _, g := range got {
+			if g == w {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no diagnostic %q in:\n%s", w, strings.Join(got, "\n"))
+		}
+	}
+	for _, d := range rep.Diagnostics {
+		if _, ok := diag.Lookup(d.Code); !ok || d.Hint == "" && d.Code != diag.ImportNote {
+			t.Errorf("diagnostic without documented code or hint: %s", d)
+		}
+	}
+}
