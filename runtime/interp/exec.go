@@ -25,6 +25,10 @@ const (
 	maxBackoff = 500 * time.Microsecond
 )
 
+// backoffSleep is time.Sleep; the fuzz test makes it a yield, so that
+// inputs that deadlock time out quickly on a loaded machine.
+var backoffSleep = time.Sleep
+
 // maxErrors caps the threadblock errors one RunRank or Run reports.
 const maxErrors = 16
 
@@ -295,8 +299,8 @@ func (x *tbRun) wait(cond func() bool, what func() string) error {
 		if el := time.Since(start); el >= x.rr.g.timeout {
 			return x.errf(ErrTimeout, "timed out after %v waiting for %s", el.Round(time.Millisecond), what())
 		}
-		time.Sleep(sleep)
-		sleep = min(2*sleep, maxBackoff)
+		backoffSleep(sleep)
+		sleep = min(2*sleep, maxBackoff, max(x.rr.g.timeout/8, minBackoff))
 	}
 }
 

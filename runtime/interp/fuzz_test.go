@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"runtime"
 	"testing"
 	"time"
 
@@ -50,6 +51,8 @@ func FuzzRun(f *testing.F) {
 		}
 		f.Add(b, uint16(13), uint8(0))
 	}
+	backoffSleep = func(time.Duration) { runtime.Gosched() }
+	f.Cleanup(func() { backoffSleep = time.Sleep })
 	f.Fuzz(func(t *testing.T, b []byte, count uint16, flags uint8) {
 		tab, err := optable.Decode(fixTable(b))
 		if err != nil || tab.NRanks != 1 {
