@@ -16,6 +16,7 @@ package comm
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -322,7 +323,10 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 // startWatchers opens a connection from every rank to every other (a hello
 // each way) and watches each peer: a peer whose connection breaks without a
 // goodbye (a killed process, or Abort) is lost, and this rank aborts its
-// launches and records an asynchronous error naming it.
+// launches and records an asynchronous error naming it. The first rank to
+// see a loss tells the others (a notice on the same connections), so every
+// rank names the rank that failed first, not a rank that aborted because
+// of it.
 func (c *Comm) startWatchers() {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.watchCancel = cancel
@@ -335,10 +339,16 @@ func (c *Comm) startWatchers() {
 		go func() {
 			defer c.watchWG.Done()
 			for ctx.Err() == nil {
-				_, err := c.boot.Recv(ctx, p, watchTag)
+				m, err := c.boot.Recv(ctx, p, watchTag)
 				var be *bootstrap.Error
 				switch {
 				case err == nil:
+					if len(m) == 4 {
+						lost := int(binary.LittleEndian.Uint32(m))
+						if lost >= 0 && lost < c.n && lost != c.rank {
+							c.peerLost(lost, fmt.Errorf("reported by rank %d", p))
+						}
+					}
 				case errors.As(err, &be) && be.Lost:
 					c.peerLost(p, err)
 					return
@@ -357,8 +367,24 @@ func (c *Comm) peerLost(p int, cause error) {
 		return
 	}
 	c.lostMu.Lock()
+	for _, q := range c.lost {
+		if q == p {
+			c.lostMu.Unlock()
+			return
+		}
+	}
+	first := len(c.lost) == 0
 	c.lost = append(c.lost, p)
 	c.lostMu.Unlock()
+	if first {
+		var notice [4]byte
+		binary.LittleEndian.PutUint32(notice[:], uint32(p))
+		for q := range c.n {
+			if q != c.rank && q != p {
+				c.boot.Send(q, watchTag, notice[:])
+			}
+		}
+	}
 	e := &Error{Code: RemoteError, Op: "comm", Rank: c.rank, Peers: []int{p}, Msg: "lost a peer", Err: fmt.Errorf("%w %d: %v", ErrLostRank, p, cause)}
 	c.setAsync(e)
 	c.exec.Abort(e)
