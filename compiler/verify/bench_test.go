@@ -65,6 +65,13 @@ func BenchmarkVerifyRing1024PrimitiveCheap(b *testing.B) {
 	benchVerify(b, legalised(b, 1024), verify.Options{Level: ir.LevelPrimitive, Skip: ^verify.Cheap})
 }
 
+// BenchmarkVerifyRing1024PrimitiveNoRaces proves structure, synchronisation
+// and deadlock freedom of the legalised 1024-rank ring, without the race
+// and semantic checkers.
+func BenchmarkVerifyRing1024PrimitiveNoRaces(b *testing.B) {
+	benchVerify(b, legalised(b, 1024), verify.Options{Level: ir.LevelPrimitive, Skip: verify.CheckRaces | verify.CheckSemantics})
+}
+
 // benchLintCompile is verify (lint) + legalise + verify of the result: the
 // verifier's share of theseusc lint and compile, with the legaliser.
 func benchLintCompile(b *testing.B, n int) {

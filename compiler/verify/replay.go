@@ -156,10 +156,7 @@ func (c *checker) newReplayer(m replayMode) *replayer {
 		rp.lastW = make([]int32, L)
 		rp.rd = make([]int32, L)
 		rp.multi = map[int][]int32{}
-		if c.hs == nil {
-			c.hs = c.newHBState()
-		}
-		rp.hs = c.hs
+		rp.hs = c.newHBState()
 	}
 	rp.seen, rp.counts = map[any]bool{}, map[diag.Code]int{}
 	if rp.sem {

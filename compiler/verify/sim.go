@@ -3,6 +3,8 @@ package verify
 import (
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 
 	"github.com/theseus-ccl/theseus/ir"
 )
@@ -31,6 +33,105 @@ import (
 // simulate runs the ops in an order that respects every edge (Kahn's
 // algorithm with a work list of threadblocks, each running until it
 // blocks), which is the topological order that races and semantics replay.
+
+// The checkers of races and semantics run beside the simulation, one
+// goroutine each: the simulation streams the nodes it runs, in batches,
+// with the cross edges it computed for them; every checker sees every
+// node, in the simulation's order, and keeps its own happens-before state.
+// A node's ancestors have all run (and their positions are written) before
+// its batch is sent.
+
+const batchNodes = 4096
+
+type bnode struct{ g, it, s int32 }
+
+type batch struct {
+	nodes []bnode
+	off   []int32 // per node, the start of its edges in preds; len(nodes)+1
+	preds []nref
+	left  atomic.Int32 // checkers still reading it
+}
+
+type pipeline struct {
+	cur  *batch
+	outs []chan *batch
+	free chan *batch
+	wg   sync.WaitGroup
+	n    int32
+}
+
+func (c *checker) startPipeline(cks []*replayer) *pipeline {
+	p := &pipeline{free: make(chan *batch, 8), n: int32(len(cks))}
+	for _, rp := range cks {
+		ch := make(chan *batch, 4)
+		p.outs = append(p.outs, ch)
+		p.wg.Go(func() { rp.consume(ch, p.free) })
+	}
+	p.cur = p.newBatch()
+	return p
+}
+
+func (p *pipeline) newBatch() *batch {
+	select {
+	case b := <-p.free:
+		b.nodes, b.off, b.preds = b.nodes[:0], b.off[:1], b.preds[:0]
+		return b
+	default:
+		return &batch{nodes: make([]bnode, 0, batchNodes), off: make([]int32, 1, batchNodes+1), preds: make([]nref, 0, batchNodes)}
+	}
+}
+
+// emit queues node (g, it, s), which has just run, with its cross edges.
+func (p *pipeline) emit(g, it, s int32, preds []nref) {
+	b := p.cur
+	b.nodes = append(b.nodes, bnode{g, it, s})
+	b.preds = append(b.preds, preds...)
+	b.off = append(b.off, int32(len(b.preds)))
+	if len(b.nodes) == batchNodes {
+		p.flush()
+	}
+}
+
+func (p *pipeline) flush() {
+	b := p.cur
+	if len(b.nodes) == 0 {
+		return
+	}
+	b.left.Store(p.n)
+	for _, ch := range p.outs {
+		ch <- b
+	}
+	p.cur = p.newBatch()
+}
+
+// close sends the last batch and waits for the checkers.
+func (p *pipeline) close() {
+	p.flush()
+	for _, ch := range p.outs {
+		close(ch)
+	}
+	p.wg.Wait()
+}
+
+// consume checks the nodes of every batch in order.
+func (rp *replayer) consume(in <-chan *batch, free chan<- *batch) {
+	c := rp.c
+	for b := range in {
+		for i, nd := range b.nodes {
+			tb := &c.tbs[nd.g]
+			if rp.hs != nil {
+				rp.hs.record(c, nd.g, nd.it, nd.s, nd.it*tb.nops+nd.s, b.preds[b.off[i]:b.off[i+1]])
+			}
+			rp.node(nd.g, nd.it, nd.s, tb)
+		}
+		if b.left.Add(-1) == 0 {
+			select {
+			case free <- b:
+			default:
+			}
+		}
+	}
+}
 
 // nref names node (tb, idx).
 type nref struct{ tb, idx int32 }
@@ -185,8 +286,9 @@ func (c *checker) simulate(fence bool, cks []*replayer) *schedule {
 	sc := &schedule{fence: fence, pos: make([]int32, c.numNodes),
 		pc: make([]int32, G), blockedOn: make([]nref, G), atBarrier: make([]bool, G), why: make([]string, G)}
 	c.sc = sc
-	if c.hs != nil {
-		c.hs.reset()
+	var pipe *pipeline
+	if len(cks) > 0 {
+		pipe = c.startPipeline(cks)
 	}
 	const (
 		queued = iota
@@ -269,13 +371,8 @@ func (c *checker) simulate(fence bool, cks []*replayer) *schedule {
 			}
 			sc.pos[base+pc] = sc.n
 			sc.n++
-			if cks != nil {
-				if c.hs != nil {
-					c.hs.record(c, g, it, s, pc, buf)
-				}
-				for _, rp := range cks {
-					rp.node(g, it, s, tb)
-				}
+			if pipe != nil {
+				pipe.emit(g, it, s, buf)
 			}
 			pc++
 			sc.pc[g] = pc
@@ -300,6 +397,9 @@ func (c *checker) simulate(fence bool, cks []*replayer) *schedule {
 		if pc == end {
 			state[g] = finished
 		}
+	}
+	if pipe != nil {
+		pipe.close()
 	}
 	return sc
 }

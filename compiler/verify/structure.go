@@ -367,33 +367,18 @@ type cref struct {
 	aux int32 // header: number of dsts
 }
 
-// buildCrefs fills c.refAt and c.crefs, at their exact sizes, for a
-// program that passed the structural checks.
-func (c *checker) buildCrefs() {
-	c.refAt = make([]int32, len(c.opk))
-	c.crefs = make([]cref, 0, c.ncrefs)
-	o := 0
-	for r := range c.p.Ranks {
-		chs := c.p.Ranks[r].Channels
-		for t := range c.p.Ranks[r].TBs {
-			for s := range c.p.Ranks[r].TBs[t].Ops {
-				op := &c.p.Ranks[r].TBs[t].Ops[s]
-				c.refAt[o] = int32(len(c.crefs))
-				o++
-				if !opFlags[op.Code].data {
-					continue
-				}
-				c.crefs = append(c.crefs, cref{off: int32(op.Count), q: int32(len(op.Srcs)), aux: int32(len(op.Dsts))})
-				for _, refs := range [2][]ir.Ref{op.Srcs, op.Dsts} {
-					for _, ref := range refs {
-						q := r
-						if ref.Chan >= 0 {
-							q = chs[ref.Chan].Peer
-						}
-						c.crefs = append(c.crefs, cref{off: int32(ref.Off), q: int32(q), buf: uint8(ref.Buf)})
-					}
-				}
+// compactRefs appends the header and refs of data op op of rank r to
+// c.crefs (sized by structure, which counted them).
+func (c *checker) compactRefs(r int32, op *ir.Op) {
+	chs := c.p.Ranks[r].Channels
+	c.crefs = append(c.crefs, cref{off: int32(op.Count), q: int32(len(op.Srcs)), aux: int32(len(op.Dsts))})
+	for _, refs := range [2][]ir.Ref{op.Srcs, op.Dsts} {
+		for _, ref := range refs {
+			q := int(r)
+			if ref.Chan >= 0 {
+				q = chs[ref.Chan].Peer
 			}
+			c.crefs = append(c.crefs, cref{off: int32(ref.Off), q: int32(q), buf: uint8(ref.Buf)})
 		}
 	}
 }

@@ -207,12 +207,22 @@ func (c *checker) ordinals(ops int32) {
 	type bkey struct{ rank, id int32 }
 	barIdx := map[bkey]int32{}
 	shared := map[int32]bool{}
+	if c.wantCrefs {
+		c.refAt = make([]int32, ops)
+		c.crefs = make([]cref, 0, c.ncrefs)
+	}
 	for g := range c.tbs {
 		tb := &c.tbs[g]
 		var nrecv, nsend int32
 		for s := range tb.ops {
 			op := &tb.ops[s]
 			c.ordOff[tb.op0+int32(s)] = int32(len(ord))
+			if c.wantCrefs {
+				c.refAt[tb.op0+int32(s)] = int32(len(c.crefs))
+				if opFlags[op.Code].data {
+					c.compactRefs(tb.rank, op)
+				}
+			}
 			switch op.Code {
 			case ir.OpWait, ir.OpSignal, ir.OpFlush:
 				for _, ch := range op.Chans {

@@ -121,6 +121,9 @@ func (c *checker) run() {
 	if c.opts.Skip&CheckSync != 0 {
 		return
 	}
+	races := c.opts.Skip&CheckRaces == 0
+	sem := c.opts.Skip&CheckSemantics == 0
+	c.wantCrefs = races || sem
 	c.sync()
 	if c.rep.nerr > 0 {
 		return
@@ -132,12 +135,7 @@ func (c *checker) run() {
 	// LL programs are never sliced: their iterations are launches (ir.md
 	// §4, §5.4). Simple programs are modelled over two slices.
 	launch := c.p.Protocol == ir.LL
-	races := c.opts.Skip&CheckRaces == 0
-	sem := c.opts.Skip&CheckSemantics == 0
 	c.buildNodeIndex()
-	if races || sem {
-		c.buildCrefs()
-	}
 	// The checkers of races and semantics ride along with the simulation,
 	// one per buffer arrangement, in its topological order. Scratch is never
 	// aliased, so its races are the same in every arrangement: the first
@@ -222,6 +220,7 @@ type checker struct {
 	endSigN    []int32 // ... and signals
 	nord       int     // entries of ord
 	ncrefs     int     // entries of crefs
+	wantCrefs  bool    // build crefs (races or semantics are checked)
 	hasScratch bool
 
 	// From sync.
@@ -239,9 +238,8 @@ type checker struct {
 
 	sc *schedule // the happens-before order the replay uses
 
-	why    string   // what crossPreds found missing (simulation only)
-	hs     *hbState // happens-before query state, when races are checked
-	nodeTB []int32  // hb.go: node>>nodeShift → threadblock
+	why    string  // what crossPreds found missing (simulation only)
+	nodeTB []int32 // hb.go: node>>nodeShift → threadblock
 }
 
 func newChecker(p *ir.Program, opts Options) *checker {
