@@ -1449,8 +1449,8 @@ func mulOK(a, b int64) (int64, bool) {
 // next power of two), on every rank at the same request: the need is a pure
 // function of the agreed request and schedule.
 func (e *Executor) grow(ctx context.Context, w *walk) Event {
-	if w.st.Capturing() {
-		return EvCapture
+	if w.st.Capturing() { // unreachable: L3Lookup refuses a miss first
+		return e.fail(w, Grow, ErrCapture, false)
 	}
 	if err := e.waitInflight(); err != nil {
 		return e.fail(w, Grow, err, true)
