@@ -773,7 +773,7 @@ extern "C" __global__ void __launch_bounds__(1024) theseus_exec(theseus_launch l
   c.ll = c.h->protocol == THESEUS_PROTO_LL;
   c.chunkB = launch.stride * c.es * (c.ll ? 2 : 1);
   c.half = launch.scratch_half ? (i64)(launch.launch & 1) * launch.scratch_half : 0;
-  c.flag = (u32)launch.launch;
+  c.flag = (u32)(launch.launch % 0xFFFFFFFFull) + 1;  // interp.LLFlag
   c.tb = bid();
   if (tid() == 0) s_fail = 0;
   bar();

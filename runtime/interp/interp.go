@@ -147,6 +147,12 @@ type geometry struct {
 	launchCnt uint64
 }
 
+// LLFlag is the LL packet flag of launch counter launch (>= 1): launch mod
+// (2^32-1), plus 1. It is never 0 (zeroed scratch never looks written) and
+// consecutive launches, and launches two apart (which share a scratch half),
+// always have different flags (docs/design/ir.md §5.4).
+func LLFlag(launch uint64) uint32 { return uint32(launch%0xFFFFFFFF) + 1 }
+
 // Dependency counters hold epoch<<progressBits | progress.
 const (
 	progressBits = 40
@@ -199,7 +205,7 @@ func resolve(t *optable.Table, rank int, req Request) (*geometry, error) {
 			ProgRoot: t.Root, Root: req.Root, InPlace: req.InPlace},
 		ll: t.Protocol == ir.LL, pt: req.PacketType, timeout: req.Timeout, reduceOp: req.RedOp,
 		dataType: req.DataType, launchCnt: req.Launch,
-		flag: uint32(req.Launch), epoch: (req.Launch & epochMask) << progressBits,
+		flag: LLFlag(req.Launch), epoch: (req.Launch & epochMask) << progressBits,
 	}
 	if g.timeout <= 0 {
 		g.timeout = DefaultTimeout

@@ -115,7 +115,7 @@ func TestPacketLayout(t *testing.T) {
 			}
 			half := s[64*(launch&1):][:32] // slot 0 = chunk 0 of the half
 			var want []int32
-			f := int32(launch)
+			f := int32(launch + 1) // LLFlag(launch) = launch mod (2^32-1) + 1
 			if pt == ir.LL16 {
 				want = []int32{0x11111111, f, 0x22222222, f, 0x33333333, f, 0x44444444, f}
 			} else {
@@ -135,6 +135,17 @@ func TestPacketLayout(t *testing.T) {
 	}
 }
 
+func TestLLFlag(t *testing.T) {
+	for _, c := range []struct {
+		launch uint64
+		want   uint32
+	}{{1, 2}, {2, 3}, {0xFFFFFFFE, 0xFFFFFFFF}, {0xFFFFFFFF, 1}, {0x100000000, 2}, {1<<64 - 1, 1}} {
+		if got := LLFlag(c.launch); got != c.want {
+			t.Errorf("LLFlag(%#x) = %#x, want %#x", c.launch, got, c.want)
+		}
+	}
+}
+
 // TestPacketShortChunk: a packet destination is written for the whole
 // Stride, with zero data past the chunk's length and valid flags (count 5
 // int32 on C = 1: Stride 8, so 3 padding elements).
@@ -149,7 +160,7 @@ func TestPacketShortChunk(t *testing.T) {
 	}
 	// Rank 1's scratch: 2 halves x 2 chunks x (2*8*4 = 64 bytes); launch 3 is half 1; slot 0 holds rank 0's.
 	slot := w.Bufs[1].Scratch[128:][:64]
-	want := []int32{1, 3, 2, 3, 3, 3, 4, 3, 5, 3, 0, 3, 0, 3, 0, 3}
+	want := []int32{1, 4, 2, 4, 3, 4, 4, 4, 5, 4, 0, 4, 0, 4, 0, 4} // flag LLFlag(3) = 4
 	if d := cmp.Diff(want, getI32(slot)); d != "" {
 		t.Errorf("slot (-want +got):\n%s", d)
 	}
