@@ -143,6 +143,8 @@ func (h *hbState) record(c *checker, g, it, s, idx int32, preds []nref) {
 
 // direct reports whether an edge from (xg, xi) or a later node of xg
 // enters yg at or before yi. false means "not known", not "unordered".
+// The checkers record every node before querying it, so the frontier is
+// current; the scan below only covers nodes not yet recorded.
 func (c *checker) direct(h *hbState, xg, xi, yg, yi int32) bool {
 	f := &h.front[yg]
 	if yi < f.top {

@@ -32,7 +32,8 @@ import (
 //
 // simulate runs the ops in an order that respects every edge (Kahn's
 // algorithm with a work list of threadblocks, each running until it
-// blocks), which is the topological order that races and semantics replay.
+// blocks): the topological order in which the race and semantic checkers
+// replay the accesses.
 
 // The checkers of races and semantics run beside the simulation, one
 // goroutine each: the simulation streams the nodes it runs, in batches,

@@ -236,7 +236,7 @@ type checker struct {
 	pktS     []int32 // ... and its step
 	numNodes int32
 
-	sc *schedule // the happens-before order the replay uses
+	sc *schedule // the simulation running (its positions bound the checkers' searches)
 
 	why    string  // what crossPreds found missing (simulation only)
 	nodeTB []int32 // hb.go: node>>nodeShift → threadblock
