@@ -42,6 +42,18 @@ const (
 	demote    = 15
 )
 
+// rootedSmall: rooted collectives use the Simple protocol even for small
+// messages. In an LL direct (or tree) broadcast, scatter, gather or reduce
+// some ranks only write packets and never wait for a peer (the root of a
+// broadcast, the non-roots of a gather), so unless the runtime fences
+// launches they can run two launches ahead and overwrite an LL scratch half
+// (halves alternate by launch parity, ir.md §5.4) that a peer has not read
+// yet. Simple transfers carry credits, which bound how far a sender runs
+// ahead. Collectives in which every rank both writes and waits for packets
+// (one-shot allreduce, direct allgather, reducescatter, alltoall) cannot get
+// two launches apart and keep LL.
+const rootedSmall = ir.Simple
+
 // worlds are the communicator sizes the default context serves.
 var worlds = []int{1, 2, 4, 8}
 
@@ -206,15 +218,19 @@ func planColl(c ir.Collective, n int) ([]*entry, error) {
 					Replaces: ring.Name, Comment: "large messages with a slow rank: direct exchange, relays through nobody"})
 			}
 		}
-	case ir.AllToAll, ir.Gather, ir.Scatter:
+	case ir.AllToAll:
 		es = append(es,
 			&entry{Name: name("direct", "ll"), Algo: "direct", Opts: opts(ir.LL), MaxBytes: smallMax,
 				Pref: fmt.Sprint(prefSmall), Comment: "small messages: direct, LL"},
 			&entry{Name: name("direct"), Algo: "direct", Opts: opts(ir.Simple), MinBytes: smallMax + 1,
 				Pref: fmt.Sprint(prefBase), Comment: "large messages: direct, one step, relays through nobody"})
+	case ir.Gather, ir.Scatter:
+		// Simple even for small messages: see rootedSmall.
+		es = append(es, &entry{Name: name("direct"), Algo: "direct", Opts: opts(rootedSmall),
+			Pref: fmt.Sprint(prefBase), Comment: "direct: the root talks to every rank, one step, relays through nobody"})
 	case ir.Broadcast, ir.Reduce:
-		es = append(es, &entry{Name: name("direct", "ll"), Algo: "direct", Opts: opts(ir.LL), MaxBytes: smallMax,
-			Pref: fmt.Sprint(prefSmall), Comment: "small messages: the root talks to every rank directly, LL"})
+		es = append(es, &entry{Name: name("direct"), Algo: "direct", Opts: opts(rootedSmall), MaxBytes: smallMax,
+			Pref: fmt.Sprint(prefSmall), Comment: "small messages: the root talks to every rank directly (Simple: see rootedSmall)"})
 		tree := &entry{Name: name("tree"), Algo: "tree", Opts: opts(ir.Simple), MinBytes: smallMax + 1, MaxBytes: midMax,
 			Pref: tagged(prefBase), Comment: "medium messages: pipelined binary tree"}
 		chain := &entry{Name: name("chain"), Algo: "chain", Opts: opts(ir.Simple), MinBytes: midMax + 1,

@@ -1,0 +1,615 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/theseus-ccl/theseus/cmd/internal/cli"
+	"github.com/theseus-ccl/theseus/examples/contexts"
+	"github.com/theseus-ccl/theseus/runtime/env"
+	"github.com/theseus-ccl/theseus/runtime/theseus"
+)
+
+// benchCmd is the command with its options.
+type benchCmd struct {
+	cmd *cobra.Command
+	s   cli.Streams
+	out *cli.OutputFlags
+
+	minBytes, maxBytes, stepBytes string
+	factor                        int64
+	iters, warmup, check, root    int
+	dtype, op, coll               string
+	backend                       string
+	nranks                        int
+	context                       string
+	csv                           bool
+	plot                          string
+	hotswap                       bool
+	rootAddr, idFile              string
+	device                        int
+	timeout                       time.Duration
+	progress                      string
+}
+
+func newRoot(s cli.Streams) *cobra.Command {
+	b := &benchCmd{s: s}
+	b.cmd = &cobra.Command{
+		Use:   "theseus-bench [flags]",
+		Short: "Benchmark and check every Theseus collective (nccl-tests columns, plus the schedule)",
+		Long: `theseus-bench runs every collective (allreduce, allgather, reducescatter,
+alltoall, broadcast, reduce, gather, scatter) over a range of sizes and prints
+nccl-tests' columns — size, count, type, redop, root, then time, algbw, busbw
+and #wrong out of place and in place — plus the schedule the selector chose.
+busbw uses nccl-tests' formulas. Every output element of every rank is
+checked (-c); #wrong counts the mismatches summed over the ranks. Then it
+demonstrates a hot swap: it publishes slow_rank mid-run and shows every rank
+switching schedule at the same request.
+
+With no arguments: 4 ranks as goroutines of this process, the host backend
+(the CPU reference), the embedded default selection context, sizes 8 B to
+64 MiB. Launched by torchrun or mpirun (RANK/WORLD_SIZE,
+OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE or SLURM_PROCID/NTASKS, with
+MASTER_ADDR/MASTER_PORT, --root-addr or --id-file), each process is one rank
+and rank 0 prints.
+
+Exit codes: 0 every element right, 1 wrong elements or ranks that ran
+different schedules, 2 usage error, 3 failure (a collective failed).`,
+		Example: `  theseus-bench
+  theseus-bench -b 8 -e 128M -f 2 -d float -o sum --coll allreduce
+  theseus-bench -d all -o all -e 1M -n 5 --json
+  theseus-bench --plot bw.png --csv > bw.csv
+  torchrun --nproc-per-node 4 theseus-bench --backend cuda
+  RANK=0 WORLD_SIZE=2 theseus-bench --id-file /tmp/id & RANK=1 WORLD_SIZE=2 theseus-bench --id-file /tmp/id`,
+		Args:              cli.ExactArgs(0, "no arguments"),
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		RunE:              cli.RunE(b.runE),
+	}
+	f := b.cmd.Flags()
+	f.SortFlags = false
+	f.StringVarP(&b.minBytes, "minbytes", "b", "8", "smallest size in bytes (K, M, G suffixes)")
+	f.StringVarP(&b.maxBytes, "maxbytes", "e", "64M", "largest size in bytes (K, M, G suffixes)")
+	f.Int64VarP(&b.factor, "stepfactor", "f", defFactor, "multiply the size by this factor (1: add --stepbytes instead)")
+	f.StringVarP(&b.stepBytes, "stepbytes", "i", "1M", "bytes to add to the size when --stepfactor is 1")
+	f.IntVarP(&b.iters, "iters", "n", defIters, "timed runs per size (default: scaled down with size)")
+	f.IntVarP(&b.warmup, "warmup_iters", "w", defWarmup, "warmup runs per size (default: scaled down with size)")
+	f.IntVarP(&b.check, "check", "c", 1, "checked runs per size: every output element is compared (0: no check)")
+	f.StringVarP(&b.dtype, "datatype", "d", "float", "datatype: "+typeNames()+", a comma-separated list, or all")
+	f.StringVarP(&b.op, "op", "o", "sum", "reduction: sum, prod, max, min, avg, a comma-separated list, or all")
+	f.IntVarP(&b.root, "root", "r", 0, "root rank of broadcast, reduce, gather and scatter")
+	f.StringVar(&b.coll, "coll", "all", "collectives: allreduce, allgather, reducescatter, alltoall, broadcast, reduce, gather, scatter, a list, or all")
+	f.StringVar(&b.backend, "backend", "host", "execution backend: host (the CPU reference) or cuda")
+	f.IntVar(&b.nranks, "nranks", 4, "ranks, as goroutines of this process (in-process mode only)")
+	f.StringVar(&b.context, "context", "", "selection context directory (default: THESEUS_SELECTION_CONTEXT if set, else the embedded default context)")
+	b.out = cli.AddOutputFlags(b.cmd, printers)
+	f.BoolVar(&b.csv, "csv", false, "shorthand for --format=csv")
+	f.StringVar(&b.plot, "plot", "", "also draw algbw and busbw against size into this .png file")
+	f.BoolVar(&b.hotswap, "hotswap", true, "run the hot-swap demonstration after the table")
+	f.StringVar(&b.rootAddr, "root-addr", "", "multi-process mode: host:port where rank 0 serves the unique id (default MASTER_ADDR:MASTER_PORT)")
+	f.StringVar(&b.idFile, "id-file", "", "multi-process mode: a fresh file on a shared file system where rank 0 writes the unique id")
+	f.IntVar(&b.device, "device", -1, "device ordinal of this process (default: LOCAL_RANK or OMPI_COMM_WORLD_LOCAL_RANK, else 0)")
+	f.DurationVar(&b.timeout, "timeout", 0, "bound on every wait on a peer (default THESEUS_TIMEOUT, 60s)")
+	f.StringVar(&b.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
+	return b.cmd
+}
+
+// config is the validated command line.
+type config struct {
+	plan    plan
+	format  string
+	backend string
+	nranks  int
+	multi   bool
+	launch  theseus.LaunchInfo
+	ctxDir  string
+	ctxFrom string
+	header  Header
+}
+
+func (b *benchCmd) parse() (*config, error) {
+	cfg := &config{backend: b.backend}
+	fl := b.cmd.Flags()
+	var err error
+	var min, max, step int64
+	if min, err = parseBytes(b.minBytes); err != nil {
+		return nil, cli.Usage(fmt.Errorf("-b: %w", err))
+	}
+	if max, err = parseBytes(b.maxBytes); err != nil {
+		return nil, cli.Usage(fmt.Errorf("-e: %w", err))
+	}
+	if step, err = parseBytes(b.stepBytes); err != nil {
+		return nil, cli.Usage(fmt.Errorf("-i: %w", err))
+	}
+	sz, err := sizes(min, max, b.factor, step)
+	if err != nil {
+		return nil, cli.Usage(err)
+	}
+	p := plan{Sizes: sz, Root: b.root, Iters: b.iters, Warmup: b.warmup, Check: b.check, Seed: 1,
+		ItersOK: fl.Changed("iters"), WarmOK: fl.Changed("warmup_iters")}
+	switch {
+	case b.iters < 1:
+		return nil, cli.Usagef("-n %d: want at least 1 timed run", b.iters)
+	case b.warmup < 0 || b.check < 0:
+		return nil, cli.Usagef("-w and -c must be >= 0")
+	}
+	if p.Types, err = parseTypes(b.dtype); err != nil {
+		return nil, cli.Usage(err)
+	}
+	if p.Ops, err = parseOps(b.op); err != nil {
+		return nil, cli.Usage(err)
+	}
+	if p.Colls, err = parseColls(b.coll); err != nil {
+		return nil, cli.Usage(err)
+	}
+	cfg.plan = p
+	if b.backend != "host" && b.backend != "cuda" {
+		return nil, cli.Usagef("--backend %q: want host or cuda", b.backend)
+	}
+	if cfg.format, err = b.out.Name(); err != nil {
+		return nil, err
+	}
+	if b.csv {
+		if fl.Changed("format") && cfg.format != formatCSV || b.out.JSON {
+			return nil, cli.Usagef("--csv conflicts with --format %s", cfg.format)
+		}
+		cfg.format = formatCSV
+	}
+	if _, err := printers.Lookup(cfg.format); err != nil {
+		return nil, err
+	}
+	switch b.progress {
+	case "auto", "always", "never":
+	default:
+		return nil, cli.Usagef("--progress %q: want auto, always or never", b.progress)
+	}
+	// Launch mode: a launcher's rank and size make this process one rank.
+	if li, err := theseus.LaunchInfoFromEnv(); err == nil {
+		cfg.multi, cfg.launch = true, li
+		if b.rootAddr != "" {
+			cfg.launch.RootAddr = b.rootAddr
+		}
+		cfg.launch.IDFile = b.idFile
+		if fl.Changed("nranks") && b.nranks != li.WorldSize {
+			return nil, cli.Usagef("--nranks %d contradicts the launcher's world size %d", b.nranks, li.WorldSize)
+		}
+		if li.WorldSize > 1 && cfg.launch.RootAddr == "" && cfg.launch.IDFile == "" {
+			return nil, cli.Usagef("multi-process mode (rank %d of %d) needs MASTER_ADDR/MASTER_PORT, --root-addr or --id-file", li.Rank, li.WorldSize)
+		}
+		cfg.nranks = li.WorldSize
+	} else {
+		if b.rootAddr != "" || b.idFile != "" {
+			return nil, cli.Usagef("--root-addr and --id-file need a launcher's RANK and WORLD_SIZE (or OMPI_COMM_WORLD_RANK/SIZE)")
+		}
+		if b.nranks < 1 || b.nranks > 1024 {
+			return nil, cli.Usagef("--nranks %d: want 1..1024", b.nranks)
+		}
+		cfg.nranks = b.nranks
+	}
+	if b.root < 0 || b.root >= cfg.nranks {
+		return nil, cli.Usagef("-r %d: want a rank in 0..%d", b.root, cfg.nranks-1)
+	}
+	if b.plot != "" && !strings.HasSuffix(strings.ToLower(b.plot), ".png") {
+		return nil, cli.Usagef("--plot %s: want a .png file", b.plot)
+	}
+	switch {
+	case b.context != "":
+		cfg.ctxDir, cfg.ctxFrom = b.context, "--context"
+		if st, err := os.Stat(b.context); err != nil || !st.IsDir() {
+			return nil, cli.Usagef("--context %s: not a directory", b.context)
+		}
+	default:
+		if _, set := env.SelContext.Raw(); set {
+			cfg.ctxDir, cfg.ctxFrom = theseus.DefaultContextDir(), env.SelContext.Source()
+		} else {
+			cfg.ctxFrom = "embedded default"
+		}
+	}
+	cfg.header = Header{NRanks: cfg.nranks, Backend: b.backend, ContextFrom: cfg.ctxFrom, MinBytes: min, MaxBytes: max,
+		StepFactor: b.factor, StepBytes: step, Iters: b.iters, Warmup: b.warmup, Scaled: !p.ItersOK || !p.WarmOK, Check: b.check,
+		Mode: "in-process"}
+	if cfg.multi {
+		cfg.header.Mode = "multi-process"
+	}
+	return cfg, nil
+}
+
+// fingerprint hashes what every rank must agree on, so that ranks started
+// with different flags are told so instead of deadlocking.
+func (c *config) fingerprint() int64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%v|%v|%v|%v|%d|%d|%d|%v|%v|%d|%s", c.plan.Colls, c.plan.Types, c.plan.Ops, c.plan.Sizes,
+		c.plan.Iters, c.plan.Warmup, c.plan.Check, c.plan.ItersOK, c.plan.WarmOK, c.plan.Root, c.backend)
+	return int64(h.Sum64() >> 1)
+}
+
+func (b *benchCmd) runE(cmd *cobra.Command, _ []string) error {
+	cfg, err := b.parse()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	rep, err := b.execute(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if rep == nil { // a rank other than 0
+		return nil
+	}
+	if b.plot != "" {
+		if err := savePlot(b.plot, rep); err != nil {
+			return err
+		}
+	}
+	if rep.Wrong != 0 || rep.Errors != 0 {
+		return cli.Findingsf("#wrong = %d, consistency failures = %d", rep.Wrong, rep.Errors)
+	}
+	return nil
+}
+
+// theseusConfig is the communicator configuration of the main run.
+func (b *benchCmd) theseusConfig(cfg *config, dir string) theseus.Config {
+	tc := theseus.Config{Backend: cfg.backend, ContextDir: dir, Device: b.deviceOrdinal(cfg)}
+	tc.Options.Timeout = b.timeout
+	return tc
+}
+
+// deviceOrdinal is --device, else the launcher's local rank, else 0.
+func (b *benchCmd) deviceOrdinal(cfg *config) int {
+	if b.device >= 0 || !cfg.multi || cfg.backend == "host" {
+		return max(b.device, 0)
+	}
+	for _, v := range []string{"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"} {
+		if s, ok := os.LookupEnv(v); ok { // launcher conventions, as LaunchInfoFromEnv reads them
+			if d, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && d >= 0 {
+				return d
+			}
+		}
+	}
+	return 0
+}
+
+// execute sets up the ranks, runs the benchmark and the hot swap, and
+// prints (rank 0). It returns the report on rank 0, nil on other ranks.
+func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
+	dir := cfg.ctxDir
+	if dir == "" {
+		d, remove, err := contexts.TempDir("")
+		if err != nil {
+			return nil, fmt.Errorf("materialising the embedded default context: %w", err)
+		}
+		defer remove()
+		dir = d
+	}
+	cfg.header.Context = dir
+	tc := b.theseusConfig(cfg, dir)
+	var comms []*theseus.Comm
+	if cfg.multi {
+		c, err := theseus.Join(ctx, cfg.launch, tc)
+		if err != nil {
+			return nil, err
+		}
+		comms = []*theseus.Comm{c}
+	} else {
+		cs, err := theseus.NewLocalComms(ctx, cfg.nranks, tc)
+		if err != nil {
+			return nil, err
+		}
+		comms = cs
+	}
+	w := &world{comms: comms, refs: newReferences(len(comms))}
+	defer w.close()
+	cfg.header.NLocalRanks = comms[0].NLocalRanks()
+	cfg.header.Nodes = comms[0].Nodes()
+
+	rows := cfg.plan.rows()
+	var bufBytes int64
+	for _, r := range rows {
+		bufBytes = max(bufBytes, shapeOf(r.Coll, r.Size, r.Type.T.Size(), cfg.nranks).Bytes)
+	}
+	for _, c := range comms {
+		rb, err := newRankBench(c, w.refs, bufBytes)
+		if err != nil {
+			return nil, err
+		}
+		w.rbs = append(w.rbs, rb)
+	}
+
+	// Rank 0 prints as the rows come.
+	rank0 := comms[0].Rank() == 0
+	rep := &Report{Header: cfg.header}
+	var out *textPrinter
+	if rank0 && cfg.format == formatText {
+		out = &textPrinter{w: b.s.Out}
+		out.header(cfg.header)
+	}
+	steps := len(rows)
+	if b.hotswap {
+		steps++
+	}
+	bar := b.progressBar(rank0, steps)
+	tick := func(desc string) {
+		if bar != nil {
+			bar.Describe(desc)
+			bar.Add(1)
+		}
+	}
+	emit := func(r Row) {
+		rep.Rows = append(rep.Rows, r)
+		if out != nil {
+			if bar != nil {
+				bar.Clear()
+			}
+			out.row(r)
+		}
+		tick(fmt.Sprintf("%s %s", r.Collective, humanBytes(r.Bytes)))
+	}
+	finish := func() {
+		if bar != nil {
+			bar.Finish()
+			bar.Clear()
+		}
+	}
+
+	// Phase 1: the table. Every local rank runs the same rows.
+	err := w.each(func(i int, rb *rankBench) error {
+		fp := cfg.fingerprint()
+		got, err := rb.agg.Max([]int64{fp, -fp})
+		if err != nil {
+			return fmt.Errorf("agreeing on the flags: %w", err)
+		}
+		if got[0] != fp || -got[1] != fp {
+			return fmt.Errorf("the ranks were started with different flags")
+		}
+		for _, rs := range rows {
+			row, err := rb.runRow(&cfg.plan, rs)
+			if err != nil {
+				return err
+			}
+			if rb.c.Rank() == 0 {
+				emit(row)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		finish()
+		return nil, err
+	}
+	// Phase 2: the hot swap.
+	if b.hotswap {
+		hs, err := b.hotSwapPhase(ctx, cfg, dir, w)
+		if err != nil {
+			finish()
+			return nil, err
+		}
+		rep.HotSwap = hs
+		tick("hot swap")
+	}
+	finish()
+	if !rank0 {
+		return nil, nil
+	}
+	summarize(rep)
+	if out != nil {
+		out.footer(rep)
+		return rep, nil
+	}
+	p, _ := printers.Lookup(cfg.format)
+	if err := p(b.s.Out, rep); err != nil {
+		return nil, err
+	}
+	if cfg.format == formatCSV && rep.HotSwap != nil {
+		writeHotSwap(b.s.Err, rep.HotSwap)
+	}
+	return rep, nil
+}
+
+// world is this process's ranks of the main communicator.
+type world struct {
+	comms []*theseus.Comm
+	rbs   []*rankBench
+	refs  *references
+}
+
+func (w *world) close() {
+	for _, c := range w.comms {
+		c.Destroy()
+	}
+	for _, rb := range w.rbs {
+		rb.Free()
+	}
+}
+
+// each runs f on every local rank concurrently. The first error aborts
+// every local rank (so that none waits for the timeout) and is returned,
+// preferring a root cause over the aborts it caused.
+func (w *world) each(f func(i int, rb *rankBench) error) error {
+	return eachComm(w.comms, func(i int, _ *theseus.Comm) error { return f(i, w.rbs[i]) })
+}
+
+func eachComm(comms []*theseus.Comm, f func(i int, c *theseus.Comm) error) error {
+	errs := make([]error, len(comms))
+	var once sync.Once
+	var wg sync.WaitGroup
+	for i, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(i, c); err != nil {
+				errs[i] = fmt.Errorf("rank %d: %w", c.Rank(), err)
+				once.Do(func() {
+					for _, c := range comms {
+						c.Abort()
+					}
+				})
+			}
+		}()
+	}
+	wg.Wait()
+	return firstError(errs)
+}
+
+// hotSwapPhase runs the hot-swap demonstration on a communicator of its own
+// (every rank), over a private copy of the context that reads the
+// context every hsPeriod requests, and returns its outcome (on every rank).
+func (b *benchCmd) hotSwapPhase(ctx context.Context, cfg *config, dir string, w *world) (*HotSwap, error) {
+	// Every rank must agree whether to run it: the context must declare
+	// slow_rank on every rank.
+	ok := int64(0)
+	if declaresSlowRank(dir) {
+		ok = 1
+	}
+	var got []int64
+	err := w.each(func(i int, rb *rankBench) error {
+		s, err := rb.agg.Sum([]int64{ok})
+		if i == 0 {
+			got = s
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if got[0] != int64(cfg.nranks) {
+		return &HotSwap{Skipped: "the selection context declares no exogenous int attribute slow_rank"}, nil
+	}
+	copyDir, err := os.MkdirTemp("", "theseus-bench-hotswap-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(copyDir)
+	if err := copyContext(dir, copyDir); err != nil {
+		return nil, fmt.Errorf("copying the context for the hot swap: %w", err)
+	}
+	tc := b.theseusConfig(cfg, copyDir)
+	tc.Options.CheckPeriod = hsPeriod
+	var demo []*theseus.Comm
+	if cfg.multi {
+		id, err := shareUniqueID(w.rbs[0])
+		if err != nil {
+			return nil, err
+		}
+		c, err := theseus.NewComm(ctx, id, w.comms[0].Rank(), cfg.nranks, tc)
+		if err != nil {
+			return nil, err
+		}
+		demo = []*theseus.Comm{c}
+	} else {
+		if demo, err = theseus.NewLocalComms(ctx, cfg.nranks, tc); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		for _, c := range demo {
+			c.Destroy()
+		}
+	}()
+	where := hsWhere(cfg.multi, copyDir)
+	sums := make([]*HotSwap, len(demo))
+	err = eachComm(demo, func(i int, c *theseus.Comm) error {
+		publish := func(v int) error { return theseus.PublishValue(copyDir, hsSlowAttr, v) }
+		if !cfg.multi && c.Rank() != 0 {
+			publish = func(int) error { return nil } // rank 0 publishes to the shared copy
+		}
+		rec, err := runHotSwap(c, w.refs, publish)
+		if err != nil {
+			return err
+		}
+		agg, err := newAggregator(c)
+		if err != nil {
+			return err
+		}
+		defer agg.Free()
+		sums[i], err = summarizeHotSwap(agg, rec, where)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sums[0], nil
+}
+
+// shareUniqueID makes a unique id on rank 0 and broadcasts it to every rank
+// over the main communicator (multi-process mode).
+func shareUniqueID(rb *rankBench) (theseus.UniqueID, error) {
+	var id theseus.UniqueID
+	if rb.c.Rank() == 0 {
+		var err error
+		if id, err = theseus.GetUniqueID(); err != nil {
+			return id, err
+		}
+	}
+	if err := rb.mem.Write(rb.send, id[:]); err != nil {
+		return id, err
+	}
+	if err := rb.c.Broadcast(rb.send, rb.recv, int64(len(id)), theseus.Uint8, 0, nil); err != nil {
+		return id, fmt.Errorf("broadcasting the hot swap's unique id: %w", err)
+	}
+	got, err := rb.mem.Read(rb.recv, int64(len(id)))
+	if err != nil {
+		return id, err
+	}
+	copy(id[:], got)
+	return id, nil
+}
+
+// firstError returns the root cause among the ranks' errors: the first that
+// is not a consequence of another rank's abort.
+func firstError(errs []error) error {
+	var first error
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		if first == nil {
+			first = err
+		}
+		if !errors.Is(err, theseus.ErrLostRank) && !strings.Contains(err.Error(), "abort") {
+			return err
+		}
+	}
+	return first
+}
+
+// progressBar returns the progress bar (rank 0, standard error a terminal
+// under --progress auto), or nil.
+func (b *benchCmd) progressBar(rank0 bool, total int) *progressbar.ProgressBar {
+	if !rank0 || b.progress == "never" {
+		return nil
+	}
+	if b.progress == "auto" {
+		f, ok := b.s.Err.(*os.File)
+		if !ok || !term.IsTerminal(int(f.Fd())) {
+			return nil
+		}
+	}
+	return progressbar.NewOptions(total, progressbar.OptionSetWriter(b.s.Err), progressbar.OptionSetDescription("theseus-bench"),
+		progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(30))
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
