@@ -35,7 +35,13 @@ func Lower(p *ir.Program, rank int) (*Table, error) {
 	if d, ok := firstTransfer(p); ok {
 		return nil, d
 	}
-	t := build(p, rank)
+	return lowerRank(p, rank, maxScratch(p))
+}
+
+// lowerRank is Lower after the program-wide checks (which LowerAll does
+// once, not once per rank).
+func lowerRank(p *ir.Program, rank int, maxScratchChunks int64) (*Table, error) {
+	t := build(p, rank, maxScratchChunks)
 	if err := t.Validate(); err != nil {
 		return nil, toDiag(p, rank, err)
 	}
@@ -54,15 +60,28 @@ func LowerAll(p *ir.Program) ([]*Table, error) {
 	if d, ok := firstTransfer(p); ok {
 		return nil, d
 	}
+	if len(p.Ranks) != p.NRanks || p.NRanks < 1 || p.NRanks > ir.MaxRanks {
+		return nil, mkDiag(p, diag.BadRank, -1, -1, -1, p.Pos, fmt.Sprintf("program has %d ranks for nranks %d", len(p.Ranks), p.NRanks))
+	}
+	ms := maxScratch(p)
 	out := make([]*Table, len(p.Ranks))
 	for r := range p.Ranks {
-		t, err := Lower(p, r)
+		t, err := lowerRank(p, r, ms)
 		if err != nil {
 			return nil, err
 		}
 		out[r] = t
 	}
 	return out, nil
+}
+
+// maxScratch is the largest scratch of any rank (Table.MaxScratchChunks).
+func maxScratch(p *ir.Program) int64 {
+	var m int64
+	for q := range p.Ranks {
+		m = max(m, p.Ranks[q].Chunks[ir.Scratch])
+	}
+	return m
 }
 
 // firstTransfer finds the first transfer op in rank, tb, step order.
@@ -98,7 +117,7 @@ func rankChunks(p *ir.Program, r int) [ir.NumBufKinds]int64 {
 	return c
 }
 
-func build(p *ir.Program, rank int) *Table {
+func build(p *ir.Program, rank int, maxScratchChunks int64) *Table {
 	pr := &p.Ranks[rank]
 	root := p.Root
 	if !p.Collective.Rooted() {
@@ -109,9 +128,7 @@ func build(p *ir.Program, rank int) *Table {
 		ChunksPerBlock: p.ChunksPerBlock, Chunks: rankChunks(p, rank), NumThreads: p.NumThreads,
 		NLocalRanks: p.NLocalRanks, SliceBytes: p.SliceBytes, InPlace: p.InPlace, OutOfPlace: p.OutOfPlace,
 	}
-	for q := range p.Ranks {
-		t.MaxScratchChunks = max(t.MaxScratchChunks, p.Ranks[q].Chunks[ir.Scratch])
-	}
+	t.MaxScratchChunks = maxScratchChunks
 	if len(pr.Channels) > 0 {
 		t.Channels = make([]Channel, len(pr.Channels))
 		for c, ch := range pr.Channels {
