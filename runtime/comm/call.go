@@ -138,6 +138,8 @@ func (c *Comm) Validate(call *Call) (inPlace bool, err error) {
 // communicator's asynchronous error once it has one (RemoteError naming a
 // lost or silent peer, InternalError, ...).
 func (c *Comm) Collective(ctx context.Context, call *Call) error {
+	c.callMu.Lock()
+	defer c.callMu.Unlock()
 	if st := commState(c.state.Load()); st != live {
 		return &Error{Code: InvalidUsage, Op: call.Coll.String(), Rank: c.rank, Msg: "communicator is finalized, destroyed or aborted", Err: ErrState}
 	}

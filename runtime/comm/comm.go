@@ -209,6 +209,7 @@ type Comm struct {
 	stream device.Stream
 
 	state    atomic.Int32
+	callMu   sync.Mutex // held by a call in progress; Abort waits for it
 	asyncErr atomic.Pointer[Error]
 	lostMu   sync.Mutex
 	lost     []int
@@ -537,6 +538,8 @@ func (c *Comm) AsyncError() error {
 // Finalize waits for every launch of the communicator (ncclCommFinalize);
 // later collectives fail with InvalidUsage. Errors: the launches' failure.
 func (c *Comm) Finalize() error {
+	c.callMu.Lock()
+	defer c.callMu.Unlock()
 	if !c.state.CompareAndSwap(int32(live), int32(finalized)) {
 		if commState(c.state.Load()) == finalized {
 			return nil
@@ -566,6 +569,8 @@ func (c *Comm) Destroy() error {
 		return nil
 	}
 	c.state.Store(int32(destroyed))
+	c.callMu.Lock()
+	defer c.callMu.Unlock()
 	c.release(false)
 	unbindDevice()
 	if err != nil && CodeOf(err) != RemoteError {
@@ -588,6 +593,16 @@ func (c *Comm) Abort() error {
 			break
 		}
 	}
+	// Stop running launches and exchanges first, so that a call in
+	// progress on another goroutine returns; then release.
+	if c.exec != nil {
+		c.exec.Abort(&Error{Code: InvalidUsage, Op: "abort", Rank: c.rank, Msg: "communicator aborted", Err: ErrState})
+	}
+	if c.boot != nil {
+		c.boot.Abort()
+	}
+	c.callMu.Lock()
+	defer c.callMu.Unlock()
 	c.release(true)
 	unbindDevice()
 	return nil

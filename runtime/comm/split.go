@@ -24,6 +24,8 @@ const NoColor = -1
 // communicator; RemoteError naming ranks that do not take part within the
 // timeout; Init's errors for the new communicator.
 func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
+	c.callMu.Lock()
+	defer c.callMu.Unlock()
 	if commState(c.state.Load()) != live {
 		return nil, &Error{Code: InvalidUsage, Op: "split", Rank: c.rank, Msg: "communicator is finalized, destroyed or aborted", Err: ErrState}
 	}

@@ -1,0 +1,130 @@
+package comm
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func infos(hosts []string, pids []int, devs []int, backend string) []RankInfo {
+	out := make([]RankInfo, len(hosts))
+	for r := range hosts {
+		out[r] = RankInfo{HostID: hosts[r], PID: pids[r], Backend: backend, Device: devs[r], Scratch: 1 << 24, CheckPeriod: 1000}
+	}
+	return out
+}
+
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = 100 + i
+	}
+	return s
+}
+
+func TestCheckLayout(t *testing.T) {
+	zeros := func(n int) []int { return make([]int, n) }
+	local := func(n int) []int { return seq(n)[:n:n] }
+	hosts := func(per int, names ...string) []string {
+		var h []string
+		for _, n := range names {
+			for range per {
+				h = append(h, n)
+			}
+		}
+		return h
+	}
+	devs := func(per, nodes int) []int {
+		var d []int
+		for range nodes {
+			for i := range per {
+				d = append(d, i)
+			}
+		}
+		return d
+	}
+	good := []struct {
+		name string
+		in   []RankInfo
+		want Layout
+	}{
+		{"one node, 4 ranks", infos(hosts(4, "a"), local(4), devs(4, 1), "cuda"), Layout{Nodes: 1, PerNode: 4, LocalRank: []int{0, 1, 2, 3}}},
+		{"two nodes of 2", infos(hosts(2, "a", "b"), local(4), devs(2, 2), "cuda"), Layout{Nodes: 2, PerNode: 2, LocalRank: []int{0, 1, 0, 1}}},
+		{"host backend, one process", infos(hosts(4, "a"), []int{7, 7, 7, 7}, zeros(4), "host"), Layout{Nodes: 1, PerNode: 4, LocalRank: []int{0, 1, 2, 3}}},
+		{"16 ranks on one node", infos(hosts(16, "a"), local(16), devs(16, 1), "cuda"), Layout{Nodes: 1, PerNode: 16, LocalRank: devs(16, 1)}},
+		{"two nodes of 8", infos(hosts(8, "a", "b"), local(16), devs(8, 2), "cuda"), Layout{Nodes: 2, PerNode: 8, LocalRank: devs(8, 2)}},
+	}
+	for _, tc := range good {
+		got, err := CheckLayout(tc.in, 0, false)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, d)
+		}
+	}
+	bad := []struct {
+		name  string
+		in    []RankInfo
+		hca   int
+		peers []int
+	}{
+		{"unequal blocks", infos([]string{"a", "a", "a", "b"}, local(4), []int{0, 1, 2, 0}, "cuda"), 0, []int{0}},
+		{"not contiguous", infos([]string{"a", "b", "a", "b"}, local(4), []int{0, 0, 1, 1}, "cuda"), 0, []int{0, 2}},
+		{"same host id on two blocks", infos([]string{"a", "a", "b", "b", "a", "a"}, local(6), []int{0, 1, 0, 1, 2, 3}, "cuda"), 0, []int{0, 4}},
+		{"9 ranks per node across nodes", infos(hosts(9, "a", "b"), local(18), devs(9, 2), "cuda"), 0, nil},
+		{"too few RNICs", infos(hosts(4, "a", "b"), local(8), devs(4, 2), "cuda"), 2, nil},
+		{"one process, two devices", infos(hosts(2, "a"), []int{5, 5}, []int{0, 1}, "host"), 0, []int{0, 1}},
+		{"two processes, one device", infos(hosts(2, "a"), local(2), []int{0, 0}, "cuda"), 0, []int{0, 1}},
+	}
+	for _, tc := range bad {
+		_, err := CheckLayout(tc.in, tc.hca, false)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != InvalidUsage || !errors.Is(err, ErrLayout) {
+			t.Errorf("%s: %v, want an InvalidUsage layout error", tc.name, err)
+			continue
+		}
+		if d := cmp.Diff(tc.peers, e.Peers); d != "" {
+			t.Errorf("%s: peers (-want +got):\n%s\n%v", tc.name, d, err)
+		}
+	}
+	// THESEUS_ALLOW_SHARED_DEVICE admits two processes on one device.
+	if _, err := CheckLayout(infos(hosts(2, "a"), local(2), []int{0, 0}, "cuda"), 0, true); err != nil {
+		t.Errorf("shared device allowed: %v", err)
+	}
+	// Configuration every rank must share.
+	for name, mut := range map[string]func(*RankInfo){
+		"backend":      func(i *RankInfo) { i.Backend = "host" },
+		"scratch":      func(i *RankInfo) { i.Scratch = 1 << 20 },
+		"alternate":    func(i *RankInfo) { i.Alternate = true },
+		"check period": func(i *RankInfo) { i.CheckPeriod = 10 },
+	} {
+		in := infos(hosts(2, "a"), local(2), []int{0, 1}, "cuda")
+		mut(&in[1])
+		_, err := CheckLayout(in, 0, false)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != InvalidUsage || !cmp.Equal(e.Peers, []int{0, 1}) {
+			t.Errorf("%s differs: %v, want InvalidUsage naming ranks 0 and 1", name, err)
+		}
+	}
+}
+
+func TestCodes(t *testing.T) {
+	// ncclResult_t values (NCCL 2.25.1 nccl.h).
+	want := map[Code]int{Success: 0, UnhandledCudaError: 1, SystemError: 2, InternalError: 3, InvalidArgument: 4,
+		InvalidUsage: 5, RemoteError: 6, InProgress: 7}
+	for c, v := range want {
+		if int(c) != v {
+			t.Errorf("%v = %d, want %d", c, int(c), v)
+		}
+	}
+	if CodeOf(nil) != Success || CodeOf(errors.New("x")) != InternalError {
+		t.Error("CodeOf of nil or a plain error")
+	}
+	wrapped := errors.Join(errors.New("ctx"), &Error{Code: InvalidUsage})
+	if CodeOf(wrapped) != InvalidUsage {
+		t.Errorf("CodeOf(wrapped) = %v", CodeOf(wrapped))
+	}
+}
