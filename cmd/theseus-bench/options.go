@@ -23,6 +23,8 @@ const (
 	warmupBudget = 1 << 20
 	// maxBytesLimit bounds -e: each rank allocates two buffers of that size.
 	maxBytesLimit = 16 << 30
+	// maxSizes bounds the number of sizes one run walks.
+	maxSizes = 4096
 )
 
 // dtype is one datatype as nccl-tests names it.
@@ -137,7 +139,8 @@ func parseBytes(s string) (int64, error) {
 }
 
 // sizes lists the requested sizes in bytes as nccl-tests walks them: from
-// min to max, multiplying by factor when factor > 1, else adding step.
+// min to max, multiplying by factor when factor > 1, else adding step. At
+// most maxSizes sizes.
 func sizes(min, max, factor, step int64) ([]int64, error) {
 	switch {
 	case min < 0 || max < min:
@@ -151,6 +154,9 @@ func sizes(min, max, factor, step int64) ([]int64, error) {
 	}
 	var out []int64
 	for s := min; s <= max; {
+		if len(out) == maxSizes {
+			return nil, fmt.Errorf("more than %d sizes from %d to %d bytes: use a larger step", maxSizes, min, max)
+		}
 		out = append(out, s)
 		next := s + step
 		if factor > 1 {

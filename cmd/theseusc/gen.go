@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
+	"github.com/theseus-ccl/theseus/compiler/frontends/schedjson"
 	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/compiler/verify"
 	"github.com/theseus-ccl/theseus/ir"
@@ -78,7 +79,7 @@ would relay) are usage errors (exit 2).`,
 	f.IntSliceVar(&c.order, "order", nil, "rank order for ring, chain and tree (a permutation of 0..nranks-1)")
 	f.StringVar(&c.name, "name", "", "program name (default: <algo>_<coll>_n<nranks>_k<channels>_<protocol>...)")
 	f.StringVarP(&c.out, "output", "o", "", `file to write ("-" or absent: standard output)`)
-	f.BoolVar(&c.verify, "verify", false, "verify the generated program before writing it (exit 1 on errors)")
+	f.BoolVar(&c.verify, "verify", false, "verify the generated program, and check that its JSON parses back to it, before writing it (exit 1 on errors)")
 	c.cmd.RunE = cli.RunE(c.run)
 	return c
 }
@@ -139,7 +140,12 @@ func (c *genCmd) run(cmd *cobra.Command, args []string) error {
 			return cli.Findingsf("the generated program does not verify: %s", summary(ds))
 		}
 	}
-	out, err := toJSON(p)
+	var out []byte
+	if c.verify {
+		out, err = toJSON(p) // with the round-trip check
+	} else if out, err = schedjson.Format(p); err != nil {
+		err = cli.Internal(err)
+	}
 	if err != nil {
 		return err
 	}
