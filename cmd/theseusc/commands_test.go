@@ -55,6 +55,10 @@ func TestCompile(t *testing.T) {
 	if err1 != nil || err2 != nil || id1 != id2 {
 		t.Errorf("ids %v %v (%v, %v)", id1, id2, err1, err2)
 	}
+	// -o - writes the bundle to standard output.
+	if r := theseusc(t, "compile", "testdata/ring2.xml", "-o", "-").want(t, cli.ExitOK); !strings.HasPrefix(r.out, bundle.Magic) {
+		t.Errorf("compile -o - wrote %q...", clip(r.out[:min(len(r.out), 16)]))
+	}
 	// Default output name: the input's with .tsb.
 	cp := filepath.Join(dir, "copy1.json")
 	if err := os.WriteFile(cp, mustRead(t, "testdata/copy1.json"), 0o644); err != nil {

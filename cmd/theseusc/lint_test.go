@@ -26,6 +26,18 @@ func TestLintBad(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no testdata/bad files")
 	}
+	codes := map[string]string{} // each bad case has its own code
+	for _, f := range files {
+		exp, err := os.ReadFile(strings.TrimSuffix(f, ".json") + ".expect")
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, _, _ := strings.Cut(string(exp), " ")
+		if other, dup := codes[code]; dup {
+			t.Errorf("%s and %s expect the same code %s", other, f, code)
+		}
+		codes[code] = f
+	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			exp, err := os.ReadFile(strings.TrimSuffix(f, ".json") + ".expect")
