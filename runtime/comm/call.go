@@ -184,10 +184,12 @@ func (c *Comm) Collective(ctx context.Context, call *Call) error {
 	if st == nil {
 		st = c.stream
 	}
-	ereq := executor.Request{Coll: call.Coll, Send: call.Send, Recv: call.Recv, Count: call.Count, DataType: call.DataType,
+	// The request lives in the Comm: the executor's walk keeps a pointer
+	// to it, which would put a local on the heap for every call.
+	c.ereq = executor.Request{Coll: call.Coll, Send: call.Send, Recv: call.Recv, Count: call.Count, DataType: call.DataType,
 		RedOp: sreq.RedOp, Root: max(root, 0), InPlace: inPlace, PacketType: sreq.PacketType}
 	c.last = CallInfo{Schedule: id, Name: s.Name}
-	if err := c.exec.Execute(ctx, &ereq, s, st); err != nil {
+	if err := c.exec.Execute(ctx, &c.ereq, s, st); err != nil {
 		e := c.wrap(call.Coll.String(), err)
 		if c.exec.Err() != nil {
 			c.setAsync(e)

@@ -218,6 +218,7 @@ type Comm struct {
 	watchWG     sync.WaitGroup
 
 	scheds []*executor.Schedule
+	ereq   executor.Request
 	last   CallInfo
 	calls  uint64
 }

@@ -36,6 +36,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -78,6 +79,9 @@ type Config struct {
 	// Timeout bounds every wait of a launch and of an exchange (0:
 	// THESEUS_TIMEOUT, 60 s).
 	Timeout time.Duration
+	// NoMigration materialises every schedule cold, never as a delta of
+	// another (for measuring what delta migration saves).
+	NoMigration bool
 }
 
 // ConfigFromEnv fills the zero fields of c from the environment
@@ -120,6 +124,32 @@ type Schedule struct {
 	// Bundle is the compiled schedule: metadata, every rank's resource
 	// summary (what compiler/diff compares) and op table.
 	Bundle *bundle.Bundle
+
+	mu     sync.Mutex
+	tables []*optable.Table // decoded on first use (Table)
+}
+
+// Table returns logical rank l's op table, decoded and checked against the
+// bundle once (codegen/bundle.Bundle.Table) and then cached: decoding is
+// part of loading a schedule, not of materialising it. Safe for concurrent
+// use (ranks of one process may share a Schedule).
+func (s *Schedule) Table(l int) (*optable.Table, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.Bundle == nil || l < 0 || l >= len(s.Bundle.Tables) {
+		return nil, fmt.Errorf("schedule %q has no rank %d", s.Name, l)
+	}
+	if s.tables == nil {
+		s.tables = make([]*optable.Table, len(s.Bundle.Tables))
+	}
+	if s.tables[l] == nil {
+		t, err := s.Bundle.Table(l)
+		if err != nil {
+			return nil, err
+		}
+		s.tables[l] = t
+	}
+	return s.tables[l], nil
 }
 
 // Request is one collective call as the executor sees it, after validation.
@@ -229,16 +259,18 @@ type Executor struct {
 
 	trace func(Transition)
 
-	l0      l0
-	l1      map[l1Key]*l1Entry
-	lastL1  *l1Entry
-	lastSig scratchSig
-	launch  uint64
-	streams []device.Stream // streams launched on since the last wait
-	allocs  []device.Ptr    // to free at Close
-	failed  atomic.Pointer[error]
-	abortW  atomic.Uintptr // the control segment once L0 exists
-	stats   Stats
+	l0        l0
+	l1        map[l1Key]*l1Entry
+	lastL1    *l1Entry
+	lastSig   scratchSig
+	launch    uint64
+	streams   []device.Stream // streams launched on since the last wait
+	allocs    []device.Ptr    // to free at Close
+	arena     device.Ptr      // the current block of small private allocations
+	arenaUsed int64
+	failed    atomic.Pointer[error]
+	abortW    atomic.Uintptr // the control segment once L0 exists
+	stats     Stats
 }
 
 type l0 struct {
@@ -520,6 +552,29 @@ func (e *Executor) alloc(size int64) (device.Ptr, error) {
 	return p, err
 }
 
+// small sub-allocates n bytes (16-byte aligned) of this rank's private
+// device memory — op tables, dependency counters — from arena blocks of
+// arenaBytes, so that materialising a schedule costs no backend allocation
+// in the common case. Larger requests get their own allocation.
+func (e *Executor) small(n int64) (device.Ptr, error) {
+	n = roundUp(n, 16)
+	if n > arenaBytes/4 {
+		return e.alloc(n)
+	}
+	if e.arena == 0 || e.arenaUsed+n > arenaBytes {
+		p, err := e.alloc(arenaBytes)
+		if err != nil {
+			return 0, err
+		}
+		e.arena, e.arenaUsed = p, 0
+	}
+	p := e.arena + device.Ptr(e.arenaUsed)
+	e.arenaUsed += n
+	return p, nil
+}
+
+const arenaBytes = 256 << 10
+
 func (e *Executor) newPool() (*pool, error) {
 	base, err := e.alloc(16 * poolSlots)
 	if err != nil {
@@ -750,6 +805,9 @@ func (e *Executor) l1Lookup(w *walk) Event {
 // replaces when that is materialised under the same root rotation, else
 // the communicator's previous schedule under the same rotation.
 func (e *Executor) source(w *walk) *l1Entry {
+	if e.cfg.NoMigration {
+		return nil
+	}
 	if r := w.s.Replaces; r >= 0 {
 		if l := e.l1[l1Key{r, w.shift}]; l != nil && l.sched.Bundle.Meta.NRanks == e.n {
 			return l
@@ -779,14 +837,14 @@ func (e *Executor) l1Materialise(ctx context.Context, w *walk, migrate bool) Eve
 	shift := w.shift
 	phys := func(l int) int { return (l + shift) % n }
 	l := ((rank-shift)%n + n) % n
-	t, err := b.Table(l)
+	t, err := s.Table(l)
 	if err != nil {
 		return e.fail(w, state, fmt.Errorf("schedule %q rank %d: %w", s.Name, l, err), false)
 	}
 	ent := &l1Entry{key: l1Key{s.ID, shift}, sched: s, logical: l, table: t, ends: make([]endRes, len(t.Channels)),
 		exportTo: make([]uint8, n), importFrom: make([]uint8, n)}
 	enc := b.Tables[l]
-	tp, err := e.alloc(int64(max(len(enc), 1)))
+	tp, err := e.small(int64(max(len(enc), 1)))
 	if err != nil {
 		return e.fail(w, state, err, true)
 	}
@@ -795,7 +853,7 @@ func (e *Executor) l1Materialise(ctx context.Context, w *walk, migrate bool) Eve
 	}
 	ent.tabMem = device.Mem{Ptr: tp, Size: int64(len(enc))}
 	pub := int64(8 * max(len(t.TBs), 1))
-	pp, err := e.alloc(pub)
+	pp, err := e.small(pub)
 	if err != nil {
 		return e.fail(w, state, err, true)
 	}

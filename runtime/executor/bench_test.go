@@ -1,0 +1,134 @@
+//go:build linux
+
+package executor
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/theseus-ccl/theseus/compiler/gen"
+	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/device/devicetest"
+)
+
+// BenchmarkExecuteHit is the executor's walk for a request that hits all
+// four levels, on the null backend (no run): one rank.
+func BenchmarkExecuteHit(b *testing.B) {
+	null := devicetest.NewNull()
+	e, err := New(Config{Rank: 0, NRanks: 1, Backend: null, InitialScratch: 1 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, _ := null.NewStream()
+	s := compile(b, 0, "ring", gen.Options{Collective: ir.AllReduce, NRanks: 1, Protocol: ir.Simple})
+	send, _ := null.Alloc(1 << 20)
+	recv, _ := null.Alloc(1 << 20)
+	r := &Request{Coll: ir.AllReduce, Send: send, Recv: recv, Count: 1 << 16, DataType: ir.Float32, RedOp: ir.Sum}
+	ctx := context.Background()
+	if err := e.Execute(ctx, r, s, st); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := e.Execute(ctx, r, s, st); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkMigration compares materialising schedule B on 8 ranks (goroutines
+// on the host backend, L0 already in place) cold with materialising it as a
+// delta of schedule A, which the communicator ran last. Metrics: the
+// slowest rank's time in the L1 state (table upload, semaphores, exchange),
+// ns/materialise — the wall time of the materialisation; the median rank's,
+// ns/median-rank; and the bootstrap messages all ranks sent,
+// msgs/materialise. Eight ranks share the machine's cores, so the times
+// include waiting for a core; peers are connected first, as a
+// communicator's watchers connect them at init.
+//
+//   - simple-to-ll: ring allreduce Simple -> ring LL (every semaphore kept,
+//     rebased; no message);
+//   - reorder: ring 0..7 -> ring with ranks 3 and 4 swapped (a partial
+//     delta: four ranks exchange one new semaphore with one peer each).
+func BenchmarkMigration(b *testing.B) {
+	const n = 8
+	swapped := []int{0, 1, 2, 4, 3, 5, 6, 7}
+	pairs := []struct {
+		name string
+		a, b gen.Options
+	}{
+		{"simple-to-ll", gen.Options{Collective: ir.AllReduce, NRanks: n, Protocol: ir.Simple},
+			gen.Options{Collective: ir.AllReduce, NRanks: n, Protocol: ir.LL}},
+		{"reorder", gen.Options{Collective: ir.AllReduce, NRanks: n, Protocol: ir.Simple},
+			gen.Options{Collective: ir.AllReduce, NRanks: n, Protocol: ir.Simple, Order: swapped}},
+	}
+	for _, p := range pairs {
+		sa := compile(b, 0, "ring", p.a)
+		sb := compile(b, 1, "ring", p.b)
+		// Decoding the tables is part of loading a schedule (the first
+		// selection), not of materialising it.
+		for l := range n {
+			sa.Table(l)
+			sb.Table(l)
+		}
+		for _, mode := range []string{"cold", "migrate"} {
+			b.Run(p.name+"/"+mode, func(b *testing.B) {
+				var total time.Duration
+				msgs := 0
+				var median time.Duration
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					w := newWorld(b, n, Config{InitialScratch: 1 << 16, NoMigration: mode == "cold"})
+					c := devicetest.Case{Coll: ir.AllReduce, DataType: ir.Float32, RedOp: ir.Sum, Count: 64, NRanks: n}
+					if _, errs := w.run(sa, c, false); errs[0] != nil {
+						b.Fatal(errs[0])
+					}
+					bs := make([]bufs, n)
+					for r := range n {
+						bs[r] = w.alloc(c, r, false)
+					}
+					// Connect every pair first, as a communicator's watchers
+					// do at init: a cold setup must not pay for TCP dials.
+					w.each(func(r int) error {
+						for q := range n {
+							if q != r {
+								w.boots[r].Send(q, 1<<40, nil)
+							}
+						}
+						return nil
+					})
+					b.StartTimer()
+					errs := w.each(func(r int) error {
+						return w.ex[r].Execute(context.Background(), request(c, bs[r]), sb, w.st[r])
+					})
+					b.StopTimer()
+					var slowest time.Duration
+					per := make([]time.Duration, n)
+					for r := range n {
+						msgs += w.ex[r].Stats().LastMigration.Created.BootstrapMessages
+						if errs[r] != nil {
+							b.Fatal(errs[r])
+						}
+						w.st[r].Synchronize()
+						m := w.ex[r].Stats().LastMigration
+						if (mode == "cold") != (m.From == -1) {
+							b.Fatalf("%s: migration %+v", mode, m)
+						}
+						slowest = max(slowest, m.Elapsed)
+						per[r] = m.Elapsed
+					}
+					slices.Sort(per)
+					total += slowest
+					median += per[n/2]
+					w.close()
+				}
+				b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/materialise")
+				b.ReportMetric(float64(median.Nanoseconds())/float64(b.N), "ns/median-rank")
+				b.ReportMetric(float64(msgs)/float64(b.N), "msgs/materialise")
+			})
+		}
+	}
+}
