@@ -283,6 +283,9 @@ func writeHotSwap(w io.Writer, hs *HotSwap) {
 	for _, e := range ev {
 		fmt.Fprintln(w, e.line)
 	}
+	if len(hs.Switches) == 0 {
+		fmt.Fprintln(w, "#   no switch: the policies chose the same schedule whatever slow_rank said")
+	}
 	same := "every rank ran the same schedule at every request"
 	if !hs.Consistent {
 		same = "RANKS DISAGREED on the schedule of some request"

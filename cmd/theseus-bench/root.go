@@ -368,6 +368,9 @@ func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 	err := w.each(func(i int, rb *rankBench) error {
 		fp := cfg.fingerprint()
 		got, err := rb.agg.Max([]int64{fp, -fp})
+		if errors.Is(err, theseus.ErrNoSchedule) {
+			return fmt.Errorf("the ranks combine their results with small int64 allreduces, and the selection context has no schedule for them: %w", err)
+		}
 		if err != nil {
 			return fmt.Errorf("agreeing on the flags: %w", err)
 		}

@@ -1,0 +1,359 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/theseus-ccl/theseus/cmd/internal/cli"
+	"github.com/theseus-ccl/theseus/examples/contexts"
+	"github.com/theseus-ccl/theseus/runtime/env"
+)
+
+// childEnv marks a test binary re-executed as one rank of a multi-process
+// run; childArgs carries its command line (JSON).
+const (
+	childEnv  = "THESEUS_BENCH_TEST_CHILD"
+	childArgs = "THESEUS_BENCH_TEST_ARGS"
+)
+
+// launcherVars are the variables that put theseus-bench in multi-process
+// mode; the in-process tests run without them.
+var launcherVars = []string{"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+	"SLURM_PROCID", "SLURM_NTASKS", "MASTER_ADDR", "MASTER_PORT"}
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		var args []string
+		if err := json.Unmarshal([]byte(os.Getenv(childArgs)), &args); err != nil {
+			os.Exit(3)
+		}
+		os.Exit(int(run(args, cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})))
+	}
+	for _, v := range launcherVars {
+		os.Unsetenv(v)
+	}
+	os.Unsetenv("THESEUS_SELECTION_CONTEXT")
+	os.Unsetenv("MSCCLPP_SELECTION_CONTEXT")
+	env.Reset()
+	os.Exit(m.Run())
+}
+
+// runBench runs the command in-process and returns its exit code, standard
+// output and standard error.
+func runBench(t *testing.T, args ...string) (cli.ExitCode, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, cli.Streams{Out: &out, Err: &errb})
+	return code, out.String(), errb.String()
+}
+
+// rowRE matches a table row: size, count, type, redop, root, then two
+// arrangements of time, algbw, busbw, #wrong, then the schedule.
+var rowRE = regexp.MustCompile(`^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(-?\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(.+)$`)
+
+// checkTable checks a text report: every collective has its section and
+// rows, every #wrong is 0, every row names a schedule (or "-" for count 0),
+// the footer says OK, and the hot swap switched on every rank and back.
+func checkTable(t *testing.T, out string, nranks int, hotswap bool) {
+	t.Helper()
+	sections := map[string]int{}
+	cur := ""
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "# ") && len(strings.Fields(line)) == 2 {
+			cur = strings.Fields(line)[1]
+			continue
+		}
+		if strings.HasPrefix(line, "#") || line == "" {
+			continue
+		}
+		m := rowRE.FindStringSubmatch(line)
+		if m == nil {
+			t.Errorf("not a row: %q", line)
+			continue
+		}
+		sections[cur]++
+		if m[9] != "0" || m[13] != "0" {
+			t.Errorf("#wrong is not 0: %q", line)
+		}
+		sched := strings.TrimSpace(m[14])
+		if m[2] != "0" && (sched == "-" || strings.Contains(sched, "!")) {
+			t.Errorf("no schedule, or ranks disagreed: %q", line)
+		}
+	}
+	for _, c := range allColls {
+		if sections[c.String()] == 0 {
+			t.Errorf("no rows for %s:\n%s", c, out)
+		}
+	}
+	if !strings.Contains(out, "# Wrong elements       : 0 OK") {
+		t.Errorf("footer is not OK:\n%s", out)
+	}
+	if hotswap {
+		slow := nranks / 2
+		for _, want := range []string{
+			"request   25: allreduce_n4_ring -> allreduce_n4_dbtree_avoid" + string(rune('0'+slow)) + " on every rank",
+			"request   49: allreduce_n4_dbtree_avoid" + string(rune('0'+slow)) + " -> allreduce_n4_ring on every rank",
+			"every rank ran the same schedule at every request; #wrong = 0",
+		} {
+			if nranks == 4 && !strings.Contains(out, want) {
+				t.Errorf("hot swap: no %q in\n%s", want, out)
+			}
+		}
+	}
+}
+
+// TestNoArgs is the main job as README runs it: no arguments, 4 in-process
+// ranks, the embedded context, every collective from 8 B to 64 MiB, then
+// the hot swap. It ends with #wrong = 0. (Some tens of seconds on 2 cores:
+// skipped under -short.)
+func TestNoArgs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the full default run takes tens of seconds")
+	}
+	code, out, errs := runBench(t)
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	checkTable(t, out, 4, true)
+	if !strings.Contains(out, "    67108864 ") {
+		t.Errorf("no 64 MiB row:\n%s", out)
+	}
+}
+
+// TestSmallRun is the default run up to 64 KiB plus one size past the LL
+// window, every collective, with the hot swap (seconds).
+func TestSmallRun(t *testing.T) {
+	code, out, errs := runBench(t, "-e", "128K", "-f", "4", "-n", "2", "-w", "1")
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	checkTable(t, out, 4, true)
+	for _, want := range []string{"allreduce_n4_oneshot_ll", "allreduce_n4_ring", "broadcast_n4_direct", "broadcast_n4_tree", "alltoall_n4_direct_ll"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no row ran %s:\n%s", want, out)
+		}
+	}
+}
+
+// TestAllTypesAndOps runs every datatype and reduction on 2 ranks at three
+// sizes: two LL one-shot and one ring.
+func TestAllTypesAndOps(t *testing.T) {
+	code, out, errs := runBench(t, "--nranks", "2", "-d", "all", "-o", "all", "-b", "16", "-e", "160000", "-f", "100",
+		"-n", "1", "-w", "0", "--hotswap=false", "--coll", "allreduce,reducescatter,reduce,allgather")
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if n := strings.Count(out, "allreduce_n2_"); n != 12*5*3 {
+		t.Errorf("%d allreduce rows, want 12 types x 5 ops x 3 sizes", n)
+	}
+	if !strings.Contains(out, "# Wrong elements       : 0 OK") {
+		t.Errorf("not OK:\n%s", out)
+	}
+}
+
+// TestJSON checks the JSON report of a small run.
+func TestJSON(t *testing.T) {
+	code, out, errs := runBench(t, "--json", "-e", "1K", "-f", "8", "--coll", "allreduce,broadcast", "-r", "3", "--hotswap=false")
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	var rep Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(rep.Rows) != 2*3 || rep.Wrong != 0 || rep.Errors != 0 || rep.HotSwap != nil || rep.Header.NRanks != 4 {
+		t.Errorf("report: %d rows, wrong %d, errors %d, hot swap %v, nranks %d", len(rep.Rows), rep.Wrong, rep.Errors, rep.HotSwap, rep.Header.NRanks)
+	}
+	for _, r := range rep.Rows {
+		if r.OutOfPlace.Wrong == nil || *r.OutOfPlace.Wrong != 0 || !r.OutOfPlace.Consistent || r.OutOfPlace.Schedule == "" {
+			t.Errorf("row %+v", r)
+		}
+		if r.Collective == "broadcast" && r.Root != 3 || r.Collective == "allreduce" && r.Root != -1 {
+			t.Errorf("row %s root %d", r.Collective, r.Root)
+		}
+	}
+	if rep.Header.ContextFrom != "embedded default" {
+		t.Errorf("context from %q", rep.Header.ContextFrom)
+	}
+}
+
+// TestCSV checks the CSV output; the hot swap goes to standard error.
+func TestCSV(t *testing.T) {
+	code, out, errs := runBench(t, "--csv", "-e", "4K", "-f", "16", "--coll", "gather", "-c", "0")
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1+3 || len(recs[0]) != len(csvHeader) {
+		t.Fatalf("records %v", recs)
+	}
+	if recs[1][9] != "" {
+		t.Errorf("unchecked run has #wrong %q, want empty", recs[1][9])
+	}
+	if !strings.Contains(errs, "# Hot swap: allreduce") {
+		t.Errorf("no hot swap on standard error:\n%s", errs)
+	}
+}
+
+func TestPlot(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "bw.png")
+	code, out, errs := runBench(t, "--plot", file, "-b", "1K", "-e", "64K", "-f", "8", "--coll", "allreduce,alltoall", "--hotswap=false", "-n", "1")
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := img.Bounds(); b.Dx() < 600 || b.Dy() < 600 {
+		t.Errorf("plot is %v", b)
+	}
+}
+
+// TestContextWithoutSlowRank: a context without slow_rank runs the table and
+// skips the hot swap, saying why.
+func TestContextWithoutSlowRank(t *testing.T) {
+	dir, remove, err := contexts.TempDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remove()
+	attrs := filepath.Join(dir, "attribute_manifest.jsonl")
+	data, _ := os.ReadFile(attrs)
+	var keep []string
+	for _, l := range strings.SplitAfter(string(data), "\n") {
+		if !strings.Contains(l, `"slow_rank"`) {
+			keep = append(keep, l)
+		}
+	}
+	if err := os.WriteFile(attrs, []byte(strings.Join(keep, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runBench(t, "--context", dir, "-e", "1K", "-f", "32", "--coll", "allreduce")
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if !strings.Contains(out, "# Hot swap: skipped (the selection context declares no exogenous int attribute slow_rank)") ||
+		!strings.Contains(out, "allreduce_n4_oneshot_ll") || !strings.Contains(out, "(--context)") {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+// TestNoSchedule: a context with no schedule for a request fails the run
+// (exit 3) naming what is missing, without hanging: an empty context (the
+// ranks cannot even combine results), and one without broadcast schedules.
+func TestNoSchedule(t *testing.T) {
+	code, out, errs := runBench(t, "--context", t.TempDir(), "-e", "8", "--coll", "broadcast", "--timeout", "5s")
+	if code != cli.ExitInternal || !strings.Contains(errs, "no schedule for them") {
+		t.Errorf("empty context: exit %d\n%s\n%s", code, out, errs)
+	}
+	dir, remove, err := contexts.TempDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remove()
+	man := filepath.Join(dir, "schedule_manifest.jsonl")
+	data, _ := os.ReadFile(man)
+	var keep []string
+	for _, l := range strings.SplitAfter(string(data), "\n") {
+		if !strings.Contains(l, `"collective":"broadcast"`) {
+			keep = append(keep, l)
+		}
+	}
+	if err := os.WriteFile(man, []byte(strings.Join(keep, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = runBench(t, "--context", dir, "-e", "8", "--coll", "allreduce,broadcast", "--timeout", "5s")
+	if code != cli.ExitInternal || !strings.Contains(errs, "broadcast 8 B float none out of place") || !strings.Contains(errs, "no schedule serves the request") {
+		t.Errorf("no broadcast: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"-d", "float128"}, {"-o", "mulsum"}, {"-b", "1M", "-e", "1K"}, {"-b", "x"}, {"-n", "0"}, {"-w", "-1"},
+		{"--backend", "tpu"}, {"--nranks", "0"}, {"-r", "4"}, {"--plot", "a.svg"}, {"--csv", "--json"},
+		{"--format", "xml"}, {"--coll", "sendrecv"}, {"--id-file", "/tmp/x"}, {"--context", "/nonexistent"},
+		{"--progress", "sometimes"}, {"extra"}, {"--bogus"},
+	} {
+		code, _, errs := runBench(t, args...)
+		if code != cli.ExitUsage {
+			t.Errorf("%v: exit %d, want %d (%s)", args, code, cli.ExitUsage, errs)
+		}
+	}
+}
+
+// TestMultiProcess runs OS processes, each one rank, joined through a
+// unique-id file: 2 ranks (every collective, the CI run), and 4 ranks, where
+// the hot swap switches schedule (each process publishes slow_rank to its
+// own copy of the context, and all switch at the same request). Even ranks
+// take their rank from RANK/WORLD_SIZE (torchrun), odd ones from
+// OMPI_COMM_WORLD_RANK/SIZE (mpirun). Every row and the hot swap must end
+// with #wrong = 0 and agreeing ranks; only rank 0 prints.
+func TestMultiProcess(t *testing.T) {
+	for _, n := range []int{2, 4} {
+		t.Run(fmt.Sprintf("%d", n), func(t *testing.T) { multiProcess(t, n) })
+	}
+}
+
+func multiProcess(t *testing.T, n int) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	idFile := filepath.Join(t.TempDir(), "id")
+	args, _ := json.Marshal([]string{"-e", "96K", "-f", "4", "-n", "2", "-w", "1", "--id-file", idFile, "--timeout", "60s"})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	outs := make([]bytes.Buffer, n)
+	cmds := make([]*exec.Cmd, n)
+	for r := range n {
+		cmd := exec.CommandContext(ctx, exe, "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"=1", childArgs+"="+string(args))
+		if r%2 == 0 {
+			cmd.Env = append(cmd.Env, fmt.Sprintf("RANK=%d", r), fmt.Sprintf("WORLD_SIZE=%d", n))
+		} else {
+			cmd.Env = append(cmd.Env, fmt.Sprintf("OMPI_COMM_WORLD_RANK=%d", r), fmt.Sprintf("OMPI_COMM_WORLD_SIZE=%d", n))
+		}
+		cmd.Stdout, cmd.Stderr = &outs[r], &outs[r]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[r] = cmd
+	}
+	for r, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("rank %d: %v\n%s", r, err, outs[r].String())
+		}
+	}
+	out := outs[0].String()
+	checkTable(t, out, n, true)
+	if !strings.Contains(out, fmt.Sprintf("%d ranks (multi-process", n)) || !strings.Contains(out, "each rank's copy of the context") ||
+		!strings.Contains(out, "every rank ran the same schedule at every request; #wrong = 0") {
+		t.Errorf("rank 0:\n%s", out)
+	}
+	for r := 1; r < n; r++ {
+		if s := outs[r].String(); strings.TrimSpace(s) != "" {
+			t.Errorf("rank %d printed:\n%s", r, s)
+		}
+	}
+}
