@@ -35,8 +35,10 @@ type InitParams struct {
 type Engine interface {
 	// Backend is "host" or "cuda".
 	Backend() string
-	// NewUniqueID makes an id and starts its bootstrap root.
-	NewUniqueID() (UniqueID, error)
+	// NewUniqueID makes an id and starts its bootstrap root. With side, the
+	// id also carries what EngineComm.AllGather needs (the library asks for
+	// it when it has a fallback NCCL, to agree on the shadow's id).
+	NewUniqueID(side bool) (UniqueID, error)
 	// CurrentDevice is the device current on the calling OS thread: the
 	// CUDA device of the thread's current context (-1 when it has none) on
 	// cuda; always 0 on the host backend, which has no devices.
@@ -71,8 +73,10 @@ type EngineComm interface {
 	// Shrink is ncclCommShrink over the ranks not in exclude (called by
 	// those ranks only). Engines without it return ErrUnsupported.
 	Shrink(ctx context.Context, exclude []int, cfg Config) (EngineComm, error)
-	// AllGather is the bootstrap's small-message allgather (the shadow NCCL
-	// communicator's id travels through it).
+	// AllGather is a small-message allgather among the communicator's
+	// ranks (the shadow NCCL communicator's id travels through it), used at
+	// most once, right after Init. It returns ErrUnsupported (on every rank
+	// alike) when the communicator's id was made without side.
 	AllGather(ctx context.Context, data []byte) ([][]byte, error)
 	// StreamSync waits for this communicator's work on stream.
 	StreamSync(stream uintptr) error

@@ -62,7 +62,7 @@ type fakeComm struct {
 
 func (e *fakeEngine) Backend() string { return e.backend }
 
-func (e *fakeEngine) NewUniqueID() (UniqueID, error) {
+func (e *fakeEngine) NewUniqueID(side bool) (UniqueID, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.nextID++

@@ -97,6 +97,9 @@ func (l *Library) classify(api string, err error) *Error {
 	if errors.As(err, &e) {
 		return &Error{Result: e.Result, Msg: api + ": " + e.Msg, Err: err}
 	}
+	if errors.Is(err, ErrUnsupported) {
+		return &Error{Result: InvalidUsage, Msg: api + ": " + err.Error(), Err: err}
+	}
 	r := InternalError
 	if l.Eng != nil {
 		r = l.Eng.Classify(err)
@@ -188,7 +191,7 @@ func (l *Library) MemFree(p uintptr) Result {
 
 // GetUniqueID is ncclGetUniqueId.
 func (l *Library) GetUniqueID() (UniqueID, Result) {
-	id, err := l.Eng.NewUniqueID()
+	id, err := l.Eng.NewUniqueID(l.FB != nil)
 	if err != nil {
 		return id, l.fail(l.classify("ncclGetUniqueId", err))
 	}
@@ -250,7 +253,26 @@ func (l *Library) InitRank(t Thread, h uintptr, id UniqueID, nranks, rank int, c
 	p := InitParams{ID: id, Rank: rank, NRanks: nranks, Device: dev, Config: cfg}
 	j := &initJob{c: c, api: api, engine: func(ctx context.Context) (EngineComm, error) { return l.Eng.Init(ctx, p) }, exch: true}
 	j.shadow = func(id UniqueID) (uintptr, Result) { return l.FB.CommInitRank(id, nranks, rank, true) }
-	return true, l.startInit(t, c, j)
+	return l.initResult(t, c, l.startInit(t, c, j))
+}
+
+// initResult decides whether the caller keeps a new handle: a blocking
+// creation that failed outside a group gives no communicator (*comm is
+// NULL, as NCCL does for a failed blocking init); a deferred or
+// non-blocking one keeps its handle, whose error ncclCommGetAsyncError
+// reports and which ncclCommDestroy or ncclCommAbort release.
+func (l *Library) initResult(t Thread, c *Comm, r Result) (bool, Result) {
+	if r == Success || r == InProgress || *t.Depth > 0 || !c.Blocking {
+		return true, r
+	}
+	c.mu.Lock()
+	c.state = stDestroyed
+	c.mu.Unlock()
+	c.cancel()
+	l.mu.Lock()
+	delete(l.comms, c.Handle)
+	l.mu.Unlock()
+	return false, r
 }
 
 // startInit runs, queues or defers an init job.
@@ -394,6 +416,12 @@ func (l *Library) shadowExchange(ctx context.Context, eng EngineComm, api string
 		}
 	}
 	all, err := eng.AllGather(ctx, payload)
+	if errors.Is(err, ErrUnsupported) {
+		if l.FB != nil {
+			log.Infof(log.Init, "%s: the unique id was made in a process without a fallback NCCL; no shadow communicator", api)
+		}
+		return id, false, nil
+	}
 	if err != nil {
 		return id, false, l.classify(api+" (shadow id exchange)", err)
 	}
@@ -422,7 +450,7 @@ func (l *Library) InitAll(hs []uintptr, devs []int) Result {
 	if n < 1 {
 		return l.Fail(InvalidArgument, "%s: ndev %d must be >= 1", api, n)
 	}
-	id, err := l.Eng.NewUniqueID()
+	id, err := l.Eng.NewUniqueID(false)
 	if err != nil {
 		return l.fail(l.classify(api, err))
 	}
@@ -504,7 +532,7 @@ func (l *Library) Split(t Thread, parent uintptr, color, key int, h uintptr, cfg
 		}
 		return false, l.fail(l.runInits([]*initJob{j}))
 	}
-	return true, l.startInit(t, c, j)
+	return l.initResult(t, c, l.startInit(t, c, j))
 }
 
 // Shrink is ncclCommShrink (NCCL 2.27): the ranks not in exclude make a new
@@ -550,7 +578,7 @@ func (l *Library) Shrink(t Thread, parent uintptr, exclude []int, h uintptr, cfg
 			return 0, Success
 		}
 	}
-	return true, l.startInit(t, c, j)
+	return l.initResult(t, c, l.startInit(t, c, j))
 }
 
 // Finalize is ncclCommFinalize: blocking communicators wait for their

@@ -316,8 +316,8 @@ func TestBadCalls(t *testing.T) {
 	// Mismatched unique id: the engine's error result comes through.
 	var bad UniqueID
 	copy(bad[:], "garbage")
-	if keep, r := h.l.InitRank(newThread(), h.handle(), bad, 2, 0, DefaultConfig(), "ncclCommInitRank"); r != InvalidArgument || keep != true {
-		t.Errorf("bad id: %v keep %v", r, keep)
+	if keep, r := h.l.InitRank(newThread(), h.handle(), bad, 2, 0, DefaultConfig(), "ncclCommInitRank"); r != InvalidArgument || keep {
+		t.Errorf("bad id: %v keep %v (a failed blocking init gives no handle)", r, keep)
 	}
 	if _, r := h.l.InitRank(newThread(), h.handle(), bad, 2, 2, DefaultConfig(), "ncclCommInitRank"); r != InvalidArgument {
 		t.Errorf("rank out of range: %v", r)

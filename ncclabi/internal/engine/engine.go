@@ -1,15 +1,318 @@
 // Package engine binds the NCCL layer (ncclabi/internal/abi) to the Theseus
-// runtime: abi.Engine over runtime/theseus with the host backend
-// (runtime/host) or the CUDA backend (cuda).
+// runtime: abi.Engine over runtime/comm communicators on a runtime/device
+// backend, the host backend (runtime/host) or the CUDA backend (cuda).
+//
+// Streams: the cudaStream_t a client passes is wrapped once per distinct
+// value (cuda: Backend.WrapStream, so the launch is ordered with the
+// client's work on that stream; host: one backend stream per value,
+// including NULL), and calls return once the launch is enqueued, as in NCCL.
+//
+// The unique id carries, besides the runtime's bootstrap root (bytes 0..43),
+// an optional second root (bytes 64..107) that the NCCL layer uses once per
+// communicator to agree on the fallback NCCL's shadow id (AllGather):
+// runtime/comm does not expose its bootstrap, so the layer has its own.
+// ncclGetUniqueId adds it only in a process that has a fallback NCCL.
 package engine
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
 
+	"github.com/theseus-ccl/theseus/cuda"
+	"github.com/theseus-ccl/theseus/cuda/driver"
 	"github.com/theseus-ccl/theseus/ncclabi/internal/abi"
+	"github.com/theseus-ccl/theseus/runtime/bootstrap"
+	"github.com/theseus-ccl/theseus/runtime/comm"
+	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/env"
+	"github.com/theseus-ccl/theseus/runtime/host"
 )
 
-// Open starts the named backend ("host" or "cuda").
-func Open(backend string) (abi.Engine, error) {
-	return nil, fmt.Errorf("backend %q: the Theseus runtime (runtime/theseus) is not linked into this build yet", backend)
+const (
+	idBytes   = 44 // bytes of a bootstrap.UniqueID that carry data
+	sideStart = 64 // where the side root's id starts in an ncclUniqueId
+)
+
+// Engine is abi.Engine over one backend of this process.
+type Engine struct {
+	name string
+	be   device.Backend
+
+	mu      sync.Mutex
+	streams map[streamKey]device.Stream
+	family  uint64
 }
+
+// streamKey names a backend stream: the client's cudaStream_t value and,
+// on the host backend, the communicator family (a communicator made by
+// ncclCommInitRank* and those split from it) — the host backend's stand-in
+// for a device, so that ranks of one process (grouped init, InitAll) never
+// share an in-order stream and wait on each other.
+type streamKey struct {
+	family uint64
+	value  uintptr
+}
+
+// Open starts the named backend ("host" or "cuda"). The CUDA backend binds
+// the calling thread's current device (device 0 if none): call it on the
+// client's thread.
+func Open(name string) (*Engine, error) {
+	var be device.Backend
+	var err error
+	switch name {
+	case host.Name:
+		be = host.Backend()
+	case "cuda":
+		be, err = cuda.Open()
+	default:
+		err = fmt.Errorf("unknown backend %q (host or cuda)", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{name: name, be: be, streams: map[streamKey]device.Stream{}}, nil
+}
+
+// Backend implements abi.Engine.
+func (e *Engine) Backend() string { return e.name }
+
+// NewUniqueID implements abi.Engine: the runtime's id, plus a second root
+// for the layer's own agreement when side is set.
+func (e *Engine) NewUniqueID(side bool) (abi.UniqueID, error) {
+	var out abi.UniqueID
+	id, err := bootstrap.NewUniqueID(bootstrap.Options{})
+	if err != nil {
+		return out, err
+	}
+	copy(out[:idBytes], id[:idBytes])
+	if side {
+		s, err := bootstrap.NewUniqueID(bootstrap.Options{})
+		if err != nil {
+			return out, err
+		}
+		copy(out[sideStart:sideStart+idBytes], s[:idBytes])
+	}
+	return out, nil
+}
+
+func split(id abi.UniqueID) (main bootstrap.UniqueID, side bootstrap.UniqueID, hasSide bool) {
+	copy(main[:idBytes], id[:idBytes])
+	copy(side[:idBytes], id[sideStart:sideStart+idBytes])
+	_, err := side.Addr()
+	return main, side, err == nil
+}
+
+// CurrentDevice implements abi.Engine: the calling thread's CUDA device
+// (-1 with no current context); 0 on the host backend.
+func (e *Engine) CurrentDevice() (int, error) {
+	if e.name != "cuda" {
+		return 0, nil
+	}
+	return driver.CurrentDevice()
+}
+
+// MemAlloc implements abi.Engine.
+func (e *Engine) MemAlloc(n uint64) (uintptr, error) {
+	if n > 1<<62 {
+		return 0, &comm.Error{Code: comm.InvalidArgument, Op: "MemAlloc", Msg: fmt.Sprintf("%d bytes", n)}
+	}
+	p, err := e.be.Alloc(int64(n))
+	if err != nil {
+		return 0, &comm.Error{Code: comm.SystemError, Op: "MemAlloc", Msg: fmt.Sprintf("%d bytes", n), Err: err}
+	}
+	return uintptr(p), nil
+}
+
+// MemFree implements abi.Engine.
+func (e *Engine) MemFree(p uintptr) error {
+	if err := e.be.Free(device.Ptr(p)); err != nil {
+		return &comm.Error{Code: comm.InvalidArgument, Op: "MemFree", Msg: fmt.Sprintf("%#x", p), Err: err}
+	}
+	return nil
+}
+
+// OnDevice implements abi.Engine.
+func (e *Engine) OnDevice(dev int, f func()) {
+	if e.name != "cuda" {
+		f()
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if d, err := driver.OpenDevice(dev); err == nil {
+			d.SetCurrent()
+		}
+		f()
+	}()
+	<-done
+}
+
+// Classify implements abi.Engine: runtime errors carry their ncclResult_t.
+// A unique id that is not one (bootstrap.ErrBadID) or that the root refuses
+// as made by another ncclGetUniqueId is InvalidArgument, other refusals
+// by the root (nranks disagreeing, a rank joining twice) InvalidUsage:
+// the bootstrap reports refusals as plain errors, which runtime/comm
+// passes on as InternalError.
+func (e *Engine) Classify(err error) abi.Result {
+	if errors.Is(err, abi.ErrUnsupported) {
+		return abi.InvalidUsage
+	}
+	if errors.Is(err, bootstrap.ErrBadID) || strings.Contains(err.Error(), "mismatched unique id") {
+		return abi.InvalidArgument
+	}
+	if strings.Contains(err.Error(), "root refused") {
+		return abi.InvalidUsage
+	}
+	if errors.Is(err, context.Canceled) {
+		return abi.InvalidUsage
+	}
+	return abi.Result(comm.CodeOf(err))
+}
+
+// stream returns the backend stream for a client's cudaStream_t value.
+func (e *Engine) stream(family uint64, s uintptr) (device.Stream, error) {
+	if e.name == "cuda" {
+		family = 0 // a CUDA stream is the client's own: one wrapper per value
+	}
+	k := streamKey{family, s}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if st, ok := e.streams[k]; ok {
+		return st, nil
+	}
+	var st device.Stream
+	var err error
+	if b, ok := e.be.(*cuda.Backend); ok {
+		st, err = b.WrapStream(s)
+	} else {
+		st, err = e.be.NewStream()
+	}
+	if err != nil {
+		return nil, &comm.Error{Code: comm.UnhandledCudaError, Op: "stream", Msg: fmt.Sprintf("stream %#x", s), Err: err}
+	}
+	e.streams[k] = st
+	return st, nil
+}
+
+// Init implements abi.Engine.
+func (e *Engine) Init(ctx context.Context, p abi.InitParams) (abi.EngineComm, error) {
+	main, side, hasSide := split(p.ID)
+	c, err := comm.Init(ctx, main, p.Rank, p.NRanks, comm.Config{Backend: e.be, Device: p.Device})
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.family++
+	f := e.family
+	e.mu.Unlock()
+	return &Comm{e: e, c: c, family: f, side: side, hasSide: hasSide}, nil
+}
+
+// Comm is abi.EngineComm over a runtime communicator.
+type Comm struct {
+	e       *Engine
+	c       *comm.Comm
+	family  uint64
+	side    bootstrap.UniqueID
+	hasSide bool
+	used    bool
+}
+
+func (c *Comm) Rank() int   { return c.c.Rank() }
+func (c *Comm) NRanks() int { return c.c.NRanks() }
+func (c *Comm) Device() int { return c.c.Device() }
+
+// Run implements abi.EngineComm: one collective on the client's stream.
+func (c *Comm) Run(op *abi.Op) error {
+	coll, ok := op.Coll.IR()
+	if !ok {
+		return fmt.Errorf("%w (%s)", abi.ErrNoSchedule, op.Coll)
+	}
+	st, err := c.e.stream(c.family, op.Stream)
+	if err != nil {
+		return err
+	}
+	call := comm.Call{Coll: coll, Send: device.Ptr(op.Send), Recv: device.Ptr(op.Recv), Count: int64(op.Count),
+		DataType: op.DataType.IR(), Root: max(op.Root, 0), Stream: st}
+	if op.Coll.Reduces() {
+		call.RedOp = op.RedOp.IR()
+	}
+	if err := c.c.Collective(context.Background(), &call); err != nil {
+		if errors.Is(err, comm.ErrNoSchedule) {
+			return fmt.Errorf("%w: %v", abi.ErrNoSchedule, err)
+		}
+		return err
+	}
+	if info := c.c.LastCall(); info.Skipped {
+		op.Served = "Theseus (count 0: nothing to run)"
+	} else {
+		op.Served = fmt.Sprintf("Theseus schedule %d (%s) launch %d", info.Schedule, info.Name, info.Launch)
+	}
+	return nil
+}
+
+// Split implements abi.EngineComm.
+func (c *Comm) Split(ctx context.Context, color, key int, cfg abi.Config) (abi.EngineComm, error) {
+	n, err := c.c.Split(ctx, color, key)
+	if err != nil || n == nil {
+		return nil, err
+	}
+	return &Comm{e: c.e, c: n, family: c.family}, nil
+}
+
+// Shrink implements abi.EngineComm: not available (runtime/comm can only
+// split with every rank of the parent taking part, and the excluded ranks
+// of ncclCommShrink do not).
+func (c *Comm) Shrink(ctx context.Context, exclude []int, cfg abi.Config) (abi.EngineComm, error) {
+	return nil, fmt.Errorf("%w: ncclCommShrink needs a split that the excluded (possibly dead) ranks do not join; runtime/comm has none yet", abi.ErrUnsupported)
+}
+
+// AllGather implements abi.EngineComm over the id's second root, once per
+// communicator; without one it returns ErrUnsupported (no agreement
+// needed: the id's creator had no fallback NCCL).
+func (c *Comm) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
+	if !c.hasSide || c.used {
+		return nil, abi.ErrUnsupported
+	}
+	c.used = true
+	ms, _ := env.Timeout.Int()
+	b, err := bootstrap.Init(ctx, c.side, c.Rank(), c.NRanks(), bootstrap.Options{Timeout: time.Duration(ms) * time.Millisecond})
+	if err != nil {
+		return nil, &comm.Error{Code: comm.RemoteError, Op: "shadow id exchange", Rank: c.Rank(), Err: err}
+	}
+	defer b.Close()
+	all, err := b.AllGather(ctx, data)
+	if err != nil {
+		return nil, &comm.Error{Code: comm.RemoteError, Op: "shadow id exchange", Rank: c.Rank(), Err: err}
+	}
+	return all, nil
+}
+
+// StreamSync implements abi.EngineComm.
+func (c *Comm) StreamSync(s uintptr) error {
+	st, err := c.e.stream(c.family, s)
+	if err != nil {
+		return err
+	}
+	if err := st.Synchronize(); err != nil {
+		var ce *comm.Error
+		if errors.As(err, &ce) {
+			return err
+		}
+		return &comm.Error{Code: comm.InternalError, Op: "synchronize", Rank: c.Rank(), Err: err}
+	}
+	return nil
+}
+
+func (c *Comm) Finalize(ctx context.Context) error { return c.c.Finalize() }
+func (c *Comm) Destroy() error                     { return c.c.Destroy() }
+func (c *Comm) Abort()                             { c.c.Abort() }
+func (c *Comm) AsyncError() error                  { return c.c.AsyncError() }
