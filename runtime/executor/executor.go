@@ -633,51 +633,6 @@ const (
 
 func (e *Executor) tag(kind uint64) uint64 { return ((e.launch+1)<<8 | kind) & (1<<63 - 1) }
 
-func putHandle(b []byte, h device.Handle) []byte {
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(h)))
-	return append(b, h...)
-}
-
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) u64() uint64 {
-	if len(r.b) < 8 {
-		r.err = errors.New("short message")
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(r.b)
-	r.b = r.b[8:]
-	return v
-}
-
-func (r *reader) u32() uint32 {
-	if len(r.b) < 4 {
-		r.err = errors.New("short message")
-		return 0
-	}
-	v := binary.LittleEndian.Uint32(r.b)
-	r.b = r.b[4:]
-	return v
-}
-
-func (r *reader) handle() device.Handle {
-	if len(r.b) < 2 {
-		r.err = errors.New("short message")
-		return nil
-	}
-	n := int(binary.LittleEndian.Uint16(r.b))
-	if n > device.MaxHandle || len(r.b) < 2+n {
-		r.err = errors.New("bad handle in message")
-		return nil
-	}
-	h := device.Handle(r.b[2 : 2+n])
-	r.b = r.b[2+n:]
-	return h
-}
-
 func (e *Executor) unimport(p device.Ptr) {
 	for i, x := range e.l0.allImports {
 		if x == p {
@@ -718,28 +673,27 @@ func (e *Executor) l0Setup(ctx context.Context, w *walk) Event {
 	if err != nil {
 		return e.fail(w, L0Setup, err, true)
 	}
-	msg := binary.LittleEndian.AppendUint64(nil, uint64(capB))
-	for _, m := range []device.Mem{e.l0.scratch, {Ptr: e.l0.control, Size: controlBytes}} {
+	mine := l0Msg{Scratch: capB}
+	for i, m := range []device.Mem{e.l0.scratch, {Ptr: e.l0.control, Size: controlBytes}} {
 		h, err := e.export(m.Ptr, m.Size)
 		if err != nil {
 			return e.fail(w, L0Setup, err, true)
 		}
-		msg = putHandle(msg, h)
+		mine.Handles[i] = h
 	}
-	msg = putHandle(msg, p0.handle)
-	all, err := e.allGather(ctx, msg)
+	mine.Handles[2] = p0.handle
+	all, err := e.allGather(ctx, mine.encode())
 	if err != nil {
 		return e.fail(w, L0Setup, err, true, bootstrapPeers(err)...)
 	}
 	e.l0.peers = make([]peerL0, e.n)
 	var bad []int
 	for q, m := range all {
-		rd := reader{b: m}
-		qcap := int64(rd.u64())
-		hs := [3]device.Handle{rd.handle(), rd.handle(), rd.handle()}
-		if rd.err != nil {
-			return e.fail(w, L0Setup, fmt.Errorf("rank %d's L0 message: %v", q, rd.err), true, q)
+		lm, err := decodeL0(m)
+		if err != nil {
+			return e.fail(w, L0Setup, fmt.Errorf("rank %d's L0 message: %w", q, err), true, q)
 		}
+		qcap, hs := lm.Scratch, lm.Handles
 		if qcap != capB {
 			bad = append(bad, q)
 			continue
@@ -981,25 +935,16 @@ func (e *Executor) exchangeSlots(ctx context.Context, ent *l1Entry, added map[in
 		if q == e.cfg.Rank {
 			continue
 		}
-		var msg []byte
-		msg = binary.LittleEndian.AppendUint32(msg, uint32(len(added[q])))
-		var need []*pool
+		var msg slotMsg
 		for _, c := range added[q] {
 			sl := ent.ends[c].slot
-			msg = binary.LittleEndian.AppendUint32(msg, uint32(c))
-			msg = binary.LittleEndian.AppendUint32(msg, sl.pool.id)
-			msg = binary.LittleEndian.AppendUint32(msg, uint32(sl.idx))
+			msg.Slots = append(msg.Slots, slotRef{Channel: uint32(c), Pool: sl.pool.id, Index: uint32(sl.idx)})
 			if !e.l0.sentPool[q][sl.pool.id] {
 				e.l0.sentPool[q][sl.pool.id] = true
-				need = append(need, sl.pool)
+				msg.Pools = append(msg.Pools, poolRef{ID: sl.pool.id, Handle: sl.pool.handle})
 			}
 		}
-		msg = binary.LittleEndian.AppendUint32(msg, uint32(len(need)))
-		for _, p := range need {
-			msg = binary.LittleEndian.AppendUint32(msg, p.id)
-			msg = putHandle(msg, p.handle)
-		}
-		if err := e.send(q, tag, msg); err != nil {
+		if err := e.send(q, tag, msg.encode()); err != nil {
 			return err
 		}
 	}
@@ -1016,28 +961,21 @@ func (e *Executor) exchangeSlots(ctx context.Context, ent *l1Entry, added map[in
 			if err != nil {
 				return err
 			}
-			rd := reader{b: m}
-			cnt := rd.u32()
-			for i := uint32(0); i < cnt && rd.err == nil; i++ {
-				c, p, x := rd.u32(), rd.u32(), rd.u32()
-				theirs[int(c)] = ref{p, x}
+			sm, err := decodeSlots(m)
+			if err != nil {
+				return fmt.Errorf("rank %d's slot message: %w", q, err)
 			}
-			np := rd.u32()
-			for i := uint32(0); i < np && rd.err == nil; i++ {
-				id, h := rd.u32(), rd.handle()
-				if rd.err != nil {
-					break
-				}
-				if _, ok := e.l0.peerPools[q][id]; !ok {
-					reg, err := e.importHandle(h)
+			for _, x := range sm.Slots {
+				theirs[int(x.Channel)] = ref{x.Pool, x.Index}
+			}
+			for _, p := range sm.Pools {
+				if _, ok := e.l0.peerPools[q][p.ID]; !ok {
+					reg, err := e.importHandle(p.Handle)
 					if err != nil {
-						return fmt.Errorf("import rank %d's semaphore pool %d: %w", q, id, err)
+						return fmt.Errorf("import rank %d's semaphore pool %d: %w", q, p.ID, err)
 					}
-					e.l0.peerPools[q][id] = reg
+					e.l0.peerPools[q][p.ID] = reg
 				}
-			}
-			if rd.err != nil {
-				return fmt.Errorf("rank %d's slot message: %v", q, rd.err)
 			}
 		}
 		for _, c := range added[q] {
@@ -1209,15 +1147,14 @@ func (e *Executor) l2Setup(ctx context.Context, w *walk) Event {
 		if m == 0 || q == e.cfg.Rank {
 			continue
 		}
-		var msg []byte
+		var msg regMsg
 		for k := range 2 {
 			if m&(1<<k) == 0 || handles[k] == nil {
 				continue
 			}
-			msg = binary.LittleEndian.AppendUint32(msg, uint32(k))
-			msg = putHandle(msg, handles[k])
+			msg = append(msg, regRef{Kind: uint32(k), Handle: handles[k]})
 		}
-		if err := e.send(q, tag, msg); err != nil {
+		if err := e.send(q, tag, msg.encode()); err != nil {
 			return e.fail(w, L2Setup, err, true, q)
 		}
 	}
@@ -1233,23 +1170,18 @@ func (e *Executor) l2Setup(ctx context.Context, w *walk) Event {
 		if err != nil {
 			return e.fail(w, L2Setup, fmt.Errorf("waiting for rank %d's buffer registrations (if rank %d kept its cached buffers while this rank changed them, this is the seed's Known Issue 3): %w", q, q, err), true, q)
 		}
-		rd := reader{b: msg}
-		for len(rd.b) > 0 && rd.err == nil {
-			k, h := rd.u32(), rd.handle()
-			if rd.err != nil || k > 1 {
-				rd.err = errors.New("bad buffer kind")
-				break
-			}
-			reg, err := e.dev.Import(h)
+		regs, err := decodeRegs(msg)
+		if err != nil {
+			return e.fail(w, L2Setup, fmt.Errorf("rank %d's registration message: %w", q, err), true, q)
+		}
+		for _, g := range regs {
+			reg, err := e.dev.Import(g.Handle)
 			if err != nil {
-				return e.fail(w, L2Setup, fmt.Errorf("import rank %d's %s: %w", q, ir.BufKind(k).LongName(), err), true, q)
+				return e.fail(w, L2Setup, fmt.Errorf("import rank %d's %s: %w", q, ir.BufKind(g.Kind).LongName(), err), true, q)
 			}
 			l2.imports = append(l2.imports, reg.Base)
-			l2.peerReg[q][k] = reg
+			l2.peerReg[q][g.Kind] = reg
 			e.stats.Created.Registrations++
-		}
-		if rd.err != nil {
-			return e.fail(w, L2Setup, fmt.Errorf("rank %d's registration message: %v", q, rd.err), true, q)
 		}
 	}
 	key := l2Key{send: e.identify(r.Send, sizes[0]), recv: e.identify(r.Recv, sizes[1])}
@@ -1327,16 +1259,14 @@ func (e *Executor) exchangeOffsets(ctx context.Context, w *walk, local [2]device
 		if m == 0 || q == e.cfg.Rank {
 			continue
 		}
-		var msg []byte
+		var msg offMsg
 		for k := range 2 {
 			if m&(1<<k) == 0 || local[k].Size == 0 {
 				continue
 			}
-			msg = binary.LittleEndian.AppendUint32(msg, uint32(k))
-			msg = binary.LittleEndian.AppendUint64(msg, uint64(local[k].Ptr-l2.region[k].Base))
-			msg = binary.LittleEndian.AppendUint64(msg, uint64(local[k].Size))
+			msg = append(msg, offRef{Kind: uint32(k), Off: int64(local[k].Ptr - l2.region[k].Base), Size: local[k].Size})
 		}
-		if err := e.send(q, tag, msg); err != nil {
+		if err := e.send(q, tag, msg.encode()); err != nil {
 			return nil, err
 		}
 	}
@@ -1353,21 +1283,16 @@ func (e *Executor) exchangeOffsets(ctx context.Context, w *walk, local [2]device
 		if err != nil {
 			return nil, fmt.Errorf("waiting for rank %d's buffer offsets (Known Issue 3 if the ranks' buffers are not paired stably): %w", q, err)
 		}
-		rd := reader{b: msg}
-		for len(rd.b) > 0 && rd.err == nil {
-			k, off, size := rd.u32(), int64(rd.u64()), int64(rd.u64())
-			if rd.err != nil || k > 1 {
-				rd.err = errors.New("bad buffer kind")
-				break
-			}
-			reg := l2.peerReg[q][k]
-			if reg.Size == 0 || off < 0 || size < 0 || off > reg.Size-size {
-				return nil, fmt.Errorf("rank %d's %s (offset %d, %d bytes) lies outside the allocation it registered", q, ir.BufKind(k).LongName(), off, size)
-			}
-			peer[q][k] = device.Mem{Ptr: reg.Base + device.Ptr(off), Size: size}
+		offs, err := decodeOffsets(msg)
+		if err != nil {
+			return nil, fmt.Errorf("rank %d's offset message: %w", q, err)
 		}
-		if rd.err != nil {
-			return nil, fmt.Errorf("rank %d's offset message: %v", q, rd.err)
+		for _, o := range offs {
+			reg := l2.peerReg[q][o.Kind]
+			if reg.Size == 0 || o.Off > reg.Size-o.Size {
+				return nil, fmt.Errorf("rank %d's %s (offset %d, %d bytes) lies outside the allocation it registered", q, ir.BufKind(o.Kind).LongName(), o.Off, o.Size)
+			}
+			peer[q][o.Kind] = device.Mem{Ptr: reg.Base + device.Ptr(o.Off), Size: o.Size}
 		}
 	}
 	return peer, nil
@@ -1526,17 +1451,16 @@ func (e *Executor) grow(ctx context.Context, w *walk) Event {
 	if err != nil {
 		return e.fail(w, Grow, err, true)
 	}
-	msg := putHandle(binary.LittleEndian.AppendUint64(nil, uint64(capB)), h)
-	all, err := e.allGather(ctx, msg)
+	all, err := e.allGather(ctx, growMsg{Scratch: capB, Handle: h}.encode())
 	if err != nil {
 		return e.fail(w, Grow, err, true, bootstrapPeers(err)...)
 	}
 	old := e.l0.scratch
 	var bad []int
 	for q, m := range all {
-		rd := reader{b: m}
-		qcap, qh := int64(rd.u64()), rd.handle()
-		if rd.err != nil || qcap != capB {
+		gm, err := decodeGrow(m)
+		qcap, qh := gm.Scratch, gm.Handle
+		if err != nil || qcap != capB {
 			bad = append(bad, q)
 			continue
 		}

@@ -357,3 +357,18 @@ func TestLaunchInfoFromEnv(t *testing.T) {
 		t.Error("RANK=x accepted")
 	}
 }
+
+// FuzzDecodeID: a unique-id file or root reply never panics the decoder,
+// and what it accepts carries a root address.
+func FuzzDecodeID(f *testing.F) {
+	f.Add("zz")
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := decodeID(s)
+		if err != nil {
+			return
+		}
+		if _, err := id.Addr(); err != nil {
+			t.Fatalf("accepted %q without an address: %v", s, err)
+		}
+	})
+}
