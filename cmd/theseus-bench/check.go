@@ -15,7 +15,11 @@ import (
 // for which every order of reduction gives the same bits (small integers for
 // sum and avg, 0, ±1 and ±2^k for prod, any non-NaN value for max and min,
 // arbitrary bits where nothing is reduced), so the expected result is exact
-// whatever schedule runs. The expected output of each rank is computed
+// whatever schedule runs. The values' constraints are per element index
+// (whatever the count), so each rank generates one stream per datatype and
+// reduction, as long as the largest input of the run, and every case reads
+// a prefix of it: generation costs one pass over the largest size instead of
+// one per row. The expected output of each rank is computed
 // directly from the inputs with runtime/interp/numeric (NCCL 2.25 semantics,
 // ir.md §8), and every element of every rank's output is compared bit for
 // bit: #wrong is the number of elements that differ, summed over the ranks.
@@ -35,6 +39,7 @@ type refKey struct {
 // reference holds the inputs and expected outputs of one case, computed
 // once, on demand, and shared by the ranks of this process.
 type reference struct {
+	rs       *references
 	c        devicetest.Case
 	inOnce   []sync.Once
 	inputs   [][]byte
@@ -43,9 +48,9 @@ type reference struct {
 	users    int // ranks of this process still to finish with it
 }
 
-func newReference(k refKey, users int) *reference {
+func newReference(rs *references, k refKey, users int) *reference {
 	n := k.NRanks
-	return &reference{
+	return &reference{rs: rs,
 		c: devicetest.Case{Coll: k.Coll, DataType: k.DataType, RedOp: k.RedOp, Count: k.Count, NRanks: n,
 			Root: k.Root, Seed: k.Seed},
 		inOnce: make([]sync.Once, n), inputs: make([][]byte, n),
@@ -55,7 +60,12 @@ func newReference(k refKey, users int) *reference {
 
 // Input is rank q's input (nil when it has none).
 func (r *reference) Input(q int) []byte {
-	r.inOnce[q].Do(func() { r.inputs[q] = r.c.Input(q) })
+	r.inOnce[q].Do(func() {
+		in, _ := r.c.Bytes(q)
+		if in > 0 {
+			r.inputs[q] = r.rs.stream(r.c, q, in)[:in:in]
+		}
+	})
 	return r.inputs[q]
 }
 
@@ -131,15 +141,44 @@ func (r *reference) expect(q int) []byte {
 
 // references shares reference data between the ranks of one process (all
 // of them in-process, one in multi-process mode) and drops it once every
-// local rank is done with it.
+// local rank is done with it. It also keeps the input streams of the two
+// datatype-and-reduction classes used last.
 type references struct {
-	mu    sync.Mutex
-	local int
-	m     map[refKey]*reference
+	mu      sync.Mutex
+	local   int
+	minLen  int64 // bytes: streams are at least this long (the run's largest input)
+	m       map[refKey]*reference
+	streams map[streamKey]*stream
+	recent  []classKey // most recent last; at most maxClasses
 }
 
-func newReferences(localRanks int) *references {
-	return &references{local: localRanks, m: map[refKey]*reference{}}
+// classKey is a datatype-and-reduction class: the cases whose inputs are
+// prefixes of the same streams. Reduces false means arbitrary bits (no
+// reduction).
+type classKey struct {
+	DataType ir.DataType
+	RedOp    ir.RedOp
+	Reduces  bool
+	NRanks   int
+	Seed     uint64
+}
+
+type streamKey struct {
+	classKey
+	Rank int
+}
+
+type stream struct {
+	once sync.Once
+	len  int64
+	data []byte
+}
+
+// maxClasses is how many classes' streams are kept.
+const maxClasses = 2
+
+func newReferences(localRanks int, minLen int64) *references {
+	return &references{local: localRanks, minLen: minLen, m: map[refKey]*reference{}, streams: map[streamKey]*stream{}}
 }
 
 // Get returns the reference for k; the caller calls Done(k) when finished.
@@ -148,7 +187,7 @@ func (rs *references) Get(k refKey) *reference {
 	defer rs.mu.Unlock()
 	r := rs.m[k]
 	if r == nil {
-		r = newReference(k, rs.local)
+		r = newReference(rs, k, rs.local)
 		rs.m[k] = r
 	}
 	return r
@@ -162,6 +201,66 @@ func (rs *references) Done(k refKey) {
 		if r.users--; r.users <= 0 {
 			delete(rs.m, k)
 		}
+	}
+}
+
+// stream returns at least need bytes of rank q's input stream for case c's
+// class: devicetest's input of an allreduce (reducing collectives) or an
+// allgather (the others) of that datatype, reduction, size and seed, long
+// enough for the run's largest input.
+func (rs *references) stream(c devicetest.Case, q int, need int64) []byte {
+	ck := classKey{DataType: c.DataType, RedOp: c.RedOp, Reduces: c.Coll.Reduces(), NRanks: c.NRanks, Seed: c.Seed}
+	if !ck.Reduces {
+		ck.RedOp = ir.Sum
+	}
+	k := streamKey{ck, q}
+	rs.mu.Lock()
+	s := rs.streams[k]
+	if s == nil || s.len < need {
+		s = &stream{len: max(need, rs.minLen)}
+		rs.streams[k] = s
+	}
+	rs.touch(ck)
+	rs.mu.Unlock()
+	s.once.Do(func() {
+		es := int64(c.DataType.Size())
+		gen := devicetest.Case{Coll: ir.AllGather, DataType: c.DataType, RedOp: ck.RedOp, Count: (s.len + es - 1) / es,
+			NRanks: c.NRanks, Seed: c.Seed}
+		if ck.Reduces {
+			gen.Coll = ir.AllReduce
+		}
+		s.data = gen.Input(q)
+	})
+	return s.data
+}
+
+// touch marks class ck as used and drops the streams of classes beyond the
+// maxClasses most recent (rs.mu held).
+func (rs *references) touch(ck classKey) {
+	if i := slices.Index(rs.recent, ck); i >= 0 {
+		rs.recent = slices.Delete(rs.recent, i, i+1)
+	}
+	rs.recent = append(rs.recent, ck)
+	if len(rs.recent) <= maxClasses {
+		return
+	}
+	old := rs.recent[0]
+	rs.recent = rs.recent[1:]
+	for k := range rs.streams {
+		if k.classKey == old {
+			delete(rs.streams, k)
+		}
+	}
+}
+
+// fill sets every byte of b to v at memmove speed.
+func fill(b []byte, v byte) {
+	if len(b) == 0 {
+		return
+	}
+	b[0] = v
+	for i := 1; i < len(b); i *= 2 {
+		copy(b[i:], b[:i])
 	}
 }
 

@@ -6,23 +6,27 @@ import (
 
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device/devicetest"
+	"github.com/theseus-ccl/theseus/runtime/interp/numeric"
 )
 
-// TestReferenceMatchesDevicetest: the shared-input reference computes every
-// rank's expected output exactly as devicetest.Case.Expected does, for every
-// collective, datatype and reduction.
+// TestReferenceMatchesDevicetest: a case's inputs are prefixes of the
+// class streams, which are devicetest's inputs of an allreduce (reducing
+// collectives) or an allgather (the others); for those two collectives
+// inputs and expected outputs equal devicetest's own, for every datatype and
+// reduction.
 func TestReferenceMatchesDevicetest(t *testing.T) {
 	const n = 4
-	for _, coll := range allColls {
+	for _, coll := range []ir.Collective{ir.AllReduce, ir.AllGather} {
 		ops := []ir.RedOp{ir.Sum}
 		if coll.Reduces() {
 			ops = ir.AllRedOps()
 		}
 		for _, dt := range ir.AllDataTypes() {
 			for _, op := range ops {
-				k := refKey{Coll: coll, DataType: dt, RedOp: op, Count: 37, NRanks: n, Root: 1, Seed: 9}
-				ref := newReference(k, 1)
-				c := devicetest.Case{Coll: coll, DataType: dt, RedOp: op, Count: 37, NRanks: n, Root: 1, Seed: 9}
+				rs := newReferences(1, 4096) // streams longer than the case
+				k := refKey{Coll: coll, DataType: dt, RedOp: op, Count: 37, NRanks: n, Seed: 9}
+				ref := rs.Get(k)
+				c := devicetest.Case{Coll: coll, DataType: dt, RedOp: op, Count: 37, NRanks: n, Seed: 9}
 				for r := range n {
 					if !bytes.Equal(ref.Input(r), c.Input(r)) {
 						t.Fatalf("%s %s %s rank %d: input differs", coll, dt, op, r)
@@ -33,6 +37,78 @@ func TestReferenceMatchesDevicetest(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestExpectedIsOrderFree: for every reducing collective, datatype and
+// reduction, reducing the ranks' inputs in the opposite order gives the
+// same bits as the expected output: the inputs (prefixes of streams made
+// for allreduce) leave no room for a schedule's order of reduction to show.
+func TestExpectedIsOrderFree(t *testing.T) {
+	const n = 8
+	for _, coll := range []ir.Collective{ir.AllReduce, ir.ReduceScatter, ir.Reduce} {
+		for _, dt := range ir.AllDataTypes() {
+			for _, op := range ir.AllRedOps() {
+				rs := newReferences(1, 1<<12)
+				k := refKey{Coll: coll, DataType: dt, RedOp: op, Count: 301, NRanks: n, Root: 5, Seed: 3}
+				ref := rs.Get(k)
+				bb := k.Count * int64(dt.Size())
+				for q := range n {
+					want := ref.Expected(q)
+					if coll == ir.Reduce && q != 5 {
+						if want != nil {
+							t.Fatalf("reduce: rank %d has an output", q)
+						}
+						continue
+					}
+					srcs := make([][]byte, n)
+					for p := range n {
+						in := ref.Input(n - 1 - p)
+						if coll == ir.ReduceScatter {
+							in = in[int64(q)*bb : int64(q+1)*bb]
+						}
+						srcs[p] = in
+					}
+					got := make([]byte, bb)
+					if err := numeric.Reduce(dt, op, got, srcs); err != nil {
+						t.Fatal(err)
+					}
+					if op == ir.Avg {
+						if err := numeric.Divide(dt, got, n); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if w := countWrong(got, want, dt.Size()); w != 0 {
+						t.Errorf("%s %s %s rank %d: %d elements depend on the order of reduction", coll, dt, op, q, w)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestStreams: streams grow when a case needs more than the run's largest
+// input, are shared by the cases of a class, and only the two classes used
+// last are kept.
+func TestStreams(t *testing.T) {
+	rs := newReferences(1, 64)
+	c := func(coll ir.Collective, op ir.RedOp) devicetest.Case {
+		return devicetest.Case{Coll: coll, DataType: ir.Float32, RedOp: op, Count: 4, NRanks: 2, Seed: 1}
+	}
+	a := rs.stream(c(ir.AllReduce, ir.Sum), 0, 16)
+	if len(a) != 64 {
+		t.Fatalf("stream of %d bytes, want 64", len(a))
+	}
+	if b := rs.stream(c(ir.Reduce, ir.Sum), 0, 32); &b[0] != &a[0] {
+		t.Error("reduce does not share allreduce's stream")
+	}
+	if b := rs.stream(c(ir.AllReduce, ir.Sum), 0, 100); len(b) != 100 || !bytes.Equal(b[:64], a) {
+		t.Errorf("grown stream: %d bytes, prefix equal %v", len(b), bytes.Equal(b[:64], a))
+	}
+	rs.stream(c(ir.AllGather, ir.Sum), 0, 8)
+	rs.stream(c(ir.AllReduce, ir.Max), 0, 8)
+	if len(rs.streams) != 2 || len(rs.recent) != 2 {
+		t.Errorf("%d streams, %d classes kept; want 2, 2", len(rs.streams), len(rs.recent))
 	}
 }
 
@@ -61,7 +137,7 @@ func TestCountWrong(t *testing.T) {
 }
 
 func TestReferencesShareAndRelease(t *testing.T) {
-	rs := newReferences(2)
+	rs := newReferences(2, 0)
 	k := refKey{Coll: ir.AllReduce, DataType: ir.Float32, Count: 8, NRanks: 2}
 	a, b := rs.Get(k), rs.Get(k)
 	if a != b {

@@ -37,15 +37,11 @@ func (m memIO) Fill(p theseus.Ptr, n int64, v byte) error {
 		if err != nil {
 			return err
 		}
-		for i := range b {
-			b[i] = v
-		}
+		fill(b, v)
 		return nil
 	}
 	buf := make([]byte, n)
-	for i := range buf {
-		buf[i] = v
-	}
+	fill(buf, v)
 	return m.c.Internal().Backend().Upload(p, buf)
 }
 

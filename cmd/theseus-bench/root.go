@@ -310,16 +310,16 @@ func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 		}
 		comms = cs
 	}
-	w := &world{comms: comms, refs: newReferences(len(comms))}
-	defer w.close()
-	cfg.header.NLocalRanks = comms[0].NLocalRanks()
-	cfg.header.Nodes = comms[0].Nodes()
-
 	rows := cfg.plan.rows()
 	var bufBytes int64
 	for _, r := range rows {
 		bufBytes = max(bufBytes, shapeOf(r.Coll, r.Size, r.Type.T.Size(), cfg.nranks).Bytes)
 	}
+	w := &world{comms: comms, refs: newReferences(len(comms), bufBytes)}
+	defer w.close()
+	cfg.header.NLocalRanks = comms[0].NLocalRanks()
+	cfg.header.Nodes = comms[0].Nodes()
+
 	for _, c := range comms {
 		rb, err := newRankBench(c, w.refs, bufBytes)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/png"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -302,10 +303,11 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
-// TestMultiProcess runs OS processes, each one rank, joined through a
-// unique-id file: 2 ranks (every collective, the CI run), and 4 ranks, where
-// the hot swap switches schedule (each process publishes slow_rank to its
-// own copy of the context, and all switch at the same request). Even ranks
+// TestMultiProcess runs OS processes, each one rank: 2 ranks joined through
+// MASTER_ADDR/MASTER_PORT (every collective, the CI run), and 4 ranks
+// joined through a unique-id file, where the hot swap switches schedule
+// (each process publishes slow_rank to its own copy of the context, and all
+// switch at the same request). Even ranks
 // take their rank from RANK/WORLD_SIZE (torchrun), odd ones from
 // OMPI_COMM_WORLD_RANK/SIZE (mpirun). Every row and the hot swap must end
 // with #wrong = 0 and agreeing ranks; only rank 0 prints.
@@ -320,15 +322,27 @@ func multiProcess(t *testing.T, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idFile := filepath.Join(t.TempDir(), "id")
-	args, _ := json.Marshal([]string{"-e", "96K", "-f", "4", "-n", "2", "-w", "1", "--id-file", idFile, "--timeout", "60s"})
+	flags := []string{"-e", "96K", "-f", "4", "-n", "2", "-w", "1", "--timeout", "60s"}
+	var rendezvous []string
+	if n == 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		rendezvous = []string{"MASTER_ADDR=127.0.0.1", fmt.Sprintf("MASTER_PORT=%d", port)}
+	} else {
+		flags = append(flags, "--id-file", filepath.Join(t.TempDir(), "id"))
+	}
+	args, _ := json.Marshal(flags)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	outs := make([]bytes.Buffer, n)
 	cmds := make([]*exec.Cmd, n)
 	for r := range n {
 		cmd := exec.CommandContext(ctx, exe, "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"=1", childArgs+"="+string(args))
+		cmd.Env = append(append(os.Environ(), childEnv+"=1", childArgs+"="+string(args)), rendezvous...)
 		if r%2 == 0 {
 			cmd.Env = append(cmd.Env, fmt.Sprintf("RANK=%d", r), fmt.Sprintf("WORLD_SIZE=%d", n))
 		} else {
@@ -355,5 +369,24 @@ func multiProcess(t *testing.T, n int) {
 		if s := outs[r].String(); strings.TrimSpace(s) != "" {
 			t.Errorf("rank %d printed:\n%s", r, s)
 		}
+	}
+}
+
+// TestProgress: --progress always draws the bar on standard error (never on
+// standard output), and the table is unchanged.
+func TestProgress(t *testing.T) {
+	code, out, errs := runBench(t, "--progress", "always", "-e", "1K", "-f", "32", "--coll", "allreduce")
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if !strings.Contains(errs, "allreduce 1KiB") && !strings.Contains(errs, "hot swap") {
+		t.Errorf("no progress on standard error: %q", errs)
+	}
+	if strings.Contains(out, "\r") {
+		t.Errorf("progress on standard output: %q", out)
+	}
+	_, quiet, _ := runBench(t, "--progress", "never", "-e", "1K", "-f", "32", "--coll", "allreduce")
+	if len(strings.Split(quiet, "\n")) != len(strings.Split(out, "\n")) {
+		t.Errorf("the table changed with the progress bar:\n%s\n---\n%s", out, quiet)
 	}
 }
