@@ -306,7 +306,7 @@ func TestFourRanksHostBackend(t *testing.T) {
 	res := b.runRanks(t, "ranks", 4, env, 3*time.Minute)
 	t.Logf("4 ranks: %v", time.Since(start).Round(time.Millisecond))
 	parts := []string{"version", "init", "allreduce", "reducescatter", "reduce", "allgather", "broadcast", "alltoall",
-		"gather_scatter", "malloc buffers", "groups", "split", "nonblocking", "scalable_abort", "bad calls", "destroy"}
+		"gather_scatter", "malloc buffers", "groups", "p2p alltoall", "split", "nonblocking", "scalable_abort", "bad calls", "destroy"}
 	if *full {
 		parts = append(parts, "full sweep")
 	}

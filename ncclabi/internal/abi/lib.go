@@ -901,7 +901,7 @@ type groupOp struct {
 func (l *Library) runOps(ops []groupOp) (*Error, map[*Comm]*Error) {
 	var native []groupOp
 	var fb []groupOp
-	for _, g := range ops {
+	for _, g := range fuseAlltoAll(ops) {
 		if need, _ := needsFallback(g.op); need {
 			fb = append(fb, g)
 		} else {
@@ -941,7 +941,13 @@ func (l *Library) runOps(ops []groupOp) (*Error, map[*Comm]*Error) {
 					log.Infof(log.Coll, "nccl%s: opCount %d comm %#x: %v; trying the fallback NCCL", g.op.Coll, n, g.c.Handle, err)
 				}
 				mu.Lock()
-				fb = append(fb, g)
+				if len(g.op.Fused) > 0 { // the calls the AlltoAll was recognised from
+					for i := range g.op.Fused {
+						fb = append(fb, groupOp{g.c, &g.op.Fused[i]})
+					}
+				} else {
+					fb = append(fb, g)
+				}
 				mu.Unlock()
 			default:
 				g.c.nReject.Add(1)
@@ -1020,6 +1026,93 @@ func (l *Library) runOps(ops []groupOp) (*Error, map[*Comm]*Error) {
 	return first, per
 }
 
+// fuseAlltoAll recognises, per communicator of a group, grouped ncclSend
+// and ncclRecv calls that together are exactly an all-to-all — one send to
+// and one receive from every rank (itself included), all with the same
+// count, datatype and stream, the block for peer p at base + p*count*size
+// in both buffers — and replaces them with one AlltoAll op that a Theseus
+// schedule can serve. It is how clients built against NCCL < 2.28, which
+// has no ncclAlltoAll (PyTorch's all_to_all_single with equal splits,
+// nccl-tests' alltoall_perf), issue an all-to-all. Anything else is left
+// as it is (and goes to the fallback).
+func fuseAlltoAll(ops []groupOp) []groupOp {
+	byComm := map[*Comm][]int{}
+	var order []*Comm
+	for i, g := range ops {
+		if g.op.Coll.P2P() {
+			if _, ok := byComm[g.c]; !ok {
+				order = append(order, g.c)
+			}
+			byComm[g.c] = append(byComm[g.c], i)
+		}
+	}
+	if len(order) == 0 {
+		return ops
+	}
+	replaced := map[int]*Op{} // first index of a fused set -> the AlltoAll
+	drop := map[int]bool{}
+	for _, c := range order {
+		idx := byComm[c]
+		n := c.NRanks()
+		if n < 1 || len(idx) != 2*n {
+			continue
+		}
+		sends, recvs := make([]*Op, n), make([]*Op, n)
+		ok := true
+		for _, i := range idx {
+			op := ops[i].op
+			side := sends
+			if op.Coll == CollRecv {
+				side = recvs
+			}
+			if op.Root < 0 || op.Root >= n || side[op.Root] != nil {
+				ok = false
+				break
+			}
+			side[op.Root] = op
+		}
+		if !ok || sends[0] == nil || recvs[0] == nil {
+			continue
+		}
+		s0, r0 := sends[0], recvs[0]
+		sz := uint64(s0.DataType.Size())
+		if _, fits := mulOK(s0.Count, sz, uint64(n)); !fits {
+			continue
+		}
+		block := uintptr(s0.Count * sz)
+		for p := 0; p < n && ok; p++ {
+			s, r := sends[p], recvs[p]
+			ok = s != nil && r != nil && s.Count == s0.Count && r.Count == s0.Count &&
+				s.DataType == s0.DataType && r.DataType == s0.DataType &&
+				s.Stream == s0.Stream && r.Stream == s0.Stream &&
+				s.Send == s0.Send+uintptr(p)*block && r.Recv == r0.Recv+uintptr(p)*block
+		}
+		if !ok {
+			continue
+		}
+		fused := &Op{Coll: CollAlltoAll, Send: s0.Send, Recv: r0.Recv, Count: s0.Count, DataType: s0.DataType,
+			Root: -1, Stream: s0.Stream}
+		for _, i := range idx {
+			fused.Fused = append(fused.Fused, *ops[i].op)
+			drop[i] = true
+		}
+		replaced[idx[0]] = fused
+	}
+	if len(replaced) == 0 {
+		return ops
+	}
+	out := make([]groupOp, 0, len(ops))
+	for i, g := range ops {
+		if f, ok := replaced[i]; ok {
+			out = append(out, groupOp{g.c, f})
+		}
+		if !drop[i] {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
 // setAsyncErrIfFatal keeps errors that break the communicator (a lost peer,
 // a timeout, an internal error) for GetAsyncError; argument and usage
 // errors only fail their own call.
@@ -1034,6 +1127,9 @@ func (l *Library) logColl(c *Comm, op *Op, n uint64) {
 	served := op.Served
 	if served == "" {
 		served = "a Theseus schedule"
+	}
+	if len(op.Fused) > 0 {
+		served += fmt.Sprintf(" (recognised from %d grouped ncclSend/ncclRecv calls)", len(op.Fused))
 	}
 	log.Infof(log.Coll, "nccl%s: opCount %d sendbuff %#x recvbuff %#x count %d datatype %s op %s root %d comm %#x [nranks=%d] rank %d stream %#x served by %s", op.Coll, n, op.Send, op.Recv, op.Count, op.DataType, op.RedOp, op.Root, c.Handle, c.NRanks(), c.Rank(), op.Stream, served)
 }

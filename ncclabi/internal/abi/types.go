@@ -156,6 +156,10 @@ type Op struct {
 	// Served is filled by the engine or the fallback: what ran the op (a
 	// schedule name, or "fallback NCCL"), for the INFO COLL log line.
 	Served string
+	// Fused holds the grouped ncclSend/ncclRecv calls an AlltoAll op was
+	// recognised from (see fuseAlltoAll); they run on the fallback instead
+	// when no schedule serves the AlltoAll.
+	Fused []Op
 }
 
 // InPlace reports whether op's buffers overlap as NCCL's in-place form of

@@ -142,7 +142,7 @@ static int same(const char* what, const void* got, const void* want, size_t n) {
 
 /* ---- buffers ----------------------------------------------------------------- */
 
-#define BUF_BYTES (1 << 20)
+static size_t BUF_BYTES = 1 << 20; /* 64 MiB with NCCL_TEST_FULL */
 static uint8_t *A, *B, *W; /* send, recv (ncclMemAlloc), expected (malloc) */
 
 static void fill_red(void* buf, size_t count, int dt, int op, int rank, size_t first) {
@@ -359,6 +359,26 @@ static void groups(ncclComm_t c) {
   same("group allgather", B2, W, g_n * 64);
   EXPECT(ncclGroupEnd(), ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
   pass("groups");
+}
+
+/* An all-to-all written as grouped ncclSend/ncclRecv (how clients built
+ * against NCCL < 2.28, PyTorch's all_to_all_single and nccl-tests'
+ * alltoall_perf, issue one) runs natively, without a fallback. */
+static void p2p_alltoall(ncclComm_t c) {
+  size_t count = 13, bytes = count * 4;
+  for (int q = 0; q < g_n; q++)
+    for (size_t b = 0; b < bytes; b++) A[q * bytes + b] = pat(g_rank, q + 7, b);
+  OK(ncclGroupStart());
+  for (int q = 0; q < g_n; q++) {
+    OK(ncclSend(A + q * bytes, count, ncclFloat32, q, c, g_stream));
+    OK(ncclRecv(B + q * bytes, count, ncclFloat32, q, c, g_stream));
+  }
+  OK(ncclGroupEnd());
+  sync_comm(c);
+  for (int r = 0; r < g_n; r++)
+    for (size_t b = 0; b < bytes; b++) W[r * bytes + b] = pat(r, g_rank + 7, b);
+  same("grouped send/recv all-to-all", B, W, g_n * bytes);
+  pass("p2p alltoall");
 }
 
 /* Exchange a fresh id through rank 0's broadcast on comm c. */
@@ -595,6 +615,7 @@ static int mode_ranks(int argc, char** argv) {
   collectives(c);
   malloc_buffers(c);
   groups(c);
+  p2p_alltoall(c);
   split(c);
   nonblocking(c);
   scalable_and_abort(c);
@@ -818,6 +839,7 @@ int main(int argc, char** argv) {
     return 102;
   }
   g_full = getenv("NCCL_TEST_FULL") && atoi(getenv("NCCL_TEST_FULL"));
+  if (g_full) BUF_BYTES = (size_t)64 << 20;
   setvbuf(stdout, NULL, _IOLBF, 0);
   int rc;
   if (strcmp(argv[1], "abi") == 0) return mode_abi();
