@@ -141,8 +141,8 @@ func (r *reference) expect(q int) []byte {
 
 // references shares reference data between the ranks of one process (all
 // of them in-process, one in multi-process mode) and drops it once every
-// local rank is done with it. It also keeps the input streams of the two
-// datatype-and-reduction classes used last.
+// local rank is done with it. It also keeps the input streams of the
+// datatype-and-reduction class used last.
 type references struct {
 	mu      sync.Mutex
 	local   int
@@ -174,8 +174,9 @@ type stream struct {
 	data []byte
 }
 
-// maxClasses is how many classes' streams are kept.
-const maxClasses = 2
+// maxClasses is how many classes' streams are kept: one, since the rows of
+// a class come together (allColls lists the reducing collectives first).
+const maxClasses = 1
 
 func newReferences(localRanks int, minLen int64) *references {
 	return &references{local: localRanks, minLen: minLen, m: map[refKey]*reference{}, streams: map[streamKey]*stream{}}

@@ -54,9 +54,11 @@ type redop struct {
 
 var ncclOps = []redop{{"sum", theseus.Sum}, {"prod", theseus.Prod}, {"max", theseus.Max}, {"min", theseus.Min}, {"avg", theseus.Avg}}
 
-// allColls is every collective the bench runs, in its order.
-var allColls = []ir.Collective{ir.AllReduce, ir.AllGather, ir.ReduceScatter, ir.AllToAll,
-	ir.Broadcast, ir.Reduce, ir.Gather, ir.Scatter}
+// allColls is every collective the bench runs, in its order: the reducing
+// ones, then those that move data (the two groups read different input
+// streams, see references).
+var allColls = []ir.Collective{ir.AllReduce, ir.ReduceScatter, ir.Reduce,
+	ir.AllGather, ir.AllToAll, ir.Broadcast, ir.Gather, ir.Scatter}
 
 func parseTypes(s string) ([]dtype, error) {
 	var out []dtype
