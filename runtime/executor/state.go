@@ -104,7 +104,7 @@ var Table = []Transition{
 	{L3Lookup, EvHit, Launch, "—"},
 	{L3Lookup, EvMiss, L3Setup, "—"},
 	{L3Lookup, EvCapture, Fail, "refuse: setup during graph capture"},
-	{L3Setup, EvOK, Launch, "layout, slices and launch arguments resolved; backend Prepare"},
+	{L3Setup, EvOK, Launch, "layout, slices and launch arguments resolved (for schedules reaching peers' buffers, offsets exchanged with the peers concerned); backend Prepare"},
 	{L3Setup, EvTooSmall, Grow, "—"},
 	{L3Setup, EvError, Fail, "error: not sticky for a bad request or a backend's refusal; sticky when the offset exchange failed"},
 	{Grow, EvOK, L3Setup, "wait for in-flight launches; new scratch exported; one allgather; peers re-imported; every L3 entry dropped"},
