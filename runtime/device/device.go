@@ -117,6 +117,14 @@ type Backend interface {
 	Prepare(a *Args) (Prepared, error)
 }
 
+// StreamWrapper is implemented by backends whose callers bring their own
+// streams (the NCCL layer passes a cudaStream_t): WrapStream returns a
+// Stream that launches on the foreign stream handle h. Closing it does not
+// destroy the foreign stream.
+type StreamWrapper interface {
+	WrapStream(h uintptr) (Stream, error)
+}
+
 // Prepared is a backend's ready-to-launch state for one request shape.
 type Prepared interface {
 	// Release frees what Prepare allocated. The executor calls it only when

@@ -47,6 +47,7 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/env"
+	"github.com/theseus-ccl/theseus/runtime/log"
 )
 
 // Net is the small-message network the executor exchanges handles over:
@@ -719,6 +720,9 @@ func (e *Executor) l0Setup(ctx context.Context, w *walk) Event {
 	}
 	e.l0.ready = true
 	e.abortW.Store(uintptr(e.l0.control))
+	if log.On(log.Info, log.Executor) {
+		log.Infof(log.Executor, "rank %d: L0: scratch %d bytes, %d peers imported", rank, capB, e.stats.Created.Connections)
+	}
 	e.stats.ScratchBytes = capB
 	e.stats.L0Setups++
 	return EvOK
@@ -882,6 +886,11 @@ func (e *Executor) l1Materialise(ctx context.Context, w *walk, migrate bool) Eve
 	}
 	e.stats.LastMigration = Migration{From: from, To: s.ID, Created: diffCreated(e.stats.Created, before),
 		Kept: kept, Rebased: rebased, Elapsed: time.Since(t0)}
+	if log.On(log.Info, log.Executor) {
+		m := e.stats.LastMigration
+		log.Infof(log.Executor, "rank %d: schedule %d (%s, rotation %d) materialised from %d: %d channel ends, %d semaphores, %d kept (%d rebased), %d messages in %v",
+			rank, s.ID, s.Name, shift, from, m.Created.ChannelEnds, m.Created.Semaphores, kept, rebased, m.Created.BootstrapMessages, m.Elapsed)
+	}
 	return EvOK
 }
 
@@ -1492,6 +1501,9 @@ func (e *Executor) grow(ctx context.Context, w *walk) Event {
 	e.lastSig = scratchSig{}
 	e.stats.Growths++
 	e.stats.ScratchBytes = capB
+	if log.On(log.Info, log.Executor) {
+		log.Infof(log.Executor, "rank %d: scratch grown from %d to %d bytes", e.cfg.Rank, old.Size, capB)
+	}
 	return EvOK
 }
 
@@ -1558,12 +1570,16 @@ func (e *Executor) Abort(cause error) {
 	}
 }
 
-// Close waits for in-flight launches (unless aborted), then releases every
-// prepared launch, import and allocation.
+// Close waits for in-flight launches (after Abort they stop at their next
+// wait), then releases every prepared launch, import and allocation. It
+// returns the launches' error unless the executor had already failed.
 func (e *Executor) Close() error {
-	var werr error
-	if e.Err() == nil {
-		werr = e.waitInflight()
+	// Wait even after a failure or Abort: a launch still running reads
+	// this memory (aborted launches stop at their next wait).
+	aborted := e.Err() != nil
+	werr := e.waitInflight()
+	if aborted {
+		werr = nil
 	}
 	e.setFailed(ErrClosed)
 	for _, ent := range e.l1 {

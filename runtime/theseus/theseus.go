@@ -383,6 +383,17 @@ func (c *Comm) MemFree(p Ptr) error {
 // return once enqueued; Synchronize waits.
 func (c *Comm) NewStream() (Stream, error) { return c.c.Backend().NewStream() }
 
+// WrapStream returns a Stream on a stream handle of the backend's own API
+// (a cudaStream_t from the NCCL layer), for backends that support it
+// (device.StreamWrapper). Errors: InvalidUsage on other backends.
+func (c *Comm) WrapStream(h uintptr) (Stream, error) {
+	w, ok := c.c.Backend().(device.StreamWrapper)
+	if !ok {
+		return nil, &Error{Code: InvalidUsage, Op: "wrapstream", Rank: c.Rank(), Msg: "the " + c.BackendName() + " backend has no foreign streams"}
+	}
+	return w.WrapStream(h)
+}
+
 // HostBytes views [p, p+n) of host-backend memory as a byte slice (to fill
 // inputs and read results). Errors on other backends.
 func (c *Comm) HostBytes(p Ptr, n int64) ([]byte, error) {
