@@ -588,3 +588,30 @@ func TestStaticArchive(t *testing.T) {
 		}
 	}
 }
+
+// TestMiniMPI: the MPI subset the GPU scripts give nccl-tests
+// (ncclabi/gpu/minimpi, launched by minimpirun.sh) does what nccl-tests
+// relies on: allgather in place, split by color and key, broadcast in the
+// split, barrier, allreduce (int sum, int64 max, long min), gather.
+func TestMiniMPI(t *testing.T) {
+	b := setup(t)
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "mpi_check")
+	if err := run(dir, cc(), "-O1", "-Wall", "-Werror", "-I"+filepath.Join(b.root, "ncclabi/gpu/minimpi"), "-o", prog,
+		filepath.Join(b.root, "ncclabi/testdata/minimpi/mpi_check.c"), filepath.Join(b.root, "ncclabi/gpu/minimpi/minimpi.c")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(b.root, "ncclabi/gpu/minimpirun.sh"), "5", prog)
+	cmd.Env = baseEnv("MINIMPI_ALL_OUTPUT=1", "MINIMPI_TIMEOUT=30")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for r := 0; r < 5; r++ {
+		if !strings.Contains(string(out), fmt.Sprintf("rank %d done, 0 failures", r)) {
+			t.Errorf("rank %d:\n%s", r, out)
+		}
+	}
+}

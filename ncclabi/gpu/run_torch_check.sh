@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# run_torch_check.sh — PyTorch (torch.distributed, backend "nccl") on
+# Theseus through LD_AUDIT: torch_check.py with 2 and 4 processes on ONE
+# GPU under MPS (THESEUS_ALLOW_SHARED_DEVICE=1).
+#
+#   ncclabi/gpu/run_torch_check.sh
+#   NRANKS="4" ncclabi/gpu/run_torch_check.sh
+#
+# Results: $RESULTS/torch/n<N>.txt (all ranks' output: the checks, the NCCL
+# library each process loaded, Theseus's INFO log lines naming the schedule
+# that served every collective) and summary.md. Exits non-zero on any
+# failed check.
+source "$(dirname "$0")/common.sh"
+need_prefix
+theseus_env
+NRANKS=${NRANKS:-2 4}
+PY=${PYTHON:-python3}
+OUTD=$RESULTS/torch
+mkdir -p "$OUTD"
+SUMMARY=$OUTD/summary.md
+{
+  echo "# PyTorch on Theseus through LD_AUDIT ($(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'))"
+  echo
+  echo "torch $($PY -c 'import torch; print(torch.__version__)' 2>/dev/null); GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1); one GPU, ranks are processes under MPS."
+  echo
+  echo "| ranks | exit | checks passed | checks failed | served by a Theseus schedule | NCCL loaded |"
+  echo "|---|---|---|---|---|---|"
+} >"$SUMMARY"
+start_mps
+trap stop_mps EXIT
+fail=0
+for n in $NRANKS; do
+  out=$OUTD/n$n.txt
+  echo "== torch_check, $n ranks"
+  set +e
+  LD_AUDIT="$PREFIX/lib/libtheseus_audit_nccl.so" timeout 540 \
+    $PY -m torch.distributed.run --standalone --nproc-per-node="$n" "$ROOT/ncclabi/gpu/torch_check.py" >"$out" 2>&1
+  rc=$?
+  set -e
+  ok=$(grep -c "^TORCHCHECK rank [0-9]* ok " "$out" || true)
+  bad=$(grep -c "FAIL\|ERROR" "$out" || true)
+  served=$(grep -c "served by Theseus schedule" "$out" || true)
+  lib=$(grep -m1 -o "NCCL loaded: .*" "$out" | cut -c15- || echo "?")
+  echo "| $n | $rc | $ok | $bad | $served | $lib |" >>"$SUMMARY"
+  grep "TORCHCHECK.*\(FAIL\|ERROR\|done\|loaded\)" "$out" || true
+  if [ "$rc" != 0 ] || [ "$bad" != 0 ] || [ "$ok" = 0 ] || [ "$served" = 0 ]; then fail=1; fi
+done
+{
+  echo
+  echo "Theseus log lines of the first run (rank 0):"
+  grep -m12 "THESEUS VERSION\|THESEUS INFO audit\|Init COMPLETE\|served by" "$OUTD/n$(echo $NRANKS | cut -d' ' -f1).txt" | sed 's/^/    /'
+} >>"$SUMMARY"
+cat "$SUMMARY"
+exit $fail
