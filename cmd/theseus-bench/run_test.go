@@ -65,8 +65,10 @@ var rowRE = regexp.MustCompile(`^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(-?\d+)\s+(\
 
 // checkTable checks a text report: every collective has its section and
 // rows, every #wrong is 0, every row names a schedule (or "-" for count 0),
-// the footer says OK, and the hot swap switched on every rank and back.
-func checkTable(t *testing.T, out string, nranks int, hotswap bool) {
+// the footer says OK, and, at 4 ranks, the hot swap switched from base (the
+// 256 KiB allreduce schedule) to the tree that avoids rank 2 on every rank
+// at request 25, and back at 49.
+func checkTable(t *testing.T, out string, nranks int, base string) {
 	t.Helper()
 	sections := map[string]int{}
 	cur := ""
@@ -100,16 +102,14 @@ func checkTable(t *testing.T, out string, nranks int, hotswap bool) {
 	if !strings.Contains(out, "# Wrong elements       : 0 OK") {
 		t.Errorf("footer is not OK:\n%s", out)
 	}
-	if hotswap {
-		slow := nranks / 2
-		for _, want := range []string{
-			"request   25: allreduce_n4_ring -> allreduce_n4_dbtree_avoid" + string(rune('0'+slow)) + " on every rank",
-			"request   49: allreduce_n4_dbtree_avoid" + string(rune('0'+slow)) + " -> allreduce_n4_ring on every rank",
-			"every rank ran the same schedule at every request; #wrong = 0",
-		} {
-			if nranks == 4 && !strings.Contains(out, want) {
-				t.Errorf("hot swap: no %q in\n%s", want, out)
-			}
+	wants := []string{"every rank ran the same schedule at every request; #wrong = 0"}
+	if nranks == 4 {
+		wants = append(wants, "request   25: "+base+" -> allreduce_n4_dbtree_avoid2 on every rank",
+			"request   49: allreduce_n4_dbtree_avoid2 -> "+base+" on every rank")
+	}
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("hot swap: no %q in\n%s", want, out)
 		}
 	}
 }
@@ -126,7 +126,7 @@ func TestNoArgs(t *testing.T) {
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
-	checkTable(t, out, 4, true)
+	checkTable(t, out, 4, "allreduce_n4_ring")
 	if !strings.Contains(out, "    67108864 ") {
 		t.Errorf("no 64 MiB row:\n%s", out)
 	}
@@ -139,7 +139,7 @@ func TestSmallRun(t *testing.T) {
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
-	checkTable(t, out, 4, true)
+	checkTable(t, out, 4, "allreduce_n4_ring")
 	for _, want := range []string{"allreduce_n4_oneshot_ll", "allreduce_n4_ring", "broadcast_n4_direct", "broadcast_n4_tree", "alltoall_n4_direct_ll"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no row ran %s:\n%s", want, out)
@@ -312,17 +312,20 @@ func TestUsageErrors(t *testing.T) {
 // OMPI_COMM_WORLD_RANK/SIZE (mpirun). Every row and the hot swap must end
 // with #wrong = 0 and agreeing ranks; only rank 0 prints.
 func TestMultiProcess(t *testing.T) {
-	for _, n := range []int{2, 4} {
-		t.Run(fmt.Sprintf("%d", n), func(t *testing.T) { multiProcess(t, n) })
-	}
+	t.Run("2", func(t *testing.T) { multiProcess(t, 2, 0) })
+	t.Run("4", func(t *testing.T) { multiProcess(t, 4, 0) })
+	t.Run("2x2", func(t *testing.T) { multiProcess(t, 4, 2) })
 }
 
-func multiProcess(t *testing.T, n int) {
+// multiProcess runs n processes; with perNode > 0 they form nodes of
+// perNode ranks (MSCCLPP_HOSTID), so the hierarchical schedules serve the
+// large allreduce, allgather and reducescatter rows.
+func multiProcess(t *testing.T, n, perNode int) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	flags := []string{"-e", "96K", "-f", "4", "-n", "2", "-w", "1", "--timeout", "60s"}
+	flags := []string{"-b", "6", "-e", "96K", "-f", "4", "-n", "2", "-w", "1", "--timeout", "60s"}
 	var rendezvous []string
 	if n == 2 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -348,6 +351,9 @@ func multiProcess(t *testing.T, n int) {
 		} else {
 			cmd.Env = append(cmd.Env, fmt.Sprintf("OMPI_COMM_WORLD_RANK=%d", r), fmt.Sprintf("OMPI_COMM_WORLD_SIZE=%d", n))
 		}
+		if perNode > 0 {
+			cmd.Env = append(cmd.Env, fmt.Sprintf("MSCCLPP_HOSTID=node%d", r/perNode))
+		}
 		cmd.Stdout, cmd.Stderr = &outs[r], &outs[r]
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -360,7 +366,16 @@ func multiProcess(t *testing.T, n int) {
 		}
 	}
 	out := outs[0].String()
-	checkTable(t, out, n, true)
+	base := fmt.Sprintf("allreduce_n%d_ring", n)
+	if perNode > 0 {
+		base = fmt.Sprintf("allreduce_n%d_hier_l%d", n, perNode)
+		for _, c := range []string{"allreduce", "allgather", "reducescatter"} {
+			if !strings.Contains(out, fmt.Sprintf("%s_n%d_hier_l%d", c, n, perNode)) {
+				t.Errorf("no row ran %s's hierarchical schedule:\n%s", c, out)
+			}
+		}
+	}
+	checkTable(t, out, n, base)
 	if !strings.Contains(out, fmt.Sprintf("%d ranks (multi-process", n)) || !strings.Contains(out, "each rank's copy of the context") ||
 		!strings.Contains(out, "every rank ran the same schedule at every request; #wrong = 0") {
 		t.Errorf("rank 0:\n%s", out)
