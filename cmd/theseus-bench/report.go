@@ -206,11 +206,12 @@ func (p *textPrinter) header(h Header) {
 	fmt.Fprintf(w, "# minBytes %d maxBytes %d step: %s warmup iters: %d iters: %d%s validation: %d\n",
 		h.MinBytes, h.MaxBytes, step, h.Warmup, h.Iters, scaled, h.Check)
 	fmt.Fprintln(w, "#")
-	fmt.Fprintf(w, "# %66s%35s\n", "out-of-place", "in-place")
+	fmt.Fprintf(w, "# %70s%33s\n", "out-of-place", "in-place")
 	fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %s\n",
 		"size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "schedule")
-	fmt.Fprintf(w, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n",
-		"(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "")
+	units := fmt.Sprintf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s",
+		"(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)")
+	fmt.Fprintln(w, units)
 }
 
 func (p *textPrinter) row(r Row) {
