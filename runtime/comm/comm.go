@@ -403,7 +403,12 @@ func (c *Comm) Lost() []int {
 }
 
 // wrap converts a failure into an *Error, naming the ranks concerned.
-func (c *Comm) wrap(op string, err error) *Error {
+func (c *Comm) wrap(op string, err error) *Error { return c.wrapErr(op, err, true) }
+
+// wrapErr is wrap; inCall says the caller holds the call (so the last
+// call's schedule may be read to name suspects); AsyncError, which may run
+// concurrently with a call, passes false.
+func (c *Comm) wrapErr(op string, err error, inCall bool) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
@@ -425,7 +430,11 @@ func (c *Comm) wrap(op string, err error) *Error {
 		out.Code, out.Msg = InvalidUsage, "scratch"
 	case errors.Is(err, interp.ErrTimeout) || errors.Is(err, interp.ErrAborted):
 		out.Code, out.Msg = RemoteError, "launch stopped"
-		out.Peers = c.suspects(err)
+		if inCall {
+			out.Peers = c.suspects(err)
+		} else if p := peerRank(err); p >= 0 {
+			out.Peers = []int{p}
+		}
 	case errors.As(err, &ee) && len(ee.Peers) > 0:
 		out.Code, out.Peers = RemoteError, ee.Peers
 	case errors.As(err, &ie):
@@ -523,13 +532,13 @@ func (c *Comm) AsyncError() error {
 	}
 	if s := c.stream; s != nil {
 		if err := s.Err(); err != nil {
-			e := c.wrap("async", err)
+			e := c.wrapErr("async", err, false)
 			c.setAsync(e)
 			return c.asyncErr.Load()
 		}
 	}
 	if err := c.exec.Err(); err != nil && commState(c.state.Load()) == live {
-		e := c.wrap("async", err)
+		e := c.wrapErr("async", err, false)
 		c.setAsync(e)
 		return c.asyncErr.Load()
 	}

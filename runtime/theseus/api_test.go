@@ -372,3 +372,51 @@ func FuzzDecodeID(f *testing.F) {
 		}
 	})
 }
+
+// TestWatchdogPolling: AsyncError may be polled from another goroutine
+// while collectives run (PyTorch's watchdog does every 100 ms); it stays
+// nil on a healthy communicator.
+func TestWatchdogPolling(t *testing.T) {
+	comms, _ := localComms(t, 2, nil)
+	stop := make(chan struct{})
+	var polls int
+	var bad error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, c := range comms {
+				if err := c.AsyncError(); err != nil && bad == nil {
+					bad = err
+				}
+			}
+			polls++
+		}
+	}()
+	errs := onEach(comms, func(c *Comm) error {
+		p, _ := c.MemAlloc(1 << 16)
+		for i := range 200 {
+			if err := c.AllReduce(p, p+1<<15, int64(1+i%50), Float32, Sum, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	close(stop)
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+	if bad != nil {
+		t.Errorf("AsyncError on a healthy communicator: %v", bad)
+	}
+	t.Logf("%d polls", polls)
+}
