@@ -38,10 +38,12 @@ type Comm struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu       sync.Mutex
-	state    commState
-	eng      EngineComm
-	shadow   uintptr // the fallback NCCL's communicator, 0 if none
+	mu sync.Mutex
+	// st is the commState: written under mu, read without it (the data
+	// path reads it on every call).
+	st atomic.Int32
+	// es is set once init succeeds: the engine communicator and the shadow.
+	es       atomic.Pointer[engState]
 	initErr  *Error
 	asyncErr *Error
 	tail     chan struct{} // closed when the last queued asynchronous job ends
@@ -61,6 +63,17 @@ func (c *Comm) Rank() int { return int(c.rank.Load()) }
 // NRanks is the communicator's size (-1 while a split child is pending).
 func (c *Comm) NRanks() int { return int(c.nranks.Load()) }
 
+// engState is what init made; immutable once published.
+type engState struct {
+	eng    EngineComm
+	shadow uintptr // the fallback NCCL's communicator, 0 if none
+}
+
+func (c *Comm) state() commState { return commState(c.st.Load()) }
+
+// setState changes the state; the caller holds c.mu.
+func (c *Comm) setState(s commState) { c.st.Store(int32(s)) }
+
 // Stats are a communicator's request counters.
 type Stats struct {
 	Native, Fallback, Rejected uint64
@@ -70,18 +83,15 @@ func (c *Comm) stats() Stats {
 	return Stats{c.nNative.Load(), c.nFallbk.Load(), c.nReject.Load()}
 }
 
-func (c *Comm) getState() commState {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.state
-}
+func (c *Comm) getState() commState { return c.state() }
 
 // engine returns the engine communicator and the shadow, or nil before
 // init has completed.
 func (c *Comm) engine() (EngineComm, uintptr) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.eng, c.shadow
+	if p := c.es.Load(); p != nil {
+		return p.eng, p.shadow
+	}
+	return nil, 0
 }
 
 func (c *Comm) setAsyncErr(e *Error) {
@@ -96,11 +106,13 @@ func (c *Comm) setAsyncErr(e *Error) {
 // or the error) and wakes waiters.
 func (c *Comm) finishInit(eng EngineComm, shadow uintptr, e *Error) {
 	c.mu.Lock()
-	if c.state == stPending {
+	if c.state() == stPending {
 		if e != nil {
-			c.state, c.initErr = stFailed, e
+			c.initErr = e
+			c.setState(stFailed)
 		} else {
-			c.state, c.eng, c.shadow = stReady, eng, shadow
+			c.es.Store(&engState{eng, shadow})
+			c.setState(stReady)
 			if eng != nil {
 				c.rank.Store(int32(eng.Rank()))
 				c.nranks.Store(int32(eng.NRanks()))

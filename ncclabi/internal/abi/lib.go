@@ -266,7 +266,7 @@ func (l *Library) initResult(t Thread, c *Comm, r Result) (bool, Result) {
 		return true, r
 	}
 	c.mu.Lock()
-	c.state = stDestroyed
+	c.setState(stDestroyed)
 	c.mu.Unlock()
 	c.cancel()
 	l.mu.Lock()
@@ -474,9 +474,9 @@ func (l *Library) InitAll(hs []uintptr, devs []int) Result {
 			log.Warnf(log.Init, "%s: the fallback NCCL's ncclCommInitAll failed (%s: %s); no shadow communicators", api, r, l.FB.LastError())
 		} else {
 			for i, j := range jobs {
-				j.c.mu.Lock()
-				j.c.shadow = shs[i]
-				j.c.mu.Unlock()
+				if eng, _ := j.c.engine(); eng != nil {
+					j.c.es.Store(&engState{eng, shs[i]})
+				}
 			}
 		}
 	}
@@ -608,8 +608,8 @@ func (l *Library) Finalize(h uintptr) Result {
 			}
 		}
 		c.mu.Lock()
-		if c.state == stReady {
-			c.state = stFinalized
+		if c.state() == stReady {
+			c.setState(stFinalized)
 		}
 		c.mu.Unlock()
 		return first
@@ -650,8 +650,9 @@ func (l *Library) Destroy(h uintptr) Result {
 		return l.abortComm(c)
 	}
 	c.mu.Lock()
-	eng, sh, st := c.eng, c.shadow, c.state
-	c.state = stDestroyed
+	eng, sh := c.engine()
+	st := c.state()
+	c.setState(stDestroyed)
 	c.mu.Unlock()
 	c.cancel()
 	var first *Error
@@ -685,12 +686,12 @@ func (l *Library) Abort(h uintptr) Result {
 
 func (l *Library) abortComm(c *Comm) Result {
 	c.mu.Lock()
-	if c.state == stAborted || c.state == stDestroyed {
+	if st := c.state(); st == stAborted || st == stDestroyed {
 		c.mu.Unlock()
 		return Success
 	}
-	eng, sh := c.eng, c.shadow
-	c.state = stAborted
+	eng, sh := c.engine()
+	c.setState(stAborted)
 	c.mu.Unlock()
 	c.cancel()
 	if eng != nil {
@@ -720,8 +721,9 @@ func (l *Library) GetAsyncError(h uintptr) (Result, Result) {
 		return InProgress, Success
 	}
 	c.mu.Lock()
-	ie, ae, eng, sh := c.initErr, c.asyncErr, c.eng, c.shadow
+	ie, ae := c.initErr, c.asyncErr
 	c.mu.Unlock()
+	eng, sh := c.engine()
 	if ie != nil {
 		return ie.Result, Success
 	}
@@ -825,7 +827,7 @@ func needsFallback(op *Op) (bool, string) {
 // checks, the current-device check, then run now, defer to the group end,
 // or queue behind a non-blocking communicator's pending work.
 func (l *Library) Coll(t Thread, h uintptr, op *Op) Result {
-	api := "nccl" + op.Coll.String()
+	api := op.Coll.api()
 	c, e := l.usable(h, api)
 	if e != nil {
 		return l.fail(e)
@@ -871,8 +873,41 @@ func (l *Library) Coll(t Thread, h uintptr, op *Op) Result {
 	if pending {
 		return l.Fail(InvalidUsage, "%s: comm %#x is not initialised yet (the ncclGroupEnd of its init has not run)", api, h)
 	}
+	if need, _ := needsFallback(op); !need { // the common case: one call a schedule serves
+		if e, done := l.runNative(c, op); done {
+			return l.fail(e)
+		}
+	}
 	e, _ = l.runOps([]groupOp{{c, op}})
 	return l.fail(e)
+}
+
+// runNative runs one data call through the engine. done is false when no
+// schedule serves it (the caller tries the fallback).
+func (l *Library) runNative(c *Comm, op *Op) (e *Error, done bool) {
+	eng, _ := c.engine()
+	if eng == nil {
+		return errorf(InvalidUsage, "%s: comm %#x is not initialised", op.Coll.api(), c.Handle), true
+	}
+	n := c.opCount.Add(1)
+	err := eng.Run(op)
+	switch {
+	case err == nil:
+		c.nNative.Add(1)
+		if log.On(log.Info, log.Coll) {
+			l.logColl(c, op, n)
+		}
+		return nil, true
+	case errors.Is(err, ErrNoSchedule):
+		if log.On(log.Info, log.Coll) {
+			log.Infof(log.Coll, "nccl%s: opCount %d comm %#x: %v; trying the fallback NCCL", op.Coll, n, c.Handle, err)
+		}
+		return nil, false
+	}
+	c.nReject.Add(1)
+	e = l.classify(op.Coll.api(), err)
+	c.setAsyncErrIfFatal(e)
+	return e, true
 }
 
 // checkOp is the argument and current-device check of a data call.
@@ -899,75 +934,46 @@ type groupOp struct {
 // ncclGroupStart/End on the calling thread. It returns the first error and
 // each communicator's first error.
 func (l *Library) runOps(ops []groupOp) (*Error, map[*Comm]*Error) {
-	var native []groupOp
-	var fb []groupOp
-	for _, g := range fuseAlltoAll(ops) {
-		if need, _ := needsFallback(g.op); need {
-			fb = append(fb, g)
-		} else {
-			native = append(native, g)
+	r := opResults{}
+	var native, fb []groupOp
+	if simpleGroup(ops) { // one communicator, only calls a schedule may serve
+		native = ops
+	} else {
+		for _, g := range fuseAlltoAll(ops) {
+			if need, _ := needsFallback(g.op); need {
+				fb = append(fb, g)
+			} else {
+				native = append(native, g)
+			}
 		}
 	}
-	var mu sync.Mutex
-	var first *Error
-	per := map[*Comm]*Error{}
-	record := func(c *Comm, e *Error) {
-		mu.Lock()
-		if first == nil {
-			first = e
-		}
-		if per[c] == nil {
-			per[c] = e
-		}
-		mu.Unlock()
-	}
+	var mu sync.Mutex // guards fb and r
 	runComm := func(list []groupOp) {
 		for _, g := range list {
-			eng, _ := g.c.engine()
-			if eng == nil {
-				record(g.c, errorf(InvalidUsage, "nccl%s: comm %#x is not initialised", g.op.Coll, g.c.Handle))
-				continue
-			}
-			n := g.c.opCount.Add(1)
-			err := eng.Run(g.op)
+			e, done := l.runNative(g.c, g.op)
+			mu.Lock()
 			switch {
-			case err == nil:
-				g.c.nNative.Add(1)
-				if log.On(log.Info, log.Coll) {
-					l.logColl(g.c, g.op, n)
+			case done && e != nil:
+				r.record(g.c, e)
+			case !done && len(g.op.Fused) > 0: // the calls the AlltoAll was recognised from
+				for i := range g.op.Fused {
+					fb = append(fb, groupOp{g.c, &g.op.Fused[i]})
 				}
-			case errors.Is(err, ErrNoSchedule):
-				if log.On(log.Info, log.Coll) {
-					log.Infof(log.Coll, "nccl%s: opCount %d comm %#x: %v; trying the fallback NCCL", g.op.Coll, n, g.c.Handle, err)
-				}
-				mu.Lock()
-				if len(g.op.Fused) > 0 { // the calls the AlltoAll was recognised from
-					for i := range g.op.Fused {
-						fb = append(fb, groupOp{g.c, &g.op.Fused[i]})
-					}
-				} else {
-					fb = append(fb, g)
-				}
-				mu.Unlock()
-			default:
-				g.c.nReject.Add(1)
-				e := l.classify("nccl"+g.op.Coll.String(), err)
-				g.c.setAsyncErrIfFatal(e)
-				record(g.c, e)
+			case !done:
+				fb = append(fb, g)
 			}
+			mu.Unlock()
 		}
 	}
-	byComm := map[*Comm][]groupOp{}
-	var order []*Comm
-	for _, g := range native {
-		if _, ok := byComm[g.c]; !ok {
-			order = append(order, g.c)
+	if multiComm(native) {
+		byComm := map[*Comm][]groupOp{}
+		var order []*Comm
+		for _, g := range native {
+			if _, ok := byComm[g.c]; !ok {
+				order = append(order, g.c)
+			}
+			byComm[g.c] = append(byComm[g.c], g)
 		}
-		byComm[g.c] = append(byComm[g.c], g)
-	}
-	if len(order) == 1 {
-		runComm(byComm[order[0]])
-	} else if len(order) > 1 {
 		var wg sync.WaitGroup
 		for _, c := range order {
 			wg.Add(1)
@@ -977,10 +983,59 @@ func (l *Library) runOps(ops []groupOp) (*Error, map[*Comm]*Error) {
 			}(c)
 		}
 		wg.Wait()
+	} else {
+		runComm(native)
 	}
-	if len(fb) == 0 {
-		return first, per
+	if len(fb) > 0 {
+		l.runFallback(fb, &r)
 	}
+	return r.first, r.per
+}
+
+// opResults collects the errors of a batch of calls.
+type opResults struct {
+	first *Error
+	per   map[*Comm]*Error
+}
+
+func (r *opResults) record(c *Comm, e *Error) {
+	if r.first == nil {
+		r.first = e
+	}
+	if r.per == nil {
+		r.per = map[*Comm]*Error{}
+	}
+	if r.per[c] == nil {
+		r.per[c] = e
+	}
+}
+
+// simpleGroup: every call on one communicator, none of them p2p or for the
+// fallback by kind.
+func simpleGroup(ops []groupOp) bool {
+	for _, g := range ops {
+		if g.c != ops[0].c || g.op.Coll.P2P() {
+			return false
+		}
+		if need, _ := needsFallback(g.op); need {
+			return false
+		}
+	}
+	return true
+}
+
+func multiComm(ops []groupOp) bool {
+	for _, g := range ops {
+		if g.c != ops[0].c {
+			return true
+		}
+	}
+	return false
+}
+
+// runFallback runs calls on the shadow communicators, inside one real
+// ncclGroupStart/End when there are several, on the calling thread.
+func (l *Library) runFallback(fb []groupOp, r *opResults) {
 	var can []groupOp
 	for _, g := range fb {
 		_, sh := g.c.engine()
@@ -990,13 +1045,13 @@ func (l *Library) runOps(ops []groupOp) (*Error, map[*Comm]*Error) {
 			if why == "" {
 				why = "no Theseus schedule serves this request"
 			}
-			record(g.c, errorf(InvalidUsage, "nccl%s: %s, but there is no fallback NCCL (%s)", g.op.Coll, why, l.whyNoShadow()))
+			r.record(g.c, errorf(InvalidUsage, "nccl%s: %s, but there is no fallback NCCL (%s)", g.op.Coll, why, l.whyNoShadow()))
 			continue
 		}
 		can = append(can, g)
 	}
 	if len(can) == 0 {
-		return first, per
+		return
 	}
 	grouped := len(can) > 1
 	if grouped {
@@ -1005,9 +1060,9 @@ func (l *Library) runOps(ops []groupOp) (*Error, map[*Comm]*Error) {
 	for _, g := range can {
 		_, sh := g.c.engine()
 		n := g.c.opCount.Add(1)
-		if r := l.FB.Run(sh, g.op); r != Success && r != InProgress {
+		if res := l.FB.Run(sh, g.op); res != Success && res != InProgress {
 			g.c.nReject.Add(1)
-			record(g.c, errorf(r, "nccl%s: fallback NCCL: %s", g.op.Coll, l.FB.LastError()))
+			r.record(g.c, errorf(res, "nccl%s: fallback NCCL: %s", g.op.Coll, l.FB.LastError()))
 			continue
 		}
 		cnt := g.c.nFallbk.Add(1)
@@ -1016,14 +1071,13 @@ func (l *Library) runOps(ops []groupOp) (*Error, map[*Comm]*Error) {
 		}
 	}
 	if grouped {
-		if r := l.FB.GroupEnd(); r != Success && r != InProgress {
-			e := errorf(r, "ncclGroupEnd: fallback NCCL: %s", l.FB.LastError())
+		if res := l.FB.GroupEnd(); res != Success && res != InProgress {
+			e := errorf(res, "ncclGroupEnd: fallback NCCL: %s", l.FB.LastError())
 			for _, g := range can {
-				record(g.c, e)
+				r.record(g.c, e)
 			}
 		}
 	}
-	return first, per
 }
 
 // fuseAlltoAll recognises, per communicator of a group, grouped ncclSend

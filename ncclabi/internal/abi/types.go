@@ -88,6 +88,17 @@ const (
 var collNames = [...]string{"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AlltoAll",
 	"Gather", "Scatter", "Send", "Recv", "AlltoAllv"}
 
+var collAPIs = [...]string{"ncclAllReduce", "ncclAllGather", "ncclReduceScatter", "ncclBroadcast", "ncclReduce",
+	"ncclAlltoAll", "ncclGather", "ncclScatter", "ncclSend", "ncclRecv", "ncclAlltoAllv"}
+
+// api is the NCCL function's name ("ncclAllReduce").
+func (c Coll) api() string {
+	if c < numColls {
+		return collAPIs[c]
+	}
+	return "nccl" + c.String()
+}
+
 func (c Coll) String() string {
 	if c < numColls {
 		return collNames[c]

@@ -764,6 +764,38 @@ static int mode_fallback(int argc, char** argv) {
   return g_fail;
 }
 
+/* Host cost per call from C (a measurement, not a test): a 1-rank
+ * communicator on the host backend; prints ns per call. */
+static int mode_bench(int iters) {
+  g_n = 1;
+  alloc_buffers();
+  ncclUniqueId id;
+  OK(ncclGetUniqueId(&id));
+  ncclComm_t c;
+  OK(ncclCommInitRank(&c, 1, id, 0));
+  double t0 = now();
+  int v;
+  for (int i = 0; i < iters; i++) ncclGetVersion(&v);
+  double t1 = now();
+  ncclResult_t st;
+  for (int i = 0; i < iters; i++) ncclCommGetAsyncError(c, &st);
+  double t2 = now();
+  for (int i = 0; i < iters; i++) ncclAllReduce(A, B, 0, ncclFloat32, ncclSum, c, g_stream);
+  double t3 = now();
+  for (int i = 0; i < iters; i++) {
+    ncclGroupStart();
+    ncclAllReduce(A, B, 0, ncclFloat32, ncclSum, c, g_stream);
+    ncclGroupEnd();
+  }
+  double t4 = now();
+  printf("ncclGetVersion (C only)          %8.1f ns/call\n", 1e9 * (t1 - t0) / iters);
+  printf("ncclCommGetAsyncError (C -> Go)  %8.1f ns/call\n", 1e9 * (t2 - t1) / iters);
+  printf("ncclAllReduce count 0            %8.1f ns/call\n", 1e9 * (t3 - t2) / iters);
+  printf("group { ncclAllReduce count 0 }  %8.1f ns/call\n", 1e9 * (t4 - t3) / iters);
+  OK(ncclCommDestroy(c));
+  return 0;
+}
+
 static int mode_abi(void) {
 #define P(name, v) printf("%s %lld\n", name, (long long)(v))
   P("NCCL_VERSION_CODE", NCCL_VERSION_CODE);
@@ -843,6 +875,7 @@ int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int rc;
   if (strcmp(argv[1], "abi") == 0) return mode_abi();
+  if (strcmp(argv[1], "bench") == 0) return mode_bench(argc > 2 ? atoi(argv[2]) : 200000);
   if (strcmp(argv[1], "grouped") == 0) {
     rc = mode_grouped(argc > 2 ? atoi(argv[2]) : 4);
   } else {
