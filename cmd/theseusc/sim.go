@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
+	"github.com/theseus-ccl/theseus/compiler/frontends/mscclpp"
 	"github.com/theseus-ccl/theseus/compiler/passes"
 	"github.com/theseus-ccl/theseus/compiler/verify"
 	"github.com/theseus-ccl/theseus/ir"
@@ -57,7 +58,7 @@ or the schedule does not verify.`,
 	f.StringSliceVar(&c.dtypes, "dtype", nil, "data types (default: all twelve NCCL types: int8, uint8, int32, uint32, int64, uint64, float16, float32, float64, bfloat16, fp8e4m3, fp8e5m2)")
 	f.StringSliceVar(&c.redops, "redop", nil, "reduction ops of reducing collectives (default: sum, prod, max, min, avg)")
 	f.IntSliceVar(&c.counts, "count", nil, "counts in elements per block (default: 0, 1, 7, a medium count no alignment divides, and a large aligned one)")
-	f.IntSliceVar(&c.slices, "slices", nil, "pipeline slices of Simple programs (default: 1,3; LL programs run unsliced)")
+	f.IntSliceVar(&c.slices, "slices", nil, "pipeline slices of Simple programs (default: 1,3; 1 for programs that ask never to be sliced, such as MSCCL++ plans; LL programs run unsliced)")
 	f.StringSliceVar(&c.packets, "packet", nil, "LL packet types (default: LL16,LL8)")
 	f.IntSliceVar(&c.roots, "root", nil, "physical roots of rooted collectives (default: every rank up to 4 ranks, else 0, 1, root+1, nranks-1)")
 	f.IntVar(&c.launches, "launches", 2, "consecutive launches per case")
@@ -134,6 +135,12 @@ func (c *simCmd) run(_ *cobra.Command, args []string) error {
 		if r < 0 || r >= p.NRanks {
 			return cli.Usagef("--root %d is not a rank of this %d-rank schedule", r, p.NRanks)
 		}
+	}
+	if len(opts.Slices) == 0 && p.Protocol == ir.Simple && p.SliceBytes >= mscclpp.Unsliced {
+		// A program that asks never to be sliced (an MSCCL++ plan: its
+		// executor never replays a plan over slices) runs unsliced only;
+		// replaying it may race between slices (TS0206).
+		opts.Slices = []int64{1}
 	}
 	po := passes.Options{Verify: verify.Options{}}
 	if c.noVerify {

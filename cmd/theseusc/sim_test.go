@@ -128,11 +128,15 @@ func TestCorpus(t *testing.T) {
 			}
 			args := append([]string{"sim", f}, simMatrix()...)
 			if !*simFull {
-				args = append(args[:len(args)-2], "--slices", "1")
+				args = args[:len(args)-2] // no --root: the corpus has no rooted collective
 			}
 			s := theseusc(t, args...)
 			if s.code != cli.ExitOK {
 				t.Errorf("sim exit %d\n%s\n%s", s.code, clip(s.out), clip(s.err))
+			}
+			// MSCCL++ plans are never replayed over slices.
+			if strings.Contains(f, "mscclpp-json") && strings.Contains(s.out, "slices=3") {
+				t.Errorf("an MSCCL++ plan was simulated over 3 slices:\n%s", clip(s.out))
 			}
 		})
 	}
