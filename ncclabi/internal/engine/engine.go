@@ -205,6 +205,10 @@ func (e *Engine) stream(family uint64, s uintptr) (device.Stream, error) {
 // Init implements abi.Engine.
 func (e *Engine) Init(ctx context.Context, p abi.InitParams) (abi.EngineComm, error) {
 	main, side, hasSide := split(p.ID)
+	if b, ok := e.be.(*cuda.Backend); ok && b.Device() != p.Device {
+		return nil, &comm.Error{Code: comm.InvalidUsage, Op: "init", Rank: p.Rank, Err: comm.ErrLayout,
+			Msg: fmt.Sprintf("the current CUDA device is %d, but this process's CUDA backend runs on device %d (one device per process; set it before the first NCCL call)", p.Device, b.Device())}
+	}
 	c, err := comm.Init(ctx, main, p.Rank, p.NRanks, comm.Config{Backend: e.be, Device: p.Device})
 	if err != nil {
 		return nil, err
