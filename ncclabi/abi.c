@@ -122,11 +122,16 @@ static __thread int32_t ths_depth; /* this thread's ncclGroupStart depth */
 /* Memory and version. */
 THS_DEF(ncclMemAlloc, (void** ptr, size_t size), { return thsGoMemAlloc(ptr, size); })
 THS_DEF(ncclMemFree, (void* ptr), { return thsGoMemFree(ptr); })
-THS_DEF(ncclGetVersion, (int* version), {
-  if (!version) return thsGoFail(ncclInvalidArgument, (char*)"ncclGetVersion: version is NULL");
+/* Pure C, so also answered after fork. */
+ncclResult_t pncclGetVersion(int* version) {
+  if (!version) {
+    if (ths_forked) return ths_after_fork("ncclGetVersion");
+    return thsGoFail(ncclInvalidArgument, (char*)"ncclGetVersion: version is NULL");
+  }
   *version = NCCL_VERSION_CODE;
   return ncclSuccess;
-})
+}
+ncclResult_t ncclGetVersion(int* version) __attribute__((weak, alias("pncclGetVersion")));
 THS_DEF(ncclGetUniqueId, (ncclUniqueId* uniqueId), { return thsGoGetUniqueId(uniqueId); })
 
 /* Communicators. */

@@ -332,6 +332,24 @@ func TestGroupedInitOneThread(t *testing.T) {
 	checkRanks(t, res, []string{"version", "grouped init", "initall"})
 }
 
+// TestHostProcessPitfalls: SA_ONSTACK is added to a handler installed
+// without it, and a child after fork() is refused every call (except the
+// pure-C ncclGetVersion) with a reason, while the parent goes on.
+func TestHostProcessPitfalls(t *testing.T) {
+	b := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, b.test, "hostproc")
+	cmd.Env = b.hostEnv("THESEUS_DEBUG=INFO")
+	out, err := cmd.CombinedOutput()
+	checkRanks(t, []rankOut{{0, string(out), err}}, []string{"sa_onstack", "fork"})
+	for _, want := range []string{"added SA_ONSTACK to", "THESEUS WARN NCCL ncclCommGetAsyncError: called in a child process after fork()"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, tail(string(out), 20))
+		}
+	}
+}
+
 // TestMismatchedUniqueID: rank 1 joins with a corrupted nonce and fails at
 // once with ncclInvalidArgument; ranks 0 and 2 report ncclRemoteError
 // naming rank 1 after THESEUS_TIMEOUT.

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int g_rank, g_n, g_fail, g_full;
@@ -796,6 +798,51 @@ static int mode_bench(int iters) {
   return 0;
 }
 
+/* Go in a host process: a signal handler installed without SA_ONSTACK
+ * gets it at the next communicator creation; a child after fork() is
+ * refused every call (in C, before any Go code) while the parent goes on. */
+static void on_usr1(int sig) { (void)sig; }
+
+static int mode_hostproc(void) {
+  g_n = 1;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_usr1;
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &sa, NULL);
+  alloc_buffers();
+  ncclUniqueId id;
+  OK(ncclGetUniqueId(&id));
+  ncclComm_t c;
+  OK(ncclCommInitRank(&c, 1, id, 0));
+  struct sigaction now_sa;
+  sigaction(SIGUSR1, NULL, &now_sa);
+  CHECK(now_sa.sa_flags & SA_ONSTACK, "SIGUSR1 handler flags %#x lack SA_ONSTACK after init", now_sa.sa_flags);
+  CHECK(now_sa.sa_handler == on_usr1 && (now_sa.sa_flags & SA_RESTART), "the handler itself was changed");
+  pass("sa_onstack");
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    ncclResult_t st;
+    int v = 0;
+    ncclResult_t r1 = ncclCommGetAsyncError(c, &st);
+    ncclResult_t r2 = ncclAllReduce(A, B, 1, ncclFloat32, ncclSum, c, g_stream);
+    ncclResult_t r3 = ncclGetVersion(&v);
+    const char* e = ncclGetLastError(NULL);
+    int ok = r1 == ncclInvalidUsage && r2 == ncclInvalidUsage && r3 == ncclSuccess && v == 22501 && strstr(e, "after fork") != NULL;
+    printf("CHILD %d %d %d: %s\n", (int)r1, (int)r2, (int)r3, e);
+    fflush(stdout);
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child after fork: status %#x", status);
+  t_allreduce(c, 33, 7, 0, 0);
+  OK(ncclCommDestroy(c));
+  pass("fork");
+  return g_fail;
+}
+
 static int mode_abi(void) {
 #define P(name, v) printf("%s %lld\n", name, (long long)(v))
   P("NCCL_VERSION_CODE", NCCL_VERSION_CODE);
@@ -875,6 +922,7 @@ int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int rc;
   if (strcmp(argv[1], "abi") == 0) return mode_abi();
+  if (strcmp(argv[1], "hostproc") == 0) return mode_hostproc();
   if (strcmp(argv[1], "bench") == 0) return mode_bench(argc > 2 ? atoi(argv[2]) : 200000);
   if (strcmp(argv[1], "grouped") == 0) {
     rc = mode_grouped(argc > 2 ? atoi(argv[2]) : 4);
