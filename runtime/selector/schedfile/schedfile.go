@@ -104,6 +104,13 @@ func (l Loader) Load(path string) (*selector.ScheduleInfo, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
+		// Decode checks the container; the executor runs the op tables, so
+		// check every rank's table against the metadata and the others too
+		// (a bundle from an older table format is excluded here, not at
+		// launch).
+		if err := b.CheckTables(); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
 		m := b.Meta
 		return &selector.ScheduleInfo{Collective: m.Collective, NRanks: m.NRanks, NLocalRanks: m.NLocalRanks,
 			MinBytes: m.MinBytes, MaxBytes: m.MaxBytes, InPlace: m.InPlace, OutOfPlace: m.OutOfPlace,

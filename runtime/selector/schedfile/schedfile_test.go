@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/theseus-ccl/theseus/codegen/bundle"
+	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/ir/irtest"
@@ -89,10 +90,41 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
+// TestLoadBundleBadTables: a bundle whose op tables do not decode (for
+// example from an older table format) is refused at load, not at launch.
+func TestLoadBundleBadTables(t *testing.T) {
+	p := irtest.PairsAllReducePrimitive(2)
+	b, err := bundle.New(p, [][]byte{{1}, {2}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := bundle.Encode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "bad.tsb")
+	os.WriteFile(path, data, 0o644)
+	if _, err := (Loader{}).Load(path); err == nil || !strings.Contains(err.Error(), "rank 0") {
+		t.Fatalf("bad tables loaded: %v", err)
+	}
+}
+
 func TestLoadBundle(t *testing.T) {
 	p := irtest.PairsAllReducePrimitive(2)
 	p.MinBytes, p.MaxBytes = 0, 1<<20
-	b, err := bundle.New(p, [][]byte{{1}, {2}}, nil)
+	tables, err := optable.LowerAll(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw [][]byte
+	for _, tb := range tables {
+		b, err := tb.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw = append(raw, b)
+	}
+	b, err := bundle.New(p, raw, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
