@@ -449,10 +449,21 @@ static void poll_comm(ncclComm_t c, const char* what) {
 
 static void nonblocking(ncclComm_t c) {
   ncclUniqueId id = share_id(c);
-  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-  cfg.blocking = 0;
+  /* A client built against NCCL 2.27 passes a 72-byte config (commName,
+   * collnetEnable, CTAPolicy, shrinkShare, nvlsCTAs after byte 48): read up
+   * to byte 48, the rest ignored. */
+  struct {
+    ncclConfig_t base; /* trafficClass (2.26) is its last 4 bytes */
+    const char* commName;
+    int collnetEnable, CTAPolicy, shrinkShare, nvlsCTAs;
+  } big = {NCCL_CONFIG_INITIALIZER, "theseus-test", 0, 1, 0, 2};
+  big.base.size = sizeof big;
+  big.base.version = 22703;
+  big.base.blocking = 0;
+  CHECK(sizeof big == 72, "2.27 config is %zu bytes", sizeof big);
+  ncclConfig_t* cfgp = &big.base;
   ncclComm_t nb = NULL;
-  ncclResult_t r = ncclCommInitRankConfig(&nb, g_n, id, g_rank, &cfg);
+  ncclResult_t r = ncclCommInitRankConfig(&nb, g_n, id, g_rank, cfgp);
   CHECK(r == ncclInProgress || r == ncclSuccess, "non-blocking init = %d", (int)r);
   CHECK(nb != NULL, "non-blocking init: NULL comm");
   poll_comm(nb, "non-blocking init");
