@@ -11,7 +11,9 @@ package main
 import "C"
 
 import (
+	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 	"unsafe"
 
@@ -21,6 +23,18 @@ import (
 )
 
 func res(r abi.Result) C.ncclResult_t { return C.ncclResult_t(r) }
+
+// recoverTo turns a Go panic in an exported function into
+// ncclInternalError with a WARN line (and the stack), instead of taking the
+// host process down. Deferred by every export.
+func recoverTo(rc *C.ncclResult_t, fn string) {
+	if p := recover(); p != nil {
+		msg := fmt.Sprintf("%s: internal error (a Go panic: %v); please report it", strings.TrimPrefix(fn, "thsGo"), p)
+		log.Warnf(log.NCCL, "%s\n%s", msg, debug.Stack())
+		setLastError(msg)
+		*rc = C.ncclInternalError
+	}
+}
 
 func thread(depth *C.int32_t) abi.Thread {
 	return abi.Thread{Key: uintptr(unsafe.Pointer(depth)), Depth: (*int32)(unsafe.Pointer(depth))}
@@ -62,7 +76,8 @@ func readConfig(l *abi.Library, p *C.ncclConfig_t, api string) (*abi.Config, abi
 }
 
 //export thsGoReject
-func thsGoReject(name, reason *C.char) C.ncclResult_t {
+func thsGoReject(name, reason *C.char) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoReject")
 	api := C.GoString(name)
 	l, r := library(api)
 	if l == nil {
@@ -72,13 +87,15 @@ func thsGoReject(name, reason *C.char) C.ncclResult_t {
 }
 
 //export thsGoFail
-func thsGoFail(r C.ncclResult_t, msg *C.char) C.ncclResult_t {
+func thsGoFail(r C.ncclResult_t, msg *C.char) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoFail")
 	setupOnce.Do(setup)
 	return res(theLib.Fail(abi.Result(r), "%s", C.GoString(msg)))
 }
 
 //export thsGoMemAlloc
-func thsGoMemAlloc(ptr *unsafe.Pointer, size C.size_t) C.ncclResult_t {
+func thsGoMemAlloc(ptr *unsafe.Pointer, size C.size_t) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoMemAlloc")
 	l, r := library("ncclMemAlloc")
 	if l == nil {
 		return r
@@ -92,7 +109,8 @@ func thsGoMemAlloc(ptr *unsafe.Pointer, size C.size_t) C.ncclResult_t {
 }
 
 //export thsGoMemFree
-func thsGoMemFree(ptr unsafe.Pointer) C.ncclResult_t {
+func thsGoMemFree(ptr unsafe.Pointer) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoMemFree")
 	l, r := library("ncclMemFree")
 	if l == nil {
 		return r
@@ -101,7 +119,8 @@ func thsGoMemFree(ptr unsafe.Pointer) C.ncclResult_t {
 }
 
 //export thsGoGetUniqueId
-func thsGoGetUniqueId(id *C.ncclUniqueId) C.ncclResult_t {
+func thsGoGetUniqueId(id *C.ncclUniqueId) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoGetUniqueId")
 	l, r := library("ncclGetUniqueId")
 	if l == nil {
 		return r
@@ -119,7 +138,8 @@ func thsGoGetUniqueId(id *C.ncclUniqueId) C.ncclResult_t {
 var initNames = [...]string{"ncclCommInitRankConfig", "ncclCommInitRank", "ncclCommInitRankScalable"}
 
 //export thsGoCommInitRank
-func thsGoCommInitRank(comm *C.ncclComm_t, nranks C.int, id *C.ncclUniqueId, rank C.int, config *C.ncclConfig_t, which C.int, depth *C.int32_t) C.ncclResult_t {
+func thsGoCommInitRank(comm *C.ncclComm_t, nranks C.int, id *C.ncclUniqueId, rank C.int, config *C.ncclConfig_t, which C.int, depth *C.int32_t) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoCommInitRank")
 	api := initNames[which]
 	l, r := library(api)
 	if l == nil {
@@ -152,7 +172,8 @@ func thsGoCommInitRank(comm *C.ncclComm_t, nranks C.int, id *C.ncclUniqueId, ran
 }
 
 //export thsGoCommInitAll
-func thsGoCommInitAll(comm *C.ncclComm_t, ndev C.int, devlist *C.int) C.ncclResult_t {
+func thsGoCommInitAll(comm *C.ncclComm_t, ndev C.int, devlist *C.int) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoCommInitAll")
 	const api = "ncclCommInitAll"
 	l, r := library(api)
 	if l == nil {
@@ -187,7 +208,8 @@ func thsGoCommInitAll(comm *C.ncclComm_t, ndev C.int, devlist *C.int) C.ncclResu
 }
 
 //export thsGoCommFinalize
-func thsGoCommFinalize(comm C.ncclComm_t) C.ncclResult_t {
+func thsGoCommFinalize(comm C.ncclComm_t) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoCommFinalize")
 	l, r := library("ncclCommFinalize")
 	if l == nil {
 		return r
@@ -196,7 +218,8 @@ func thsGoCommFinalize(comm C.ncclComm_t) C.ncclResult_t {
 }
 
 //export thsGoCommDestroy
-func thsGoCommDestroy(comm C.ncclComm_t) C.ncclResult_t {
+func thsGoCommDestroy(comm C.ncclComm_t) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoCommDestroy")
 	l, r := library("ncclCommDestroy")
 	if l == nil {
 		return r
@@ -205,7 +228,8 @@ func thsGoCommDestroy(comm C.ncclComm_t) C.ncclResult_t {
 }
 
 //export thsGoCommAbort
-func thsGoCommAbort(comm C.ncclComm_t) C.ncclResult_t {
+func thsGoCommAbort(comm C.ncclComm_t) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoCommAbort")
 	l, r := library("ncclCommAbort")
 	if l == nil {
 		return r
@@ -214,7 +238,8 @@ func thsGoCommAbort(comm C.ncclComm_t) C.ncclResult_t {
 }
 
 //export thsGoCommSplit
-func thsGoCommSplit(comm C.ncclComm_t, color, key C.int, newcomm *C.ncclComm_t, config *C.ncclConfig_t, depth *C.int32_t) C.ncclResult_t {
+func thsGoCommSplit(comm C.ncclComm_t, color, key C.int, newcomm *C.ncclComm_t, config *C.ncclConfig_t, depth *C.int32_t) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoCommSplit")
 	const api = "ncclCommSplit"
 	l, r := library(api)
 	if l == nil {
@@ -240,7 +265,8 @@ func thsGoCommSplit(comm C.ncclComm_t, color, key C.int, newcomm *C.ncclComm_t, 
 }
 
 //export thsGoCommShrink
-func thsGoCommShrink(comm C.ncclComm_t, exclude *C.int, n C.int, newcomm *C.ncclComm_t, config *C.ncclConfig_t, flags C.int, depth *C.int32_t) C.ncclResult_t {
+func thsGoCommShrink(comm C.ncclComm_t, exclude *C.int, n C.int, newcomm *C.ncclComm_t, config *C.ncclConfig_t, flags C.int, depth *C.int32_t) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoCommShrink")
 	const api = "ncclCommShrink"
 	l, r := library(api)
 	if l == nil {
@@ -276,6 +302,8 @@ func thsGoCommShrink(comm C.ncclComm_t, exclude *C.int, n C.int, newcomm *C.nccl
 
 //export thsGoResetDebugInit
 func thsGoResetDebugInit() {
+	var rc C.ncclResult_t
+	defer recoverTo(&rc, "thsGoResetDebugInit")
 	env.Reset()
 	lvl := log.None
 	if v, err := env.Debug.Enum(); err == nil {
@@ -311,7 +339,8 @@ func itoa(n int) string {
 }
 
 //export thsGoCommGetAsyncError
-func thsGoCommGetAsyncError(comm C.ncclComm_t, asyncError *C.ncclResult_t) C.ncclResult_t {
+func thsGoCommGetAsyncError(comm C.ncclComm_t, asyncError *C.ncclResult_t) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoCommGetAsyncError")
 	const api = "ncclCommGetAsyncError"
 	l, r := library(api)
 	if l == nil {
@@ -330,7 +359,8 @@ func thsGoCommGetAsyncError(comm C.ncclComm_t, asyncError *C.ncclResult_t) C.ncc
 var queryNames = [...]string{"ncclCommCount", "ncclCommCuDevice", "ncclCommUserRank"}
 
 //export thsGoCommQuery
-func thsGoCommQuery(comm C.ncclComm_t, out *C.int, which C.int) C.ncclResult_t {
+func thsGoCommQuery(comm C.ncclComm_t, out *C.int, which C.int) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoCommQuery")
 	api := queryNames[which]
 	l, r := library(api)
 	if l == nil {
@@ -356,7 +386,8 @@ func thsGoCommQuery(comm C.ncclComm_t, out *C.int, which C.int) C.ncclResult_t {
 }
 
 //export thsGoCommRegister
-func thsGoCommRegister(comm C.ncclComm_t, buff unsafe.Pointer, size C.size_t, hd *unsafe.Pointer) C.ncclResult_t {
+func thsGoCommRegister(comm C.ncclComm_t, buff unsafe.Pointer, size C.size_t, hd *unsafe.Pointer) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoCommRegister")
 	const api = "ncclCommRegister"
 	l, r := library(api)
 	if l == nil {
@@ -371,7 +402,8 @@ func thsGoCommRegister(comm C.ncclComm_t, buff unsafe.Pointer, size C.size_t, hd
 }
 
 //export thsGoCommDeregister
-func thsGoCommDeregister(comm C.ncclComm_t, hd unsafe.Pointer) C.ncclResult_t {
+func thsGoCommDeregister(comm C.ncclComm_t, hd unsafe.Pointer) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoCommDeregister")
 	l, r := library("ncclCommDeregister")
 	if l == nil {
 		return r
@@ -380,7 +412,8 @@ func thsGoCommDeregister(comm C.ncclComm_t, hd unsafe.Pointer) C.ncclResult_t {
 }
 
 //export thsGoRedOpCreatePreMulSum
-func thsGoRedOpCreatePreMulSum(op *C.int, scalar unsafe.Pointer, dtype, residence C.int, comm C.ncclComm_t) C.ncclResult_t {
+func thsGoRedOpCreatePreMulSum(op *C.int, scalar unsafe.Pointer, dtype, residence C.int, comm C.ncclComm_t) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoRedOpCreatePreMulSum")
 	const api = "ncclRedOpCreatePreMulSum"
 	l, r := library(api)
 	if l == nil {
@@ -397,7 +430,8 @@ func thsGoRedOpCreatePreMulSum(op *C.int, scalar unsafe.Pointer, dtype, residenc
 }
 
 //export thsGoRedOpDestroy
-func thsGoRedOpDestroy(op C.int, comm C.ncclComm_t) C.ncclResult_t {
+func thsGoRedOpDestroy(op C.int, comm C.ncclComm_t) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoRedOpDestroy")
 	l, r := library("ncclRedOpDestroy")
 	if l == nil {
 		return r
@@ -406,7 +440,8 @@ func thsGoRedOpDestroy(op C.int, comm C.ncclComm_t) C.ncclResult_t {
 }
 
 //export thsGoColl
-func thsGoColl(kind C.int, send, recv unsafe.Pointer, count C.size_t, dtype, op, root C.int, comm C.ncclComm_t, stream unsafe.Pointer, cntCPU, cntGPU *C.size_t, depth *C.int32_t) C.ncclResult_t {
+func thsGoColl(kind C.int, send, recv unsafe.Pointer, count C.size_t, dtype, op, root C.int, comm C.ncclComm_t, stream unsafe.Pointer, cntCPU, cntGPU *C.size_t, depth *C.int32_t) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoColl")
 	o := abi.Op{Coll: abi.Coll(kind), Send: uintptr(send), Recv: uintptr(recv), Count: uint64(count),
 		DataType: abi.DataType(dtype), RedOp: abi.RedOp(op), Root: int(root), Stream: uintptr(stream)}
 	l, r := library("nccl" + o.Coll.String())
@@ -429,19 +464,22 @@ func thsGoColl(kind C.int, send, recv unsafe.Pointer, count C.size_t, dtype, op,
 }
 
 //export thsGoGroupStart
-func thsGoGroupStart(depth *C.int32_t) C.ncclResult_t {
+func thsGoGroupStart(depth *C.int32_t) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoGroupStart")
 	setupOnce.Do(setup)
 	return res(theLib.GroupStart(thread(depth)))
 }
 
 //export thsGoGroupEnd
-func thsGoGroupEnd(depth *C.int32_t) C.ncclResult_t {
+func thsGoGroupEnd(depth *C.int32_t) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoGroupEnd")
 	setupOnce.Do(setup)
 	return res(theLib.GroupEnd(thread(depth)))
 }
 
 //export thsGoGroupSimulateEnd
-func thsGoGroupSimulateEnd(info *C.ncclSimInfo_t, depth *C.int32_t) C.ncclResult_t {
+func thsGoGroupSimulateEnd(info *C.ncclSimInfo_t, depth *C.int32_t) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoGroupSimulateEnd")
 	const api = "ncclGroupSimulateEnd"
 	setupOnce.Do(setup)
 	if info == nil {
@@ -454,7 +492,8 @@ func thsGoGroupSimulateEnd(info *C.ncclSimInfo_t, depth *C.int32_t) C.ncclResult
 }
 
 //export thsGoStreamSync
-func thsGoStreamSync(comm C.ncclComm_t, stream unsafe.Pointer) C.ncclResult_t {
+func thsGoStreamSync(comm C.ncclComm_t, stream unsafe.Pointer) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoStreamSync")
 	l, r := library("theseusStreamSynchronize")
 	if l == nil {
 		return r
@@ -463,7 +502,8 @@ func thsGoStreamSync(comm C.ncclComm_t, stream unsafe.Pointer) C.ncclResult_t {
 }
 
 //export thsGoCommStats
-func thsGoCommStats(comm C.ncclComm_t, native, fallback, rejected *C.uint64_t) C.ncclResult_t {
+func thsGoCommStats(comm C.ncclComm_t, native, fallback, rejected *C.uint64_t) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoCommStats")
 	l, r := library("theseusCommStats")
 	if l == nil {
 		return r
