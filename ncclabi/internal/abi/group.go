@@ -102,6 +102,10 @@ func (l *Library) GroupEnd(t Thread) Result {
 		e, _ := run()
 		return l.fail(e)
 	}
+	if len(g.ops) == 0 && !hasComm(g.inits) { // only NOCOLOR splits: nothing to wait for
+		e, _ := run()
+		return l.fail(e)
+	}
 	// Non-blocking: run in the background after each communicator's
 	// earlier work; each communicator stays in progress until it ends.
 	var comms []*Comm
@@ -178,4 +182,13 @@ func itoa(n int) string {
 		b = append([]byte{byte('0' + n%10)}, b...)
 	}
 	return string(b)
+}
+
+func hasComm(jobs []*initJob) bool {
+	for _, j := range jobs {
+		if j.c != nil {
+			return true
+		}
+	}
+	return false
 }
