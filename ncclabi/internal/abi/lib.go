@@ -1089,11 +1089,18 @@ func (l *Library) runFallback(fb []groupOp, r *opResults) {
 // has no ncclAlltoAll (PyTorch's all_to_all_single with equal splits,
 // nccl-tests' alltoall_perf), issue an all-to-all. Anything else is left
 // as it is (and goes to the fallback).
+//
+// The recognition is local to each rank, so it is done only for
+// communicators without a shadow: there, point-to-point calls have no other
+// way to run, and a peer whose group is not the same all-to-all (possible
+// only when it skips some third rank) fails either way. Communicators with
+// a shadow send every point-to-point group to the real NCCL, which matches
+// the calls pairwise.
 func fuseAlltoAll(ops []groupOp) []groupOp {
 	byComm := map[*Comm][]int{}
 	var order []*Comm
 	for i, g := range ops {
-		if g.op.Coll.P2P() {
+		if _, sh := g.c.engine(); g.op.Coll.P2P() && sh == 0 {
 			if _, ok := byComm[g.c]; !ok {
 				order = append(order, g.c)
 			}

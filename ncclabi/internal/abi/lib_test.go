@@ -515,10 +515,8 @@ func TestAbortCancelsPendingInit(t *testing.T) {
 }
 
 func TestGroupedSendRecvAlltoAllIsNative(t *testing.T) {
-	h := newHarness(t, "host", true)
-	hs := h.initWorld(3, DefaultConfig())
-	th := newThread()
-	group := func(hd uintptr, me int, sendBase, recvBase uintptr, perm bool) Result {
+	group := func(h *harness, hd uintptr, sendBase, recvBase uintptr, stride uintptr, perm bool) Result {
+		th := newThread()
 		h.l.GroupStart(th)
 		for i := 0; i < 3; i++ {
 			p := i
@@ -526,44 +524,45 @@ func TestGroupedSendRecvAlltoAllIsNative(t *testing.T) {
 				p = 2 - i // order does not matter
 			}
 			h.l.Coll(th, hd, &Op{Coll: CollRecv, Recv: recvBase + uintptr(p)*40, Count: 10, DataType: 7, Root: p})
-			h.l.Coll(th, hd, &Op{Coll: CollSend, Send: sendBase + uintptr(p)*40, Count: 10, DataType: 7, Root: p})
+			h.l.Coll(th, hd, &Op{Coll: CollSend, Send: sendBase + uintptr(p)*stride, Count: 10, DataType: 7, Root: p})
 		}
 		return h.l.GroupEnd(th)
 	}
-	h.fb.calls = nil
-	if r := group(hs[1], 1, 0x10000, 0x20000, true); r != Success {
-		t.Fatalf("group: %v", r)
+	// Without a fallback: an all-to-all pattern runs natively as AlltoAll.
+	h := newHarness(t, "host", false)
+	hs := h.initWorld(3, DefaultConfig())
+	if r := group(h, hs[1], 0x10000, 0x20000, 40, true); r != Success {
+		t.Fatalf("group: %v (%s)", r, h.lastError())
 	}
 	got := h.engComm(hs[1]).opsRun()
 	if len(got) != 1 || got[0].Coll != CollAlltoAll || got[0].Send != 0x10000 || got[0].Recv != 0x20000 || got[0].Count != 10 || len(got[0].Fused) != 6 {
 		t.Fatalf("engine ran %+v", got)
 	}
-	if len(h.fb.log()) != 0 {
-		t.Fatalf("fallback called: %v", h.fb.log())
-	}
-	// Not an all-to-all (a gap between blocks): the calls go to the fallback.
-	h.l.GroupStart(th)
-	for p := 0; p < 3; p++ {
-		h.l.Coll(th, hs[0], &Op{Coll: CollSend, Send: 0x10000 + uintptr(p)*48, Count: 10, DataType: 7, Root: p})
-		h.l.Coll(th, hs[0], &Op{Coll: CollRecv, Recv: 0x20000 + uintptr(p)*40, Count: 10, DataType: 7, Root: p})
-	}
-	if r := h.l.GroupEnd(th); r != Success {
-		t.Fatal(r)
+	// Not an all-to-all (a gap between send blocks): rejected, no fallback.
+	if r := group(h, hs[0], 0x10000, 0x20000, 48, false); r != InvalidUsage {
+		t.Fatalf("non-pattern group without fallback: %v", r)
 	}
 	if n := len(h.engComm(hs[0]).opsRun()); n != 0 {
 		t.Fatalf("engine ran %d ops", n)
 	}
-	if n := len(h.fb.log()); n != 8 { // group start, 6 calls, group end
-		t.Fatalf("fallback calls: %v", h.fb.log())
-	}
-	// An all-to-all no schedule serves: the original calls go to the fallback.
+	// No schedule for the AlltoAll and no fallback: rejected.
 	h.e.noSchedule = func(op *Op) bool { return op.Coll == CollAlltoAll }
-	h.fb.calls = nil
-	if r := group(hs[2], 2, 0x30000, 0x40000, false); r != Success {
+	if r := group(h, hs[2], 0x30000, 0x40000, 40, false); r != InvalidUsage {
+		t.Fatalf("unserved all-to-all without fallback: %v", r)
+	}
+	// With a fallback (a shadow): point-to-point groups go to the real
+	// NCCL, which matches them pairwise; nothing is fused.
+	hf := newHarness(t, "host", true)
+	hfs := hf.initWorld(3, DefaultConfig())
+	hf.fb.calls = nil
+	if r := group(hf, hfs[2], 0x30000, 0x40000, 40, false); r != Success {
 		t.Fatal(r)
 	}
 	want := []string{"groupstart", "Recv count 10 root 0", "Send count 10 root 0", "Recv count 10 root 1", "Send count 10 root 1", "Recv count 10 root 2", "Send count 10 root 2", "groupend"}
-	if diff := cmp.Diff(want, h.fb.log()); diff != "" {
+	if diff := cmp.Diff(want, hf.fb.log()); diff != "" {
 		t.Fatalf("fallback (-want +got):\n%s", diff)
+	}
+	if n := len(hf.engComm(hfs[2]).opsRun()); n != 0 {
+		t.Fatalf("engine ran %d ops with a fallback present", n)
 	}
 }
