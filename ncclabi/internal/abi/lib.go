@@ -849,6 +849,9 @@ func (l *Library) Coll(t Thread, h uintptr, op *Op) Result {
 		return InProgress
 	}
 	if e := l.checkOp(c, op, api); e != nil {
+		if *t.Depth > 0 { // a failed call abandons its group (NCCL)
+			l.group(t).recordErr(e)
+		}
 		return l.fail(e)
 	}
 	if *t.Depth > 0 {

@@ -469,6 +469,20 @@ func TestGroupErrorsAndModes(t *testing.T) {
 	if n := len(h.engComm(hs[0]).opsRun()); n != 0 {
 		t.Fatalf("abandoned group ran %d ops", n)
 	}
+	// A call with a bad argument abandons its group too.
+	h.l.GroupStart(th)
+	h.l.Coll(th, hs[0], allReduce(1))
+	bad := allReduce(1)
+	bad.DataType = 99
+	if r := h.l.Coll(th, hs[0], bad); r != InvalidArgument {
+		t.Fatalf("bad call in a group: %v", r)
+	}
+	if r := h.l.GroupEnd(th); r != InvalidArgument || !strings.Contains(h.lastError(), "abandoned") {
+		t.Fatalf("group with a bad call: %v %q", r, h.lastError())
+	}
+	if n := len(h.engComm(hs[0]).opsRun()); n != 0 {
+		t.Fatalf("abandoned group ran %d ops", n)
+	}
 	// Non-blocking group end returns InProgress and completes.
 	h.l.GroupStart(th)
 	h.l.Coll(th, nb[0], allReduce(1))
