@@ -4,7 +4,7 @@
 # ranks: all_reduce, all_gather, reduce_scatter, broadcast, reduce and
 # alltoall (nccl-tests built against a 2.25 header issues alltoall as
 # grouped ncclSend/ncclRecv, which Theseus recognises and runs as
-# ncclAlltoAll). Run build_nccl_tests.sh first.
+# ncclAlltoAll). Build nccl-tests into build/nccl-tests first (docs/ncclabi.md).
 #
 #   ncclabi/gpu/run_nccl_tests.sh            # sizes 8 B .. 64 MiB
 #   SIZES="-b 8 -e 1M -f 4" ITERS="-n 5 -w 2" NRANKS="2" MODES="audit" ncclabi/gpu/run_nccl_tests.sh
