@@ -34,7 +34,9 @@ import (
 // channel, threadblock and op (each the position of its opening brace). A
 // channel without peer_channel gets the default pairing (DefaultPeerChannels).
 // Parse never panics; it checks the format, not the schedule (see the
-// package documentation).
+// package documentation). Plain documents take a fast path of a few
+// hundred MB/s; the rest, and every document with an error, the careful
+// encoding/json path (doc.go).
 func Parse(filename string, data []byte) (*ir.Program, []diag.Diagnostic) {
 	return parse(filename, data, defaultLimits)
 }
@@ -47,6 +49,16 @@ type limits struct {
 var defaultLimits = limits{MaxInputBytes, ir.MaxRanks, MaxOps, MaxChannels, MaxThreadblocks, MaxListLen}
 
 func parse(filename string, data []byte, lim limits) (*ir.Program, []diag.Diagnostic) {
+	if prog, ok := parseFast(filename, data, lim); ok {
+		return prog, nil
+	}
+	return parseCareful(filename, data, lim)
+}
+
+// parseCareful is the careful path: a validating encoding/json pre-pass,
+// then a Decoder.Token walk that reports every problem at its position.
+// It alone produces diagnostics; parseFast (fast.go) only ever gives up.
+func parseCareful(filename string, data []byte, lim limits) (*ir.Program, []diag.Diagnostic) {
 	p := &parser{file: filename, data: data, cur: [3]int{-1, -1, -1}, lim: lim}
 	prog := p.parse()
 	if p.badVersion != nil {
@@ -539,7 +551,7 @@ func (p *parser) parse() *ir.Program {
 		p.errAt(diag.MissingField, start, `add "root": 0 (the root the program is written for)`,
 			"a %v schedule needs a \"root\" field", prog.Collective)
 	}
-	p.pairChannels(prog)
+	pairChannels(prog, p.implicit)
 	return prog
 }
 
@@ -1077,13 +1089,14 @@ func FormatRef(r ir.Ref) string {
 	return b.String()
 }
 
-// pairChannels fills PeerChannel of the channels that gave none.
-func (p *parser) pairChannels(prog *ir.Program) {
-	if len(p.implicit) == 0 {
+// pairChannels fills PeerChannel of the channels that gave none (implicit
+// lists them as (rank, channel)).
+func pairChannels(prog *ir.Program, implicit [][2]int) {
+	if len(implicit) == 0 {
 		return
 	}
 	def := DefaultPeerChannels(prog)
-	for _, rc := range p.implicit {
+	for _, rc := range implicit {
 		prog.Ranks[rc[0]].Channels[rc[1]].PeerChannel = def[rc[0]][rc[1]]
 	}
 }
