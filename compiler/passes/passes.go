@@ -3,6 +3,10 @@
 //
 //	verify-input → legalize → verify → lower → bundle
 //
+// verify-input proves the input with every verifier check; verify then
+// runs the cheap checks on the legalised program (every check with
+// VerifyEach, or when verify-input is skipped).
+//
 // Each pass is a function of the State. Passes report problems with the
 // schedule as diagnostics (State.Diags) and stop the pipeline after the
 // pass that reported an error; a pass returns an error only for an internal
@@ -57,7 +61,7 @@ var pipeline = []Pass{
 	{Name: "legalize", Run: runLegalize, Required: true,
 		Summary: "turn transfer ops into primitives: channel ends, credits, scratch slots (ir.md §7)"},
 	{Name: "verify", Run: verifyPrimitive, Check: true,
-		Summary: "prove the legalised program at the primitive level"},
+		Summary: "check the legalised program at the primitive level (structure and sync; every check with --verify-each or when verify-input is skipped)"},
 	{Name: "lower", Run: lower, Required: true,
 		Summary: "lower every rank to its op table (codegen/optable)"},
 	{Name: "bundle", Run: makeBundle, Required: true,
@@ -103,7 +107,9 @@ type Options struct {
 	// check: the program with the cheap verifier checks (structure and
 	// synchronisation, at the level the pass leaves), the op tables with
 	// optable.CheckPeers after lower, and the bundle (encode, decode,
-	// CheckTables) after bundle. Tests turn it on.
+	// CheckTables) after bundle; and it makes the verify pass run every
+	// check on the legalised program, not only the cheap ones. Tests turn
+	// it on.
 	VerifyEach bool
 	// StopAfter ends the run after the named pass ("" runs them all).
 	StopAfter string
@@ -404,9 +410,20 @@ func runLegalize(s *State) error {
 	return nil
 }
 
+// verifyPrimitive checks the legalised program. When verify-input ran (and
+// so proved the input: the pipeline stops after a pass with errors), it
+// runs the verifier's cheap checks (verify.Cheap: structure and
+// synchronisation, linear in the ops); legalisation preserves deadlock
+// freedom, race freedom and the postcondition (docs/passes.md,
+// "Verification after legalisation", and TestCheapVerifyAfterLegalize).
+// With VerifyEach, or when verify-input was skipped, it runs every check
+// the options ask for.
 func verifyPrimitive(s *State) error {
 	opts := s.Opts.Verify
 	opts.Level = ir.LevelPrimitive
+	if !s.Opts.VerifyEach && slices.Contains(s.Ran, "verify-input") {
+		opts.Skip |= ^verify.Cheap
+	}
 	s.Diags = append(s.Diags, verify.Verify(s.Prog, opts)...)
 	return nil
 }
