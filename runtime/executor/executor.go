@@ -1526,7 +1526,13 @@ func (e *Executor) freeAlloc(p device.Ptr) {
 
 func (e *Executor) doLaunch(w *walk) Event {
 	l3 := w.l3
-	fence := l3.sig != e.lastSig && e.launch > 0
+	// Fence when this launch lays scratch out differently from the previous
+	// one, and always for LL schedules: an LL sender gets no back-pressure,
+	// so without the fence a rank that only sends (a rooted collective's
+	// root) could run two launches ahead and overwrite the scratch half a
+	// slow reader still polls (docs/design/ir.md §5.4; the verifier models
+	// LL launches with this fence).
+	fence := e.launch > 0 && (l3.sig != e.lastSig || w.l1.table.Protocol == ir.LL)
 	if err := w.st.Launch(l3.prep, e.launch+1, fence); err != nil {
 		return e.fail(w, Launch, err, false)
 	}

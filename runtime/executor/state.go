@@ -109,7 +109,7 @@ var Table = []Transition{
 	{L3Setup, EvError, Fail, "error: not sticky for a bad request or a backend's refusal; sticky when the offset exchange failed"},
 	{Grow, EvOK, L3Setup, "wait for in-flight launches; new scratch exported; one allgather; peers re-imported; every L3 entry dropped"},
 	{Grow, EvError, Fail, "sticky error"},
-	{Launch, EvOK, Done, "launch counter + 1; fenced when the scratch shape differs from the previous launch's"},
+	{Launch, EvOK, Done, "launch counter + 1; fenced when the scratch shape differs from the previous launch's, and for LL schedules"},
 	{Launch, EvError, Fail, "error from the stream"},
 }
 
