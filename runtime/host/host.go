@@ -336,12 +336,22 @@ func foreign(p device.Ptr, n int64) []byte {
 // PtrOf returns the address of b's first byte as a device.Ptr (nil for an
 // empty slice), for passing Go memory to the host backend. The caller keeps
 // b alive until every launch using it has finished.
+//
+// b's backing array must not move while launches use it. Go moves goroutine
+// stacks, and a small slice whose address only escapes as an integer would
+// otherwise live on the caller's stack; storing the pointer in escapeSink
+// makes b escape to the heap, which Go never moves.
 func PtrOf(b []byte) device.Ptr {
 	if len(b) == 0 {
 		return 0
 	}
-	return device.Ptr(unsafe.Pointer(unsafe.SliceData(b)))
+	p := unsafe.SliceData(b)
+	escapeSink.Store(p)
+	return device.Ptr(unsafe.Pointer(p))
 }
+
+// escapeSink only exists to make PtrOf's argument escape (see PtrOf).
+var escapeSink atomic.Pointer[byte]
 
 // Upload copies src to dst (memory of this process).
 func (b *backend) Upload(dst device.Ptr, src []byte) error {
