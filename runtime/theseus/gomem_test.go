@@ -4,8 +4,8 @@ package theseus
 
 import (
 	"context"
-	"fmt"
 	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 

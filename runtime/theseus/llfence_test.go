@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/theseus-ccl/theseus/runtime/comm/commtest"
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/comm/commtest"
 )
 
 // TestLLRootedBackToBack: a direct LL broadcast gives its root no
