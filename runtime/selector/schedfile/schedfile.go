@@ -7,7 +7,10 @@
 //   - .json: Theseus schedule JSON v1 (compiler/frontends/schedjson), or an
 //     MSCCL++ execution plan when the file is not Theseus JSON
 //     (compiler/frontends/mscclpp);
-//   - .xml: an MSCCL algorithm (compiler/frontends/msccl).
+//   - .xml: an MSCCL algorithm (compiler/frontends/msccl);
+//   - .tir: the textual IR (ir/irtext).
+//
+// Formats are told and parsed by compiler/load, as theseusc does.
 //
 // Source formats are proven by compiler/verify (structure, synchronisation,
 // deadlock freedom, races and the collective's postcondition) before they
@@ -23,13 +26,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/theseus-ccl/theseus/codegen/bundle"
 	"github.com/theseus-ccl/theseus/compiler/diag"
-	"github.com/theseus-ccl/theseus/compiler/frontends/msccl"
-	"github.com/theseus-ccl/theseus/compiler/frontends/mscclpp"
-	"github.com/theseus-ccl/theseus/compiler/frontends/schedjson"
+	"github.com/theseus-ccl/theseus/compiler/load"
 	"github.com/theseus-ccl/theseus/compiler/verify"
-	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/selector"
 )
 
@@ -96,15 +95,14 @@ func (l Loader) Load(path string) (*selector.ScheduleInfo, error) {
 	if int64(len(data)) > limit {
 		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
 	}
-	var p *ir.Program
-	var ds []diag.Diagnostic
 	switch ext := strings.ToLower(filepath.Ext(path)); ext {
-	case ".tsb":
-		b, err := bundle.Decode(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		// Decode checks the container; the executor runs the op tables, so
+	case ".tsb", ".json", ".xml", ".tir":
+	default:
+		return nil, fmt.Errorf("%s: unknown schedule file extension %q (want .tsb, .json, .xml or .tir)", path, ext)
+	}
+	src := load.Parse(path, load.Detect(path, data), data)
+	if b := src.Bundle; b != nil {
+		// Decode checked the container; the executor runs the op tables, so
 		// check every rank's table against the metadata and the others too
 		// (a bundle from an older table format is excluded here, not at
 		// launch).
@@ -115,19 +113,8 @@ func (l Loader) Load(path string) (*selector.ScheduleInfo, error) {
 		return &selector.ScheduleInfo{Collective: m.Collective, NRanks: m.NRanks, NLocalRanks: m.NLocalRanks,
 			MinBytes: m.MinBytes, MaxBytes: m.MaxBytes, InPlace: m.InPlace, OutOfPlace: m.OutOfPlace,
 			Protocol: m.Protocol, Artifact: b}, nil
-	case ".json":
-		p, ds = schedjson.Parse(path, data)
-		if p == nil && len(ds) == 1 && ds[0].Code == diag.BadVersion {
-			// Not Theseus JSON: perhaps an MSCCL++ execution plan.
-			if q, dq := mscclpp.Parse(path, data); q != nil {
-				p, ds = q, dq
-			}
-		}
-	case ".xml":
-		p, ds = msccl.Parse(path, data)
-	default:
-		return nil, fmt.Errorf("%s: unknown schedule file extension %q (want .tsb, .json or .xml)", path, ext)
 	}
+	p, ds := src.Program, src.Diags
 	if err := errorsOf(path, ds); err != nil || p == nil {
 		if err == nil {
 			err = errors.New(path + ": no schedule")

@@ -85,7 +85,8 @@ func TestLoadErrors(t *testing.T) {
 	}
 	junk := filepath.Join(dir, "junk.tsb")
 	os.WriteFile(junk, []byte("TSBUNDLE"), 0o644)
-	if _, err := (Loader{}).Load(junk); !errors.Is(err, bundle.ErrFormat) {
+	var fe *Error
+	if _, err := (Loader{}).Load(junk); !errors.As(err, &fe) || len(fe.Diags) == 0 || fe.Diags[0].Code != diag.Syntax {
 		t.Errorf("junk bundle: %v", err)
 	}
 }
