@@ -33,6 +33,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"slices"
 
 	"github.com/theseus-ccl/theseus/ir"
@@ -285,20 +286,31 @@ func New(p *ir.Program, tables [][]byte, source []byte) (*Bundle, error) {
 // ID returns the bundle's schedule identity: the SHA-256 of the magic, the
 // version and the encoded body. Errors: those of Encode for an invalid
 // bundle.
+//
+// It hashes the body as it is written, without building it.
 func (b *Bundle) ID() (ID, error) {
-	body, err := b.encodeBody()
-	if err != nil {
+	if err := b.Validate(); err != nil {
 		return ID{}, err
 	}
-	return bodyID(body), nil
+	h := idHash()
+	b.writeBody(func(p []byte) { h.Write(p) })
+	var id ID
+	h.Sum(id[:0])
+	return id, nil
 }
 
-func bodyID(body []byte) ID {
+// idHash is a SHA-256 that has absorbed the magic and the version.
+func idHash() hash.Hash {
 	h := sha256.New()
 	var pre [10]byte
 	copy(pre[:], Magic)
 	binary.LittleEndian.PutUint16(pre[8:], Version)
 	h.Write(pre[:])
+	return h
+}
+
+func bodyID(body []byte) ID {
+	h := idHash()
 	h.Write(body)
 	var id ID
 	h.Sum(id[:0])

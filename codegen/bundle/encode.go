@@ -117,30 +117,34 @@ func (b *Bundle) validate() error {
 
 // Encode returns the bundle's bytes (docs/bundle.md). Errors wrap ErrInvalid
 // (see Validate).
+//
+// It allocates the result once and writes the body into it in place: each
+// table is copied once, and the body is hashed once, where it lies.
 func Encode(b *Bundle) ([]byte, error) {
-	body, err := b.encodeBody()
-	if err != nil {
+	if err := b.Validate(); err != nil {
 		return nil, err
 	}
-	size := HeaderBytes + len(body)
+	bodyLen := b.bodySize()
+	size := HeaderBytes + bodyLen
 	if b.Source != nil {
 		size += 8 + len(b.Source) + sha256.Size
 	}
-	out := make([]byte, 0, size)
-	out = append(out, Magic...)
-	out = binary.LittleEndian.AppendUint16(out, Version)
+	out := make([]byte, HeaderBytes, size)
+	copy(out, Magic)
+	le := binary.LittleEndian
+	le.PutUint16(out[8:], Version)
 	flags := uint16(0)
 	if b.Source != nil {
 		flags |= flagSource
 	}
-	out = binary.LittleEndian.AppendUint16(out, flags)
-	out = binary.LittleEndian.AppendUint32(out, 0)
-	out = binary.LittleEndian.AppendUint64(out, uint64(len(body)))
-	id := bodyID(body)
-	out = append(out, id[:]...)
-	out = append(out, body...)
+	le.PutUint16(out[10:], flags)
+	// out[12:16] reserved, zero
+	le.PutUint64(out[16:], uint64(bodyLen))
+	b.writeBody(func(p []byte) { out = append(out, p...) })
+	id := bodyID(out[HeaderBytes:])
+	copy(out[24:HeaderBytes], id[:])
 	if b.Source != nil {
-		out = binary.LittleEndian.AppendUint64(out, uint64(len(b.Source)))
+		out = le.AppendUint64(out, uint64(len(b.Source)))
 		out = append(out, b.Source...)
 		sum := sha256.Sum256(b.Source)
 		out = append(out, sum[:]...)
@@ -148,21 +152,41 @@ func Encode(b *Bundle) ([]byte, error) {
 	return out, nil
 }
 
-// encodeBody validates b and writes the body: metadata, then per rank its
-// resources and table.
-func (b *Bundle) encodeBody() ([]byte, error) {
-	if err := b.Validate(); err != nil {
-		return nil, err
-	}
-	m := &b.Meta
-	size := 4 + len(m.Name) + metaFixedBytes
+// bodySize is the length of the body in bytes.
+func (b *Bundle) bodySize() int {
+	size := 4 + len(b.Meta.Name) + metaFixedBytes
 	for r := range b.Ranks {
 		res := &b.Ranks[r]
 		size += 3*8 + 4 + channelBytes*len(res.Channels) + 4 + regBytes*len(res.Registrations) +
 			4 + tbBytes*len(res.TBs) + 8 + len(b.Tables[r])
 	}
-	w := make([]byte, 0, size)
+	return size
+}
+
+// encodeBody validates b and returns the body: metadata, then per rank its
+// resources and table.
+func (b *Bundle) encodeBody() ([]byte, error) {
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	w := make([]byte, 0, b.bodySize())
+	b.writeBody(func(p []byte) { w = append(w, p...) })
+	return w, nil
+}
+
+// writeBody passes the body of a valid bundle to emit, in order: the
+// metadata and resource records in short pieces from one reused buffer,
+// each table as it is (emit must not keep the slices).
+func (b *Bundle) writeBody(emit func([]byte)) {
+	m := &b.Meta
 	le := binary.LittleEndian
+	w := make([]byte, 0, 4096)
+	flush := func() {
+		if len(w) > 0 {
+			emit(w)
+			w = w[:0]
+		}
+	}
 	w = le.AppendUint32(w, uint32(len(m.Name)))
 	w = append(w, m.Name...)
 	arr := byte(0)
@@ -192,19 +216,29 @@ func (b *Bundle) encodeBody() ([]byte, error) {
 			w = le.AppendUint32(w, uint32(ch.PeerChannel))
 			w = append(w, byte(ch.Type), 0, 0, 0)
 			w = le.AppendUint64(w, uint64(ch.Init))
+			if len(w) >= 4000 {
+				flush()
+			}
 		}
 		w = le.AppendUint32(w, uint32(len(res.Registrations)))
 		for _, reg := range res.Registrations {
 			w = le.AppendUint32(w, uint32(reg.Peer))
 			w = append(w, byte(reg.Buf), 0, 0, 0)
+			if len(w) >= 4000 {
+				flush()
+			}
 		}
 		w = le.AppendUint32(w, uint32(len(res.TBs)))
 		for _, tb := range res.TBs {
 			w = le.AppendUint32(w, uint32(tb.Ops))
 			w = le.AppendUint64(w, tb.OpsHash)
+			if len(w) >= 4000 {
+				flush()
+			}
 		}
 		w = le.AppendUint64(w, uint64(len(b.Tables[r])))
-		w = append(w, b.Tables[r]...)
+		flush()
+		emit(b.Tables[r])
 	}
-	return w, nil
+	flush()
 }

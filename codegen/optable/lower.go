@@ -3,6 +3,10 @@ package optable
 import (
 	"errors"
 	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/ir"
@@ -75,6 +79,145 @@ func LowerAll(p *ir.Program) ([]*Table, error) {
 	return out, nil
 }
 
+// LowerAllBinary lowers every rank of p straight to its binary encoding:
+// raw[r] is exactly rank r's MarshalBinary(Lower(p, r)), and the checks and
+// the error are exactly LowerAll's (the first failing rank's; see Lower),
+// but no Table is built: each op is checked and written into the final
+// buffer as it is read from p, with no allocation per op. Ranks are lowered
+// in parallel on up to GOMAXPROCS goroutines when p is large; the result
+// and the error do not depend on it. compiler/passes lowers with it.
+func LowerAllBinary(p *ir.Program) ([][]byte, error) {
+	if p == nil {
+		return nil, mkDiag(nil, diag.BadValue, -1, -1, -1, ir.Pos{}, "no program to lower")
+	}
+	// LowerAll first looks for a transfer op anywhere. Here that scan runs
+	// only on failure: a transfer op always fails its rank (checkOp), so a
+	// program that lowers has none.
+	if len(p.Ranks) != p.NRanks || p.NRanks < 1 || p.NRanks > ir.MaxRanks {
+		if d, ok := firstTransfer(p); ok {
+			return nil, d
+		}
+		return nil, mkDiag(p, diag.BadRank, -1, -1, -1, p.Pos, fmt.Sprintf("program has %d ranks for nranks %d", len(p.Ranks), p.NRanks))
+	}
+	ms := maxScratch(p)
+	out := make([][]byte, len(p.Ranks))
+	errs := make([]error, len(p.Ranks))
+	forEachRank(p, func(r int) bool {
+		out[r], errs[r] = lowerRankBinary(p, r, ms)
+		return errs[r] == nil
+	})
+	for r := range errs {
+		if errs[r] != nil {
+			if d, ok := firstTransfer(p); ok {
+				return nil, d
+			}
+			return nil, errs[r]
+		}
+	}
+	return out, nil
+}
+
+// parallelOps is the program size (ops) from which forEachRank uses more
+// than one goroutine.
+var parallelOps = 1 << 16
+
+// forEachRank calls f for every rank of p, on up to GOMAXPROCS goroutines
+// for a large program (each rank once, in increasing order per goroutine).
+// Once f returns false for rank r, ranks above r may be skipped; every rank
+// below the lowest failing one is still done.
+func forEachRank(p *ir.Program, f func(r int) bool) {
+	n := len(p.Ranks)
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 || p.NumOps() < parallelOps {
+		for r := range n {
+			if !f(r) {
+				return
+			}
+		}
+		return
+	}
+	var next, failed atomic.Int64
+	failed.Store(math.MaxInt64)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				r := next.Add(1) - 1
+				if r >= int64(n) || r > failed.Load() {
+					return
+				}
+				if !f(int(r)) {
+					for {
+						cur := failed.Load()
+						if r >= cur || failed.CompareAndSwap(cur, r) {
+							break
+						}
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// irShape answers rankShape from the program's rank.
+type irShape struct{ r *ir.Rank }
+
+func (s irShape) numTBs() int                 { return len(s.r.TBs) }
+func (s irShape) numOps(tb int) int           { return len(s.r.TBs[tb].Ops) }
+func (s irShape) publishes(tb, step int) bool { return s.r.TBs[tb].Ops[step].Publish }
+
+// lowerRankBinary is lowerRank then MarshalBinary, in one pass over the
+// rank's ops: Validate's rules (header, channel ends, then each op in
+// order) first, then checkRankPeers' (pairing, then remote refs in op
+// order), so the first error is the one lowerRank reports.
+func lowerRankBinary(p *ir.Program, rank int, maxScratchChunks int64) ([]byte, error) {
+	pr := &p.Ranks[rank]
+	t := header(p, rank, maxScratchChunks)
+	if err := t.validateHeader(len(pr.TBs)); err != nil {
+		return nil, toDiag(p, rank, err)
+	}
+	var nops, nrefs, ndeps, nchl uint64
+	for ti := range pr.TBs {
+		ops := pr.TBs[ti].Ops
+		nops += uint64(len(ops))
+		for k := range ops {
+			nrefs += uint64(len(ops[k].Srcs) + len(ops[k].Dsts))
+			ndeps += uint64(len(ops[k].Deps))
+			nchl += uint64(len(ops[k].Chans))
+		}
+	}
+	e, err := newEncoder(t, len(pr.TBs), nops, nrefs, ndeps, nchl)
+	if err != nil {
+		return nil, toDiag(p, rank, err)
+	}
+	shape := irShape{pr}
+	var peerErr error // the first remote-ref error, reported after Validate's rules
+	for ti := range pr.TBs {
+		ops := pr.TBs[ti].Ops
+		e.tb(ti, len(ops))
+		for k := range ops {
+			o := tableOp(&ops[k])
+			if err := t.checkOp(ti, k, &o, shape); err != nil {
+				return nil, toDiag(p, rank, err)
+			}
+			if peerErr == nil {
+				peerErr = checkRemoteRefs(p, t, ti, k, &o)
+			}
+			e.op(&o)
+		}
+	}
+	if err := checkPairing(p, t); err != nil {
+		return nil, toDiag(p, rank, err)
+	}
+	if peerErr != nil {
+		return nil, toDiag(p, rank, peerErr)
+	}
+	return e.finish(), nil
+}
+
 // maxScratch is the largest scratch of any rank (Table.MaxScratchChunks).
 func maxScratch(p *ir.Program) int64 {
 	var m int64
@@ -117,7 +260,9 @@ func rankChunks(p *ir.Program, r int) [ir.NumBufKinds]int64 {
 	return c
 }
 
-func build(p *ir.Program, rank int, maxScratchChunks int64) *Table {
+// header is rank's table without threadblocks: the header fields and the
+// channel ends.
+func header(p *ir.Program, rank int, maxScratchChunks int64) *Table {
 	pr := &p.Ranks[rank]
 	root := p.Root
 	if !p.Collective.Rooted() {
@@ -135,6 +280,23 @@ func build(p *ir.Program, rank int, maxScratchChunks int64) *Table {
 			t.Channels[c] = Channel{Peer: ch.Peer, PeerChannel: ch.PeerChannel, Type: ch.Type, Init: ch.Init}
 		}
 	}
+	return t
+}
+
+// tableOp is the table's op for ir op op (the fields the table keeps; the
+// count is dropped for non-data ops). Its slices share op's.
+func tableOp(op *ir.Op) Op {
+	o := Op{Code: op.Code, Publish: op.Publish, Srcs: op.Srcs, Dsts: op.Dsts, Count: op.Count,
+		Chans: op.Chans, Deps: op.Deps, Barrier: op.Barrier, BarrierTBs: op.BarrierTBs}
+	if !op.Code.Info().Data {
+		o.Count = 0
+	}
+	return o
+}
+
+func build(p *ir.Program, rank int, maxScratchChunks int64) *Table {
+	pr := &p.Ranks[rank]
+	t := header(p, rank, maxScratchChunks)
 	if len(pr.TBs) > 0 {
 		t.TBs = make([]TB, len(pr.TBs))
 	}
@@ -190,6 +352,22 @@ func build(p *ir.Program, rank int, maxScratchChunks int64) *Table {
 // checkRankPeers checks rank t.Rank's channel ends and remote refs against
 // the other ranks of p (CheckPeers for one rank).
 func checkRankPeers(p *ir.Program, t *Table) error {
+	if err := checkPairing(p, t); err != nil {
+		return err
+	}
+	for ti, tb := range t.TBs {
+		for k := range tb.Ops {
+			if err := checkRemoteRefs(p, t, ti, k, &tb.Ops[k]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkPairing checks that each of t's channel ends names an end of p that
+// names it back.
+func checkPairing(p *ir.Program, t *Table) error {
 	for c, ch := range t.Channels {
 		pc := p.Ranks[ch.Peer].Channels
 		if ch.PeerChannel >= len(pc) {
@@ -199,19 +377,20 @@ func checkRankPeers(p *ir.Program, t *Table) error {
 			return verr(diag.ChannelPairing, -1, -1, "channel %d names rank %d channel %d, which names rank %d channel %d back", c, ch.Peer, ch.PeerChannel, back.Peer, back.PeerChannel)
 		}
 	}
-	for ti, tb := range t.TBs {
-		for k := range tb.Ops {
-			op := &tb.Ops[k]
-			for i := range len(op.Srcs) + len(op.Dsts) {
-				ref := op.ref(i)
-				if ref.Chan < 0 {
-					continue
-				}
-				q := t.Channels[ref.Chan].Peer
-				if have := rankChunks(p, q)[ref.Buf]; ref.Off+op.Count > have {
-					return verr(diag.ChunkRange, ti, k, "ref %d: rank %d's %s[%d:%d] outside its %d chunks", i, q, ref.Buf, ref.Off, ref.Off+op.Count, have)
-				}
-			}
+	return nil
+}
+
+// checkRemoteRefs checks that op's remote refs (step k of threadblock ti
+// of t) lie within the peer's buffers.
+func checkRemoteRefs(p *ir.Program, t *Table, ti, k int, op *Op) error {
+	for i := range len(op.Srcs) + len(op.Dsts) {
+		ref := op.ref(i)
+		if ref.Chan < 0 {
+			continue
+		}
+		q := t.Channels[ref.Chan].Peer
+		if have := rankChunks(p, q)[ref.Buf]; ref.Off+op.Count > have {
+			return verr(diag.ChunkRange, ti, k, "ref %d: rank %d's %s[%d:%d] outside its %d chunks", i, q, ref.Buf, ref.Off, ref.Off+op.Count, have)
 		}
 	}
 	return nil

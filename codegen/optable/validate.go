@@ -78,6 +78,24 @@ func BufferChunks(c ir.Collective, k ir.BufKind, nranks, rank, root int, chunksP
 //
 // Errors are *ValidationError, the first one found.
 func (t *Table) Validate() error {
+	if err := t.validateHeader(len(t.TBs)); err != nil {
+		return err
+	}
+	shape := tableShape{t}
+	for ti := range t.TBs {
+		for k := range t.TBs[ti].Ops {
+			if err := t.checkOp(ti, k, &t.TBs[ti].Ops[k], shape); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// validateHeader is Validate's checks of the header and the channel ends,
+// for a table of ntbs threadblocks (t.TBs need not be filled: lowering
+// straight to the wire format checks a header-only table).
+func (t *Table) validateHeader(ntbs int) error {
 	if t == nil {
 		return verr(diag.BadValue, -1, -1, "nil table")
 	}
@@ -106,8 +124,8 @@ func (t *Table) Validate() error {
 		return verr(diag.BadValue, -1, -1, "slice bytes %d < 0", t.SliceBytes)
 	case len(t.Channels) > MaxChannels:
 		return verr(diag.Limits, -1, -1, "%d channel ends, over %d", len(t.Channels), MaxChannels)
-	case len(t.TBs) > MaxTBs:
-		return verr(diag.Limits, -1, -1, "%d threadblocks, over %d", len(t.TBs), MaxTBs)
+	case ntbs > MaxTBs:
+		return verr(diag.Limits, -1, -1, "%d threadblocks, over %d", ntbs, MaxTBs)
 	}
 	for k := ir.Input; k <= ir.Output; k++ {
 		want, ok := BufferChunks(t.Collective, k, t.NRanks, t.Rank, t.Root, t.ChunksPerBlock)
@@ -138,18 +156,26 @@ func (t *Table) Validate() error {
 			return verr(diag.BadValue, -1, -1, "channel %d: initial semaphore value %d < 0", c, ch.Init)
 		}
 	}
-	for ti := range t.TBs {
-		for k := range t.TBs[ti].Ops {
-			if err := t.validateOp(ti, k); err != nil {
-				return err
-			}
-		}
-	}
 	return nil
 }
 
-func (t *Table) validateOp(ti, k int) error {
-	op := &t.TBs[ti].Ops[k]
+// rankShape is what the op rules ask of the rank's other threadblocks:
+// how many there are, their op counts, and which ops publish.
+type rankShape interface {
+	numTBs() int
+	numOps(tb int) int
+	publishes(tb, step int) bool
+}
+
+type tableShape struct{ t *Table }
+
+func (s tableShape) numTBs() int                 { return len(s.t.TBs) }
+func (s tableShape) numOps(tb int) int           { return len(s.t.TBs[tb].Ops) }
+func (s tableShape) publishes(tb, step int) bool { return s.t.TBs[tb].Ops[step].Publish }
+
+// checkOp checks op, step k of threadblock ti, against the table's header
+// and channel ends and the rank's threadblocks (Validate's op rules).
+func (t *Table) checkOp(ti, k int, op *Op, s rankShape) error {
 	info := op.Code.Info()
 	if !op.Code.Valid() {
 		return verr(diag.BadValue, ti, k, "unknown opcode %d", op.Code)
@@ -178,19 +204,19 @@ func (t *Table) validateOp(ti, k int) error {
 		}
 	}
 	if op.Code == ir.OpBarrier {
-		if op.Barrier < 0 || op.Barrier > math.MaxInt32 || op.BarrierTBs < 1 || op.BarrierTBs > len(t.TBs) {
-			return verr(diag.BadBarrier, ti, k, "barrier %d of %d threadblocks (rank has %d)", op.Barrier, op.BarrierTBs, len(t.TBs))
+		if op.Barrier < 0 || op.Barrier > math.MaxInt32 || op.BarrierTBs < 1 || op.BarrierTBs > s.numTBs() {
+			return verr(diag.BadBarrier, ti, k, "barrier %d of %d threadblocks (rank has %d)", op.Barrier, op.BarrierTBs, s.numTBs())
 		}
 	} else if op.Barrier != 0 || op.BarrierTBs != 0 {
 		return verr(diag.BadBarrier, ti, k, "%v carries barrier fields", op.Code)
 	}
 	for _, d := range op.Deps {
 		switch {
-		case d.TB < 0 || d.TB >= len(t.TBs) || d.TB == ti:
-			return verr(diag.BadDep, ti, k, "dependency on threadblock %d (want another of 0..%d)", d.TB, len(t.TBs)-1)
-		case d.Step < 0 || d.Step >= len(t.TBs[d.TB].Ops):
-			return verr(diag.BadDep, ti, k, "dependency on tb %d step %d (it has %d steps)", d.TB, d.Step, len(t.TBs[d.TB].Ops))
-		case !t.TBs[d.TB].Ops[d.Step].Publish:
+		case d.TB < 0 || d.TB >= s.numTBs() || d.TB == ti:
+			return verr(diag.BadDep, ti, k, "dependency on threadblock %d (want another of 0..%d)", d.TB, s.numTBs()-1)
+		case d.Step < 0 || d.Step >= s.numOps(d.TB):
+			return verr(diag.BadDep, ti, k, "dependency on tb %d step %d (it has %d steps)", d.TB, d.Step, s.numOps(d.TB))
+		case !s.publishes(d.TB, d.Step):
 			return verr(diag.DepNotPublished, ti, k, "dependency on tb %d step %d, which does not publish", d.TB, d.Step)
 		}
 	}

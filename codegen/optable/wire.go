@@ -174,20 +174,61 @@ func (t *Table) MarshalBinary() ([]byte, error) {
 			nchl += uint64(len(op.Chans))
 		}
 	}
-	l, ok := sectionLayout(uint64(len(t.Channels)), uint64(len(t.TBs)), nops, nrefs, ndeps, nchl, math.MaxInt64)
+	e, err := newEncoder(t, len(t.TBs), nops, nrefs, ndeps, nchl)
+	if err != nil {
+		return nil, err
+	}
+	for ti := range t.TBs {
+		e.tb(ti, len(t.TBs[ti].Ops))
+		for k := range t.TBs[ti].Ops {
+			e.op(&t.TBs[ti].Ops[k])
+		}
+	}
+	return e.finish(), nil
+}
+
+// wireOpcode and wireBuf are wireOpcodes and wireBufKinds as arrays
+// indexed by the ir value, for the encoder.
+var (
+	wireOpcode [ir.NumOpcodes]uint8
+	wireBuf    [ir.NumBufKinds]uint8
+)
+
+func init() {
+	for op, w := range wireOpcodes {
+		wireOpcode[op] = w
+	}
+	for w, k := range wireBufKinds {
+		wireBuf[k] = uint8(w)
+	}
+}
+
+// encoder writes one table in the wire format: newEncoder the header and
+// the channel ends, then tb for each threadblock followed by op for each of
+// its ops, then finish. The records are written in place into one buffer of
+// the final size, field by field; nothing is allocated per op.
+type encoder struct {
+	b                     []byte
+	l                     layout
+	opi, refi, depi, chli uint64
+}
+
+// newEncoder allocates a table with the given record counts and writes the
+// header of t (all but the CRC) and t's channel ends. t's fields must be
+// valid (validateHeader).
+func newEncoder(t *Table, ntbs int, nops, nrefs, ndeps, nchl uint64) (*encoder, error) {
+	l, ok := sectionLayout(uint64(len(t.Channels)), uint64(ntbs), nops, nrefs, ndeps, nchl, math.MaxInt64)
 	if !ok {
 		return nil, errors.New("optable: table too large")
 	}
-	b := make([]byte, l.total)
-	le := binary.LittleEndian
-
+	e := &encoder{b: make([]byte, l.total), l: l}
 	h := wireHeader{
 		Magic: Magic, Version: Version, HeaderBytes: HeaderBytes, TotalBytes: l.total,
 		Rank: int32(t.Rank), NRanks: int32(t.NRanks), Root: int32(t.Root),
 		NumThreads: int32(t.NumThreads), NLocalRanks: int32(t.NLocalRanks),
 		ChunksPerBlock: t.ChunksPerBlock, InputChunks: t.Chunks[ir.Input], OutputChunks: t.Chunks[ir.Output],
 		ScratchChunks: t.Chunks[ir.Scratch], SliceBytes: t.SliceBytes,
-		NumChannels: uint32(len(t.Channels)), NumTBs: uint32(len(t.TBs)),
+		NumChannels: uint32(len(t.Channels)), NumTBs: uint32(ntbs),
 		NumOps: nops, NumRefs: nrefs, NumDeps: ndeps, NumChanList: nchl,
 		OffChannels: l.offChannels, OffTBs: l.offTBs, OffOps: l.offOps, OffRefs: l.offRefs,
 		OffDeps: l.offDeps, OffChanList: l.offChanList, MaxScratch: t.MaxScratchChunks,
@@ -200,54 +241,77 @@ func (t *Table) MarshalBinary() ([]byte, error) {
 	if t.OutOfPlace {
 		h.Flags |= FlagOutOfPlace
 	}
-	h.put(b)
-
+	h.put(e.b)
 	for c, ch := range t.Channels {
 		w := wireChannel{Peer: int32(ch.Peer), PeerChannel: int32(ch.PeerChannel), Init: ch.Init}
 		w.Type, _ = toWire(wireChannelTypes[:], ch.Type)
-		w.put(b[l.offChannels+uint64(c)*ChannelBytes:])
+		w.put(e.b[l.offChannels+uint64(c)*ChannelBytes:])
 	}
-	var opi, refi, depi, chli uint64
-	for ti, tb := range t.TBs {
-		wireTB{OpStart: opi, OpCount: uint64(len(tb.Ops))}.put(b[l.offTBs+uint64(ti)*TBBytes:])
-		for k := range tb.Ops {
-			op := &tb.Ops[k]
-			w := wireOp{
-				Opcode: wireOpcodes[op.Code], NSrc: uint32(len(op.Srcs)), NDst: uint32(len(op.Dsts)),
-				NChan: uint32(len(op.Chans)), RefStart: refi, Count: op.Count, ChanStart: chli,
-				DepStart: depi, NDep: uint32(len(op.Deps)), Barrier: int32(op.Barrier), BarrierTBs: int32(op.BarrierTBs),
-			}
-			if op.Publish {
-				w.Flags |= OpFlagPublish
-			}
-			w.put(b[l.offOps+opi*OpBytes:])
-			opi++
-			for _, refs := range [2][]ir.Ref{op.Srcs, op.Dsts} {
-				for _, r := range refs {
-					wr := wireRef{Channel: int32(r.Chan), Off: r.Off}
-					wr.Buf, _ = toWire(wireBufKinds[:], r.Buf)
-					if r.Chan >= 0 {
-						wr.Flags |= RefFlagRemote
-					}
-					if r.Packet {
-						wr.Flags |= RefFlagPacket
-					}
-					wr.put(b[l.offRefs+refi*RefBytes:])
-					refi++
-				}
-			}
-			for _, d := range op.Deps {
-				wireDep{TB: int32(d.TB), Step: int64(d.Step)}.put(b[l.offDeps+depi*DepBytes:])
-				depi++
-			}
-			for _, c := range op.Chans {
-				le.PutUint32(b[l.offChanList+chli*ChanListBytes:], uint32(int32(c)))
-				chli++
-			}
+	return e, nil
+}
+
+// tb writes threadblock ti's record: its ops are the next nops ops.
+func (e *encoder) tb(ti, nops int) {
+	wireTB{OpStart: e.opi, OpCount: uint64(nops)}.put(e.b[e.l.offTBs+uint64(ti)*TBBytes:])
+}
+
+// op writes the next op record and its refs, dependencies and channel list
+// (reserved fields stay zero).
+func (e *encoder) op(op *Op) {
+	le := binary.LittleEndian
+	w := e.b[e.l.offOps+e.opi*OpBytes:][:OpBytes]
+	w[0] = wireOpcode[op.Code]
+	if op.Publish {
+		w[1] = OpFlagPublish
+	}
+	le.PutUint32(w[4:], uint32(len(op.Srcs)))
+	le.PutUint32(w[8:], uint32(len(op.Dsts)))
+	le.PutUint32(w[12:], uint32(len(op.Chans)))
+	le.PutUint64(w[16:], e.refi)
+	le.PutUint64(w[24:], uint64(op.Count))
+	le.PutUint64(w[32:], e.chli)
+	le.PutUint64(w[40:], e.depi)
+	le.PutUint32(w[48:], uint32(len(op.Deps)))
+	le.PutUint32(w[52:], uint32(int32(op.Barrier)))
+	le.PutUint32(w[56:], uint32(int32(op.BarrierTBs)))
+	e.opi++
+	e.refs(op.Srcs)
+	e.refs(op.Dsts)
+	for _, d := range op.Deps {
+		r := e.b[e.l.offDeps+e.depi*DepBytes:][:DepBytes]
+		le.PutUint32(r[0:], uint32(int32(d.TB)))
+		le.PutUint64(r[8:], uint64(int64(d.Step)))
+		e.depi++
+	}
+	for _, c := range op.Chans {
+		le.PutUint32(e.b[e.l.offChanList+e.chli*ChanListBytes:], uint32(int32(c)))
+		e.chli++
+	}
+}
+
+func (e *encoder) refs(refs []ir.Ref) {
+	le := binary.LittleEndian
+	for _, r := range refs {
+		w := e.b[e.l.offRefs+e.refi*RefBytes:][:RefBytes]
+		w[0] = wireBuf[r.Buf]
+		var f uint8
+		if r.Chan >= 0 {
+			f |= RefFlagRemote
 		}
+		if r.Packet {
+			f |= RefFlagPacket
+		}
+		w[1] = f
+		le.PutUint32(w[4:], uint32(int32(r.Chan)))
+		le.PutUint64(w[8:], uint64(r.Off))
+		e.refi++
 	}
-	le.PutUint32(b[crcOffset:], crc32.Checksum(b, castagnoli))
-	return b, nil
+}
+
+// finish writes the CRC and returns the table.
+func (e *encoder) finish() []byte {
+	binary.LittleEndian.PutUint32(e.b[crcOffset:], crc32.Checksum(e.b, castagnoli))
+	return e.b
 }
 
 // DecodeError is the error of Decode for a malformed table: Offset is the

@@ -18,6 +18,7 @@
 package passes
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -146,9 +147,15 @@ type State struct {
 	// Prog is the current program: Input until legalize, then the
 	// legalised program.
 	Prog *ir.Program
-	// Tables are the per-rank op tables (after lower), Raw their encodings.
+	// Raw are the per-rank op tables in their binary form
+	// (codegen/optable, docs/optable.md), after lower.
+	Raw [][]byte
+	// Tables are Raw decoded (optable.Decode). lower fills them only when
+	// the run stops after it (StopAfter "lower") or VerifyEach is set, and
+	// leaves them nil otherwise: a compilation needs only the bytes, and a
+	// caller decodes one rank with optable.Decode(Raw[r]) or
+	// Bundle.Table(r).
 	Tables []*optable.Table
-	Raw    [][]byte
 	// Bundle is the result of the bundle pass.
 	Bundle *bundle.Bundle
 	// Diags are every pass's diagnostics, in pass order.
@@ -428,8 +435,12 @@ func verifyPrimitive(s *State) error {
 	return nil
 }
 
+// lower writes every rank's op table straight into its binary form
+// (optable.LowerAllBinary: the checks and bytes of LowerAll+MarshalBinary,
+// without building the tables). It decodes them into s.Tables only when
+// the run stops here or VerifyEach checks them.
 func lower(s *State) error {
-	ts, err := optable.LowerAll(s.Prog)
+	raw, err := optable.LowerAllBinary(s.Prog)
 	if err != nil {
 		var d diag.Diagnostic
 		if errors.As(err, &d) {
@@ -438,24 +449,26 @@ func lower(s *State) error {
 		}
 		return err
 	}
-	raw := make([][]byte, len(ts))
-	for r, t := range ts {
-		if raw[r], err = t.MarshalBinary(); err != nil {
-			return fmt.Errorf("rank %d: %w", r, err)
+	s.Raw = raw
+	if s.Opts.VerifyEach || s.Opts.StopAfter == "lower" {
+		s.Tables = make([]*optable.Table, len(raw))
+		for r := range raw {
+			if s.Tables[r], err = optable.Decode(raw[r]); err != nil {
+				return fmt.Errorf("rank %d: %w", r, err)
+			}
 		}
 	}
-	s.Tables, s.Raw = ts, raw
 	return nil
 }
 
 func makeBundle(s *State) error {
 	var src []byte
 	if s.Opts.EmbedSource && s.Input != nil {
-		var sb strings.Builder
-		if err := ir.Print(&sb, s.Input); err != nil {
+		var buf bytes.Buffer
+		if err := ir.Print(&buf, s.Input); err != nil {
 			return fmt.Errorf("printing the source: %w", err)
 		}
-		src = []byte(sb.String())
+		src = buf.Bytes()
 	}
 	b, err := bundle.New(s.Prog, s.Raw, src)
 	if err != nil {
