@@ -2,9 +2,7 @@ package interp
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -12,7 +10,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/ir"
-	"github.com/theseus-ccl/theseus/runtime/interp/numeric"
+	"github.com/theseus-ccl/theseus/runtime/interp/reference"
 )
 
 // SimOptions selects the cases Simulate runs. Zero values select defaults.
@@ -273,7 +271,7 @@ func runCase(tables []*optable.Table, c *CaseResult, o SimOptions, caseNo uint64
 		}
 		for p := range n {
 			b := &w.Bufs[p]
-			fillInput(rng, b.Input, c.DataType, c.RedOp, c.Reduces, n, p)
+			reference.Fill(b.Input, c.DataType, c.RedOp, c.Reduces, n, p, rng.Uint64)
 			inputs[p] = slices.Clone(b.Input)
 		}
 		start := time.Now()
@@ -284,227 +282,18 @@ func runCase(tables []*optable.Table, c *CaseResult, o SimOptions, caseNo uint64
 			return
 		}
 		for p := range n {
-			want := expected(t0, req, inputs, p)
+			want := reference.Output(t0.Collective, n, p, req.Root, req.Count, req.DataType, req.RedOp, func(q int) []byte { return inputs[q] })
 			if want == nil {
 				continue
 			}
 			c.Checked += int64(len(want)) / es
-			c.Wrong += countWrong(w.Bufs[p].Output, want, es)
+			c.Wrong += reference.Wrong(w.Bufs[p].Output, want, int(es))
 		}
 		if !c.InPlace {
 			for p := range n {
 				c.Checked += int64(len(inputs[p])) / es
-				c.Wrong += countWrong(w.Bufs[p].Input, inputs[p], es)
+				c.Wrong += reference.Wrong(w.Bufs[p].Input, inputs[p], int(es))
 			}
 		}
-	}
-}
-
-func countWrong(got, want []byte, es int64) int64 {
-	if len(got) != len(want) {
-		return int64(max(len(got), len(want))) / es
-	}
-	var wrong int64
-	for i := int64(0); i < int64(len(want)); i += es {
-		if string(got[i:i+es]) != string(want[i:i+es]) {
-			wrong++
-		}
-	}
-	return wrong
-}
-
-// expected computes physical rank p's output directly from the inputs
-// (NCCL 2.25 semantics; the root is physical), or nil when the rank has no
-// output.
-func expected(t *optable.Table, req Request, inputs [][]byte, p int) []byte {
-	n := t.NRanks
-	bb := int(req.Count) * req.DataType.Size() // bytes per block
-	block := func(b []byte, i int) []byte { return b[i*bb : (i+1)*bb] }
-	reduce := func(blk func(q int) []byte) []byte {
-		srcs := make([][]byte, n)
-		for q := range srcs {
-			srcs[q] = blk(q)
-		}
-		out := make([]byte, bb)
-		if err := numeric.Reduce(req.DataType, req.RedOp, out, srcs); err != nil {
-			panic(err) // unreachable: types and lengths are valid here
-		}
-		if req.RedOp == ir.Avg {
-			if err := numeric.Divide(req.DataType, out, n); err != nil {
-				panic(err)
-			}
-		}
-		return out
-	}
-	R := req.Root
-	switch t.Collective {
-	case ir.AllReduce:
-		return reduce(func(q int) []byte { return inputs[q] })
-	case ir.ReduceScatter:
-		return reduce(func(q int) []byte { return block(inputs[q], p) })
-	case ir.Reduce:
-		if p != R {
-			return nil
-		}
-		return reduce(func(q int) []byte { return inputs[q] })
-	case ir.AllGather:
-		return slices.Concat(inputs...)
-	case ir.Gather:
-		if p != R {
-			return nil
-		}
-		return slices.Concat(inputs...)
-	case ir.Broadcast:
-		return slices.Clone(inputs[R])
-	case ir.Scatter:
-		return slices.Clone(block(inputs[R], p))
-	case ir.AllToAll:
-		out := make([]byte, 0, n*bb)
-		for q := 0; q < n; q++ {
-			out = append(out, block(inputs[q], p)...)
-		}
-		return out
-	case ir.SendRecv:
-		return slices.Clone(inputs[(p+n-1)%n])
-	}
-	return nil
-}
-
-// exactInt is the largest M such that every integer in [-M, M] is exact in
-// the floating-point type.
-func exactInt(dt ir.DataType) int64 {
-	switch dt {
-	case ir.Float16:
-		return 2048
-	case ir.Bfloat16:
-		return 256
-	case ir.Fp8E4M3:
-		return 16
-	case ir.Fp8E5M2:
-		return 8
-	case ir.Float32:
-		return 1 << 24
-	}
-	return 1 << 53
-}
-
-// prodExp bounds the sum of |exponents| of ±2^k prod inputs so that every
-// partial product stays a normal number.
-func prodExp(dt ir.DataType) int {
-	switch dt {
-	case ir.Float16, ir.Fp8E5M2:
-		return 14
-	case ir.Fp8E4M3:
-		return 6
-	case ir.Bfloat16, ir.Float32:
-		return 100
-	}
-	return 1000
-}
-
-// fillInput writes values into b such that every order of reduction gives
-// the same result (see Simulate). Sum and avg: integers whose absolute
-// values over the n ranks add up to at most exactInt (each rank draws from
-// its 1/n share of that budget, so every partial sum is exact); prod: ±1,
-// ±2^k and 0 with exponents bounded the same way; max and min: any bit
-// pattern except NaN, with -0 made +0 (max(+0, -0) depends on the order) and
-// e5m2 infinities avoided (they saturate). Integers take any value (their
-// arithmetic wraps, which is associative).
-func fillInput(rng *rand.Rand, b []byte, dt ir.DataType, op ir.RedOp, reduces bool, n, rank int) {
-	es := dt.Size()
-	if !reduces || !dt.IsFloat() {
-		for i := 0; i < len(b); i += 8 {
-			var w [8]byte
-			binary.LittleEndian.PutUint64(w[:], rng.Uint64())
-			copy(b[i:], w[:])
-		}
-		return
-	}
-	for i := 0; i+es <= len(b); i += es {
-		var v float64
-		switch op {
-		case ir.Sum, ir.Avg:
-			share := max(exactInt(dt)/int64(n), 1)
-			// With more ranks than exact integers, only exactInt of them
-			// (rotating with the element) contribute ±1, the rest 0.
-			if e := int64(i / es); exactInt(dt) < int64(n) && (int64(rank)+e)%int64(n) >= exactInt(dt) {
-				share = 0
-			}
-			v = float64(rng.Int64N(2*share+1) - share)
-		case ir.Prod:
-			k := prodExp(dt) / n
-			switch {
-			case rng.IntN(20) == 0:
-				v = 0
-			case k == 0 || rng.IntN(2) == 0:
-				v = 1
-			default:
-				v = math.Ldexp(1, rng.IntN(2*k+1)-k)
-			}
-			if rng.IntN(2) == 0 {
-				v = -v
-			}
-		default: // max, min
-			putRandomNonNaN(rng, b[i:i+es], dt)
-			continue
-		}
-		putFloat(b[i:i+es], dt, v)
-	}
-}
-
-func putFloat(b []byte, dt ir.DataType, v float64) {
-	switch dt {
-	case ir.Float16:
-		binary.LittleEndian.PutUint16(b, numeric.F32ToF16(float32(v)))
-	case ir.Bfloat16:
-		binary.LittleEndian.PutUint16(b, numeric.F32ToBF16(float32(v)))
-	case ir.Fp8E4M3:
-		b[0] = numeric.F32ToE4M3(float32(v))
-	case ir.Fp8E5M2:
-		b[0] = numeric.F32ToE5M2(float32(v))
-	case ir.Float32:
-		binary.LittleEndian.PutUint32(b, math.Float32bits(float32(v)))
-	case ir.Float64:
-		binary.LittleEndian.PutUint64(b, math.Float64bits(v))
-	}
-}
-
-func putRandomNonNaN(rng *rand.Rand, b []byte, dt ir.DataType) {
-	for {
-		var x float64
-		switch dt {
-		case ir.Float16:
-			h := uint16(rng.Uint32())
-			binary.LittleEndian.PutUint16(b, h)
-			x = float64(numeric.F16ToF32(h))
-		case ir.Bfloat16:
-			h := uint16(rng.Uint32())
-			binary.LittleEndian.PutUint16(b, h)
-			x = float64(numeric.BF16ToF32(h))
-		case ir.Fp8E4M3:
-			b[0] = uint8(rng.Uint32())
-			x = float64(numeric.E4M3ToF32(b[0]))
-		case ir.Fp8E5M2:
-			b[0] = uint8(rng.Uint32())
-			x = float64(numeric.E5M2ToF32(b[0]))
-			if math.IsInf(x, 0) {
-				continue
-			}
-		case ir.Float32:
-			u := rng.Uint32()
-			binary.LittleEndian.PutUint32(b, u)
-			x = float64(math.Float32frombits(u))
-		case ir.Float64:
-			u := rng.Uint64()
-			binary.LittleEndian.PutUint64(b, u)
-			x = math.Float64frombits(u)
-		}
-		if math.IsNaN(x) {
-			continue
-		}
-		if x == 0 {
-			clear(b) // +0
-		}
-		return
 	}
 }

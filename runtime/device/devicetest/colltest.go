@@ -6,13 +6,10 @@
 package devicetest
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
-	"slices"
 
 	"github.com/theseus-ccl/theseus/ir"
-	"github.com/theseus-ccl/theseus/runtime/interp/numeric"
+	"github.com/theseus-ccl/theseus/runtime/interp/reference"
 )
 
 // Case is one collective request on every rank of a communicator.
@@ -110,207 +107,25 @@ func (c Case) Input(rank int) []byte {
 }
 
 func (c Case) fill(b []byte, rank int) {
-	es := c.DataType.Size()
 	seed := splitmix(c.Seed ^ uint64(rank+1)*0x100000001b3 ^ uint64(c.Coll)<<56 ^ uint64(c.DataType)<<48 ^ uint64(c.RedOp)<<40)
-	if !c.Coll.Reduces() || !c.DataType.IsFloat() {
-		for i := 0; i < len(b); i += 8 {
-			var w [8]byte
-			binary.LittleEndian.PutUint64(w[:], splitmix(seed+uint64(i)))
-			copy(b[i:], w[:])
-		}
-		return
-	}
-	n := int64(c.NRanks)
-	for i := 0; i+es <= len(b); i += es {
-		r := splitmix(seed + uint64(i))
-		var v float64
-		switch c.RedOp {
-		case ir.Sum, ir.Avg:
-			share := max(exactInt(c.DataType)/n, 1)
-			if e := int64(i / es); exactInt(c.DataType) < n && (int64(rank)+e)%n >= exactInt(c.DataType) {
-				share = 0
-			}
-			v = float64(int64(r%uint64(2*share+1)) - share)
-		case ir.Prod:
-			k := prodExp(c.DataType) / int(n)
-			switch {
-			case r%20 == 0:
-				v = 0
-			case k == 0 || (r>>8)&1 == 0:
-				v = 1
-			default:
-				v = math.Ldexp(1, int((r>>16)%uint64(2*k+1))-k)
-			}
-			if (r>>9)&1 == 0 {
-				v = -v
-			}
-		default:
-			putNonNaN(b[i:i+es], c.DataType, r)
-			continue
-		}
-		putFloat(b[i:i+es], c.DataType, v)
-	}
-}
-
-func exactInt(dt ir.DataType) int64 {
-	switch dt {
-	case ir.Float16:
-		return 2048
-	case ir.Bfloat16:
-		return 256
-	case ir.Fp8E4M3:
-		return 16
-	case ir.Fp8E5M2:
-		return 8
-	case ir.Float32:
-		return 1 << 24
-	}
-	return 1 << 53
-}
-
-func prodExp(dt ir.DataType) int {
-	switch dt {
-	case ir.Float16, ir.Fp8E5M2:
-		return 14
-	case ir.Fp8E4M3:
-		return 6
-	case ir.Bfloat16, ir.Float32:
-		return 100
-	}
-	return 1000
-}
-
-func putFloat(b []byte, dt ir.DataType, v float64) {
-	switch dt {
-	case ir.Float16:
-		binary.LittleEndian.PutUint16(b, numeric.F32ToF16(float32(v)))
-	case ir.Bfloat16:
-		binary.LittleEndian.PutUint16(b, numeric.F32ToBF16(float32(v)))
-	case ir.Fp8E4M3:
-		b[0] = numeric.F32ToE4M3(float32(v))
-	case ir.Fp8E5M2:
-		b[0] = numeric.F32ToE5M2(float32(v))
-	case ir.Float32:
-		binary.LittleEndian.PutUint32(b, math.Float32bits(float32(v)))
-	case ir.Float64:
-		binary.LittleEndian.PutUint64(b, math.Float64bits(v))
-	}
-}
-
-// putNonNaN writes bits derived from r that are not a NaN (nor an e5m2
-// infinity, nor −0).
-func putNonNaN(b []byte, dt ir.DataType, r uint64) {
-	for ; ; r = splitmix(r) {
-		var x float64
-		switch dt {
-		case ir.Float16:
-			binary.LittleEndian.PutUint16(b, uint16(r))
-			x = float64(numeric.F16ToF32(uint16(r)))
-		case ir.Bfloat16:
-			binary.LittleEndian.PutUint16(b, uint16(r))
-			x = float64(numeric.BF16ToF32(uint16(r)))
-		case ir.Fp8E4M3:
-			b[0] = uint8(r)
-			x = float64(numeric.E4M3ToF32(b[0]))
-		case ir.Fp8E5M2:
-			b[0] = uint8(r)
-			x = float64(numeric.E5M2ToF32(b[0]))
-			if math.IsInf(x, 0) {
-				continue
-			}
-		case ir.Float32:
-			binary.LittleEndian.PutUint32(b, uint32(r))
-			x = float64(math.Float32frombits(uint32(r)))
-		case ir.Float64:
-			binary.LittleEndian.PutUint64(b, r)
-			x = math.Float64frombits(r)
-		}
-		if math.IsNaN(x) {
-			continue
-		}
-		if x == 0 {
-			clear(b)
-		}
-		return
-	}
+	k := uint64(0)
+	next := func() uint64 { k++; return splitmix(seed + k) }
+	reference.Fill(b, c.DataType, c.RedOp, c.Coll.Reduces(), c.NRanks, rank, next)
 }
 
 // Expected returns physical rank rank's expected output, computed directly
 // from every rank's Input (nil when the rank has no output).
 func (c Case) Expected(rank int) []byte {
-	n := c.NRanks
-	bb := c.blockBytes()
-	inputs := make([][]byte, n)
+	inputs := make([][]byte, c.NRanks)
 	input := func(q int) []byte {
 		if inputs[q] == nil {
 			inputs[q] = c.Input(q)
 		}
 		return inputs[q]
 	}
-	block := func(b []byte, i int) []byte { return b[int64(i)*bb : int64(i+1)*bb] }
-	reduce := func(blk func(q int) []byte) []byte {
-		srcs := make([][]byte, n)
-		for q := range srcs {
-			srcs[q] = blk(q)
-		}
-		out := make([]byte, bb)
-		if err := numeric.Reduce(c.DataType, c.RedOp, out, srcs); err != nil {
-			panic(err)
-		}
-		if c.RedOp == ir.Avg {
-			if err := numeric.Divide(c.DataType, out, n); err != nil {
-				panic(err)
-			}
-		}
-		return out
-	}
-	R := c.root()
-	switch c.Coll {
-	case ir.AllReduce:
-		return reduce(input)
-	case ir.ReduceScatter:
-		return reduce(func(q int) []byte { return block(input(q), rank) })
-	case ir.Reduce:
-		if rank != R {
-			return nil
-		}
-		return reduce(input)
-	case ir.AllGather, ir.Gather:
-		if c.Coll == ir.Gather && rank != R {
-			return nil
-		}
-		out := make([]byte, 0, int64(n)*bb)
-		for q := range n {
-			out = append(out, input(q)...)
-		}
-		return out
-	case ir.Broadcast:
-		return slices.Clone(input(R))
-	case ir.Scatter:
-		return slices.Clone(block(input(R), rank))
-	case ir.AllToAll:
-		out := make([]byte, 0, int64(n)*bb)
-		for q := range n {
-			out = append(out, block(input(q), rank)...)
-		}
-		return out
-	case ir.SendRecv:
-		return slices.Clone(input((rank + n - 1) % n))
-	}
-	return nil
+	return reference.Output(c.Coll, c.NRanks, rank, c.root(), c.Count, c.DataType, c.RedOp, input)
 }
 
 // Wrong counts the elements of size es that differ between got and want, bit
 // for bit (every element when the lengths differ).
-func Wrong(got, want []byte, es int) int64 {
-	if len(got) != len(want) {
-		return int64(max(len(got), len(want)) / max(es, 1))
-	}
-	var w int64
-	for i := 0; i+es <= len(want); i += es {
-		if string(got[i:i+es]) != string(want[i:i+es]) {
-			w++
-		}
-	}
-	return w
-}
+func Wrong(got, want []byte, es int) int64 { return reference.Wrong(got, want, es) }
