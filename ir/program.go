@@ -49,7 +49,8 @@ type Program struct {
 	// (0: the executor's default).
 	NumThreads int
 	// SliceBytes caps the bytes of one chunk processed per pipeline slice
-	// (Simple protocol only; 0: the runtime's default). ir.md "Slices".
+	// (Simple protocol only; 0: the runtime's default; Unsliced: never
+	// sliced). ir.md "Slices".
 	SliceBytes int64
 	Ranks      []Rank
 
@@ -59,6 +60,11 @@ type Program struct {
 	// is printed and kept by round trips but has no semantics.
 	Meta map[string]string
 }
+
+// Unsliced as Program.SliceBytes marks a program that must never be
+// replayed over slices (e.g. an imported MSCCL++ plan, whose runtime never
+// replays it: its scratch reuse is only safe within one launch).
+const Unsliced = 1 << 62
 
 // MaxRanks bounds NRanks (and so every rank and peer index).
 const MaxRanks = 1 << 16

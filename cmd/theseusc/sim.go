@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
-	"github.com/theseus-ccl/theseus/compiler/frontends/mscclpp"
 	"github.com/theseus-ccl/theseus/compiler/passes"
 	"github.com/theseus-ccl/theseus/compiler/verify"
 	"github.com/theseus-ccl/theseus/ir"
@@ -135,12 +134,6 @@ func (c *simCmd) run(_ *cobra.Command, args []string) error {
 		if r < 0 || r >= p.NRanks {
 			return cli.Usagef("--root %d is not a rank of this %d-rank schedule", r, p.NRanks)
 		}
-	}
-	if len(opts.Slices) == 0 && p.Protocol == ir.Simple && p.SliceBytes >= mscclpp.Unsliced {
-		// A program that asks never to be sliced (an MSCCL++ plan: its
-		// executor never replays a plan over slices) runs unsliced only;
-		// replaying it may race between slices (TS0206).
-		opts.Slices = []int64{1}
 	}
 	po := passes.Options{Verify: verify.Options{}}
 	if c.noVerify {

@@ -161,6 +161,9 @@ func Simulate(p *ir.Program, opts SimOptions) ([]CaseResult, error) {
 		o.PacketTypes = []ir.PacketType{ir.LL16}
 		if o.Slices == nil {
 			o.Slices = []int64{1, 3}
+			if p.SliceBytes >= ir.Unsliced {
+				o.Slices = []int64{1} // the program must never be replayed (ir.Unsliced)
+			}
 		}
 	}
 	for _, s := range o.Slices {

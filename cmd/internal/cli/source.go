@@ -72,4 +72,3 @@ func Load(path string, stdin io.Reader) (*Source, error) {
 	}
 	return Parse(path, k, data), nil
 }
-

@@ -1,5 +1,7 @@
 package mscclpp
 
+import "github.com/theseus-ccl/theseus/ir"
+
 import "math"
 
 // Size limits. An input over one of them fails with TS0011 (diag.TooLarge),
@@ -27,7 +29,7 @@ const (
 // to replay (scratch reused without a handshake between replays), so the
 // importer asks for one slice: ir.SlicesFor gives ceil(chunk bytes / 2^62)
 // = 1 for every chunk the IR allows (a block is at most 2^62 bytes).
-const Unsliced = 1 << 62
+const Unsliced = ir.Unsliced
 
 // inputLimit is MaxInputBytes; tests lower it.
 var inputLimit = MaxInputBytes
