@@ -427,3 +427,37 @@ func BenchmarkEncodeDecode(b *testing.B) {
 		}
 	})
 }
+
+// TestEncodeLargeBody: a body over concurrentHash is hashed on a second
+// goroutine; the bytes are those of the one-goroutine encoding, and Decode
+// (which checks the ID) accepts them.
+func TestEncodeLargeBody(t *testing.T) {
+	b := mustNew(t, legalRing(t, 2, ir.Simple), []byte("source"))
+	big := make([]byte, concurrentHash+12345)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	b.Tables[1] = big // opaque to Encode and Decode
+	data, err := Encode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := b.encodeBody()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := bodyID(body)
+	if !bytes.Equal(data[HeaderBytes:HeaderBytes+len(body)], body) || !bytes.Equal(data[24:HeaderBytes], id[:]) {
+		t.Fatal("the body or its ID differs from the one-goroutine encoding")
+	}
+	if got, err := b.ID(); err != nil || got != id {
+		t.Errorf("ID() = %v, %v; want %v", got, err, id)
+	}
+	back, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(back.Tables[1], big) || !bytes.Equal(back.Source, []byte("source")) {
+		t.Error("decoded table or source differs")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime"
 	"unicode/utf8"
 
 	"github.com/theseus-ccl/theseus/ir"
@@ -115,11 +116,16 @@ func (b *Bundle) validate() error {
 	return nil
 }
 
+// concurrentHash is the body size (bytes) from which Encode hashes on a
+// second goroutine.
+const concurrentHash = 1 << 20
+
 // Encode returns the bundle's bytes (docs/bundle.md). Errors wrap ErrInvalid
 // (see Validate).
 //
-// It allocates the result once and writes the body into it in place: each
-// table is copied once, and the body is hashed once, where it lies.
+// It allocates the result once and writes the body into it in place (each
+// table is copied once) and hashes the body once; for a large body the hash
+// runs on a second goroutine, beside the copy.
 func Encode(b *Bundle) ([]byte, error) {
 	if err := b.Validate(); err != nil {
 		return nil, err
@@ -140,8 +146,25 @@ func Encode(b *Bundle) ([]byte, error) {
 	le.PutUint16(out[10:], flags)
 	// out[12:16] reserved, zero
 	le.PutUint64(out[16:], uint64(bodyLen))
-	b.writeBody(func(p []byte) { out = append(out, p...) })
-	id := bodyID(out[HeaderBytes:])
+	var id ID
+	if bodyLen < concurrentHash || runtime.GOMAXPROCS(0) < 2 {
+		b.writeBody(func(p []byte) { out = append(out, p...) })
+		id = bodyID(out[HeaderBytes:])
+	} else {
+		// Hash the body from the bundle's own slices on a second goroutine
+		// while this one copies them: the two passes overlap.
+		done := make(chan any, 1)
+		go func() {
+			defer func() { done <- recover() }()
+			h := idHash()
+			b.writeBody(func(p []byte) { h.Write(p) })
+			h.Sum(id[:0])
+		}()
+		b.writeBody(func(p []byte) { out = append(out, p...) })
+		if v := <-done; v != nil {
+			panic(v)
+		}
+	}
 	copy(out[24:HeaderBytes], id[:])
 	if b.Source != nil {
 		out = le.AppendUint64(out, uint64(len(b.Source)))

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/theseus-ccl/theseus/compiler/gen"
@@ -232,3 +233,45 @@ func BenchmarkLowerRing(b *testing.B) {
 		}
 	}
 }
+
+// TestForEachRank: every rank below the first failure is done, and a panic
+// in a worker comes back on the caller's goroutine.
+func TestForEachRank(t *testing.T) {
+	saved := parallelOps
+	parallelOps = 0
+	defer func() { parallelOps = saved }()
+	p := legalised(t, []int{5})["ring/allreduce/simple/n=5"]
+	if p == nil {
+		t.Fatal("no ring")
+	}
+	p.Ranks = append(p.Ranks, p.Ranks...)
+	var done [10]atomicBool
+	forEachRank(p, func(r int) bool {
+		done[r].set()
+		return r != 6
+	})
+	for r := 0; r <= 6; r++ {
+		if !done[r].get() {
+			t.Errorf("rank %d below the failing rank 6 was skipped", r)
+		}
+	}
+	func() {
+		defer func() {
+			if v := recover(); v != "boom" {
+				t.Errorf("recovered %v, want the worker's panic", v)
+			}
+		}()
+		forEachRank(p, func(r int) bool {
+			if r == 3 {
+				panic("boom")
+			}
+			return true
+		})
+		t.Error("no panic")
+	}()
+}
+
+type atomicBool struct{ v atomic.Bool }
+
+func (b *atomicBool) set()      { b.v.Store(true) }
+func (b *atomicBool) get() bool { return b.v.Load() }

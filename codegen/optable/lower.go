@@ -124,7 +124,8 @@ var parallelOps = 1 << 16
 // forEachRank calls f for every rank of p, on up to GOMAXPROCS goroutines
 // for a large program (each rank once, in increasing order per goroutine).
 // Once f returns false for rank r, ranks above r may be skipped; every rank
-// below the lowest failing one is still done.
+// below the lowest failing one is still done. A panic in f is re-raised on
+// the caller's goroutine.
 func forEachRank(p *ir.Program, f func(r int) bool) {
 	n := len(p.Ranks)
 	workers := min(runtime.GOMAXPROCS(0), n)
@@ -139,10 +140,17 @@ func forEachRank(p *ir.Program, f func(r int) bool) {
 	var next, failed atomic.Int64
 	failed.Store(math.MaxInt64)
 	var wg sync.WaitGroup
+	var panicked atomic.Value // the first worker panic, re-raised on the caller's goroutine
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if v := recover(); v != nil {
+					panicked.CompareAndSwap(nil, workerPanic{v})
+					failed.Store(-1) // stop the other workers
+				}
+			}()
 			for {
 				r := next.Add(1) - 1
 				if r >= int64(n) || r > failed.Load() {
@@ -160,7 +168,14 @@ func forEachRank(p *ir.Program, f func(r int) bool) {
 		}()
 	}
 	wg.Wait()
+	if v := panicked.Load(); v != nil {
+		panic(v.(workerPanic).v) // callers (compiler/passes) recover panics on their goroutine
+	}
 }
+
+// workerPanic boxes a recovered panic value for atomic.Value (which needs
+// one concrete type).
+type workerPanic struct{ v any }
 
 // irShape answers rankShape from the program's rank.
 type irShape struct{ r *ir.Rank }

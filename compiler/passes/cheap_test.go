@@ -10,9 +10,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/theseus-ccl/theseus/codegen/bundle"
 	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/compiler/frontends/msccl"
 	"github.com/theseus-ccl/theseus/compiler/frontends/mscclpp"
+	"github.com/theseus-ccl/theseus/compiler/frontends/schedjson"
 	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/compiler/legalize"
 	"github.com/theseus-ccl/theseus/compiler/verify"
@@ -178,5 +180,57 @@ func TestVerifyPassChecks(t *testing.T) {
 		if c.catch && (len(codes) == 0 || codes[0] != diag.Postcondition) {
 			t.Errorf("%s: codes %v, want %v", c.name, codes, diag.Postcondition)
 		}
+	}
+}
+
+// BenchmarkFileToBundle is `theseusc compile FILE -o OUT.tsb` without the
+// CLI: read the Theseus JSON of compiler/gen's ring allreduce from disk,
+// schedjson.Parse, the whole pipeline with the source embedded (the CLI's
+// default), bundle.Encode, write the bundle. cmd/theseusc's
+// BenchmarkCompile measures the same through cobra.
+func BenchmarkFileToBundle(b *testing.B) {
+	for _, n := range []int{64, 1024} {
+		b.Run(fmt.Sprintf("ring%d", n), func(b *testing.B) {
+			if n > 64 && testing.Short() {
+				b.Skip("seconds per iteration")
+			}
+			p, err := gen.Generate("ring", gen.Options{Collective: ir.AllReduce, NRanks: n})
+			if err != nil {
+				b.Fatal(err)
+			}
+			data, err := schedjson.Format(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			dir := b.TempDir()
+			in, out := filepath.Join(dir, "ring.json"), filepath.Join(dir, "ring.tsb")
+			if err := os.WriteFile(in, data, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			data, p = nil, nil
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				src, err := os.ReadFile(in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				prog, ds := schedjson.Parse(in, src)
+				if prog == nil {
+					b.Fatal(ds)
+				}
+				bd, ds, err := Compile(prog, Options{EmbedSource: true})
+				if err != nil || bd == nil {
+					b.Fatal(err, ds)
+				}
+				enc, err := bundle.Encode(bd)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := os.WriteFile(out, enc, 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

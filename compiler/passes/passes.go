@@ -462,18 +462,32 @@ func lower(s *State) error {
 }
 
 func makeBundle(s *State) error {
+	// The source is printed on a second goroutine while bundle.New
+	// summarises the legalised program (both only read).
 	var src []byte
+	var printErr error
+	done := make(chan any, 1)
 	if s.Opts.EmbedSource && s.Input != nil {
-		var buf bytes.Buffer
-		if err := ir.Print(&buf, s.Input); err != nil {
-			return fmt.Errorf("printing the source: %w", err)
-		}
-		src = buf.Bytes()
+		go func() {
+			defer func() { done <- recover() }()
+			var buf bytes.Buffer
+			printErr = ir.Print(&buf, s.Input)
+			src = buf.Bytes()
+		}()
+	} else {
+		done <- nil
 	}
-	b, err := bundle.New(s.Prog, s.Raw, src)
+	b, err := bundle.New(s.Prog, s.Raw, nil)
+	if v := <-done; v != nil {
+		panic(v) // run reports it as this pass's internal error
+	}
+	if printErr != nil {
+		return fmt.Errorf("printing the source: %w", printErr)
+	}
 	if err != nil {
 		return err
 	}
+	b.Source = src
 	s.Bundle = b
 	return nil
 }
