@@ -461,3 +461,39 @@ func TestEncodeLargeBody(t *testing.T) {
 		t.Error("decoded table or source differs")
 	}
 }
+
+// TestWriteTo: WriteTo writes exactly Encode's bytes, with and without a
+// source, and reports a failing writer.
+func TestWriteTo(t *testing.T) {
+	for _, src := range [][]byte{nil, []byte("program ...")} {
+		b := mustNew(t, legalRing(t, 3, ir.LL), src)
+		want, err := Encode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		n, err := b.WriteTo(&buf)
+		if err != nil || n != int64(len(want)) || !bytes.Equal(buf.Bytes(), want) {
+			t.Errorf("source %q: WriteTo wrote %d bytes (err %v), want Encode's %d", src, n, err, len(want))
+		}
+		if _, err := b.WriteTo(failAfter{10}); err == nil || err.Error() != "disk full" {
+			t.Errorf("failing writer: %v", err)
+		}
+	}
+	bad := mustNew(t, legalRing(t, 2, ir.Simple), nil)
+	bad.Meta.NRanks = 0
+	var buf bytes.Buffer
+	if n, err := bad.WriteTo(&buf); !errors.Is(err, ErrInvalid) || n != 0 || buf.Len() != 0 {
+		t.Errorf("invalid bundle: %d bytes, %v", n, err)
+	}
+}
+
+// failAfter fails every write, after taking at most n bytes of it.
+type failAfter struct{ n int }
+
+func (f failAfter) Write(p []byte) (int, error) {
+	if len(p) > f.n {
+		return f.n, errors.New("disk full")
+	}
+	return len(p), errors.New("disk full")
+}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"runtime"
 	"unicode/utf8"
@@ -173,6 +174,45 @@ func Encode(b *Bundle) ([]byte, error) {
 		out = append(out, sum[:]...)
 	}
 	return out, nil
+}
+
+// WriteTo writes the bundle's bytes (exactly Encode's) to w without
+// building them in memory: it hashes the body once, then writes the header,
+// the body's records and tables, and the source, piece by piece. It returns
+// the bytes written and the first error: ErrInvalid (see Validate) before
+// anything is written, or w's.
+func (b *Bundle) WriteTo(w io.Writer) (int64, error) {
+	id, err := b.ID() // validates
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	var werr error
+	emit := func(p []byte) {
+		if werr == nil {
+			var k int
+			k, werr = w.Write(p)
+			n += int64(k)
+		}
+	}
+	var hdr [HeaderBytes]byte
+	copy(hdr[:], Magic)
+	le := binary.LittleEndian
+	le.PutUint16(hdr[8:], Version)
+	if b.Source != nil {
+		le.PutUint16(hdr[10:], flagSource)
+	}
+	le.PutUint64(hdr[16:], uint64(b.bodySize()))
+	copy(hdr[24:], id[:])
+	emit(hdr[:])
+	b.writeBody(emit)
+	if b.Source != nil {
+		emit(le.AppendUint64(nil, uint64(len(b.Source))))
+		emit(b.Source)
+		sum := sha256.Sum256(b.Source)
+		emit(sum[:])
+	}
+	return n, werr
 }
 
 // bodySize is the length of the body in bytes.

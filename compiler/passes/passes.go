@@ -470,7 +470,10 @@ func makeBundle(s *State) error {
 	if s.Opts.EmbedSource && s.Input != nil {
 		go func() {
 			defer func() { done <- recover() }()
+			// About 16 bytes per transfer op and 40 per primitive op are
+			// printed: room for 32 per op saves most regrowth.
 			var buf bytes.Buffer
+			buf.Grow(32*s.Input.NumOps() + 256*len(s.Input.Ranks) + 4096)
 			printErr = ir.Print(&buf, s.Input)
 			src = buf.Bytes()
 		}()
