@@ -124,26 +124,49 @@ func (s *sched) matches(r *Request, msg int64) bool {
 	return c.outofplace.allows()
 }
 
-// mismatch explains why matches is false (Explain).
+// mismatch explains why matches is false (Explain): every constraint the
+// request fails, separated by "; ". A constraint the loaded file narrowed
+// (its own message-size window, ranks per node or buffer arrangement) is
+// named as the file's, since the manifest entry does not show it.
 func (s *sched) mismatch(r *Request, msg int64) string {
-	c := &s.cons
+	c, e := &s.cons, &s.entry
 	switch {
-	case s.entry.Collective != r.Coll:
-		return fmt.Sprintf("collective %s, request is %s", s.entry.Collective, r.Coll)
-	case s.entry.NRanks != r.NRanks:
-		return fmt.Sprintf("nranks %d, request has %d", s.entry.NRanks, r.NRanks)
-	case c.nlocal != 0 && c.nlocal != r.NLocalRanks:
-		return fmt.Sprintf("nlocalranks %d, request has %d", c.nlocal, r.NLocalRanks)
-	case msg < c.minBytes:
-		return fmt.Sprintf("message size %d B below min_bytes %d", msg, c.minBytes)
-	case c.maxBytes != 0 && msg > c.maxBytes:
-		return fmt.Sprintf("message size %d B above max_bytes %d", msg, c.maxBytes)
-	case r.InPlace && !c.inplace.allows():
-		return "in-place requests not supported"
-	case !r.InPlace && !c.outofplace.allows():
-		return "out-of-place requests not supported"
+	case e.Collective != r.Coll:
+		return fmt.Sprintf("collective %s, request is %s", e.Collective, r.Coll)
+	case e.NRanks != r.NRanks:
+		return fmt.Sprintf("nranks %d, request has %d", e.NRanks, r.NRanks)
 	}
-	return ""
+	whose := func(fromFile bool) string {
+		if fromFile {
+			return "the file's "
+		}
+		return ""
+	}
+	var why []string
+	if c.nlocal != 0 && c.nlocal != r.NLocalRanks {
+		why = append(why, fmt.Sprintf("%snlocalranks %d, request has %d", whose(e.NLocalRanks == 0), c.nlocal, r.NLocalRanks))
+	}
+	if msg < c.minBytes {
+		why = append(why, fmt.Sprintf("message size %d B below %smin_bytes %d", msg, whose(c.minBytes != e.MinBytes), c.minBytes))
+	}
+	if c.maxBytes != 0 && msg > c.maxBytes {
+		why = append(why, fmt.Sprintf("message size %d B above %smax_bytes %d", msg, whose(c.maxBytes != e.MaxBytes), c.maxBytes))
+	}
+	if r.InPlace && !c.inplace.allows() {
+		if triOf(e.InPlace).allows() {
+			why = append(why, "in-place requests not supported by the file")
+		} else {
+			why = append(why, "in-place requests not supported")
+		}
+	}
+	if !r.InPlace && !c.outofplace.allows() {
+		if triOf(e.OutOfPlace).allows() {
+			why = append(why, "out-of-place requests not supported by the file")
+		} else {
+			why = append(why, "out-of-place requests not supported")
+		}
+	}
+	return strings.Join(why, "; ")
 }
 
 // reader owns the tails and everything parsed from them.

@@ -431,6 +431,10 @@ func (s *Selector) choose(ctx context.Context, r *Request, out []verdict) (id in
 		var best *sched
 		var bestKey int64
 		agree = false
+		// A load below may narrow a candidate to the file's own constraints,
+		// and the next round skips it without a verdict: forget the previous
+		// round's verdicts so that none is reported stale.
+		clear(out)
 		for _, c := range cands {
 			if !s.snap.rankLocal[r.Coll] {
 				break

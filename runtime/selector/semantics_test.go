@@ -338,3 +338,35 @@ func TestExplain(t *testing.T) {
 		t.Errorf("Number prints %s", s)
 	}
 }
+
+// TestExplainFileConstraints: a schedule whose manifest entry matches the
+// request but whose file, once loaded, narrows it away (its own
+// message-size window and no out-of-place arrangement, as MSCCL XML's
+// minBytes and outofplace=0 do) is reported as not matched, with the file's
+// constraints as the reason — not as matched and usable with nothing chosen.
+func TestExplainFileConstraints(t *testing.T) {
+	h := newHarness(t)
+	h.file("hier.xml", fakeFile{Collective: "allreduce", NRanks: 8, MinBytes: 617472, InPlace: true})
+	h.sched(`{"file":"hier.xml","collective":"allreduce","nranks":8,"preference":"100"}`)
+	ctx := context.Background()
+	for round := 0; round < 2; round++ { // first load, then the loaded entry
+		e, err := h.s.Explain(ctx, req(ir.AllReduce, 1024))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Candidate{{ID: 0, File: "hier.xml", Collective: "allreduce", Replaces: -1, Selectable: true,
+			Reason: "message size 4096 B below the file's min_bytes 617472; out-of-place requests not supported by the file"}}
+		if d := cmp.Diff(want, e.Candidates); d != "" || e.Chosen != None {
+			t.Fatalf("round %d: chosen %d, candidates (-want +got):\n%s", round, e.Chosen, d)
+		}
+		if txt := e.String(); !strings.Contains(txt, "no       no") || !strings.Contains(txt, "the file's min_bytes 617472") {
+			t.Fatalf("round %d: text:\n%s", round, txt)
+		}
+	}
+	big := req(ir.AllReduce, 1<<20)
+	big.InPlace = true
+	e, err := h.s.Explain(ctx, big)
+	if err != nil || e.Chosen != 0 || !e.Candidates[0].Matched {
+		t.Fatalf("in-place 4 MiB: %+v, %v", e, err)
+	}
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/theseus-ccl/theseus/cmd/internal/cli"
+)
+
+// corpusContext builds a selection context holding one corpus file (skipping
+// the test when the corpus is absent) and returns its directory.
+func corpusContext(t *testing.T, rel, attrs, sched string) string {
+	t.Helper()
+	src := filepath.Join(*corpusDirFlag, rel)
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Skipf("no corpus file: %v", err)
+	}
+	dir := t.TempDir()
+	for name, s := range map[string]string{
+		filepath.Base(rel):         string(data),
+		"attribute_manifest.jsonl": attrs,
+		"schedule_manifest.jsonl":  sched,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+type explainJSON struct {
+	Chosen     int `json:"chosen"`
+	Candidates []struct {
+		Selectable bool   `json:"selectable"`
+		Matched    bool   `json:"matched"`
+		Usable     bool   `json:"usable"`
+		Reason     string `json:"reason"`
+	} `json:"candidates"`
+}
+
+// TestSelectExplainsFileWindow: an MSCCL XML algorithm whose own minBytes
+// (617472) and outofplace="0" rule out the request is shown as not matched,
+// with that reason, in text and JSON — not as matched, usable and unchosen.
+func TestSelectExplainsFileWindow(t *testing.T) {
+	const file = "msccl-scheduler_ncv4_ar_hier_12_Simple.xml"
+	dir := corpusContext(t, "msccl-xml/"+file, "",
+		`{"file":"`+file+`","collective":"allreduce","nranks":4,"preference":"100"}`+"\n")
+	args := []string{"select", "--context", dir, "--coll", "allreduce", "--count", "1024", "--nranks", "4"}
+	const why = "message size 4096 B below the file's min_bytes 617472; out-of-place requests not supported by the file"
+	r := theseusc(t, args...).want(t, cli.ExitFindings)
+	if !strings.Contains(r.out, "chosen: none") || !strings.Contains(r.out, "no       no      -           "+why) {
+		t.Fatalf("text:\n%s", r.out)
+	}
+	j := theseusc(t, append(args, "--json")...).want(t, cli.ExitFindings)
+	var e explainJSON
+	if err := json.Unmarshal([]byte(j.out), &e); err != nil {
+		t.Fatal(err)
+	}
+	want := explainJSON{Chosen: -1}
+	want.Candidates = append(want.Candidates, struct {
+		Selectable bool   `json:"selectable"`
+		Matched    bool   `json:"matched"`
+		Usable     bool   `json:"usable"`
+		Reason     string `json:"reason"`
+	}{Selectable: true, Reason: why})
+	if d := cmp.Diff(want, e); d != "" {
+		t.Fatalf("json (-want +got):\n%s", d)
+	}
+	theseusc(t, append(args[:5:5], "--count", "1000000", "--nranks", "4", "--inplace")...).want(t, cli.ExitOK)
+}
