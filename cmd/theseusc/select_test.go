@@ -43,6 +43,31 @@ type explainJSON struct {
 	} `json:"candidates"`
 }
 
+// TestSelectMSCCLPPPlan: an MSCCL++ execution plan (a .json without
+// "version") is loaded through the verifier in a selection context
+// (docs/selection-context.md §1), not excluded for lacking a version field.
+// The v0.7 allreduce plan is in-place only, which the explanation of an
+// out-of-place request names.
+func TestSelectMSCCLPPPlan(t *testing.T) {
+	dir := corpusContext(t, "mscclpp-json/v0.7/mscclpp-v0.7.0_allreduce.json",
+		`{"name":"slow_rank","type":"int","origin":"exo","default":-1}`+"\n",
+		`{"file":"mscclpp-v0.7.0_allreduce.json","collective":"allreduce","nranks":2,"preference":"10"}`+"\n")
+	args := []string{"select", "--context", dir, "--coll", "allreduce", "--count", "1024", "--nranks", "2"}
+	r := theseusc(t, append(args, "--inplace")...).want(t, cli.ExitOK)
+	if !strings.Contains(r.out, "chosen: 0 ") || strings.Contains(r.err, "version") || strings.Contains(r.err, "warning") {
+		t.Fatalf("in place:\nstdout %s\nstderr %s", r.out, r.err)
+	}
+	j := theseusc(t, append(args, "--json")...).want(t, cli.ExitFindings)
+	var e explainJSON
+	if err := json.Unmarshal([]byte(j.out), &e); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.Candidates) != 1 || !e.Candidates[0].Selectable || e.Candidates[0].Matched ||
+		e.Candidates[0].Reason != "out-of-place requests not supported by the file" {
+		t.Fatalf("out of place: %+v\nstderr %s", e, j.err)
+	}
+}
+
 // TestSelectExplainsFileWindow: an MSCCL XML algorithm whose own minBytes
 // (617472) and outofplace="0" rule out the request is shown as not matched,
 // with that reason, in text and JSON — not as matched, usable and unchosen.

@@ -201,3 +201,22 @@ func (l logger) Warnf(format string, args ...any) {
 	*l.warns = append(*l.warns, fmt.Sprintf(format, args...))
 }
 func (l logger) Infof(string, ...any) {}
+
+// TestLoadMSCCLPPPlan: an MSCCL++ execution plan (.json without "version")
+// loads through compiler/load and the verifier, as
+// docs/selection-context.md §1 promises; it used to be excluded with "no
+// version field". Skipped without ../shared/corpus.
+func TestLoadMSCCLPPPlan(t *testing.T) {
+	path := filepath.Join(repo, "..", "shared", "corpus", "mscclpp-json", "v0.7", "mscclpp-v0.7.0_allreduce.json")
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("no corpus: %v", err)
+	}
+	info, err := Loader{}.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := [4]any{info.Collective, info.NRanks, info.InPlace, info.OutOfPlace}
+	if want := [4]any{ir.AllReduce, 2, true, false}; got != want || info.Program == nil {
+		t.Fatalf("info (collective, nranks, in-place, out-of-place) = %v, want %v", got, want)
+	}
+}
