@@ -3,10 +3,12 @@ package passes
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -187,7 +189,9 @@ func TestVerifyPassChecks(t *testing.T) {
 // CLI: read the Theseus JSON of compiler/gen's ring allreduce from disk,
 // schedjson.Parse, the whole pipeline with the source embedded (the CLI's
 // default), bundle.Encode, write the bundle. cmd/theseusc's
-// BenchmarkCompile measures the same through cobra.
+// BenchmarkCompile measures the same through cobra. It reports each
+// stage's wall time per op (read-ms, parse-ms, passes-ms, encode-ms,
+// write-ms) and each pass's (verify-input-ms, legalize-ms, ...).
 func BenchmarkFileToBundle(b *testing.B) {
 	for _, n := range []int{64, 1024} {
 		b.Run(fmt.Sprintf("ring%d", n), func(b *testing.B) {
@@ -208,28 +212,52 @@ func BenchmarkFileToBundle(b *testing.B) {
 				b.Fatal(err)
 			}
 			data, p = nil, nil
+			stages := map[string]time.Duration{}
+			var names []string
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
+				t0 := time.Now()
+				lap := func(name string) {
+					if _, ok := stages[name]; !ok {
+						names = append(names, name)
+					}
+					stages[name] += time.Since(t0)
+					t0 = time.Now()
+				}
 				src, err := os.ReadFile(in)
 				if err != nil {
 					b.Fatal(err)
 				}
+				lap("read")
 				prog, ds := schedjson.Parse(in, src)
 				if prog == nil {
 					b.Fatal(ds)
 				}
-				bd, ds, err := Compile(prog, Options{EmbedSource: true})
-				if err != nil || bd == nil {
-					b.Fatal(err, ds)
+				lap("parse")
+				s, err := Run(prog, Options{EmbedSource: true, TimePasses: true, Out: io.Discard})
+				if err != nil || s.Bundle == nil {
+					b.Fatal(err, s.Diags)
 				}
-				enc, err := bundle.Encode(bd)
+				lap("passes")
+				for _, tm := range s.Timings {
+					if _, ok := stages[tm.Pass]; !ok {
+						names = append(names, tm.Pass)
+					}
+					stages[tm.Pass] += tm.Elapsed
+				}
+				enc, err := bundle.Encode(s.Bundle)
 				if err != nil {
 					b.Fatal(err)
 				}
+				lap("encode")
 				if err := os.WriteFile(out, enc, 0o644); err != nil {
 					b.Fatal(err)
 				}
+				lap("write")
+			}
+			for _, name := range names {
+				b.ReportMetric(float64(stages[name].Microseconds())/1e3/float64(b.N), name+"-ms")
 			}
 		})
 	}
