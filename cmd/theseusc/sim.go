@@ -26,6 +26,7 @@ type simCmd struct {
 	seed     uint64
 	timeout  time.Duration
 	noVerify bool
+	maxMem   int64
 }
 
 func newSimCmd(s cli.Streams) *simCmd {
@@ -64,6 +65,7 @@ or the schedule does not verify.`,
 	f.Uint64Var(&c.seed, "seed", 0, "seed of the random inputs (0: a fixed default)")
 	f.DurationVar(&c.timeout, "timeout", 10*time.Second, "bound on every wait of the interpreter")
 	f.BoolVar(&c.noVerify, "no-verify", false, "simulate even when the verifier reports errors")
+	f.Int64Var(&c.maxMem, "max-memory", 0, "bound on the bytes one case allocates, checked before any case runs (default: the smallest of 64 GiB, half of ulimit -v and three quarters of physical memory)")
 	c.cmd.RunE = cli.RunE(c.run)
 	return c
 }
@@ -113,6 +115,9 @@ func (c *simCmd) options() (interp.SimOptions, error) {
 	if c.timeout <= 0 {
 		return o, cli.Usagef("--timeout must be positive")
 	}
+	if c.maxMem < 0 {
+		return o, cli.Usagef("--max-memory must be >= 0, got %d", c.maxMem)
+	}
 	return o, nil
 }
 
@@ -148,6 +153,13 @@ func (c *simCmd) run(_ *cobra.Command, args []string) error {
 	}
 	if cli.CountErrors(st.Diags) > 0 {
 		return cli.Findingsf("%s: not simulated: %s (--no-verify runs it anyway)", args[0], summary(st.Diags))
+	}
+	limit, why := memoryLimit()
+	if c.maxMem > 0 {
+		limit, why = c.maxMem, "set by --max-memory"
+	}
+	if err := checkSimMemory(st.Prog, opts, limit, why); err != nil {
+		return err
 	}
 	cases, err := interp.Simulate(st.Prog, opts)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/runtime/interp"
 )
 
 var simFull = flag.Bool("sim.full", false, "simulate every example and corpus file over sim's whole default matrix (minutes)")
@@ -139,5 +140,27 @@ func TestCorpus(t *testing.T) {
 				t.Errorf("an MSCCL++ plan was simulated over 3 slices:\n%s", clip(s.out))
 			}
 		})
+	}
+}
+
+// TestSimMemoryLimit: a count whose buffers cannot fit is a usage error
+// naming the limit, found before anything is allocated (it used to die with
+// "fatal error: out of memory" and a goroutine dump under ulimit -v).
+func TestSimMemoryLimit(t *testing.T) {
+	ex := filepath.Join(examplesDir, "allreduce_pairs_2rank_simple.json")
+	// 2 ranks x (1e12 in + 1e12 out + 1e12 input copy) + 1e12 expected
+	// output: over any machine's limit (interp.MaxAllocBytes at most).
+	r := theseusc(t, "sim", ex, "--count", "1000000000000", "--dtype", "int8", "--redop", "sum").want(t, cli.ExitUsage)
+	if !strings.Contains(r.err, "a case of --count 1000000000000 int8 out-of-place needs 7000000000000 bytes of buffers over 2 ranks, more than the limit of ") {
+		t.Errorf("stderr: %q", r.err)
+	}
+	r = theseusc(t, "sim", ex, "--count", "100000", "--dtype", "int8", "--redop", "sum", "--max-memory", "699999").want(t, cli.ExitUsage)
+	if !strings.Contains(r.err, "needs 700000 bytes of buffers over 2 ranks, more than the limit of 699999 bytes, set by --max-memory") {
+		t.Errorf("stderr: %q", r.err)
+	}
+	theseusc(t, "sim", ex, "--count", "100000", "--dtype", "int8", "--redop", "sum", "--max-memory", "700000").want(t, cli.ExitOK)
+	theseusc(t, "sim", ex, "--max-memory", "-1").want(t, cli.ExitUsage)
+	if limit, why := memoryLimit(); limit <= 0 || limit > interp.MaxAllocBytes || why == "" {
+		t.Errorf("memoryLimit() = %d, %q", limit, why)
 	}
 }
