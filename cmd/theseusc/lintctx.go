@@ -13,6 +13,7 @@ import (
 	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/compiler/frontends/policy"
 	"github.com/theseus-ccl/theseus/compiler/verify"
+	"github.com/theseus-ccl/theseus/runtime/selector"
 	"github.com/theseus-ccl/theseus/runtime/selector/manifest"
 )
 
@@ -27,7 +28,11 @@ import (
 //     and the TS0212 warning of a policy that reads a rank-local
 //     attribute and so costs an agreement step);
 //   - every schedule file the entries name, linted like any input (a
-//     missing file is a warning: the runtime waits for it);
+//     missing file is a warning: the runtime waits for it), and every
+//     entry against its file: a collective, nranks, nlocalranks,
+//     arrangement or window the file contradicts (selector.Contradiction)
+//     is an error at the entry's field, since the runtime excludes the
+//     entry;
 //   - every line of the value log of each exogenous attribute.
 //
 // Blank lines and a torn last line (no newline yet) are skipped, as the
@@ -64,7 +69,7 @@ func lintContext(dir string, vo verify.Options) ([]diag.Diagnostic, error) {
 		return nil, err
 	}
 	sf := filepath.Join(dir, manifest.ScheduleManifest)
-	linted := map[string]bool{}
+	infos := map[string]*selector.ScheduleInfo{} // per file linted; nil when it does not load
 	err = eachLine(sf, func(line int, text []byte) {
 		s, dd := manifest.ParseSchedule(sf, line, text, mopt)
 		ds = append(ds, dd...)
@@ -78,26 +83,25 @@ func lintContext(dir string, vo verify.Options) ([]diag.Diagnostic, error) {
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(dir, path)
 		}
-		if linted[path] {
+		info, linted := infos[path]
+		if !linted {
+			info, ds = lintScheduleFile(path, sf, line, vo, ds)
+			infos[path] = info
+		}
+		if info == nil {
 			return
 		}
-		linted[path] = true
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			ds = append(ds, diag.Diagnostic{Code: diag.BadValue, Severity: diag.Warning, File: sf, Line: line, Col: 1,
-				Rank: -1, TB: -1, Step: -1, Msg: fmt.Sprintf("schedule %d: file %s does not exist (yet)", line-1, path),
-				Hint: "publish the schedule file before its manifest entry"})
-			return
-		}
-		src, err := cli.Load(path, nil)
-		if err != nil {
-			ds = append(ds, cli.FileDiag(path, diag.BadValue, diag.Error, err.Error(), "name a schedule file (.json, .xml, .tsb)"))
-			return
-		}
-		sd, err := lintSource(src, vo)
-		if err == nil {
-			ds = append(ds, sd...)
-		} else {
-			ds = append(ds, cli.FileDiag(path, diag.BadValue, diag.Error, err.Error(), ""))
+		// The runtime excludes an entry whose file contradicts it
+		// (docs/selection-context.md §5.3): report it at the field.
+		if field, why := selector.Contradiction(&s, info); why != "" {
+			code := diag.BadValue
+			if field == "min_bytes" || field == "max_bytes" {
+				code = diag.BadWindow
+			}
+			ds = append(ds, diag.Diagnostic{Code: code, Severity: diag.Error, File: sf, Line: line,
+				Col: manifest.FieldCol(text, field), Rank: -1, TB: -1, Step: -1,
+				Msg:  fmt.Sprintf("schedule %d: %s; the runtime excludes this entry", line-1, why),
+				Hint: "make the entry's " + field + " agree with " + filepath.Base(path)})
 		}
 	})
 	if err != nil {
@@ -114,6 +118,39 @@ func lintContext(dir string, vo verify.Options) ([]diag.Diagnostic, error) {
 		}
 	}
 	return cli.Dedupe(ds), nil
+}
+
+// lintScheduleFile lints the schedule file at path, named by line of the
+// schedule manifest sf, appending its diagnostics to ds. It returns what the
+// runtime's loader would learn from it (nil when the file is missing, does
+// not load, or has errors, which the runtime excludes anyway).
+func lintScheduleFile(path, sf string, line int, vo verify.Options, ds []diag.Diagnostic) (*selector.ScheduleInfo, []diag.Diagnostic) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, append(ds, diag.Diagnostic{Code: diag.BadValue, Severity: diag.Warning, File: sf, Line: line, Col: 1,
+			Rank: -1, TB: -1, Step: -1, Msg: fmt.Sprintf("schedule %d: file %s does not exist (yet)", line-1, path),
+			Hint: "publish the schedule file before its manifest entry"})
+	}
+	src, err := cli.Load(path, nil)
+	if err != nil {
+		return nil, append(ds, cli.FileDiag(path, diag.BadValue, diag.Error, err.Error(), "name a schedule file (.json, .xml, .tsb)"))
+	}
+	sd, err := lintSource(src, vo)
+	if err != nil {
+		return nil, append(ds, cli.FileDiag(path, diag.BadValue, diag.Error, err.Error(), ""))
+	}
+	ds = append(ds, sd...)
+	if verify.HasErrors(sd) {
+		return nil, ds
+	}
+	switch {
+	case src.Bundle != nil:
+		m := src.Bundle.Meta
+		return &selector.ScheduleInfo{Collective: m.Collective, NRanks: m.NRanks, NLocalRanks: m.NLocalRanks,
+			MinBytes: m.MinBytes, MaxBytes: m.MaxBytes, InPlace: m.InPlace, OutOfPlace: m.OutOfPlace}, ds
+	case src.Program != nil:
+		return selector.InfoOf(src.Program), ds
+	}
+	return nil, ds
 }
 
 // eachLine calls f with every complete, non-blank line of path (1-based

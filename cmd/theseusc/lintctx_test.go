@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 	"github.com/theseus-ccl/theseus/compiler/diag"
 )
@@ -74,5 +75,46 @@ func TestLintContext(t *testing.T) {
 		if _, ok := diag.Lookup(d.Code); !ok || d.Hint == "" && d.Code != diag.ImportNote {
 			t.Errorf("diagnostic without documented code or hint: %s", d)
 		}
+	}
+}
+
+// TestLintContextContradictions: a manifest entry whose collective, nranks,
+// nlocalranks, claimed arrangement or window contradicts its schedule file
+// is an error at that field (the runtime excludes such an entry for good),
+// where it used to lint clean.
+func TestLintContextContradictions(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copy1 := string(mustRead(t, "testdata/copy1.json"))
+	write("copy1.json", copy1)
+	// An in-place-only copy for messages of at least 1 KiB.
+	write("oop.json", strings.Replace(copy1, `"outofplace":true,`, `"outofplace":false,"min_bytes":1024,`, 1))
+	write("schedule_manifest.jsonl", `{"file":"copy1.json","collective":"allreduce","nranks":2}
+{"file":"copy1.json","collective":"allgather","nranks":1}
+{"file":"copy1.json","collective":"allreduce","nranks":1}
+{"file":"oop.json","collective":"allreduce","nranks":1,"outofplace":true}
+{"file":"oop.json","collective":"allreduce","nranks":1,"max_bytes":512}
+{"file":"oop.json","collective":"allreduce","nranks":1,"inplace":true,"max_bytes":4096}
+`)
+	r := theseusc(t, "lint", dir).want(t, cli.ExitFindings)
+	sf := filepath.Join(dir, "schedule_manifest.jsonl")
+	want := []string{
+		sf + ":1:56: error[TS0003]: schedule 0: the file is for 1 ranks, the manifest says 2; the runtime excludes this entry (hint: make the entry's nranks agree with copy1.json)",
+		sf + ":2:35: error[TS0003]: schedule 1: the file is an allreduce schedule, the manifest says allgather; the runtime excludes this entry (hint: make the entry's collective agree with copy1.json)",
+		sf + ":4:69: error[TS0003]: schedule 3: the manifest claims out-of-place support the file lacks; the runtime excludes this entry (hint: make the entry's outofplace agree with oop.json)",
+		sf + ":5:68: error[TS0113]: schedule 4: the manifest's window [0, 512] and the file's [1024, 0] do not overlap; the runtime excludes this entry (hint: make the entry's max_bytes agree with oop.json)",
+	}
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(r.out), "\n") {
+		if strings.Contains(l, "error[") {
+			got = append(got, l)
+		}
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("diagnostics (-want +got):\n%s\nstdout:\n%s", d, r.out)
 	}
 }

@@ -420,21 +420,58 @@ func (r *reader) compile(s *sched) {
 	s.cs, s.reason = csCompiled, ""
 }
 
-// narrow intersects the manifest's constraints with the loaded file's and
-// returns why they contradict, or "".
-func (s *sched) narrow(info *ScheduleInfo) string {
-	e := &s.entry
+// Contradiction reports how a loaded schedule file contradicts its
+// manifest entry, for which the runtime excludes the entry for good
+// (docs/selection-context.md §5.3): the file's collective or nranks differ
+// from the entry's, both give nlocalranks and they differ, the entry claims
+// an arrangement (inplace or outofplace true) the file lacks, or the two
+// message-size windows do not overlap. field is the manifest field the
+// file contradicts ("collective", "nranks", "nlocalranks", "inplace",
+// "outofplace", "min_bytes", "max_bytes"); both are "" when they agree. theseusc lint
+// reports the same at the entry's line.
+func Contradiction(e *manifest.Schedule, info *ScheduleInfo) (field, why string) {
 	switch {
 	case info.Collective != e.Collective:
-		return fmt.Sprintf("the file is a %s schedule, the manifest says %s", info.Collective, e.Collective)
+		return "collective", fmt.Sprintf("the file is %s %s schedule, the manifest says %s", article(info.Collective.String()), info.Collective, e.Collective)
 	case info.NRanks != e.NRanks:
-		return fmt.Sprintf("the file is for %d ranks, the manifest says %d", info.NRanks, e.NRanks)
+		return "nranks", fmt.Sprintf("the file is for %d ranks, the manifest says %d", info.NRanks, e.NRanks)
 	case e.NLocalRanks != 0 && info.NLocalRanks != 0 && e.NLocalRanks != info.NLocalRanks:
-		return fmt.Sprintf("the file needs %d ranks per node, the manifest says %d", info.NLocalRanks, e.NLocalRanks)
+		return "nlocalranks", fmt.Sprintf("the file needs %d ranks per node, the manifest says %d", info.NLocalRanks, e.NLocalRanks)
 	case e.InPlace != nil && *e.InPlace && !info.InPlace:
-		return "the manifest claims in-place support the file lacks"
+		return "inplace", "the manifest claims in-place support the file lacks"
 	case e.OutOfPlace != nil && *e.OutOfPlace && !info.OutOfPlace:
-		return "the manifest claims out-of-place support the file lacks"
+		return "outofplace", "the manifest claims out-of-place support the file lacks"
+	}
+	hi := func(m int64) int64 {
+		if m == 0 {
+			return math.MaxInt64
+		}
+		return m
+	}
+	if max(e.MinBytes, info.MinBytes) > min(hi(e.MaxBytes), hi(info.MaxBytes)) {
+		field = "min_bytes"
+		if e.MaxBytes != 0 && info.MinBytes > e.MaxBytes {
+			field = "max_bytes"
+		}
+		return field, fmt.Sprintf("the manifest's window [%d, %d] and the file's [%d, %d] do not overlap", e.MinBytes, e.MaxBytes, info.MinBytes, info.MaxBytes)
+	}
+	return "", ""
+}
+
+// article is "an" before a word that starts with a vowel (allreduce,
+// allgather, alltoall), else "a".
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiouAEIOU", rune(word[0])) {
+		return "an"
+	}
+	return "a"
+}
+
+// narrow intersects the manifest's constraints with the loaded file's and
+// returns why they contradict (Contradiction), or "".
+func (s *sched) narrow(info *ScheduleInfo) string {
+	if _, why := Contradiction(&s.entry, info); why != "" {
+		return why
 	}
 	c := s.cons
 	if c.nlocal == 0 {
@@ -450,9 +487,6 @@ func (s *sched) narrow(info *ScheduleInfo) string {
 	c.maxBytes = min(hi(c.maxBytes), hi(info.MaxBytes))
 	if c.maxBytes == math.MaxInt64 {
 		c.maxBytes = 0
-	}
-	if c.maxBytes != 0 && c.minBytes > c.maxBytes {
-		return fmt.Sprintf("the manifest's window [%d, %d] and the file's [%d, %d] do not overlap", e.MinBytes, e.MaxBytes, info.MinBytes, info.MaxBytes)
 	}
 	if !info.InPlace {
 		c.inplace = triNo

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/selector/manifest"
 )
 
 // One test per selection rule of the seed README ("Theseus Core APIs").
@@ -368,5 +369,29 @@ func TestExplainFileConstraints(t *testing.T) {
 	e, err := h.s.Explain(ctx, big)
 	if err != nil || e.Chosen != 0 || !e.Candidates[0].Matched {
 		t.Fatalf("in-place 4 MiB: %+v, %v", e, err)
+	}
+}
+
+// TestContradiction: what excludes an entry at load, and the manifest field
+// theseusc lint points at.
+func TestContradiction(t *testing.T) {
+	yes := true
+	file := &ScheduleInfo{Collective: ir.AllGather, NRanks: 8, NLocalRanks: 4, MinBytes: 1024, InPlace: true}
+	type res struct{ Field, Why string }
+	for _, tc := range []struct {
+		e    manifest.Schedule
+		want res
+	}{
+		{manifest.Schedule{Collective: ir.AllGather, NRanks: 8}, res{}},
+		{manifest.Schedule{Collective: ir.AllReduce, NRanks: 8}, res{"collective", "the file is an allgather schedule, the manifest says allreduce"}},
+		{manifest.Schedule{Collective: ir.AllGather, NRanks: 4}, res{"nranks", "the file is for 8 ranks, the manifest says 4"}},
+		{manifest.Schedule{Collective: ir.AllGather, NRanks: 8, NLocalRanks: 8}, res{"nlocalranks", "the file needs 4 ranks per node, the manifest says 8"}},
+		{manifest.Schedule{Collective: ir.AllGather, NRanks: 8, OutOfPlace: &yes}, res{"outofplace", "the manifest claims out-of-place support the file lacks"}},
+		{manifest.Schedule{Collective: ir.AllGather, NRanks: 8, MaxBytes: 512}, res{"max_bytes", "the manifest's window [0, 512] and the file's [1024, 0] do not overlap"}},
+	} {
+		f, why := Contradiction(&tc.e, file)
+		if d := cmp.Diff(tc.want, res{f, why}); d != "" {
+			t.Errorf("%+v: (-want +got)\n%s", tc.e, d)
+		}
 	}
 }

@@ -167,3 +167,19 @@ func jsonNumber(raw json.RawMessage) (float64, error) {
 	}
 	return v, nil
 }
+
+// FieldCol returns the 1-based column (in bytes) of the value of field key
+// in a manifest line, as the parsers report positions, or 1 when the line
+// is not a well-formed object or lacks the field. Tools use it to point at
+// a field that a later check (for example theseusc lint comparing an entry
+// with its schedule file) finds wrong.
+func FieldCol(text []byte, key string) int {
+	c := &lineCtx{text: text}
+	fs, _ := c.object()
+	for _, f := range fs {
+		if f.Key == key {
+			return c.col(f.ValOff)
+		}
+	}
+	return 1
+}

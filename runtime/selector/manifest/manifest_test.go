@@ -243,3 +243,15 @@ func TestTail(t *testing.T) {
 		t.Fatalf("an idle Read allocates %v times", n)
 	}
 }
+
+func TestFieldCol(t *testing.T) {
+	line := []byte(`{"file":"a.json", "collective" : "allreduce","nranks":8}`)
+	for key, want := range map[string]int{"file": 9, "collective": 34, "nranks": 55, "absent": 1} {
+		if got := FieldCol(line, key); got != want {
+			t.Errorf("FieldCol(%q) = %d, want %d", key, got, want)
+		}
+	}
+	if got := FieldCol([]byte(`not json`), "file"); got != 1 {
+		t.Errorf("FieldCol(malformed) = %d, want 1", got)
+	}
+}
