@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -146,14 +145,12 @@ func (c *selectCmd) request(cmd *cobra.Command) (*selector.Request, error) {
 		Root: root, NRanks: c.nranks, NLocalRanks: nl, InPlace: c.inplace}, nil
 }
 
-// parseAt reads --at: Unix seconds, or a valid_after timestamp
-// (manifest.ParseValidAfter: local standard time without a zone).
+// parseAt reads --at as valid_after is read (manifest.ParseTime): Unix
+// seconds, or a timestamp in local standard time without a zone. A time
+// outside 1678–2261, which manifests cannot express either, is an error,
+// never wrapped around.
 func parseAt(s string) (time.Time, error) {
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		sec := int64(f)
-		return time.Unix(sec, int64((f-float64(sec))*1e9)), nil
-	}
-	ns, err := manifest.ParseValidAfter(s, time.Local)
+	ns, err := manifest.ParseTime(s, time.Local)
 	if err != nil {
 		return time.Time{}, err
 	}

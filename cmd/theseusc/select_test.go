@@ -98,3 +98,19 @@ func TestSelectExplainsFileWindow(t *testing.T) {
 	}
 	theseusc(t, append(args[:5:5], "--count", "1000000", "--nranks", "4", "--inplace")...).want(t, cli.ExitOK)
 }
+
+// TestSelectAtRange: --at outside the years manifests accept (1678–2261)
+// is a usage error, never wrapped around to 1970 or 1976.
+func TestSelectAtRange(t *testing.T) {
+	base := []string{"select", "--context", "testdata/context", "--coll", "allreduce", "--count", "1024", "--at"}
+	for _, at := range []string{"9999999999", "-99999999999999", "1e300", "99999999999999", "2262-01-01"} {
+		r := theseusc(t, append(base, at)...).want(t, cli.ExitUsage)
+		if !strings.Contains(r.err, "theseusc select: --at: ") || !strings.Contains(r.err, "outside 1678-2261") {
+			t.Errorf("--at %s: stderr %q", at, r.err)
+		}
+	}
+	r := theseusc(t, append(base, "1735689600.5")...).want(t, cli.ExitOK)
+	if !strings.Contains(r.out, "cut 2025-01-01T00:00:00Z") {
+		t.Errorf("--at 1735689600.5:\n%s", r.out)
+	}
+}

@@ -255,3 +255,46 @@ func TestFieldCol(t *testing.T) {
 		t.Errorf("FieldCol(malformed) = %d, want 1", got)
 	}
 }
+
+// TestParseTime: Unix seconds and timestamps, and times outside 1678–2261
+// rejected rather than wrapped (theseusc select --at used to print 1970
+// for 9999999999 and 1e300).
+func TestParseTime(t *testing.T) {
+	for _, tc := range []struct {
+		in  string
+		utc string // "" for an error
+	}{
+		{"1735689600", "2025-01-01T00:00:00Z"},
+		{" 1735689600.5 ", "2025-01-01T00:00:00.5Z"},
+		{"-1e3", "1969-12-31T23:43:20Z"},
+		{"2025-01-01T00:00:00Z", "2025-01-01T00:00:00Z"},
+		{"2025-01-01", "2025-01-01T00:00:00Z"},
+		{"9999999999", ""},
+		{"-99999999999999", ""},
+		{"99999999999999", ""},
+		{"1e300", ""},
+		{"-9220000000", ""}, // 1677-10-30: inside int64 nanoseconds, outside 1678-2261
+		{"9220000000", ""},  // 2262-03-03
+		{"-9200000000", "1678-06-18T12:26:40Z"},
+		{"9210000000", "2261-11-08T05:20:00Z"},
+		{"1677-12-31", ""},
+		{"2262-01-01", ""},
+		{"NaN", ""},
+		{"yesterday", ""},
+	} {
+		got, err := ParseTime(tc.in, time.UTC)
+		if tc.utc == "" {
+			if err == nil {
+				t.Errorf("ParseTime(%q) = %v, %v; want an error", tc.in, time.Unix(0, got).UTC(), err)
+			}
+			continue
+		}
+		want, _ := time.Parse(time.RFC3339Nano, tc.utc)
+		if err != nil || got != want.UnixNano() {
+			t.Errorf("ParseTime(%q) = %v, %v; want %s", tc.in, time.Unix(0, got).UTC(), err, tc.utc)
+		}
+	}
+	if _, err := ParseTime("9999999999", time.UTC); err == nil || err.Error() != "9999999999 seconds is outside 1678-2261" {
+		t.Errorf("error %v", err)
+	}
+}

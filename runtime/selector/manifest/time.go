@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -64,8 +65,21 @@ func nanos(t time.Time) (int64, error) {
 	return t.UnixNano(), nil
 }
 
+// ParseTime reads a time written as valid_after may be
+// (docs/selection-context.md §3): Unix seconds, a decimal number with an
+// optional fraction, or a timestamp (ParseValidAfter). It returns Unix
+// nanoseconds. Errors: text that is neither, or a time outside 1678–2261
+// (the int64 nanosecond range), which is never wrapped around.
+func ParseTime(s string, loc *time.Location) (int64, error) {
+	s = strings.TrimSpace(s)
+	if _, err := strconv.ParseFloat(s, 64); err == nil {
+		return parseValidAfterRaw(json.RawMessage(s), loc)
+	}
+	return ParseValidAfter(s, loc)
+}
+
 // parseValidAfterRaw accepts a JSON string (ParseValidAfter) or a JSON
-// number of Unix seconds (fractions allowed).
+// number of Unix seconds (fractions allowed), within 1678–2261.
 func parseValidAfterRaw(raw json.RawMessage, loc *time.Location) (int64, error) {
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
@@ -75,15 +89,23 @@ func parseValidAfterRaw(raw json.RawMessage, loc *time.Location) (int64, error) 
 	if err := json.Unmarshal(raw, &n); err != nil {
 		return 0, fmt.Errorf("want a timestamp string or Unix seconds, got %s", raw)
 	}
+	outside := fmt.Errorf("%s seconds is outside 1678-2261", n)
 	if i, err := n.Int64(); err == nil {
 		if i > math.MaxInt64/1_000_000_000 || i < math.MinInt64/1_000_000_000 {
-			return 0, fmt.Errorf("%d seconds is out of range", i)
+			return 0, outside
+		}
+		if _, err := nanos(time.Unix(i, 0).UTC()); err != nil {
+			return 0, outside
 		}
 		return i * 1_000_000_000, nil
 	}
 	f, err := n.Float64()
 	if err != nil || math.Abs(f) > math.MaxInt64/1e9 {
-		return 0, fmt.Errorf("%s seconds is out of range", n)
+		return 0, outside
 	}
-	return int64(f * 1e9), nil
+	ns := int64(f * 1e9)
+	if _, err := nanos(time.Unix(0, ns).UTC()); err != nil {
+		return 0, outside
+	}
+	return ns, nil
 }
