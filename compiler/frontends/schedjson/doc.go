@@ -14,13 +14,8 @@
 //     Format(Parse(x)) is a fixed point. It is what `theseusc fmt` and
 //     `theseusc import` print.
 //
-// Parse has two paths. The fast path (fast.go) reads the plain subset that
-// Format, the generators and the importers write (no escapes, no null,
-// integers only, known keys once each, every value in its domain) in one
-// pass over the bytes, at 140–290 MB/s. On anything else it gives up
-// and the careful path runs: encoding/json (a validating pre-pass for exact
-// syntax error offsets, then a Decoder.Token walk that keeps the byte
-// offset of every value), at 5–10 MB/s, which alone reports diagnostics.
-// Both build the identical program, positions included (TestParseFastAgrees,
-// FuzzParseFast). Positions are 1-based lines and 1-based byte columns.
+// Parse reads the schedule with encoding/json: a validating pre-pass for
+// exact syntax-error offsets, then a Decoder.Token walk that keeps the byte
+// offset of every value and reports every problem at its position.
+// Positions are 1-based lines and 1-based byte columns.
 package schedjson

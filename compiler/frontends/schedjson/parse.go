@@ -48,17 +48,9 @@ type limits struct {
 
 var defaultLimits = limits{MaxInputBytes, ir.MaxRanks, MaxOps, MaxChannels, MaxThreadblocks, MaxListLen}
 
+// parse reads the schedule with encoding/json: a validating pre-pass, then
+// a Decoder.Token walk that reports every problem at its position.
 func parse(filename string, data []byte, lim limits) (*ir.Program, []diag.Diagnostic) {
-	if prog, ok := parseFast(filename, data, lim); ok {
-		return prog, nil
-	}
-	return parseCareful(filename, data, lim)
-}
-
-// parseCareful is the careful path: a validating encoding/json pre-pass,
-// then a Decoder.Token walk that reports every problem at its position.
-// It alone produces diagnostics; parseFast (fast.go) only ever gives up.
-func parseCareful(filename string, data []byte, lim limits) (*ir.Program, []diag.Diagnostic) {
 	p := &parser{file: filename, data: data, cur: [3]int{-1, -1, -1}, lim: lim}
 	prog := p.parse()
 	if p.badVersion != nil {
