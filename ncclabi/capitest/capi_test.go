@@ -368,6 +368,31 @@ func TestMismatchedUniqueID(t *testing.T) {
 	}
 }
 
+// TestMismatchedCollectives: rank 0 calls ncclAllReduce, rank 1
+// ncclBroadcast. It used to return ncclInternalError ("please report this
+// issue": "the schedules' ends do not pair"); it is user misuse:
+// ncclInvalidUsage where it is found, ncclRemoteError on the peer, both
+// saying the ranks issued different collectives, well before
+// THESEUS_TIMEOUT.
+func TestMismatchedCollectives(t *testing.T) {
+	b := setup(t)
+	res := b.runRanks(t, "mismatch", 2, b.hostEnv(), time.Minute)
+	checkRanks(t, res, []string{"mismatch"})
+	usage := 0
+	for _, r := range res {
+		switch {
+		case strings.Contains(r.out, fmt.Sprintf("MISMATCH rank %d -> 5 ", r.rank)):
+			usage++
+		case strings.Contains(r.out, fmt.Sprintf("MISMATCH rank %d -> 6 ", r.rank)) && strings.Contains(r.out, "rank 0 found") != strings.Contains(r.out, "rank 1 found"):
+		default:
+			t.Errorf("rank %d: want ncclInvalidUsage, or ncclRemoteError naming the rank that found it:\n%s", r.rank, tail(r.out, 10))
+		}
+	}
+	if usage == 0 {
+		t.Errorf("no rank returned ncclInvalidUsage")
+	}
+}
+
 // TestFallback: THESEUS_NCCL_LIB_PATH names a stand-in NCCL (fakenccl.c)
 // and the selection context is empty, so send/recv groups, AlltoAllv,
 // pre-multiplied sums, registration and every collective run on the

@@ -194,6 +194,9 @@ func (c *Comm) Collective(ctx context.Context, call *Call) error {
 		if c.exec.Err() != nil {
 			c.setAsync(e)
 		}
+		if e.Code == InvalidUsage && errors.Is(e, ErrMismatch) {
+			c.tellMismatch()
+		}
 		return e
 	}
 	c.last.Launch = c.exec.LaunchCounter()

@@ -345,6 +345,9 @@ func (c *Comm) startWatchers() {
 				var be *bootstrap.Error
 				switch {
 				case err == nil:
+					if len(m) == 5 && m[0] == noticeMismatch {
+						c.peerMismatch(p)
+					}
 					if len(m) == 4 {
 						lost := int(binary.LittleEndian.Uint32(m))
 						if lost >= 0 && lost < c.n && lost != c.rank {
@@ -393,6 +396,51 @@ func (c *Comm) peerLost(p int, cause error) {
 	log.Warnf(log.Net, "rank %d: lost rank %d: %v", c.rank, p, cause)
 }
 
+// noticeMismatch starts a watcher notice that says the sender found that
+// the ranks issued different collectives (ErrMismatch); the rank follows.
+const noticeMismatch = 1
+
+// mismatchMsg explains ErrMismatch to the rank that finds it.
+const mismatchMsg = "the ranks issued different collectives (or different counts, datatypes, ops or roots, " +
+	"or a rank skipped a call), so their schedules do not pair; every rank must issue the communicator's " +
+	"collectives in the same order with the same arguments (NCCL)"
+
+// mismatchErr is the cause of an ErrMismatch error: it prints the cause
+// and matches both ErrMismatch and the cause (errors.Is).
+type mismatchErr struct{ err error }
+
+func (m mismatchErr) Error() string   { return m.err.Error() }
+func (m mismatchErr) Unwrap() []error { return []error{ErrMismatch, m.err} }
+
+// tellMismatch tells every peer that this rank found ErrMismatch, so that
+// their launches, which wait for signals that will never come, stop at
+// once with an error that says why.
+func (c *Comm) tellMismatch() {
+	var notice [5]byte
+	notice[0] = noticeMismatch
+	binary.LittleEndian.PutUint32(notice[1:], uint32(c.rank))
+	for q := range c.n {
+		if q != c.rank {
+			c.boot.Send(q, watchTag, notice[:])
+		}
+	}
+}
+
+// peerMismatch records that peer p found ErrMismatch, and aborts this
+// rank's launches.
+func (c *Comm) peerMismatch(p int) {
+	if commState(c.state.Load()) != live {
+		return
+	}
+	e := &Error{Code: RemoteError, Op: "comm", Rank: c.rank, Peers: []int{p},
+		Msg: fmt.Sprintf("rank %d found that the ranks issued different collectives (or different counts, datatypes, ops or roots, "+
+			"or a rank skipped a call); every rank must issue the communicator's collectives in the same order with the same arguments (NCCL)", p),
+		Err: ErrMismatch}
+	c.setAsync(e)
+	c.exec.Abort(e)
+	log.Warnf(log.Net, "rank %d: %s", c.rank, e.Msg)
+}
+
 func (c *Comm) setAsync(e *Error) { c.asyncErr.CompareAndSwap(nil, e) }
 
 // Lost returns the peers this rank has seen vanish.
@@ -401,6 +449,14 @@ func (c *Comm) Lost() []int {
 	defer c.lostMu.Unlock()
 	return append([]int(nil), c.lost...)
 }
+
+// StreamError classifies err, the failure of one of this communicator's
+// launches as a stream reported it (device.Stream.Synchronize or Err on a
+// caller's stream), as Collective classifies the failures it sees:
+// RemoteError naming the silent or lost peer, or the rank that found the
+// ranks issued different collectives (ErrMismatch), and so on; an *Error
+// is returned as it is. op names the call ("synchronize").
+func (c *Comm) StreamError(op string, err error) *Error { return c.wrapErr(op, err, false) }
 
 // wrap converts a failure into an *Error, naming the ranks concerned.
 func (c *Comm) wrap(op string, err error) *Error { return c.wrapErr(op, err, true) }
@@ -424,6 +480,8 @@ func (c *Comm) wrapErr(op string, err error, inCall bool) *Error {
 		if be.Lost {
 			out.Msg = "lost a peer"
 		}
+	case errors.Is(err, executor.ErrMismatch):
+		out.Code, out.Msg, out.Err = InvalidUsage, mismatchMsg, mismatchErr{err}
 	case errors.Is(err, executor.ErrCapture):
 		out.Code, out.Msg = InvalidUsage, "graph capture"
 	case errors.Is(err, executor.ErrScratchMismatch):
@@ -442,6 +500,11 @@ func (c *Comm) wrapErr(op string, err error, inCall bool) *Error {
 	}
 	if lost := c.Lost(); len(lost) > 0 {
 		out.Code, out.Peers, out.Msg = RemoteError, lost, "lost a peer"
+	}
+	// A launch stopped because a peer found that the ranks issued
+	// different collectives: say that, not "launch stopped".
+	if a := c.asyncErr.Load(); a != nil && out.Code == RemoteError && errors.Is(a, ErrMismatch) && a.Code == RemoteError {
+		out.Peers, out.Msg, out.Err = a.Peers, a.Msg, mismatchErr{err}
 	}
 	return out
 }

@@ -90,4 +90,12 @@ var (
 	ErrState = errors.New("communicator state")
 	// ErrLostRank: a peer's process went away (code RemoteError).
 	ErrLostRank = errors.New("lost rank")
+	// ErrMismatch: the ranks issued different collectives (or the same
+	// collective with different arguments, or a rank skipped a call), so
+	// their schedules do not pair. User misuse, as in NCCL, where every
+	// rank must issue a communicator's collectives in the same order with
+	// matching arguments: code InvalidUsage on the rank that finds it,
+	// RemoteError (naming that rank) on the ranks it tells. The
+	// communicator cannot continue; abort or destroy it.
+	ErrMismatch = errors.New("the ranks issued different collectives")
 )

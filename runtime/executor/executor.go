@@ -247,6 +247,12 @@ var (
 	ErrCapture = errors.New("executor: resource setup, scratch reallocation or migration refused during graph capture")
 	// ErrClosed: the executor was closed or aborted.
 	ErrClosed = errors.New("executor: closed")
+	// ErrMismatch: a peer's schedule does not pair with this rank's (its
+	// channel ends differ): the ranks issued different collectives, or
+	// the same collective with different arguments, or one skipped a call
+	// (user misuse: NCCL requires every rank to issue a communicator's
+	// collectives in the same order with matching arguments).
+	ErrMismatch = errors.New("executor: the ranks run different schedules")
 	// ErrScratchMismatch: ranks disagree on the scratch size.
 	ErrScratchMismatch = errors.New("executor: ranks use different scratch sizes (THESEUS_INITIAL_SCRATCH_SIZE must be identical on every rank)")
 )
@@ -441,7 +447,7 @@ func (e *Executor) LaunchCounter() uint64 { return e.launch }
 
 // Execute walks the state machine for r with schedule s and enqueues the
 // launch on st. It returns when the launch is enqueued (not finished).
-// Errors: *Error, wrapping ErrCapture, ErrClosed, ErrScratchMismatch,
+// Errors: *Error, wrapping ErrCapture, ErrClosed, ErrMismatch, ErrScratchMismatch,
 // a bootstrap error naming peers, or a backend error.
 func (e *Executor) Execute(ctx context.Context, r *Request, s *Schedule, st device.Stream) error {
 	w := walk{r: r, s: s, st: st}
@@ -991,7 +997,7 @@ func (e *Executor) exchangeSlots(ctx context.Context, ent *l1Entry, added map[in
 			pc := ent.table.Channels[c].PeerChannel
 			r, ok := theirs[pc]
 			if !ok {
-				return fmt.Errorf("rank %d sent no semaphore for its channel %d (our channel %d): the schedules' ends do not pair", q, pc, c)
+				return fmt.Errorf("%w: rank %d sent no semaphore for its channel %d (our channel %d): the schedules' ends do not pair", ErrMismatch, q, pc, c)
 			}
 			reg, ok := e.l0.peerPools[q][r.pool]
 			if !ok || int64(r.idx) >= poolSlots {

@@ -307,11 +307,7 @@ func (c *Comm) StreamSync(s uintptr) error {
 		return err
 	}
 	if err := st.Synchronize(); err != nil {
-		var ce *comm.Error
-		if errors.As(err, &ce) {
-			return err
-		}
-		return &comm.Error{Code: comm.InternalError, Op: "synchronize", Rank: c.Rank(), Err: err}
+		return c.c.StreamError("synchronize", err)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@
  *                                         created in one group from one thread
  *   nccl_test badid  RANK NRANKS [IDHEX]   rank 1 joins with a corrupted id
  *   nccl_test fallback RANK NRANKS [IDHEX] calls served by the fallback NCCL
+ *   nccl_test mismatch RANK NRANKS [IDHEX] rank 0 calls AllReduce, the others Broadcast
  *   nccl_test abi                          prints ABI numbers ("name value")
  *
  * Every check prints "FAIL ..." on failure; each finished part prints
@@ -714,6 +715,33 @@ static int mode_badid(int argc, char** argv) {
   return g_fail;
 }
 
+/* Rank 0 calls ncclAllReduce while the others call ncclBroadcast: user
+ * misuse (NCCL requires the same collectives in the same order on every
+ * rank). The rank that finds it gets ncclInvalidUsage, the others
+ * ncclRemoteError (at once, not after THESEUS_TIMEOUT), all with a reason
+ * that says the ranks issued different collectives; never
+ * ncclInternalError ("please report this issue"). */
+static int mode_mismatch(int argc, char** argv) {
+  ncclUniqueId id = get_id(argc, argv, 4);
+  alloc_buffers();
+  ncclComm_t c = NULL;
+  OK(ncclCommInitRank(&c, g_n, id, g_rank));
+  size_t count = BUF_BYTES / 8; /* 128 Ki float32: past the small-message schedules */
+  ncclResult_t r = g_rank == 0 ? ncclAllReduce(A, B, count, ncclFloat32, ncclSum, c, g_stream)
+                               : ncclBroadcast(A, B, count, ncclFloat32, 0, c, g_stream);
+  if (r == ncclSuccess) r = theseusStreamSynchronize(c, g_stream);
+  const char* e = ncclGetLastError(c);
+  ncclResult_t ar = ncclSuccess;
+  OK(ncclCommGetAsyncError(c, &ar));
+  printf("MISMATCH rank %d -> %d (%s) async %d: %s\n", g_rank, (int)r, ncclGetErrorString(r), (int)ar, e ? e : "");
+  CHECK(r == ncclInvalidUsage || r == ncclRemoteError, "different collectives: %d", (int)r);
+  CHECK(e && strstr(e, "issued different collectives"), "reason: %s", e ? e : "(null)");
+  CHECK(!strstr(ncclGetErrorString(r), "please report"), "%s", ncclGetErrorString(r));
+  OK(ncclCommAbort(c));
+  pass("mismatch");
+  return g_fail;
+}
+
 static int mode_fallback(int argc, char** argv) {
   ncclUniqueId id = get_id(argc, argv, 4);
   alloc_buffers();
@@ -925,7 +953,7 @@ static int mode_abi(void) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: nccl_test ranks|badid|fallback RANK NRANKS [IDHEX] | grouped NRANKS | abi\n");
+    fprintf(stderr, "usage: nccl_test ranks|badid|fallback|mismatch RANK NRANKS [IDHEX] | grouped NRANKS | abi\n");
     return 102;
   }
   g_full = getenv("NCCL_TEST_FULL") && atoi(getenv("NCCL_TEST_FULL"));
@@ -947,6 +975,8 @@ int main(int argc, char** argv) {
       rc = mode_badid(argc, argv);
     else if (strcmp(argv[1], "fallback") == 0)
       rc = mode_fallback(argc, argv);
+    else if (strcmp(argv[1], "mismatch") == 0)
+      rc = mode_mismatch(argc, argv);
     else
       return 102;
   }
