@@ -63,6 +63,8 @@ const (
 	Unverifiable     Code = "TS0211" // custom collective: no postcondition to check
 	RankLocalPolicy  Code = "TS0212" // policy uses a rank-local attribute (costs an agreement step)
 	SharedChannel    Code = "TS0213" // a channel end used by more than one threadblock
+	PeerAccessLate   Code = "TS0214" // a peer's access to a rank's input/output not ordered before that rank's launch completes
+	PeerAccessEarly  Code = "TS0215" // a peer's access to a rank's input/output may run before that rank's launch starts
 )
 
 // Policy-expression codes (selection).
@@ -121,6 +123,8 @@ var Codes = []CodeInfo{
 	{Unverifiable, "a custom collective has no postcondition to check", "use a named collective to have it verified"},
 	{RankLocalPolicy, "a policy uses a rank-local attribute", "avoid request.sendbuf/recvbuf in policies, or accept an agreement step"},
 	{SharedChannel, "a channel end is used by more than one threadblock", "give each threadblock its own channels"},
+	{PeerAccessLate, "a peer's access to a rank's input or output is not ordered before that rank's launch completes", "after the access, signal the owner, and have the owner wait for that signal before it finishes (a closing handshake)"},
+	{PeerAccessEarly, "a peer's access to a rank's input or output may run before that rank's launch starts", "before the access, wait for a signal the owner sends when it starts (an opening handshake)"},
 	{PolicySyntax, "a policy expression has a syntax error", "fix the expression at the position shown"},
 	{PolicyUnknown, "an unknown attribute or function", "declare the attribute in the attribute manifest"},
 	{PolicyType, "a policy expression has a type error", "convert the operands to matching types"},

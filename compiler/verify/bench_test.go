@@ -94,3 +94,11 @@ func benchLintCompile(b *testing.B, n int) {
 
 func BenchmarkLintCompileRing64(b *testing.B)   { benchLintCompile(b, 64) }
 func BenchmarkLintCompileRing1024(b *testing.B) { benchLintCompile(b, 1024) }
+
+// BenchmarkVerifyPairs64 verifies the 64-rank one-shot all-pairs allreduce
+// (irtest.PairsAllReducePrimitive: every rank reads all 63 peers' inputs
+// through channels, 4,352 ops), every check: the peer-access checks
+// (TS0214, TS0215) have 4,032 (threadblock, owner) pairs to prove here.
+func BenchmarkVerifyPairs64(b *testing.B) {
+	benchVerify(b, irtest.PairsAllReducePrimitive(64), verify.Options{})
+}

@@ -267,7 +267,25 @@ var codeCases = []codeCase{
 		want: []finding{warn(diag.RaceAcrossLaunch, 0, 0, 0, opPos(0, 0, 0)), warn(diag.RaceAcrossLaunch, 0, 0, 3, opPos(0, 0, 3))},
 		parts: []string{"race between one slice and the next on rank 1's scratch chunk 0 (out-of-place): rank 1 tb 0 step 3 (copy) reads it and rank 0 tb 0 step 0 (copy) of the next slice writes it",
 			"add a credit"}},
-	{name: "RaceAcrossLaunch/launches", prog: func() *ir.Program {
+	// peer accesses to user buffers
+	{name: "PeerAccessLate", prog: mutate(twoRanks(), func(p *ir.Program) {
+		// no closing handshake
+		for r := range p.Ranks {
+			p.Ranks[r].TBs[0].Ops = p.Ranks[r].TBs[0].Ops[:3]
+		}
+	}), want: []finding{at(diag.PeerAccessLate, 0, 0, 2, opPos(0, 0, 2)), at(diag.PeerAccessLate, 1, 0, 2, opPos(1, 0, 2))},
+		parts: []string{"rank 0 tb 0 step 2 (reduce) reads and writes rank 1's input and output (i[0:1] through channel 0, o[0:1] through channel 0), but no op of rank 1 in the same slice comes after it in happens-before order: rank 1's launch can complete"}},
+	{name: "PeerAccessEarly", prog: mutate(twoRanks(), func(p *ir.Program) {
+		// no opening handshake
+		for r := range p.Ranks {
+			p.Ranks[r].TBs[0].Ops = p.Ranks[r].TBs[0].Ops[2:]
+		}
+	}), want: []finding{at(diag.PeerAccessEarly, 0, 0, 0, opPos(0, 0, 0)), at(diag.PeerAccessEarly, 1, 0, 0, opPos(1, 0, 0))},
+		parts: []string{"rank 0 tb 0 step 0 (reduce) reads and writes rank 1's input and output (i[0:1] through channel 0, o[0:1] through channel 0), but no op of rank 1 in the same slice happens before it: it can run before rank 1's launch starts"}},
+	{name: "PeerAccessEarly/launches", prog: func() *ir.Program {
+		// Rank 0 writes rank 1's output before anything of rank 1 has
+		// run; this launch's copy may overwrite what rank 1 still reads
+		// in the previous one.
 		b := New(ir.Custom, 2, 1)
 		b.Rank(0).Chunks(1, 2, 0)
 		b.Rank(1).Chunks(1, 2, 0)
@@ -275,9 +293,29 @@ var codeCases = []codeCase{
 		b.Rank(0).PrimTB().Copy(1, I(0), Remote(O(0), c0)).Signal(c0)
 		b.Rank(1).PrimTB().Wait(c1).Copy(1, O(0), O(1))
 		return b.Build()
-	}, want: []finding{warn(diag.Unverifiable, -1, -1, -1, progPos), warn(diag.RaceAcrossLaunch, 1, 0, 1, opPos(1, 0, 1))},
-		parts: []string{"race between one launch and the next on rank 1's output chunk 0 (out-of-place): rank 0 tb 0 step 0 (copy) of the next launch writes it and rank 1 tb 0 step 1 (copy) reads it",
-			"add a handshake at the start of the schedule, or a launch fence"}},
+	}, want: []finding{warn(diag.Unverifiable, -1, -1, -1, progPos), at(diag.PeerAccessEarly, 0, 0, 0, opPos(0, 0, 0))},
+		parts: []string{"rank 0 tb 0 step 0 (copy) writes rank 1's output (o[0:1] through channel 0), but no op of rank 1 in the same slice happens before it"}},
+	{name: "PeerAccessEarly/init", prog: mutate(twoRanks(), func(p *ir.Program) {
+		// Init 1 on both ends: each wait is satisfied by the peer's
+		// signal of the previous handshake, so neither handshake orders
+		// anything within a launch.
+		for r := range p.Ranks {
+			p.Ranks[r].Channels[0].Init = 1
+		}
+	}), want: []finding{at(diag.PeerAccessLate, 0, 0, 2, opPos(0, 0, 2)), at(diag.PeerAccessEarly, 0, 0, 2, opPos(0, 0, 2)),
+		at(diag.PeerAccessLate, 1, 0, 2, opPos(1, 0, 2)), at(diag.PeerAccessEarly, 1, 0, 2, opPos(1, 0, 2))}},
+	{name: "PeerAccess/no-ops", prog: func() *ir.Program {
+		// Rank 1 runs nothing: nothing can order rank 0's write into its
+		// output with its launch.
+		b := New(ir.Custom, 2, 1)
+		b.Rank(0).Chunks(1, 1, 0)
+		b.Rank(1).Chunks(1, 1, 0)
+		c0, _ := b.Connect(0, 1, ir.MemoryChannel, 0, 0)
+		b.Rank(0).PrimTB().Copy(1, I(0), O(0), Remote(O(0), c0))
+		return b.Build()
+	}, want: []finding{warn(diag.Unverifiable, -1, -1, -1, progPos),
+		at(diag.PeerAccessLate, 0, 0, 0, opPos(0, 0, 0)), at(diag.PeerAccessEarly, 0, 0, 0, opPos(0, 0, 0))},
+		parts: []string{"rank 0 tb 0 step 0 (copy) writes rank 1's output (o[0:1] through channel 0), but no op of rank 1 in the same slice happens before it (rank 1 runs no ops)"}},
 	// semantics
 	{name: "Postcondition", prog: func() *ir.Program {
 		b := New(ir.AllReduce, 1, 2)

@@ -22,9 +22,6 @@ type replayMode struct {
 	// the first iteration nor in a way the first iteration does not show,
 	// so they are not tracked.
 	tagUser, tagScratch bool
-	// crossOnly checks only races between the two iterations (the launch
-	// pass of Simple programs).
-	crossOnly bool
 }
 
 func (m replayMode) arrangement() string {
@@ -65,6 +62,7 @@ type replayer struct {
 	rd     []int32 // 0 none, -1 several (in multi)
 	multi  map[int][]int32
 	hs     *hbState
+	own    *ownerState // peer accesses to user buffers (owner.go), in one replayer
 
 	// semantics (iteration 0)
 	sem              bool
@@ -191,6 +189,9 @@ func (c *checker) finish(cks []*replayer) {
 		if rp.sem && !rp.stop {
 			rp.postcondition()
 		}
+		if rp.own != nil {
+			rp.ownerFinish()
+		}
 		for _, p := range rp.out {
 			if p.key != nil {
 				if seen[p.key] {
@@ -200,12 +201,18 @@ func (c *checker) finish(cks []*replayer) {
 			}
 			c.rep.add(p.d)
 		}
+		if rp.own != nil {
+			c.rep.drop(diag.PeerAccessLate, rp.own.moreLate)
+		}
 	}
 }
 
 // node hands node (g, it, s) of the simulation to the checkers, once it
 // has run: they replay its accesses if it is a data op.
 func (rp *replayer) node(g, it, s int32, tb *tbInfo) {
+	if rp.own != nil && it == 0 {
+		rp.ownerNode(g, s, tb)
+	}
 	if rp.stop || it > 0 && !rp.it1 {
 		return
 	}
@@ -389,7 +396,7 @@ func (rp *replayer) check(l int, x int32, xw bool, y int32, yw bool, yg, yi int3
 	switch {
 	case xit != yit:
 		code = diag.RaceAcrossLaunch
-	case yit || rp.m.crossOnly:
+	case yit:
 		return // iteration 1 repeats iteration 0's races
 	}
 	c := rp.c
@@ -414,7 +421,7 @@ func (rp *replayer) check(l int, x int32, xw bool, y int32, yw bool, yg, yi int3
 			where, rp.m.arrangement(), c.nodeName(xg, xi), verb(xw), c.nodeName(yg, yi), verb(yw))
 	} else {
 		what := "a handshake at the start of the schedule, or a launch fence in the runtime"
-		if !rp.m.crossOnly && c.p.Protocol != ir.LL {
+		if c.p.Protocol != ir.LL {
 			what = "a credit (wait for the reader's signal) before reusing it"
 		}
 		rp.emit(k, code, diag.Warning, int(yt.rank), int(yt.id), int(yi%yt.nops),

@@ -26,7 +26,7 @@ import (
 //   - barrier occurrences: every arrival → every departure;
 //   - an LL packet read of a slot ← the op that writes it as a packet, same
 //     launch;
-//   - between launches (LL, or the launch pass of races): the last op of
+//   - between launches (LL): the last op of
 //     every threadblock of a rank in iteration 0 → the first op of each of
 //     its threadblocks in iteration 1 (stream order of the rank's kernels).
 //

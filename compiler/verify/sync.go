@@ -286,10 +286,10 @@ func (c *checker) ordinals(ops int32) {
 	c.ord = ord
 }
 
-// iterWord names the modelled iteration: slices for Simple, launches for LL
-// and for the launch pass.
+// iterWord names the modelled iteration: slices for Simple, launches for
+// LL.
 func (c *checker) iterWord() string {
-	if c.p.Protocol == ir.LL || c.sc != nil && c.sc.fence {
+	if c.p.Protocol == ir.LL {
 		return "launch"
 	}
 	return "slice"

@@ -1,8 +1,10 @@
 // Package verify proves a schedule before it is published, lowered or run:
 // its structure (indices, full chunk ranges, channel pairing, limits), its
 // synchronisation (transfer pairing, signal/wait balance, dependencies), its
-// freedom from deadlock and data races, and that it computes its collective
-// on every rank in every buffer arrangement it supports. The rules are those
+// freedom from deadlock and data races, that a rank's input and output are
+// reached by its peers only within its launch (after it starts, before it
+// completes), and that it computes its collective on every rank in every
+// buffer arrangement it supports. The rules are those
 // of docs/design/ir.md §5–6; docs/verification.md describes each check, its
 // algorithm and its cost, and docs/diagnostics.md lists the codes.
 //
@@ -37,7 +39,10 @@ const (
 	// CheckDeadlock: the happens-before graph over two iterations is acyclic
 	// and every wait is satisfied (TS0204).
 	CheckDeadlock
-	// CheckRaces: conflicting accesses are ordered (TS0205, TS0206).
+	// CheckRaces: conflicting accesses are ordered (TS0205, TS0206), and
+	// every access by a peer to a rank's input or output lies inside that
+	// rank's launch: after its start (TS0215) and before its completion
+	// (TS0214).
 	CheckRaces
 	// CheckSemantics: symbolic execution proves the collective's
 	// postcondition (TS0207, TS0208, TS0210, TS0211).
@@ -95,7 +100,7 @@ func Codes() []diag.Code {
 		diag.BadBarrier, diag.BadWindow, diag.BadRoot, diag.NoArrangement,
 		diag.TransferMismatch, diag.SignalWait, diag.DepNotPublished, diag.BadDep, diag.Deadlock,
 		diag.Race, diag.RaceAcrossLaunch, diag.Postcondition, diag.DoubleReduce, diag.PacketReuse,
-		diag.UninitRead, diag.Unverifiable, diag.SharedChannel,
+		diag.UninitRead, diag.Unverifiable, diag.SharedChannel, diag.PeerAccessLate, diag.PeerAccessEarly,
 	}
 }
 
@@ -146,6 +151,11 @@ func (c *checker) run() {
 			cks = append(cks, c.newReplayer(replayMode{sem: sem, inPlace: inPlace, raceUser: races,
 				raceScratch: races && i == 0 && c.hasScratch, tagUser: !launch, tagScratch: launch}))
 		}
+		// Peer accesses to user buffers lie inside their owner's launch
+		// (owner.go); the answer is the same in every arrangement.
+		if races && c.remoteUser {
+			cks[0].own = c.newOwnerState(c.buildOwners())
+		}
 	}
 	sc := c.simulate(launch, cks)
 	if !sc.complete() {
@@ -159,18 +169,11 @@ func (c *checker) run() {
 	c.finish(cks)
 	// Between the slices of one launch, user-buffer pieces differ, so
 	// cross-iteration races there are on scratch only. Across launches the
-	// pieces are the same and each rank's kernel follows its previous one
-	// (a per-rank fence); only accesses to a user buffer through a channel
-	// can then race. Model that separately when the program has them.
-	if races && !launch && c.remoteUser && c.rep.room(diag.RaceAcrossLaunch) {
-		cks = cks[:0]
-		for _, inPlace := range c.arrangements() {
-			cks = append(cks, c.newReplayer(replayMode{inPlace: inPlace, raceUser: true, crossOnly: true}))
-		}
-		if sc2 := c.simulate(true, cks); sc2.complete() {
-			c.finish(cks)
-		}
-	}
+	// pieces are the same, and each rank's kernel follows its previous one
+	// (a per-rank fence), so a rank's own accesses are ordered; a peer's
+	// access to its user buffers lies inside its launch (TS0214, TS0215:
+	// owner.go), which the fence then orders against the neighbouring
+	// launches. No separate model of launches is needed.
 }
 
 // arrangements lists the buffer arrangements to prove: out of place first,
@@ -297,6 +300,24 @@ func (r *reporter) add(d diag.Diagnostic) {
 	}
 	r.perCode[d.Code]++
 	r.items = append(r.items, d)
+}
+
+// drop counts n diagnostics of code that were found but not built (over
+// the cap), for the note of finish.
+func (r *reporter) drop(code diag.Code, n int) {
+	if n <= 0 {
+		return
+	}
+	if r.dropped == nil {
+		r.dropped = map[diag.Code]int{}
+	}
+	if r.dropped[code] == 0 {
+		r.order = append(r.order, code)
+	}
+	r.dropped[code] += n
+	if sevOf(code) == diag.Error {
+		r.nerr += n
+	}
 }
 
 func (r *reporter) finish() []diag.Diagnostic {
