@@ -409,6 +409,8 @@ func TestFallback(t *testing.T) {
 		for _, want := range []string{"fallback NCCL " + b.fake + " (version 22803) loaded",
 			"ncclSend: opCount 1 comm", "served by the fallback NCCL (1 fallback requests on this comm)",
 			"ncclAllReduce: opCount 5 comm", "no Theseus schedule serves this request",
+			// the reason names the context and says it is empty
+			"no Theseus schedule serves this request: selection context " + empty + " is empty: it has no schedule entries",
 			"served by the fallback NCCL (5 fallback requests on this comm)",
 			"destroyed: 0 requests served natively, 5 by the fallback NCCL, 0 rejected"} {
 			if !strings.Contains(r.out, want) {

@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 
 	"github.com/theseus-ccl/theseus/codegen/bundle"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/executor"
 	"github.com/theseus-ccl/theseus/runtime/selector"
+	"github.com/theseus-ccl/theseus/runtime/selector/manifest"
 )
 
 // Call is one collective call on this rank, with NCCL's arguments.
@@ -174,7 +177,7 @@ func (c *Comm) Collective(ctx context.Context, call *Call) error {
 		return e
 	}
 	if id == selector.None {
-		return &Error{Code: InvalidUsage, Op: call.Coll.String(), Rank: c.rank, Msg: "selection", Err: ErrNoSchedule}
+		return &Error{Code: InvalidUsage, Op: call.Coll.String(), Rank: c.rank, Msg: c.contextState(), Err: ErrNoSchedule}
 	}
 	s, err := c.schedule(id)
 	if err != nil {
@@ -208,6 +211,36 @@ func (c *Comm) Collective(ctx context.Context, call *Call) error {
 		}
 	}
 	return nil
+}
+
+// contextState describes the selection context for an ErrNoSchedule
+// error: its directory, and whether it is missing or has no schedule
+// entries (with how the default directory was chosen when
+// THESEUS_SELECTION_CONTEXT is unset). It is worked out once per epoch.
+func (c *Comm) contextState() string {
+	epochs := c.sel.Stats().Epochs
+	if c.ctxState != "" && c.ctxStateEpoch == epochs {
+		return c.ctxState
+	}
+	dir := c.cfg.ContextDir
+	unset := ""
+	if v, ok := env.SelContext.Raw(); (!ok || v == "") && dir == selector.DefaultContextDir() {
+		unset = " (THESEUS_SELECTION_CONTEXT is unset, so the default directory is read; set it to a selection context such as examples/contexts/default)"
+	}
+	_, scheds := c.sel.Agreed()
+	st, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		c.ctxState = fmt.Sprintf("selection context %s is missing%s", dir, unset)
+	case !st.IsDir():
+		c.ctxState = fmt.Sprintf("selection context %s is not a directory%s", dir, unset)
+	case scheds == 0:
+		c.ctxState = fmt.Sprintf("selection context %s is empty: it has no schedule entries (%s)%s", dir, manifest.ScheduleManifest, unset)
+	default:
+		c.ctxState = fmt.Sprintf("selection context %s (%d schedule entries)", dir, scheds)
+	}
+	c.ctxStateEpoch = epochs
+	return c.ctxState
 }
 
 // schedule returns the executor's view of schedule id (built once).

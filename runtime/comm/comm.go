@@ -221,6 +221,11 @@ type Comm struct {
 	ereq   executor.Request
 	last   CallInfo
 	calls  uint64
+
+	// ctxState describes the selection context for ErrNoSchedule
+	// (contextState), as of selector epoch ctxStateEpoch.
+	ctxState      string
+	ctxStateEpoch uint64
 }
 
 // CallInfo describes the last collective call of a communicator: the

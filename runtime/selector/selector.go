@@ -270,6 +270,11 @@ func (s *Selector) Stats() Stats { return s.stats }
 // Dir is the context directory this selector reads.
 func (s *Selector) Dir() string { return s.opt.Dir }
 
+// Agreed returns the agreed prefixes of the two manifests, in entries
+// (lines): what the last epoch admitted on every rank; both 0 before the
+// first request, and while the context directory is missing or empty.
+func (s *Selector) Agreed() (attributes, schedules int) { return s.agreed.attrs, s.agreed.scheds }
+
 // ErrBadRequest is wrapped by Select's errors for requests outside the
 // enums' ranges or with impossible sizes.
 var ErrBadRequest = errors.New("selector: bad request")

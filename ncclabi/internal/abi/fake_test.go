@@ -140,7 +140,7 @@ func (c *fakeComm) Device() int { return c.dev }
 
 func (c *fakeComm) Run(op *Op) error {
 	if c.e.noSchedule != nil && c.e.noSchedule(op) {
-		return fmt.Errorf("fake: %w", ErrNoSchedule)
+		return fmt.Errorf("%w: selection context /fake/ctx is missing", ErrNoSchedule)
 	}
 	if c.e.runErr != nil {
 		return c.e.runErr

@@ -902,6 +902,7 @@ func (l *Library) runNative(c *Comm, op *Op) (e *Error, done bool) {
 		}
 		return nil, true
 	case errors.Is(err, ErrNoSchedule):
+		op.NoNative = err.Error()
 		if log.On(log.Info, log.Coll) {
 			log.Infof(log.Coll, "nccl%s: opCount %d comm %#x: %v; trying the fallback NCCL", op.Coll, n, c.Handle, err)
 		}
@@ -1045,6 +1046,9 @@ func (l *Library) runFallback(fb []groupOp, r *opResults) {
 		if l.FB == nil || sh == 0 {
 			g.c.nReject.Add(1)
 			_, why := needsFallback(g.op)
+			if why == "" {
+				why = g.op.NoNative
+			}
 			if why == "" {
 				why = "no Theseus schedule serves this request"
 			}

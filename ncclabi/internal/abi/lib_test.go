@@ -400,6 +400,12 @@ func TestNoFallbackRejects(t *testing.T) {
 		if r := h.l.Coll(th, hs[0], op); r != InvalidUsage || !strings.Contains(h.lastError(), "THESEUS_NCCL_LIB_PATH is not set") {
 			t.Errorf("%s: %v %q", op.Coll, r, h.lastError())
 		}
+		// A collective no schedule serves keeps the engine's reason, which
+		// names the selection context (it used to say only "no Theseus
+		// schedule serves this request").
+		if op.Coll == CollScatter && !strings.Contains(h.lastError(), "no Theseus schedule serves this request: selection context /fake/ctx is missing, but there is no fallback NCCL") {
+			t.Errorf("%s: %q does not name the selection context", op.Coll, h.lastError())
+		}
 	}
 	if _, r := h.l.Register(hs[0], 1, 8); r != InvalidUsage {
 		t.Errorf("Register: %v", r)

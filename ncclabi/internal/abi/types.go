@@ -167,6 +167,10 @@ type Op struct {
 	// Served is filled by the engine or the fallback: what ran the op (a
 	// schedule name, or "fallback NCCL"), for the INFO COLL log line.
 	Served string
+	// NoNative is why no Theseus schedule serves the op (the engine's
+	// ErrNoSchedule error, naming the selection context), kept for the
+	// error when there is no fallback NCCL either.
+	NoNative string
 	// Fused holds the grouped ncclSend/ncclRecv calls an AlltoAll op was
 	// recognised from (see fuseAlltoAll); they run on the fallback instead
 	// when no schedule serves the AlltoAll.

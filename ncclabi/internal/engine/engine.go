@@ -251,6 +251,12 @@ func (c *Comm) Run(op *abi.Op) error {
 	}
 	if err := c.c.Collective(context.Background(), &call); err != nil {
 		if errors.Is(err, comm.ErrNoSchedule) {
+			var ce *comm.Error
+			if errors.As(err, &ce) && ce.Msg != "" {
+				// "selection context DIR is missing (...)": say where the
+				// schedules were looked for.
+				return fmt.Errorf("%w: %s", abi.ErrNoSchedule, ce.Msg)
+			}
 			return fmt.Errorf("%w: %v", abi.ErrNoSchedule, err)
 		}
 		return err
