@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/theseus-ccl/theseus/ir"
@@ -120,14 +121,23 @@ func parseColls(s string) ([]ir.Collective, error) {
 		}
 		c, err := ir.ParseCollective(k)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("unknown collective %q (want %s, a comma-separated list, or all)", k, collNames())
 		}
-		if c == ir.SendRecv || c == ir.Custom {
-			return nil, fmt.Errorf("collective %s is not benchmarked (want allreduce, allgather, reducescatter, alltoall, broadcast, reduce, gather, scatter)", c)
+		if !slices.Contains(allColls, c) {
+			return nil, fmt.Errorf("collective %s is not benchmarked (want %s, a comma-separated list, or all)", c, collNames())
 		}
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// collNames lists the collectives the bench runs (allColls).
+func collNames() string {
+	var n []string
+	for _, c := range allColls {
+		n = append(n, c.String())
+	}
+	return strings.Join(n, ", ")
 }
 
 // parseBytes reads a size as nccl-tests does (a number with an optional
@@ -149,7 +159,9 @@ func sizes(min, max, factor, step int64) ([]int64, error) {
 		return nil, fmt.Errorf("bad size range %d..%d bytes", min, max)
 	case max > maxBytesLimit:
 		return nil, fmt.Errorf("maxbytes %d is over the limit of %d bytes", max, int64(maxBytesLimit))
-	case factor <= 1 && step <= 0:
+	case factor < 1:
+		return nil, fmt.Errorf("-f %d: the step factor must be >= 1 (1: add the step in bytes, -i)", factor)
+	case factor == 1 && step <= 0:
 		return nil, fmt.Errorf("the step factor (-f) must be > 1, or the step in bytes (-i) > 0")
 	case factor > 1 && min == 0:
 		return nil, fmt.Errorf("minbytes 0 never grows by a factor: give -b >= 1, or a step in bytes (-i) with -f 1")

@@ -35,7 +35,7 @@ func TestSizes(t *testing.T) {
 			t.Errorf("sizes(%d, %d, %d, %d) (-want +got):\n%s", c.min, c.max, c.f, c.step, d)
 		}
 	}
-	for _, c := range [][4]int64{{10, 5, 2, 0}, {-1, 5, 2, 0}, {0, 8, 2, 0}, {8, 64, 1, 0}, {8, maxBytesLimit + 1, 2, 0}} {
+	for _, c := range [][4]int64{{10, 5, 2, 0}, {-1, 5, 2, 0}, {0, 8, 2, 0}, {8, 64, 1, 0}, {8, maxBytesLimit + 1, 2, 0}, {8, 64, 0, 1 << 20}, {8, 64, -2, 1 << 20}} {
 		if _, err := sizes(c[0], c[1], c[2], c[3]); err == nil {
 			t.Errorf("sizes%v: no error", c)
 		}

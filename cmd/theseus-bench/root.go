@@ -174,7 +174,11 @@ func (b *benchCmd) parse() (*config, error) {
 		return nil, cli.Usagef("--progress %q: want auto, always or never", b.progress)
 	}
 	// Launch mode: a launcher's rank and size make this process one rank.
-	if li, err := theseus.LaunchInfoFromEnv(); err == nil {
+	li, launched, err := launchInfo()
+	if err != nil {
+		return nil, err
+	}
+	if launched {
 		cfg.multi, cfg.launch = true, li
 		if b.rootAddr != "" {
 			cfg.launch.RootAddr = b.rootAddr
@@ -222,6 +226,47 @@ func (b *benchCmd) parse() (*config, error) {
 		cfg.header.Mode = "multi-process"
 	}
 	return cfg, nil
+}
+
+// launcherPairs are the launchers' rank and world-size variables, in the
+// order theseus.LaunchInfoFromEnv reads them.
+var launcherPairs = [][2]string{{"RANK", "WORLD_SIZE"}, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+	{"PMI_RANK", "PMI_SIZE"}, {"SLURM_PROCID", "SLURM_NTASKS"}}
+
+// launchInfo reads the launcher's rank and world size
+// (theseus.LaunchInfoFromEnv); launched is false when no launcher set them
+// (in-process mode). Usage errors: a variable that is not an integer
+// (named), or a rank outside 0..size-1.
+func launchInfo() (li theseus.LaunchInfo, launched bool, err error) {
+	var pair [2]string
+	var vals [2]string
+	for _, p := range launcherPairs {
+		r, ok1 := os.LookupEnv(p[0])
+		w, ok2 := os.LookupEnv(p[1])
+		if ok1 && ok2 {
+			pair, vals, launched = p, [2]string{r, w}, true
+			break
+		}
+	}
+	if !launched {
+		return li, false, nil
+	}
+	for i, v := range vals {
+		if _, err := strconv.Atoi(strings.TrimSpace(v)); err != nil {
+			return li, true, cli.Usagef("%s=%q is not an integer", pair[i], v)
+		}
+	}
+	li, err = theseus.LaunchInfoFromEnv()
+	if err != nil {
+		return li, true, cli.Usage(err)
+	}
+	if li.WorldSize < 1 {
+		return li, true, cli.Usagef("%s=%d: want at least 1 rank", pair[1], li.WorldSize)
+	}
+	if li.Rank < 0 || li.Rank >= li.WorldSize {
+		return li, true, cli.Usagef("%s=%d is not a rank of %s=%d (want 0..%d)", pair[0], li.Rank, pair[1], li.WorldSize, li.WorldSize-1)
+	}
+	return li, true, nil
 }
 
 // fingerprint hashes what every rank must agree on, so that ranks started

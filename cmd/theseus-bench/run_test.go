@@ -303,6 +303,38 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestUsageMessages: step factors below 1, unknown collectives and bad
+// launcher variables are usage errors that say what is wrong (-f 0 and -f
+// -2 used to act like -f 1, --coll foo listed sendrecv and custom as valid,
+// RANK=abc fell back to in-process mode, and RANK=5 WORLD_SIZE=2 was exit 3).
+func TestUsageMessages(t *testing.T) {
+	for _, tc := range []struct {
+		env  [2]string // RANK, WORLD_SIZE ("" unset)
+		args []string
+		want string
+	}{
+		{args: []string{"-f", "0"}, want: "theseus-bench: -f 0: the step factor must be >= 1 (1: add the step in bytes, -i)\n"},
+		{args: []string{"-f", "-2"}, want: "theseus-bench: -f -2: the step factor must be >= 1"},
+		{args: []string{"--coll", "foo"}, want: `theseus-bench: unknown collective "foo" (want allreduce, reducescatter, reduce, allgather, alltoall, broadcast, gather, scatter, a comma-separated list, or all)`},
+		{args: []string{"--coll", "custom"}, want: "theseus-bench: collective custom is not benchmarked (want allreduce, reducescatter, reduce, allgather, alltoall, broadcast, gather, scatter,"},
+		{env: [2]string{"abc", "2"}, want: `theseus-bench: RANK="abc" is not an integer`},
+		{env: [2]string{"0", "two"}, want: `theseus-bench: WORLD_SIZE="two" is not an integer`},
+		{env: [2]string{"5", "2"}, args: []string{"--id-file", filepath.Join(t.TempDir(), "id")}, want: "theseus-bench: RANK=5 is not a rank of WORLD_SIZE=2 (want 0..1)"},
+		{env: [2]string{"0", "0"}, want: "theseus-bench: WORLD_SIZE=0: want at least 1 rank"},
+	} {
+		if tc.env[0] != "" {
+			t.Setenv("RANK", tc.env[0])
+			t.Setenv("WORLD_SIZE", tc.env[1])
+		}
+		code, _, errs := runBench(t, append([]string{"-e", "8", "--hotswap=false"}, tc.args...)...)
+		os.Unsetenv("RANK")
+		os.Unsetenv("WORLD_SIZE")
+		if code != cli.ExitUsage || !strings.HasPrefix(errs, tc.want) {
+			t.Errorf("%v %v: exit %d, stderr %q; want %d and %q", tc.env, tc.args, code, errs, cli.ExitUsage, tc.want)
+		}
+	}
+}
+
 // TestMultiProcess runs OS processes, each one rank: 2 ranks joined through
 // MASTER_ADDR/MASTER_PORT (every collective, the CI run), and 4 ranks
 // joined through a unique-id file, where the hot swap switches schedule
