@@ -424,3 +424,34 @@ type failWriter struct{}
 func (failWriter) Write([]byte) (int, error) { return 0, errDiskFull }
 
 var errDiskFull = errors.New("disk full")
+
+// TestOptionChecks: option values the tools used to accept silently are
+// usage errors that say why: --nlocalranks not dividing --nranks (select),
+// --channels outside 1..32, --avoid naming the root of a rooted collective
+// and --order for an algorithm that ignores it (gen).
+func TestOptionChecks(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"select", "--context", "testdata/context", "--coll", "allreduce", "--count", "1024", "--nranks", "4", "--nlocalranks", "3"},
+			"theseusc select: --nlocalranks 3 does not divide --nranks 4 (every node holds the same number of ranks)\n"},
+		{[]string{"gen", "ring", "--coll", "allreduce", "--nranks", "4", "--channels", "0"}, "theseusc gen: --channels must be in 1..32, got 0\n"},
+		{[]string{"gen", "ring", "--coll", "allreduce", "--nranks", "4", "--channels", "-3"}, "theseusc gen: --channels must be in 1..32, got -3\n"},
+		{[]string{"gen", "tree", "--coll", "broadcast", "--nranks", "4", "--avoid", "0"},
+			"theseusc gen: --avoid 0: rank 0 is the root of this broadcast, which never relays (it only sends or only receives); avoid other ranks\n"},
+		{[]string{"gen", "chain", "--coll", "reduce", "--nranks", "4", "--root", "2", "--avoid", "1,2"}, "theseusc gen: --avoid 2: rank 2 is the root of this reduce"},
+		{[]string{"gen", "direct", "--coll", "allgather", "--nranks", "4", "--order", "3,2,1,0"},
+			"theseusc gen: --order: direct ignores the rank order (it is used by chain, dbtree, ring, tree)\n"},
+	} {
+		r := theseusc(t, tc.args...)
+		if r.code != cli.ExitUsage || !strings.HasPrefix(r.err, tc.want) {
+			t.Errorf("theseusc %s: exit %d, stderr %q; want %d and %q", strings.Join(tc.args, " "), r.code, r.err, cli.ExitUsage, tc.want)
+		}
+	}
+	// Still accepted: avoiding rank 0 of an allreduce tree (it moves to a
+	// leaf), --order for ring, 2 of 4 ranks per node.
+	theseusc(t, "gen", "tree", "--coll", "allreduce", "--nranks", "4", "--avoid", "0").want(t, cli.ExitOK)
+	theseusc(t, "gen", "ring", "--coll", "allreduce", "--nranks", "4", "--order", "3,2,1,0").want(t, cli.ExitOK)
+	theseusc(t, "select", "--context", "testdata/context", "--coll", "allreduce", "--count", "1024", "--nranks", "4", "--nlocalranks", "2").want(t, cli.ExitFindings)
+}

@@ -50,8 +50,10 @@ JSON, to OUT or standard output. "gen --list" lists the algorithms:
 
 ` + algos.String() + `
 Errors in the options (an unknown algorithm, a collective it does not serve,
-nranks out of range, nlocalranks not dividing nranks, an avoided rank that
-would relay) are usage errors (exit 2).`,
+nranks out of range, nlocalranks not dividing nranks, channels outside
+1..32, an avoided rank that would relay or that is the root of a rooted
+collective, --order for an algorithm that ignores it) are usage errors
+(exit 2).`,
 		Example: `  theseusc gen ring --coll allreduce --nranks 8 -o ring8.json
   theseusc gen hier --coll allreduce --nranks 16 --nlocalranks 8 --protocol ll
   theseusc gen tree --coll broadcast --nranks 6 --root 2 --avoid 3
@@ -119,6 +121,25 @@ func (c *genCmd) run(cmd *cobra.Command, args []string) error {
 	}
 	if !cmd.Flags().Changed("nranks") {
 		return cli.Usagef("--nranks is required")
+	}
+	if c.channels < 1 || c.channels > gen.MaxChannels {
+		return cli.Usagef("--channels must be in 1..%d, got %d", gen.MaxChannels, c.channels)
+	}
+	if len(c.order) > 0 && !info.UsesOrder {
+		var users []string
+		for _, a := range gen.Algorithms() {
+			if a.UsesOrder {
+				users = append(users, a.Name)
+			}
+		}
+		return cli.Usagef("--order: %s ignores the rank order (it is used by %s)", info.Name, strings.Join(users, ", "))
+	}
+	if opts.Collective.Rooted() {
+		for _, r := range c.avoid {
+			if r == c.root {
+				return cli.Usagef("--avoid %d: rank %d is the root of this %s, which never relays (it only sends or only receives); avoid other ranks", r, r, opts.Collective)
+			}
+		}
 	}
 	proto, err := ir.ParseProtocol(c.protocol)
 	if err != nil {

@@ -66,7 +66,7 @@ standard error. Exit 0 when a schedule is chosen, 1 when none is.`,
 	f.StringVar(&c.redop, "redop", "sum", "reduction op: sum, prod, max, min, avg")
 	f.StringVar(&c.packet, "packet", "LL16", "LL packet type: LL16 or LL8 (request.packettype)")
 	f.IntVar(&c.nranks, "nranks", 8, "communicator size")
-	f.IntVar(&c.nlocalranks, "nlocalranks", 0, "ranks per node (default: nranks, one node)")
+	f.IntVar(&c.nlocalranks, "nlocalranks", 0, "ranks per node, dividing nranks (default: nranks, one node)")
 	f.IntVar(&c.root, "root", 0, "root rank of rooted collectives (ignored for the others)")
 	f.BoolVar(&c.inplace, "inplace", false, "the request is in place (NCCL buffer overlap)")
 	f.StringVar(&c.at, "at", "", `the time to select at, for valid_after (default now): "2025-06-01T12:00:00" (local standard time), RFC 3339 with a zone, or Unix seconds`)
@@ -133,6 +133,11 @@ func (c *selectCmd) request(cmd *cobra.Command) (*selector.Request, error) {
 	}
 	if nl < 1 || nl > c.nranks {
 		return nil, cli.Usagef("--nlocalranks must be in 1..nranks (%d), got %d", c.nranks, nl)
+	}
+	if c.nranks%nl != 0 {
+		// Every node has the same number of ranks (the seed's job layout,
+		// runtime/comm.CheckLayout): a communicator never makes this request.
+		return nil, cli.Usagef("--nlocalranks %d does not divide --nranks %d (every node holds the same number of ranks)", nl, c.nranks)
 	}
 	root := -1
 	if coll.Rooted() {
