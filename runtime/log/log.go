@@ -124,21 +124,16 @@ func ParseSubsys(s string) (Subsys, error) {
 	return m, nil
 }
 
+// setupErr receives the one warning about an invalid THESEUS_DEBUG or
+// THESEUS_DEBUG_SUBSYS: standard error, not the log's destination, since
+// the level that would let a WARN line through is what is wrong (tests
+// replace it).
+var setupErr io.Writer = os.Stderr
+
 func setup() {
 	host, _ = os.Hostname()
-	lv := None
-	if s, err := env.Debug.Enum(); err == nil && s != "" {
-		for i, n := range levelNames {
-			if n == s {
-				lv = Level(i)
-			}
-		}
-	}
+	lv, m := configure(setupErr)
 	level.Store(int32(lv))
-	m, err := ParseSubsys(env.DebugSubsys.String())
-	if err != nil {
-		m = Init
-	}
 	mask.Store(uint32(m))
 	rankTag.Store(-1)
 	if f, ok := env.DebugFile.Raw(); ok && f != "" {
@@ -148,6 +143,29 @@ func setup() {
 			out = w
 		}
 	}
+}
+
+// configure reads THESEUS_DEBUG and THESEUS_DEBUG_SUBSYS. An invalid value
+// is not ignored silently: it is reported once on errw, and the level falls
+// back to none (errors only) or the subsystems to INIT.
+func configure(errw io.Writer) (Level, Subsys) {
+	lv := None
+	s, err := env.Debug.Enum()
+	if err != nil {
+		fmt.Fprintf(errw, "theseus: warning: %v; debug output stays off\n", err)
+	}
+	for i, n := range levelNames {
+		if s != "" && n == s {
+			lv = Level(i)
+		}
+	}
+	m, err := ParseSubsys(env.DebugSubsys.String())
+	if err != nil {
+		fmt.Fprintf(errw, "theseus: warning: THESEUS_DEBUG_SUBSYS=%q: %v (want INIT, COLL, P2P, SHM, NET, GRAPH, TUNING, ENV, ALLOC, CALL, EXECUTOR, NCCL, SELECTOR or ALL); using INIT\n",
+			env.DebugSubsys.String(), err)
+		m = Init
+	}
+	return lv, m
 }
 
 // On reports whether a line of this level and subsystem would be written.
