@@ -415,8 +415,58 @@ func TestInternalError(t *testing.T) {
 	if code != cli.ExitInternal || !strings.Contains(errb.String(), "disk full") {
 		t.Errorf("exit %d, stderr %q", code, errb.String())
 	}
-	r := theseusc(t, "import", "testdata/ring2.xml", "-o", filepath.Join(t.TempDir(), "no", "dir", "x.json"))
-	r.want(t, cli.ExitInternal)
+}
+
+// TestOutputPathErrors: an -o path that cannot be written (a missing
+// directory, /proc, a directory, a path under a file) is a usage error that
+// names the path given, not the temporary file written first; it used to
+// be exit 3 naming ".x.tsb.tmp1234".
+func TestOutputPathErrors(t *testing.T) {
+	dir := t.TempDir()
+	ex := filepath.Join(examplesDir, "allreduce_pairs_2rank_simple.json")
+	missing := filepath.Join(dir, "no", "dir", "x.tsb")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"compile", ex, "-o", missing}, "theseusc compile: cannot write " + missing + ": cannot create a file in " + filepath.Dir(missing) + ": no such file or directory\n"},
+		{[]string{"import", "testdata/ring2.xml", "-o", "/proc/nope"}, "theseusc import: cannot write /proc/nope: cannot create a file in /proc: "},
+		{[]string{"import", "testdata/ring2.xml", "-o", dir}, "theseusc import: cannot write " + dir + ": it is a directory\n"},
+		{[]string{"gen", "ring", "--coll", "allreduce", "--nranks", "2", "-o", filepath.Join(ex, "x.json")}, "theseusc gen: cannot write " + filepath.Join(ex, "x.json") + ": " + ex + " is not a directory\n"},
+	} {
+		r := theseusc(t, tc.args...)
+		if r.code != cli.ExitUsage || !strings.HasPrefix(r.err, tc.want) || strings.Contains(r.err, ".tmp") {
+			t.Errorf("theseusc %s: exit %d, stderr %q; want %d and %q", strings.Join(tc.args, " "), r.code, r.err, cli.ExitUsage, tc.want)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// TestFmtReadOnly: fmt -w refuses a read-only file (the rename through its
+// directory would replace it anyway) and leaves it as it was.
+func TestFmtReadOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ro.json")
+	src := strings.Replace(string(mustRead(t, "testdata/copy1.json")), "\n ", " ", -1)
+	if err := os.WriteFile(path, []byte(src), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	theseusc(t, "fmt", "-l", path).want(t, cli.ExitOK) // it differs from its canonical form
+	r := theseusc(t, "fmt", "-w", path).want(t, cli.ExitUsage)
+	if !strings.HasPrefix(r.err, "theseusc fmt: "+path+" is read-only (mode 0444): not rewritten; make it writable first\n") {
+		t.Errorf("stderr %q", r.err)
+	}
+	if got := string(mustRead(t, path)); got != src {
+		t.Errorf("the read-only file changed")
+	}
+	if err := os.Chmod(path, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	theseusc(t, "fmt", "-w", path).want(t, cli.ExitOK)
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o640 {
+		t.Errorf("mode after fmt -w: %v, %v; want 0640", st.Mode(), err)
+	}
 }
 
 type failWriter struct{}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -68,19 +70,28 @@ func loadProgram(path string, s cli.Streams) (*cli.Source, error) {
 
 // writeOutput writes data to path: "" or "-" is standard output; a file is
 // written through a temporary file in the same directory and renamed, so
-// that a failed write never leaves half a file.
+// that a failed write never leaves half a file (writeFileAtomic's errors).
 func writeOutput(path string, data []byte, stdout io.Writer) error {
 	if path == "" || path == "-" {
 		_, err := stdout.Write(data)
 		return cli.Internal(err)
 	}
-	return cli.Internal(writeFileAtomic(path, data, 0o644))
+	return writeFileAtomic(path, data, 0o644)
 }
 
+// writeFileAtomic writes data to path with mode through a temporary file in
+// path's directory, renamed over path. Errors name path, never the
+// temporary file: a directory that is missing, not a directory or not
+// writable, or a path that is a directory, is a usage error (ExitUsage);
+// a failure while writing (a full disk) is an internal failure.
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
-		return err
+		if st, serr := os.Stat(dir); serr == nil && !st.IsDir() {
+			return cli.Usagef("cannot write %s: %s is not a directory", path, dir)
+		}
+		return cli.Usagef("cannot write %s: cannot create a file in %s: %v", path, dir, cause(err))
 	}
 	tmp := f.Name()
 	_, err = f.Write(data)
@@ -90,14 +101,32 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	if e := f.Close(); err == nil {
 		err = e
 	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", path, err)
+		return cli.Internal(fmt.Errorf("writing %s: %v", path, cause(err)))
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		if st, serr := os.Stat(path); serr == nil && st.IsDir() {
+			return cli.Usagef("cannot write %s: it is a directory", path)
+		}
+		return cli.Usagef("cannot write %s: %v", path, cause(err))
 	}
 	return nil
+}
+
+// cause strips the path from a *PathError or *LinkError (which would name
+// the temporary file) and returns the system error alone.
+func cause(err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		return pe.Err
+	case errors.As(err, &le):
+		return le.Err
+	}
+	return err
 }
 
 // summary is "N error(s), M warning(s)".

@@ -26,7 +26,8 @@ func newFmtCmd(s cli.Streams) *fmtCmd {
 docs/schedule-format.md §13): fixed key order, two-space indentation, one
 channel and one op per line, defaults left out. Without flags it prints each
 FILE's canonical form to standard output. With -l it lists the files whose
-contents differ from their canonical form; with -w it rewrites them in place.
+contents differ from their canonical form; with -w it rewrites them in place,
+keeping their mode (a read-only file is refused, exit 2).
 
 fmt reads Theseus JSON only; use "theseusc import" for MSCCL XML, MSCCL++
 plans and textual IR. A file that does not parse is reported on standard
@@ -73,8 +74,13 @@ func (c *fmtCmd) run(_ *cobra.Command, args []string) error {
 			if st, err := os.Stat(path); err == nil {
 				mode = st.Mode().Perm()
 			}
+			// The rewrite replaces the file through its directory, which
+			// would succeed on a read-only file: refuse, as gofmt -w does.
+			if mode&0o200 == 0 {
+				return cli.Usagef("%s is read-only (mode %#o): not rewritten; make it writable first", path, mode)
+			}
 			if err := writeFileAtomic(path, out, mode); err != nil {
-				return cli.Internal(err)
+				return err
 			}
 		}
 		if !c.list && !c.write {
