@@ -263,6 +263,20 @@ func TestDecodeErrors(t *testing.T) {
 			t.Errorf("%s: got %v, want %v", c.name, err, c.want)
 		}
 	}
+	// A stored ID that differs past its first 12 hex digits: the message
+	// prints enough digits to show the difference (it used to print the
+	// same 12 twice).
+	_, err = Decode(set(30, ^data[30]))
+	var got, hdr string
+	if err != nil {
+		msg := err.Error()
+		if i := strings.Index(msg, "hashes to "); i >= 0 {
+			fmt.Sscanf(strings.ReplaceAll(msg[i:], ",", " "), "hashes to %s the header says %s", &got, &hdr)
+		}
+	}
+	if got == "" || got == hdr || len(got) != 14 || got[:12] != hdr[:12] {
+		t.Errorf("checksum message %q: hashes %q and %q", err, got, hdr)
+	}
 }
 
 // A body that is well-formed but invalid (hash recomputed) is ErrFormat.

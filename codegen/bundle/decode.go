@@ -158,7 +158,8 @@ func decode(data []byte) (*Bundle, ID, error) {
 	}
 	id := bodyID(body)
 	if id != stored {
-		return nil, ID{}, fmt.Errorf("%w: the body hashes to %s, the header says %s", ErrChecksum, id.Short(), stored.Short())
+		got, want := distinct(id, stored)
+		return nil, ID{}, fmt.Errorf("%w: the body hashes to %s, the header says %s", ErrChecksum, got, want)
 	}
 	if err := b.validate(); err != nil {
 		return nil, ID{}, fmt.Errorf("%w: %s", ErrFormat, err)
@@ -252,4 +253,18 @@ func (b *Bundle) decodeBody(r *reader) {
 			return
 		}
 	}
+}
+
+// distinct returns prefixes of a and b's hex forms long enough to differ:
+// Short's 12 characters, or up to two past the first difference.
+func distinct(a, b ID) (string, string) {
+	x, y := a.String(), b.String()
+	n := 12
+	for i := range x {
+		if x[i] != y[i] {
+			n = min(max(n, i+2), len(x))
+			break
+		}
+	}
+	return x[:n], y[:n]
 }
