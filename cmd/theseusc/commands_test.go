@@ -380,7 +380,7 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{[]string{"lint", ex}, cli.ExitOK, ""},
 		{[]string{"lint", filepath.Join(badDir, "race.json")}, cli.ExitFindings, "lint: 1 error(s)"},
-		{[]string{}, cli.ExitOK, ""},
+		{[]string{}, cli.ExitUsage, "Usage:\n  theseusc [flags]\n  theseusc [command]\n"},
 		{[]string{"lint"}, cli.ExitUsage, "theseusc lint: want at least one FILE, got 0 argument(s)\nRun 'theseusc lint --help' for usage.\n"},
 		{[]string{"frobnicate"}, cli.ExitUsage, `theseusc: unknown command "frobnicate" for "theseusc"`},
 		{[]string{"lint", "--frob", ex}, cli.ExitUsage, "theseusc lint: unknown flag: --frob"},
@@ -405,6 +405,17 @@ func TestExitCodes(t *testing.T) {
 	// Help goes to stdout and exits 0.
 	if r := theseusc(t, "lint", "--help"); r.code != cli.ExitOK || !strings.Contains(r.out, "file:line:col: severity[code]") {
 		t.Errorf("lint --help: %d\n%s", r.code, r.out)
+	}
+	// No subcommand is a usage error (it used to print the help and exit
+	// 0); --help and help still exit 0 with the help on stdout.
+	if r := theseusc(t); r.code != cli.ExitUsage || r.out != "" || !strings.HasSuffix(r.err, "theseusc: a subcommand is required\nRun 'theseusc --help' for usage.\n") ||
+		!strings.Contains(r.err, "Available Commands:") {
+		t.Errorf("no arguments: exit %d\nstdout %q\nstderr %q", r.code, r.out, r.err)
+	}
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
+		if r := theseusc(t, args...); r.code != cli.ExitOK || !strings.Contains(r.out, "Available Commands:") {
+			t.Errorf("theseusc %v: exit %d\n%s", args, r.code, r.out)
+		}
 	}
 }
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 )
@@ -29,6 +31,13 @@ results, no schedule selected), 2 usage error, 3 internal failure.`,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
+	// No subcommand is a usage error (exit 2), as for go and git: the
+	// usage goes to standard error. theseusc --help still prints the help
+	// on standard output and exits 0 (cobra answers --help before RunE).
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		fmt.Fprint(s.Err, cmd.UsageString())
+		return cli.Usagef("a subcommand is required")
+	}
 	root.AddCommand(
 		newLintCmd(s).cmd,
 		newCompileCmd(s).cmd,
