@@ -135,16 +135,17 @@ func (c *Comm) Validate(call *Call) (inPlace bool, err error) {
 // step: agreement at epochs), then walk the executor and launch. With a nil
 // Stream it waits for the launch.
 //
-// Errors (*Error): the Validate errors; InvalidUsage for a finalized,
-// destroyed or aborted communicator (ErrState) or when no schedule serves
+// Errors (*Error): the Validate errors; ErrState for a communicator that
+// is finalized (InvalidUsage) or destroyed or aborted (InvalidArgument, as
+// NCCL 2.25 reports an invalid comm); InvalidUsage when no schedule serves
 // the request (ErrNoSchedule: the NCCL layer falls back); the
 // communicator's asynchronous error once it has one (RemoteError naming a
 // lost or silent peer, InternalError, ...).
 func (c *Comm) Collective(ctx context.Context, call *Call) error {
 	c.callMu.Lock()
 	defer c.callMu.Unlock()
-	if st := commState(c.state.Load()); st != live {
-		return &Error{Code: InvalidUsage, Op: call.Coll.String(), Rank: c.rank, Msg: "communicator is finalized, destroyed or aborted", Err: ErrState}
+	if e, bad := c.stateErr(call.Coll.String()); bad {
+		return e
 	}
 	if e := c.asyncErr.Load(); e != nil {
 		return e

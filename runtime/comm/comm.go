@@ -446,6 +446,24 @@ func (c *Comm) peerMismatch(p int) {
 	log.Warnf(log.Net, "rank %d: %s", c.rank, e.Msg)
 }
 
+// stateErr is the error of a call on a communicator that is not live
+// (ErrState), with NCCL 2.25's codes: a finalized communicator is still a
+// communicator, and using it is InvalidUsage; a destroyed or aborted one is
+// no longer a valid communicator, which NCCL's argument check reports as
+// InvalidArgument (as for a NULL comm; the C ABI returns the same). ok is
+// false when the communicator is live.
+func (c *Comm) stateErr(op string) (e *Error, ok bool) {
+	switch commState(c.state.Load()) {
+	case live:
+		return nil, false
+	case finalized:
+		return &Error{Code: InvalidUsage, Op: op, Rank: c.rank, Msg: "communicator is finalized", Err: ErrState}, true
+	case destroyed:
+		return &Error{Code: InvalidArgument, Op: op, Rank: c.rank, Msg: "communicator used after Destroy", Err: ErrState}, true
+	}
+	return &Error{Code: InvalidArgument, Op: op, Rank: c.rank, Msg: "communicator used after Abort", Err: ErrState}, true
+}
+
 func (c *Comm) setAsync(e *Error) { c.asyncErr.CompareAndSwap(nil, e) }
 
 // Lost returns the peers this rank has seen vanish.
@@ -614,7 +632,8 @@ func (c *Comm) AsyncError() error {
 }
 
 // Finalize waits for every launch of the communicator (ncclCommFinalize);
-// later collectives fail with InvalidUsage. Errors: the launches' failure.
+// later collectives fail with InvalidUsage. Errors: the launches' failure;
+// InvalidArgument (ErrState) after Destroy or Abort.
 func (c *Comm) Finalize() error {
 	c.callMu.Lock()
 	defer c.callMu.Unlock()
@@ -622,7 +641,8 @@ func (c *Comm) Finalize() error {
 		if commState(c.state.Load()) == finalized {
 			return nil
 		}
-		return &Error{Code: InvalidUsage, Op: "finalize", Rank: c.rank, Msg: "communicator is destroyed or aborted", Err: ErrState}
+		e, _ := c.stateErr("finalize")
+		return e
 	}
 	err := c.exec.Wait()
 	if serr := c.stream.Synchronize(); err == nil {

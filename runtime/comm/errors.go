@@ -85,8 +85,9 @@ var (
 	// ErrLayout: the job breaks one of the seed's job-layout assumptions
 	// (code InvalidUsage).
 	ErrLayout = errors.New("job layout")
-	// ErrState: the communicator is finalized, destroyed or aborted (code
-	// InvalidUsage).
+	// ErrState: the communicator is finalized (code InvalidUsage), or
+	// destroyed or aborted (code InvalidArgument: NCCL 2.25 reports a NULL
+	// or invalid comm so, and the C ABI returns the same).
 	ErrState = errors.New("communicator state")
 	// ErrLostRank: a peer's process went away (code RemoteError).
 	ErrLostRank = errors.New("lost rank")

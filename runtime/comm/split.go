@@ -20,14 +20,14 @@ const NoColor = -1
 // inherits c's configuration (backend, device, context, sizes) and has its
 // own bootstrap, selector and executor.
 //
-// Errors (*Error): InvalidUsage on a finalized, destroyed or aborted
-// communicator; RemoteError naming ranks that do not take part within the
+// Errors (*Error): ErrState on a finalized (InvalidUsage), destroyed or
+// aborted (InvalidArgument) communicator; RemoteError naming ranks that do not take part within the
 // timeout; Init's errors for the new communicator.
 func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	c.callMu.Lock()
 	defer c.callMu.Unlock()
-	if commState(c.state.Load()) != live {
-		return nil, &Error{Code: InvalidUsage, Op: "split", Rank: c.rank, Msg: "communicator is finalized, destroyed or aborted", Err: ErrState}
+	if e, bad := c.stateErr("split"); bad {
+		return nil, e
 	}
 	if color < 0 {
 		color = NoColor
