@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -21,6 +22,7 @@ func FuzzParseLine(f *testing.F) {
 		`{"file":"ring.json","collective":"allreduce","nranks":8,"usable":"msgsize > 0","preference":"1","replaces":0}`,
 		`{"value":[1,2,3],"valid_after":1700000000.5}`,
 		`{"value":true}`, `{"a":{"b":[1,{"c":null}]}}`, `{`, `"x"`, `{"name":"x","name":"x"}`,
+		`9999999999`, `-9.2e9`, `1735689600.5`, `2261-12-31T23:59:59Z`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -34,6 +36,18 @@ func FuzzParseLine(f *testing.F) {
 		for _, d := range append(d1, d2...) {
 			if d.Line != 2 || d.File == "" || d.Col < 1 || d.Col > len(line)+1 || d.Hint == "" || d.Msg == "" {
 				t.Fatalf("bad diagnostic for %q: %+v", line, d)
+			}
+		}
+		for _, key := range []string{"file", "nranks", "value"} {
+			if c := FieldCol(line, key); c < 1 || c > len(line)+1 {
+				t.Fatalf("FieldCol(%q, %q) = %d", line, key, c)
+			}
+		}
+		// ParseTime (theseusc select --at) never wraps: a time it accepts
+		// lies in 1678-2261.
+		if ns, err := ParseTime(string(line), time.UTC); err == nil {
+			if y := time.Unix(0, ns).UTC().Year(); y < 1678 || y > 2261 {
+				t.Fatalf("ParseTime(%q) = year %d", line, y)
 			}
 		}
 	})
