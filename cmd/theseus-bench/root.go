@@ -626,7 +626,9 @@ func firstError(errs []error) error {
 		if first == nil {
 			first = err
 		}
-		if !errors.Is(err, theseus.ErrLostRank) && !strings.Contains(err.Error(), "abort") {
+		// Effects of the abort eachComm did: a lost peer, a call on an
+		// aborted communicator (ErrState), a launch stopped by it.
+		if !errors.Is(err, theseus.ErrLostRank) && !errors.Is(err, theseus.ErrState) && !strings.Contains(err.Error(), "abort") {
 			return err
 		}
 	}
