@@ -5,6 +5,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/compiler/legalize"
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/ir/irtest"
 )
 
 // TestOracleCatchesBugs makes sure the symbolic executor used by the sweeps
@@ -51,7 +52,7 @@ func TestOracleCatchesBugs(t *testing.T) {
 				t.Fatalf("legalize: %v", ds)
 			}
 			for seed := 0; seed < 50; seed++ {
-				if err := simulate(lp, m.inPl, 3, 2, uint64(seed)); err != nil {
+				if _, err := irtest.Simulate(lp, irtest.SimOptions{InPlace: m.inPl, Slices: 3, Launches: 2, Schedule: irtest.RandomBursts, Seed: uint64(seed)}); err != nil {
 					t.Logf("caught (seed %d): %.200v", seed, err)
 					return
 				}

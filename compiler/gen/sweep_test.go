@@ -7,6 +7,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/compiler/legalize"
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/ir/irtest"
 )
 
 // genCase is one generator configuration of a sweep.
@@ -75,12 +76,9 @@ func simCheck(t *testing.T, c genCase, p *ir.Program, seeds int) {
 	if lp == nil {
 		t.Fatalf("%v: legalize failed: %v", c, ds)
 	}
-	for _, inPlace := range []bool{false, true} {
-		if (inPlace && !p.InPlace) || (!inPlace && !p.OutOfPlace) {
-			continue
-		}
+	for _, inPlace := range irtest.Arrangements(p) {
 		for seed := 0; seed < seeds; seed++ {
-			if err := simulate(lp, inPlace, 2, 2, uint64(seed)); err != nil {
+			if _, err := irtest.Simulate(lp, irtest.SimOptions{InPlace: inPlace, Slices: 2, Launches: 2, Schedule: irtest.RandomBursts, Seed: uint64(seed)}); err != nil {
 				t.Fatalf("%v inplace=%v seed %d: %v", c, inPlace, seed, err)
 			}
 		}

@@ -1,6 +1,7 @@
 package legalize
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -111,21 +112,9 @@ func testPrograms() []namedProg {
 	return ps
 }
 
-func arrangements(p *ir.Program) []bool {
-	var a []bool
-	if p.OutOfPlace {
-		a = append(a, false)
-	}
-	if p.InPlace {
-		a = append(a, true)
-	}
-	return a
-}
-
-// TestFixturesSimulate checks the test programs themselves at the transfer
-// level is not possible with the primitive simulator; instead it checks
-// that every legalised program computes its collective over two slices and
-// two launches, in both arrangements, under several interleavings.
+// TestLegalizeSimulate checks that every legalised program computes its
+// collective over two slices and two launches, in both arrangements, under
+// several interleavings (irtest.Simulate running one op at a time).
 func TestLegalizeSimulate(t *testing.T) {
 	seeds := 4
 	if testing.Short() {
@@ -139,16 +128,14 @@ func TestLegalizeSimulate(t *testing.T) {
 		if q.Level() != ir.LevelPrimitive {
 			t.Fatalf("%s: legalised program still has transfer ops", np.name)
 		}
-		for _, inPlace := range arrangements(np.p) {
+		for _, inPlace := range irtest.Arrangements(np.p) {
 			for seed := range seeds {
 				t.Run(fmt.Sprintf("%s/inplace=%v/seed=%d", np.name, inPlace, seed), func(t *testing.T) {
-					got, err := simulate(q, inPlace, 2, 2, uint64(seed))
-					if err != nil {
+					_, err := irtest.Simulate(q, irtest.SimOptions{InPlace: inPlace, Slices: 2, Launches: 2, Schedule: irtest.RandomSteps, Seed: uint64(seed)})
+					if errors.Is(err, irtest.ErrPostcondition) {
+						t.Error(err)
+					} else if err != nil {
 						t.Fatal(err)
-					}
-					want := wantOutputs(q, 2, 2)
-					if d := describeMismatch(want, got); d != "" {
-						t.Errorf("postcondition:\n%s", d)
 					}
 				})
 			}
@@ -187,8 +174,7 @@ func TestSimulatorCatchesBrokenLegalisation(t *testing.T) {
 	}
 	failed := false
 	for seed := range 20 {
-		got, err := simulate(broken, false, 2, 1, uint64(seed))
-		if err != nil || describeMismatch(wantOutputs(broken, 2, 1), got) != "" {
+		if _, err := irtest.Simulate(broken, irtest.SimOptions{Slices: 2, Launches: 1, Schedule: irtest.RandomSteps, Seed: uint64(seed)}); err != nil {
 			failed = true
 			break
 		}
@@ -205,7 +191,7 @@ func TestSimulatorCatchesBrokenLegalisation(t *testing.T) {
 			}
 		}
 	}
-	if _, err := simulate(nocredit, false, 2, 1, 0); err == nil {
+	if _, err := irtest.Simulate(nocredit, irtest.SimOptions{Slices: 2, Launches: 1, Schedule: irtest.RandomSteps, Seed: 0}); err == nil {
 		t.Error("too few credits did not deadlock")
 	}
 }

@@ -9,6 +9,12 @@
 // a deliberately broken program.
 //
 // CmpOpts compares programs with go-cmp, ignoring source positions.
+//
+// Simulate runs a program of either level symbolically (values are
+// multisets of (launch, slice, rank, input chunk) contributions) over
+// several slices and launches under a chosen interleaving, and checks the
+// collective's postcondition (docs/design/ir.md §6): the test oracle that
+// the importer, legaliser and generator tests share.
 package irtest
 
 import (

@@ -1,6 +1,7 @@
 package irtest
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -9,193 +10,23 @@ import (
 	"github.com/theseus-ccl/theseus/ir"
 )
 
-// val is a symbolic chunk value: how many times each (rank, input chunk)
-// contribution was combined into it.
-type val map[[2]int64]int
-
-func combine(vs ...val) val {
-	out := val{}
-	for _, v := range vs {
-		for k, n := range v {
-			out[k] += n
-		}
-	}
-	return out
-}
-
-type connKey struct{ from, to, ch int }
-
-// simulate runs p symbolically (one slice, one launch) under the given
-// arrangement, executing any runnable op round-robin, and returns each
-// rank's output chunks. It fails the test on a stuck program, a read of an
-// undefined chunk or a transfer count mismatch. It is a test oracle for the
-// fixtures only (no races, no packets, no barriers or deps).
-func simulate(t *testing.T, p *ir.Program, inPlace bool) [][]val {
-	t.Helper()
-	n := p.NRanks
-	pl := ir.Placement{Collective: p.Collective, NRanks: n, ChunksPerBlock: p.ChunksPerBlock, InPlace: inPlace}
-	store := make([][ir.NumBufKinds]map[int64]val, n)
-	for r := range store {
-		for k := range store[r] {
-			store[r][k] = map[int64]val{}
-		}
-		for c := int64(0); c < p.Ranks[r].Chunks[ir.Input]; c++ {
-			k, cc := pl.Resolve(r, ir.Input, c)
-			store[r][k][cc] = val{{int64(r), c}: 1}
-		}
-	}
-	at := func(r int, ref ir.Ref, t int64) (int, ir.BufKind, int64) {
-		if ref.Chan >= 0 {
-			r = p.Ranks[r].Channels[ref.Chan].Peer
-		}
-		k, c := pl.Resolve(r, ref.Buf, ref.Off+t)
-		return r, k, c
-	}
-	read := func(r int, ref ir.Ref, i int64) val {
-		rr, k, c := at(r, ref, i)
-		v, ok := store[rr][k][c]
-		if !ok {
-			t.Fatalf("rank %d reads undefined %v chunk %d of rank %d", r, k, c, rr)
-		}
-		return v
-	}
-	write := func(r int, ref ir.Ref, i int64, v val) {
-		rr, k, c := at(r, ref, i)
-		store[rr][k][c] = v
-	}
-	queues := map[connKey][][]val{}
-	inbound := make([][]int64, n)
-	expected := make([][]int64, n)
-	for r := range n {
-		for _, c := range p.Ranks[r].Channels {
-			inbound[r] = append(inbound[r], c.Init)
-		}
-		expected[r] = make([]int64, len(p.Ranks[r].Channels))
-	}
-	pc := make([][]int, n)
-	for r := range n {
-		pc[r] = make([]int, len(p.Ranks[r].TBs))
-	}
-	for progress := true; progress; {
-		progress = false
-		for r := range n {
-			for ti := range p.Ranks[r].TBs {
-				tb := &p.Ranks[r].TBs[ti]
-				if pc[r][ti] >= len(tb.Ops) {
-					continue
-				}
-				op := tb.Ops[pc[r][ti]]
-				info := op.Code.Info()
-				var got []val
-				if info.Recvs {
-					k := connKey{tb.RecvPeer, r, tb.Chan}
-					if len(queues[k]) == 0 {
-						continue
-					}
-					got = queues[k][0]
-					queues[k] = queues[k][1:]
-					if int64(len(got)) != op.Count {
-						t.Fatalf("rank %d tb %d step %d: received %d chunks, want %d", r, ti, pc[r][ti], len(got), op.Count)
-					}
-				}
-				if op.Code == ir.OpWait {
-					ok := true
-					for _, c := range op.Chans {
-						ok = ok && inbound[r][c] >= expected[r][c]+1
-					}
-					if !ok {
-						continue
-					}
-					for _, c := range op.Chans {
-						expected[r][c]++
-					}
-				}
-				var sent []val
-				for i := int64(0); i < op.Count && info.Data; i++ {
-					var srcs []val
-					for _, s := range op.Srcs {
-						srcs = append(srcs, read(r, s, i))
-					}
-					if got != nil {
-						srcs = append(srcs, got[i])
-					}
-					v := combine(srcs...)
-					for _, d := range op.Dsts {
-						write(r, d, i, v)
-					}
-					sent = append(sent, v)
-				}
-				if info.Sends {
-					k := connKey{r, tb.SendPeer, tb.Chan}
-					queues[k] = append(queues[k], sent)
-				}
-				if op.Code == ir.OpSignal {
-					for _, c := range op.Chans {
-						ch := p.Ranks[r].Channels[c]
-						inbound[ch.Peer][ch.PeerChannel]++
-					}
-				}
-				pc[r][ti]++
-				progress = true
-			}
-		}
-	}
-	for r := range n {
-		for ti, tb := range p.Ranks[r].TBs {
-			if pc[r][ti] < len(tb.Ops) {
-				t.Fatalf("rank %d tb %d stuck at step %d (%v)", r, ti, pc[r][ti], tb.Ops[pc[r][ti]].Code)
-			}
-		}
-	}
-	for k, q := range queues {
-		if len(q) != 0 {
-			t.Fatalf("connection %+v has %d unreceived transfers", k, len(q))
-		}
-	}
-	for r := range n {
-		for c := range p.Ranks[r].Channels {
-			if inbound[r][c] != expected[r][c] {
-				t.Fatalf("rank %d channel %d: inbound %d != expected %d after the launch", r, c, inbound[r][c], expected[r][c])
-			}
-		}
-	}
-	out := make([][]val, n)
-	for r := range n {
-		for c := int64(0); c < p.Ranks[r].Chunks[ir.Output]; c++ {
-			out[r] = append(out[r], store[r][ir.Output][c])
-		}
-	}
-	return out
-}
-
-func arrangements(p *ir.Program) []bool {
-	var a []bool
-	if p.OutOfPlace {
-		a = append(a, false)
-	}
-	if p.InPlace {
-		a = append(a, true)
-	}
-	return a
-}
-
 func TestFixturesPostcondition(t *testing.T) {
 	for n := 1; n <= 8; n++ {
-		allreduceWant := make([][]val, n)
-		allgatherWant := make([][]val, n)
+		allreduceWant := make([][]Value, n)
+		allgatherWant := make([][]Value, n)
 		for r := range n {
 			for j := range n {
-				v := val{}
+				v := Value{}
 				for q := range n {
-					v[[2]int64{int64(q), int64(j)}] = 1
+					v[Contrib{Rank: q, Chunk: int64(j)}] = 1
 				}
 				allreduceWant[r] = append(allreduceWant[r], v)
-				allgatherWant[r] = append(allgatherWant[r], val{{int64(j), 0}: 1})
+				allgatherWant[r] = append(allgatherWant[r], Value{{Rank: j, Chunk: 0}: 1})
 			}
 		}
 		cases := []struct {
 			p    *ir.Program
-			want [][]val
+			want [][]Value
 		}{
 			{RingAllReduce(n, ir.Simple), allreduceWant},
 			{RingAllReduce(n, ir.LL), allreduceWant},
@@ -203,9 +34,16 @@ func TestFixturesPostcondition(t *testing.T) {
 			{AllGatherRing(n), allgatherWant},
 		}
 		for _, c := range cases {
-			for _, inPlace := range arrangements(c.p) {
+			for _, inPlace := range Arrangements(c.p) {
 				t.Run(fmt.Sprintf("%s/%v/inplace=%v", c.p.Name, c.p.Protocol, inPlace), func(t *testing.T) {
-					got := simulate(t, c.p, inPlace)
+					res, err := Simulate(c.p, SimOptions{InPlace: inPlace})
+					if err != nil && !errors.Is(err, ErrPostcondition) {
+						t.Fatal(err)
+					}
+					got := make([][]Value, n)
+					for r := range n {
+						got[r] = res.Output(r, 0, 0, c.p.Ranks[r].Chunks[ir.Output])
+					}
 					if d := cmp.Diff(c.want, got); d != "" {
 						t.Errorf("postcondition (-want +got):\n%s", d)
 					}

@@ -157,7 +157,7 @@ var examples = []example{
 // TestExamples checks that every committed example is the canonical form of
 // its builder program, that it parses back to that program, and that the
 // program computes its collective in every arrangement it declares (symbolic
-// simulation below).
+// simulation with irtest.Simulate).
 func TestExamples(t *testing.T) {
 	for _, ex := range examples {
 		t.Run(ex.file, func(t *testing.T) {
@@ -189,8 +189,8 @@ func TestExamples(t *testing.T) {
 			if name := strings.TrimSuffix(ex.file, ".json"); got.Name != name {
 				t.Errorf("name %q, want %q (the file name)", got.Name, name)
 			}
-			for _, inPlace := range arrangements(got) {
-				if err := simulate(got, inPlace); err != nil {
+			for _, inPlace := range irtest.Arrangements(got) {
+				if _, err := irtest.Simulate(got, irtest.SimOptions{InPlace: inPlace}); err != nil {
 					t.Errorf("inplace=%v: %v", inPlace, err)
 				}
 			}
@@ -211,17 +211,6 @@ func TestExamplesMatchFixtures(t *testing.T) {
 			t.Errorf("%s differs from the irtest fixture (-fixture +example):\n%s", c.want.Name, d)
 		}
 	}
-}
-
-func arrangements(p *ir.Program) []bool {
-	var a []bool
-	if p.OutOfPlace {
-		a = append(a, false)
-	}
-	if p.InPlace {
-		a = append(a, true)
-	}
-	return a
 }
 
 // ---- bad inputs ----
@@ -360,8 +349,8 @@ func TestBadFiles(t *testing.T) {
 				pos := c.at(p)
 				want = fmt.Sprintf("%s %d:%d\n", c.code, pos.Line, pos.Col)
 				var errs []string
-				for _, inPlace := range arrangements(p) {
-					if err := simulate(p, inPlace); err != nil {
+				for _, inPlace := range irtest.Arrangements(p) {
+					if _, err := irtest.Simulate(p, irtest.SimOptions{InPlace: inPlace}); err != nil {
 						errs = append(errs, err.Error())
 					}
 				}
