@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/compiler/frontends/internal/importer"
 	"github.com/theseus-ccl/theseus/ir"
 )
 
@@ -23,14 +24,14 @@ func (p *parser) gpus(algo *xelem, h *algoHeader) []ir.Rank {
 		}
 		if id >= int64(h.ngpus) {
 			a, _ := g.attr("id")
-			p.errorAt(diag.DuplicateID, p.li.pos(a.off), int(id), -1, -1, "number gpus 0 .. ngpus-1",
+			p.errorAt(diag.DuplicateID, p.li.Pos(a.off), int(id), -1, -1, "number gpus 0 .. ngpus-1",
 				"gpu id %d is not below ngpus=%d", id, h.ngpus)
 			ok = false
 			continue
 		}
 		if prev, dup := byID[id]; dup {
-			p.errorAt(diag.DuplicateID, p.li.pos(g.off), int(id), -1, -1, "give each gpu its own id",
-				"gpu id %d repeated (first at line %d)", id, p.li.pos(prev.off).Line)
+			p.errorAt(diag.DuplicateID, p.li.Pos(g.off), int(id), -1, -1, "give each gpu its own id",
+				"gpu id %d repeated (first at line %d)", id, p.li.Pos(prev.off).Line)
 			ok = false
 			continue
 		}
@@ -49,7 +50,7 @@ func (p *parser) gpus(algo *xelem, h *algoHeader) []ir.Rank {
 				missing++
 			}
 		}
-		p.errorAt(diag.DuplicateID, p.li.pos(algo.off), first, -1, -1, "give one <gpu> per rank, ids 0 .. ngpus-1",
+		p.errorAt(diag.DuplicateID, p.li.Pos(algo.off), first, -1, -1, "give one <gpu> per rank, ids 0 .. ngpus-1",
 			"ngpus=%d but %d <gpu> elements: gpu %d is missing (%d missing in all)", h.ngpus, len(byID), first, missing)
 		return nil
 	}
@@ -63,7 +64,7 @@ func (p *parser) gpus(algo *xelem, h *algoHeader) []ir.Rank {
 // gpu reads one <gpu> into rank r.
 func (p *parser) gpu(g *xelem, r int, h *algoHeader, rank *ir.Rank) {
 	s := subj{r, -1, -1}
-	rank.Pos = p.li.pos(g.off)
+	rank.Pos = p.li.Pos(g.off)
 	var ok bool
 	if rank.Chunks[ir.Input], ok = p.integer(g, "i_chunks", 0, math.MaxInt64, s); !ok {
 		return
@@ -84,8 +85,8 @@ func (p *parser) gpu(g *xelem, r int, h *algoHeader, rank *ir.Rank) {
 			return
 		}
 		if prev, dup := byID[id]; dup {
-			p.errorAt(diag.DuplicateID, p.li.pos(t.off), r, int(id), -1, "give each threadblock of a gpu its own id",
-				"tb id %d repeated on gpu %d (first at line %d)", id, r, p.li.pos(prev.off).Line)
+			p.errorAt(diag.DuplicateID, p.li.Pos(t.off), r, int(id), -1, "give each threadblock of a gpu its own id",
+				"tb id %d repeated on gpu %d (first at line %d)", id, r, p.li.Pos(prev.off).Line)
 			return
 		}
 		byID[id] = t
@@ -101,7 +102,7 @@ func (p *parser) gpu(g *xelem, r int, h *algoHeader, rank *ir.Rank) {
 	for i, id := range ids {
 		if id != int64(i) {
 			t := byID[id]
-			p.errorAt(diag.DuplicateID, p.li.pos(t.off), r, int(id), -1, "number threadblocks 0, 1, 2, ... (MSCCL rejects gaps)",
+			p.errorAt(diag.DuplicateID, p.li.Pos(t.off), r, int(id), -1, "number threadblocks 0, 1, 2, ... (MSCCL rejects gaps)",
 				"tb %d on gpu %d has no tb %d before it", id, r, i)
 			return
 		}
@@ -161,7 +162,7 @@ var stepKinds = map[string]stepKind{
 // the index of the IR op it became.
 func (p *parser) tb(e *xelem, r, t int, h *algoHeader, tbOut *ir.Threadblock) []int {
 	s := subj{r, t, -1}
-	tbOut.Pos = p.li.pos(e.off)
+	tbOut.Pos = p.li.Pos(e.off)
 	tbOut.SendPeer, tbOut.RecvPeer, tbOut.Chan = -1, -1, -1
 	send, ok1 := p.integer(e, "send", -1, MaxIndex, s)
 	recv, ok2 := p.integer(e, "recv", -1, MaxIndex, s)
@@ -172,7 +173,7 @@ func (p *parser) tb(e *xelem, r, t int, h *algoHeader, tbOut *ir.Threadblock) []
 	tbOut.SendPeer, tbOut.RecvPeer, tbOut.Chan = int(send), int(recv), int(ch)
 	if ch >= h.nchannels {
 		a, _ := e.attr("chan")
-		p.warnAt(diag.BadValue, p.li.pos(a.off), r, t, -1, "raise nchannels on <algo>",
+		p.warnAt(diag.BadValue, p.li.Pos(a.off), r, t, -1, "raise nchannels on <algo>",
 			"chan=%d is not below nchannels=%d: MSCCL connects only channels below nchannels", ch, h.nchannels)
 	}
 
@@ -192,7 +193,7 @@ func (p *parser) tb(e *xelem, r, t int, h *algoHeader, tbOut *ir.Threadblock) []
 func (p *parser) readStep(e *xelem, r, t, i int) (step, bool) {
 	s := subj{r, t, i}
 	p.checkAttrs(e, stepAttrs, s)
-	st := step{pos: p.li.pos(e.off), elem: e}
+	st := step{pos: p.li.Pos(e.off), elem: e}
 	ok := true
 	need := func(b bool) {
 		if !b {
@@ -203,7 +204,7 @@ func (p *parser) readStep(e *xelem, r, t, i int) (step, bool) {
 	need(good)
 	if good && idx != int64(i) {
 		a, _ := e.attr("s")
-		p.errorAt(diag.DuplicateID, p.li.pos(a.off), r, t, i, "number steps 0, 1, 2, ... in order",
+		p.errorAt(diag.DuplicateID, p.li.Pos(a.off), r, t, i, "number steps 0, 1, 2, ... in order",
 			"step s=%d is at position %d of tb %d: dependencies name steps by position", idx, i, t)
 		ok = false
 	}
@@ -212,10 +213,10 @@ func (p *parser) readStep(e *xelem, r, t, i int) (step, bool) {
 	kind, known := stepKinds[typ]
 	if good && !known {
 		if typ == "ra" {
-			p.errorAt(diag.Unsupported, p.li.pos(ta.off), r, t, i, "rewrite the step as r followed by re",
+			p.errorAt(diag.Unsupported, p.li.Pos(ta.off), r, t, i, "rewrite the step as r followed by re",
 				"unsupported: step type ra belongs to the old MSCCL runtime and has no Theseus equivalent")
 		} else {
-			p.errorAt(diag.UnknownOp, p.li.pos(ta.off), r, t, i, "use s, r, rcs, rrs, rrc, rrcs, cpy, re or nop",
+			p.errorAt(diag.UnknownOp, p.li.Pos(ta.off), r, t, i, "use s, r, rcs, rrs, rrc, rrcs, cpy, re or nop",
 				"unknown step type %q", typ)
 		}
 		ok = false
@@ -244,23 +245,23 @@ func (p *parser) readStep(e *xelem, r, t, i int) (step, bool) {
 	if kind.code != ir.OpNop {
 		if kind.src && st.srcOff < 0 {
 			a, _ := e.attr("srcoff")
-			p.errorAt(diag.BadValue, p.li.pos(a.off), r, t, i, "", "srcoff=%d of a %s step must be 0 or more", st.srcOff, typ)
+			p.errorAt(diag.BadValue, p.li.Pos(a.off), r, t, i, "", "srcoff=%d of a %s step must be 0 or more", st.srcOff, typ)
 			ok = false
 		}
 		if kind.dst && st.dstOff < 0 {
 			a, _ := e.attr("dstoff")
-			p.errorAt(diag.BadValue, p.li.pos(a.off), r, t, i, "", "dstoff=%d of a %s step must be 0 or more", st.dstOff, typ)
+			p.errorAt(diag.BadValue, p.li.Pos(a.off), r, t, i, "", "dstoff=%d of a %s step must be 0 or more", st.dstOff, typ)
 			ok = false
 		}
 		if st.cnt < 0 {
 			a, _ := e.attr("cnt")
-			p.errorAt(diag.BadValue, p.li.pos(a.off), r, t, i, "", "cnt=%d of a %s step must be 0 or more", st.cnt, typ)
+			p.errorAt(diag.BadValue, p.li.Pos(a.off), r, t, i, "", "cnt=%d of a %s step must be 0 or more", st.cnt, typ)
 			ok = false
 		}
 	}
 	if st.depid >= 0 && (st.deps < 0 || st.deps > MaxIndex) {
 		a, _ := e.attr("deps")
-		p.errorAt(diag.BadValue, p.li.pos(a.off), r, t, i, "name the step of tb depid this step waits for",
+		p.errorAt(diag.BadValue, p.li.Pos(a.off), r, t, i, "name the step of tb depid this step waits for",
 			"deps=%d with depid=%d: a dependency needs a step index in [0, %d]", st.deps, st.depid, MaxIndex)
 		ok = false
 	}
@@ -272,15 +273,10 @@ func (p *parser) buffer(e *xelem, name string, s subj) (ir.BufKind, bool) {
 	if !ok {
 		return 0, false
 	}
-	switch v {
-	case "i":
-		return ir.Input, true
-	case "o":
-		return ir.Output, true
-	case "s":
-		return ir.Scratch, true
+	if b, ok := importer.Buf(v); ok {
+		return b, true
 	}
-	p.errorAt(diag.BadValue, p.li.pos(a.off), s.rank, s.tb, s.step, "use i, o or s",
+	p.errorAt(diag.BadValue, p.li.Pos(a.off), s.rank, s.tb, s.step, "use i, o or s",
 		"%s=%q is not a buffer", name, v)
 	return 0, false
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/compiler/frontends/internal/importer"
 	"github.com/theseus-ccl/theseus/ir"
 )
 
@@ -27,7 +28,7 @@ func Parse(filename string, data []byte) (*ir.Program, []diag.Diagnostic) {
 			"input is %d bytes, over the limit of %d", len(data), inputLimit)
 		return nil, p.result()
 	}
-	p.li = newLineIndex(data)
+	p.li = importer.NewLineIndex(data)
 	doc := p.readTree()
 	if doc == nil || p.diags.HasErrors() {
 		return nil, p.result()
@@ -39,7 +40,7 @@ func Parse(filename string, data []byte) (*ir.Program, []diag.Diagnostic) {
 		return nil, p.result()
 	}
 	for _, a := range algos[1:] {
-		p.errorAt(diag.Syntax, p.li.pos(a.off), -1, -1, -1, "split the algorithms into one file each",
+		p.errorAt(diag.Syntax, p.li.Pos(a.off), -1, -1, -1, "split the algorithms into one file each",
 			"a second <algo> element (MSCCL reads only the first)")
 	}
 	prog := p.algo(algos[0])
@@ -53,28 +54,14 @@ func Parse(filename string, data []byte) (*ir.Program, []diag.Diagnostic) {
 type parser struct {
 	file  string
 	data  []byte
-	li    lineIndex
+	li    importer.LineIndex
 	diags diag.List
 }
 
-func (p *parser) result() []diag.Diagnostic {
-	items := p.diags.Items
-	if n := p.diags.Dropped(); n > 0 {
-		items = append(items, diag.Diagnostic{Code: diag.ImportNote, Severity: diag.Note, File: p.file,
-			Rank: -1, TB: -1, Step: -1, Msg: fmt.Sprintf("%d more errors not shown", n)})
-	}
-	diag.Sort(items)
-	return items
-}
+func (p *parser) result() []diag.Diagnostic { return importer.Result(&p.diags, p.file) }
 
 func (p *parser) add(sev diag.Severity, code diag.Code, pos ir.Pos, rank, tb, step int, hint, format string, args ...any) {
-	if hint == "" {
-		if ci, ok := diag.Lookup(code); ok {
-			hint = ci.Hint
-		}
-	}
-	p.diags.Add(diag.Diagnostic{Code: code, Severity: sev, File: p.file, Line: int(pos.Line), Col: int(pos.Col),
-		Rank: rank, TB: tb, Step: step, Msg: fmt.Sprintf(format, args...), Hint: hint})
+	importer.Add(&p.diags, p.file, sev, code, pos, rank, tb, step, hint, format, args...)
 }
 
 func (p *parser) errorAt(code diag.Code, pos ir.Pos, rank, tb, step int, hint, format string, args ...any) {
@@ -109,7 +96,7 @@ var (
 func (p *parser) checkAttrs(e *xelem, known []string, s subj) {
 	seen := map[string]bool{}
 	for _, a := range e.attrs {
-		pos := p.li.pos(a.off)
+		pos := p.li.Pos(a.off)
 		if seen[a.name] {
 			p.errorAt(diag.BadValue, pos, s.rank, s.tb, s.step, "give each attribute once",
 				"attribute %s repeated on <%s>", a.name, e.name)
@@ -134,7 +121,7 @@ func (p *parser) checkAttrs(e *xelem, known []string, s subj) {
 func (p *parser) str(e *xelem, name string, s subj) (string, xattr, bool) {
 	a, ok := e.attr(name)
 	if !ok {
-		p.errorAt(diag.MissingField, p.li.pos(e.off), s.rank, s.tb, s.step, "",
+		p.errorAt(diag.MissingField, p.li.Pos(e.off), s.rank, s.tb, s.step, "",
 			"<%s> lacks the %s attribute", e.name, name)
 		return "", a, false
 	}
@@ -145,7 +132,7 @@ func (p *parser) str(e *xelem, name string, s subj) (string, xattr, bool) {
 func (p *parser) integer(e *xelem, name string, lo, hi int64, s subj) (int64, bool) {
 	v, present, ok := p.optInteger(e, name, lo, hi, s)
 	if !present {
-		p.errorAt(diag.MissingField, p.li.pos(e.off), s.rank, s.tb, s.step, "",
+		p.errorAt(diag.MissingField, p.li.Pos(e.off), s.rank, s.tb, s.step, "",
 			"<%s> lacks the %s attribute", e.name, name)
 	}
 	return v, present && ok
@@ -160,7 +147,7 @@ func (p *parser) optInteger(e *xelem, name string, lo, hi int64, s subj) (v int6
 	}
 	v, err := strconv.ParseInt(strings.TrimSpace(a.value), 10, 64)
 	if err != nil {
-		p.errorAt(diag.BadValue, p.li.pos(a.off), s.rank, s.tb, s.step, "write a decimal integer",
+		p.errorAt(diag.BadValue, p.li.Pos(a.off), s.rank, s.tb, s.step, "write a decimal integer",
 			"%s=%q on <%s> is not an integer in [%d, %d]", name, a.value, e.name, lo, hi)
 		return 0, true, false
 	}
@@ -169,7 +156,7 @@ func (p *parser) optInteger(e *xelem, name string, lo, hi int64, s subj) (v int6
 		if name == "ngpus" && v > hi {
 			code = diag.TooLarge
 		}
-		p.errorAt(code, p.li.pos(a.off), s.rank, s.tb, s.step, "",
+		p.errorAt(code, p.li.Pos(a.off), s.rank, s.tb, s.step, "",
 			"%s=%d on <%s> is outside [%d, %d]", name, v, e.name, lo, hi)
 		return v, true, false
 	}
@@ -190,7 +177,7 @@ func (p *parser) sizeAttr(e *xelem, name string) (v int64, present, big, ok bool
 		}
 		return int64(u), true, false, true
 	}
-	p.errorAt(diag.BadValue, p.li.pos(a.off), -1, -1, -1, "write a byte count, 0 or more",
+	p.errorAt(diag.BadValue, p.li.Pos(a.off), -1, -1, -1, "write a byte count, 0 or more",
 		"%s=%q on <algo> is not a non-negative integer", name, a.value)
 	return 0, true, false, false
 }
@@ -218,7 +205,7 @@ type algoHeader struct {
 
 func (p *parser) algo(e *xelem) *ir.Program {
 	p.checkAttrs(e, algoAttrs, noSubj)
-	pos := p.li.pos(e.off)
+	pos := p.li.Pos(e.off)
 	var h algoHeader
 	okAll := true
 	need := func(ok bool) {
@@ -236,20 +223,17 @@ func (p *parser) algo(e *xelem) *ir.Program {
 	}
 
 	if v, a, ok := p.str(e, "proto", noSubj); ok {
+		proto, mapped, known := importer.Protocol(v)
 		switch {
-		case strings.EqualFold(v, "Simple"):
-			h.proto = ir.Simple
-		case strings.EqualFold(v, "LL"):
-			h.proto = ir.LL
-		case strings.EqualFold(v, "LL128"):
-			h.proto = ir.Simple
-			p.warnAt(diag.ProtocolMapped, p.li.pos(a.off), -1, -1, -1, "",
-				"proto LL128 is not supported; the algorithm runs with the Simple protocol")
-		default:
-			p.errorAt(diag.BadValue, p.li.pos(a.off), -1, -1, -1, "use Simple, LL or LL128",
+		case !known:
+			p.errorAt(diag.BadValue, p.li.Pos(a.off), -1, -1, -1, "use Simple, LL or LL128",
 				"unknown proto %q", v)
 			okAll = false
+		case mapped:
+			p.warnAt(diag.ProtocolMapped, p.li.Pos(a.off), -1, -1, -1, "",
+				"proto LL128 is not supported; the algorithm runs with the Simple protocol")
 		}
+		h.proto = proto
 	} else {
 		okAll = false
 	}
@@ -286,26 +270,26 @@ func (p *parser) algo(e *xelem) *ir.Program {
 	need(ok)
 	if minBig {
 		a, _ := e.attr("minBytes")
-		p.errorAt(diag.BadValue, p.li.pos(a.off), -1, -1, -1, "", "minBytes=%s is over 2^63-1", a.value)
+		p.errorAt(diag.BadValue, p.li.Pos(a.off), -1, -1, -1, "", "minBytes=%s is over 2^63-1", a.value)
 		okAll = false
 	}
 	maxB, _, maxBig, ok := p.sizeAttr(e, "maxBytes")
 	need(ok)
 	if maxBig {
 		a, _ := e.attr("maxBytes")
-		p.noteAt(diag.ImportNote, p.li.pos(a.off), -1, -1, -1, "", "maxBytes=%s is over 2^63-1: taken as unlimited", a.value)
+		p.noteAt(diag.ImportNote, p.li.Pos(a.off), -1, -1, -1, "", "maxBytes=%s is over 2^63-1: taken as unlimited", a.value)
 		maxB = 0
 	}
 	h.minBytes, h.maxBytes = minB, maxB
 
 	if a, ok := e.attr("redop"); ok {
-		p.noteAt(diag.ImportNote, p.li.pos(a.off), -1, -1, -1, "remove the attribute to silence this",
+		p.noteAt(diag.ImportNote, p.li.Pos(a.off), -1, -1, -1, "remove the attribute to silence this",
 			"redop=%q is ignored: a schedule runs with the request's reduction (MSCCL ignores it too)", a.value)
 	}
 	if v, present, ok := p.optInteger(e, "nthreads", 0, MaxIndex, noSubj); present && ok {
 		h.nthreads = int(v)
 		a, _ := e.attr("nthreads")
-		p.noteAt(diag.ImportNote, p.li.pos(a.off), -1, -1, -1, "",
+		p.noteAt(diag.ImportNote, p.li.Pos(a.off), -1, -1, -1, "",
 			"old-format nthreads=%d is taken as the threads per threadblock", v)
 	} else if present {
 		okAll = false
@@ -338,7 +322,7 @@ func (p *parser) algo(e *xelem) *ir.Program {
 	}
 	p.geometry(e, &h, prog)
 	if h.coll.Rooted() {
-		prog.Root = p.inferRoot(prog, pos)
+		prog.Root = importer.InferRoot(prog, &p.diags, p.file, pos)
 	}
 	return prog
 }
@@ -348,14 +332,14 @@ func (p *parser) algo(e *xelem) *ir.Program {
 func (p *parser) collective(v string, a xattr) (ir.Collective, bool) {
 	switch strings.ToLower(v) {
 	case "send", "recv", "alltoallv":
-		p.errorAt(diag.Unsupported, p.li.pos(a.off), -1, -1, -1,
+		p.errorAt(diag.Unsupported, p.li.Pos(a.off), -1, -1, -1,
 			"Theseus runs allreduce, allgather, reducescatter, alltoall, broadcast, reduce, gather, scatter, sendrecv and custom",
 			"unsupported: coll %q has no Theseus collective", v)
 		return 0, false
 	}
 	c, err := ir.ParseCollective(v)
 	if err != nil {
-		p.errorAt(diag.UnknownCollective, p.li.pos(a.off), -1, -1, -1, "", "%v", err)
+		p.errorAt(diag.UnknownCollective, p.li.Pos(a.off), -1, -1, -1, "", "%v", err)
 		return 0, false
 	}
 	return c, true
@@ -377,7 +361,7 @@ func (p *parser) geometry(e *xelem, h *algoHeader, prog *ir.Program) {
 	mult := sizeMultiplier(h.coll, h.ngpus)
 	a, _ := e.attr("nchunksperloop")
 	if h.nchunksperloop%mult != 0 {
-		p.errorAt(diag.BadGeometry, p.li.pos(a.off), -1, -1, -1,
+		p.errorAt(diag.BadGeometry, p.li.Pos(a.off), -1, -1, -1,
 			fmt.Sprintf("use a multiple of %d chunks per loop", mult),
 			"nchunksperloop=%d is not a multiple of ngpus=%d: MSCCL cuts count·%d elements of a %s into %d chunks, so chunks would straddle rank blocks",
 			h.nchunksperloop, h.ngpus, h.ngpus, h.coll, h.nchunksperloop)
@@ -391,7 +375,7 @@ func (p *parser) geometry(e *xelem, h *algoHeader, prog *ir.Program) {
 	prog.MinBytes, prog.MaxBytes = h.minBytes, h.maxBytes
 	if f > 1 {
 		if prog.MinBytes > math.MaxInt64/f {
-			p.errorAt(diag.BadValue, p.li.pos(e.off), -1, -1, -1, "", "minBytes=%d times %d ranks overflows", h.minBytes, f)
+			p.errorAt(diag.BadValue, p.li.Pos(e.off), -1, -1, -1, "", "minBytes=%d times %d ranks overflows", h.minBytes, f)
 		} else {
 			prog.MinBytes *= f
 		}
@@ -400,52 +384,8 @@ func (p *parser) geometry(e *xelem, h *algoHeader, prog *ir.Program) {
 		} else {
 			prog.MaxBytes *= f
 		}
-		p.noteAt(diag.ImportNote, p.li.pos(e.off), -1, -1, -1, "",
+		p.noteAt(diag.ImportNote, p.li.Pos(e.off), -1, -1, -1, "",
 			"MSCCL's %s window counts one rank's block; the message-size window is scaled by %d to [%d, %d]",
 			h.coll, f, prog.MinBytes, prog.MaxBytes)
 	}
-}
-
-// inferRoot finds the root of a rooted collective: by NCCL semantics only
-// the root has an input (broadcast, scatter) or an output (reduce,
-// gather), so the one rank whose steps name that buffer is the root. MSCCL
-// XML has no root attribute (the MSCCL executor runs the file whatever
-// root the request names).
-func (p *parser) inferRoot(prog *ir.Program, pos ir.Pos) int {
-	buf := ir.Input
-	if prog.Collective == ir.Reduce || prog.Collective == ir.Gather {
-		buf = ir.Output
-	}
-	var users []int
-	for r := range prog.Ranks {
-		if rankUses(&prog.Ranks[r], buf) {
-			users = append(users, r)
-		}
-	}
-	if len(users) == 1 {
-		p.noteAt(diag.ImportNote, pos, -1, -1, -1, "",
-			"%s root taken as rank %d, the only rank that uses its %s buffer", prog.Collective, users[0], buf.LongName())
-		return users[0]
-	}
-	p.warnAt(diag.ImportNote, pos, -1, -1, -1, "",
-		"cannot tell the %s root (%d ranks use their %s buffer); assuming root 0", prog.Collective, len(users), buf.LongName())
-	return 0
-}
-
-func rankUses(r *ir.Rank, buf ir.BufKind) bool {
-	for _, tb := range r.TBs {
-		for _, op := range tb.Ops {
-			for _, ref := range op.Srcs {
-				if ref.Buf == buf {
-					return true
-				}
-			}
-			for _, ref := range op.Dsts {
-				if ref.Buf == buf {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }

@@ -5,37 +5,11 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
-	"sort"
 	"strings"
 
 	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/ir"
 )
-
-// lineIndex maps byte offsets to 1-based line and byte-column positions.
-type lineIndex []int // byte offset of the start of each line
-
-func newLineIndex(data []byte) lineIndex {
-	li := lineIndex{0}
-	for i, c := range data {
-		if c == '\n' {
-			li = append(li, i+1)
-		}
-	}
-	return li
-}
-
-// pos returns the position of byte offset off (clamped to the input).
-func (li lineIndex) pos(off int) ir.Pos {
-	if off < 0 {
-		off = 0
-	}
-	l := sort.Search(len(li), func(i int) bool { return li[i] > off }) - 1
-	if l < 0 {
-		l = 0
-	}
-	return ir.Pos{Line: int32(l + 1), Col: int32(off - li[l] + 1)}
-}
 
 // xattr is one attribute with the byte offset of its name.
 type xattr struct {
@@ -129,14 +103,14 @@ func (p *parser) readTree() *xelem {
 			case "step":
 				nsteps++
 				if nsteps > MaxSteps {
-					p.errorAt(diag.TooLarge, p.li.pos(off), -1, -1, -1, "",
+					p.errorAt(diag.TooLarge, p.li.Pos(off), -1, -1, -1, "",
 						"more than %d <step> elements", MaxSteps)
 					return nil
 				}
 			case "tb":
 				ntbs++
 				if ntbs > MaxThreadblocks {
-					p.errorAt(diag.TooLarge, p.li.pos(off), -1, -1, -1, "",
+					p.errorAt(diag.TooLarge, p.li.Pos(off), -1, -1, -1, "",
 						"more than %d <tb> elements", MaxThreadblocks)
 					return nil
 				}
@@ -167,7 +141,7 @@ func (p *parser) readTree() *xelem {
 				if i := firstNonSpace(p.data, off); i >= 0 {
 					off = i
 				}
-				p.errorAt(diag.Syntax, p.li.pos(off), -1, -1, -1,
+				p.errorAt(diag.Syntax, p.li.Pos(off), -1, -1, -1,
 					"MSCCL XML holds only elements; remove the text",
 					"text %q outside any attribute (the MSCCL parser rejects it)", clip(string(bytes.TrimSpace(t)), 24))
 			}
@@ -185,7 +159,7 @@ func inputPos(dec *xml.Decoder) ir.Pos {
 
 // unknownElement reports a child element MSCCL does not read.
 func (p *parser) unknownElement(parent *xelem, name string, off int) {
-	pos := p.li.pos(off)
+	pos := p.li.Pos(off)
 	switch {
 	case parent.name == "tb" && name == "op":
 		p.errorAt(diag.UnknownField, pos, -1, -1, -1,

@@ -5,34 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"sort"
-
-	"github.com/theseus-ccl/theseus/ir"
 )
-
-// lineIndex maps byte offsets to 1-based line and byte-column positions.
-type lineIndex []int // byte offset of the start of each line
-
-func newLineIndex(data []byte) lineIndex {
-	li := lineIndex{0}
-	for i, c := range data {
-		if c == '\n' {
-			li = append(li, i+1)
-		}
-	}
-	return li
-}
-
-func (li lineIndex) pos(off int) ir.Pos {
-	if off < 0 {
-		off = 0
-	}
-	l := sort.Search(len(li), func(i int) bool { return li[i] > off }) - 1
-	if l < 0 {
-		l = 0
-	}
-	return ir.Pos{Line: int32(l + 1), Col: int32(off - li[l] + 1)}
-}
 
 // jkind is the JSON type of a node.
 type jkind uint8

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 
 	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/compiler/frontends/internal/importer"
 	"github.com/theseus-ccl/theseus/ir"
 )
 
@@ -47,7 +47,7 @@ func Parse(filename string, data []byte) (*ir.Program, []diag.Diagnostic) {
 			"input is %d bytes, over the limit of %d", len(data), inputLimit)
 		return nil, p.result()
 	}
-	p.li = newLineIndex(data)
+	p.li = importer.NewLineIndex(data)
 	root, jerr := buildTree(data, MaxDepth)
 	if jerr != nil {
 		code, hint := diag.Syntax, ""
@@ -57,7 +57,7 @@ func Parse(filename string, data []byte) (*ir.Program, []diag.Diagnostic) {
 		case jerr.dupKey:
 			code, hint = diag.BadValue, "give each key once"
 		}
-		p.errorAt(code, p.li.pos(jerr.off), noSubj, hint, "malformed JSON: %s", jerr.msg)
+		p.errorAt(code, p.li.Pos(jerr.off), noSubj, hint, "malformed JSON: %s", jerr.msg)
 		return nil, p.result()
 	}
 	prog := p.plan(root)
@@ -76,7 +76,7 @@ var noSubj = subj{-1, -1, -1}
 type parser struct {
 	file  string
 	data  []byte
-	li    lineIndex
+	li    importer.LineIndex
 	diags diag.List
 	once  map[string]bool // one-time warnings already given
 
@@ -99,24 +99,10 @@ type parser struct {
 	synth      map[[2]int]int
 }
 
-func (p *parser) result() []diag.Diagnostic {
-	items := p.diags.Items
-	if n := p.diags.Dropped(); n > 0 {
-		items = append(items, diag.Diagnostic{Code: diag.ImportNote, Severity: diag.Note, File: p.file,
-			Rank: -1, TB: -1, Step: -1, Msg: fmt.Sprintf("%d more errors not shown", n)})
-	}
-	diag.Sort(items)
-	return items
-}
+func (p *parser) result() []diag.Diagnostic { return importer.Result(&p.diags, p.file) }
 
 func (p *parser) add(sev diag.Severity, code diag.Code, pos ir.Pos, s subj, hint, format string, args ...any) {
-	if hint == "" {
-		if ci, ok := diag.Lookup(code); ok {
-			hint = ci.Hint
-		}
-	}
-	p.diags.Add(diag.Diagnostic{Code: code, Severity: sev, File: p.file, Line: int(pos.Line), Col: int(pos.Col),
-		Rank: s.rank, TB: s.tb, Step: s.step, Msg: fmt.Sprintf(format, args...), Hint: hint})
+	importer.Add(&p.diags, p.file, sev, code, pos, s.rank, s.tb, s.step, hint, format, args...)
 }
 
 func (p *parser) errorAt(code diag.Code, pos ir.Pos, s subj, hint, format string, args ...any) {
@@ -140,7 +126,7 @@ func (p *parser) first(key string) bool {
 	return true
 }
 
-func (p *parser) pos(n *jnode) ir.Pos { return p.li.pos(n.off) }
+func (p *parser) pos(n *jnode) ir.Pos { return p.li.Pos(n.off) }
 
 // unsupportedNVLS reports the first NVLS use of the plan.
 func (p *parser) unsupportedNVLS(n *jnode, s subj, what string) {
@@ -165,7 +151,7 @@ func (p *parser) checkKeys(obj *jnode, kind string, known []string, s subj) {
 			}
 		}
 		if !ok && p.first("key:"+kind+":"+m.key) {
-			p.warnAt(diag.UnknownField, p.li.pos(m.keyOff), s, "",
+			p.warnAt(diag.UnknownField, p.li.Pos(m.keyOff), s, "",
 				"unknown key %q in %s is ignored", m.key, kind)
 		}
 	}
@@ -268,13 +254,8 @@ func (p *parser) bufVal(n *jnode, what string, s subj) (ir.BufKind, bool) {
 	if !ok {
 		return 0, false
 	}
-	switch str {
-	case "i":
-		return ir.Input, true
-	case "o":
-		return ir.Output, true
-	case "s":
-		return ir.Scratch, true
+	if b, ok := importer.Buf(str); ok {
+		return b, true
 	}
 	p.errorAt(diag.BadValue, p.pos(n), s, "use i, o or s", "%s is %q, not a buffer", what, str)
 	return 0, false
@@ -482,7 +463,7 @@ func (p *parser) plan(root *jnode) *ir.Program {
 		prog.SliceBytes = Unsliced
 	}
 	if p.coll.Rooted() {
-		prog.Root = p.inferRoot(prog)
+		prog.Root = importer.InferRoot(prog, &p.diags, p.file, prog.Pos)
 	}
 	prog.ChunksPerBlock = p.geometry(prog, byID)
 	return prog
@@ -513,19 +494,16 @@ func (p *parser) header(root *jnode, prog *ir.Program) bool {
 		ok = false
 	}
 	if proto, n, good := p.reqStr(root, "protocol", noSubj); good {
+		pr, mapped, known := importer.Protocol(proto)
 		switch {
-		case strings.EqualFold(proto, "Simple"):
-			p.proto = ir.Simple
-		case strings.EqualFold(proto, "LL"):
-			p.proto = ir.LL
-		case strings.EqualFold(proto, "LL128"):
-			p.proto = ir.Simple
-			p.warnAt(diag.ProtocolMapped, p.pos(n), noSubj, "",
-				"protocol LL128 is not supported; the plan runs with the Simple protocol")
-		default:
+		case !known:
 			p.errorAt(diag.BadValue, p.pos(n), noSubj, "use Simple or LL", "unknown protocol %q", proto)
 			ok = false
+		case mapped:
+			p.warnAt(diag.ProtocolMapped, p.pos(n), noSubj, "",
+				"protocol LL128 is not supported; the plan runs with the Simple protocol")
 		}
+		p.proto = pr
 		prog.Protocol = p.proto
 	} else {
 		ok = false
@@ -624,48 +602,6 @@ func (p *parser) window(root *jnode, minB, maxB uint64) (int64, int64, bool) {
 		return 0, 0, false
 	}
 	return int64(minB), hi, true
-}
-
-// inferRoot finds the root of a rooted collective: only the root has an
-// input (broadcast, scatter) or an output (reduce, gather), so the one rank
-// whose ops name that buffer locally is the root. Plans carry no root.
-func (p *parser) inferRoot(prog *ir.Program) int {
-	buf := ir.Input
-	if prog.Collective == ir.Reduce || prog.Collective == ir.Gather {
-		buf = ir.Output
-	}
-	var users []int
-	for r := range prog.Ranks {
-		if rankUses(&prog.Ranks[r], buf) {
-			users = append(users, r)
-		}
-	}
-	if len(users) == 1 {
-		p.noteAt(diag.ImportNote, prog.Pos, noSubj, "",
-			"%s root taken as rank %d, the only rank that uses its %s buffer", prog.Collective, users[0], buf.LongName())
-		return users[0]
-	}
-	p.warnAt(diag.ImportNote, prog.Pos, noSubj, "",
-		"cannot tell the %s root (%d ranks use their %s buffer); assuming root 0", prog.Collective, len(users), buf.LongName())
-	return 0
-}
-
-func rankUses(r *ir.Rank, buf ir.BufKind) bool {
-	for _, tb := range r.TBs {
-		for _, op := range tb.Ops {
-			for _, ref := range op.Srcs {
-				if ref.Buf == buf && ref.Chan < 0 {
-					return true
-				}
-			}
-			for _, ref := range op.Dsts {
-				if ref.Buf == buf && ref.Chan < 0 {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
 
 // geometry derives ChunksPerBlock from the declared chunk counts. An
