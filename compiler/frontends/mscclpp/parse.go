@@ -445,11 +445,7 @@ func (p *parser) plan(root *jnode) *ir.Program {
 		if p.stop {
 			return nil
 		}
-		if p.dialect == V07 {
-			p.threadblocks07(g, r)
-		} else {
-			p.threadblocks08(g, r)
-		}
+		p.threadblocks(g, r)
 	}
 	if p.diags.HasErrors() || p.stop {
 		return nil
@@ -620,30 +616,33 @@ func (p *parser) geometry(prog *ir.Program, gpus []*jnode) int64 {
 		in, out := prog.Ranks[r].Chunks[ir.Input], prog.Ranks[r].Chunks[ir.Output]
 		bi := ir.Blocks(prog.Collective, ir.Input, p.n, r, prog.Root)
 		bo := ir.Blocks(prog.Collective, ir.Output, p.n, r, prog.Root)
+		// perBlock is the chunks per block of a buffer of n chunks and b
+		// blocks; buf names it in diagnostics.
+		perBlock := func(n, b int64, buf string) (int64, bool) {
+			if b <= 0 {
+				p.errorAt(diag.BadGeometry, pos, s, fmt.Sprintf("declare 0 %s chunks on this rank", buf),
+					"rank %d declares %d %s chunks but a %s gives it no %s", r, n, buf, prog.Collective, buf)
+				return 0, false
+			}
+			if n%b != 0 {
+				p.errorAt(diag.BadGeometry, pos, s, fmt.Sprintf("declare a multiple of %d %s chunks", b, buf),
+					"rank %d declares %d %s chunks, not a multiple of the %d blocks a %s %s holds", r, n, buf, b, prog.Collective, buf)
+				return 0, false
+			}
+			return n / b, true
+		}
 		var c int64
 		switch {
-		case in > 0 && bi > 0:
-			if in%bi != 0 {
-				p.errorAt(diag.BadGeometry, pos, s, fmt.Sprintf("declare a multiple of %d input chunks", bi),
-					"rank %d declares %d input chunks, not a multiple of the %d blocks a %s input holds", r, in, bi, prog.Collective)
-				return 1
-			}
-			c = in / bi
 		case in > 0:
-			p.errorAt(diag.BadGeometry, pos, s, "declare 0 input chunks on this rank",
-				"rank %d declares %d input chunks but a %s gives it no input", r, in, prog.Collective)
-			return 1
-		case out > 0 && bo > 0:
-			if out%bo != 0 {
-				p.errorAt(diag.BadGeometry, pos, s, fmt.Sprintf("declare a multiple of %d output chunks", bo),
-					"rank %d declares %d output chunks, not a multiple of the %d blocks a %s output holds", r, out, bo, prog.Collective)
+			var ok bool
+			if c, ok = perBlock(in, bi, "input"); !ok {
 				return 1
 			}
-			c = out / bo
 		case out > 0:
-			p.errorAt(diag.BadGeometry, pos, s, "declare 0 output chunks on this rank",
-				"rank %d declares %d output chunks but a %s gives it no output", r, out, prog.Collective)
-			return 1
+			var ok bool
+			if c, ok = perBlock(out, bo, "output"); !ok {
+				return 1
+			}
 		default:
 			p.errorAt(diag.BadGeometry, pos, s, "declare the input or output chunks",
 				"rank %d declares neither input nor output chunks (MSCCL++ sizes chunks from one of them)", r)

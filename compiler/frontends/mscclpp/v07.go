@@ -17,167 +17,24 @@ var (
 		"dstbuff", "dstoff", "cnt", "barrier_id", "nthread_blocks", "deps", "src", "dst"}
 )
 
-// tbChans is what a threadblock's channel list resolves to.
-type tbChans struct {
-	lists  [2][]int          // per type: tb-local index -> rank flat index
-	byKey  map[chanKey][]int // v0.7: key -> rank flat indices, in tb order
-	remote [2][]int          // v0.8+: per access type: tb-local buffer id -> rank remote_buffers index
-	// firstMem maps a peer to the threadblock's first memory channel to it
-	// (v0.8+, built on first use).
-	firstMem map[int]int
-}
-
 // gpuHeader07 reads a v0.7 gpu's chunk counts and channel declarations.
 func (p *parser) gpuHeader07(g *jnode, r int) {
 	s := subj{r, -1, -1}
 	p.checkKeys(g, "a gpu", gpuKeys07, s)
-	rank := &p.ranks[r]
-	rank.Pos = p.pos(g)
-	var ok bool
-	if rank.Chunks[ir.Input], ok = p.reqInt(g, "inputChunks", 0, math.MaxInt64, s); !ok {
-		return
-	}
-	if rank.Chunks[ir.Output], ok = p.reqInt(g, "outputChunks", 0, math.MaxInt64, s); !ok {
-		return
-	}
-	if rank.Chunks[ir.Scratch], ok = p.reqInt(g, "scratchChunks", 0, math.MaxInt64, s); !ok {
+	if !p.chunkCounts(g, r, "inputChunks", "outputChunks", "scratchChunks") {
 		return
 	}
 	if cg, ok := p.reqInt(g, "chunkGroups", 1, MaxIndex, s); ok && cg > 1 && p.first("chunkGroups") {
 		p.noteAt(diag.ImportNote, p.pos(g.get("chunkGroups")), s, "",
 			"chunkGroups=%d only decides which MSCCL++ chunks take the leftover 16-byte units; Theseus cuts chunks exactly (ir.md §2)", cg)
 	}
-	chans, ok := p.arr(g, "channels", true, s)
-	if !ok {
-		return
-	}
-	for _, c := range chans {
-		if !p.isObject(c, "a channel", s) {
-			return
-		}
-		tv := p.member(c, "type", true, s)
-		if tv == nil {
-			return
-		}
-		ct, ok := p.ctypeVal(tv, "type", s)
-		if !ok {
-			return
-		}
-		if ct == ctNVLS {
-			p.unsupportedNVLS(c, s, "rank declares an nvls (NVLink multicast) channel")
-			return
-		}
-		p.checkKeys(c, "a channel", chanKeys07, s)
-		if ct == ctNone {
-			if p.first("chan-none") {
-				p.warnAt(diag.ImportNote, p.pos(tv), s, "", "a channel of type none is never connected by MSCCL++; ignored")
-			}
-			continue
-		}
-		src, ok1 := p.reqBuf(c, "srcbuff", s)
-		dst, ok2 := p.reqBuf(c, "dstbuff", s)
-		peers, ok3 := p.arr(c, "connectedTo", true, s)
-		if !ok1 || !ok2 || !ok3 {
-			return
-		}
-		for _, pn := range peers {
-			q, ok := p.peer(pn, r, "connectedTo", s)
-			if !ok {
-				return
-			}
-			if !p.declare(r, chanDecl{key: chanKey{src, dst, typeIndex(ct)}, peer: q, pos: p.pos(pn)}) {
-				return
-			}
-		}
-	}
-}
-
-// peer reads a peer rank: in [0, nranks) and not r itself.
-func (p *parser) peer(n *jnode, r int, what string, s subj) (int, bool) {
-	q, ok := p.intVal(n, what, 0, int64(p.n-1), s)
-	if !ok {
-		return 0, false
-	}
-	if int(q) == r {
-		p.errorAt(diag.BadChannel, p.pos(n), s, "connect a channel to another rank", "rank %d connects a channel to itself", r)
-		return 0, false
-	}
-	return int(q), true
-}
-
-// threadblocks07 reads a v0.7 gpu's threadblocks.
-func (p *parser) threadblocks07(g *jnode, r int) {
-	s := subj{r, -1, -1}
-	tbs, ok := p.arr(g, "threadblocks", true, s)
-	if !ok {
-		return
-	}
-	rank := &p.ranks[r]
-	rank.TBs = make([]ir.Threadblock, len(tbs))
-	for i, tn := range tbs {
-		s := subj{r, i, -1}
-		if !p.isObject(tn, "a threadblock", s) {
-			return
-		}
-		p.checkKeys(tn, "a threadblock", tbKeys07, s)
-		if !p.tbID(tn, r, i) {
-			return
-		}
-		tb := &rank.TBs[i]
-		tb.SendPeer, tb.RecvPeer, tb.Chan, tb.Pos = -1, -1, -1, p.pos(tn)
-		tc := tbChans{byKey: map[chanKey][]int{}}
-		chans, ok := p.arr(tn, "channels", true, s)
-		if !ok {
-			return
-		}
-		for _, c := range chans {
-			if !p.tbChannel07(c, r, i, &tc) {
-				return
-			}
-		}
-		ops, ok := p.arr(tn, "ops", true, s)
-		if !ok {
-			return
-		}
-		for j, o := range ops {
-			out, ok := p.op07(o, r, i, j, &tc)
-			if !ok {
-				return
-			}
-			if !p.countOps(len(out), o, subj{r, i, j}) {
-				return
-			}
-			tb.Ops = append(tb.Ops, out...)
-		}
-	}
-}
-
-// tbID checks that a threadblock's id is its position (MSCCL++ indexes
-// its per-threadblock tables by id but launches them in list order).
-func (p *parser) tbID(tn *jnode, r, i int) bool {
-	id, ok := p.reqInt(tn, "id", 0, MaxIndex, subj{r, i, -1})
-	if !ok {
-		return false
-	}
-	if id != int64(i) {
-		p.errorAt(diag.DuplicateID, p.pos(tn.get("id")), subj{r, i, -1}, "list threadblocks in id order, ids 0, 1, 2, ...",
-			"threadblock at position %d of gpu %d has id %d", i, r, id)
-		return false
-	}
-	return true
-}
-
-// countOps enforces MaxOps.
-func (p *parser) countOps(k int, o *jnode, s subj) bool {
-	p.nops += k
-	if p.nops > MaxOps {
-		if !p.stop {
-			p.errorAt(diag.TooLarge, p.pos(o), s, "", "more than %d ops", MaxOps)
-		}
-		p.stop = true
-		return false
-	}
-	return true
+	p.gpuChannels(g, r, chanSpec{typeKey: "type", peersKey: "connectedTo", keys: chanKeys07,
+		nvls: "rank declares an nvls (NVLink multicast) channel"},
+		func(c *jnode, ct ctype) (chanKey, bool) {
+			src, ok1 := p.reqBuf(c, "srcbuff", s)
+			dst, ok2 := p.reqBuf(c, "dstbuff", s)
+			return chanKey{src, dst, typeIndex(ct)}, ok1 && ok2
+		})
 }
 
 // tbChannel07 resolves one entry of a v0.7 threadblock's channel list:
@@ -188,16 +45,8 @@ func (p *parser) tbChannel07(c *jnode, r, t int, tc *tbChans) bool {
 		return false
 	}
 	p.checkKeys(c, "a threadblock channel", tbChanKeys07, s)
-	tv := p.member(c, "ctype", true, s)
-	if tv == nil {
-		return false
-	}
-	ct, ok := p.ctypeVal(tv, "ctype", s)
+	ct, _, ok := p.chanType(c, "ctype", "threadblock uses an nvls channel", s)
 	if !ok {
-		return false
-	}
-	if ct == ctNVLS {
-		p.unsupportedNVLS(c, s, "threadblock uses an nvls channel")
 		return false
 	}
 	if ct == ctNone {
@@ -211,6 +60,9 @@ func (p *parser) tbChannel07(c *jnode, r, t int, tc *tbChans) bool {
 	}
 	key := chanKey{src, dst, typeIndex(ct)}
 	list := p.rc[r].byKey[key]
+	if tc.byKey == nil {
+		tc.byKey = map[chanKey][]int{}
+	}
 	for _, cn := range cids {
 		id, ok := p.intVal(cn, "cid", 0, MaxIndex, s)
 		if !ok {
@@ -353,16 +205,6 @@ func copies(srcs, dsts []ir.Ref, count int64, pos ir.Pos) []ir.Op {
 	return out
 }
 
-// reduceOp builds a reduce, or a copy when there is a single source
-// (MSCCL++ then just copies).
-func reduceOp(srcs, dsts []ir.Ref, count int64, pos ir.Pos) ir.Op {
-	code := ir.OpReduce
-	if len(srcs) == 1 {
-		code = ir.OpCopy
-	}
-	return ir.Op{Code: code, Srcs: srcs, Dsts: dsts, Count: count, Pos: pos}
-}
-
 // op07 maps one v0.7 op to IR ops (v0.7 execution_kernel.hpp semantics).
 func (p *parser) op07(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 	s := subj{r, t, j}
@@ -402,6 +244,22 @@ func (p *parser) op07(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 		}
 		return ins, ok
 	}
+	// putOperands reads the o_cids, srcs (one per o_cids entry) and cnt of
+	// the ops that write to peers (put, pws, pwsf, ppkt, rppkt).
+	putOperands := func() ([]cref, []ir.Ref, int64, bool) {
+		outs, ok1 := needOuts()
+		srcs, ok2 := p.locals07(o, "srcs", s)
+		n, ok3 := cnt()
+		if !ok1 || !ok2 || !ok3 {
+			return nil, nil, 0, false
+		}
+		if len(srcs) != len(outs) {
+			p.errorAt(diag.BadCount, pos, s, "give one srcs entry per o_cids entry",
+				"op %s has %d srcs for %d o_cids", name, len(srcs), len(outs))
+			return nil, nil, 0, false
+		}
+		return outs, srcs, n, true
+	}
 	memoryOnly := func() bool {
 		if ct != ctMemory {
 			p.errorAt(diag.BadValue, pos, s, "use sm/memory channels for this op",
@@ -429,12 +287,7 @@ func (p *parser) op07(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 		return []ir.Op{{Code: ir.OpNop, Pos: pos}}, true
 
 	case "barrier":
-		id, ok1 := p.reqInt(o, "barrier_id", 0, MaxIndex, s)
-		n, ok2 := p.reqInt(o, "nthread_blocks", 1, MaxIndex, s)
-		if !ok1 || !ok2 {
-			return nil, false
-		}
-		return []ir.Op{{Code: ir.OpBarrier, Barrier: int(id), BarrierTBs: int(n), Pos: pos}}, true
+		return p.barrier(o, "nthread_blocks", pos, s)
 
 	case "signal", "flush":
 		outs, ok := needOuts()
@@ -455,15 +308,8 @@ func (p *parser) op07(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 		return []ir.Op{{Code: ir.OpWait, Chans: chansOf(ins), Pos: pos}}, true
 
 	case "put", "pws", "pwsf", "ppkt":
-		outs, ok1 := needOuts()
-		srcs, ok2 := p.locals07(o, "srcs", s)
-		n, ok3 := cnt()
-		if !ok1 || !ok2 || !ok3 {
-			return nil, false
-		}
-		if len(srcs) != len(outs) {
-			p.errorAt(diag.BadCount, pos, s, "give one srcs entry per o_cids entry",
-				"op %s has %d srcs for %d o_cids", name, len(srcs), len(outs))
+		outs, srcs, n, ok := putOperands()
+		if !ok {
 			return nil, false
 		}
 		packet := name == "ppkt"
@@ -572,15 +418,8 @@ func (p *parser) op07(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 		return []ir.Op{reduceOp(srcs, dsts, n, pos)}, true
 
 	case "rppkt":
-		outs, ok1 := needOuts()
-		srcs, ok2 := p.locals07(o, "srcs", s)
-		n, ok3 := cnt()
-		if !ok1 || !ok2 || !ok3 {
-			return nil, false
-		}
-		if len(srcs) != len(outs) {
-			p.errorAt(diag.BadCount, pos, s, "give one srcs entry per o_cids entry",
-				"op rppkt has %d srcs for %d o_cids", len(srcs), len(outs))
+		outs, srcs, n, ok := putOperands()
+		if !ok {
 			return nil, false
 		}
 		from := make([]ir.Ref, len(outs))
@@ -624,28 +463,4 @@ func (p *parser) op07(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 		"use nop, barrier, put, pws, pwsf, get, copy, signal, wait, flush, re, rs, rrc, rrcs, ppkt, rppkt, rspkt, cpkt, tpkt or rpkt",
 		"unknown v0.7 op %q", name)
 	return nil, false
-}
-
-// scratchOnly warns when packet sources name a buffer other than scratch:
-// MSCCL++ reads them from scratch regardless.
-func (p *parser) scratchOnly(refs []ir.Ref, name string, pos ir.Pos, s subj) {
-	for _, r := range refs {
-		if r.Buf != ir.Scratch && p.first("pkt-scratch") {
-			p.warnAt(diag.ImportNote, pos, s, "name the scratch buffer s",
-				"%s reads its packet sources from scratch, but the plan names buffer %s; imported as scratch", name, r.Buf)
-			return
-		}
-	}
-}
-
-func ctName(c ctype) string {
-	switch c {
-	case ctMemory:
-		return "memory"
-	case ctPort:
-		return "port"
-	case ctNVLS:
-		return "nvls"
-	}
-	return "none"
 }

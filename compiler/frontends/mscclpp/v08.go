@@ -37,58 +37,13 @@ func (p *parser) gpuHeader08(g *jnode, r int) {
 		p.remote = make([][]remoteBuf, p.n)
 		p.nsems = make([]int, p.n)
 	}
-	rank := &p.ranks[r]
-	rank.Pos = p.pos(g)
-	var ok bool
-	if rank.Chunks[ir.Input], ok = p.reqInt(g, "input_chunks", 0, math.MaxInt64, s); !ok {
+	if !p.chunkCounts(g, r, "input_chunks", "output_chunks", "scratch_chunks") {
 		return
 	}
-	if rank.Chunks[ir.Output], ok = p.reqInt(g, "output_chunks", 0, math.MaxInt64, s); !ok {
+	if !p.gpuChannels(g, r, chanSpec{typeKey: "channel_type", peersKey: "connected_to", keys: chanKeys08,
+		nvls: "rank declares a switch (NVLink multicast) channel"},
+		func(c *jnode, ct ctype) (chanKey, bool) { return chanKey{t: typeIndex(ct)}, true }) {
 		return
-	}
-	if rank.Chunks[ir.Scratch], ok = p.reqInt(g, "scratch_chunks", 0, math.MaxInt64, s); !ok {
-		return
-	}
-	chans, ok := p.arr(g, "channels", true, s)
-	if !ok {
-		return
-	}
-	for _, c := range chans {
-		if !p.isObject(c, "a channel", s) {
-			return
-		}
-		tv := p.member(c, "channel_type", true, s)
-		if tv == nil {
-			return
-		}
-		ct, ok := p.ctypeVal(tv, "channel_type", s)
-		if !ok {
-			return
-		}
-		if ct == ctNVLS {
-			p.unsupportedNVLS(c, s, "rank declares a switch (NVLink multicast) channel")
-			return
-		}
-		p.checkKeys(c, "a channel", chanKeys08, s)
-		if ct == ctNone {
-			if p.first("chan-none") {
-				p.warnAt(diag.ImportNote, p.pos(tv), s, "", "a channel of type none is never connected by MSCCL++; ignored")
-			}
-			continue
-		}
-		peers, ok := p.arr(c, "connected_to", true, s)
-		if !ok {
-			return
-		}
-		for _, pn := range peers {
-			q, ok := p.peer(pn, r, "connected_to", s)
-			if !ok {
-				return
-			}
-			if !p.declare(r, chanDecl{key: chanKey{t: typeIndex(ct)}, peer: q, pos: p.pos(pn)}) {
-				return
-			}
-		}
 	}
 	rbufs, ok := p.arr(g, "remote_buffers", false, s)
 	if !ok {
@@ -263,79 +218,6 @@ func (p *parser) quietInt(n *jnode) (int64, bool) {
 	return v, n.str != ""
 }
 
-// threadblocks08 reads a v0.8+ gpu's threadblocks.
-func (p *parser) threadblocks08(g *jnode, r int) {
-	s := subj{r, -1, -1}
-	tbs, ok := p.arr(g, "threadblocks", true, s)
-	if !ok {
-		return
-	}
-	rank := &p.ranks[r]
-	rank.TBs = make([]ir.Threadblock, len(tbs))
-	for i, tn := range tbs {
-		s := subj{r, i, -1}
-		if !p.isObject(tn, "a threadblock", s) {
-			return
-		}
-		p.checkKeys(tn, "a threadblock", tbKeys08, s)
-		if !p.tbID(tn, r, i) {
-			return
-		}
-		tb := &rank.TBs[i]
-		tb.SendPeer, tb.RecvPeer, tb.Chan, tb.Pos = -1, -1, -1, p.pos(tn)
-		var tc tbChans
-		chans, ok := p.arr(tn, "channels", false, s)
-		if !ok {
-			return
-		}
-		for _, c := range chans {
-			if !p.tbChannel08(c, r, i, &tc) {
-				return
-			}
-		}
-		refs, ok := p.arr(tn, "remote_buffer_refs", false, s)
-		if !ok {
-			return
-		}
-		for _, rb := range refs {
-			if !p.remoteRefs08(rb, r, i, &tc) {
-				return
-			}
-		}
-		ops, ok := p.arr(tn, "ops", true, s)
-		if !ok {
-			return
-		}
-		if p.pipeChunks > 0 && len(ops) == 1 {
-			pl := ops[0]
-			p.checkKeys(pl, "a pipeline op", []string{"name", "iter_context", "ops"}, subj{r, i, 0})
-			if ops, ok = p.arr(pl, "ops", true, subj{r, i, 0}); !ok {
-				return
-			}
-		}
-		for j, o := range ops {
-			out, ok := p.op08(o, r, i, j, &tc)
-			if !ok {
-				return
-			}
-			if !p.countOps(len(out), o, subj{r, i, j}) {
-				return
-			}
-			if p.pipeChunks > 0 {
-				for _, op := range out {
-					if op.Code.Info().Data && op.Count != p.pipeChunks {
-						p.errorAt(diag.Unsupported, p.pos(o), subj{r, i, j}, "make every op in the pipeline move num_chunks chunks",
-							"unsupported: pipeline inner op moves %d chunks but iter_context.num_chunks is %d: MSCCL++ iterates over num_chunks chunks of every op",
-							op.Count, p.pipeChunks)
-						return
-					}
-				}
-			}
-			tb.Ops = append(tb.Ops, out...)
-		}
-	}
-}
-
 // tbChannel08 resolves one entry of a v0.8+ threadblock's channel list:
 // channel_ids are indices into the rank's channels of that type.
 func (p *parser) tbChannel08(c *jnode, r, t int, tc *tbChans) bool {
@@ -343,16 +225,8 @@ func (p *parser) tbChannel08(c *jnode, r, t int, tc *tbChans) bool {
 	if !p.isObject(c, "a threadblock channel", s) {
 		return false
 	}
-	tv := p.member(c, "channel_type", true, s)
-	if tv == nil {
-		return false
-	}
-	ct, ok := p.ctypeVal(tv, "channel_type", s)
+	ct, _, ok := p.chanType(c, "channel_type", "threadblock uses a switch (NVLink multicast) channel", s)
 	if !ok {
-		return false
-	}
-	if ct == ctNVLS {
-		p.unsupportedNVLS(c, s, "threadblock uses a switch (NVLink multicast) channel")
 		return false
 	}
 	p.checkKeys(c, "a threadblock channel", tbChanKeys08, s)
@@ -714,12 +588,7 @@ func (p *parser) op08(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 		return []ir.Op{{Code: ir.OpNop, Pos: pos}}, true
 
 	case "barrier":
-		id, ok1 := p.reqInt(o, "barrier_id", 0, MaxIndex, s)
-		n, ok2 := p.reqInt(o, "num_threadblocks", 1, MaxIndex, s)
-		if !ok1 || !ok2 {
-			return nil, false
-		}
-		return []ir.Op{{Code: ir.OpBarrier, Barrier: int(id), BarrierTBs: int(n), Pos: pos}}, true
+		return p.barrier(o, "num_threadblocks", pos, s)
 
 	case "signal", "wait", "flush", "rlxsignal", "rlxwait":
 		if !needChans() {
