@@ -2,10 +2,11 @@ package msccl
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/theseus-ccl/theseus/compiler/frontends/internal/importtest"
 )
 
 // ringAllGather writes an MSCCL allgather on n gpus where gpu r sends its
@@ -24,37 +25,10 @@ func ringAllGather(n int) []byte {
 // BenchmarkParseManyRanks measures Parse on ring allgathers of growing
 // size; the time per rank stays flat.
 func BenchmarkParseManyRanks(b *testing.B) {
-	for _, n := range []int{64, 1024, 8192} {
-		data := ringAllGather(n)
-		b.Run(fmt.Sprintf("ranks=%d", n), func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				if p, ds := Parse("ring.xml", data); p == nil {
-					b.Fatal(ds)
-				}
-			}
-		})
-	}
+	importtest.BenchSizes(b, Parse, "ring.xml", ringAllGather)
 }
 
 // BenchmarkParseCorpus measures Parse on each XML file of the shared corpus.
 func BenchmarkParseCorpus(b *testing.B) {
-	files, _ := filepath.Glob(filepath.Join("..", "..", "..", "..", "shared", "corpus", "msccl-xml", "*.xml"))
-	if len(files) == 0 {
-		b.Skip("corpus not found")
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Run(filepath.Base(f), func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				Parse(f, data)
-			}
-		})
-	}
+	importtest.BenchFiles(b, Parse, filepath.Join("msccl-xml", "*.xml"))
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/compiler/frontends/internal/importtest"
 	"github.com/theseus-ccl/theseus/ir"
 	. "github.com/theseus-ccl/theseus/ir/irtest"
 )
@@ -39,46 +40,14 @@ func keys(ds []diag.Diagnostic) []diagKey {
 // mustParse parses and fails on any error diagnostic.
 func mustParse(t *testing.T, src string) (*ir.Program, []diag.Diagnostic) {
 	t.Helper()
-	p, ds := Parse("t.xml", []byte(src))
-	for _, d := range ds {
-		if d.Severity == diag.Error {
-			t.Fatalf("unexpected error: %v", d)
-		}
-	}
-	if p == nil {
-		t.Fatal("nil program without errors")
-	}
-	return p, ds
+	return importtest.MustParse(t, Parse, "t.xml", src)
 }
 
 // wantErr parses and checks that exactly the given codes are reported as
-// errors, and that the first one mentions msg.
-func wantErr(t *testing.T, src string, msg string, codes ...diag.Code) []diag.Diagnostic {
+// errors, and that the first one mentions msg; it returns the diagnostics.
+func wantErr(t *testing.T, src, msg string, codes ...diag.Code) []diag.Diagnostic {
 	t.Helper()
-	p, ds := Parse("t.xml", []byte(src))
-	if p != nil {
-		t.Errorf("program returned despite errors")
-	}
-	var got []diag.Code
-	var first *diag.Diagnostic
-	for i, d := range ds {
-		if d.Severity == diag.Error {
-			got = append(got, d.Code)
-			if first == nil {
-				first = &ds[i]
-			}
-			if d.Line < 1 || d.Col < 1 || d.File != "t.xml" || d.Hint == "" {
-				t.Errorf("error without a full position or hint: %+v", d)
-			}
-		}
-	}
-	if d := cmp.Diff(codes, got); d != "" {
-		t.Fatalf("error codes (-want +got):\n%s\nall: %v", d, ds)
-	}
-	if first != nil && !strings.Contains(first.Msg, msg) {
-		t.Errorf("message %q does not contain %q", first.Msg, msg)
-	}
-	return ds
+	return importtest.WantErr(t, Parse, "t.xml", src, msg, codes...)
 }
 
 const twoRankAllReduce = `<algo name="allreduce_binary_tree" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="allreduce" inplace="1" outofplace="0" minBytes="0" maxBytes="0">

@@ -2,10 +2,11 @@ package mscclpp
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/theseus-ccl/theseus/compiler/frontends/internal/importtest"
 )
 
 // ringPlan writes a v0.8+ allgather plan on n ranks where rank r puts its
@@ -34,38 +35,10 @@ func ringPlan(n int) []byte {
 // BenchmarkParseManyRanks measures Parse on ring plans of growing size; the
 // time per rank stays flat (channel filling and pairing are linear).
 func BenchmarkParseManyRanks(b *testing.B) {
-	for _, n := range []int{64, 1024, 8192} {
-		data := ringPlan(n)
-		b.Run(fmt.Sprintf("ranks=%d", n), func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				if p, ds := Parse("ring.json", data); p == nil {
-					b.Fatal(ds)
-				}
-			}
-		})
-	}
+	importtest.BenchSizes(b, Parse, "ring.json", ringPlan)
 }
 
 // BenchmarkParseCorpus measures Parse on each plan of the shared corpus.
 func BenchmarkParseCorpus(b *testing.B) {
-	dir := filepath.Join("..", "..", "..", "..", "shared", "corpus", "mscclpp-json")
-	files, _ := filepath.Glob(filepath.Join(dir, "*", "*.json"))
-	if len(files) == 0 {
-		b.Skip("corpus not found")
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Run(filepath.Base(f), func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				Parse(f, data)
-			}
-		})
-	}
+	importtest.BenchFiles(b, Parse, filepath.Join("mscclpp-json", "*", "*.json"))
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/compiler/frontends/internal/importtest"
 	"github.com/theseus-ccl/theseus/ir"
 )
 
@@ -20,26 +21,13 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"name":"x","collective":"allreduce","protocol":"LL","inplace":true,"gpus":[{"id":0,"input_chunks":1}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, ds := Parse("f.json", data)
-		errs := 0
 		for _, d := range ds {
-			if _, ok := diag.Lookup(d.Code); !ok {
-				t.Fatalf("undocumented code %q: %v", d.Code, d)
-			}
-			if d.Severity == diag.Error {
-				errs++
-				if d.Line < 1 || d.Col < 1 || d.File != "f.json" {
-					t.Fatalf("error without position: %v", d)
-				}
+			if d.Severity == diag.Error && d.File != "f.json" {
+				t.Fatalf("error without position: %v", d)
 			}
 		}
-		if (p == nil) != (errs > 0) {
-			t.Fatalf("program %v with %d errors: %v", p != nil, errs, ds)
-		}
-		if p == nil {
+		if !importtest.CheckResult(t, p, ds) {
 			return
-		}
-		if len(p.Ranks) != p.NRanks || p.NRanks < 1 || p.ChunksPerBlock < 1 {
-			t.Fatalf("bad program shape: nranks %d ranks %d C %d", p.NRanks, len(p.Ranks), p.ChunksPerBlock)
 		}
 		for r, rk := range p.Ranks {
 			for c, ch := range rk.Channels {
@@ -53,9 +41,6 @@ func FuzzParse(f *testing.F) {
 			}
 			for tbi, tb := range rk.TBs {
 				for i, op := range tb.Ops {
-					if !op.Code.Valid() || !op.Pos.IsValid() {
-						t.Fatalf("rank %d tb %d op %d: %+v", r, tbi, i, op)
-					}
 					for _, c := range op.Chans {
 						if c < 0 || c >= len(rk.Channels) {
 							t.Fatalf("rank %d tb %d op %d: channel %d of %d", r, tbi, i, c, len(rk.Channels))
@@ -65,9 +50,6 @@ func FuzzParse(f *testing.F) {
 						if ref.Chan >= len(rk.Channels) {
 							t.Fatalf("rank %d tb %d op %d: ref through channel %d of %d", r, tbi, i, ref.Chan, len(rk.Channels))
 						}
-					}
-					if len(op.Srcs) < op.Code.Info().MinSrcs {
-						t.Fatalf("rank %d tb %d op %d: %v with %d srcs", r, tbi, i, op.Code, len(op.Srcs))
 					}
 				}
 			}

@@ -8,53 +8,22 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/compiler/frontends/internal/importtest"
 	"github.com/theseus-ccl/theseus/ir"
 	. "github.com/theseus-ccl/theseus/ir/irtest"
 )
 
+// mustParse parses and fails on any error diagnostic.
 func mustParse(t *testing.T, src string) (*ir.Program, []diag.Diagnostic) {
 	t.Helper()
-	p, ds := Parse("t.json", []byte(src))
-	for _, d := range ds {
-		if d.Severity == diag.Error {
-			t.Fatalf("unexpected error: %v", d)
-		}
-	}
-	if p == nil {
-		t.Fatal("nil program without errors")
-	}
-	return p, ds
+	return importtest.MustParse(t, Parse, "t.json", src)
 }
 
-// wantErr checks the error codes reported and that the first error
-// mentions msg; it returns the diagnostics.
+// wantErr parses and checks that exactly the given codes are reported as
+// errors, and that the first one mentions msg; it returns the diagnostics.
 func wantErr(t *testing.T, src, msg string, codes ...diag.Code) []diag.Diagnostic {
 	t.Helper()
-	p, ds := Parse("t.json", []byte(src))
-	if p != nil {
-		t.Errorf("program returned despite errors")
-	}
-	var got []diag.Code
-	var first *diag.Diagnostic
-	for i, d := range ds {
-		if d.Severity != diag.Error {
-			continue
-		}
-		got = append(got, d.Code)
-		if first == nil {
-			first = &ds[i]
-		}
-		if d.Line < 1 || d.Col < 1 || d.File != "t.json" || d.Hint == "" {
-			t.Errorf("error without a full position or hint: %+v", d)
-		}
-	}
-	if d := cmp.Diff(codes, got); d != "" {
-		t.Fatalf("error codes (-want +got):\n%s\nall: %v", d, ds)
-	}
-	if first != nil && !strings.Contains(first.Msg, msg) {
-		t.Errorf("message %q does not contain %q", first.Msg, msg)
-	}
-	return ds
+	return importtest.WantErr(t, Parse, "t.json", src, msg, codes...)
 }
 
 func codesOf(ds []diag.Diagnostic, sev diag.Severity) []diag.Code {
