@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -133,6 +134,49 @@ func CorpusDir(tb testing.TB) string {
 		tb.Skipf("corpus not found at %s (../shared/corpus relative to the repository): %v", c, err)
 	}
 	return c
+}
+
+// CorpusTest is one importer's corpus test (see Corpus).
+type CorpusTest struct {
+	Parse   ParseFunc
+	Pattern string                   // glob of the files, relative to CorpusDir
+	Golden  func(path string) string // the golden file of a corpus file
+	// Adjust, when set, edits a summary before the comparison (for fields
+	// a format's goldens do not pin).
+	Adjust func(*Summary)
+	// Check, when set, runs further checks on a file's result.
+	Check func(t *testing.T, path string, p *ir.Program)
+}
+
+// Corpus runs one subtest per corpus file, in name order: it parses the
+// file under its base name, summarises the result and compares it with its
+// golden file (Golden). It fails when no file matches.
+func Corpus(t *testing.T, c CorpusTest) {
+	t.Helper()
+	pattern := filepath.Join(CorpusDir(t), c.Pattern)
+	files, err := filepath.Glob(pattern)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no corpus files in %s: %v", filepath.Dir(pattern), err)
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		base := filepath.Base(f)
+		t.Run(base, func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, ds := c.Parse(base, data)
+			got := Summarize(p, ds)
+			if c.Adjust != nil {
+				c.Adjust(&got)
+			}
+			Golden(t, c.Golden(f), got)
+			if c.Check != nil {
+				c.Check(t, f, p)
+			}
+		})
+	}
 }
 
 // Golden compares got with the summary in the golden file (JSON), or
