@@ -311,6 +311,14 @@ func TestQuirkWarnings(t *testing.T) {
 		name: "unknown key",
 		src:  strings.Replace(sendRecv07, `"inplace": false,`, `"inplace": false, "colour": "red",`, 1),
 		warn: `unknown key "colour"`,
+	}, {
+		name: "unknown v0.8 gpu key",
+		src: v08("", strings.Replace(gpu08(0, `{"channel_type": "memory", "connected_to": [1]}`, ``,
+			`{"id": 0, "channels": [{"channel_type": "memory", "channel_ids": [0]}], "ops": [{"name": "signal", "channel_ids": [0], "channel_type": "memory"}]}`),
+			`"input_chunks": 4,`, `"input_chunks": 4, "colour": "red",`, 1),
+			gpu08(1, `{"channel_type": "memory", "connected_to": [0]}`, ``,
+				`{"id": 0, "channels": [{"channel_type": "memory", "channel_ids": [0]}], "ops": [{"name": "wait", "channel_ids": [0], "channel_type": "memory"}]}`)),
+		warn: `unknown key "colour" in a gpu`,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ds := mustParse(t, tc.src)

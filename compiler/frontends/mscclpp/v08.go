@@ -33,6 +33,7 @@ type remoteBuf struct {
 // and semaphores.
 func (p *parser) gpuHeader08(g *jnode, r int) {
 	s := subj{r, -1, -1}
+	p.checkKeys(g, "a gpu", gpuKeys08, s)
 	if p.remote == nil {
 		p.remote = make([][]remoteBuf, p.n)
 		p.nsems = make([]int, p.n)
