@@ -113,9 +113,9 @@ func Reduce(dt ir.DataType, op ir.RedOp, dst []byte, srcs [][]byte) error {
 	case ir.Uint64:
 		reduceInt(op, view[uint64](dst), views[uint64](srcs))
 	case ir.Float32:
-		reduceF32(op, view[float32](dst), views[float32](srcs))
+		reduceWide(op, view[float32](dst), views[float32](srcs), math.Float32frombits(NaN32))
 	case ir.Float64:
-		reduceF64(op, view[float64](dst), views[float64](srcs))
+		reduceWide(op, view[float64](dst), views[float64](srcs), math.Float64frombits(NaN64))
 	case ir.Float16:
 		reduceF16(op, view[uint16](dst), views[uint16](srcs))
 	case ir.Bfloat16:
@@ -269,29 +269,10 @@ func combineBlock[T float](op ir.RedOp, a, s []T) {
 	}
 }
 
-func reduceF32(op ir.RedOp, dst []float32, srcs [][]float32) {
-	nan := math.Float32frombits(NaN32)
-	var acc [block]float32
-	for lo := 0; lo < len(dst); lo += block {
-		hi := min(lo+block, len(dst))
-		a := acc[:hi-lo]
-		copy(a, srcs[0][lo:hi])
-		for _, s := range srcs[1:] {
-			combineBlock(op, a, s[lo:hi])
-		}
-		d := dst[lo:hi]
-		for e, v := range a {
-			if v != v {
-				v = nan
-			}
-			d[e] = v
-		}
-	}
-}
-
-func reduceF64(op ir.RedOp, dst []float64, srcs [][]float64) {
-	nan := math.Float64frombits(NaN64)
-	var acc [block]float64
+// reduceWide combines float32 or float64 elements in their own precision;
+// a NaN result becomes the type's positive canonical NaN.
+func reduceWide[T float](op ir.RedOp, dst []T, srcs [][]T, nan T) {
+	var acc [block]T
 	for lo := 0; lo < len(dst); lo += block {
 		hi := min(lo+block, len(dst))
 		a := acc[:hi-lo]
