@@ -196,6 +196,22 @@ func (c *checker) hb(h *hbState, xg, xi, yg, yi int32) bool {
 	if px >= sc.pos[c.tbs[yg].base()+yi] {
 		return false
 	}
+	return c.searchBack(h, yg, yi, px, func(p nref) (yes, skip bool) {
+		if p.tb == xg {
+			return p.idx >= xi, true // before x in its own threadblock: not after x
+		}
+		return false, false
+	})
+}
+
+// searchBack walks backwards from node (yg, yi) over the happens-before
+// edges, visiting only nodes that ran after run position px, and reports
+// whether a predecessor p satisfies hit (yes). hit may also ask to skip p
+// without following it. The walk keeps one watermark per threadblock and
+// scans each threadblock downwards from its highest reached node, following
+// the cross edges of each scanned node (see hb).
+func (c *checker) searchBack(h *hbState, yg, yi, px int32, hit func(p nref) (yes, skip bool)) bool {
+	sc := c.sc
 	if h.cur++; h.cur == 0 {
 		clear(h.gen)
 		h.cur = 1
@@ -220,11 +236,10 @@ func (c *checker) hb(h *hbState, xg, xi, yg, yi int32) bool {
 			}
 			h.buf, _ = c.crossPreds(r.tb, it, s, sc.fence, false, h.buf[:0])
 			for _, p := range h.buf {
-				if p.tb == xg {
-					if p.idx >= xi {
-						return true
-					}
-					continue // before x in its own threadblock: not after x
+				if yes, skip := hit(p); yes {
+					return true
+				} else if skip {
+					continue
 				}
 				if h.gen[p.tb] == h.cur && p.idx <= h.top[p.tb] {
 					continue

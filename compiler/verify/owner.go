@@ -188,49 +188,9 @@ func (c *checker) fromRank(h *hbState, r, first, yg, yi int32) bool {
 			}
 		}
 	}
-	sc := c.sc
-	px := sc.pos[first]
-	if h.cur++; h.cur == 0 {
-		clear(h.gen)
-		h.cur = 1
-	}
-	h.stack = append(h.stack[:0], nref{yg, yi})
-	for len(h.stack) > 0 {
-		p := h.stack[len(h.stack)-1]
-		h.stack = h.stack[:len(h.stack)-1]
-		lo := int32(-1)
-		if h.gen[p.tb] == h.cur {
-			if lo = h.top[p.tb]; p.idx <= lo {
-				continue
-			}
-		}
-		h.gen[p.tb], h.top[p.tb] = h.cur, p.idx
-		t := &c.tbs[p.tb]
-		base := t.base()
-		it, s := p.idx/t.nops, p.idx%t.nops
-		for k := p.idx; k > lo; k-- {
-			if sc.pos[base+k] <= px {
-				break
-			}
-			h.buf, _ = c.crossPreds(p.tb, it, s, sc.fence, false, h.buf[:0])
-			for _, q := range h.buf {
-				if c.tbs[q.tb].rank == r {
-					return true
-				}
-				if h.gen[q.tb] == h.cur && q.idx <= h.top[q.tb] {
-					continue
-				}
-				if sc.pos[c.tbs[q.tb].base()+q.idx] <= px {
-					continue
-				}
-				h.stack = append(h.stack, q)
-			}
-			if s--; s < 0 {
-				s, it = t.nops-1, it-1
-			}
-		}
-	}
-	return false
+	return c.searchBack(h, yg, yi, c.sc.pos[first], func(q nref) (yes, skip bool) {
+		return c.tbs[q.tb].rank == r, false
+	})
 }
 
 // peerAccess describes what step s of threadblock g does to rank q's user
