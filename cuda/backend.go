@@ -7,6 +7,8 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/theseus-ccl/theseus/cuda/driver"
@@ -26,6 +28,16 @@ const DefaultThreads = 512
 type Backend struct {
 	dev *driver.Device
 	fn  driver.Function
+	// ctl is the backend's own non-blocking stream for control work
+	// (zeroing new allocations, uploads, downloads). Nothing here uses the
+	// legacy default stream or cuCtxSynchronize: with several ranks in one
+	// process (one context), a context-wide wait would wait for a peer's
+	// kernel that is itself waiting for this rank (docs/design/cuda.md).
+	ctl driver.Stream
+	// reap frees memory on a goroutine of its own: cuMemFree waits for the
+	// context's running kernels, which, with several ranks in one process,
+	// may be waiting for the rank that frees.
+	reap chan func()
 
 	mu      sync.Mutex
 	allocs  map[device.Ptr]int64 // our allocations: base -> size
@@ -78,9 +90,39 @@ func Open() (device.Backend, error) {
 		openErr = err
 		return nil, err
 	}
-	opened = &Backend{dev: d, fn: fn, allocs: map[device.Ptr]int64{}, imports: map[[64]byte]*imported{}, byBase: map[device.Ptr]*imported{}}
+	var ctl driver.Stream
+	if err == nil {
+		ctl, err = driver.NewStream()
+	}
+	if err != nil {
+		openErr = err
+		return nil, err
+	}
+	opened = &Backend{dev: d, fn: fn, ctl: ctl, reap: make(chan func(), 1024),
+		allocs: map[device.Ptr]int64{}, imports: map[[64]byte]*imported{}, byBase: map[device.Ptr]*imported{}}
+	go opened.reaper()
 	return opened, nil
 }
+
+// WithDevice runs f on a locked OS thread with the process backend's
+// context current, for callers that drive the CUDA driver directly around
+// Theseus calls (capturing a stream into a graph, replaying it). Errors:
+// the backend's failure to open, or f's.
+func WithDevice(f func() error) error {
+	b, err := Open()
+	if err != nil {
+		return err
+	}
+	return b.(*Backend).with(f)
+}
+
+// timeLaunches turns on the per-stream accounting of the time spent in
+// cuLaunchKernel (TimeLaunches), for the host-time-per-call benchmark.
+var timeLaunches atomic.Bool
+
+// TimeLaunches turns on (or off) the accounting that Stream.LaunchTime
+// reports. It costs two clock reads per launch while on.
+func TimeLaunches(on bool) { timeLaunches.Store(on) }
 
 // Device is the GPU ordinal the backend runs on.
 func (b *Backend) Device() int { return b.dev.Ordinal }
@@ -98,6 +140,39 @@ func (b *Backend) with(f func() error) error {
 	return f()
 }
 
+// reaper frees what free hands it, on its own OS thread.
+func (b *Backend) reaper() {
+	runtime.LockOSThread()
+	if err := b.dev.SetCurrent(); err != nil {
+		return
+	}
+	for f := range b.reap {
+		f()
+	}
+}
+
+// free hands p to the reaper (see Backend.reap).
+func (b *Backend) free(p driver.Ptr) {
+	if p != 0 {
+		b.reap <- func() { driver.MemFree(p) }
+	}
+}
+
+// zeroed allocates size bytes and zeroes them on the control stream,
+// without waiting (call syncCtl before a kernel may read them). Must run
+// inside with.
+func (b *Backend) zeroed(size int64) (driver.Ptr, error) {
+	p, err := driver.MemAlloc(size)
+	if err != nil {
+		return 0, err
+	}
+	if err := driver.MemsetD8Async(p, 0, size, b.ctl); err != nil {
+		driver.MemFree(p)
+		return 0, err
+	}
+	return p, nil
+}
+
 // Alloc implements device.Backend: zeroed device memory (cuMemAlloc is
 // 256-byte aligned), exportable with CUDA IPC.
 func (b *Backend) Alloc(size int64) (device.Ptr, error) {
@@ -107,10 +182,10 @@ func (b *Backend) Alloc(size int64) (device.Ptr, error) {
 	var p driver.Ptr
 	err := b.with(func() error {
 		var err error
-		if p, err = driver.MemAlloc(size); err != nil {
+		if p, err = b.zeroed(size); err != nil {
 			return err
 		}
-		return driver.MemsetD8(p, 0, size)
+		return b.ctl.Synchronize()
 	})
 	if err != nil {
 		return 0, err
@@ -130,7 +205,8 @@ func (b *Backend) Free(p device.Ptr) error {
 	if !ok {
 		return fmt.Errorf("cuda: free of %#x, which Alloc did not return", p)
 	}
-	return b.with(func() error { return driver.MemFree(driver.Ptr(p)) })
+	b.free(driver.Ptr(p))
+	return nil
 }
 
 // Lookup implements device.Backend for any device allocation of this
@@ -234,17 +310,29 @@ func (b *Backend) Unimport(base device.Ptr) error {
 	if im.self {
 		return nil
 	}
-	return b.with(func() error { return driver.IpcClose(driver.Ptr(base)) })
+	// cuIpcCloseMemHandle may wait for the context's kernels, like cuMemFree.
+	b.reap <- func() { driver.IpcClose(driver.Ptr(base)) }
+	return nil
 }
 
-// Upload implements device.Backend (synchronous).
+// Upload implements device.Backend (synchronous, on the control stream).
 func (b *Backend) Upload(dst device.Ptr, src []byte) error {
-	return b.with(func() error { return driver.CopyHtoD(driver.Ptr(dst), src) })
+	return b.with(func() error {
+		if err := driver.CopyHtoDAsync(driver.Ptr(dst), src, b.ctl); err != nil {
+			return err
+		}
+		return b.ctl.Synchronize()
+	})
 }
 
-// Download implements device.Backend (synchronous).
+// Download implements device.Backend (synchronous, on the control stream).
 func (b *Backend) Download(dst []byte, src device.Ptr) error {
-	return b.with(func() error { return driver.CopyDtoH(dst, driver.Ptr(src)) })
+	return b.with(func() error {
+		if err := driver.CopyDtoHAsync(dst, driver.Ptr(src), b.ctl); err != nil {
+			return err
+		}
+		return b.ctl.Synchronize()
+	})
 }
 
 // NewStream implements device.Backend: a new non-blocking stream.
@@ -274,11 +362,10 @@ func (b *Backend) newStream(s driver.Stream, owned bool) (*Stream, error) {
 		if st.errHost, st.errDev, err = driver.HostAlloc(ErrorRecordBytes); err != nil {
 			return err
 		}
-		st.claim, err = driver.MemAlloc(16)
-		if err == nil {
-			err = driver.MemsetD8(st.claim, 0, 16)
+		if st.claim, err = b.zeroed(16); err != nil {
+			return err
 		}
-		return err
+		return b.ctl.Synchronize()
 	})
 	if err != nil {
 		return nil, err
@@ -313,10 +400,9 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 	}
 	err := b.with(func() error {
 		alloc := func(n int64) (driver.Ptr, error) {
-			m, err := driver.MemAlloc(max(n, 16))
+			m, err := b.zeroed(max(n, 16))
 			if err == nil {
 				p.mem = append(p.mem, m)
-				err = driver.MemsetD8(m, 0, max(n, 16))
 			}
 			return m, err
 		}
@@ -333,7 +419,7 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 				}
 				setChanRT(&rts[i], pb, driver.Ptr(e.PeerInbound), driver.Ptr(e.Inbound), driver.Ptr(e.Expected), e.Peer)
 			}
-			if err := driver.CopyHtoD(chans, unsafe.Slice((*byte)(unsafe.Pointer(&rts[0])), len(rts)*ChanRTBytes)); err != nil {
+			if err := driver.CopyHtoDAsync(chans, unsafe.Slice((*byte)(unsafe.Pointer(&rts[0])), len(rts)*ChanRTBytes), b.ctl); err != nil {
 				return err
 			}
 		}
@@ -354,7 +440,7 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 			for i, f := range a.Fence {
 				binary.LittleEndian.PutUint64(words[8*i:], uint64(f.Word))
 			}
-			if err := driver.CopyHtoD(fence, words); err != nil {
+			if err := driver.CopyHtoDAsync(fence, words, b.ctl); err != nil {
 				return err
 			}
 		}
@@ -375,9 +461,9 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 		})
 		fillHalf(&p.base, a.ScratchHalf)
 		fillDone(&p.base, driver.Ptr(a.Done), finish, fence, len(a.Fence))
-		// Memsets above run on the legacy stream: finish them before any
-		// launch on a non-blocking stream reads these words.
-		return driver.Synchronize()
+		// The memsets and copies above run on the control stream: finish
+		// them before any launch on another stream reads these words.
+		return b.ctl.Synchronize()
 	})
 	if err != nil {
 		p.Release()
@@ -388,12 +474,9 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 
 // Release implements device.Prepared.
 func (p *prepared) Release() {
-	p.b.with(func() error {
-		for _, m := range p.mem {
-			driver.MemFree(m)
-		}
-		return nil
-	})
+	for _, m := range p.mem {
+		p.b.free(m)
+	}
 	p.mem = nil
 }
 
@@ -407,6 +490,15 @@ type Stream struct {
 	claim   driver.Ptr
 	mu      sync.Mutex
 	closed  bool
+	// cuLaunchKernel accounting (TimeLaunches).
+	nlaunch atomic.Int64
+	dlaunch atomic.Int64
+}
+
+// LaunchTime returns how many kernels were launched on the stream while
+// TimeLaunches was on, and the time spent inside cuLaunchKernel for them.
+func (s *Stream) LaunchTime() (int64, time.Duration) {
+	return s.nlaunch.Load(), time.Duration(s.dlaunch.Load())
 }
 
 // CUStream is the underlying CUstream.
@@ -434,7 +526,15 @@ func (s *Stream) Launch(pp device.Prepared, launch uint64, fence bool) error {
 			return err
 		}
 	}
-	if err := launchKernel(s.b.fn, p.grid, p.threads, s.s, &a); err != nil {
+	if timeLaunches.Load() {
+		t0 := time.Now()
+		err := launchKernel(s.b.fn, p.grid, p.threads, s.s, &a)
+		s.dlaunch.Add(int64(time.Since(t0)))
+		s.nlaunch.Add(1)
+		if err != nil {
+			return err
+		}
+	} else if err := launchKernel(s.b.fn, p.grid, p.threads, s.s, &a); err != nil {
 		return err
 	}
 	for _, c := range p.out {
@@ -485,8 +585,9 @@ func (s *Stream) Close() error {
 		if s.owned {
 			s.s.Destroy()
 		}
-		driver.MemFree(s.claim)
-		driver.FreeHost(s.errHost)
+		s.b.free(s.claim)
+		h := s.errHost
+		s.b.reap <- func() { driver.FreeHost(h) }
 		return err
 	})
 }

@@ -17,9 +17,9 @@ var bwRun = flag.Bool("bw", false, "measure op bandwidth against the device-to-d
 
 // bwProgram is a one-rank program of tbs threadblocks, each running one op
 // on its own chunk: copy i[j] -> o[j], or reduce [i[j], o[j]] -> o[j].
-func bwProgram(tbs int, reduce bool) *ir.Program {
+func bwProgram(tbs, threads int, reduce bool) *ir.Program {
 	p := &ir.Program{Name: "bw", Collective: ir.AllReduce, NRanks: 1, Root: -1, Protocol: ir.Simple,
-		ChunksPerBlock: int64(tbs), OutOfPlace: true, NumThreads: 1024}
+		ChunksPerBlock: int64(tbs), OutOfPlace: true, NumThreads: threads}
 	r := ir.Rank{}
 	for j := 0; j < tbs; j++ {
 		op := ir.Op{Code: ir.OpCopy, Count: 1,
@@ -95,8 +95,9 @@ func TestBandwidth(t *testing.T) {
 		dt     ir.DataType
 		moved  float64 // bytes moved per byte of buffer
 	}{{"copy fp32", false, ir.Float32, 2}, {"reduce fp32 sum", true, ir.Float32, 3}, {"reduce bf16 sum", true, ir.Bfloat16, 3}} {
-		for _, tbs := range []int{132, 264} {
-			p := bwProgram(tbs, c.reduce)
+		for _, shape := range [][2]int{{132, 512}, {132, 1024}, {264, 512}, {264, 1024}, {528, 512}} {
+			tbs, threads := shape[0], shape[1]
+			p := bwProgram(tbs, threads, c.reduce)
 			tables, err := optable.LowerAll(p)
 			if err != nil {
 				t.Fatal(err)
@@ -112,7 +113,7 @@ func TestBandwidth(t *testing.T) {
 				t.Fatal(err)
 			}
 			bw := c.moved * float64(bytes) / el.Seconds()
-			line := fmt.Sprintf("BW %-16s tbs=%d: %.1f GB/s = %.3f of memcpy (%v per op)", c.name, tbs, bw/1e9, bw/ceil, el)
+			line := fmt.Sprintf("BW %-16s tbs=%d threads=%d: %.1f GB/s = %.3f of memcpy (%v per op)", c.name, tbs, threads, bw/1e9, bw/ceil, el)
 			t.Log(line)
 			fmt.Println(line)
 		}

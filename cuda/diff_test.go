@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -173,44 +174,58 @@ func TestDifferential(t *testing.T) {
 		defer f.Close()
 		log = f
 	}
+	var mu sync.Mutex
 	total, wrong := 0, 0
 	start := time.Now()
-	for _, dp := range progs {
-		t.Run(dp.name, func(t *testing.T) {
-			tables, err := optable.LowerAll(dp.p)
-			if err != nil {
-				t.Fatalf("lower: %v", err)
-			}
-			gw, err := NewWorld(0, tables)
-			if err != nil {
-				t.Fatalf("gpu world: %v", err)
-			}
-			defer gw.Close()
-			hw, err := interp.NewWorld(tables)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rng := rand.New(rand.NewPCG(1, uint64(len(dp.name))))
-			for _, c := range diffCases(dp.p, *diffFull) {
-				for launch := 0; launch < 2; launch++ {
-					total++
-					req := interp.Request{Count: c.count, DataType: c.dt, RedOp: c.op, Root: c.root, InPlace: c.inplace,
-						PacketType: c.pt, Launch: uint64(launch + 1), Timeout: 5 * time.Second}
-					bad, msg := diffOne(rng, tables, hw, gw, req)
-					line := fmt.Sprintf("%s %v %v inplace=%v count=%d %v root=%d launch=%d: %s", dp.name, c.dt, c.op, c.inplace, c.count, c.pt, c.root, launch, msg)
-					if log != nil {
-						fmt.Fprintln(log, line)
-					}
-					if bad {
-						wrong++
-						t.Error(line)
-						return
+	// Programs run in parallel (-test.parallel, default GOMAXPROCS): each
+	// has a World of its own, and the host interpreter, not the GPU, is the
+	// slow side.
+	t.Run("programs", func(t *testing.T) {
+		for _, dp := range progs {
+			t.Run(dp.name, func(t *testing.T) {
+				t.Parallel()
+				tables, err := optable.LowerAll(dp.p)
+				if err != nil {
+					t.Fatalf("lower: %v", err)
+				}
+				gw, err := NewWorld(0, tables)
+				if err != nil {
+					t.Fatalf("gpu world: %v", err)
+				}
+				defer gw.Close()
+				hw, err := interp.NewWorld(tables)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rng := rand.New(rand.NewPCG(1, uint64(len(dp.name))))
+				for _, c := range diffCases(dp.p, *diffFull) {
+					for launch := 0; launch < 2; launch++ {
+						mu.Lock()
+						total++
+						mu.Unlock()
+						req := interp.Request{Count: c.count, DataType: c.dt, RedOp: c.op, Root: c.root, InPlace: c.inplace,
+							PacketType: c.pt, Launch: uint64(launch + 1), Timeout: 5 * time.Second}
+						bad, msg := diffOne(rng, tables, hw, gw, req)
+						line := fmt.Sprintf("%s %v %v inplace=%v count=%d %v root=%d launch=%d: %s", dp.name, c.dt, c.op, c.inplace, c.count, c.pt, c.root, launch, msg)
+						if log != nil {
+							mu.Lock()
+							fmt.Fprintln(log, line)
+							mu.Unlock()
+						}
+						if bad {
+							mu.Lock()
+							wrong++
+							mu.Unlock()
+							t.Error(line)
+							return
+						}
 					}
 				}
-			}
-		})
-	}
+			})
+		}
+	})
 	t.Logf("%d cases, %d mismatched, %v", total, wrong, time.Since(start))
+	fmt.Printf("DIFF %d programs, %d cases, %d mismatched, %v\n", len(progs), total, wrong, time.Since(start).Round(time.Millisecond))
 }
 
 // diffOne runs one request on both backends and compares.

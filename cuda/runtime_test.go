@@ -18,7 +18,7 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/theseus"
 )
 
-func needGPU(t *testing.T) {
+func needGPU(t testing.TB) {
 	t.Helper()
 	if err := driver.Load(); err != nil {
 		if errors.Is(err, driver.ErrNoDriver) {

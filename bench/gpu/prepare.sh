@@ -8,9 +8,9 @@ D=$ROOT/.device
 mkdir -p "$D"
 cd "$ROOT"
 git rev-parse HEAD >"$D/COMMIT"
-go test -c -o "$D/cuda.test" ./cuda
-go test -c -o "$D/driver.test" ./cuda/driver
-go build -o "$D/theseus-bench" ./cmd/theseus-bench
+go test -c -ldflags="-s -w" -o "$D/cuda.test" ./cuda
+go test -c -ldflags="-s -w" -o "$D/driver.test" ./cuda/driver
+go build -ldflags="-s -w" -o "$D/theseus-bench" ./cmd/theseus-bench
 make -C ncclabi install-shared PREFIX="$D/prefix" >/dev/null
 rm -rf "$D/corpus"
 if [ -d ../shared/corpus ]; then cp -r ../shared/corpus "$D/corpus"; fi

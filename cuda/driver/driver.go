@@ -44,7 +44,9 @@ enum {
   F_cuIpcGetMemHandle, F_cuIpcOpenMemHandle, F_cuIpcCloseMemHandle, F_cuMemGetAddressRange,
   F_cuPointerGetAttribute, F_cuGetErrorName, F_cuGetErrorString, F_cuFuncSetAttribute,
   F_cuMemGetInfo, F_cuModuleGetGlobal, F_cuCtxGetStreamPriorityRange, F_cuStreamCreateWithPriority,
-  F_cuMemsetD32, F_cuFuncGetAttribute, F_cuMemcpyDtoDAsync,
+  F_cuMemsetD32, F_cuFuncGetAttribute, F_cuMemcpyDtoDAsync, F_cuMemsetD8Async,
+  F_cuStreamBeginCapture, F_cuStreamEndCapture, F_cuGraphInstantiateWithFlags, F_cuGraphLaunch,
+  F_cuGraphExecDestroy, F_cuGraphDestroy,
   F_COUNT
 };
 
@@ -60,7 +62,9 @@ static const char* th_names[] = {
   "cuIpcGetMemHandle", "cuIpcOpenMemHandle", "cuIpcCloseMemHandle", "cuMemGetAddressRange",
   "cuPointerGetAttribute", "cuGetErrorName", "cuGetErrorString", "cuFuncSetAttribute",
   "cuMemGetInfo", "cuModuleGetGlobal", "cuCtxGetStreamPriorityRange", "cuStreamCreateWithPriority",
-  "cuMemsetD32", "cuFuncGetAttribute", "cuMemcpyDtoDAsync",
+  "cuMemsetD32", "cuFuncGetAttribute", "cuMemcpyDtoDAsync", "cuMemsetD8Async",
+  "cuStreamBeginCapture", "cuStreamEndCapture", "cuGraphInstantiateWithFlags", "cuGraphLaunch",
+  "cuGraphExecDestroy", "cuGraphDestroy",
 };
 
 // The _v2 names dlsym falls back to when cuGetProcAddress is missing.
@@ -70,8 +74,13 @@ static const char* th_v2[] = {
   "cuMemcpyDtoD_v2", "cuMemsetD8_v2", 0, 0, "cuMemHostGetDevicePointer_v2", 0, 0, 0, 0, 0,
   "cuStreamDestroy_v2", 0, 0, 0, 0, "cuEventDestroy_v2", 0, 0, 0, 0, 0, 0, "cuIpcOpenMemHandle_v2",
   0, "cuMemGetAddressRange_v2", 0, 0, 0, 0, "cuMemGetInfo_v2", "cuModuleGetGlobal_v2", 0, 0,
-  "cuMemsetD32_v2", 0, "cuMemcpyDtoDAsync_v2",
+  "cuMemsetD32_v2", 0, "cuMemcpyDtoDAsync_v2", 0,
+  "cuStreamBeginCapture_v2", 0, 0, 0, 0, 0,
 };
+
+_Static_assert(sizeof(th_names) / sizeof(th_names[0]) == F_COUNT, "th_names");
+_Static_assert(sizeof(th_v2) / sizeof(th_v2[0]) == F_COUNT, "th_v2");
+_Static_assert(F_COUNT <= 64, "th_fn");
 
 typedef CUresult (*pfnGetProcAddress)(const char*, void**, int, unsigned long long, int*);
 
@@ -168,6 +177,17 @@ static CUresult th_cuGetErrorName(CUresult e, const char** s) { return FN(CUresu
 static CUresult th_cuGetErrorString(CUresult e, const char** s) { return FN(CUresult(*)(CUresult, const char**), F_cuGetErrorString)(e, s); }
 static CUresult th_cuFuncSetAttribute(CUfunction f, int a, int v) { return FN(CUresult(*)(CUfunction, int, int), F_cuFuncSetAttribute)(f, a, v); }
 static CUresult th_cuFuncGetAttribute(int* v, int a, CUfunction f) { return FN(CUresult(*)(int*, int, CUfunction), F_cuFuncGetAttribute)(v, a, f); }
+static CUresult th_cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream st) { return FN(CUresult(*)(CUdeviceptr, unsigned char, size_t, CUstream), F_cuMemsetD8Async)(d, v, n, st); }
+typedef void* CUgraph;
+typedef void* CUgraphExec;
+static CUresult th_cuStreamBeginCapture(CUstream s, int mode) { return FN(CUresult(*)(CUstream, int), F_cuStreamBeginCapture)(s, mode); }
+static CUresult th_cuStreamEndCapture(CUstream s, CUgraph* g) { return FN(CUresult(*)(CUstream, CUgraph*), F_cuStreamEndCapture)(s, g); }
+static CUresult th_cuGraphInstantiate(CUgraphExec* e, CUgraph g) { return FN(CUresult(*)(CUgraphExec*, CUgraph, unsigned long long), F_cuGraphInstantiateWithFlags)(e, g, 0); }
+static CUresult th_cuGraphLaunch(CUgraphExec e, CUstream s) { return FN(CUresult(*)(CUgraphExec, CUstream), F_cuGraphLaunch)(e, s); }
+static CUresult th_cuGraphExecDestroy(CUgraphExec e) { return FN(CUresult(*)(CUgraphExec), F_cuGraphExecDestroy)(e); }
+static CUresult th_cuGraphDestroy(CUgraph g) { return FN(CUresult(*)(CUgraph), F_cuGraphDestroy)(g); }
+static CUgraph th_g(uintptr_t p) { return (CUgraph)p; }
+static CUgraphExec th_ge(uintptr_t p) { return (CUgraphExec)p; }
 static CUresult th_cuMemGetInfo(size_t* free, size_t* total) { return FN(CUresult(*)(size_t*, size_t*), F_cuMemGetInfo)(free, total); }
 */
 import "C"
@@ -404,6 +424,29 @@ func MemsetD8(p Ptr, v byte, bytes int64) error {
 	return check("cuMemsetD8", C.th_cuMemsetD8(C.CUdeviceptr(p), C.uchar(v), C.size_t(bytes)))
 }
 
+// MemsetD8Async enqueues a memset of bytes bytes to v on stream s.
+func MemsetD8Async(p Ptr, v byte, bytes int64, s Stream) error {
+	return check("cuMemsetD8Async", C.th_cuMemsetD8Async(C.CUdeviceptr(p), C.uchar(v), C.size_t(bytes), C.th_s(C.uintptr_t(s))))
+}
+
+// CopyDtoHAsync enqueues a device-to-host copy on stream s; dst must stay
+// alive and untouched until the stream has run it.
+func CopyDtoHAsync(dst []byte, src Ptr, s Stream) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	return check("cuMemcpyDtoHAsync", C.th_cuMemcpyDtoHAsync(unsafe.Pointer(&dst[0]), C.CUdeviceptr(src), C.size_t(len(dst)), C.th_s(C.uintptr_t(s))))
+}
+
+// CopyHtoDAsync enqueues a host-to-device copy on stream s. src must stay
+// unchanged until the stream has run the copy (synchronize s first).
+func CopyHtoDAsync(dst Ptr, src []byte, s Stream) error {
+	if len(src) == 0 {
+		return nil
+	}
+	return check("cuMemcpyHtoDAsync", C.th_cuMemcpyHtoDAsync(C.CUdeviceptr(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)), C.th_s(C.uintptr_t(s))))
+}
+
 // MemsetD32 sets n 32-bit words to v.
 func MemsetD32(p Ptr, v uint32, n int64) error {
 	return check("cuMemsetD32", C.th_cuMemsetD32(C.CUdeviceptr(p), C.uint(v), C.size_t(n)))
@@ -556,6 +599,54 @@ func (s Stream) CaptureStatus() (int, error) {
 	var st C.int
 	err := check("cuStreamIsCapturing", C.th_cuStreamIsCapturing(C.th_s(C.uintptr_t(s)), &st))
 	return int(st), err
+}
+
+// Stream capture modes (CUstreamCaptureMode).
+const (
+	CaptureModeGlobal      = 0
+	CaptureModeThreadLocal = 1
+	CaptureModeRelaxed     = 2
+)
+
+// Graph is a captured CUDA graph (CUgraph); GraphExec an instantiated one.
+type (
+	Graph     uintptr
+	GraphExec uintptr
+)
+
+// BeginCapture starts capturing the stream's work into a graph
+// (cuStreamBeginCapture, mode one of CaptureMode*).
+func (s Stream) BeginCapture(mode int) error {
+	return check("cuStreamBeginCapture", C.th_cuStreamBeginCapture(C.th_s(C.uintptr_t(s)), C.int(mode)))
+}
+
+// EndCapture ends the capture and returns the graph.
+func (s Stream) EndCapture() (Graph, error) {
+	var g C.CUgraph
+	err := check("cuStreamEndCapture", C.th_cuStreamEndCapture(C.th_s(C.uintptr_t(s)), &g))
+	return Graph(uintptr(g)), err
+}
+
+// Instantiate makes an executable graph of g.
+func (g Graph) Instantiate() (GraphExec, error) {
+	var e C.CUgraphExec
+	err := check("cuGraphInstantiateWithFlags", C.th_cuGraphInstantiate(&e, C.th_g(C.uintptr_t(g))))
+	return GraphExec(uintptr(e)), err
+}
+
+// Destroy destroys the graph.
+func (g Graph) Destroy() error {
+	return check("cuGraphDestroy", C.th_cuGraphDestroy(C.th_g(C.uintptr_t(g))))
+}
+
+// Launch enqueues one replay of the graph on stream s.
+func (e GraphExec) Launch(s Stream) error {
+	return check("cuGraphLaunch", C.th_cuGraphLaunch(C.th_ge(C.uintptr_t(e)), C.th_s(C.uintptr_t(s))))
+}
+
+// Destroy destroys the executable graph.
+func (e GraphExec) Destroy() error {
+	return check("cuGraphExecDestroy", C.th_cuGraphExecDestroy(C.th_ge(C.uintptr_t(e))))
 }
 
 // WaitEvent makes the stream wait for the event.

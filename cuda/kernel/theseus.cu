@@ -481,6 +481,21 @@ DEV v4 combine_vec(int nsrc, i64 off) {
   return r;
 }
 
+// combine2 combines two 16-byte vectors lane by lane: widen(a) op
+// widen(b), narrowed (combine_vec with two sources).
+template <int T, int OP>
+DEV v4 combine2(v4 a, v4 b) {
+  typedef typename Tr<T>::E E;
+  const int L = 16 / sizeof(E);
+  const E* ea = (const E*)&a;
+  const E* eb = (const E*)&b;
+  v4 r;
+  E* er = (E*)&r;
+#pragma unroll
+  for (int l = 0; l < L; l++) er[l] = Tr<T>::narrow(Tr<T>::template comb<OP>(Tr<T>::widen(ea[l]), Tr<T>::widen(eb[l])));
+  return r;
+}
+
 // Plain (non-packet) element-wise combine of the staged refs over nbytes.
 // 16-byte vector path when every address has the same alignment modulo 16
 // (exact scalar head and tail); a scalar path otherwise.
@@ -501,22 +516,52 @@ DEV void combine_plain(int nsrc, int ndst, i64 nbytes) {
   for (i64 e = tail0 + (i64)th * es; e < nbytes; e += (i64)nt * es) scalar_elem<T, OP>(nsrc, ndst, e);
   if (nvec == 0) return;
   if (nsrc == 1) {
+    // Copy: U independent 16-byte loads in flight per thread before the
+    // first store (the kernel runs at most 1024 threads per SM, so memory
+    // parallelism has to come from each thread).
+    const int U = 8;
     const char* s0 = s_ptr[0] + head;
     i64 v = th;
-    for (; v + 3 * nt < nvec; v += 4 * nt) {
-      v4 a0 = ld_v4(s0 + v * 16), a1 = ld_v4(s0 + (v + nt) * 16), a2 = ld_v4(s0 + (v + 2 * nt) * 16),
-         a3 = ld_v4(s0 + (v + 3 * nt) * 16);
+    for (; v + (U - 1) * (i64)nt < nvec; v += U * (i64)nt) {
+      v4 a[U];
+#pragma unroll
+      for (int u = 0; u < U; u++) a[u] = ld_v4(s0 + (v + u * (i64)nt) * 16);
       for (int d = 0; d < ndst; d++) {
         char* d0 = dst[d] + head;
-        st_v4(d0 + v * 16, a0);
-        st_v4(d0 + (v + nt) * 16, a1);
-        st_v4(d0 + (v + 2 * nt) * 16, a2);
-        st_v4(d0 + (v + 3 * nt) * 16, a3);
+#pragma unroll
+        for (int u = 0; u < U; u++) st_v4(d0 + (v + u * (i64)nt) * 16, a[u]);
       }
     }
     for (; v < nvec; v += nt) {
       v4 a = ld_v4(s0 + v * 16);
       for (int d = 0; d < ndst; d++) st_v4(dst[d] + head + v * 16, a);
+    }
+    return;
+  }
+  if (nsrc == 2) {
+    // The common reduce: both sources' loads of U vectors in flight, then
+    // combine in the same order as combine_vec (src0 then src1).
+    const int U = 4;
+    const char* s0 = s_ptr[0] + head;
+    const char* s1 = s_ptr[1] + head;
+    i64 v = th;
+    for (; v + (U - 1) * (i64)nt < nvec; v += U * (i64)nt) {
+      v4 a[U], b[U];
+#pragma unroll
+      for (int u = 0; u < U; u++) a[u] = ld_v4(s0 + (v + u * (i64)nt) * 16);
+#pragma unroll
+      for (int u = 0; u < U; u++) b[u] = ld_v4(s1 + (v + u * (i64)nt) * 16);
+#pragma unroll
+      for (int u = 0; u < U; u++) a[u] = combine2<T, OP>(a[u], b[u]);
+      for (int d = 0; d < ndst; d++) {
+        char* d0 = dst[d] + head;
+#pragma unroll
+        for (int u = 0; u < U; u++) st_v4(d0 + (v + u * (i64)nt) * 16, a[u]);
+      }
+    }
+    for (; v < nvec; v += nt) {
+      v4 r = combine2<T, OP>(ld_v4(s0 + v * 16), ld_v4(s1 + v * 16));
+      for (int d = 0; d < ndst; d++) st_v4(dst[d] + head + v * 16, r);
     }
     return;
   }
@@ -759,6 +804,16 @@ DEV bool tb_barrier(const Ctx& c, int id, int n, i64 step, i64 slice) {
 // ---------------------------------------------------------------- the kernel
 
 extern "C" __global__ void __launch_bounds__(1024) theseus_exec(theseus_launch launch) {
+  // The launch counter: the host's, or one past this rank's done word when
+  // that is larger. Launches of one communicator rank run in stream order,
+  // so the done word holds the previous launch's counter; a CUDA graph
+  // replays a captured launch with its captured argument, and this keeps
+  // every replay's counter (LL flag, scratch half, dependency epoch, fence)
+  // distinct and equal on every rank (docs/design/cuda.md, "Graphs").
+  if (launch.done != 0) {
+    u64 next = ld_acquire_sys((const u64*)launch.done) + 1;
+    if (next > launch.launch) launch.launch = next;
+  }
   Ctx c;
   c.L = &launch;
   const u8* base = (const u8*)launch.table;
@@ -789,7 +844,8 @@ extern "C" __global__ void __launch_bounds__(1024) theseus_exec(theseus_launch l
   }
   bar();
   if (s_fail) return;
-  const theseus_tb tbr = c.tbs[c.tb];
+  theseus_tb tbr = {};
+  if (c.tb < (int)c.h->num_tbs) tbr = c.tbs[c.tb];  // a table without threadblocks runs one empty block
   const u64 epoch = (launch.launch & ((1ull << 24) - 1)) << 40;
   u64* publish = (u64*)launch.publish;
   for (i64 s = 0; s < launch.slices; s++) {
@@ -888,7 +944,8 @@ extern "C" __global__ void __launch_bounds__(1024) theseus_exec(theseus_launch l
     if (tid() == 0) {
       fence_sys();
       u64 old = atom_add_gpu((u64*)launch.finish, 1);
-      if ((old + 1) % c.h->num_tbs == 0) {
+      u64 ntb = c.h->num_tbs > 0 ? c.h->num_tbs : 1;
+      if ((old + 1) % ntb == 0) {
         fence_sys();
         asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(launch.done), "l"(launch.launch) : "memory");
       }

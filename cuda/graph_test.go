@@ -1,0 +1,345 @@
+package cuda_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/theseus-ccl/theseus/cuda"
+	"github.com/theseus-ccl/theseus/cuda/driver"
+	"github.com/theseus-ccl/theseus/examples/contexts"
+	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/theseus"
+)
+
+var latRun = flag.Bool("lat", false, "report 2-rank allreduce latency, eager and CUDA-graph replayed (8 B - 64 KB)")
+
+// localComms makes n ranks of one communicator as goroutines of this
+// process on the CUDA backend, with the embedded default context, and one
+// stream of their own each.
+func localComms(t testing.TB, n int) ([]*theseus.Comm, []*cuda.Stream, *cuda.Backend) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := contexts.Materialize(dir); err != nil {
+		t.Fatal(err)
+	}
+	comms, err := theseus.NewLocalComms(context.Background(), n, theseus.Config{Backend: "cuda", ContextDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams := make([]*cuda.Stream, n)
+	for r, c := range comms {
+		s, err := c.NewStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams[r] = s.(*cuda.Stream)
+	}
+	t.Cleanup(func() {
+		for r, c := range comms {
+			streams[r].Close()
+			c.Destroy()
+		}
+	})
+	be, err := cuda.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return comms, streams, be.(*cuda.Backend)
+}
+
+// onEach runs f for every rank concurrently and returns the first error.
+func onEach(n int, f func(r int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[r] = f(r) }()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// graphs captures, on every rank's stream, what call(r) enqueues, and
+// returns the instantiated graphs.
+func capture(t testing.TB, streams []*cuda.Stream, call func(r int) error) []driver.GraphExec {
+	t.Helper()
+	n := len(streams)
+	execs := make([]driver.GraphExec, n)
+	err := onEach(n, func(r int) error {
+		return cuda.WithDevice(func() error {
+			s := driver.Stream(streams[r].CUStream())
+			if err := s.BeginCapture(driver.CaptureModeRelaxed); err != nil {
+				return err
+			}
+			cerr := call(r)
+			g, err := s.EndCapture()
+			if cerr != nil {
+				if err == nil {
+					g.Destroy()
+				}
+				return cerr
+			}
+			if err != nil {
+				return err
+			}
+			defer g.Destroy()
+			execs[r], err = g.Instantiate()
+			return err
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cuda.WithDevice(func() error {
+			for _, e := range execs {
+				e.Destroy()
+			}
+			return nil
+		})
+	})
+	return execs
+}
+
+// replay launches every rank's graph k times (each rank from its own
+// goroutine: a rank whose stream queue is full must not keep its peers'
+// replays from being enqueued) and waits for them.
+func replay(streams []*cuda.Stream, execs []driver.GraphExec, k int) error {
+	return onEach(len(streams), func(r int) error {
+		return cuda.WithDevice(func() error {
+			s := driver.Stream(streams[r].CUStream())
+			for i := 0; i < k; i++ {
+				if err := execs[r].Launch(s); err != nil {
+					return err
+				}
+			}
+			return streams[r].Synchronize()
+		})
+	})
+}
+
+// TestGraphReplay captures a warmed-up in-place float64 allreduce of two
+// ranks into a CUDA graph per rank and replays it 1000 times. In place, each
+// replay doubles the buffer, so every replay must read the previous one's
+// result exactly (powers of two stay exact in float64 up to 2^1023): a
+// replay that reused a stale LL flag, scratch half or dependency epoch shows
+// as a wrong value. It also checks the seed's capture table: a miss during
+// capture is refused (InvalidUsage) without invalidating the capture, and an
+// eager call after the replays continues the sequence.
+func TestGraphReplay(t *testing.T) {
+	needGPU(t)
+	const n, replays = 2, 1000
+	comms, streams, be := localComms(t, n)
+	for _, count := range []int64{1024, 1 << 20} { // LL all-pairs and ring in the default context
+		t.Run(fmt.Sprint(count), func(t *testing.T) {
+			bufs := make([]device.Ptr, n)
+			x0 := make([][]float64, n)
+			for r := range bufs {
+				p, err := be.Alloc(count * 8)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer be.Free(p)
+				bufs[r] = p
+				x0[r] = make([]float64, count)
+				b := make([]byte, 8*count)
+				for i := range x0[r] {
+					x0[r][i] = float64((int64(r)*5+int64(i)*3)%17 - 8)
+					binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x0[r][i]))
+				}
+				if err := be.Upload(p, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			call := func(r int) error {
+				return comms[r].AllReduce(bufs[r], bufs[r], count, theseus.Float64, theseus.Sum, streams[r])
+			}
+			// Warm up (one eager call: every cache level filled).
+			if err := onEach(n, func(r int) error {
+				if err := call(r); err != nil {
+					return err
+				}
+				return streams[r].Synchronize()
+			}); err != nil {
+				t.Fatal(err)
+			}
+			calls := 1
+			// A miss during capture is refused and leaves the capture intact.
+			execs := capture(t, streams, func(r int) error {
+				err := comms[r].AllReduce(bufs[r], bufs[r], count/2, theseus.Float32, theseus.Sum, streams[r])
+				var te *theseus.Error
+				if !errors.As(err, &te) || te.Code != theseus.InvalidUsage {
+					return fmt.Errorf("rank %d: a miss during capture returned %v, want InvalidUsage", r, err)
+				}
+				return call(r)
+			})
+			if err := replay(streams, execs, replays); err != nil {
+				t.Fatal(err)
+			}
+			calls += replays
+			// An eager call after the replays.
+			if err := onEach(n, func(r int) error {
+				if err := call(r); err != nil {
+					return err
+				}
+				return streams[r].Synchronize()
+			}); err != nil {
+				t.Fatal(err)
+			}
+			calls++
+			scale := math.Ldexp(1, calls-1)
+			wrong := 0
+			for r := range bufs {
+				b := make([]byte, 8*count)
+				if err := be.Download(b, bufs[r]); err != nil {
+					t.Fatal(err)
+				}
+				for i := int64(0); i < count; i++ {
+					want := (x0[0][i] + x0[1][i]) * scale
+					if got := math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])); got != want {
+						if wrong < 5 {
+							t.Errorf("rank %d element %d: got %g, want %g", r, i, got, want)
+						}
+						wrong++
+					}
+				}
+			}
+			t.Logf("count %d (%s): %d graph replays + 2 eager calls, #wrong %d", count, comms[0].LastCall().Name, replays, wrong)
+			fmt.Printf("GRAPH count=%d schedule=%s replays=%d wrong=%d\n", count, comms[0].LastCall().Name, replays, wrong)
+		})
+	}
+}
+
+// TestLatency reports the time per 2-rank allreduce (float32, 8 B - 64 KB)
+// eager (back-to-back calls, one sync at the end) and replayed from a CUDA
+// graph of 100 captured calls. Run with -lat on a GPU.
+func TestLatency(t *testing.T) {
+	needGPU(t)
+	if !*latRun {
+		t.Skip("latency report: run with -lat")
+	}
+	const n = 2
+	comms, streams, be := localComms(t, n)
+	fmt.Printf("LAT %10s %12s %12s  %s\n", "bytes", "eager_us", "graph_us", "schedule")
+	for bytes := int64(8); bytes <= 64<<10; bytes *= 4 {
+		count := bytes / 4
+		send, recv := make([]device.Ptr, n), make([]device.Ptr, n)
+		for r := 0; r < n; r++ {
+			var err error
+			if send[r], err = be.Alloc(bytes); err != nil {
+				t.Fatal(err)
+			}
+			if recv[r], err = be.Alloc(bytes); err != nil {
+				t.Fatal(err)
+			}
+		}
+		call := func(r int) error {
+			return comms[r].AllReduce(send[r], recv[r], count, theseus.Float32, theseus.Sum, streams[r])
+		}
+		loop := func(k int) error {
+			return onEach(n, func(r int) error {
+				for i := 0; i < k; i++ {
+					if err := call(r); err != nil {
+						return err
+					}
+				}
+				return streams[r].Synchronize()
+			})
+		}
+		if err := loop(50); err != nil {
+			t.Fatal(err)
+		}
+		const iters = 1000
+		start := time.Now()
+		if err := loop(iters); err != nil {
+			t.Fatal(err)
+		}
+		eager := time.Since(start) / iters
+		const per = 100
+		execs := capture(t, streams, func(r int) error {
+			for i := 0; i < per; i++ {
+				if err := call(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err := replay(streams, execs, 2); err != nil {
+			t.Fatal(err)
+		}
+		start = time.Now()
+		if err := replay(streams, execs, iters/per); err != nil {
+			t.Fatal(err)
+		}
+		graph := time.Since(start) / iters
+		line := fmt.Sprintf("LAT %10d %12.2f %12.2f  %s", bytes, float64(eager.Nanoseconds())/1e3, float64(graph.Nanoseconds())/1e3, comms[0].LastCall().Name)
+		fmt.Println(line)
+		t.Log(line)
+		for r := 0; r < n; r++ {
+			be.Free(send[r])
+			be.Free(recv[r])
+		}
+	}
+}
+
+// BenchmarkCallHost is the host time of one collective call on a full
+// cache hit with the CUDA backend, excluding cuLaunchKernel (issue goal:
+// ≤ 1 µs): two ranks as goroutines, each timing its own calls, minus the
+// time its stream spent inside cuLaunchKernel (which includes any wait for
+// a full launch queue). Reported as host-ns/call.
+func BenchmarkCallHost(b *testing.B) {
+	needGPU(b)
+	const n, count = 2, 256
+	comms, streams, be := localComms(b, n)
+	send, recv := make([]device.Ptr, n), make([]device.Ptr, n)
+	for r := 0; r < n; r++ {
+		send[r], _ = be.Alloc(count * 4)
+		recv[r], _ = be.Alloc(count * 4)
+	}
+	call := func(r int) error {
+		return comms[r].AllReduce(send[r], recv[r], count, theseus.Float32, theseus.Sum, streams[r])
+	}
+	if err := onEach(n, func(r int) error {
+		for i := 0; i < 100; i++ {
+			if err := call(r); err != nil {
+				return err
+			}
+		}
+		return streams[r].Synchronize()
+	}); err != nil {
+		b.Fatal(err)
+	}
+	cuda.TimeLaunches(true)
+	defer cuda.TimeLaunches(false)
+	host := make([]time.Duration, n)
+	b.ResetTimer()
+	err := onEach(n, func(r int) error {
+		k0, d0 := streams[r].LaunchTime()
+		start := time.Now()
+		for i := 0; i < b.N; i++ {
+			if err := call(r); err != nil {
+				return err
+			}
+		}
+		total := time.Since(start)
+		k1, d1 := streams[r].LaunchTime()
+		if k1-k0 != int64(b.N) {
+			return fmt.Errorf("rank %d: %d launches for %d calls", r, k1-k0, b.N)
+		}
+		host[r] = total - (d1 - d0)
+		return streams[r].Synchronize()
+	})
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	worst := max(host[0], host[1])
+	b.ReportMetric(float64(worst.Nanoseconds())/float64(b.N), "host-ns/call")
+}
