@@ -481,21 +481,6 @@ DEV v4 combine_vec(int nsrc, i64 off) {
   return r;
 }
 
-// combine2 combines two 16-byte vectors lane by lane: widen(a) op
-// widen(b), narrowed (combine_vec with two sources).
-template <int T, int OP>
-DEV v4 combine2(v4 a, v4 b) {
-  typedef typename Tr<T>::E E;
-  const int L = 16 / sizeof(E);
-  const E* ea = (const E*)&a;
-  const E* eb = (const E*)&b;
-  v4 r;
-  E* er = (E*)&r;
-#pragma unroll
-  for (int l = 0; l < L; l++) er[l] = Tr<T>::narrow(Tr<T>::template comb<OP>(Tr<T>::widen(ea[l]), Tr<T>::widen(eb[l])));
-  return r;
-}
-
 // Plain (non-packet) element-wise combine of the staged refs over nbytes.
 // 16-byte vector path when every address has the same alignment modulo 16
 // (exact scalar head and tail); a scalar path otherwise.
@@ -516,52 +501,22 @@ DEV void combine_plain(int nsrc, int ndst, i64 nbytes) {
   for (i64 e = tail0 + (i64)th * es; e < nbytes; e += (i64)nt * es) scalar_elem<T, OP>(nsrc, ndst, e);
   if (nvec == 0) return;
   if (nsrc == 1) {
-    // Copy: U independent 16-byte loads in flight per thread before the
-    // first store (the kernel runs at most 1024 threads per SM, so memory
-    // parallelism has to come from each thread).
-    const int U = 8;
     const char* s0 = s_ptr[0] + head;
     i64 v = th;
-    for (; v + (U - 1) * (i64)nt < nvec; v += U * (i64)nt) {
-      v4 a[U];
-#pragma unroll
-      for (int u = 0; u < U; u++) a[u] = ld_v4(s0 + (v + u * (i64)nt) * 16);
+    for (; v + 3 * nt < nvec; v += 4 * nt) {
+      v4 a0 = ld_v4(s0 + v * 16), a1 = ld_v4(s0 + (v + nt) * 16), a2 = ld_v4(s0 + (v + 2 * nt) * 16),
+         a3 = ld_v4(s0 + (v + 3 * nt) * 16);
       for (int d = 0; d < ndst; d++) {
         char* d0 = dst[d] + head;
-#pragma unroll
-        for (int u = 0; u < U; u++) st_v4(d0 + (v + u * (i64)nt) * 16, a[u]);
+        st_v4(d0 + v * 16, a0);
+        st_v4(d0 + (v + nt) * 16, a1);
+        st_v4(d0 + (v + 2 * nt) * 16, a2);
+        st_v4(d0 + (v + 3 * nt) * 16, a3);
       }
     }
     for (; v < nvec; v += nt) {
       v4 a = ld_v4(s0 + v * 16);
       for (int d = 0; d < ndst; d++) st_v4(dst[d] + head + v * 16, a);
-    }
-    return;
-  }
-  if (nsrc == 2) {
-    // The common reduce: both sources' loads of U vectors in flight, then
-    // combine in the same order as combine_vec (src0 then src1).
-    const int U = 4;
-    const char* s0 = s_ptr[0] + head;
-    const char* s1 = s_ptr[1] + head;
-    i64 v = th;
-    for (; v + (U - 1) * (i64)nt < nvec; v += U * (i64)nt) {
-      v4 a[U], b[U];
-#pragma unroll
-      for (int u = 0; u < U; u++) a[u] = ld_v4(s0 + (v + u * (i64)nt) * 16);
-#pragma unroll
-      for (int u = 0; u < U; u++) b[u] = ld_v4(s1 + (v + u * (i64)nt) * 16);
-#pragma unroll
-      for (int u = 0; u < U; u++) a[u] = combine2<T, OP>(a[u], b[u]);
-      for (int d = 0; d < ndst; d++) {
-        char* d0 = dst[d] + head;
-#pragma unroll
-        for (int u = 0; u < U; u++) st_v4(d0 + (v + u * (i64)nt) * 16, a[u]);
-      }
-    }
-    for (; v < nvec; v += nt) {
-      v4 r = combine2<T, OP>(ld_v4(s0 + v * 16), ld_v4(s1 + v * 16));
-      for (int d = 0; d < ndst; d++) st_v4(dst[d] + head + v * 16, r);
     }
     return;
   }
