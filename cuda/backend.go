@@ -34,10 +34,16 @@ type Backend struct {
 	// process (one context), a context-wide wait would wait for a peer's
 	// kernel that is itself waiting for this rank (docs/design/cuda.md).
 	ctl driver.Stream
-	// reap frees memory on a goroutine of its own: cuMemFree waits for the
-	// context's running kernels, which, with several ranks in one process,
-	// may be waiting for the rank that frees.
-	reap chan func()
+	// With several ranks in this process (ShareContext), frees go to the
+	// reaper goroutine, which runs them only while every stream of the
+	// backend is idle, holding gate so that no launch starts meanwhile:
+	// cuMemFree waits for the context's running kernels, which may be
+	// waiting for the very rank that frees. Launches hold gate for reading.
+	shared  atomic.Bool
+	reap    chan func()
+	gate    sync.RWMutex
+	smu     sync.Mutex
+	streams map[*Stream]struct{}
 
 	mu      sync.Mutex
 	allocs  map[device.Ptr]int64 // our allocations: base -> size
@@ -98,7 +104,7 @@ func Open() (device.Backend, error) {
 		openErr = err
 		return nil, err
 	}
-	opened = &Backend{dev: d, fn: fn, ctl: ctl, reap: make(chan func(), 1024),
+	opened = &Backend{dev: d, fn: fn, ctl: ctl, reap: make(chan func(), 1024), streams: map[*Stream]struct{}{},
 		allocs: map[device.Ptr]int64{}, imports: map[[64]byte]*imported{}, byBase: map[device.Ptr]*imported{}}
 	go opened.reaper()
 	return opened, nil
@@ -140,21 +146,76 @@ func (b *Backend) with(f func() error) error {
 	return f()
 }
 
-// reaper frees what free hands it, on its own OS thread.
+// ShareContext implements device.ContextSharer: from now on frees wait
+// until the backend's streams are idle (see Backend.shared).
+func (b *Backend) ShareContext() { b.shared.Store(true) }
+
+// reaper runs the deferred frees, on its own OS thread, each batch while
+// every stream is idle and no launch can start (gate held).
 func (b *Backend) reaper() {
 	runtime.LockOSThread()
 	if err := b.dev.SetCurrent(); err != nil {
 		return
 	}
+	var pending []func()
 	for f := range b.reap {
-		f()
+		pending = append(pending[:0], f)
+		for {
+			// Take whatever else is queued, then wait for an idle moment.
+			for more := true; more; {
+				select {
+				case g := <-b.reap:
+					pending = append(pending, g)
+				default:
+					more = false
+				}
+			}
+			// TryLock, never Lock: a waiting writer would hold back new
+			// launches while a launch holding the read lock may itself be
+			// waiting (a full launch queue) for kernels that need them.
+			if b.gate.TryLock() {
+				done := b.idle()
+				if done {
+					for _, g := range pending {
+						g()
+					}
+				}
+				b.gate.Unlock()
+				if done {
+					break
+				}
+			}
+			time.Sleep(100 * time.Microsecond) // poll: the streams belong to running kernels
+		}
 	}
 }
 
-// free hands p to the reaper (see Backend.reap).
+// idle reports whether every stream of the backend has finished its work.
+func (b *Backend) idle() bool {
+	b.smu.Lock()
+	defer b.smu.Unlock()
+	for st := range b.streams {
+		if done, err := st.s.Done(); err == nil && !done {
+			return false
+		}
+	}
+	return true
+}
+
+// release runs f (a free of driver memory or an IPC mapping) now, or, with
+// several ranks in this process, on the reaper (see Backend.shared).
+func (b *Backend) release(f func()) {
+	if b.shared.Load() {
+		b.reap <- f
+		return
+	}
+	b.with(func() error { f(); return nil })
+}
+
+// free releases device memory p (see release).
 func (b *Backend) free(p driver.Ptr) {
 	if p != 0 {
-		b.reap <- func() { driver.MemFree(p) }
+		b.release(func() { driver.MemFree(p) })
 	}
 }
 
@@ -311,7 +372,7 @@ func (b *Backend) Unimport(base device.Ptr) error {
 		return nil
 	}
 	// cuIpcCloseMemHandle may wait for the context's kernels, like cuMemFree.
-	b.reap <- func() { driver.IpcClose(driver.Ptr(base)) }
+	b.release(func() { driver.IpcClose(driver.Ptr(base)) })
 	return nil
 }
 
@@ -370,6 +431,9 @@ func (b *Backend) newStream(s driver.Stream, owned bool) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.smu.Lock()
+	b.streams[st] = struct{}{}
+	b.smu.Unlock()
 	return st, nil
 }
 
@@ -514,6 +578,14 @@ func (s *Stream) Launch(pp device.Prepared, launch uint64, fence bool) error {
 	if err := s.Err(); err != nil {
 		return err
 	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return device.ErrClosed
+	}
+	s.b.gate.RLock()
+	defer s.b.gate.RUnlock()
 	a := p.base
 	setLaunch(&a, launch, s.errDev, s.claim, fence)
 	runtime.LockOSThread()
@@ -545,8 +617,15 @@ func (s *Stream) Launch(pp device.Prepared, launch uint64, fence bool) error {
 	return nil
 }
 
-// Synchronize implements device.Stream.
+// Synchronize implements device.Stream. Errors: device.ErrClosed after
+// Close, a driver error, or the first failure a kernel recorded.
 func (s *Stream) Synchronize() error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return device.ErrClosed
+	}
 	if err := s.b.with(func() error { return s.s.Synchronize() }); err != nil {
 		return err
 	}
@@ -555,6 +634,11 @@ func (s *Stream) Synchronize() error {
 
 // Err implements device.Stream: the first failure the kernel recorded.
 func (s *Stream) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return device.ErrClosed
+	}
 	if e := readError(s.errHost); e != nil {
 		return e
 	}
@@ -585,9 +669,12 @@ func (s *Stream) Close() error {
 		if s.owned {
 			s.s.Destroy()
 		}
+		s.b.smu.Lock()
+		delete(s.b.streams, s)
+		s.b.smu.Unlock()
 		s.b.free(s.claim)
 		h := s.errHost
-		s.b.reap <- func() { driver.FreeHost(h) }
+		s.b.release(func() { driver.FreeHost(h) })
 		return err
 	})
 }

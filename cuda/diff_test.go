@@ -29,6 +29,7 @@ var (
 	diffFull   = flag.Bool("diff.full", false, "run every datatype x redop for every program (long)")
 	diffCorpus = flag.String("diff.corpus", "", "directory of foreign schedules to include (default: ../../shared/corpus if present)")
 	diffOut    = flag.String("diff.out", "", "append one line per case to this file")
+	diffPar    = flag.Bool("diff.parallel", false, "run programs in parallel (each World's ranks must then share the GPU with others': spin-waiting threadblocks of one program can starve another's and time out)")
 )
 
 // requireGPU skips the test, saying why, when there is no GPU.
@@ -177,13 +178,15 @@ func TestDifferential(t *testing.T) {
 	var mu sync.Mutex
 	total, wrong := 0, 0
 	start := time.Now()
-	// Programs run in parallel (-test.parallel, default GOMAXPROCS): each
-	// has a World of its own, and the host interpreter, not the GPU, is the
-	// slow side.
+	// Programs run one after another unless -diff.parallel: on the H200,
+	// 8 programs at once timed out waiting on each other's spinning
+	// threadblocks (bench/results/2026-11-29-h200-second).
 	t.Run("programs", func(t *testing.T) {
 		for _, dp := range progs {
 			t.Run(dp.name, func(t *testing.T) {
+				if *diffPar {
 				t.Parallel()
+			}
 				tables, err := optable.LowerAll(dp.p)
 				if err != nil {
 					t.Fatalf("lower: %v", err)

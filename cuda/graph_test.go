@@ -42,9 +42,11 @@ func localComms(t testing.TB, n int) ([]*theseus.Comm, []*cuda.Stream, *cuda.Bac
 		streams[r] = s.(*cuda.Stream)
 	}
 	t.Cleanup(func() {
-		for r, c := range comms {
-			streams[r].Close()
-			c.Destroy()
+		for _, c := range comms {
+			c.Destroy() // before the streams it may have used
+		}
+		for _, s := range streams {
+			s.Close()
 		}
 	})
 	be, err := cuda.Open()

@@ -18,6 +18,12 @@ source "$(dirname "$0")/common.sh"
 need_prefix
 theseus_env
 BUILD=${NCCL_TESTS_BUILD:-$ROOT/build/nccl-tests}
+# nccl-tests built against minimpi (build_nccl_tests.sh without MPI_HOME)
+# link libmpi.so by name: put minimpi's first, or the loader finds the
+# system's OpenMPI (whose MPI_COMM_WORLD differs) and every rank aborts.
+if [ -d "$BUILD/minimpi/lib" ]; then
+  export LD_LIBRARY_PATH="$BUILD/minimpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 SIZES=${SIZES:--b 8 -e 64M -f 4}
 ITERS=${ITERS:--n 20 -w 5}
 NRANKS=${NRANKS:-2 4}

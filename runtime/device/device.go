@@ -125,6 +125,16 @@ type StreamWrapper interface {
 	WrapStream(h uintptr) (Stream, error)
 }
 
+// ContextSharer is implemented by backends whose ranks in one process
+// share one device context (CUDA). ShareContext tells the backend that
+// several ranks of a communicator run as goroutines of this process, so a
+// rank must never block on a driver call that waits for the context's
+// running kernels (cuMemFree does): those kernels may be waiting for that
+// very rank. The CUDA backend then defers frees until its streams are idle.
+type ContextSharer interface {
+	ShareContext()
+}
+
 // Prepared is a backend's ready-to-launch state for one request shape.
 type Prepared interface {
 	// Release frees what Prepare allocated. The executor calls it only when

@@ -290,6 +290,9 @@ func NewLocalComms(ctx context.Context, nranks int, cfg Config) ([]*Comm, error)
 			return nil, err
 		}
 	}
+	if sh, ok := comms[0].c.Backend().(device.ContextSharer); ok && nranks > 1 {
+		sh.ShareContext()
+	}
 	return comms, nil
 }
 

@@ -46,6 +46,7 @@ type Engine struct {
 	mu      sync.Mutex
 	streams map[streamKey]device.Stream
 	family  uint64
+	ranks   map[bootstrap.UniqueID]int // ranks initialised in this process, per communicator
 }
 
 // streamKey names a backend stream: the client's cudaStream_t value and,
@@ -75,7 +76,7 @@ func Open(name string) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{name: name, be: be, streams: map[streamKey]device.Stream{}}, nil
+	return &Engine{name: name, be: be, streams: map[streamKey]device.Stream{}, ranks: map[bootstrap.UniqueID]int{}}, nil
 }
 
 // Backend implements abi.Engine.
@@ -216,7 +217,14 @@ func (e *Engine) Init(ctx context.Context, p abi.InitParams) (abi.EngineComm, er
 	e.mu.Lock()
 	e.family++
 	f := e.family
+	e.ranks[main]++
+	several := e.ranks[main] > 1
 	e.mu.Unlock()
+	// Several ranks of one communicator in this process (grouped init,
+	// ncclCommInitAll) share the backend's device context.
+	if sh, ok := e.be.(device.ContextSharer); ok && several {
+		sh.ShareContext()
+	}
 	return &Comm{e: e, c: c, family: f, side: side, hasSide: hasSide}, nil
 }
 
