@@ -32,7 +32,7 @@ type Backend struct {
 	// (zeroing new allocations, uploads, downloads). Nothing here uses the
 	// legacy default stream or cuCtxSynchronize: with several ranks in one
 	// process (one context), a context-wide wait would wait for a peer's
-	// kernel that is itself waiting for this rank (docs/design/cuda.md).
+	// kernel that is itself waiting for this rank (docs/design/cuda.md, "Streams and waits").
 	ctl driver.Stream
 	// With several ranks in this process (ShareContext), frees go to the
 	// reaper goroutine, which runs them only while every stream of the

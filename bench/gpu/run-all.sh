@@ -1,59 +1,79 @@
 #!/usr/bin/env bash
-# run-all.sh — every GPU acceptance run of issues 6 and 7 in ONE device call,
-# most important first, each step bounded, results under $OUT (see
-# bench/gpu/README.md). It builds nothing of ours (the GPU machine has no Go):
-# carry the binaries this script expects, prepared on the development
-# machine by bench/gpu/prepare.sh, in .device/.
+# run-all.sh — the GPU acceptance runs of issues 6 and 7 in ONE device call,
+# most important first, each step bounded, results packed into one file
+# ($OUT/gpu-results.tgz: the device tool returns at most 8 files). It builds
+# nothing of ours (the GPU machine has no Go): carry the binaries that
+# bench/gpu/prepare.sh puts in .device/, and NVIDIA's nccl-tests source in
+# third_party/nccl-tests (built here, in the background, with minimpi).
 #
-#   (device) bash bench/gpu/run-all.sh
+#   (device) bash bench/gpu/run-all.sh            # about 9 minutes
+#
+# Lessons of the 2026-11-29 runs (bench/results/2026-11-29-h200-second):
+# the first kernel load on a fresh machine JIT-compiles the PTX (about a
+# minute; cached afterwards), so step 1 loads it once with a long bound;
+# compute-sanitizer cannot run under MPS, so the sanitizers run before MPS
+# starts; differential programs run one at a time (parallel Worlds starve
+# each other's spinning threadblocks).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 D=$ROOT/.device
-OUT=${OUT:-$ROOT/build/gpu-results}
-mkdir -p "$OUT"
+R=$(mktemp -d /tmp/gpu-results.XXXXXX)
+FINAL=${OUT:-$ROOT/build}
+mkdir -p "$FINAL"
+trap 'tar czf "$FINAL/gpu-results.tgz" -C "$R" .' EXIT
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export GODEBUG=asyncpreemptoff=1
-log() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$OUT/steps.txt"; }
+export GODEBUG=asyncpreemptoff=1 CUDA_CACHE_MAXSIZE=4294967296
+T0=$(date +%s)
+log() { echo "== +$(($(date +%s) - T0))s $*" | tee -a "$R/steps.txt"; }
 step() { # step NAME SECONDS CMD...
   local name=$1 secs=$2; shift 2
   log "$name"
-  timeout "$secs" "$@" >"$OUT/$name.txt" 2>&1
+  timeout "$secs" "$@" >"$R/$name.txt" 2>&1
   local rc=$?
-  echo "   rc=$rc" | tee -a "$OUT/steps.txt"
-  tail -5 "$OUT/$name.txt" | sed 's/^/   /'
+  echo "   rc=$rc" | tee -a "$R/steps.txt"
+  grep -E "^(--- FAIL|FAIL|ok|PASS)|mismatched|panic|^(GRAPH|LAT|BW|DIFF|RUNTIME|Benchmark)|Wrong elements|ERROR SUMMARY" "$R/$name.txt" | head -12 | sed 's/^/   /'
 }
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: $(cat "$D/COMMIT" 2>/dev/null || echo '?')"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   nvcc --version | tail -1
-} >"$OUT/machine.txt" 2>&1
-cat "$OUT/machine.txt"
+} >"$R/machine.txt" 2>&1
+cat "$R/machine.txt"
 
-# 1. Driver bindings.
-step driver 60 "$D/driver.test" -test.v
-# 2. The kernel against the host interpreter, bit for bit (generators, corpus).
-step differential 240 "$D/cuda.test" -test.run 'TestDifferential' -diff.corpus="$D/corpus" -diff.out="$OUT/differential-cases.txt" -test.v
-# 3. Every collective through the runtime on the CUDA backend (4 in-process ranks).
-step runtime 120 "$D/cuda.test" -test.run 'TestRuntimeCollectives' -test.v
-# 4. Copy/reduce op bandwidth against the memcpy ceiling.
-step bandwidth 120 "$D/cuda.test" -test.run 'TestBandwidth' -bw -test.v
-# 5. Sanitizers on a 2-rank allreduce.
-step memcheck 120 compute-sanitizer --tool memcheck "$D/cuda.test" -test.run 'TestDifferential/ring/allreduce/n2/simple$'
-step racecheck 120 compute-sanitizer --tool racecheck "$D/cuda.test" -test.run 'TestDifferential/ring/allreduce/n2/simple$'
+# 0. nccl-tests, built in the background against our nccl.h (CPU only).
+if [ -f "$ROOT/third_party/nccl-tests/src/common.cu" ] && [ -f "$D/build_nccl_tests.sh" ]; then
+  (cp "$D/build_nccl_tests.sh" "$ROOT/ncclabi/gpu/build_nccl_tests.sh" &&
+    THESEUS_PREFIX=$D/prefix bash "$ROOT/ncclabi/gpu/build_nccl_tests.sh") >"$R/nccl-tests-build.txt" 2>&1 &
+fi
+# 1. The first kernel load (JIT) and CUDA graph capture + 1000 replays.
+step graph 240 "$D/cuda.test" -test.run TestGraphReplay -test.v
+# 2. Every collective through the runtime on the CUDA backend (4 ranks in one process).
+step runtime 120 "$D/cuda.test" -test.run TestRuntimeCollectives -test.v
+# 3. Timings, alone on the GPU: op bandwidth, host time per call, latency.
+step bandwidth 90 "$D/cuda.test" -test.run TestBandwidth -bw -test.v
+step callhost 60 "$D/cuda.test" -test.run xxx -test.bench CallHost -test.benchtime 20000x -test.count 3
+step latency 60 "$D/cuda.test" -test.run TestLatency -lat -test.v
+# 4. Sanitizers on a 2-rank allreduce (before MPS: they cannot run under it).
+step memcheck 90 compute-sanitizer --tool memcheck "$D/cuda.test" -test.run 'TestDifferential/programs/ring/allreduce/n2/simple$'
+step racecheck 90 compute-sanitizer --tool racecheck "$D/cuda.test" -test.run 'TestDifferential/programs/ring/allreduce/n2/simple$'
+# 5. The kernel against the host interpreter, bit for bit (generators, corpus).
+step differential 240 "$D/cuda.test" -test.run TestDifferential -diff.corpus="$D/corpus" -diff.out="$R/differential-cases.txt" -test.v
 # 6. theseus-bench on the CUDA backend: in process, then 2 processes under MPS.
+step bench-cuda 150 "$D/theseus-bench" --backend cuda -e 256M
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
 mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
 nvidia-cuda-mps-control -d && log "MPS started"
-step bench-cuda 180 "$D/theseus-bench" --backend cuda -e 256M
 rm -f /tmp/tb.id
 (export THESEUS_ALLOW_SHARED_DEVICE=1
- for r in 0 1; do RANK=$r WORLD_SIZE=2 "$D/theseus-bench" --backend cuda --id-file /tmp/tb.id -e 64M >"$OUT/bench-mp.$r.txt" 2>&1 & done; wait)
-log "bench-mp"; tail -5 "$OUT/bench-mp.0.txt"
-# 7. The NCCL library: nccl-tests (if built by the command line into build/nccl-tests) and PyTorch.
+ for r in 0 1; do RANK=$r WORLD_SIZE=2 timeout 150 "$D/theseus-bench" --backend cuda --id-file /tmp/tb.id -e 64M >"$R/bench-mps.$r.txt" 2>&1 & done; wait)
+log "bench-mps"; tail -3 "$R/bench-mps.0.txt"
+# 7. The NCCL library: nccl-tests and PyTorch (2 and 4 processes).
+wait
+export RESULTS=$R THESEUS_PREFIX=$D/prefix
 if [ -x "$ROOT/build/nccl-tests/all_reduce_perf" ]; then
-  step nccl-tests 240 env RESULTS="$OUT" THESEUS_PREFIX="$D/prefix" bash "$ROOT/ncclabi/gpu/run_nccl_tests.sh"
+  step nccl-tests 240 env SIZES="-b 8 -e 64M -f 8" ITERS="-n 10 -w 3" bash "$ROOT/ncclabi/gpu/run_nccl_tests.sh"
 fi
-step torch 240 env RESULTS="$OUT" THESEUS_PREFIX="$D/prefix" bash "$ROOT/ncclabi/gpu/run_torch_check.sh"
+step torch 200 bash "$ROOT/ncclabi/gpu/run_torch_check.sh"
 echo quit | nvidia-cuda-mps-control
 log "done"

@@ -764,7 +764,7 @@ extern "C" __global__ void __launch_bounds__(1024) theseus_exec(theseus_launch l
   // so the done word holds the previous launch's counter; a CUDA graph
   // replays a captured launch with its captured argument, and this keeps
   // every replay's counter (LL flag, scratch half, dependency epoch, fence)
-  // distinct and equal on every rank (docs/design/cuda.md, "Graphs").
+  // distinct and equal on every rank (docs/design/cuda.md, "The launch counter").
   if (launch.done != 0) {
     u64 next = ld_acquire_sys((const u64*)launch.done) + 1;
     if (next > launch.launch) launch.launch = next;
