@@ -40,7 +40,7 @@ type Backend struct {
 	// cuMemFree waits for the context's running kernels, which may be
 	// waiting for the very rank that frees. Launches hold gate for reading.
 	shared  atomic.Bool
-	reap    chan func()
+	reap    *reaper
 	gate    sync.RWMutex
 	smu     sync.Mutex
 	streams map[*Stream]struct{}
@@ -104,9 +104,15 @@ func Open() (device.Backend, error) {
 		openErr = err
 		return nil, err
 	}
-	opened = &Backend{dev: d, fn: fn, ctl: ctl, reap: make(chan func(), 1024), streams: map[*Stream]struct{}{},
+	opened = &Backend{dev: d, fn: fn, ctl: ctl, streams: map[*Stream]struct{}{},
 		allocs: map[device.Ptr]int64{}, imports: map[[64]byte]*imported{}, byBase: map[device.Ptr]*imported{}}
-	go opened.reaper()
+	opened.reap = newReaper(&opened.gate, opened.idle)
+	go func() {
+		runtime.LockOSThread()
+		if d.SetCurrent() == nil {
+			opened.reap.run()
+		}
+	}()
 	return opened, nil
 }
 
@@ -150,46 +156,6 @@ func (b *Backend) with(f func() error) error {
 // until the backend's streams are idle (see Backend.shared).
 func (b *Backend) ShareContext() { b.shared.Store(true) }
 
-// reaper runs the deferred frees, on its own OS thread, each batch while
-// every stream is idle and no launch can start (gate held).
-func (b *Backend) reaper() {
-	runtime.LockOSThread()
-	if err := b.dev.SetCurrent(); err != nil {
-		return
-	}
-	var pending []func()
-	for f := range b.reap {
-		pending = append(pending[:0], f)
-		for {
-			// Take whatever else is queued, then wait for an idle moment.
-			for more := true; more; {
-				select {
-				case g := <-b.reap:
-					pending = append(pending, g)
-				default:
-					more = false
-				}
-			}
-			// TryLock, never Lock: a waiting writer would hold back new
-			// launches while a launch holding the read lock may itself be
-			// waiting (a full launch queue) for kernels that need them.
-			if b.gate.TryLock() {
-				done := b.idle()
-				if done {
-					for _, g := range pending {
-						g()
-					}
-				}
-				b.gate.Unlock()
-				if done {
-					break
-				}
-			}
-			time.Sleep(100 * time.Microsecond) // poll: the streams belong to running kernels
-		}
-	}
-}
-
 // idle reports whether every stream of the backend has finished its work.
 func (b *Backend) idle() bool {
 	b.smu.Lock()
@@ -206,7 +172,7 @@ func (b *Backend) idle() bool {
 // several ranks in this process, on the reaper (see Backend.shared).
 func (b *Backend) release(f func()) {
 	if b.shared.Load() {
-		b.reap <- f
+		b.reap.defer_(f)
 		return
 	}
 	b.with(func() error { f(); return nil })
@@ -664,14 +630,15 @@ func (s *Stream) Close() error {
 		return nil
 	}
 	s.closed = true
+	// Out of the reaper's sight before the handle can go away.
+	s.b.smu.Lock()
+	delete(s.b.streams, s)
+	s.b.smu.Unlock()
 	return s.b.with(func() error {
 		err := s.s.Synchronize()
 		if s.owned {
 			s.s.Destroy()
 		}
-		s.b.smu.Lock()
-		delete(s.b.streams, s)
-		s.b.smu.Unlock()
 		s.b.free(s.claim)
 		h := s.errHost
 		s.b.release(func() { driver.FreeHost(h) })

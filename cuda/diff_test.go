@@ -185,8 +185,8 @@ func TestDifferential(t *testing.T) {
 		for _, dp := range progs {
 			t.Run(dp.name, func(t *testing.T) {
 				if *diffPar {
-				t.Parallel()
-			}
+					t.Parallel()
+				}
 				tables, err := optable.LowerAll(dp.p)
 				if err != nil {
 					t.Fatalf("lower: %v", err)
