@@ -194,7 +194,7 @@ func (b *Backend) zeroed(size int64) (driver.Ptr, error) {
 		return 0, err
 	}
 	if err := driver.MemsetD8Async(p, 0, size, b.ctl); err != nil {
-		driver.MemFree(p)
+		b.free(p)
 		return 0, err
 	}
 	return p, nil
@@ -372,7 +372,12 @@ func (b *Backend) NewStream() (device.Stream, error) {
 	}); err != nil {
 		return nil, err
 	}
-	return b.newStream(s, true)
+	st, err := b.newStream(s, true)
+	if err != nil {
+		b.with(func() error { return s.Destroy() })
+		return nil, err
+	}
+	return st, nil
 }
 
 // WrapStream returns a device.Stream that launches on an existing CUDA
@@ -395,6 +400,10 @@ func (b *Backend) newStream(s driver.Stream, owned bool) (*Stream, error) {
 		return b.ctl.Synchronize()
 	})
 	if err != nil {
+		b.free(st.claim)
+		if h := st.errHost; h != nil {
+			b.release(func() { driver.FreeHost(h) })
+		}
 		return nil, err
 	}
 	b.smu.Lock()
@@ -518,8 +527,12 @@ type Stream struct {
 	errHost unsafe.Pointer // ErrorRecord, host-mapped
 	errDev  driver.Ptr
 	claim   driver.Ptr
-	mu      sync.Mutex
-	closed  bool
+	// mu is held for reading by every method that uses the handle or the
+	// failure record, and for writing by Close.
+	mu     sync.RWMutex
+	closed bool
+	evMu   sync.Mutex
+	ev     driver.Event // recorded by After when a later launch moves to another stream
 	// cuLaunchKernel accounting (TimeLaunches).
 	nlaunch atomic.Int64
 	dlaunch atomic.Int64
@@ -541,14 +554,10 @@ func (s *Stream) Launch(pp device.Prepared, launch uint64, fence bool) error {
 	if !ok {
 		return fmt.Errorf("cuda: launch of a %T", pp)
 	}
-	if err := s.Err(); err != nil {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.errLocked(); err != nil {
 		return err
-	}
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		return device.ErrClosed
 	}
 	s.b.gate.RLock()
 	defer s.b.gate.RUnlock()
@@ -583,25 +592,64 @@ func (s *Stream) Launch(pp device.Prepared, launch uint64, fence bool) error {
 	return nil
 }
 
+// After implements device.StreamOrderer: s waits on the device for what
+// prev (a stream of this backend) has enqueued so far. Errors: a driver
+// error; a prev of another backend or a closed one is ignored.
+func (s *Stream) After(prev device.Stream) error {
+	p, ok := prev.(*Stream)
+	if !ok || p == s {
+		return nil
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return device.ErrClosed
+	}
+	p.evMu.Lock() // the event is prev's
+	defer p.evMu.Unlock()
+	return s.b.with(func() error {
+		if p.ev == 0 {
+			ev, err := driver.NewEvent(false)
+			if err != nil {
+				return err
+			}
+			p.ev = ev
+		}
+		if err := p.ev.Record(p.s); err != nil {
+			return err
+		}
+		return s.s.WaitEvent(p.ev)
+	})
+}
+
 // Synchronize implements device.Stream. Errors: device.ErrClosed after
 // Close, a driver error, or the first failure a kernel recorded.
 func (s *Stream) Synchronize() error {
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
 		return device.ErrClosed
 	}
 	if err := s.b.with(func() error { return s.s.Synchronize() }); err != nil {
 		return err
 	}
-	return s.Err()
+	return s.errLocked()
 }
 
-// Err implements device.Stream: the first failure the kernel recorded.
+// Err implements device.Stream: the first failure the kernel recorded
+// (device.ErrClosed after Close).
 func (s *Stream) Err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.errLocked()
+}
+
+func (s *Stream) errLocked() error {
 	if s.closed {
 		return device.ErrClosed
 	}
@@ -613,6 +661,11 @@ func (s *Stream) Err() error {
 
 // Capturing implements device.Stream (cuStreamIsCapturing).
 func (s *Stream) Capturing() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return false
+	}
 	var st int
 	s.b.with(func() error {
 		var err error
@@ -630,12 +683,16 @@ func (s *Stream) Close() error {
 		return nil
 	}
 	s.closed = true
-	// Out of the reaper's sight before the handle can go away.
-	s.b.smu.Lock()
-	delete(s.b.streams, s)
-	s.b.smu.Unlock()
 	return s.b.with(func() error {
+		// Wait while the reaper still sees the stream (busy), then take it
+		// out of the reaper's sight before the handle can go away.
 		err := s.s.Synchronize()
+		s.b.smu.Lock()
+		delete(s.b.streams, s)
+		s.b.smu.Unlock()
+		if s.ev != 0 {
+			s.ev.Destroy()
+		}
 		if s.owned {
 			s.s.Destroy()
 		}

@@ -148,8 +148,13 @@ type KernelError struct {
 func (e *KernelError) Error() string {
 	code := map[uint32]string{ErrTimeout: "timed out", ErrAborted: "aborted", ErrBadRef: "bad reference",
 		ErrBadOp: "bad opcode", ErrTooManyRefs: "too many refs in one op"}[e.Code]
-	what := map[uint32]string{1: "a semaphore", 2: "a dependency", 3: "a barrier", 4: "an LL packet flag", 5: "the avg epilogue"}[e.What]
+	what := map[uint32]string{1: "a semaphore", 2: "a dependency", 3: "a barrier", 4: "an LL packet flag", 5: "the avg epilogue",
+		6: "a peer's done word (launch fence)"}[e.What]
 	s := fmt.Sprintf("cuda kernel: rank %d tb %d step %d slice %d: %s", e.Rank, e.TB, e.Step, e.Slice, code)
+	if e.What == 6 {
+		// The fence's channel field is the index into Args.Fence.
+		return s + fmt.Sprintf(" waiting for %s (fence entry %d, have %d, want %d) in launch %d", what, e.Channel, e.Have, e.Want, e.Launch)
+	}
 	if what != "" {
 		s += fmt.Sprintf(" waiting for %s (channel/tb/id %d, have %d, want %d)", what, e.Channel, e.Have, e.Want)
 	}

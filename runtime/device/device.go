@@ -125,6 +125,17 @@ type StreamWrapper interface {
 	WrapStream(h uintptr) (Stream, error)
 }
 
+// StreamOrderer is implemented by streams that can be made to wait, on the
+// device and without the host waiting, for everything enqueued so far on
+// another stream of the same backend (CUDA: an event recorded on prev and
+// waited on by this stream). The executor uses it so that one rank's
+// launches run in call order when consecutive calls of a communicator use
+// different streams, as NCCL orders one communicator's operations. After
+// on a closed prev does nothing.
+type StreamOrderer interface {
+	After(prev Stream) error
+}
+
 // ContextSharer is implemented by backends whose ranks in one process
 // share one device context (CUDA). ShareContext tells the backend that
 // several ranks of a communicator run as goroutines of this process, so a

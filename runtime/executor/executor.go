@@ -266,14 +266,20 @@ type Executor struct {
 
 	trace func(Transition)
 
-	l0        l0
-	l1        map[l1Key]*l1Entry
-	lastL1    *l1Entry
-	lastSig   scratchSig
-	launch    uint64
-	streams   []device.Stream // streams launched on since the last wait
-	allocs    []device.Ptr    // to free at Close
-	arena     device.Ptr      // the current block of small private allocations
+	l0      l0
+	l1      map[l1Key]*l1Entry
+	lastL1  *l1Entry
+	lastSig scratchSig
+	launch  uint64
+	streams []device.Stream // streams launched on since the last wait
+	lastSt  device.Stream   // the stream of the last launch
+	// captured: some launch went into a CUDA graph. Its replays keep using
+	// the memory it names (prepared state, scratch, peers' scratch
+	// mappings), so from then on nothing of that kind is freed before Close.
+	captured  bool
+	retained  []device.Prepared
+	allocs    []device.Ptr // to free at Close
+	arena     device.Ptr   // the current block of small private allocations
 	arenaUsed int64
 	failed    atomic.Pointer[error]
 	abortW    atomic.Uintptr // the control segment once L0 exists
@@ -396,6 +402,9 @@ type l3Entry struct {
 	prep device.Prepared
 	args *device.Args
 	sig  scratchSig
+	// captured: launched into a CUDA graph, whose replays keep using prep's
+	// memory; released only at Close.
+	captured bool
 }
 
 // New returns an executor. Nothing is allocated until the first Execute.
@@ -1062,15 +1071,20 @@ func (e *Executor) l1Switch(w *walk) Event {
 
 // waitInflight waits for every launch this executor enqueued (YES + WAIT in
 // the seed's capture table).
+//
+// It waits on every stream even after a failure and returns the first real
+// error; a stream the caller has closed since (device.ErrClosed) was drained
+// by its Close.
 func (e *Executor) waitInflight() error {
 	e.stats.Waits++
+	var first error
 	for _, st := range e.streams {
-		if err := st.Synchronize(); err != nil {
-			return err
+		if err := st.Synchronize(); err != nil && !errors.Is(err, device.ErrClosed) && first == nil {
+			first = err
 		}
 	}
 	e.streams = e.streams[:0]
-	return nil
+	return first
 }
 
 // bufBytes is the size of buffer k of physical rank rank for r.
@@ -1421,10 +1435,7 @@ func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
 		if err := e.waitInflight(); err != nil {
 			return e.fail(w, L3Setup, err, true)
 		}
-		for k, v := range w.l3map {
-			v.prep.Release()
-			delete(w.l3map, k)
-		}
+		e.dropL3(w.l3map)
 	}
 	w.l3 = &l3Entry{prep: prep, args: a, sig: scratchSig{l1: ent, chunkBytes: lay.Stride * lay.ElemSize, slices: lay.Slices}}
 	w.l3map[w.l3key] = w.l3
@@ -1487,8 +1498,8 @@ func (e *Executor) grow(ctx context.Context, w *walk) Event {
 		if err != nil {
 			return e.fail(w, Grow, fmt.Errorf("import rank %d's scratch: %w", q, err), true, q)
 		}
-		if p := e.l0.peers[q].scratch.Ptr; p != 0 {
-			e.unimport(p)
+		if p := e.l0.peers[q].scratch.Ptr; p != 0 && !e.captured {
+			e.unimport(p) // (captured graphs keep it: unimported at Close)
 		}
 		e.l0.peers[q].scratch = device.Mem{Ptr: reg.Base, Size: capB}
 	}
@@ -1496,12 +1507,14 @@ func (e *Executor) grow(ctx context.Context, w *walk) Event {
 		return e.fail(w, Grow, fmt.Errorf("%w: growing to %d bytes, ranks %v differ", ErrScratchMismatch, capB, bad), true, bad...)
 	}
 	e.l0.scratch = device.Mem{Ptr: sc, Size: capB}
-	e.freeAlloc(old.Ptr)
+	if !e.captured { // (captured graphs keep it: freed at Close)
+		e.freeAlloc(old.Ptr)
+	}
 	// Every prepared launch names the old scratch.
 	for _, ent := range e.l1 {
-		dropL3(ent.l3)
+		e.dropL3(ent.l3)
 		for _, l2 := range ent.l2 {
-			dropL3(l2.l3)
+			e.dropL3(l2.l3)
 		}
 	}
 	e.lastSig = scratchSig{}
@@ -1513,9 +1526,15 @@ func (e *Executor) grow(ctx context.Context, w *walk) Event {
 	return EvOK
 }
 
-func dropL3(m map[l3Key]*l3Entry) {
+// dropL3 empties m, releasing each prepared launch (or, if a CUDA graph
+// captured it, keeping it until Close).
+func (e *Executor) dropL3(m map[l3Key]*l3Entry) {
 	for k, v := range m {
-		v.prep.Release()
+		if v.captured {
+			e.retained = append(e.retained, v.prep)
+		} else {
+			v.prep.Release()
+		}
 		delete(m, k)
 	}
 }
@@ -1538,7 +1557,23 @@ func (e *Executor) doLaunch(w *walk) Event {
 	// root) could run two launches ahead and overwrite the scratch half a
 	// slow reader still polls (docs/design/ir.md §5.4; the verifier models
 	// LL launches with this fence).
-	fence := e.launch > 0 && (l3.sig != e.lastSig || w.l1.table.Protocol == ir.LL)
+	//
+	// A launch captured into a CUDA graph is always fenced: its replays may
+	// follow any eager launch. And the launch after it is fenced too
+	// (lastSig reset): the device may have run replays in between.
+	capturing := w.st.Capturing()
+	fence := e.launch > 0 && (l3.sig != e.lastSig || w.l1.table.Protocol == ir.LL || capturing)
+	// One rank's launches run in call order even when consecutive calls use
+	// different streams (as NCCL orders one communicator's operations): the
+	// new stream waits for the previous one on the device. Not across a
+	// capture boundary: a capture may not wait on work outside it.
+	if prev := e.lastSt; prev != nil && prev != w.st && !capturing {
+		if o, ok := w.st.(device.StreamOrderer); ok && !prev.Capturing() {
+			if err := o.After(prev); err != nil {
+				return e.fail(w, Launch, err, false)
+			}
+		}
+	}
 	if err := w.st.Launch(l3.prep, e.launch+1, fence); err != nil {
 		return e.fail(w, Launch, err, false)
 	}
@@ -1547,7 +1582,11 @@ func (e *Executor) doLaunch(w *walk) Event {
 	if fence {
 		e.stats.Fences++
 	}
-	e.lastL1, e.lastSig = w.l1, l3.sig
+	e.lastL1, e.lastSig, e.lastSt = w.l1, l3.sig, w.st
+	if capturing {
+		l3.captured, e.captured = true, true
+		e.lastSig = scratchSig{}
+	}
 	e.trackStream(w.st)
 	return EvOK
 }
@@ -1595,14 +1634,18 @@ func (e *Executor) Close() error {
 	}
 	e.setFailed(ErrClosed)
 	for _, ent := range e.l1 {
-		dropL3(ent.l3)
+		e.dropL3(ent.l3)
 		for _, l2 := range ent.l2 {
-			dropL3(l2.l3)
+			e.dropL3(l2.l3)
 			for _, p := range l2.imports {
 				e.dev.Unimport(p)
 			}
 		}
 	}
+	for _, p := range e.retained {
+		p.Release()
+	}
+	e.retained = nil
 	for _, p := range e.l0.allImports {
 		e.dev.Unimport(p)
 	}

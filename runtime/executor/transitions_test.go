@@ -38,6 +38,8 @@ func (f *flakyNet) Send(peer int, tag uint64, data []byte) error {
 type flakyDev struct {
 	device.Backend
 	failAlloc, failDownload, failPrepare atomic.Bool
+	mu                                   sync.Mutex
+	freed                                []device.Ptr
 }
 
 func (f *flakyDev) Alloc(n int64) (device.Ptr, error) {
@@ -52,6 +54,25 @@ func (f *flakyDev) Download(dst []byte, src device.Ptr) error {
 		return errInjected
 	}
 	return f.Backend.Download(dst, src)
+}
+
+func (f *flakyDev) Free(p device.Ptr) error {
+	f.mu.Lock()
+	f.freed = append(f.freed, p)
+	f.mu.Unlock()
+	return f.Backend.Free(p)
+}
+
+// wasFreed reports whether Free was called on p.
+func (f *flakyDev) wasFreed(p device.Ptr) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, q := range f.freed {
+		if q == p {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *flakyDev) Prepare(a *device.Args) (device.Prepared, error) {
@@ -517,5 +538,62 @@ func TestEveryTransition(t *testing.T) {
 		if next(tr.From, tr.Event) != tr.To {
 			t.Errorf("a test took %v -%v-> %v, which is not in Table", tr.From, tr.Event, tr.To)
 		}
+	}
+}
+
+// TestCapturedLaunches: a launch captured into a CUDA graph is fenced (its
+// replays may follow any eager launch), so is the first launch after it,
+// and what its replays use — the scratch buffer in particular — is not
+// freed by a later scratch growth, only at Close (docs/design/cuda.md).
+func TestCapturedLaunches(t *testing.T) {
+	w := newFWorld(t, n2, nil)
+	tc := w.trace()
+	a := compile(t, 0, "ring", gen.Options{Collective: ir.AllReduce, NRanks: n2, Protocol: ir.Simple})
+	setCapture := func(on bool) {
+		for _, c := range w.caps {
+			c.capturing.Store(on)
+		}
+	}
+	fences := func() int64 { return int64(w.ex[0].Stats().Fences) }
+	run := func(count int64) {
+		t.Helper()
+		_, errs := w.same(t, tc, a, arCase(count, 1))
+		noErr(t, errs)
+	}
+	run(8)
+	run(8) // same shape, same scratch layout: unfenced
+	f0 := fences()
+	run(8)
+	if got := fences() - f0; got != 0 {
+		t.Fatalf("eager repeat: %d fences, want 0", got)
+	}
+	setCapture(true)
+	run(8) // a cache hit, captured
+	setCapture(false)
+	if got := fences() - f0; got != 1 {
+		t.Fatalf("captured launch: %d fences, want 1", got)
+	}
+	run(8)
+	if got := fences() - f0; got != 2 {
+		t.Fatalf("launch after a capture: %d fences in all, want 2", got)
+	}
+	run(8)
+	if got := fences() - f0; got != 2 {
+		t.Fatalf("second launch after a capture: %d fences in all, want 2", got)
+	}
+	// Grow the scratch: the captured launch's scratch must outlive it.
+	old := w.ex[0].l0.scratch.Ptr
+	run(1 << 20)
+	if w.ex[0].l0.scratch.Ptr == old {
+		t.Fatal("the scratch did not grow")
+	}
+	if w.devs[0].wasFreed(old) {
+		t.Fatal("the scratch a captured launch uses was freed at growth")
+	}
+	if err := w.ex[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !w.devs[0].wasFreed(old) {
+		t.Fatal("Close did not free the retained scratch")
 	}
 }

@@ -46,14 +46,16 @@ type Engine struct {
 	mu      sync.Mutex
 	streams map[streamKey]device.Stream
 	family  uint64
+	wraps   uint64                     // communicators made, for their CUDA stream wrappers
 	ranks   map[bootstrap.UniqueID]int // ranks initialised in this process, per communicator
 }
 
-// streamKey names a backend stream: the client's cudaStream_t value and,
-// on the host backend, the communicator family (a communicator made by
-// ncclCommInitRank* and those split from it) — the host backend's stand-in
+// streamKey names a backend stream: the client's cudaStream_t value and a
+// key — on the host backend the communicator family (a communicator made by
+// ncclCommInitRank* and those split from it), the host backend's stand-in
 // for a device, so that ranks of one process (grouped init, InitAll) never
-// share an in-order stream and wait on each other.
+// share an in-order stream and wait on each other; on CUDA the communicator
+// itself (see Engine.stream).
 type streamKey struct {
 	family uint64
 	value  uintptr
@@ -178,12 +180,19 @@ func (e *Engine) Classify(err error) abi.Result {
 	return abi.Result(comm.CodeOf(err))
 }
 
-// stream returns the backend stream for a client's cudaStream_t value.
-func (e *Engine) stream(family uint64, s uintptr) (device.Stream, error) {
+// stream returns the backend stream for a client's cudaStream_t value, as
+// communicator c uses it. On CUDA each communicator has its own wrapper of
+// the client's stream (the kernels still run in the stream's order): a
+// wrapper holds the sticky failure record of the launches made through it,
+// and one communicator's failure or abort must not fail another's calls on
+// the same stream. On the host backend the key is the family (see
+// streamKey).
+func (e *Engine) stream(c *Comm, s uintptr) (device.Stream, error) {
+	key := c.family
 	if e.name == "cuda" {
-		family = 0 // a CUDA stream is the client's own: one wrapper per value
+		key = c.wrap
 	}
-	k := streamKey{family, s}
+	k := streamKey{key, s}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if st, ok := e.streams[k]; ok {
@@ -217,6 +226,8 @@ func (e *Engine) Init(ctx context.Context, p abi.InitParams) (abi.EngineComm, er
 	e.mu.Lock()
 	e.family++
 	f := e.family
+	e.wraps++
+	wr := e.wraps
 	e.ranks[main]++
 	several := e.ranks[main] > 1
 	e.mu.Unlock()
@@ -225,7 +236,7 @@ func (e *Engine) Init(ctx context.Context, p abi.InitParams) (abi.EngineComm, er
 	if sh, ok := e.be.(device.ContextSharer); ok && several {
 		sh.ShareContext()
 	}
-	return &Comm{e: e, c: c, family: f, side: side, hasSide: hasSide}, nil
+	return &Comm{e: e, c: c, family: f, wrap: wr, side: side, hasSide: hasSide}, nil
 }
 
 // Comm is abi.EngineComm over a runtime communicator.
@@ -233,6 +244,7 @@ type Comm struct {
 	e       *Engine
 	c       *comm.Comm
 	family  uint64
+	wrap    uint64 // key of this communicator's CUDA stream wrappers
 	side    bootstrap.UniqueID
 	hasSide bool
 	used    bool
@@ -248,7 +260,7 @@ func (c *Comm) Run(op *abi.Op) error {
 	if !ok {
 		return fmt.Errorf("%w (%s)", abi.ErrNoSchedule, op.Coll)
 	}
-	st, err := c.e.stream(c.family, op.Stream)
+	st, err := c.e.stream(c, op.Stream)
 	if err != nil {
 		return err
 	}
@@ -283,7 +295,11 @@ func (c *Comm) Split(ctx context.Context, color, key int, cfg abi.Config) (abi.E
 	if err != nil || n == nil {
 		return nil, err
 	}
-	return &Comm{e: c.e, c: n, family: c.family}, nil
+	c.e.mu.Lock()
+	c.e.wraps++
+	wr := c.e.wraps
+	c.e.mu.Unlock()
+	return &Comm{e: c.e, c: n, family: c.family, wrap: wr}, nil
 }
 
 // Shrink implements abi.EngineComm: not available (runtime/comm can only
@@ -316,7 +332,7 @@ func (c *Comm) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
 
 // StreamSync implements abi.EngineComm.
 func (c *Comm) StreamSync(s uintptr) error {
-	st, err := c.e.stream(c.family, s)
+	st, err := c.e.stream(c, s)
 	if err != nil {
 		return err
 	}
@@ -327,6 +343,26 @@ func (c *Comm) StreamSync(s uintptr) error {
 }
 
 func (c *Comm) Finalize(ctx context.Context) error { return c.c.Finalize() }
-func (c *Comm) Destroy() error                     { return c.c.Destroy() }
-func (c *Comm) Abort()                             { c.c.Abort() }
-func (c *Comm) AsyncError() error                  { return c.c.AsyncError() }
+
+// Destroy implements abi.EngineComm; on CUDA it also closes the
+// communicator's stream wrappers (not the client's streams).
+func (c *Comm) Destroy() error {
+	err := c.c.Destroy()
+	if c.e.name == "cuda" {
+		var ws []device.Stream
+		c.e.mu.Lock()
+		for k, st := range c.e.streams {
+			if k.family == c.wrap {
+				ws = append(ws, st)
+				delete(c.e.streams, k)
+			}
+		}
+		c.e.mu.Unlock()
+		for _, st := range ws {
+			st.Close()
+		}
+	}
+	return err
+}
+func (c *Comm) Abort()            { c.c.Abort() }
+func (c *Comm) AsyncError() error { return c.c.AsyncError() }
