@@ -27,7 +27,6 @@ const DefaultThreads = 512
 // one Backend per process.
 type Backend struct {
 	dev *driver.Device
-	fn  driver.Function
 	// ctl is the backend's own non-blocking stream for control work
 	// (zeroing new allocations, uploads, downloads). Nothing here uses the
 	// legacy default stream or cuCtxSynchronize: with several ranks in one
@@ -88,10 +87,6 @@ func Open() (device.Backend, error) {
 	if err == nil {
 		err = d.SetCurrent()
 	}
-	var fn driver.Function
-	if err == nil {
-		fn, err = kernel(d.Context())
-	}
 	if err != nil {
 		openErr = err
 		return nil, err
@@ -104,7 +99,7 @@ func Open() (device.Backend, error) {
 		openErr = err
 		return nil, err
 	}
-	opened = &Backend{dev: d, fn: fn, ctl: ctl, streams: map[*Stream]struct{}{},
+	opened = &Backend{dev: d, ctl: ctl, streams: map[*Stream]struct{}{},
 		allocs: map[device.Ptr]int64{}, imports: map[[64]byte]*imported{}, byBase: map[device.Ptr]*imported{}}
 	opened.reap = newReaper(&opened.gate, opened.idle)
 	go func() {
@@ -415,6 +410,7 @@ func (b *Backend) newStream(s driver.Stream, owned bool) (*Stream, error) {
 // prepared is the CUDA launch state of one request shape.
 type prepared struct {
 	b       *Backend
+	fn      driver.Function // the kernel module of the request's datatype
 	base    Launch
 	grid    int
 	threads int
@@ -438,6 +434,12 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 		p.grid = 1 // a table without threadblocks still publishes done
 	}
 	err := b.with(func() error {
+		// The first request of a datatype in this process loads (JIT-compiles)
+		// its kernel module.
+		var err error
+		if p.fn, err = kernel(b.dev.Context(), a.DataType); err != nil {
+			return err
+		}
 		alloc := func(n int64) (driver.Ptr, error) {
 			m, err := b.zeroed(max(n, 16))
 			if err == nil {
@@ -575,13 +577,13 @@ func (s *Stream) Launch(pp device.Prepared, launch uint64, fence bool) error {
 	}
 	if timeLaunches.Load() {
 		t0 := time.Now()
-		err := launchKernel(s.b.fn, p.grid, p.threads, s.s, &a)
+		err := launchKernel(p.fn, p.grid, p.threads, s.s, &a)
 		s.dlaunch.Add(int64(time.Since(t0)))
 		s.nlaunch.Add(1)
 		if err != nil {
 			return err
 		}
-	} else if err := launchKernel(s.b.fn, p.grid, p.threads, s.s, &a); err != nil {
+	} else if err := launchKernel(p.fn, p.grid, p.threads, s.s, &a); err != nil {
 		return err
 	}
 	for _, c := range p.out {

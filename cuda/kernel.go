@@ -9,21 +9,37 @@ package cuda
 //go:generate ./kernel/build.sh
 
 import (
-	_ "embed"
+	"embed"
 	"fmt"
 	"sync"
 
 	"github.com/theseus-ccl/theseus/cuda/driver"
+	"github.com/theseus-ccl/theseus/ir"
 )
 
-// PTX is the generic executor kernel, sm_80 PTX (JIT-compiled by the driver
-// for the device it runs on).
+// ptxFS holds the executor kernel as sm_80 PTX, one module per datatype
+// (kernel/ptx/theseus_<datatype>.ptx), JIT-compiled by the driver for the
+// device it runs on the first time a process uses that datatype.
 //
-//go:embed kernel/theseus.ptx
-var PTX []byte
+//go:embed kernel/ptx/*.ptx
+var ptxFS embed.FS
 
-// KernelName is the kernel's entry point.
+// KernelName is the kernel's entry point in every module.
 const KernelName = "theseus_exec"
+
+// PTX returns the executor kernel's module for datatype dt. Errors: a
+// datatype outside ir.AllDataTypes.
+func PTX(dt ir.DataType) ([]byte, error) {
+	if dt.Size() == 0 {
+		return nil, fmt.Errorf("cuda: no kernel for %v", dt)
+	}
+	return ptxFS.ReadFile("kernel/ptx/theseus_" + dt.String() + ".ptx")
+}
+
+type moduleKey struct {
+	ctx driver.Context
+	dt  ir.DataType
+}
 
 type module struct {
 	mod driver.Module
@@ -32,26 +48,32 @@ type module struct {
 
 var (
 	modMu   sync.Mutex
-	modules = map[driver.Context]*module{}
+	modules = map[moduleKey]*module{}
 )
 
-// kernel returns the executor kernel loaded in the calling thread's current
-// context (loading and JIT-compiling it on first use per context).
-func kernel(ctx driver.Context) (driver.Function, error) {
+// kernel returns the executor kernel for datatype dt loaded in the calling
+// thread's current context ctx, loading (and JIT-compiling) it on first use
+// per context and datatype.
+func kernel(ctx driver.Context, dt ir.DataType) (driver.Function, error) {
 	modMu.Lock()
 	defer modMu.Unlock()
-	if m, ok := modules[ctx]; ok {
+	k := moduleKey{ctx, dt}
+	if m, ok := modules[k]; ok {
 		return m.fn, nil
 	}
-	mod, err := driver.LoadModule(PTX)
+	ptx, err := PTX(dt)
 	if err != nil {
-		return 0, fmt.Errorf("cuda: load executor kernel: %w", err)
+		return 0, err
+	}
+	mod, err := driver.LoadModule(ptx)
+	if err != nil {
+		return 0, fmt.Errorf("cuda: load executor kernel (%v): %w", dt, err)
 	}
 	fn, err := mod.Function(KernelName)
 	if err != nil {
 		mod.Unload()
 		return 0, err
 	}
-	modules[ctx] = &module{mod: mod, fn: fn}
+	modules[k] = &module{mod: mod, fn: fn}
 	return fn, nil
 }

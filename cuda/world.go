@@ -25,7 +25,7 @@ import (
 // goroutine to its OS thread while they run.
 type World struct {
 	dev    *driver.Device
-	fn     driver.Function
+	fn     driver.Function // the kernel module of the current request's datatype
 	tables []*optable.Table
 	n      int
 
@@ -71,12 +71,8 @@ func NewWorld(ordinal int, tables []*optable.Table) (*World, error) {
 	if err := d.SetCurrent(); err != nil {
 		return nil, err
 	}
-	fn, err := kernel(d.Context())
-	if err != nil {
-		return nil, err
-	}
 	n := len(tables)
-	w := &World{dev: d, fn: fn, tables: tables, n: n, Timeout: 10 * time.Second, Threads: 512, launch: 0,
+	w := &World{dev: d, tables: tables, n: n, Timeout: 10 * time.Second, Threads: 512, launch: 0,
 		tableDev: make([]driver.Ptr, n), inbound: make([]driver.Ptr, n), expected: make([]driver.Ptr, n),
 		publish: make([]driver.Ptr, n), barriers: make([]driver.Ptr, n), claim: make([]driver.Ptr, n),
 		chanRT: make([]driver.Ptr, n), streams: make([]driver.Stream, n), bufs: make([][3]driver.Ptr, n),
@@ -273,6 +269,9 @@ func (w *World) prepare(req interp.Request, inputs [][]byte, initOut [][]byte) (
 		return err
 	}
 	w.req, w.lay = req, lay
+	if w.fn, err = kernel(w.dev.Context(), req.DataType); err != nil {
+		return err
+	}
 	// Buffers, laid out as interp.NewBuffers does.
 	alloc := func(n int64) (driver.Ptr, error) {
 		p, err := driver.MemAlloc(max(n, 16))

@@ -692,6 +692,15 @@ DEV void data_op_op(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
 }
 
 DEV void data_op(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
+#ifdef THESEUS_DTYPE
+  // A module built for one datatype (build.sh): the host loads the module
+  // of the request's datatype; any other is a host bug, reported, never run.
+  if (c.L->dtype != THESEUS_DTYPE) {
+    if (tid() == 0) fail(c, THESEUS_ERR_BADOP, 0, step, s, -1, 0x100u | c.L->dtype, THESEUS_DTYPE);
+    return;
+  }
+  return data_op_op<THESEUS_DTYPE>(c, op, step, s);
+#else
   switch (c.L->dtype) {
     case T_I8: return data_op_op<T_I8>(c, op, step, s);
     case T_U8: return data_op_op<T_U8>(c, op, step, s);
@@ -706,6 +715,7 @@ DEV void data_op(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
     case T_E4M3: return data_op_op<T_E4M3>(c, op, step, s);
     default: return data_op_op<T_E5M2>(c, op, step, s);
   }
+#endif
 }
 
 // ---------------------------------------------------------------- avg epilogue
@@ -724,6 +734,9 @@ NOINLINE void divide_t(char* p, i64 n, int nranks) {
 
 DEV void divide(const Ctx& c, char* p, i64 n) {
   int nr = c.L->nranks;
+#ifdef THESEUS_DTYPE
+  if (c.L->dtype == THESEUS_DTYPE) divide_t<THESEUS_DTYPE>(p, n, nr);  // else data_op has failed the launch
+#else
   switch (c.L->dtype) {
     case T_I8: divide_t<T_I8>(p, n, nr); break;
     case T_U8: divide_t<T_U8>(p, n, nr); break;
@@ -738,6 +751,7 @@ DEV void divide(const Ctx& c, char* p, i64 n) {
     case T_E4M3: divide_t<T_E4M3>(p, n, nr); break;
     default: divide_t<T_E5M2>(p, n, nr); break;
   }
+#endif
 }
 
 // ---------------------------------------------------------------- sync ops
