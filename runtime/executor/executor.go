@@ -1575,7 +1575,10 @@ func (e *Executor) doLaunch(w *walk) Event {
 		}
 	}
 	if err := w.st.Launch(l3.prep, e.launch+1, fence); err != nil {
-		return e.fail(w, Launch, err, false)
+		// Sticky unless nothing can have been enqueued (a closed stream):
+		// the peers have launched this request, and this rank's launch
+		// counter would fall behind theirs.
+		return e.fail(w, Launch, err, !errors.Is(err, device.ErrClosed))
 	}
 	e.launch++
 	e.stats.Launches++
