@@ -204,6 +204,15 @@ func (c *Comm) Collective(ctx context.Context, call *Call) error {
 		return e
 	}
 	c.last.Launch = c.exec.LaunchCounter()
+	if call.Stream != nil {
+		// AsyncError reads the failure record of the caller's last stream
+		// (stored only when it changes: the hit path allocates nothing).
+		if p := c.userSt.Load(); p == nil || *p != st {
+			sp := new(device.Stream)
+			*sp = st
+			c.userSt.Store(sp)
+		}
+	}
 	if call.Stream == nil {
 		if err := st.Synchronize(); err != nil {
 			e := c.wrap(call.Coll.String(), err)

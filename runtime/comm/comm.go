@@ -211,6 +211,7 @@ type Comm struct {
 	state    atomic.Int32
 	callMu   sync.Mutex // held by a call in progress; Abort waits for it
 	asyncErr atomic.Pointer[Error]
+	userSt   atomic.Pointer[device.Stream] // the caller's stream of the last call, if any
 	lostMu   sync.Mutex
 	lost     []int
 
@@ -479,7 +480,16 @@ func (c *Comm) Lost() []int {
 // RemoteError naming the silent or lost peer, or the rank that found the
 // ranks issued different collectives (ErrMismatch), and so on; an *Error
 // is returned as it is. op names the call ("synchronize").
-func (c *Comm) StreamError(op string, err error) *Error { return c.wrapErr(op, err, false) }
+//
+// A launch's failure is also recorded as the communicator's asynchronous
+// error (sticky: ncclCommGetAsyncError reports it from then on).
+func (c *Comm) StreamError(op string, err error) *Error {
+	e := c.wrapErr(op, err, false)
+	if !errors.Is(err, device.ErrClosed) {
+		c.setAsync(e)
+	}
+	return e
+}
 
 // wrap converts a failure into an *Error, naming the ranks concerned.
 func (c *Comm) wrap(op string, err error) *Error { return c.wrapErr(op, err, true) }
@@ -616,8 +626,17 @@ func (c *Comm) AsyncError() error {
 	if e := c.asyncErr.Load(); e != nil {
 		return e
 	}
-	if s := c.stream; s != nil {
-		if err := s.Err(); err != nil {
+	// A launch's failure (a timed-out wait, an abort) is recorded on the
+	// stream it ran on: the communicator's own, or the caller's last.
+	streams := [2]device.Stream{c.stream}
+	if p := c.userSt.Load(); p != nil {
+		streams[1] = *p
+	}
+	for _, s := range streams {
+		if s == nil {
+			continue
+		}
+		if err := s.Err(); err != nil && !errors.Is(err, device.ErrClosed) {
 			e := c.wrapErr("async", err, false)
 			c.setAsync(e)
 			return c.asyncErr.Load()

@@ -32,6 +32,16 @@ func (g *group) recordErr(e *Error) {
 	}
 }
 
+// failInGroup is fail for a call that may sit inside a group: a failed
+// call abandons its group (NCCL 2.25 semantics: the outermost ncclGroupEnd
+// returns the first error and runs nothing).
+func (l *Library) failInGroup(t Thread, e *Error) Result {
+	if *t.Depth > 0 {
+		l.group(t).recordErr(e)
+	}
+	return l.fail(e)
+}
+
 func (l *Library) group(t Thread) *group {
 	l.init()
 	l.gmu.Lock()

@@ -495,7 +495,7 @@ func (l *Library) Split(t Thread, parent uintptr, color, key int, h uintptr, cfg
 	const api = "ncclCommSplit"
 	p, e := l.usable(parent, api)
 	if e != nil {
-		return false, l.fail(e)
+		return false, l.failInGroup(t, e)
 	}
 	if color < 0 && color != -1 {
 		return false, l.Fail(InvalidArgument, "%s: color %d must be >= 0 or NCCL_SPLIT_NOCOLOR (-1)", api, color)
@@ -542,7 +542,7 @@ func (l *Library) Shrink(t Thread, parent uintptr, exclude []int, h uintptr, cfg
 	const api = "ncclCommShrink"
 	p, e := l.usable(parent, api)
 	if e != nil {
-		return false, l.fail(e)
+		return false, l.failInGroup(t, e)
 	}
 	if flags&^1 != 0 {
 		return false, l.Fail(InvalidArgument, "%s: unknown shrinkFlags %#x", api, flags)
@@ -637,6 +637,9 @@ func (l *Library) timeout() time.Duration {
 // engine communicator and the shadow, and leaves the handle a tombstone.
 func (l *Library) Destroy(h uintptr) Result {
 	const api = "ncclCommDestroy"
+	if h == 0 {
+		return Success // NCCL 2.25: destroying a NULL comm is a no-op
+	}
 	c, e := l.lookup(h, api)
 	if e != nil {
 		return l.fail(e)
@@ -677,6 +680,9 @@ func (l *Library) Destroy(h uintptr) Result {
 // waits return ErrAborted, a pending init is cancelled), the shadow is
 // aborted, and the handle becomes a tombstone. It does not wait for peers.
 func (l *Library) Abort(h uintptr) Result {
+	if h == 0 {
+		return Success // NCCL 2.25: aborting a NULL comm is a no-op
+	}
 	c, e := l.lookup(h, "ncclCommAbort")
 	if e != nil {
 		return l.fail(e)
@@ -830,12 +836,12 @@ func (l *Library) Coll(t Thread, h uintptr, op *Op) Result {
 	api := op.Coll.api()
 	c, e := l.usable(h, api)
 	if e != nil {
-		return l.fail(e)
+		return l.failInGroup(t, e) // a NULL, unknown or destroyed comm abandons the group too (NCCL)
 	}
 	pending := c.getState() == stPending
 	if pending && c.Rank() < 0 { // a split or shrink child that does not exist yet
 		if *t.Depth > 0 || c.Blocking {
-			return l.Fail(InvalidUsage, "%s: comm %#x is still being created (a collective cannot share a group with the split that makes its communicator)", api, h)
+			return l.failInGroup(t, errorf(InvalidUsage, "%s: comm %#x is still being created (a collective cannot share a group with the split that makes its communicator)", api, h))
 		}
 		o := *op
 		c.enqueue(func() *Error {
@@ -849,10 +855,7 @@ func (l *Library) Coll(t Thread, h uintptr, op *Op) Result {
 		return InProgress
 	}
 	if e := l.checkOp(c, op, api); e != nil {
-		if *t.Depth > 0 { // a failed call abandons its group (NCCL)
-			l.group(t).recordErr(e)
-		}
-		return l.fail(e)
+		return l.failInGroup(t, e)
 	}
 	if *t.Depth > 0 {
 		g := l.group(t)

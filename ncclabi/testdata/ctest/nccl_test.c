@@ -527,6 +527,13 @@ static void scalable_and_abort(ncclComm_t c) {
 
 static void bad_calls(ncclComm_t c) {
   EXPECT(ncclAllReduce(A, B, 1, ncclFloat32, ncclSum, NULL, g_stream), ncclInvalidArgument, "null comm");
+  OK(ncclCommDestroy(NULL)); /* NCCL 2.25: a no-op */
+  OK(ncclCommAbort(NULL));
+  /* A NULL comm inside a group abandons the group on every rank: nothing of it runs. */
+  OK(ncclGroupStart());
+  OK(ncclAllReduce(A, B, 1, ncclFloat32, ncclSum, c, g_stream));
+  EXPECT(ncclAllReduce(A, B, 1, ncclFloat32, ncclSum, NULL, g_stream), ncclInvalidArgument, "null comm in a group");
+  EXPECT(ncclGroupEnd(), ncclInvalidArgument, "group with a null comm");
   EXPECT(ncclAllReduce(A, B, 1, (ncclDataType_t)12, ncclSum, c, g_stream), ncclInvalidArgument, "bad dtype");
   EXPECT(ncclAllReduce(A, B, 1, ncclFloat32, (ncclRedOp_t)7, c, g_stream), ncclInvalidArgument, "bad op");
   EXPECT(ncclAllGather(A, B, SIZE_MAX / 2, ncclFloat64, c, g_stream), ncclInvalidArgument, "count overflow");
