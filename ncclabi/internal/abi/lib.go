@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,7 +108,14 @@ func (l *Library) classify(api string, err error) *Error {
 	if r == Success || r == InProgress {
 		r = InternalError
 	}
-	return &Error{Result: r, Msg: api + ": " + err.Error(), Err: err}
+	// The runtime's messages end in their own code ("… [ncclInternalError]"),
+	// which need not be the result this call returns: drop it, so the WARN
+	// line and ncclGetLastError never name a code the caller did not get.
+	msg := err.Error()
+	if i := strings.LastIndex(msg, " [nccl"); i >= 0 && strings.HasSuffix(msg, "]") {
+		msg = msg[:i]
+	}
+	return &Error{Result: r, Msg: api + ": " + msg, Err: err}
 }
 
 // lookup finds a live communicator. NULL is InvalidArgument (NCCL's
