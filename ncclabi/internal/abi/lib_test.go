@@ -586,3 +586,17 @@ func TestGroupedSendRecvAlltoAllIsNative(t *testing.T) {
 		t.Fatalf("engine ran %d ops with a fallback present", n)
 	}
 }
+
+// TestClassifyDropsRuntimeTag: a runtime message's own code tag is not
+// carried into the NCCL error text, whose result may differ.
+func TestClassifyDropsRuntimeTag(t *testing.T) {
+	var l Library
+	e := l.classify("ncclCommInitRank", errors.New("theseus: rank 0: init: bad unique id [ncclInternalError]"))
+	if want := "ncclCommInitRank: theseus: rank 0: init: bad unique id"; e.Msg != want {
+		t.Errorf("message %q, want %q", e.Msg, want)
+	}
+	e = l.classify("ncclAllReduce", errors.New("no tag here"))
+	if want := "ncclAllReduce: no tag here"; e.Msg != want {
+		t.Errorf("message %q, want %q", e.Msg, want)
+	}
+}
