@@ -121,6 +121,13 @@ func TestDiff(t *testing.T) {
 	golden(t, "diff_ring8_1ch_2ch.txt", txt.out)
 	js := theseusc(t, "diff", "--json", a, b).want(t, cli.ExitOK)
 	golden(t, "diff_ring8_1ch_2ch.json", js.out)
+	// A schedule that does not verify gives its errors, not a delta.
+	for _, bad := range []string{"race.json", "deadlock.json", "wrong_result.json"} {
+		r := theseusc(t, "diff", a, filepath.Join(badDir, bad)).want(t, cli.ExitFindings)
+		if r.out != "" || !strings.Contains(r.err, "error[TS02") {
+			t.Errorf("diff with %s: stdout %q, stderr %q", bad, r.out, r.err)
+		}
+	}
 	if !strings.Contains(txt.out, "channel ends: ") || !strings.Contains(txt.out, "added") {
 		t.Errorf("text diff lacks the resource classes:\n%s", txt.out)
 	}

@@ -5,6 +5,8 @@ import (
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 	"github.com/theseus-ccl/theseus/codegen/bundle"
 	"github.com/theseus-ccl/theseus/compiler/diff"
+	"github.com/theseus-ccl/theseus/compiler/passes"
+	"github.com/theseus-ccl/theseus/compiler/verify"
 )
 
 type diffCmd struct {
@@ -27,7 +29,8 @@ as JSON.
 
 A and B may be in any input format. Transfer-level programs are legalised
 first, since their channels and scratch exist only after legalisation; a
-bundle is compared by its resource summary. Exit 0 whether or not they differ.`,
+bundle is compared by its resource summary. Exit 0 whether or not they differ;
+1 when either does not parse or verify (its diagnostics instead of a delta).`,
 		Example: `  theseusc diff examples/allreduce_ring_8rank_simple.json examples/allreduce_ring_8rank_2ch_simple.json
   theseusc diff --json a.tsb b.tsb`,
 		Args: cli.ExactArgs(2, "two files, A and B"),
@@ -52,6 +55,27 @@ func (c *diffCmd) run(_ *cobra.Command, args []string) error {
 		cli.PrintDiags(c.s.Err, src.Diags)
 		bad = bad || src.HasErrors() || (src.Program == nil && src.Bundle == nil)
 		srcs[i] = src
+	}
+	if bad {
+		return cli.Findings()
+	}
+	// A delta of a schedule that does not verify means nothing (a peer
+	// outside the program, a race): verify both, as lint does, and report
+	// errors (exit 1) instead of a delta.
+	for _, src := range srcs {
+		if src.Program == nil {
+			continue // a bundle was verified when it was compiled
+		}
+		st, err := check(src.Program, passes.Options{Verify: verify.Options{}})
+		if st != nil {
+			if n := cli.CountErrors(st.Diags); n > 0 {
+				cli.PrintDiags(c.s.Err, cli.Dedupe(st.Diags))
+				bad = true
+			}
+		}
+		if err != nil {
+			return err
+		}
 	}
 	if bad {
 		return cli.Findings()

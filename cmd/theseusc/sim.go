@@ -152,6 +152,11 @@ func (c *simCmd) run(_ *cobra.Command, args []string) error {
 		return err
 	}
 	if cli.CountErrors(st.Diags) > 0 {
+		if c.noVerify {
+			// Not the verifier's findings: the program cannot be lowered
+			// (legalisation), so there is nothing to run.
+			return cli.Findingsf("%s: not simulated: %s (errors that stop lowering; --no-verify skips only the verifier)", args[0], summary(st.Diags))
+		}
 		return cli.Findingsf("%s: not simulated: %s (--no-verify runs it anyway)", args[0], summary(st.Diags))
 	}
 	limit, why := memoryLimit()

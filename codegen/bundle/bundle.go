@@ -96,10 +96,15 @@ type Meta struct {
 	SliceBytes     int64 // bytes per chunk per slice, 0 (default) or more
 }
 
-// MetaOf returns p's metadata.
+// MetaOf returns p's metadata. A root set on a collective that has none is
+// dropped (-1): the verifier reports it as ignored (TS0114, a warning).
 func MetaOf(p *ir.Program) Meta {
+	root := p.Root
+	if !p.Collective.Rooted() {
+		root = -1
+	}
 	return Meta{Name: p.Name, Collective: p.Collective, NRanks: p.NRanks, NLocalRanks: p.NLocalRanks,
-		Root: p.Root, Protocol: p.Protocol, ChunksPerBlock: p.ChunksPerBlock, InPlace: p.InPlace,
+		Root: root, Protocol: p.Protocol, ChunksPerBlock: p.ChunksPerBlock, InPlace: p.InPlace,
 		OutOfPlace: p.OutOfPlace, MinBytes: p.MinBytes, MaxBytes: p.MaxBytes, NumThreads: p.NumThreads,
 		SliceBytes: p.SliceBytes}
 }

@@ -160,8 +160,13 @@ func TestMissingFileRetried(t *testing.T) {
 	h.sched(`{"file":"b.json","collective":"allreduce","nranks":8}`)
 	h.sched(`{"file":"late.json","collective":"allreduce","nranks":8,"preference":"9"}`)
 	r := req(ir.AllReduce, 1024)
-	if id := h.sel(r); id != 0 {
-		t.Fatalf("missing: %d", id)
+	for i := 0; i < 5; i++ { // retried at every epoch, logged once
+		if id := h.sel(r); id != 0 {
+			t.Fatalf("missing: %d", id)
+		}
+	}
+	if n := strings.Count(h.log.dump(), "schedule file missing"); n != 1 {
+		t.Fatalf("the missing file was logged %d times, want once:\n%s", n, h.log.dump())
 	}
 	h.file("late.json", allreduce8())
 	if id := h.sel(r); id != 1 {

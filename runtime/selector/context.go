@@ -109,6 +109,9 @@ type sched struct {
 	info   *ScheduleInfo
 	cons   constraints // the manifest's, narrowed by the file once loaded
 	faults uint8       // fault kinds already logged
+	// missingLogged: the file's absence was logged; it is retried every
+	// epoch, and logged again only after it has loaded once.
+	missingLogged bool
 }
 
 // matches reports whether the schedule's constraints admit the request.

@@ -594,11 +594,14 @@ func (s *Selector) load(ctx context.Context, c *sched) error {
 	switch res[0] {
 	case loadOK:
 		c.narrow(info)
-		c.ls, c.info = lsLoaded, info
+		c.ls, c.info, c.missingLogged = lsLoaded, info, false
 		s.opt.Logger.Infof("schedule %d (%s) loaded: %s, %d ranks", c.id, c.entry.File, info.Collective, info.NRanks)
 	case loadMissing:
 		c.ls, c.reason = lsMissing, "schedule file missing: "+reason
-		s.opt.Logger.Warnf("schedule %d: %s; skipped until the next epoch", c.id, c.reason)
+		if !c.missingLogged { // retried every epoch: logged once (selection-context.md §8)
+			c.missingLogged = true
+			s.opt.Logger.Warnf("schedule %d: %s; retried at every epoch until it appears", c.id, c.reason)
+		}
 	default:
 		c.ls, c.reason = lsInvalid, "excluded: "+reason
 		s.opt.Logger.Warnf("schedule %d (%s) %s", c.id, c.entry.File, c.reason)
