@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -205,6 +206,12 @@ func (b *benchCmd) parse() (*config, error) {
 	}
 	if b.plot != "" && !strings.HasSuffix(strings.ToLower(b.plot), ".png") {
 		return nil, cli.Usagef("--plot %s: want a .png file", b.plot)
+	}
+	if b.plot != "" {
+		// Fail before the run, not after it: the plot's folder must exist.
+		if st, err := os.Stat(filepath.Dir(b.plot)); err != nil || !st.IsDir() {
+			return nil, cli.Usagef("--plot %s: no such folder %s", b.plot, filepath.Dir(b.plot))
+		}
 	}
 	switch {
 	case b.context != "":

@@ -160,6 +160,11 @@ func TestSimMemoryLimit(t *testing.T) {
 	}
 	theseusc(t, "sim", ex, "--count", "100000", "--dtype", "int8", "--redop", "sum", "--max-memory", "700000").want(t, cli.ExitOK)
 	theseusc(t, "sim", ex, "--max-memory", "-1").want(t, cli.ExitUsage)
+	// A count whose sizes overflow 64 bits is refused up front too.
+	r = theseusc(t, "sim", ex, "--count", "9223372036854775807", "--dtype", "float64", "--redop", "sum").want(t, cli.ExitUsage)
+	if !strings.Contains(r.err, "cannot be laid out") {
+		t.Errorf("overflowing count: %s", r.err)
+	}
 	if limit, why := memoryLimit(); limit <= 0 || limit > interp.MaxAllocBytes || why == "" {
 		t.Errorf("memoryLimit() = %d, %q", limit, why)
 	}

@@ -114,6 +114,11 @@ func checkSimMemory(p *ir.Program, o interp.SimOptions, limit int64, why string)
 					for _, inPlace := range arrs {
 						req := interp.Request{Count: count, DataType: dt, Root: root, InPlace: inPlace, Slices: s, Launch: 1}
 						n, ok := caseBytes(tables, req)
+						if !ok && count > 0 {
+							// The sizes do not fit in 64 bits (or the layout is
+							// otherwise impossible): refuse it up front too.
+							return cli.Usagef("a case of --count %d %s cannot be laid out: its buffer sizes overflow; lower --count", count, dt)
+						}
 						if ok && n > limit {
 							arr := "out-of-place"
 							if inPlace {
