@@ -246,7 +246,7 @@ func (e *Explanation) String() string {
 	}
 	b.WriteString("schedules:\n")
 	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "  id\tfile\tmatched\tusable\tpreference\t\n")
+	fmt.Fprintf(tw, "  id\tname\tfile\tmatched\tusable\tpreference\t\n")
 	yn := map[bool]string{true: "yes", false: "no"}
 	for _, c := range e.Candidates {
 		pref := "-"
@@ -257,7 +257,11 @@ func (e *Explanation) String() string {
 		if c.Chosen {
 			mark = "<- chosen"
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s%s\n", c.ID, c.File, yn[c.Matched], yn[c.Usable], pref, mark, c.Reason)
+		name := c.Name
+		if name == "" {
+			name = "-"
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s%s\n", c.ID, name, c.File, yn[c.Matched], yn[c.Usable], pref, mark, c.Reason)
 	}
 	tw.Flush()
 	return b.String()
