@@ -1,11 +1,13 @@
 package optable
 
 import (
+	"bytes"
 	"encoding/binary"
 	"strings"
 	"testing"
 
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/ir/irtest"
 )
 
 func TestDecodeErrors(t *testing.T) {
@@ -40,7 +42,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"truncated", good[:len(good)-16], "header says"},
 		{"crc", func() []byte { b := append([]byte(nil), good...); b[len(b)-1] ^= 1; return b }(), "CRC-32C"},
 		{"reserved", mut(func(b []byte) { b[186] = 1 }), "reserved header fields"},
-		{"flags", mut(func(b []byte) { b[20] |= 4 }), "unknown header flags"},
+		{"flags", mut(func(b []byte) { b[20] |= 8 }), "unknown header flags"},
 		{"huge op count", mut(func(b []byte) { le.PutUint64(b[96:], 1<<60) }), "do not fill"},
 		{"offsets", mut(func(b []byte) { le.PutUint64(b[136:], h.OffTBs+16) }), "not the canonical ones"},
 		{"collective", mut(func(b []byte) { b[32] = 10 }), "unknown collective code 10"},
@@ -83,5 +85,32 @@ func TestNoCapOnOpsPerTB(t *testing.T) {
 	}
 	if len(got.TBs[0].Ops) != 70000 {
 		t.Errorf("decoded %d ops", len(got.TBs[0].Ops))
+	}
+}
+
+// TestMarkFence: the fence flag survives a round trip and keeps the
+// table valid (CRC rewritten).
+func TestMarkFence(t *testing.T) {
+	p := irtest.PairsAllReducePrimitive(2)
+	raw, err := LowerAllBinary(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tb, err := Decode(raw[0]); err != nil || tb.FenceLaunches {
+		t.Fatalf("before: %v, fence %v", err, tb != nil && tb.FenceLaunches)
+	}
+	if err := MarkFence(raw[0]); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := Decode(raw[0])
+	if err != nil || !tb.FenceLaunches {
+		t.Fatalf("after: %v, fence %v", err, tb != nil && tb.FenceLaunches)
+	}
+	again, err := tb.MarshalBinary()
+	if err != nil || !bytes.Equal(again, raw[0]) {
+		t.Fatalf("re-encoding differs: %v", err)
+	}
+	if err := MarkFence(raw[0][:10]); err == nil {
+		t.Error("MarkFence accepted a truncated table")
 	}
 }

@@ -78,6 +78,11 @@ type Table struct {
 	// InPlace and OutOfPlace are the buffer arrangements the program
 	// supports (at least one).
 	InPlace, OutOfPlace bool
+	// FenceLaunches: every launch must wait for the peers' previous launch
+	// (the runtime's launch fence), because the verifier found a race that
+	// only consecutive launches or slices can have (TS0206) on a Simple
+	// program (verify.NeedsLaunchFence; docs/known-issues.md §14).
+	FenceLaunches bool
 	Channels            []Channel
 	TBs                 []TB
 }
@@ -130,6 +135,7 @@ const (
 const (
 	FlagInPlace    uint32 = 1 << 0 // the program supports in-place requests
 	FlagOutOfPlace uint32 = 1 << 1 // the program supports out-of-place requests
+	FlagFence      uint32 = 1 << 2 // fence every launch (Table.FenceLaunches)
 
 	OpFlagPublish uint8 = 1 << 0 // the op publishes its completion (ir.Op.Publish)
 

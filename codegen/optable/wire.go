@@ -22,7 +22,7 @@ type wireHeader struct {
 	HeaderBytes    uint16 `c:"header_bytes" doc:"sizeof(theseus_optable_header)"`
 	TotalBytes     uint64 `c:"total_bytes" doc:"bytes of the whole table, header included"`
 	CRC            uint32 `c:"crc32c" doc:"CRC-32C (Castagnoli) of the whole table with this field zero"`
-	Flags          uint32 `c:"flags" doc:"THESEUS_OPTABLE_INPLACE | THESEUS_OPTABLE_OUTOFPLACE"`
+	Flags          uint32 `c:"flags" doc:"THESEUS_OPTABLE_INPLACE | THESEUS_OPTABLE_OUTOFPLACE | THESEUS_OPTABLE_FENCE"`
 	Rank           int32  `c:"rank" doc:"logical rank of this table, 0..nranks-1"`
 	NRanks         int32  `c:"nranks" doc:"world size of the program"`
 	Collective     uint8  `c:"collective" doc:"THESEUS_COLL_*"`
@@ -241,6 +241,9 @@ func newEncoder(t *Table, ntbs int, nops, nrefs, ndeps, nchl uint64) (*encoder, 
 	if t.OutOfPlace {
 		h.Flags |= FlagOutOfPlace
 	}
+	if t.FenceLaunches {
+		h.Flags |= FlagFence
+	}
 	h.put(e.b)
 	for c, ch := range t.Channels {
 		w := wireChannel{Peer: int32(ch.Peer), PeerChannel: int32(ch.PeerChannel), Init: ch.Init}
@@ -366,7 +369,7 @@ func Decode(b []byte) (*Table, error) {
 	if h.Reserved0 != 0 || h.Reserved1 != 0 {
 		return nil, derr(34, "reserved header fields are not zero")
 	}
-	if h.Flags&^(FlagInPlace|FlagOutOfPlace) != 0 {
+	if h.Flags&^(FlagInPlace|FlagOutOfPlace|FlagFence) != 0 {
 		return nil, derr(20, "unknown header flags %#x", h.Flags)
 	}
 	l, ok := sectionLayout(uint64(h.NumChannels), uint64(h.NumTBs), h.NumOps, h.NumRefs, h.NumDeps, h.NumChanList, uint64(len(b)))
@@ -381,7 +384,7 @@ func Decode(b []byte) (*Table, error) {
 	t := &Table{
 		Rank: int(h.Rank), NRanks: int(h.NRanks), Root: int(h.Root), NumThreads: int(h.NumThreads),
 		NLocalRanks: int(h.NLocalRanks), ChunksPerBlock: h.ChunksPerBlock, SliceBytes: h.SliceBytes, MaxScratchChunks: h.MaxScratch,
-		InPlace: h.Flags&FlagInPlace != 0, OutOfPlace: h.Flags&FlagOutOfPlace != 0,
+		InPlace: h.Flags&FlagInPlace != 0, OutOfPlace: h.Flags&FlagOutOfPlace != 0, FenceLaunches: h.Flags&FlagFence != 0,
 	}
 	t.Chunks[ir.Input], t.Chunks[ir.Output], t.Chunks[ir.Scratch] = h.InputChunks, h.OutputChunks, h.ScratchChunks
 	if t.Collective, ok = fromWire(wireCollectives[:], h.Collective); !ok {
@@ -702,4 +705,20 @@ func (w *wireDep) get(b []byte) {
 	w.TB = int32(binary.LittleEndian.Uint32(b[0:]))
 	w.Reserved0 = binary.LittleEndian.Uint32(b[4:])
 	w.Step = int64(binary.LittleEndian.Uint64(b[8:]))
+}
+
+// flagsOffset is the offset of wireHeader.Flags.
+const flagsOffset = 20
+
+// MarkFence sets FenceLaunches in the encoded table b, in place, and
+// rewrites its CRC. Errors: b is not an encoded table (Decode's checks).
+func MarkFence(b []byte) error {
+	if _, err := Decode(b); err != nil {
+		return err
+	}
+	f := binary.LittleEndian.Uint32(b[flagsOffset:])
+	binary.LittleEndian.PutUint32(b[flagsOffset:], f|FlagFence)
+	binary.LittleEndian.PutUint32(b[crcOffset:], 0)
+	binary.LittleEndian.PutUint32(b[crcOffset:], crc32.Checksum(b, castagnoli))
+	return nil
 }

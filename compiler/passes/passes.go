@@ -449,6 +449,13 @@ func lower(s *State) error {
 		}
 		return err
 	}
+	if verify.NeedsLaunchFence(s.Prog, s.Diags) {
+		for r := range raw {
+			if err := optable.MarkFence(raw[r]); err != nil {
+				return fmt.Errorf("rank %d: %w", r, err)
+			}
+		}
+	}
 	s.Raw = raw
 	if s.Opts.VerifyEach || s.Opts.StopAfter == "lower" {
 		s.Tables = make([]*optable.Table, len(raw))

@@ -27,6 +27,7 @@
 /* Header flags. */
 #define THESEUS_OPTABLE_INPLACE 0x1u
 #define THESEUS_OPTABLE_OUTOFPLACE 0x2u
+#define THESEUS_OPTABLE_FENCE 0x4u
 
 /* Op flags. */
 #define THESEUS_OPF_PUBLISH 0x1u
@@ -76,7 +77,7 @@ typedef struct theseus_optable_header {
   uint16_t header_bytes; /* sizeof(theseus_optable_header) */
   uint64_t total_bytes; /* bytes of the whole table, header included */
   uint32_t crc32c; /* CRC-32C (Castagnoli) of the whole table with this field zero */
-  uint32_t flags; /* THESEUS_OPTABLE_INPLACE | THESEUS_OPTABLE_OUTOFPLACE */
+  uint32_t flags; /* THESEUS_OPTABLE_INPLACE | THESEUS_OPTABLE_OUTOFPLACE | THESEUS_OPTABLE_FENCE */
   int32_t rank; /* logical rank of this table, 0..nranks-1 */
   int32_t nranks; /* world size of the program */
   uint8_t collective; /* THESEUS_COLL_* */

@@ -1558,11 +1558,14 @@ func (e *Executor) doLaunch(w *walk) Event {
 	// slow reader still polls (docs/design/ir.md §5.4; the verifier models
 	// LL launches with this fence).
 	//
+	// A schedule the verifier found racing between iterations (TS0206,
+	// optable.Table.FenceLaunches) is fenced at every launch.
+	//
 	// A launch captured into a CUDA graph is always fenced: its replays may
 	// follow any eager launch. And the launch after it is fenced too
 	// (lastSig reset): the device may have run replays in between.
 	capturing := w.st.Capturing()
-	fence := e.launch > 0 && (l3.sig != e.lastSig || w.l1.table.Protocol == ir.LL || capturing)
+	fence := e.launch > 0 && (l3.sig != e.lastSig || w.l1.table.Protocol == ir.LL || w.l1.table.FenceLaunches || capturing)
 	// One rank's launches run in call order even when consecutive calls use
 	// different streams (as NCCL orders one communicator's operations): the
 	// new stream waits for the previous one on the device. Not across a

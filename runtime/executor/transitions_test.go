@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device"
@@ -595,5 +596,33 @@ func TestCapturedLaunches(t *testing.T) {
 	}
 	if !w.devs[0].wasFreed(old) {
 		t.Fatal("Close did not free the retained scratch")
+	}
+}
+
+// TestFencedTable: a schedule whose tables ask for it
+// (optable.Table.FenceLaunches, set by the compiler for a TS0206 race on a
+// Simple program) is fenced at every launch, not only when the scratch
+// layout changes.
+func TestFencedTable(t *testing.T) {
+	w := newFWorld(t, n2, nil)
+	tc := w.trace()
+	a := compile(t, 0, "ring", gen.Options{Collective: ir.AllReduce, NRanks: n2, Protocol: ir.Simple})
+	for r := range a.Bundle.Tables {
+		if err := optable.MarkFence(a.Bundle.Tables[r]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func() {
+		t.Helper()
+		_, errs := w.same(t, tc, a, arCase(8, 1))
+		noErr(t, errs)
+	}
+	run()
+	f0 := w.ex[0].Stats().Fences
+	for i := 0; i < 3; i++ {
+		run()
+	}
+	if got := w.ex[0].Stats().Fences - f0; got != 3 {
+		t.Fatalf("%d fences over 3 launches of one shape, want 3", got)
 	}
 }
