@@ -83,8 +83,8 @@ type Table struct {
 	// only consecutive launches or slices can have (TS0206) on a Simple
 	// program (verify.NeedsLaunchFence; docs/known-issues.md §14).
 	FenceLaunches bool
-	Channels            []Channel
-	TBs                 []TB
+	Channels      []Channel
+	TBs           []TB
 }
 
 // Channel is one channel end of this rank: the other end is channel
