@@ -105,6 +105,11 @@ func (b *backend) Alloc(size int64) (device.Ptr, error) {
 	gen := gens.Add(1)
 	fd, err := unix.MemfdCreate("theseus-"+strconv.FormatUint(gen, 10), unix.MFD_CLOEXEC)
 	if err != nil {
+		if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
+			// Every host-backend allocation is a file descriptor: many ranks
+			// in one process need many.
+			return 0, fmt.Errorf("host: memfd_create: %w (each host-backend allocation holds a file descriptor; raise the open-file limit, ulimit -n, or run fewer ranks per process)", err)
+		}
 		return 0, fmt.Errorf("host: memfd_create: %w", err)
 	}
 	if err := unix.Ftruncate(fd, n); err != nil {
