@@ -16,7 +16,10 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/device"
 )
 
-func init() { device.Register("cuda", Open) }
+func init() {
+	device.Register("cuda", Open)
+	device.RegisterOnDevice("cuda", OpenOnDevice)
+}
 
 // DefaultThreads is the threads per threadblock when a table does not ask.
 const DefaultThreads = 512
@@ -67,21 +70,39 @@ var (
 // Open returns the process's CUDA backend, creating it on first use on the
 // calling thread's current device (or device 0). Errors: driver.ErrNoDriver
 // without a GPU.
-func Open() (device.Backend, error) {
+func Open() (device.Backend, error) { return open(-1) }
+
+// OpenOnDevice returns the process's CUDA backend on device ordinal dev,
+// creating it there on first use. Errors: driver.ErrNoDriver without a GPU;
+// a backend already open on another device (one device per process, the
+// seed's job-layout rule 3).
+func OpenOnDevice(dev int) (device.Backend, error) {
+	if dev < 0 {
+		return nil, fmt.Errorf("cuda: device %d", dev)
+	}
+	return open(dev)
+}
+
+// open opens the process's backend on ord, or on the calling thread's
+// current device (device 0 if none) when ord < 0.
+func open(ord int) (device.Backend, error) {
 	openMu.Lock()
 	defer openMu.Unlock()
 	if opened != nil || openErr != nil {
+		if opened != nil && ord >= 0 && opened.dev.Ordinal != ord {
+			return nil, fmt.Errorf("cuda: this process's backend runs on device %d, not %d (one device per process)", opened.dev.Ordinal, ord)
+		}
 		return opened, openErr
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	ord, err := driver.CurrentDevice()
-	if err != nil {
-		openErr = err
-		return nil, err
-	}
 	if ord < 0 {
-		ord = 0
+		cur, err := driver.CurrentDevice()
+		if err != nil {
+			openErr = err
+			return nil, err
+		}
+		ord = max(cur, 0)
 	}
 	d, err := driver.OpenDevice(ord)
 	if err == nil {

@@ -293,6 +293,33 @@ func Open(name string) (Backend, error) {
 	return open()
 }
 
+var onDevice = map[string]func(dev int) (Backend, error){}
+
+// RegisterOnDevice registers, for a backend of several devices (CUDA), how
+// to open the process's backend on device ordinal dev. Called from the
+// backend package's init, after Register.
+func RegisterOnDevice(name string, open func(dev int) (Backend, error)) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	onDevice[name] = open
+}
+
+// OpenOnDevice returns the backend registered under name, bound to device
+// ordinal dev, for a process that chooses its device itself
+// (theseus-bench's --device, LOCAL_RANK) rather than through the calling
+// thread's current device. Backends of one device (host) ignore dev.
+// Errors: Open's, and for CUDA a process whose backend already runs on
+// another device (one device per process).
+func OpenOnDevice(name string, dev int) (Backend, error) {
+	regMu.RLock()
+	open, ok := onDevice[name]
+	regMu.RUnlock()
+	if !ok {
+		return Open(name)
+	}
+	return open(dev)
+}
+
 // Names lists the registered backends, sorted.
 func Names() []string {
 	regMu.RLock()

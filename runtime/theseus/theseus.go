@@ -214,7 +214,13 @@ func (cfg Config) comm() (comm.Config, error) {
 		name = v
 	}
 	if c.Backend == nil {
-		b, err := device.Open(name)
+		open := device.Open
+		if cfg.Device > 0 {
+			// A process that names its device runs there, not on the
+			// calling thread's current device.
+			open = func(name string) (device.Backend, error) { return device.OpenOnDevice(name, cfg.Device) }
+		}
+		b, err := open(name)
 		if err != nil {
 			return c, err
 		}
