@@ -596,15 +596,17 @@ func (s *Stream) Launch(pp device.Prepared, launch uint64, fence bool) error {
 			return err
 		}
 	}
-	if timeLaunches.Load() {
-		t0 := time.Now()
-		err := launchKernel(p.fn, p.grid, p.threads, s.s, &a)
+	timed := timeLaunches.Load()
+	var t0 time.Time
+	if timed {
+		t0 = time.Now()
+	}
+	err := launchKernel(p.fn, p.grid, p.threads, s.s, &a)
+	if timed {
 		s.dlaunch.Add(int64(time.Since(t0)))
 		s.nlaunch.Add(1)
-		if err != nil {
-			return err
-		}
-	} else if err := launchKernel(p.fn, p.grid, p.threads, s.s, &a); err != nil {
+	}
+	if err != nil {
 		return err
 	}
 	for _, c := range p.out {

@@ -1,7 +1,6 @@
 package cuda_test
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/theseus-ccl/theseus/cuda"
 	"github.com/theseus-ccl/theseus/cuda/driver"
-	"github.com/theseus-ccl/theseus/examples/contexts"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/theseus"
@@ -39,23 +36,7 @@ func needGPU(t testing.TB) {
 func TestRuntimeCollectives(t *testing.T) {
 	needGPU(t)
 	const n = 4
-	dir := t.TempDir()
-	if err := contexts.Materialize(dir); err != nil {
-		t.Fatal(err)
-	}
-	comms, err := theseus.NewLocalComms(context.Background(), n, theseus.Config{Backend: "cuda", ContextDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, c := range comms {
-			c.Destroy()
-		}
-	}()
-	be, err := cuda.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
+	comms, _, be := localComms(t, n)
 	colls := []ir.Collective{ir.AllReduce, ir.AllGather, ir.ReduceScatter, ir.Broadcast, ir.Reduce, ir.AllToAll, ir.Gather, ir.Scatter}
 	total, wrong := 0, 0
 	start := time.Now()

@@ -183,3 +183,31 @@ func AllGatherRing(nranks int) *ir.Program {
 	}
 	return b.Build()
 }
+
+// Mailbox is a 2-rank sendrecv at the primitive level: each rank puts its
+// input into the peer's scratch chunk 0, signals, waits for the peer's
+// signal and copies its scratch into its output. With credit, each rank
+// then signals that it has read its scratch and, before its next put, waits
+// for the peer's credit (the channel ends start with one credit each, so
+// the credit waits come first). Without the credit, the verifier reports the
+// race between one slice (or launch) and the next, TS0206.
+func Mailbox(credit bool) *Builder {
+	b := New(ir.SendRecv, 2, 1).Name("mailbox")
+	var init int64
+	if credit {
+		init = 1
+	}
+	data0, data1 := b.Connect(0, 1, ir.MemoryChannel, 0, 0)
+	cred0, cred1 := b.Connect(0, 1, ir.MemoryChannel, init, init)
+	for r, ch := range [][2]int{{data0, cred0}, {data1, cred1}} {
+		tb := b.Rank(r).Chunks(1, 1, 1).PrimTB()
+		if credit {
+			tb.Wait(ch[1])
+		}
+		tb.Copy(1, I(0), Remote(S(0), ch[0])).Signal(ch[0]).Wait(ch[0]).Copy(1, S(0), O(0))
+		if credit {
+			tb.Signal(ch[1])
+		}
+	}
+	return b
+}

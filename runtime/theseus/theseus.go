@@ -214,13 +214,15 @@ func (cfg Config) comm() (comm.Config, error) {
 		name = v
 	}
 	if c.Backend == nil {
-		open := device.Open
+		var b device.Backend
+		var err error
 		if cfg.Device > 0 {
 			// A process that names its device runs there, not on the
 			// calling thread's current device.
-			open = func(name string) (device.Backend, error) { return device.OpenOnDevice(name, cfg.Device) }
+			b, err = device.OpenOnDevice(name, cfg.Device)
+		} else {
+			b, err = device.Open(name)
 		}
-		b, err := open(name)
 		if err != nil {
 			return c, err
 		}
