@@ -3,9 +3,13 @@ package cuda
 import (
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/cuda/driver"
@@ -13,7 +17,10 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/interp"
 )
 
-var bwRun = flag.Bool("bw", false, "measure op bandwidth against the device-to-device memcpy ceiling")
+var (
+	bwRun      = flag.Bool("bw", false, "measure op bandwidth against the device-to-device memcpy ceiling")
+	bwVariants = flag.String("bw.variants", "", "comma-separated folders of kernel variant modules (theseus_<dtype>.ptx, built by cuda/kernel/build.sh with THESEUS_PTX_OUT) to measure beside the embedded kernel")
+)
 
 // bwProgram is a one-rank program of tbs threadblocks, each running one op
 // on its own chunk: copy i[j] -> o[j], or reduce [i[j], o[j]] -> o[j].
@@ -34,9 +41,36 @@ func bwProgram(tbs, threads int, reduce bool) *ir.Program {
 	return p
 }
 
-// memcpyCeiling times a device-to-device copy of bytes, returning bytes
-// moved (read + written) per second.
-func memcpyCeiling(t *testing.T, bytes int64) float64 {
+// bwBytes is the size of each buffer the bandwidth test moves.
+const bwBytes = 1 << 30
+
+// timeLoop runs fn warm times, then iters times, and returns the mean time
+// of one of the timed runs (the stream's work included, through sync).
+func timeLoop(warm, iters int, fn func() error, sync func() error) (time.Duration, error) {
+	for i := 0; i < warm; i++ {
+		if err := fn(); err != nil {
+			return 0, err
+		}
+	}
+	if err := sync(); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	for i := 0; i < iters; i++ {
+		if err := fn(); err != nil {
+			return 0, err
+		}
+	}
+	if err := sync(); err != nil {
+		return 0, err
+	}
+	return time.Since(start) / time.Duration(iters), nil
+}
+
+// bwReference measures the memcpy ceiling and the plain 16-byte
+// grid-stride copy (theseus_stream_copy) in bytes moved (read + write) per
+// second, the latter at its best grid.
+func bwReference(t *testing.T) (memcpy, stream float64) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	d, err := driver.OpenDevice(0)
@@ -45,77 +79,147 @@ func memcpyCeiling(t *testing.T, bytes int64) float64 {
 	}
 	defer d.Close()
 	d.SetCurrent()
-	a, err := driver.MemAlloc(bytes)
+	sms, _ := d.Attribute(driver.AttrMultiprocessorCount)
+	a, err := driver.MemAlloc(bwBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer driver.MemFree(a)
-	b, err := driver.MemAlloc(bytes)
+	b, err := driver.MemAlloc(bwBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer driver.MemFree(b)
-	for i := 0; i < 3; i++ {
-		if err := driver.CopyDtoD(b, a, bytes); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := driver.Synchronize(); err != nil {
+	el, err := timeLoop(3, 50, func() error { return driver.CopyDtoD(b, a, bwBytes) }, driver.Synchronize)
+	if err != nil {
 		t.Fatal(err)
 	}
-	const iters = 20
-	start := time.Now()
-	for i := 0; i < iters; i++ {
-		if err := driver.CopyDtoD(b, a, bytes); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := driver.Synchronize(); err != nil {
+	memcpy = 2 * bwBytes / el.Seconds()
+	ptx, err := PTX(ir.Float32)
+	if err != nil {
 		t.Fatal(err)
 	}
-	el := time.Since(start) / iters
-	return 2 * float64(bytes) / el.Seconds()
+	mod, err := driver.LoadModule(ptx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Unload()
+	fn, err := mod.Function("theseus_stream_copy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := new([3]uint64)
+	args[0], args[1], args[2] = uint64(a), uint64(b), bwBytes/16
+	for _, g := range [][2]int{{sms, 1024}, {2 * sms, 1024}, {4 * sms, 512}, {8 * sms, 256}, {16 * sms, 128}} {
+		el, err := timeLoop(3, 50, func() error { return driver.Launch1(fn, g[0], g[1], 0, 0, unsafe.Pointer(args)) }, driver.Synchronize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bw := 2 * bwBytes / el.Seconds()
+		fmt.Printf("BW stream-copy grid=%dx%d: %.1f GB/s = %.3f of memcpy\n", g[0], g[1], bw/1e9, bw/memcpy)
+		stream = max(stream, bw)
+	}
+	return memcpy, stream
 }
 
 // TestBandwidth reports copy and reduce op bandwidth (bytes moved: reads +
-// writes) as a fraction of the memcpy ceiling measured in the same run.
-// Run with -bw on a GPU.
+// writes) of the executor kernel as a fraction of the memcpy ceiling
+// measured in the same run, for several grid shapes, one slice and the
+// runtime's pipelining, and for the kernel variants named by -bw.variants.
+// Run with -bw on a GPU; "BW best" lines give each operation's best.
 func TestBandwidth(t *testing.T) {
 	requireGPU(t)
 	if !*bwRun {
 		t.Skip("bandwidth report: run with -bw")
 	}
-	const bytes = 4 << 30 // per buffer
-	ceil := memcpyCeiling(t, bytes)
-	t.Logf("memcpy DtoD ceiling: %.1f GB/s (read+write)", ceil/1e9)
-	fmt.Printf("BW memcpy %.1f GB/s\n", ceil/1e9)
-	for _, c := range []struct {
-		name   string
-		reduce bool
-		dt     ir.DataType
-		moved  float64 // bytes moved per byte of buffer
-	}{{"copy fp32", false, ir.Float32, 2}, {"reduce fp32 sum", true, ir.Float32, 3}, {"reduce bf16 sum", true, ir.Bfloat16, 3}} {
-		for _, shape := range [][2]int{{132, 512}, {132, 1024}, {264, 512}, {264, 1024}, {528, 512}} {
-			tbs, threads := shape[0], shape[1]
-			p := bwProgram(tbs, threads, c.reduce)
-			tables, err := optable.LowerAll(p)
-			if err != nil {
-				t.Fatal(err)
+	ceil, stream := bwReference(t)
+	fmt.Printf("BW memcpy %.1f GB/s; plain grid-stride copy %.3f of it\n", ceil/1e9, stream/ceil)
+	variants := []string{""}
+	if *bwVariants != "" {
+		variants = append(variants, strings.Split(*bwVariants, ",")...)
+	}
+	defer func() { ptxSource = PTX; unloadModules(t) }()
+	for _, v := range variants {
+		name := "embedded"
+		if v == "" {
+			ptxSource = PTX
+		} else {
+			name = filepath.Base(v)
+			dir := v
+			ptxSource = func(dt ir.DataType) ([]byte, error) {
+				return os.ReadFile(filepath.Join(dir, "theseus_"+dt.String()+".ptx"))
 			}
-			w, err := NewWorld(0, tables)
-			if err != nil {
-				t.Fatal(err)
+		}
+		unloadModules(t)
+		for _, c := range []struct {
+			name   string
+			reduce bool
+			dt     ir.DataType
+			moved  float64 // bytes moved per byte of buffer
+		}{{"copy fp32", false, ir.Float32, 2}, {"reduce fp32 sum", true, ir.Float32, 3}, {"reduce bf16 sum", true, ir.Bfloat16, 3}} {
+			best := 0.0
+			bestAt := ""
+			for _, shape := range [][2]int{{132, 512}, {132, 1024}, {264, 512}, {264, 1024}, {528, 256}, {528, 512}, {1056, 256}} {
+				for _, slices := range []int64{1, 0} {
+					tbs, threads := shape[0], shape[1]
+					tables, err := optable.LowerAll(bwProgram(tbs, threads, c.reduce))
+					if err != nil {
+						t.Fatal(err)
+					}
+					w, err := NewWorld(0, tables)
+					if err != nil {
+						t.Fatal(err)
+					}
+					count := int64(bwBytes) / int64(c.dt.Size())
+					el, err := w.Time(interp.Request{Count: count, DataType: c.dt, RedOp: ir.Sum, Slices: slices}, 3, 20)
+					w.Close()
+					if err != nil {
+						// A variant built for fewer threads cannot launch the larger shapes.
+						fmt.Printf("BW %s %s tbs=%d threads=%d: %v\n", name, c.name, tbs, threads, err)
+						continue
+					}
+					bw := c.moved * float64(bwBytes) / el.Seconds()
+					at := fmt.Sprintf("tbs=%d threads=%d slices=%s", tbs, threads, map[bool]string{true: "1", false: "auto"}[slices == 1])
+					fmt.Printf("BW %s %-16s %s: %.1f GB/s = %.3f of memcpy (%v per op)\n", name, c.name, at, bw/1e9, bw/ceil, el)
+					if bw > best {
+						best, bestAt = bw, at
+					}
+				}
 			}
-			count := int64(bytes) / int64(c.dt.Size())
-			el, err := w.Time(interp.Request{Count: count, DataType: c.dt, RedOp: ir.Sum, Slices: 1}, 3, 20)
-			w.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			bw := c.moved * float64(bytes) / el.Seconds()
-			line := fmt.Sprintf("BW %-16s tbs=%d threads=%d: %.1f GB/s = %.3f of memcpy (%v per op)", c.name, tbs, threads, bw/1e9, bw/ceil, el)
-			t.Log(line)
-			fmt.Println(line)
+			fmt.Printf("BW best %s %-16s %.3f of memcpy (%.1f GB/s, %s)\n", name, c.name, best/ceil, best/1e9, bestAt)
+		}
+		if err := reportKernelAttributes(name); err != nil {
+			t.Log(err)
 		}
 	}
+}
+
+// unloadModules drops every loaded executor module (after a test swapped
+// ptxSource; no World may be using them).
+func unloadModules(t *testing.T) {
+	modMu.Lock()
+	defer modMu.Unlock()
+	for k, m := range modules {
+		if err := m.mod.Unload(); err != nil {
+			t.Log(err)
+		}
+		delete(modules, k)
+	}
+}
+
+// reportKernelAttributes prints the registers, local (spill) bytes and
+// launch bound of the loaded executor modules.
+func reportKernelAttributes(name string) error {
+	modMu.Lock()
+	defer modMu.Unlock()
+	for k, m := range modules {
+		regs, err := m.fn.Attribute(driver.FuncAttrNumRegs)
+		if err != nil {
+			return err
+		}
+		local, _ := m.fn.Attribute(driver.FuncAttrLocalSizeBytes)
+		maxT, _ := m.fn.Attribute(driver.FuncAttrMaxThreadsPerBlock)
+		fmt.Printf("KERNEL %s %v: %d registers, %d local bytes per thread, at most %d threads\n", name, k.dt, regs, local, maxT)
+	}
+	return nil
 }

@@ -29,6 +29,7 @@ var (
 	diffFull   = flag.Bool("diff.full", false, "run every datatype x redop for every program (long)")
 	diffCorpus = flag.String("diff.corpus", "", "directory of foreign schedules to include (default: ../../shared/corpus if present)")
 	diffOut    = flag.String("diff.out", "", "append one line per case to this file")
+	diffSample = flag.Int("diff.sample", 7, "without -diff.full, run every Nth datatype x redop x shape case of a program (plus every float32 sum case)")
 	diffPar    = flag.Bool("diff.parallel", false, "run programs in parallel (each World's ranks must then share the GPU with others': spin-waiting threadblocks of one program can starve another's and time out)")
 )
 
@@ -145,7 +146,7 @@ func diffCases(p *ir.Program, full bool) []diffCase {
 							i++
 							// Without -diff.full: every datatype and every redop
 							// appear, but not every combination.
-							if !full && i%7 != 0 && !(dt == ir.Float32 && op == ir.Sum) {
+							if !full && i%max(*diffSample, 1) != 0 && !(dt == ir.Float32 && op == ir.Sum) {
 								continue
 							}
 							cs = append(cs, diffCase{dt, op, ip, n, pt, root})

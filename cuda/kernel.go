@@ -49,6 +49,9 @@ type module struct {
 var (
 	modMu   sync.Mutex
 	modules = map[moduleKey]*module{}
+	// ptxSource gives a datatype's module; the bandwidth test swaps in
+	// kernel variants (bw_test.go).
+	ptxSource = PTX
 )
 
 // kernel returns the executor kernel for datatype dt loaded in the calling
@@ -61,7 +64,7 @@ func kernel(ctx driver.Context, dt ir.DataType) (driver.Function, error) {
 	if m, ok := modules[k]; ok {
 		return m.fn, nil
 	}
-	ptx, err := PTX(dt)
+	ptx, err := ptxSource(dt)
 	if err != nil {
 		return 0, err
 	}

@@ -2,9 +2,13 @@ package cuda
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
+	"runtime"
 	"testing"
+	"time"
 
+	"github.com/theseus-ccl/theseus/cuda/driver"
 	"github.com/theseus-ccl/theseus/ir"
 )
 
@@ -35,5 +39,47 @@ func TestKernelModules(t *testing.T) {
 	}
 	if _, err := PTX(ir.DataType(ir.NumDataTypes)); err == nil {
 		t.Error("a module for an invalid datatype")
+	}
+}
+
+// TestModuleLoad loads every datatype's module on GPU 0 and reports how
+// long the load took (on a machine whose driver cache is cold, the JIT
+// compile: the cost of a process's first collective of that datatype) and
+// the registers and local (spill) bytes per thread ptxas chose.
+func TestModuleLoad(t *testing.T) {
+	requireGPU(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	d, err := driver.OpenDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.SetCurrent(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dt := range ir.AllDataTypes() {
+		ptx, err := PTX(dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		mod, err := driver.LoadModule(ptx)
+		el := time.Since(start)
+		if err != nil {
+			t.Fatalf("%v: %v", dt, err)
+		}
+		fn, err := mod.Function(KernelName)
+		if err != nil {
+			t.Fatalf("%v: %v", dt, err)
+		}
+		regs, _ := fn.Attribute(driver.FuncAttrNumRegs)
+		local, _ := fn.Attribute(driver.FuncAttrLocalSizeBytes)
+		maxT, _ := fn.Attribute(driver.FuncAttrMaxThreadsPerBlock)
+		fmt.Printf("KERNEL %v: loaded in %.2f s, %d registers, %d local bytes per thread, at most %d threads\n", dt, el.Seconds(), regs, local, maxT)
+		if maxT < 512 {
+			t.Errorf("%v: at most %d threads per block; the runtime launches up to 512", dt, maxT)
+		}
+		mod.Unload()
 	}
 }

@@ -24,20 +24,29 @@ D=$ROOT/.device
 R=$(mktemp -d /tmp/gpu-results.XXXXXX)
 FINAL=${OUT:-$ROOT/build}
 mkdir -p "$FINAL"
-trap 'tar czf "$FINAL/gpu-results.tgz" -C "$R" .' EXIT
+pack() { tar czf "$FINAL/gpu-results.tgz.tmp" -C "$R" . && mv "$FINAL/gpu-results.tgz.tmp" "$FINAL/gpu-results.tgz"; }
+trap pack EXIT
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export GODEBUG=asyncpreemptoff=1 CUDA_CACHE_MAXSIZE=4294967296
 T0=$(date +%s)
+# Every step is cut to end by DEADLINE seconds after the start (the device
+# call's limit is 600 s), and the results are packed after every step, so a
+# call that runs out of time still returns what it measured.
+DEADLINE=${DEADLINE:-570}
 PART=${1:-all}
 want() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
 log() { echo "== +$(($(date +%s) - T0))s $*" | tee -a "$R/steps.txt"; }
 step() { # step NAME SECONDS CMD...
   local name=$1 secs=$2; shift 2
-  log "$name"
+  local left=$((DEADLINE - ($(date +%s) - T0)))
+  if [ "$left" -lt 15 ]; then log "$name skipped: the call's time is spent"; return; fi
+  [ "$secs" -gt "$left" ] && secs=$left
+  log "$name (bound ${secs}s)"
   timeout "$secs" "$@" >"$R/$name.txt" 2>&1
   local rc=$?
   echo "   rc=$rc" | tee -a "$R/steps.txt"
-  grep -E "^(--- FAIL|FAIL|ok|PASS)|mismatched|panic|^(GRAPH|LAT|BW|DIFF|RUNTIME|Benchmark)|Wrong elements|ERROR SUMMARY" "$R/$name.txt" | head -12 | sed 's/^/   /'
+  grep -E "^(--- FAIL|FAIL|ok|PASS)|mismatched|panic|^(GRAPH|LAT|BW best|BW memcpy|KERNEL|DIFF|RUNTIME|Benchmark)|Wrong elements|ERROR SUMMARY" "$R/$name.txt" | head -24 | sed 's/^/   /'
+  pack
 }
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -54,18 +63,25 @@ if want clients && [ -f "$ROOT/third_party/nccl-tests/src/common.cu" ] && [ -f "
 fi
 # 1. The first kernel load (JIT) and CUDA graph capture + 1000 replays.
 if want kernel; then
-step graph 240 "$D/cuda.test" -test.run TestGraphReplay -test.v
+# ptxas's view of the embedded modules (registers, spills, compile time), on the CPU, beside the GPU steps.
+(for m in float32 bfloat16 fp8e4m3 float64; do
+   echo "== $m"; /usr/bin/time -f "ptxas %e s" ptxas -arch=sm_90 -O3 -v "$ROOT/cuda/kernel/ptx/theseus_$m.ptx" -o /dev/null 2>&1 | grep -E "theseus_exec|Used|spill|ptxas [0-9.]+ s" | head -8
+ done) >"$R/ptxas.txt" 2>&1 &
+step graph 180 "$D/cuda.test" -test.run TestGraphReplay -test.v
 # 2. Every collective through the runtime on the CUDA backend (4 ranks in one process).
-step runtime 120 "$D/cuda.test" -test.run TestRuntimeCollectives -test.v
+step runtime 90 "$D/cuda.test" -test.run TestRuntimeCollectives -test.v
 # 3. Timings, alone on the GPU: op bandwidth, host time per call, latency.
-step bandwidth 90 "$D/cuda.test" -test.run TestBandwidth -bw -test.v
-step callhost 60 "$D/cuda.test" -test.run xxx -test.bench CallHost -test.benchtime 20000x -test.count 3
-step latency 60 "$D/cuda.test" -test.run TestLatency -lat -test.v
+step bandwidth 150 "$D/cuda.test" -test.run TestBandwidth -bw -bw.variants="$(ls -d "$D"/bw/* 2>/dev/null | paste -sd,)" -test.v
+step callhost 45 "$D/cuda.test" -test.run xxx -test.bench CallHost -test.benchtime 20000x -test.count 3
+step latency 45 "$D/cuda.test" -test.run TestLatency -lat -test.v
 # 4. Sanitizers on a 2-rank allreduce (before MPS: they cannot run under it).
-step memcheck 90 compute-sanitizer --tool memcheck "$D/cuda.test" -test.run 'TestDifferential/programs/ring/allreduce/n2/simple$'
-step racecheck 90 compute-sanitizer --tool racecheck "$D/cuda.test" -test.run 'TestDifferential/programs/ring/allreduce/n2/simple$'
+step memcheck 60 compute-sanitizer --tool memcheck "$D/cuda.test" -test.run 'TestDifferential/programs/ring/allreduce/n2/simple$'
+step racecheck 60 compute-sanitizer --tool racecheck "$D/cuda.test" -test.run 'TestDifferential/programs/ring/allreduce/n2/simple$'
 # 5. The kernel against the host interpreter, bit for bit (generators, corpus).
-step differential 200 "$D/cuda.test" -test.run TestDifferential -diff.corpus="$D/corpus" -diff.out="$R/differential-cases.txt" -test.v
+#    The corpus first (every 7th case), then every generator program at 2, 4
+#    and 8 ranks (every 21st case, plus every float32 sum case).
+step diff-corpus 150 "$D/cuda.test" -test.run 'TestDifferential/programs/corpus' -diff.corpus="$D/corpus" -diff.out="$R/differential-cases.txt" -test.v
+step diff-generators 300 "$D/cuda.test" -test.run TestDifferential -diff.sample=21 -diff.corpus=/nonexistent -diff.out="$R/differential-cases.txt" -test.v
 fi
 # 6. theseus-bench on the CUDA backend: in process, then 2 processes under MPS.
 if want clients; then

@@ -18,6 +18,20 @@
 #define NOINLINE __device__ __attribute__((noinline))
 #define __launch_bounds__(n) __attribute__((launch_bounds(n)))
 
+// Tuning knobs, fixed by build.sh (overridable to build variants for the
+// bandwidth test, bench/gpu/prepare.sh): 16-byte vectors in flight per
+// thread in a copy and in a reduce, and the kernel's launch bound (the most
+// threads per block a table may ask for).
+#ifndef COPY_UNROLL
+#define COPY_UNROLL 4
+#endif
+#ifndef REDUCE_UNROLL
+#define REDUCE_UNROLL 2
+#endif
+#ifndef MAX_THREADS
+#define MAX_THREADS 1024
+#endif
+
 typedef uint8_t u8;
 typedef uint16_t u16;
 typedef uint32_t u32;
@@ -500,18 +514,18 @@ DEV void combine_plain(int nsrc, int ndst, i64 nbytes) {
   for (i64 e = (i64)th * es; e < head; e += (i64)nt * es) scalar_elem<T, OP>(nsrc, ndst, e);
   for (i64 e = tail0 + (i64)th * es; e < nbytes; e += (i64)nt * es) scalar_elem<T, OP>(nsrc, ndst, e);
   if (nvec == 0) return;
+  const char* s0 = s_ptr[0] + head;
   if (nsrc == 1) {
-    const char* s0 = s_ptr[0] + head;
+    // A copy: COPY_UNROLL 16-byte loads in flight per thread, then the stores.
     i64 v = th;
-    for (; v + 3 * nt < nvec; v += 4 * nt) {
-      v4 a0 = ld_v4(s0 + v * 16), a1 = ld_v4(s0 + (v + nt) * 16), a2 = ld_v4(s0 + (v + 2 * nt) * 16),
-         a3 = ld_v4(s0 + (v + 3 * nt) * 16);
+    for (; v + (COPY_UNROLL - 1) * (i64)nt < nvec; v += COPY_UNROLL * (i64)nt) {
+      v4 a[COPY_UNROLL];
+#pragma unroll
+      for (int u = 0; u < COPY_UNROLL; u++) a[u] = ld_v4(s0 + (v + u * (i64)nt) * 16);
       for (int d = 0; d < ndst; d++) {
         char* d0 = dst[d] + head;
-        st_v4(d0 + v * 16, a0);
-        st_v4(d0 + (v + nt) * 16, a1);
-        st_v4(d0 + (v + 2 * nt) * 16, a2);
-        st_v4(d0 + (v + 3 * nt) * 16, a3);
+#pragma unroll
+        for (int u = 0; u < COPY_UNROLL; u++) st_v4(d0 + (v + u * (i64)nt) * 16, a[u]);
       }
     }
     for (; v < nvec; v += nt) {
@@ -520,13 +534,15 @@ DEV void combine_plain(int nsrc, int ndst, i64 nbytes) {
     }
     return;
   }
+  // A reduce: REDUCE_UNROLL vectors per thread, each combined over the srcs.
   i64 v = th;
-  for (; v + nt < nvec; v += 2 * nt) {
-    v4 r0 = combine_vec<T, OP>(nsrc, head + v * 16);
-    v4 r1 = combine_vec<T, OP>(nsrc, head + (v + nt) * 16);
+  for (; v + (REDUCE_UNROLL - 1) * (i64)nt < nvec; v += REDUCE_UNROLL * (i64)nt) {
+    v4 r[REDUCE_UNROLL];
+#pragma unroll
+    for (int u = 0; u < REDUCE_UNROLL; u++) r[u] = combine_vec<T, OP>(nsrc, head + (v + u * (i64)nt) * 16);
     for (int d = 0; d < ndst; d++) {
-      st_v4(dst[d] + head + v * 16, r0);
-      st_v4(dst[d] + head + (v + nt) * 16, r1);
+#pragma unroll
+      for (int u = 0; u < REDUCE_UNROLL; u++) st_v4(dst[d] + head + (v + u * (i64)nt) * 16, r[u]);
     }
   }
   for (; v < nvec; v += nt) {
@@ -772,7 +788,7 @@ DEV bool tb_barrier(const Ctx& c, int id, int n, i64 step, i64 slice) {
 
 // ---------------------------------------------------------------- the kernel
 
-extern "C" __global__ void __launch_bounds__(1024) theseus_exec(theseus_launch launch) {
+extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_launch launch) {
   // The launch counter: the host's, or one past this rank's done word when
   // that is larger. Launches of one communicator rank run in stream order,
   // so the done word holds the previous launch's counter; a CUDA graph
@@ -920,4 +936,19 @@ extern "C" __global__ void __launch_bounds__(1024) theseus_exec(theseus_launch l
       }
     }
   }
+}
+
+// ---------------------------------------------------------------- reference
+
+// theseus_stream_copy is the bandwidth test's reference point
+// (cuda/bw_test.go), not part of any collective: a plain grid-stride copy of
+// n16 16-byte vectors, the kernel the op bandwidth goals are stated against.
+struct theseus_stream_copy_args {
+  const char* src;
+  char* dst;
+  i64 n16;
+};
+extern "C" __global__ void __launch_bounds__(1024) theseus_stream_copy(theseus_stream_copy_args a) {
+  const i64 stride = (i64)nthreads() * __nvvm_read_ptx_sreg_nctaid_x();
+  for (i64 i = (i64)bid() * nthreads() + tid(); i < a.n16; i += stride) st_v4(a.dst + i * 16, ld_v4(a.src + i * 16));
 }
