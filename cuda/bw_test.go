@@ -119,6 +119,23 @@ func bwReference(t *testing.T) (memcpy, stream float64) {
 		fmt.Printf("BW stream-copy grid=%dx%d: %.1f GB/s = %.3f of memcpy\n", g[0], g[1], bw/1e9, bw/memcpy)
 		stream = max(stream, bw)
 	}
+	// The executor's pattern: each block through its own contiguous part.
+	bfn, err := mod.Function("theseus_block_copy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bargs := new([4]uint64)
+	for _, rot := range []uint64{0, 1} {
+		for _, g := range [][2]int{{sms, 512}, {sms, 1024}, {2 * sms, 512}, {4 * sms, 256}} {
+			bargs[0], bargs[1], bargs[2], bargs[3] = uint64(a), uint64(b), bwBytes/16, rot
+			el, err := timeLoop(3, 50, func() error { return driver.Launch1(bfn, g[0], g[1], 0, 0, unsafe.Pointer(bargs)) }, driver.Synchronize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bw := 2 * bwBytes / el.Seconds()
+			fmt.Printf("BW block-copy rotate=%d grid=%dx%d: %.1f GB/s = %.3f of memcpy\n", rot, g[0], g[1], bw/1e9, bw/memcpy)
+		}
+	}
 	return memcpy, stream
 }
 
@@ -159,8 +176,12 @@ func TestBandwidth(t *testing.T) {
 		}{{"copy fp32", false, ir.Float32, 2}, {"reduce fp32 sum", true, ir.Float32, 3}, {"reduce bf16 sum", true, ir.Bfloat16, 3}} {
 			best := 0.0
 			bestAt := ""
-			for _, shape := range [][2]int{{132, 512}, {132, 1024}, {264, 512}, {264, 1024}, {528, 256}, {528, 512}, {1056, 256}} {
-				for _, slices := range []int64{1, 0} {
+			slicesList := []int64{1}
+			if v == "" {
+				slicesList = []int64{1, 16, 128} // pipelined: threadblocks interleave at 1/slices of a chunk
+			}
+			for _, shape := range [][2]int{{132, 512}, {132, 1024}, {264, 512}, {528, 256}} {
+				for _, slices := range slicesList {
 					tbs, threads := shape[0], shape[1]
 					tables, err := optable.LowerAll(bwProgram(tbs, threads, c.reduce))
 					if err != nil {
@@ -179,7 +200,7 @@ func TestBandwidth(t *testing.T) {
 						continue
 					}
 					bw := c.moved * float64(bwBytes) / el.Seconds()
-					at := fmt.Sprintf("tbs=%d threads=%d slices=%s", tbs, threads, map[bool]string{true: "1", false: "auto"}[slices == 1])
+					at := fmt.Sprintf("tbs=%d threads=%d slices=%d", tbs, threads, slices)
 					fmt.Printf("BW %s %-16s %s: %.1f GB/s = %.3f of memcpy (%v per op)\n", name, c.name, at, bw/1e9, bw/ceil, el)
 					if bw > best {
 						best, bestAt = bw, at

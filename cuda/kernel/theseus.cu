@@ -28,6 +28,9 @@
 #ifndef REDUCE_UNROLL
 #define REDUCE_UNROLL 2
 #endif
+#ifndef THESEUS_ROTATE
+#define THESEUS_ROTATE 0
+#endif
 #ifndef MAX_THREADS
 #define MAX_THREADS 1024
 #endif
@@ -499,7 +502,7 @@ DEV v4 combine_vec(int nsrc, i64 off) {
 // 16-byte vector path when every address has the same alignment modulo 16
 // (exact scalar head and tail); a scalar path otherwise.
 template <int T, int OP>
-DEV void combine_plain(int nsrc, int ndst, i64 nbytes) {
+DEV void combine_plain(int nsrc, int ndst, i64 nbytes, int tb) {
   typedef typename Tr<T>::E E;
   const i64 es = sizeof(E);
   const u32 th = tid(), nt = nthreads();
@@ -514,11 +517,20 @@ DEV void combine_plain(int nsrc, int ndst, i64 nbytes) {
   for (i64 e = (i64)th * es; e < head; e += (i64)nt * es) scalar_elem<T, OP>(nsrc, ndst, e);
   for (i64 e = tail0 + (i64)th * es; e < nbytes; e += (i64)nt * es) scalar_elem<T, OP>(nsrc, ndst, e);
   if (nvec == 0) return;
-  const char* s0 = s_ptr[0] + head;
+  // The vectors go in rounds of U*nt (U in flight per thread). With
+  // THESEUS_ROTATE, each threadblock starts at a different round (a hash of
+  // its index) and wraps around, so that threadblocks streaming through
+  // equally long chunks do not all hit the same memory channels at once.
+  // Every element is still read and written by one thread, in any order.
   if (nsrc == 1) {
-    // A copy: COPY_UNROLL 16-byte loads in flight per thread, then the stores.
-    i64 v = th;
-    for (; v + (COPY_UNROLL - 1) * (i64)nt < nvec; v += COPY_UNROLL * (i64)nt) {
+    const i64 span = (i64)COPY_UNROLL * nt;
+    const i64 nfull = nvec / span;
+    const i64 rot = THESEUS_ROTATE && nfull > 1 ? (i64)((u32)(tb * 2654435761u) % (u64)nfull) : 0;
+    const char* s0 = s_ptr[0] + head;
+    for (i64 k = 0; k < nfull; k++) {
+      i64 r = k + rot;
+      if (r >= nfull) r -= nfull;
+      const i64 v = r * span + th;
       v4 a[COPY_UNROLL];
 #pragma unroll
       for (int u = 0; u < COPY_UNROLL; u++) a[u] = ld_v4(s0 + (v + u * (i64)nt) * 16);
@@ -528,26 +540,30 @@ DEV void combine_plain(int nsrc, int ndst, i64 nbytes) {
         for (int u = 0; u < COPY_UNROLL; u++) st_v4(d0 + (v + u * (i64)nt) * 16, a[u]);
       }
     }
-    for (; v < nvec; v += nt) {
+    for (i64 v = nfull * span + th; v < nvec; v += nt) {
       v4 a = ld_v4(s0 + v * 16);
       for (int d = 0; d < ndst; d++) st_v4(dst[d] + head + v * 16, a);
     }
     return;
   }
-  // A reduce: REDUCE_UNROLL vectors per thread, each combined over the srcs.
-  i64 v = th;
-  for (; v + (REDUCE_UNROLL - 1) * (i64)nt < nvec; v += REDUCE_UNROLL * (i64)nt) {
-    v4 r[REDUCE_UNROLL];
+  const i64 span = (i64)REDUCE_UNROLL * nt;
+  const i64 nfull = nvec / span;
+  const i64 rot = THESEUS_ROTATE && nfull > 1 ? (i64)((u32)(tb * 2654435761u) % (u64)nfull) : 0;
+  for (i64 k = 0; k < nfull; k++) {
+    i64 r = k + rot;
+    if (r >= nfull) r -= nfull;
+    const i64 v = r * span + th;
+    v4 o[REDUCE_UNROLL];
 #pragma unroll
-    for (int u = 0; u < REDUCE_UNROLL; u++) r[u] = combine_vec<T, OP>(nsrc, head + (v + u * (i64)nt) * 16);
+    for (int u = 0; u < REDUCE_UNROLL; u++) o[u] = combine_vec<T, OP>(nsrc, head + (v + u * (i64)nt) * 16);
     for (int d = 0; d < ndst; d++) {
 #pragma unroll
-      for (int u = 0; u < REDUCE_UNROLL; u++) st_v4(dst[d] + head + (v + u * (i64)nt) * 16, r[u]);
+      for (int u = 0; u < REDUCE_UNROLL; u++) st_v4(dst[d] + head + (v + u * (i64)nt) * 16, o[u]);
     }
   }
-  for (; v < nvec; v += nt) {
-    v4 r = combine_vec<T, OP>(nsrc, head + v * 16);
-    for (int d = 0; d < ndst; d++) st_v4(dst[d] + head + v * 16, r);
+  for (i64 v = nfull * span + th; v < nvec; v += nt) {
+    v4 o = combine_vec<T, OP>(nsrc, head + v * 16);
+    for (int d = 0; d < ndst; d++) st_v4(dst[d] + head + v * 16, o);
   }
 }
 
@@ -685,7 +701,7 @@ NOINLINE void data_op_t(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
     }
     if (L < 0) L = strideB;
     if (!anyPkt) {
-      if (L > 0) combine_plain<T, OP>(nsrc, ndst, L);
+      if (L > 0) combine_plain<T, OP>(nsrc, ndst, L, c.tb);
     } else {
       combine_packets<T, OP>(c, nsrc, ndst, L, strideB, anyPktDst, step, s);
     }
@@ -951,4 +967,34 @@ struct theseus_stream_copy_args {
 extern "C" __global__ void __launch_bounds__(1024) theseus_stream_copy(theseus_stream_copy_args a) {
   const i64 stride = (i64)nthreads() * __nvvm_read_ptx_sreg_nctaid_x();
   for (i64 i = (i64)bid() * nthreads() + tid(); i < a.n16; i += stride) st_v4(a.dst + i * 16, ld_v4(a.src + i * 16));
+}
+
+// theseus_block_copy is the same copy with each block streaming through
+// its own contiguous 1/grid of the buffer (the executor's access pattern:
+// one chunk per threadblock), from a round given by rot (0: from its start;
+// 1: a hash of the block index, as THESEUS_ROTATE does).
+struct theseus_block_copy_args {
+  const char* src;
+  char* dst;
+  i64 n16;
+  i64 rot;
+};
+extern "C" __global__ void __launch_bounds__(1024) theseus_block_copy(theseus_block_copy_args a) {
+  const i64 nb = __nvvm_read_ptx_sreg_nctaid_x(), nt = nthreads();
+  const i64 per = a.n16 / nb;
+  const char* src = a.src + (i64)bid() * per * 16;
+  char* dst = a.dst + (i64)bid() * per * 16;
+  const i64 span = 4 * nt, nfull = per / span;
+  const i64 rot = a.rot && nfull > 1 ? (i64)((u32)(bid() * 2654435761u) % (u64)nfull) : 0;
+  for (i64 k = 0; k < nfull; k++) {
+    i64 r = k + rot;
+    if (r >= nfull) r -= nfull;
+    const i64 v = r * span + tid();
+    v4 x0 = ld_v4(src + v * 16), x1 = ld_v4(src + (v + nt) * 16), x2 = ld_v4(src + (v + 2 * nt) * 16),
+       x3 = ld_v4(src + (v + 3 * nt) * 16);
+    st_v4(dst + v * 16, x0);
+    st_v4(dst + (v + nt) * 16, x1);
+    st_v4(dst + (v + 2 * nt) * 16, x2);
+    st_v4(dst + (v + 3 * nt) * 16, x3);
+  }
 }
