@@ -28,9 +28,6 @@
 #ifndef REDUCE_UNROLL
 #define REDUCE_UNROLL 2
 #endif
-#ifndef THESEUS_ROTATE
-#define THESEUS_ROTATE 0
-#endif
 #ifndef MAX_THREADS
 #define MAX_THREADS 1024
 #endif
@@ -498,11 +495,59 @@ DEV v4 combine_vec(int nsrc, i64 off) {
   return r;
 }
 
+// The two commonest data ops in tight loops of their own (not inlined:
+// their registers are their own, nothing of the kernel's context is live
+// across them, and every address is an argument): a copy of one src to one
+// dst, and a reduce of two srcs into one dst. nvec 16-byte vectors at
+// 16-byte aligned addresses; every load of a round is issued before its
+// stores. Numerics as combine_vec.
+NOINLINE void copy_vec(const char* s, char* d, i64 nvec) {
+  const i64 nt = nthreads();
+  i64 v = tid();
+  for (; v + (COPY_UNROLL - 1) * nt < nvec; v += COPY_UNROLL * nt) {
+    v4 a[COPY_UNROLL];
+#pragma unroll
+    for (int u = 0; u < COPY_UNROLL; u++) a[u] = ld_v4(s + (v + u * nt) * 16);
+#pragma unroll
+    for (int u = 0; u < COPY_UNROLL; u++) st_v4(d + (v + u * nt) * 16, a[u]);
+  }
+  for (; v < nvec; v += nt) st_v4(d + v * 16, ld_v4(s + v * 16));
+}
+
+template <int T, int OP>
+DEV v4 combine2(v4 a, v4 b) {
+  typedef typename Tr<T>::E E;
+  const int L = 16 / sizeof(E);
+  const E* ea = (const E*)&a;
+  const E* eb = (const E*)&b;
+  v4 r;
+  E* er = (E*)&r;
+#pragma unroll
+  for (int l = 0; l < L; l++) er[l] = Tr<T>::narrow(Tr<T>::template comb<OP>(Tr<T>::widen(ea[l]), Tr<T>::widen(eb[l])));
+  return r;
+}
+
+template <int T, int OP>
+NOINLINE void reduce2_vec(const char* s0, const char* s1, char* d, i64 nvec) {
+  const i64 nt = nthreads();
+  i64 v = tid();
+  for (; v + (REDUCE_UNROLL - 1) * nt < nvec; v += REDUCE_UNROLL * nt) {
+    v4 a[REDUCE_UNROLL], b[REDUCE_UNROLL];
+#pragma unroll
+    for (int u = 0; u < REDUCE_UNROLL; u++) a[u] = ld_v4(s0 + (v + u * nt) * 16);
+#pragma unroll
+    for (int u = 0; u < REDUCE_UNROLL; u++) b[u] = ld_v4(s1 + (v + u * nt) * 16);
+#pragma unroll
+    for (int u = 0; u < REDUCE_UNROLL; u++) st_v4(d + (v + u * nt) * 16, combine2<T, OP>(a[u], b[u]));
+  }
+  for (; v < nvec; v += nt) st_v4(d + v * 16, combine2<T, OP>(ld_v4(s0 + v * 16), ld_v4(s1 + v * 16)));
+}
+
 // Plain (non-packet) element-wise combine of the staged refs over nbytes.
 // 16-byte vector path when every address has the same alignment modulo 16
 // (exact scalar head and tail); a scalar path otherwise.
 template <int T, int OP>
-DEV void combine_plain(int nsrc, int ndst, i64 nbytes, int tb) {
+DEV void combine_plain(int nsrc, int ndst, i64 nbytes) {
   typedef typename Tr<T>::E E;
   const i64 es = sizeof(E);
   const u32 th = tid(), nt = nthreads();
@@ -517,20 +562,12 @@ DEV void combine_plain(int nsrc, int ndst, i64 nbytes, int tb) {
   for (i64 e = (i64)th * es; e < head; e += (i64)nt * es) scalar_elem<T, OP>(nsrc, ndst, e);
   for (i64 e = tail0 + (i64)th * es; e < nbytes; e += (i64)nt * es) scalar_elem<T, OP>(nsrc, ndst, e);
   if (nvec == 0) return;
-  // The vectors go in rounds of U*nt (U in flight per thread). With
-  // THESEUS_ROTATE, each threadblock starts at a different round (a hash of
-  // its index) and wraps around, so that threadblocks streaming through
-  // equally long chunks do not all hit the same memory channels at once.
-  // Every element is still read and written by one thread, in any order.
+  if (nsrc == 1 && ndst == 1) return copy_vec(s_ptr[0] + head, dst[0] + head, nvec);
+  if (nsrc == 2 && ndst == 1) return reduce2_vec<T, OP>(s_ptr[0] + head, s_ptr[1] + head, dst[0] + head, nvec);
   if (nsrc == 1) {
-    const i64 span = (i64)COPY_UNROLL * nt;
-    const i64 nfull = nvec / span;
-    const i64 rot = THESEUS_ROTATE && nfull > 1 ? (i64)((u32)(tb * 2654435761u) % (u64)nfull) : 0;
     const char* s0 = s_ptr[0] + head;
-    for (i64 k = 0; k < nfull; k++) {
-      i64 r = k + rot;
-      if (r >= nfull) r -= nfull;
-      const i64 v = r * span + th;
+    i64 v = th;
+    for (; v + (COPY_UNROLL - 1) * (i64)nt < nvec; v += COPY_UNROLL * (i64)nt) {
       v4 a[COPY_UNROLL];
 #pragma unroll
       for (int u = 0; u < COPY_UNROLL; u++) a[u] = ld_v4(s0 + (v + u * (i64)nt) * 16);
@@ -540,19 +577,14 @@ DEV void combine_plain(int nsrc, int ndst, i64 nbytes, int tb) {
         for (int u = 0; u < COPY_UNROLL; u++) st_v4(d0 + (v + u * (i64)nt) * 16, a[u]);
       }
     }
-    for (i64 v = nfull * span + th; v < nvec; v += nt) {
+    for (; v < nvec; v += nt) {
       v4 a = ld_v4(s0 + v * 16);
       for (int d = 0; d < ndst; d++) st_v4(dst[d] + head + v * 16, a);
     }
     return;
   }
-  const i64 span = (i64)REDUCE_UNROLL * nt;
-  const i64 nfull = nvec / span;
-  const i64 rot = THESEUS_ROTATE && nfull > 1 ? (i64)((u32)(tb * 2654435761u) % (u64)nfull) : 0;
-  for (i64 k = 0; k < nfull; k++) {
-    i64 r = k + rot;
-    if (r >= nfull) r -= nfull;
-    const i64 v = r * span + th;
+  i64 v = th;
+  for (; v + (REDUCE_UNROLL - 1) * (i64)nt < nvec; v += REDUCE_UNROLL * (i64)nt) {
     v4 o[REDUCE_UNROLL];
 #pragma unroll
     for (int u = 0; u < REDUCE_UNROLL; u++) o[u] = combine_vec<T, OP>(nsrc, head + (v + u * (i64)nt) * 16);
@@ -561,7 +593,7 @@ DEV void combine_plain(int nsrc, int ndst, i64 nbytes, int tb) {
       for (int u = 0; u < REDUCE_UNROLL; u++) st_v4(dst[d] + head + (v + u * (i64)nt) * 16, o[u]);
     }
   }
-  for (i64 v = nfull * span + th; v < nvec; v += nt) {
+  for (; v < nvec; v += nt) {
     v4 o = combine_vec<T, OP>(nsrc, head + v * 16);
     for (int d = 0; d < ndst; d++) st_v4(dst[d] + head + v * 16, o);
   }
@@ -701,7 +733,7 @@ NOINLINE void data_op_t(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
     }
     if (L < 0) L = strideB;
     if (!anyPkt) {
-      if (L > 0) combine_plain<T, OP>(nsrc, ndst, L, c.tb);
+      if (L > 0) combine_plain<T, OP>(nsrc, ndst, L);
     } else {
       combine_packets<T, OP>(c, nsrc, ndst, L, strideB, anyPktDst, step, s);
     }
@@ -811,12 +843,20 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
   // replays a captured launch with its captured argument, and this keeps
   // every replay's counter (LL flag, scratch half, dependency epoch, fence)
   // distinct and equal on every rank (docs/design/cuda.md, "The launch counter").
-  if (launch.done != 0) {
-    u64 next = ld_acquire_sys((const u64*)launch.done) + 1;
-    if (next > launch.launch) launch.launch = next;
+  // The arguments live in shared memory for the launch (taking the address
+  // of the parameter would copy it to every thread's local memory).
+  __shared__ theseus_launch s_launch;
+  if (tid() == 0) {
+    s_launch = launch;
+    if (launch.done != 0) {
+      u64 next = ld_acquire_sys((const u64*)launch.done) + 1;
+      if (next > launch.launch) s_launch.launch = next;
+    }
   }
+  bar();
+  const u64 lc = s_launch.launch;  // the launch counter
   Ctx c;
-  c.L = &launch;
+  c.L = &s_launch;
   const u8* base = (const u8*)launch.table;
   c.h = (const theseus_optable_header*)base;
   c.ops = (const theseus_op*)(base + c.h->off_ops);
@@ -828,8 +868,8 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
   c.es = launch.elem_size;
   c.ll = c.h->protocol == THESEUS_PROTO_LL;
   c.chunkB = launch.stride * c.es * (c.ll ? 2 : 1);
-  c.half = launch.scratch_half ? (i64)(launch.launch & 1) * launch.scratch_half : 0;
-  c.flag = (u32)(launch.launch % 0xFFFFFFFFull) + 1;  // interp.LLFlag
+  c.half = launch.scratch_half ? (i64)(lc & 1) * launch.scratch_half : 0;
+  c.flag = (u32)(lc % 0xFFFFFFFFull) + 1;  // interp.LLFlag
   c.tb = bid();
   if (tid() == 0) s_fail = 0;
   bar();
@@ -837,7 +877,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
   // read (docs/design/runtime.md): wait for every peer's done word.
   if (launch.nfence > 0 && tid() == 0) {
     const u64* const* fw = (const u64* const*)launch.fence;
-    u64 want = launch.launch - 1;
+    u64 want = lc - 1;
     for (int f = 0; f < launch.nfence; f++) {
       const u64* w = fw[f];
       if (!spin(c, [&] { return ld_acquire_sys(w) >= want; }, THESEUS_WAIT_FENCE, -1, -1, f, want, w)) break;
@@ -847,7 +887,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
   if (s_fail) return;
   theseus_tb tbr = {};
   if (c.tb < (int)c.h->num_tbs) tbr = c.tbs[c.tb];  // a table without threadblocks runs one empty block
-  const u64 epoch = (launch.launch & ((1ull << 24) - 1)) << 40;
+  const u64 epoch = (lc & ((1ull << 24) - 1)) << 40;
   u64* publish = (u64*)launch.publish;
   for (i64 s = 0; s < launch.slices; s++) {
     for (u64 i = 0; i < tbr.op_count; i++) {
@@ -948,7 +988,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
       u64 ntb = c.h->num_tbs > 0 ? c.h->num_tbs : 1;
       if ((old + 1) % ntb == 0) {
         fence_sys();
-        asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(launch.done), "l"(launch.launch) : "memory");
+        asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(launch.done), "l"(lc) : "memory");
       }
     }
   }
@@ -971,13 +1011,11 @@ extern "C" __global__ void __launch_bounds__(1024) theseus_stream_copy(theseus_s
 
 // theseus_block_copy is the same copy with each block streaming through
 // its own contiguous 1/grid of the buffer (the executor's access pattern:
-// one chunk per threadblock), from a round given by rot (0: from its start;
-// 1: a hash of the block index, as THESEUS_ROTATE does).
+// one chunk per threadblock).
 struct theseus_block_copy_args {
   const char* src;
   char* dst;
   i64 n16;
-  i64 rot;
 };
 extern "C" __global__ void __launch_bounds__(1024) theseus_block_copy(theseus_block_copy_args a) {
   const i64 nb = __nvvm_read_ptx_sreg_nctaid_x(), nt = nthreads();
@@ -985,11 +1023,8 @@ extern "C" __global__ void __launch_bounds__(1024) theseus_block_copy(theseus_bl
   const char* src = a.src + (i64)bid() * per * 16;
   char* dst = a.dst + (i64)bid() * per * 16;
   const i64 span = 4 * nt, nfull = per / span;
-  const i64 rot = a.rot && nfull > 1 ? (i64)((u32)(bid() * 2654435761u) % (u64)nfull) : 0;
   for (i64 k = 0; k < nfull; k++) {
-    i64 r = k + rot;
-    if (r >= nfull) r -= nfull;
-    const i64 v = r * span + tid();
+    const i64 v = k * span + tid();
     v4 x0 = ld_v4(src + v * 16), x1 = ld_v4(src + (v + nt) * 16), x2 = ld_v4(src + (v + 2 * nt) * 16),
        x3 = ld_v4(src + (v + 3 * nt) * 16);
     st_v4(dst + v * 16, x0);
