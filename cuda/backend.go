@@ -40,10 +40,16 @@ type Backend struct {
 	// reaper goroutine, which runs them only while every stream of the
 	// backend is idle, holding gate so that no launch starts meanwhile:
 	// cuMemFree waits for the context's running kernels, which may be
-	// waiting for the very rank that frees. Launches hold gate for reading.
+	// waiting for the very rank that frees. A launch does not take gate
+	// itself (a lock word every rank writes per launch would bounce
+	// between their cores): it counts itself in its stream's launching
+	// and checks reaping, which the reaper raises under gate before it
+	// looks at the streams (idle); only then does the launch wait for
+	// gate (Stream.enter).
 	shared  atomic.Bool
 	reap    *reaper
 	gate    sync.RWMutex
+	reaping atomic.Bool
 	smu     sync.Mutex
 	streams map[*Stream]struct{}
 
@@ -172,12 +178,23 @@ func (b *Backend) with(f func() error) error {
 // until the backend's streams are idle (see Backend.shared).
 func (b *Backend) ShareContext() { b.shared.Store(true) }
 
-// idle reports whether every stream of the backend has finished its work.
+// idle reports whether every stream of the backend has finished its work
+// and no launch is being enqueued. The reaper calls it holding gate for
+// writing. It raises reaping before it looks, so that a launch that starts
+// after the look waits for gate (Stream.enter: each side writes its flag,
+// then reads the other's, so at least one sees the other); it lowers it
+// again when the backend is busy.
 func (b *Backend) idle() bool {
+	b.reaping.Store(true)
 	b.smu.Lock()
 	defer b.smu.Unlock()
 	for st := range b.streams {
+		if st.launching.Load() != 0 {
+			b.reaping.Store(false)
+			return false
+		}
 		if done, err := st.s.Done(); err == nil && !done {
+			b.reaping.Store(false)
 			return false
 		}
 	}
@@ -430,9 +447,16 @@ func (b *Backend) newStream(s driver.Stream, owned bool) (*Stream, error) {
 
 // prepared is the CUDA launch state of one request shape.
 type prepared struct {
-	b       *Backend
-	fn      driver.Function // the kernel module of the request's datatype
-	base    Launch
+	b    *Backend
+	fn   driver.Function // the kernel module of the request's datatype
+	base Launch
+	// arg is the launch argument handed to cuLaunchKernel: base with the
+	// per-launch fields set. An object of its own, without Go pointers,
+	// as cgo requires of what a pointer passed to C points into; reused by
+	// every launch (the driver copies it before cuLaunchKernel returns,
+	// and the executor launches one prepared at a time: its
+	// communicator's calls are serialised), so a launch allocates nothing.
+	arg     *Launch
 	grid    int
 	threads int
 	mem     []driver.Ptr // what Release frees
@@ -447,7 +471,7 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 		return nil, errors.New("cuda: prepare without a table")
 	}
 	t := a.Table
-	p := &prepared{b: b, grid: len(t.TBs), threads: t.NumThreads, in: a.StageIn, out: a.StageOut}
+	p := &prepared{b: b, arg: new(Launch), grid: len(t.TBs), threads: t.NumThreads, in: a.StageIn, out: a.StageOut}
 	if p.threads <= 0 {
 		p.threads = DefaultThreads
 	}
@@ -556,6 +580,9 @@ type Stream struct {
 	closed bool
 	evMu   sync.Mutex
 	ev     driver.Event // recorded by After when a later launch moves to another stream
+	// launching counts the launches being enqueued on the stream (see
+	// Backend.gate).
+	launching atomic.Int32
 	// cuLaunchKernel accounting (TimeLaunches).
 	nlaunch atomic.Int64
 	dlaunch atomic.Int64
@@ -573,27 +600,46 @@ func (s *Stream) CUStream() uintptr { return uintptr(s.s) }
 // Launch implements device.Stream: staging copies, then one kernel launch
 // of the rank's table, on the stream.
 func (s *Stream) Launch(pp device.Prepared, launch uint64, fence bool) error {
+	_, err := s.launch(pp, launch, fence, false, false)
+	return err
+}
+
+// CaptureLaunch implements device.CaptureLauncher: Capturing and Launch
+// under one cuCtxSetCurrent.
+func (s *Stream) CaptureLaunch(pp device.Prepared, launch uint64, fence, fenceCaptured bool) (bool, error) {
+	return s.launch(pp, launch, fence, true, fenceCaptured)
+}
+
+// launch is Launch, first checking capture (cuStreamIsCapturing) when
+// check is set: a captured launch is fenced when fenceCaptured is set.
+func (s *Stream) launch(pp device.Prepared, launch uint64, fence, check, fenceCaptured bool) (capturing bool, err error) {
 	p, ok := pp.(*prepared)
 	if !ok {
-		return fmt.Errorf("cuda: launch of a %T", pp)
+		return false, fmt.Errorf("cuda: launch of a %T", pp)
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if err := s.errLocked(); err != nil {
-		return err
+		return false, err
 	}
-	s.b.gate.RLock()
-	defer s.b.gate.RUnlock()
-	a := p.base
-	setLaunch(&a, launch, s.errDev, s.claim, fence)
+	s.enter()
+	defer s.launching.Add(-1)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := s.b.dev.SetCurrent(); err != nil {
-		return err
+		return false, err
 	}
+	if check {
+		st, _ := s.s.CaptureStatus() // a failed query reads as not capturing, as in Capturing
+		capturing = st == driver.CaptureActive
+		fence = fence || (capturing && fenceCaptured)
+	}
+	a := p.arg
+	*a = p.base
+	setLaunch(a, launch, s.errDev, s.claim, fence)
 	for _, c := range p.in {
 		if err := driver.CopyDtoDAsync(driver.Ptr(c.Dst), driver.Ptr(c.Src), c.N, s.s); err != nil {
-			return err
+			return capturing, err
 		}
 	}
 	timed := timeLaunches.Load()
@@ -601,20 +647,36 @@ func (s *Stream) Launch(pp device.Prepared, launch uint64, fence bool) error {
 	if timed {
 		t0 = time.Now()
 	}
-	err := launchKernel(p.fn, p.grid, p.threads, s.s, &a)
+	err = launchKernel(p.fn, p.grid, p.threads, s.s, a)
 	if timed {
 		s.dlaunch.Add(int64(time.Since(t0)))
 		s.nlaunch.Add(1)
 	}
 	if err != nil {
-		return err
+		return capturing, err
 	}
 	for _, c := range p.out {
 		if err := driver.CopyDtoDAsync(driver.Ptr(c.Dst), driver.Ptr(c.Src), c.N, s.s); err != nil {
-			return err
+			return capturing, err
 		}
 	}
-	return nil
+	return capturing, nil
+}
+
+// enter counts a launch in progress on s (launching), which keeps the
+// reaper from running; while the reaper holds gate (reaping), it waits
+// for the reaper to finish first.
+func (s *Stream) enter() {
+	for {
+		s.launching.Add(1)
+		if !s.b.reaping.Load() {
+			return
+		}
+		s.launching.Add(-1)
+		s.b.gate.RLock() // the reaper has let go of it once this returns
+		s.b.reaping.Store(false)
+		s.b.gate.RUnlock()
+	}
 }
 
 // After implements device.StreamOrderer: s waits on the device for what

@@ -14,7 +14,7 @@ go build -ldflags="-s -w" -o "$D/theseus-bench" ./cmd/theseus-bench
 make -C ncclabi install-shared PREFIX="$D/prefix" >/dev/null
 # Kernel variants for TestBandwidth -bw.variants (never embedded).
 rm -rf "$D/bw"
-for v in "r4:-DREDUCE_UNROLL=4" "u8r4:-DCOPY_UNROLL=8 -DREDUCE_UNROLL=4" "u2r1:-DCOPY_UNROLL=2 -DREDUCE_UNROLL=1"; do
+for v in "plainiv:-DTHESEUS_OPAQUE_IV=0" "t512:-DMAX_THREADS=512" "r4:-DREDUCE_UNROLL=4" "u8:-DCOPY_UNROLL=8"; do
   THESEUS_PTX_OUT="$D/bw/${v%%:*}" THESEUS_PTX_DTYPES="float32 bfloat16" THESEUS_KERNEL_FLAGS="${v#*:}" bash cuda/kernel/build.sh
 done
 rm -rf "$D/corpus"

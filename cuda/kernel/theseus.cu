@@ -28,6 +28,9 @@
 #ifndef REDUCE_UNROLL
 #define REDUCE_UNROLL 2
 #endif
+#ifndef THESEUS_OPAQUE_IV
+#define THESEUS_OPAQUE_IV 1
+#endif
 #ifndef MAX_THREADS
 #define MAX_THREADS 1024
 #endif
@@ -495,6 +498,22 @@ DEV v4 combine_vec(int nsrc, i64 off) {
   return r;
 }
 
+// The fast loops index with 32-bit vector offsets within segments of
+// SEG_VECS vectors (256 MiB), and hide the loop counter from the compiler
+// (opaque_u32) so that it recomputes each address from the counter instead
+// of keeping one pointer per unrolled access live across the loop: under
+// the kernel's 64-register bound that pressure spilled to local memory
+// inside the loop (bench/results/2026-11-29-h200-third).
+#define SEG_VECS (1ll << 24)
+#if THESEUS_OPAQUE_IV
+DEV u32 opaque_u32(u32 x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+#else
+DEV u32 opaque_u32(u32 x) { return x; }
+#endif
+
 // The two commonest data ops in tight loops of their own (not inlined:
 // their registers are their own, nothing of the kernel's context is live
 // across them, and every address is an argument): a copy of one src to one
@@ -502,16 +521,21 @@ DEV v4 combine_vec(int nsrc, i64 off) {
 // 16-byte aligned addresses; every load of a round is issued before its
 // stores. Numerics as combine_vec.
 NOINLINE void copy_vec(const char* s, char* d, i64 nvec) {
-  const i64 nt = nthreads();
-  i64 v = tid();
-  for (; v + (COPY_UNROLL - 1) * nt < nvec; v += COPY_UNROLL * nt) {
-    v4 a[COPY_UNROLL];
+  for (i64 seg = 0; seg < nvec; seg += SEG_VECS) {
+    const u32 n = (u32)(nvec - seg < SEG_VECS ? nvec - seg : SEG_VECS);
+    const char* sb = s + seg * 16;
+    char* db = d + seg * 16;
+    const u32 nt = nthreads();
+    u32 v = tid();
+    for (; v + (COPY_UNROLL - 1) * nt < n; v = opaque_u32(v + COPY_UNROLL * nt)) {
+      v4 a[COPY_UNROLL];
 #pragma unroll
-    for (int u = 0; u < COPY_UNROLL; u++) a[u] = ld_v4(s + (v + u * nt) * 16);
+      for (int u = 0; u < COPY_UNROLL; u++) a[u] = ld_v4(sb + (u64)((v + u * nt) * 16u));
 #pragma unroll
-    for (int u = 0; u < COPY_UNROLL; u++) st_v4(d + (v + u * nt) * 16, a[u]);
+      for (int u = 0; u < COPY_UNROLL; u++) st_v4(db + (u64)((v + u * nt) * 16u), a[u]);
+    }
+    for (; v < n; v += nt) st_v4(db + (u64)(v * 16u), ld_v4(sb + (u64)(v * 16u)));
   }
-  for (; v < nvec; v += nt) st_v4(d + v * 16, ld_v4(s + v * 16));
 }
 
 template <int T, int OP>
@@ -529,18 +553,24 @@ DEV v4 combine2(v4 a, v4 b) {
 
 template <int T, int OP>
 NOINLINE void reduce2_vec(const char* s0, const char* s1, char* d, i64 nvec) {
-  const i64 nt = nthreads();
-  i64 v = tid();
-  for (; v + (REDUCE_UNROLL - 1) * nt < nvec; v += REDUCE_UNROLL * nt) {
-    v4 a[REDUCE_UNROLL], b[REDUCE_UNROLL];
+  for (i64 seg = 0; seg < nvec; seg += SEG_VECS) {
+    const u32 n = (u32)(nvec - seg < SEG_VECS ? nvec - seg : SEG_VECS);
+    const char* ab = s0 + seg * 16;
+    const char* bb = s1 + seg * 16;
+    char* db = d + seg * 16;
+    const u32 nt = nthreads();
+    u32 v = tid();
+    for (; v + (REDUCE_UNROLL - 1) * nt < n; v = opaque_u32(v + REDUCE_UNROLL * nt)) {
+      v4 a[REDUCE_UNROLL], b[REDUCE_UNROLL];
 #pragma unroll
-    for (int u = 0; u < REDUCE_UNROLL; u++) a[u] = ld_v4(s0 + (v + u * nt) * 16);
+      for (int u = 0; u < REDUCE_UNROLL; u++) a[u] = ld_v4(ab + (u64)((v + u * nt) * 16u));
 #pragma unroll
-    for (int u = 0; u < REDUCE_UNROLL; u++) b[u] = ld_v4(s1 + (v + u * nt) * 16);
+      for (int u = 0; u < REDUCE_UNROLL; u++) b[u] = ld_v4(bb + (u64)((v + u * nt) * 16u));
 #pragma unroll
-    for (int u = 0; u < REDUCE_UNROLL; u++) st_v4(d + (v + u * nt) * 16, combine2<T, OP>(a[u], b[u]));
+      for (int u = 0; u < REDUCE_UNROLL; u++) st_v4(db + (u64)((v + u * nt) * 16u), combine2<T, OP>(a[u], b[u]));
+    }
+    for (; v < n; v += nt) st_v4(db + (u64)(v * 16u), combine2<T, OP>(ld_v4(ab + (u64)(v * 16u)), ld_v4(bb + (u64)(v * 16u))));
   }
-  for (; v < nvec; v += nt) st_v4(d + v * 16, combine2<T, OP>(ld_v4(s0 + v * 16), ld_v4(s1 + v * 16)));
 }
 
 // Plain (non-packet) element-wise combine of the staged refs over nbytes.
