@@ -136,6 +136,20 @@ type StreamOrderer interface {
 	After(prev Stream) error
 }
 
+// CaptureLauncher is implemented by streams whose capture check is a
+// driver call (CUDA: cuStreamIsCapturing, with the context made current).
+// CaptureLaunch does what Capturing followed by Launch does, under one
+// switch to the device's context: it checks whether the stream is being
+// captured into a CUDA graph, then launches p with launch counter launch,
+// fenced when fence is set, or when the stream is captured and
+// fenceCaptured is set. It returns whether the stream was being captured
+// (false on a closed stream). Errors: Launch's. The executor uses it on a
+// cache hit when the previous launch of the communicator was on the same
+// stream (no StreamOrderer.After between the check and the launch).
+type CaptureLauncher interface {
+	CaptureLaunch(p Prepared, launch uint64, fence, fenceCaptured bool) (capturing bool, err error)
+}
+
 // ContextSharer is implemented by backends whose ranks in one process
 // share one device context (CUDA). ShareContext tells the backend that
 // several ranks of a communicator run as goroutines of this process, so a

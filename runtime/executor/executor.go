@@ -273,6 +273,15 @@ type Executor struct {
 	launch  uint64
 	streams []device.Stream // streams launched on since the last wait
 	lastSt  device.Stream   // the stream of the last launch
+	// lastL3 is the L3 entry of the last hit or setup, under its L1 and L2
+	// entries: a repeated request finds it without hashing its key.
+	// Cleared whenever L3 entries are dropped (dropL3).
+	lastL3 struct {
+		l1  *l1Entry
+		l2  *l2Entry
+		key l3Key
+		ent *l3Entry
+	}
 	// captured: some launch went into a CUDA graph. Its replays keep using
 	// the memory it names (prepared state, scratch, peers' scratch
 	// mappings), so from then on nothing of that kind is freed before Close.
@@ -1333,8 +1342,14 @@ func (e *Executor) l3Lookup(w *walk) Event {
 	if w.s.Bundle.Meta.Collective.Rooted() {
 		w.l3key.root = r.Root
 	}
+	if m := &e.lastL3; m.ent != nil && m.l1 == w.l1 && m.l2 == w.l2 && m.key == w.l3key {
+		w.l3 = m.ent
+		e.stats.L3Hits++
+		return EvHit
+	}
 	if l3 := w.l3map[w.l3key]; l3 != nil {
 		w.l3 = l3
+		e.lastL3.l1, e.lastL3.l2, e.lastL3.key, e.lastL3.ent = w.l1, w.l2, w.l3key, l3
 		e.stats.L3Hits++
 		return EvHit
 	}
@@ -1529,6 +1544,7 @@ func (e *Executor) grow(ctx context.Context, w *walk) Event {
 // dropL3 empties m, releasing each prepared launch (or, if a CUDA graph
 // captured it, keeping it until Close).
 func (e *Executor) dropL3(m map[l3Key]*l3Entry) {
+	e.lastL3.ent = nil
 	for k, v := range m {
 		if v.captured {
 			e.retained = append(e.retained, v.prep)
@@ -1564,20 +1580,32 @@ func (e *Executor) doLaunch(w *walk) Event {
 	// A launch captured into a CUDA graph is always fenced: its replays may
 	// follow any eager launch. And the launch after it is fenced too
 	// (lastSig reset): the device may have run replays in between.
-	capturing := w.st.Capturing()
-	fence := e.launch > 0 && (l3.sig != e.lastSig || w.l1.table.Protocol == ir.LL || w.l1.table.FenceLaunches || capturing)
-	// One rank's launches run in call order even when consecutive calls use
-	// different streams (as NCCL orders one communicator's operations): the
-	// new stream waits for the previous one on the device. Not across a
-	// capture boundary: a capture may not wait on work outside it.
-	if prev := e.lastSt; prev != nil && prev != w.st && !capturing {
-		if o, ok := w.st.(device.StreamOrderer); ok && !prev.Capturing() {
-			if err := o.After(prev); err != nil {
-				return e.fail(w, Launch, err, false)
+	fence := e.launch > 0 && (l3.sig != e.lastSig || w.l1.table.Protocol == ir.LL || w.l1.table.FenceLaunches)
+	var capturing bool
+	var err error
+	if cl, ok := w.st.(device.CaptureLauncher); ok && (e.lastSt == nil || e.lastSt == w.st) {
+		// Nothing to order between the capture check and the launch: the
+		// backend does both under one switch to the device's context.
+		capturing, err = cl.CaptureLaunch(l3.prep, e.launch+1, fence, e.launch > 0)
+		fence = fence || (capturing && e.launch > 0)
+	} else {
+		capturing = w.st.Capturing()
+		fence = fence || (capturing && e.launch > 0)
+		// One rank's launches run in call order even when consecutive calls
+		// use different streams (as NCCL orders one communicator's
+		// operations): the new stream waits for the previous one on the
+		// device. Not across a capture boundary: a capture may not wait on
+		// work outside it.
+		if prev := e.lastSt; prev != nil && prev != w.st && !capturing {
+			if o, ok := w.st.(device.StreamOrderer); ok && !prev.Capturing() {
+				if err := o.After(prev); err != nil {
+					return e.fail(w, Launch, err, false)
+				}
 			}
 		}
+		err = w.st.Launch(l3.prep, e.launch+1, fence)
 	}
-	if err := w.st.Launch(l3.prep, e.launch+1, fence); err != nil {
+	if err != nil {
 		// Sticky unless nothing can have been enqueued (a closed stream):
 		// the peers have launched this request, and this rank's launch
 		// counter would fall behind theirs.

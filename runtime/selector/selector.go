@@ -224,7 +224,14 @@ type Selector struct {
 	rd    *reader
 	snap  *snapshot
 	cache map[key]int32
-	vm    vm.VM
+	// last is the last request answered from the cache and its answer:
+	// a repeated request skips the hash (cleared with the cache).
+	last struct {
+		k  key
+		id int32
+		ok bool
+	}
+	vm vm.VM
 
 	untilEpoch int
 	clockLast  int64
@@ -335,7 +342,14 @@ func (s *Selector) Select(ctx context.Context, r *Request) (int, error) {
 		s.untilEpoch = s.opt.CheckPeriod
 	}
 	k, valid := makeKey(r)
+	if s.last.ok && valid && s.last.k == k {
+		s.untilEpoch--
+		s.stats.Requests++
+		s.stats.Hits++
+		return int(s.last.id), nil
+	}
 	if id, ok := s.cache[k]; ok && valid && id != cacheAgree {
+		s.last.k, s.last.id, s.last.ok = k, id, true
 		s.untilEpoch--
 		s.stats.Requests++
 		s.stats.Hits++
@@ -349,7 +363,7 @@ func (s *Selector) Select(ctx context.Context, r *Request) (int, error) {
 		return None, fmt.Errorf("%w: fields out of range", ErrBadRequest)
 	}
 	if len(s.cache) >= s.opt.CacheEntries {
-		clear(s.cache)
+		s.clearCache()
 	}
 	if agree {
 		s.cache[k] = cacheAgree
@@ -359,6 +373,12 @@ func (s *Selector) Select(ctx context.Context, r *Request) (int, error) {
 	s.untilEpoch--
 	s.stats.Requests++
 	return id, nil
+}
+
+// clearCache empties the request cache.
+func (s *Selector) clearCache() {
+	clear(s.cache)
+	s.last.ok = false
 }
 
 // verdict is one candidate's evaluation.

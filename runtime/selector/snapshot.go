@@ -88,7 +88,7 @@ func (s *Selector) epoch(ctx context.Context) error {
 	}
 	if s.snap == nil || retried || s.changed() {
 		s.build()
-		clear(s.cache)
+		s.clearCache()
 		s.stats.Snapshots++
 		s.opt.Logger.Infof("selection context %s: snapshot of %d attribute and %d schedule entries at %s: %d schedules selectable",
 			s.opt.Dir, ag.attrs, ag.scheds, time.Unix(0, ag.cut).Format(time.RFC3339), len(s.snap.active))

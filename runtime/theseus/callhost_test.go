@@ -21,20 +21,23 @@ import (
 )
 
 // driverless is a device backend shaped like the CUDA backend (cuda.Backend)
-// on the per-call path, minus the driver: memory and launches are the null
-// backend's, and every method the executor may call per collective does the
-// host work cuda.Backend does around its driver calls (locking the OS
-// thread, the stream's and the backend's locks, the host-mapped failure
-// record, filling a launch argument) and counts itself, so that a benchmark
-// can say which driver calls the CUDA path makes per call:
+// on the per-call path, minus the driver: memory is the null backend's, and
+// every method the executor may call per collective does the host work
+// cuda.Backend does around its driver calls (locking the OS thread, the
+// stream's lock and launch count, the reaper's flag, the host-mapped
+// failure record, filling the launch argument) and counts the driver calls
+// cuda.Backend makes there:
 //
 //   - Lookup: cuCtxSetCurrent + cuMemGetAddressRange + cuPointerGetAttribute;
 //   - Stream.Capturing: cuCtxSetCurrent + cuStreamIsCapturing;
 //   - Stream.Launch: cuCtxSetCurrent + cuLaunchKernel (+ staging copies);
+//   - Stream.CaptureLaunch: cuCtxSetCurrent + cuStreamIsCapturing +
+//     cuLaunchKernel;
 //   - Stream.After: cuCtxSetCurrent + cuEventRecord + cuStreamWaitEvent.
 type driverless struct {
 	*devicetest.Null
 	gate    sync.RWMutex
+	reaping atomic.Bool
 	lookups atomic.Int64
 }
 
@@ -63,7 +66,7 @@ type driverlessArg struct {
 type driverlessPrepared struct {
 	device.Prepared
 	base driverlessArg
-	arg  driverlessArg
+	arg  *driverlessArg
 }
 
 func (b *driverless) Prepare(a *device.Args) (device.Prepared, error) {
@@ -71,62 +74,96 @@ func (b *driverless) Prepare(a *device.Args) (device.Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &driverlessPrepared{Prepared: p}, nil
+	return &driverlessPrepared{Prepared: p, arg: new(driverlessArg)}, nil
 }
 
 func (b *driverless) ShareContext() {}
 
 type driverlessStream struct {
-	b        *driverless
-	ns       device.Stream
-	mu       sync.RWMutex
-	errRec   *[64]byte // the host-mapped failure record
-	launches atomic.Int64
-	captures atomic.Int64
-	afters   atomic.Int64
-	closed   atomic.Bool
-	// cuda.Stream is 120 bytes, so that two ranks' streams allocated one
-	// after the other never share a cache line's hot words; nor do these.
-	_ [40]byte
+	b         *driverless
+	ns        device.Stream
+	mu        sync.RWMutex
+	errRec    *[64]byte // the host-mapped failure record
+	closed    atomic.Bool
+	launching atomic.Int32
+	// Launches, the driver calls cuda.Stream would have made, and the
+	// separate capture checks (Capturing).
+	launches, driver, checks atomic.Int64
+	// cuda.Stream is 128 bytes with its allocation class, so that two
+	// ranks' streams allocated one after the other share no cache line.
+	_ [32]byte
 }
 
 func (s *driverlessStream) Launch(pp device.Prepared, launch uint64, fence bool) error {
+	_, err := s.launch(pp, launch, fence, false, false)
+	return err
+}
+
+func (s *driverlessStream) CaptureLaunch(pp device.Prepared, launch uint64, fence, fenceCaptured bool) (bool, error) {
+	return s.launch(pp, launch, fence, true, fenceCaptured)
+}
+
+func (s *driverlessStream) launch(pp device.Prepared, launch uint64, fence, check, fenceCaptured bool) (bool, error) {
 	p, ok := pp.(*driverlessPrepared)
 	if !ok {
-		return fmt.Errorf("driverless: launch of a %T", pp)
+		return false, fmt.Errorf("driverless: launch of a %T", pp)
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		return false, device.ErrClosed
+	}
 	if s.errRec[0] != 0 {
-		return errors.New("driverless: failed")
+		return false, errors.New("driverless: failed")
 	}
-	s.b.gate.RLock()
-	defer s.b.gate.RUnlock()
-	p.arg = p.base
-	p.arg.words[0] = launch
-	if !fence {
-		p.arg.ints[0] = 0
+	for {
+		s.launching.Add(1)
+		if !s.b.reaping.Load() {
+			break
+		}
+		s.launching.Add(-1)
+		s.b.gate.RLock()
+		s.b.reaping.Store(false)
+		s.b.gate.RUnlock()
 	}
+	defer s.launching.Add(-1)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	s.launches.Add(1)
-	if s.closed.Load() {
-		return device.ErrClosed
+	calls := int64(2) // cuCtxSetCurrent, cuLaunchKernel
+	capturing := false
+	if check {
+		calls++ // cuStreamIsCapturing
+		capturing = s.ns.Capturing()
+		fence = fence || (capturing && fenceCaptured)
 	}
-	return nil
+	a := p.arg
+	*a = p.base
+	a.words[0] = launch
+	if !fence {
+		a.ints[0] = 0
+	}
+	s.driver.Add(calls)
+	s.launches.Add(1)
+	return capturing, nil
 }
 
 func (s *driverlessStream) Capturing() bool {
-	s.captures.Add(1)
+	s.checks.Add(1)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		return false
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	s.driver.Add(2)
 	return s.ns.Capturing()
 }
 
 func (s *driverlessStream) After(prev device.Stream) error {
-	s.afters.Add(1)
+	if p, ok := prev.(*driverlessStream); ok && p != s {
+		s.driver.Add(3)
+	}
 	return nil
 }
 
@@ -139,10 +176,12 @@ func (s *driverlessStream) Close() error       { s.closed.Store(true); return s.
 // own stream, with the embedded default selection context and the default
 // THESEUS_CONTEXT_CHECK_PERIOD (epochs included), on the driverless
 // backend. It measures the host time of one collective call on a full
-// cache hit, except the driver calls. Metrics: host-ns/call, the slower
-// rank's time per call (as BenchmarkCallHost reports it); allocs/call; and
-// per call the backend methods that call the driver on CUDA: lookups/call
-// (Backend.Lookup), capture-checks/call (Stream.Capturing), launches/call.
+// cache hit, except the driver calls. Metrics, per call: host-ns/call, the
+// slower rank's wall time (as BenchmarkCallHost reports it); cpu-ns/call,
+// the slower rank's thread CPU time (steadier on a busy machine);
+// allocs/call (both ranks'); driver-calls/call, the driver calls the CUDA
+// backend makes (cuLaunchKernel included); capture-checks/call, separate
+// Stream.Capturing calls.
 func BenchmarkCallHostCPU(b *testing.B) {
 	const n, count = 2, 256
 	dir := b.TempDir()
@@ -196,9 +235,10 @@ func BenchmarkCallHostCPU(b *testing.B) {
 		b.Fatal(err)
 	}
 	lookups := be.lookups.Load()
-	var caps, launches int64
+	var checks, calls0, launches int64
 	for _, s := range streams {
-		caps += s.captures.Load()
+		checks += s.checks.Load()
+		calls0 += s.driver.Load()
 		launches += s.launches.Load()
 	}
 	host := make([]time.Duration, n)
@@ -227,17 +267,19 @@ func BenchmarkCallHostCPU(b *testing.B) {
 	}
 	calls := float64(n * b.N)
 	for _, s := range streams {
-		caps -= s.captures.Load()
+		checks -= s.checks.Load()
+		calls0 -= s.driver.Load()
 		launches -= s.launches.Load()
 	}
-	if int(-launches) != n*b.N {
+	lookups = be.lookups.Load() - lookups
+	if -launches != int64(n*b.N) {
 		b.Fatalf("%d launches for %d calls", -launches, n*b.N)
 	}
 	b.ReportMetric(float64(slices.Max(host).Nanoseconds())/float64(b.N), "host-ns/call")
 	b.ReportMetric(float64(slices.Max(cpu).Nanoseconds())/float64(b.N), "cpu-ns/call")
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/calls, "allocs/call")
-	b.ReportMetric(float64(be.lookups.Load()-lookups)/calls, "lookups/call")
-	b.ReportMetric(float64(-caps)/calls, "capture-checks/call")
+	b.ReportMetric(float64(-calls0+3*lookups)/calls, "driver-calls/call")
+	b.ReportMetric(float64(-checks)/calls, "capture-checks/call")
 }
 
 // threadCPU is the calling thread's CPU time (the caller holds its thread):
