@@ -272,6 +272,9 @@ func (w *World) prepare(req interp.Request, inputs [][]byte, initOut [][]byte) (
 	if w.fn, err = kernel(w.dev.Context(), req.DataType); err != nil {
 		return err
 	}
+	if err := w.checkResident(); err != nil {
+		return err
+	}
 	// Buffers, laid out as interp.NewBuffers does.
 	alloc := func(n int64) (driver.Ptr, error) {
 		p, err := driver.MemAlloc(max(n, 16))
@@ -378,6 +381,49 @@ func (w *World) prepare(req interp.Request, inputs [][]byte, initOut [][]byte) (
 		b := unsafe.Slice((*byte)(unsafe.Pointer(&rts[0])), len(rts)*ChanRTBytes)
 		if err := driver.CopyHtoD(w.chanRT[l], b); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// ErrNotResident: the ranks of a World need more threadblocks at once than
+// the GPU holds. Every rank's blocks spin on the others', so they must all
+// be resident together; on one GPU per rank that holds for any schedule of
+// at most a GPU's worth of threadblocks, but several ranks sharing one GPU
+// can exceed it (and would hang until the timeout).
+var ErrNotResident = errors.New("cuda: the ranks' threadblocks do not fit on the GPU at once")
+
+// checkResident returns ErrNotResident (wrapped, with the numbers) when the
+// World's threadblocks, all ranks together, exceed what the GPU holds at
+// once for the current kernel (cuOccupancyMaxActiveBlocksPerMultiprocessor
+// times the multiprocessors).
+func (w *World) checkResident() error {
+	sms, err := w.dev.Attribute(driver.AttrMultiprocessorCount)
+	if err != nil {
+		return err
+	}
+	perThreads := map[int]int{} // threads per block -> blocks
+	for _, t := range w.tables {
+		threads := t.NumThreads
+		if threads <= 0 {
+			threads = w.Threads
+		}
+		perThreads[threads] += max(len(t.TBs), 1)
+	}
+	// The fraction of the GPU each block size takes, summed.
+	used := 0.0
+	for threads, blocks := range perThreads {
+		per, err := w.fn.MaxActiveBlocksPerSM(threads, 0)
+		if err != nil {
+			return err
+		}
+		if per == 0 {
+			return fmt.Errorf("%w: a block of %d threads does not fit on a multiprocessor", ErrNotResident, threads)
+		}
+		used += float64(blocks) / float64(per*sms)
+		if used > 1 {
+			return fmt.Errorf("%w: %d ranks need %d threadblocks of %d threads, and the GPU holds %d (%d multiprocessors x %d)",
+				ErrNotResident, w.n, blocks, threads, per*sms, sms, per)
 		}
 	}
 	return nil

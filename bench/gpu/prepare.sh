@@ -12,9 +12,12 @@ go test -c -ldflags="-s -w" -o "$D/cuda.test" ./cuda
 go test -c -ldflags="-s -w" -o "$D/driver.test" ./cuda/driver
 go build -ldflags="-s -w" -o "$D/theseus-bench" ./cmd/theseus-bench
 make -C ncclabi install-shared PREFIX="$D/prefix" >/dev/null
-# Kernel variants for TestBandwidth -bw.variants (never embedded).
+# Kernel variants for TestBandwidth -bw.variants (never embedded), from
+# BW_VARIANTS: "name:build flags" entries separated by ";", for example
+#   BW_VARIANTS="u8:-DCOPY_UNROLL=8;t512:-DMAX_THREADS=512" bash bench/gpu/prepare.sh
 rm -rf "$D/bw"
-for v in "plainiv:-DTHESEUS_OPAQUE_IV=0" "t512:-DMAX_THREADS=512" "r4:-DREDUCE_UNROLL=4" "u8:-DCOPY_UNROLL=8"; do
+IFS=';' read -ra variants <<<"${BW_VARIANTS:-}"
+for v in ${variants[@]+"${variants[@]}"}; do
   THESEUS_PTX_OUT="$D/bw/${v%%:*}" THESEUS_PTX_DTYPES="float32 bfloat16" THESEUS_KERNEL_FLAGS="${v#*:}" bash cuda/kernel/build.sh
 done
 rm -rf "$D/corpus"

@@ -46,7 +46,7 @@ enum {
   F_cuMemGetInfo, F_cuModuleGetGlobal, F_cuCtxGetStreamPriorityRange, F_cuStreamCreateWithPriority,
   F_cuMemsetD32, F_cuFuncGetAttribute, F_cuMemcpyDtoDAsync, F_cuMemsetD8Async,
   F_cuStreamBeginCapture, F_cuStreamEndCapture, F_cuGraphInstantiateWithFlags, F_cuGraphLaunch,
-  F_cuGraphExecDestroy, F_cuGraphDestroy,
+  F_cuGraphExecDestroy, F_cuGraphDestroy, F_cuOccupancyMaxActiveBlocksPerMultiprocessor,
   F_COUNT
 };
 
@@ -64,7 +64,7 @@ static const char* th_names[] = {
   "cuMemGetInfo", "cuModuleGetGlobal", "cuCtxGetStreamPriorityRange", "cuStreamCreateWithPriority",
   "cuMemsetD32", "cuFuncGetAttribute", "cuMemcpyDtoDAsync", "cuMemsetD8Async",
   "cuStreamBeginCapture", "cuStreamEndCapture", "cuGraphInstantiateWithFlags", "cuGraphLaunch",
-  "cuGraphExecDestroy", "cuGraphDestroy",
+  "cuGraphExecDestroy", "cuGraphDestroy", "cuOccupancyMaxActiveBlocksPerMultiprocessor",
 };
 
 // The _v2 names dlsym falls back to when cuGetProcAddress is missing.
@@ -75,7 +75,7 @@ static const char* th_v2[] = {
   "cuStreamDestroy_v2", 0, 0, 0, 0, "cuEventDestroy_v2", 0, 0, 0, 0, 0, 0, "cuIpcOpenMemHandle_v2",
   0, "cuMemGetAddressRange_v2", 0, 0, 0, 0, "cuMemGetInfo_v2", "cuModuleGetGlobal_v2", 0, 0,
   "cuMemsetD32_v2", 0, "cuMemcpyDtoDAsync_v2", 0,
-  "cuStreamBeginCapture_v2", 0, 0, 0, 0, 0,
+  "cuStreamBeginCapture_v2", 0, 0, 0, 0, 0, 0,
 };
 
 _Static_assert(sizeof(th_names) / sizeof(th_names[0]) == F_COUNT, "th_names");
@@ -176,6 +176,7 @@ static CUresult th_cuPointerGetAttribute(void* data, int attr, CUdeviceptr p) { 
 static CUresult th_cuGetErrorName(CUresult e, const char** s) { return FN(CUresult(*)(CUresult, const char**), F_cuGetErrorName)(e, s); }
 static CUresult th_cuGetErrorString(CUresult e, const char** s) { return FN(CUresult(*)(CUresult, const char**), F_cuGetErrorString)(e, s); }
 static CUresult th_cuFuncSetAttribute(CUfunction f, int a, int v) { return FN(CUresult(*)(CUfunction, int, int), F_cuFuncSetAttribute)(f, a, v); }
+static CUresult th_cuOccupancy(int* n, CUfunction f, int block, size_t smem) { return FN(CUresult(*)(int*, CUfunction, int, size_t), F_cuOccupancyMaxActiveBlocksPerMultiprocessor)(n, f, block, smem); }
 static CUresult th_cuFuncGetAttribute(int* v, int a, CUfunction f) { return FN(CUresult(*)(int*, int, CUfunction), F_cuFuncGetAttribute)(v, a, f); }
 static CUresult th_cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream st) { return FN(CUresult(*)(CUdeviceptr, unsigned char, size_t, CUstream), F_cuMemsetD8Async)(d, v, n, st); }
 typedef void* CUgraph;
@@ -551,6 +552,15 @@ func (f Function) Attribute(attr int) (int, error) {
 	var v C.int
 	err := check("cuFuncGetAttribute", C.th_cuFuncGetAttribute(&v, C.int(attr), C.th_f(C.uintptr_t(f))))
 	return int(v), err
+}
+
+// MaxActiveBlocksPerSM is how many blocks of f with block threads and
+// sharedBytes of dynamic shared memory one multiprocessor holds at once
+// (cuOccupancyMaxActiveBlocksPerMultiprocessor).
+func (f Function) MaxActiveBlocksPerSM(block, sharedBytes int) (int, error) {
+	var n C.int
+	err := check("cuOccupancyMaxActiveBlocksPerMultiprocessor", C.th_cuOccupancy(&n, C.th_f(C.uintptr_t(f)), C.int(block), C.size_t(sharedBytes)))
+	return int(n), err
 }
 
 // Launch1 launches f on grid x block threads with one by-value parameter:
