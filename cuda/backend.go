@@ -1,11 +1,13 @@
 package cuda
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +59,12 @@ type Backend struct {
 	allocs  map[device.Ptr]int64 // our allocations: base -> size
 	imports map[[64]byte]*imported
 	byBase  map[device.Ptr]*imported
+	// regions are our allocations as Lookup reports them (read from the
+	// driver once, at Alloc), sorted by base and replaced whole under mu
+	// at every Alloc and Free, so that Lookup answers for them with no lock
+	// and no driver call (a collective call looks up its buffers every
+	// time when its schedule reaches peers' buffers).
+	regions atomic.Pointer[[]device.Region]
 }
 
 type imported struct {
@@ -240,20 +248,41 @@ func (b *Backend) Alloc(size int64) (device.Ptr, error) {
 		return 0, fmt.Errorf("cuda: alloc of %d bytes", size)
 	}
 	var p driver.Ptr
+	var r device.Region
 	err := b.with(func() error {
 		var err error
 		if p, err = b.zeroed(size); err != nil {
 			return err
 		}
-		return b.ctl.Synchronize()
+		if err := b.ctl.Synchronize(); err != nil {
+			return err
+		}
+		r, _ = driverRegion(device.Ptr(p)) // if this fails, Lookup asks the driver
+		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
 	b.mu.Lock()
 	b.allocs[device.Ptr(p)] = size
+	if r.Base != 0 {
+		b.setRegions(func(rs []device.Region) []device.Region {
+			i, _ := slices.BinarySearchFunc(rs, r.Base, func(x device.Region, base device.Ptr) int { return cmp.Compare(x.Base, base) })
+			return slices.Insert(rs, i, r)
+		})
+	}
 	b.mu.Unlock()
 	return device.Ptr(p), nil
+}
+
+// setRegions replaces regions with edit's result on a copy. Callers hold mu.
+func (b *Backend) setRegions(edit func([]device.Region) []device.Region) {
+	var rs []device.Region
+	if old := b.regions.Load(); old != nil {
+		rs = slices.Clone(*old)
+	}
+	rs = edit(rs)
+	b.regions.Store(&rs)
 }
 
 // Free implements device.Backend.
@@ -261,6 +290,11 @@ func (b *Backend) Free(p device.Ptr) error {
 	b.mu.Lock()
 	_, ok := b.allocs[p]
 	delete(b.allocs, p)
+	if ok {
+		b.setRegions(func(rs []device.Region) []device.Region {
+			return slices.DeleteFunc(rs, func(r device.Region) bool { return r.Base == p })
+		})
+	}
 	b.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("cuda: free of %#x, which Alloc did not return", p)
@@ -273,25 +307,44 @@ func (b *Backend) Free(p device.Ptr) error {
 // process (cudaMalloc'd user buffers included): its base, size and
 // CU_POINTER_ATTRIBUTE_BUFFER_ID, which differs for an allocation freed and
 // reallocated at the same address — so a stale import is never reused (the
-// seed's Known Issue 1).
+// seed's Known Issue 1). For the backend's own allocations (Alloc) it
+// answers from what it read at Alloc, with no driver call: until Free, the
+// allocation and its buffer id cannot change.
 func (b *Backend) Lookup(p device.Ptr, n int64) (device.Region, bool) {
+	if rs := b.regions.Load(); rs != nil {
+		i, found := slices.BinarySearchFunc(*rs, p, func(x device.Region, p device.Ptr) int { return cmp.Compare(x.Base, p) })
+		if !found {
+			i--
+		}
+		if i >= 0 && (*rs)[i].Contains(p, n) {
+			return (*rs)[i], true
+		}
+	}
 	var r device.Region
 	ok := b.with(func() error {
-		base, size, err := driver.AddressRange(driver.Ptr(p))
-		if err != nil {
-			return err
-		}
-		id, err := driver.BufferID(driver.Ptr(p))
-		if err != nil {
-			return err
-		}
-		r = device.Region{Base: device.Ptr(base), Size: size, Gen: id}
-		return nil
+		var err error
+		r, err = driverRegion(p)
+		return err
 	}) == nil
 	if !ok || !r.Contains(p, n) {
 		return device.Region{}, false
 	}
 	return r, true
+}
+
+// driverRegion is the allocation that holds p as the driver reports it:
+// cuMemGetAddressRange and CU_POINTER_ATTRIBUTE_BUFFER_ID. Must run inside
+// with.
+func driverRegion(p device.Ptr) (device.Region, error) {
+	base, size, err := driver.AddressRange(driver.Ptr(p))
+	if err != nil {
+		return device.Region{}, err
+	}
+	id, err := driver.BufferID(driver.Ptr(p))
+	if err != nil {
+		return device.Region{}, err
+	}
+	return device.Region{Base: device.Ptr(base), Size: size, Gen: id}, nil
 }
 
 // handle layout: IPC handle (64) | size (8) | pid (8) | base (8).
