@@ -574,18 +574,27 @@ NOINLINE void reduce2_vec(const char* s0, const char* s1, char* d, i64 nvec) {
 }
 
 // Plain (non-packet) element-wise combine of the staged refs over nbytes.
-// 16-byte vector path when every address has the same alignment modulo 16
-// (exact scalar head and tail); a scalar path otherwise.
+// 16-byte vector path (exact scalar head and tail); a scalar path when the
+// refs' addresses disagree modulo 16.
 template <int T, int OP>
 DEV void combine_plain(int nsrc, int ndst, i64 nbytes) {
   typedef typename Tr<T>::E E;
   const i64 es = sizeof(E);
   const u32 th = tid(), nt = nthreads();
   char* const* dst = s_ptr + nsrc;
-  u64 mis = (u64)s_ptr[0] & 15;
-  bool co = true;
-  for (int i = 1; i < nsrc + ndst; i++) co &= ((u64)s_ptr[i] & 15) == mis;
-  i64 head = co ? (i64)((16 - mis) & 15) : nbytes;
+  // The vectors start on a 128-byte boundary when every ref lies at the
+  // same place within a 128-byte line (each warp's access then covers whole
+  // lines), else on a 16-byte boundary when they agree modulo 16; the
+  // elements before and after go one by one. Refs that disagree modulo 16
+  // go element by element.
+  u64 mis = (u64)s_ptr[0] & 127;
+  bool co16 = true, co128 = true;
+  for (int i = 1; i < nsrc + ndst; i++) {
+    u64 m = (u64)s_ptr[i] & 127;
+    co128 &= m == mis;
+    co16 &= (m & 15) == (mis & 15);
+  }
+  i64 head = co128 ? (i64)((128 - mis) & 127) : co16 ? (i64)((16 - (mis & 15)) & 15) : nbytes;
   if (head > nbytes) head = nbytes;
   i64 nvec = (nbytes - head) / 16;
   i64 tail0 = head + nvec * 16;
