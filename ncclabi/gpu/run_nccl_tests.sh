@@ -33,7 +33,7 @@ OUTD=$RESULTS/nccl-tests
 mkdir -p "$OUTD/logs"
 SUMMARY=$OUTD/summary.md
 {
-  echo "# nccl-tests on Theseus ($(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'))"
+  echo "# nccl-tests on Theseus ($(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(cut -c1-7 "${THESEUS_PREFIX:-/nonexistent}/../COMMIT" 2>/dev/null || git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'))"
   echo
   echo "GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1); one GPU, ranks are processes under MPS."
   echo "Arguments: $SIZES $ITERS -g 1 -c 1; THESEUS_SELECTION_CONTEXT=$THESEUS_SELECTION_CONTEXT"
@@ -65,7 +65,8 @@ for mode in $MODES; do
       # #wrong: columns 9 and 13 of the data rows (out of place, in place).
       wrong=$(awk '/^ *[0-9]+ +[0-9]+ +[a-z0-9]+ /{ for (i = 9; i <= NF; i += 4) if ($i ~ /^[0-9]+$/ && $i+0 > m) m = $i+0; rows++ } END { printf "%d %d", m+0, rows+0 }' "$OUTD/$name.txt")
       served=$(cat "$logs".* 2>/dev/null | grep -c "served by Theseus schedule" || true)
-      lib=$(cat "$logs".* 2>/dev/null | grep -m1 -o "Theseus NCCL [0-9.]* ABI (libtheseus_nccl.so)" || echo "no Theseus log")
+      lib=$(cat "$logs".* 2>/dev/null | grep -m1 -o "Theseus NCCL [0-9.]* ABI (libtheseus_nccl.so)")
+      lib=${lib:-no Theseus log}
       set -- $wrong
       echo "| $mode | $n | $t | $rc | $1 | $2 | $served | $lib |" >>"$SUMMARY"
       tail -4 "$OUTD/$name.txt"
