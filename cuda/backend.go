@@ -201,7 +201,15 @@ func (b *Backend) idle() bool {
 			b.reaping.Store(false)
 			return false
 		}
-		if done, err := st.s.Done(); err == nil && !done {
+		// A stream being captured into a CUDA graph must not be queried
+		// (cuStreamQuery invalidates the capture: seen on the H200 when
+		// TestLatency captured while scratch of an earlier size waited to
+		// be freed), and its graph may name the memory: not idle.
+		if cs, err := st.s.CaptureStatus(); err != nil || cs != driver.CaptureNone {
+			b.reaping.Store(false)
+			return false
+		}
+		if done, err := st.s.Done(); err != nil || !done {
 			b.reaping.Store(false)
 			return false
 		}

@@ -26,11 +26,13 @@ import (
 )
 
 var (
-	diffFull   = flag.Bool("diff.full", false, "run every datatype x redop for every program (long)")
-	diffCorpus = flag.String("diff.corpus", "", "directory of foreign schedules to include (default: ../../shared/corpus if present)")
-	diffOut    = flag.String("diff.out", "", "append one line per case to this file")
-	diffSample = flag.Int("diff.sample", 7, "without -diff.full, run every Nth datatype x redop x shape case of a program (plus every float32 sum case)")
-	diffPar    = flag.Bool("diff.parallel", false, "run programs in parallel (each World's ranks must then share the GPU with others': spin-waiting threadblocks of one program can starve another's and time out)")
+	diffFull    = flag.Bool("diff.full", false, "run every datatype x redop for every program (long)")
+	diffCorpus  = flag.String("diff.corpus", "", "directory of foreign schedules to include (default: ../../shared/corpus if present)")
+	diffOut     = flag.String("diff.out", "", "append one line per case to this file")
+	diffSample  = flag.Int("diff.sample", 7, "without -diff.full, run every Nth datatype x redop x shape case of a program (plus every float32 sum case)")
+	diffThreads = flag.Int("diff.threads", 0, "threads per block for tables that do not say (0: the World's default, 512)")
+	diffPTX     = flag.String("diff.ptx", "", "a folder of kernel variant modules (theseus_<dtype>.ptx, cuda/kernel/build.sh with THESEUS_PTX_OUT) to run instead of the embedded kernel")
+	diffPar     = flag.Bool("diff.parallel", false, "run programs in parallel (each World's ranks must then share the GPU with others': spin-waiting threadblocks of one program can starve another's and time out)")
 )
 
 // requireGPU skips the test, saying why, when there is no GPU.
@@ -167,6 +169,13 @@ func TestDifferential(t *testing.T) {
 	requireGPU(t)
 	progs := diffPrograms(t)
 	progs = append(progs, corpusPrograms(t)...)
+	if *diffPTX != "" {
+		dir := *diffPTX
+		ptxSource = func(dt ir.DataType) ([]byte, error) {
+			return os.ReadFile(filepath.Join(dir, "theseus_"+dt.String()+".ptx"))
+		}
+		defer func() { ptxSource = PTX }()
+	}
 	var log *os.File
 	if *diffOut != "" {
 		f, err := os.OpenFile(*diffOut, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -197,6 +206,9 @@ func TestDifferential(t *testing.T) {
 					t.Fatalf("gpu world: %v", err)
 				}
 				defer gw.Close()
+				if *diffThreads > 0 {
+					gw.Threads = *diffThreads
+				}
 				hw, err := interp.NewWorld(tables)
 				if err != nil {
 					t.Fatal(err)

@@ -28,6 +28,9 @@
 #ifndef REDUCE_UNROLL
 #define REDUCE_UNROLL 2
 #endif
+#ifndef THESEUS_HEAD128
+#define THESEUS_HEAD128 1
+#endif
 #ifndef THESEUS_OPAQUE_IV
 #define THESEUS_OPAQUE_IV 1
 #endif
@@ -594,7 +597,7 @@ DEV void combine_plain(int nsrc, int ndst, i64 nbytes) {
     co128 &= m == mis;
     co16 &= (m & 15) == (mis & 15);
   }
-  i64 head = co128 ? (i64)((128 - mis) & 127) : co16 ? (i64)((16 - (mis & 15)) & 15) : nbytes;
+  i64 head = co128 && THESEUS_HEAD128 ? (i64)((128 - mis) & 127) : co16 ? (i64)((16 - (mis & 15)) & 15) : nbytes;
   if (head > nbytes) head = nbytes;
   i64 nvec = (nbytes - head) / 16;
   i64 tail0 = head + nvec * 16;

@@ -65,7 +65,7 @@ for mode in $MODES; do
       # #wrong: columns 9 and 13 of the data rows (out of place, in place).
       wrong=$(awk '/^ *[0-9]+ +[0-9]+ +[a-z0-9]+ /{ for (i = 9; i <= NF; i += 4) if ($i ~ /^[0-9]+$/ && $i+0 > m) m = $i+0; rows++ } END { printf "%d %d", m+0, rows+0 }' "$OUTD/$name.txt")
       served=$(cat "$logs".* 2>/dev/null | grep -c "served by Theseus schedule" || true)
-      lib=$(cat "$logs".* 2>/dev/null | grep -m1 -o "Theseus NCCL [0-9.]* ABI (libtheseus_nccl.so)")
+      lib=$(cat "$logs".* 2>/dev/null | grep -m1 -o "Theseus NCCL [0-9.]* ABI (libtheseus_nccl.so)" || true)
       lib=${lib:-no Theseus log}
       set -- $wrong
       echo "| $mode | $n | $t | $rc | $1 | $2 | $served | $lib |" >>"$SUMMARY"
