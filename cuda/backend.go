@@ -687,14 +687,12 @@ func (s *Stream) launch(pp device.Prepared, launch uint64, fence, check, fenceCa
 	defer s.launching.Add(-1)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := s.b.dev.SetCurrent(); err != nil {
+	// One call into the driver's library for the context and the capture
+	// status (a failed query reads as not capturing, as in Capturing).
+	if capturing, err = s.b.dev.Prelaunch(s.s, check); err != nil {
 		return false, err
 	}
-	if check {
-		st, _ := s.s.CaptureStatus() // a failed query reads as not capturing, as in Capturing
-		capturing = st == driver.CaptureActive
-		fence = fence || (capturing && fenceCaptured)
-	}
+	fence = fence || (capturing && fenceCaptured)
 	a := p.arg
 	*a = p.base
 	setLaunch(a, launch, s.errDev, s.claim, fence)

@@ -161,6 +161,24 @@ static CUresult th_cuStreamDestroy(CUstream s) { return FN(CUresult(*)(CUstream)
 static CUresult th_cuStreamSynchronize(CUstream s) { return FN(CUresult(*)(CUstream), F_cuStreamSynchronize)(s); }
 static CUresult th_cuStreamQuery(CUstream s) { return FN(CUresult(*)(CUstream), F_cuStreamQuery)(s); }
 static CUresult th_cuStreamIsCapturing(CUstream s, int* st) { return FN(CUresult(*)(CUstream, int*), F_cuStreamIsCapturing)(s, st); }
+// th_prelaunch makes c current on the calling thread unless it already is,
+// and, when check is set, reads s's capture status into *st (a failed
+// query reads as not capturing): one crossing from Go instead of two or
+// three. *which says which call failed (0 cuCtxGetCurrent, 1 cuCtxSetCurrent).
+static CUresult th_prelaunch(CUcontext c, CUstream s, int check, int* st, int* which) {
+  CUcontext cur = 0;
+  *st = 0;
+  *which = 0;
+  CUresult r = th_cuCtxGetCurrent(&cur);
+  if (r != 0) return r;
+  if (cur != c) {
+    *which = 1;
+    r = th_cuCtxSetCurrent(c);
+    if (r != 0) return r;
+  }
+  if (check && th_cuStreamIsCapturing(s, st) != 0) *st = 0;
+  return 0;
+}
 static CUresult th_cuStreamWaitEvent(CUstream s, CUevent e, unsigned f) { return FN(CUresult(*)(CUstream, CUevent, unsigned), F_cuStreamWaitEvent)(s, e, f); }
 static CUresult th_cuEventCreate(CUevent* e, unsigned f) { return FN(CUresult(*)(CUevent*, unsigned), F_cuEventCreate)(e, f); }
 static CUresult th_cuEventDestroy(CUevent e) { return FN(CUresult(*)(CUevent), F_cuEventDestroy)(e); }
@@ -374,6 +392,24 @@ func (d *Device) Context() Context { return Context(unsafe.Pointer(d.ctx)) }
 // The caller must hold the thread (runtime.LockOSThread).
 func (d *Device) SetCurrent() error {
 	return check("cuCtxSetCurrent", C.th_cuCtxSetCurrent(d.ctx))
+}
+
+// Prelaunch makes the device's context current on the calling OS thread
+// (cuCtxSetCurrent only when another one is: cuCtxGetCurrent first) and,
+// when checkCapture is set, reports whether stream s is being captured
+// (cuStreamIsCapturing; a failed query reads as not capturing), in one
+// call from Go. The caller must hold the thread (runtime.LockOSThread).
+// Errors: cuCtxGetCurrent's or cuCtxSetCurrent's.
+func (d *Device) Prelaunch(s Stream, checkCapture bool) (capturing bool, err error) {
+	var st, which C.int
+	ck := C.int(0)
+	if checkCapture {
+		ck = 1
+	}
+	if r := C.th_prelaunch(d.ctx, C.th_s(C.uintptr_t(s)), ck, &st, &which); r != 0 {
+		return false, check([]string{"cuCtxGetCurrent", "cuCtxSetCurrent"}[which], r)
+	}
+	return st == CaptureActive, nil
 }
 
 // Attribute reads a device attribute.

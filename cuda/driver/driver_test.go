@@ -3,6 +3,7 @@ package driver
 import (
 	"bytes"
 	"errors"
+	"runtime"
 	"testing"
 )
 
@@ -78,4 +79,44 @@ func TestErrorsCarryNames(t *testing.T) {
 	if !errors.As(err, &e) || e.Name == "" || e.Text == "" {
 		t.Fatalf("error %v lacks name/text", err)
 	}
+}
+
+// BenchmarkHostCalls: the host cost of the driver calls a collective makes
+// besides cuLaunchKernel (for the ≤ 1 µs host-time goal, issue 6 (b)).
+func BenchmarkHostCalls(b *testing.B) {
+	if err := Load(); err != nil {
+		b.Skipf("no GPU: %v", err)
+	}
+	if n, err := DeviceCount(); err != nil || n == 0 {
+		b.Skipf("no GPU: %d devices (%v)", n, err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	d, err := OpenDevice(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := d.SetCurrent(); err != nil {
+		b.Fatal(err)
+	}
+	s, err := NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Destroy()
+	b.Run("cuCtxSetCurrent", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			d.SetCurrent()
+		}
+	})
+	b.Run("cuStreamIsCapturing", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			s.CaptureStatus()
+		}
+	})
+	b.Run("Prelaunch", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			d.Prelaunch(s, true)
+		}
+	})
 }
