@@ -74,6 +74,7 @@ step runtime 90 "$D/cuda.test" -test.run TestRuntimeCollectives -test.v
 # 3. Timings, alone on the GPU: op bandwidth, host time per call, latency.
 step bandwidth 150 "$D/cuda.test" -test.run TestBandwidth -bw -bw.variants="$(ls -d "$D"/bw/* 2>/dev/null | paste -sd,)" -test.v
 step callhost 45 "$D/cuda.test" -test.run xxx -test.bench CallHost -test.benchtime 20000x -test.count 3
+step hostcalls 20 "$D/driver.test" -test.run xxx -test.bench HostCalls
 # The same without the selector's epoch agreement (every 1000 calls by default).
 step callhost-noepoch 30 env THESEUS_CONTEXT_CHECK_PERIOD=1000000000 "$D/cuda.test" -test.run xxx -test.bench CallHost -test.benchtime 20000x -test.count 3
 step latency 45 "$D/cuda.test" -test.run TestLatency -lat -test.v
