@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -394,37 +395,60 @@ func (w *World) prepare(req interp.Request, inputs [][]byte, initOut [][]byte) (
 var ErrNotResident = errors.New("cuda: the ranks' threadblocks do not fit on the GPU at once")
 
 // checkResident returns ErrNotResident (wrapped, with the numbers) when the
-// World's threadblocks, all ranks together, exceed what the GPU holds at
-// once for the current kernel (cuOccupancyMaxActiveBlocksPerMultiprocessor
-// times the multiprocessors).
+// World's threadblocks, all ranks together, may not all be resident on the
+// GPU at once for the current kernel (residentFit, with
+// cuOccupancyMaxActiveBlocksPerMultiprocessor per block size).
 func (w *World) checkResident() error {
 	sms, err := w.dev.Attribute(driver.AttrMultiprocessorCount)
 	if err != nil {
 		return err
 	}
-	perThreads := map[int]int{} // threads per block -> blocks
+	blocks := map[int]int{} // threads per block -> blocks, all ranks
 	for _, t := range w.tables {
 		threads := t.NumThreads
 		if threads <= 0 {
 			threads = w.Threads
 		}
-		perThreads[threads] += max(len(t.TBs), 1)
+		blocks[threads] += max(len(t.TBs), 1)
 	}
-	// The fraction of the GPU each block size takes, summed.
-	used := 0.0
-	for threads, blocks := range perThreads {
-		per, err := w.fn.MaxActiveBlocksPerSM(threads, 0)
+	return residentFit(blocks, sms, func(threads int) (int, error) { return w.fn.MaxActiveBlocksPerSM(threads, 0) })
+}
+
+// residentFit returns ErrNotResident (wrapped) unless every block of
+// blocks (threads per block -> count) is sure to be resident at once on sms
+// multiprocessors, wherever the hardware places each block, where perSM
+// says how many blocks of a size one multiprocessor holds. The test is
+// total blocks <= sms * (the smallest perSM): while a block waits, some
+// multiprocessor then holds fewer than that many blocks, and a block of any
+// of the sizes fits beside them (each takes at most 1/perSM of every
+// resource of a multiprocessor). With one block size this is exactly what
+// the GPU holds. Summing each size's share of the GPU is not enough for
+// mixed sizes: 132 blocks of 512 threads spread one per multiprocessor
+// leave no room for a block of 1024 threads that needs a whole one.
+func residentFit(blocks map[int]int, sms int, perSM func(threads int) (int, error)) error {
+	sizes := make([]int, 0, len(blocks))
+	total := 0
+	for threads, n := range blocks {
+		sizes = append(sizes, threads)
+		total += n
+	}
+	slices.Sort(sizes)
+	minPer, at := 0, 0
+	for _, threads := range sizes {
+		per, err := perSM(threads)
 		if err != nil {
 			return err
 		}
-		if per == 0 {
+		if per <= 0 {
 			return fmt.Errorf("%w: a block of %d threads does not fit on a multiprocessor", ErrNotResident, threads)
 		}
-		used += float64(blocks) / float64(per*sms)
-		if used > 1 {
-			return fmt.Errorf("%w: %d ranks need %d threadblocks of %d threads, and the GPU holds %d (%d multiprocessors x %d)",
-				ErrNotResident, w.n, blocks, threads, per*sms, sms, per)
+		if minPer == 0 || per < minPer {
+			minPer, at = per, threads
 		}
+	}
+	if total > sms*minPer {
+		return fmt.Errorf("%w: the ranks need %d threadblocks (threads per block: %v), and the GPU holds %d at once (%d multiprocessors x %d blocks of %d threads)",
+			ErrNotResident, total, sizes, sms*minPer, sms, minPer, at)
 	}
 	return nil
 }
