@@ -205,11 +205,13 @@ func (b *Backend) idle() bool {
 		// (cuStreamQuery invalidates the capture: seen on the H200 when
 		// TestLatency captured while scratch of an earlier size waited to
 		// be freed), and its graph may name the memory: not idle.
-		if cs, err := st.s.CaptureStatus(); err != nil || cs != driver.CaptureNone {
+		// A query that fails (a broken context) reads as idle: the frees
+		// then fail too, instead of the reaper polling forever.
+		if cs, err := st.s.CaptureStatus(); err == nil && cs != driver.CaptureNone {
 			b.reaping.Store(false)
 			return false
 		}
-		if done, err := st.s.Done(); err != nil || !done {
+		if done, err := st.s.Done(); err == nil && !done {
 			b.reaping.Store(false)
 			return false
 		}
