@@ -1,13 +1,11 @@
 package cuda
 
 import (
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,11 +58,10 @@ type Backend struct {
 	imports map[[64]byte]*imported
 	byBase  map[device.Ptr]*imported
 	// regions are our allocations as Lookup reports them (read from the
-	// driver once, at Alloc), sorted by base and replaced whole under mu
-	// at every Alloc and Free, so that Lookup answers for them with no lock
+	// driver once, at Alloc), so that Lookup answers for them with no lock
 	// and no driver call (a collective call looks up its buffers every
 	// time when its schedule reaches peers' buffers).
-	regions atomic.Pointer[[]device.Region]
+	regions device.RegionSet
 }
 
 type imported struct {
@@ -276,23 +273,10 @@ func (b *Backend) Alloc(size int64) (device.Ptr, error) {
 	b.mu.Lock()
 	b.allocs[device.Ptr(p)] = size
 	if r.Base != 0 {
-		b.setRegions(func(rs []device.Region) []device.Region {
-			i, _ := slices.BinarySearchFunc(rs, r.Base, func(x device.Region, base device.Ptr) int { return cmp.Compare(x.Base, base) })
-			return slices.Insert(rs, i, r)
-		})
+		b.regions.Add(r)
 	}
 	b.mu.Unlock()
 	return device.Ptr(p), nil
-}
-
-// setRegions replaces regions with edit's result on a copy. Callers hold mu.
-func (b *Backend) setRegions(edit func([]device.Region) []device.Region) {
-	var rs []device.Region
-	if old := b.regions.Load(); old != nil {
-		rs = slices.Clone(*old)
-	}
-	rs = edit(rs)
-	b.regions.Store(&rs)
 }
 
 // Free implements device.Backend.
@@ -301,9 +285,7 @@ func (b *Backend) Free(p device.Ptr) error {
 	_, ok := b.allocs[p]
 	delete(b.allocs, p)
 	if ok {
-		b.setRegions(func(rs []device.Region) []device.Region {
-			return slices.DeleteFunc(rs, func(r device.Region) bool { return r.Base == p })
-		})
+		b.regions.Remove(p)
 	}
 	b.mu.Unlock()
 	if !ok {
@@ -321,14 +303,8 @@ func (b *Backend) Free(p device.Ptr) error {
 // answers from what it read at Alloc, with no driver call: until Free, the
 // allocation and its buffer id cannot change.
 func (b *Backend) Lookup(p device.Ptr, n int64) (device.Region, bool) {
-	if rs := b.regions.Load(); rs != nil {
-		i, found := slices.BinarySearchFunc(*rs, p, func(x device.Region, p device.Ptr) int { return cmp.Compare(x.Base, p) })
-		if !found {
-			i--
-		}
-		if i >= 0 && (*rs)[i].Contains(p, n) {
-			return (*rs)[i], true
-		}
+	if r, ok := b.regions.Find(p, n); ok {
+		return r, true
 	}
 	var r device.Region
 	ok := b.with(func() error {

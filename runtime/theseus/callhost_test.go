@@ -3,7 +3,6 @@
 package theseus
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,8 +42,7 @@ type driverless struct {
 	*devicetest.Null
 	gate    sync.RWMutex
 	reaping atomic.Bool
-	mu      sync.Mutex
-	regions atomic.Pointer[[]device.Region] // sorted by base, replaced whole
+	regions device.RegionSet
 }
 
 func (b *driverless) Alloc(size int64) (device.Ptr, error) {
@@ -53,39 +51,17 @@ func (b *driverless) Alloc(size int64) (device.Ptr, error) {
 		return 0, err
 	}
 	r, _ := b.Null.Lookup(p, size)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var rs []device.Region
-	if old := b.regions.Load(); old != nil {
-		rs = slices.Clone(*old)
-	}
-	i, _ := slices.BinarySearchFunc(rs, r.Base, func(x device.Region, base device.Ptr) int { return cmp.Compare(x.Base, base) })
-	rs = slices.Insert(rs, i, r)
-	b.regions.Store(&rs)
+	b.regions.Add(r)
 	return p, nil
 }
 
 func (b *driverless) Free(p device.Ptr) error {
-	b.mu.Lock()
-	if old := b.regions.Load(); old != nil {
-		rs := slices.DeleteFunc(slices.Clone(*old), func(r device.Region) bool { return r.Base == p })
-		b.regions.Store(&rs)
-	}
-	b.mu.Unlock()
+	b.regions.Remove(p)
 	return b.Null.Free(p)
 }
 
 func (b *driverless) Lookup(p device.Ptr, n int64) (device.Region, bool) {
-	if rs := b.regions.Load(); rs != nil {
-		i, found := slices.BinarySearchFunc(*rs, p, func(x device.Region, p device.Ptr) int { return cmp.Compare(x.Base, p) })
-		if !found {
-			i--
-		}
-		if i >= 0 && (*rs)[i].Contains(p, n) {
-			return (*rs)[i], true
-		}
-	}
-	return device.Region{}, false
+	return b.regions.Find(p, n)
 }
 
 func (b *driverless) NewStream() (device.Stream, error) {
