@@ -163,15 +163,19 @@ func TestGraphReplay(t *testing.T) {
 			call := func(r int) error {
 				return comms[r].AllReduce(bufs[r], bufs[r], count, theseus.Float64, theseus.Sum, streams[r])
 			}
-			// Warm up (one eager call: every cache level filled).
-			if err := onEach(n, func(r int) error {
-				if err := call(r); err != nil {
-					return err
+			// One eager call on every rank, waited for.
+			eager := func() {
+				t.Helper()
+				if err := onEach(n, func(r int) error {
+					if err := call(r); err != nil {
+						return err
+					}
+					return streams[r].Synchronize()
+				}); err != nil {
+					t.Fatal(err)
 				}
-				return streams[r].Synchronize()
-			}); err != nil {
-				t.Fatal(err)
 			}
+			eager() // warm-up: every cache level filled
 			calls := 1
 			// A miss during capture is refused and leaves the capture intact.
 			execs := capture(t, streams, func(r int) error {
@@ -186,15 +190,7 @@ func TestGraphReplay(t *testing.T) {
 				t.Fatal(err)
 			}
 			calls += replays
-			// An eager call after the replays.
-			if err := onEach(n, func(r int) error {
-				if err := call(r); err != nil {
-					return err
-				}
-				return streams[r].Synchronize()
-			}); err != nil {
-				t.Fatal(err)
-			}
+			eager() // an eager call after the replays
 			calls++
 			scale := math.Ldexp(1, calls-1)
 			wrong := 0
