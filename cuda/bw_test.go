@@ -73,12 +73,7 @@ func timeLoop(warm, iters int, fn func() error, sync func() error) (time.Duratio
 func bwReference(t *testing.T) (memcpy, stream float64) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	d, err := driver.OpenDevice(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	d.SetCurrent()
+	d := currentDevice0(t)
 	sms, _ := d.Attribute(driver.AttrMultiprocessorCount)
 	a, err := driver.MemAlloc(bwBytes)
 	if err != nil {

@@ -50,14 +50,7 @@ func TestModuleLoad(t *testing.T) {
 	requireGPU(t)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	d, err := driver.OpenDevice(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	if err := d.SetCurrent(); err != nil {
-		t.Fatal(err)
-	}
+	currentDevice0(t)
 	for _, dt := range ir.AllDataTypes() {
 		ptx, err := PTX(dt)
 		if err != nil {
@@ -82,4 +75,19 @@ func TestModuleLoad(t *testing.T) {
 		}
 		mod.Unload()
 	}
+}
+
+// currentDevice0 opens GPU 0 and makes its context current on the calling
+// OS thread, which the caller holds (runtime.LockOSThread).
+func currentDevice0(t *testing.T) *driver.Device {
+	t.Helper()
+	d, err := driver.OpenDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if err := d.SetCurrent(); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
