@@ -7,13 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/theseus-ccl/theseus/cuda"
 	"github.com/theseus-ccl/theseus/cuda/driver"
 	"github.com/theseus-ccl/theseus/examples/contexts"
+	"github.com/theseus-ccl/theseus/internal/ranks"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/theseus"
 )
@@ -57,16 +57,7 @@ func localComms(t testing.TB, n int) ([]*theseus.Comm, []*cuda.Stream, *cuda.Bac
 }
 
 // onEach runs f for every rank concurrently and returns the first error.
-func onEach(n int, f func(r int) error) error {
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[r] = f(r) }()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
+func onEach(n int, f func(r int) error) error { return errors.Join(ranks.Each(n, f)...) }
 
 // graphs captures, on every rank's stream, what call(r) enqueues, and
 // returns the instantiated graphs.

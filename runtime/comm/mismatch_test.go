@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/theseus-ccl/theseus/internal/ranks"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
 	"github.com/theseus-ccl/theseus/runtime/comm/commtest"
@@ -56,19 +57,7 @@ func localComms(t *testing.T, n int, timeout time.Duration, dir string) []*Comm 
 }
 
 // onEach runs f(rank) on every rank concurrently.
-func onEach(n int, f func(r int) error) []error {
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[r] = f(r)
-		}()
-	}
-	wg.Wait()
-	return errs
-}
+func onEach(n int, f func(r int) error) []error { return ranks.Each(n, f) }
 
 // checkMismatch asserts what ranks see when they issue different
 // collectives: the rank (or ranks) whose schedule finds the peer's ends

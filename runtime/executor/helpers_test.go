@@ -12,6 +12,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/compiler/passes"
+	"github.com/theseus-ccl/theseus/internal/ranks"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
 	"github.com/theseus-ccl/theseus/runtime/device"
@@ -86,19 +87,7 @@ func (w *world) close() {
 }
 
 // each runs f on every rank concurrently and returns the errors by rank.
-func (w *world) each(f func(r int) error) []error {
-	errs := make([]error, w.n)
-	var wg sync.WaitGroup
-	for r := range w.n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[r] = f(r)
-		}()
-	}
-	wg.Wait()
-	return errs
-}
+func (w *world) each(f func(r int) error) []error { return ranks.Each(w.n, f) }
 
 func (w *world) must(errs []error) {
 	w.t.Helper()

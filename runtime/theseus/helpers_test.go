@@ -7,10 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/theseus-ccl/theseus/internal/ranks"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/comm/commtest"
 	"github.com/theseus-ccl/theseus/runtime/device/devicetest"
@@ -283,15 +283,5 @@ func localComms(t testing.TB, n int, opts func(*Config)) ([]*Comm, string) {
 
 // onEach runs f on every rank concurrently.
 func onEach[T any](comms []*Comm, f func(c *Comm) T) []T {
-	out := make([]T, len(comms))
-	var wg sync.WaitGroup
-	for r, c := range comms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[r] = f(c)
-		}()
-	}
-	wg.Wait()
-	return out
+	return ranks.Each(len(comms), func(r int) T { return f(comms[r]) })
 }
