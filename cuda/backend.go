@@ -790,13 +790,10 @@ func (s *Stream) Capturing() bool {
 	if s.closed {
 		return false
 	}
-	var st int
-	s.b.with(func() error {
-		var err error
-		st, err = s.s.CaptureStatus()
-		return err
-	})
-	return st == driver.CaptureActive
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	capturing, _ := s.b.dev.Prelaunch(s.s, true) // a failed query reads as not capturing
+	return capturing
 }
 
 // Close implements device.Stream.

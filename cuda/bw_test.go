@@ -155,10 +155,7 @@ func TestBandwidth(t *testing.T) {
 			ptxSource = PTX
 		} else {
 			name = filepath.Base(v)
-			dir := v
-			ptxSource = func(dt ir.DataType) ([]byte, error) {
-				return os.ReadFile(filepath.Join(dir, "theseus_"+dt.String()+".ptx"))
-			}
+			ptxSource = variantPTX(v)
 		}
 		unloadModules(t)
 		for _, c := range []struct {
@@ -214,6 +211,14 @@ func TestBandwidth(t *testing.T) {
 		if err := reportKernelAttributes(name); err != nil {
 			t.Log(err)
 		}
+	}
+}
+
+// variantPTX reads a kernel variant's modules from dir (theseus_<dtype>.ptx,
+// as cuda/kernel/build.sh writes them with THESEUS_PTX_OUT), for ptxSource.
+func variantPTX(dir string) func(ir.DataType) ([]byte, error) {
+	return func(dt ir.DataType) ([]byte, error) {
+		return os.ReadFile(filepath.Join(dir, "theseus_"+dt.String()+".ptx"))
 	}
 }
 

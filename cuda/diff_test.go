@@ -170,10 +170,7 @@ func TestDifferential(t *testing.T) {
 	progs := diffPrograms(t)
 	progs = append(progs, corpusPrograms(t)...)
 	if *diffPTX != "" {
-		dir := *diffPTX
-		ptxSource = func(dt ir.DataType) ([]byte, error) {
-			return os.ReadFile(filepath.Join(dir, "theseus_"+dt.String()+".ptx"))
-		}
+		ptxSource = variantPTX(*diffPTX)
 		defer func() { ptxSource = PTX }()
 	}
 	var log *os.File

@@ -31,12 +31,6 @@
 #ifndef THESEUS_LD_HINTS
 #define THESEUS_LD_HINTS 0
 #endif
-#ifndef THESEUS_HEAD128
-#define THESEUS_HEAD128 1
-#endif
-#ifndef THESEUS_OPAQUE_IV
-#define THESEUS_OPAQUE_IV 1
-#endif
 #ifndef MAX_THREADS
 #define MAX_THREADS 1024
 #endif
@@ -522,14 +516,10 @@ DEV v4 combine_vec(int nsrc, i64 off) {
 // the kernel's 64-register bound that pressure spilled to local memory
 // inside the loop (bench/results/2026-11-29-h200-third).
 #define SEG_VECS (1ll << 24)
-#if THESEUS_OPAQUE_IV
 DEV u32 opaque_u32(u32 x) {
   asm volatile("" : "+r"(x));
   return x;
 }
-#else
-DEV u32 opaque_u32(u32 x) { return x; }
-#endif
 
 // The two commonest data ops in tight loops of their own (not inlined:
 // their registers are their own, nothing of the kernel's context is live
@@ -611,7 +601,7 @@ DEV void combine_plain(int nsrc, int ndst, i64 nbytes) {
     co128 &= m == mis;
     co16 &= (m & 15) == (mis & 15);
   }
-  i64 head = co128 && THESEUS_HEAD128 ? (i64)((128 - mis) & 127) : co16 ? (i64)((16 - (mis & 15)) & 15) : nbytes;
+  i64 head = co128 ? (i64)((128 - mis) & 127) : co16 ? (i64)((16 - (mis & 15)) & 15) : nbytes;
   if (head > nbytes) head = nbytes;
   i64 nvec = (nbytes - head) / 16;
   i64 tail0 = head + nvec * 16;
