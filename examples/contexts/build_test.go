@@ -3,6 +3,9 @@ package contexts
 // The default context's generator: the table of schedules and policies
 // (plan), the compilation of each schedule into a bundle (build), and the
 // relay analysis that the slow_rank policies are derived from (relays).
+// The LL/Simple crossover of allreduce, allgather, reducescatter and
+// alltoall is not a static window: it reads the exogenous attribute
+// ll_max_bytes (llPref).
 // `go test ./examples/contexts -update` writes the result to default/;
 // TestUpToDate fails when the committed files differ from what this file
 // produces.
@@ -23,12 +26,39 @@ import (
 )
 
 // Message-size regimes (bytes, ir.MessageBytes), after docs/generators.md
-// "Size guidance": LL all-pairs / direct up to smallMax; trees up to midMax
-// for broadcast and reduce; rings, chains and hierarchical schedules above.
+// "Size guidance": LL all-pairs / direct up to smallMax (the default of
+// ll_max_bytes, which moves this crossover at run time); trees up to midMax
+// for broadcast and reduce (a static window: both sides are Simple); rings,
+// chains and hierarchical schedules above.
 const (
 	smallMax = 64 << 10
 	midMax   = 1 << 20
 )
+
+// llCap is the static upper bound of every LL schedule's window (bytes,
+// ir.MessageBytes), whatever ll_max_bytes says. LL programs are never
+// sliced (docs/design/ir.md §4): their scratch grows with the message, four
+// times the bytes a rank receives (packets carry half payload, and
+// launches alternate between two scratch halves, ir.md §5.4), so a 4 MiB
+// one-shot allreduce at 8 ranks already takes 7 x 4 MiB x 4 = 112 MiB of
+// scratch per rank. Above llCap only the Simple schedules match, so an
+// ll_max_bytes beyond it leaves larger messages on Simple.
+const llCap = 4 << 20
+
+// llMaxAttr is the exogenous attribute that holds the LL/Simple crossover
+// (bytes, ir.MessageBytes): LL schedules are preferred up to it.
+const llMaxAttr = "ll_max_bytes"
+
+// llPref is the preference of an LL schedule that a Simple one takes over
+// above ll_max_bytes: prefSmall up to ll_max_bytes, above every Simple
+// preference (at most prefHier); llOff beyond it, below every Simple
+// preference (at least prefBase - demote). The Simple schedules have no
+// lower size bound, so the crossover moves both ways; with the default
+// ll_max_bytes selection is that of the static windows max_bytes 65536 /
+// min_bytes 65537 it replaces (TestStaticCrossoverEquivalence).
+func llPref() string {
+	return fmt.Sprintf("msgsize <= %s ? %d : %d", llMaxAttr, prefSmall, llOff)
+}
 
 // Preferences. A schedule whose traffic relays through the slow rank loses
 // demote; a schedule that routes around it scores avoidPref, above every
@@ -40,6 +70,7 @@ const (
 	avoidPref = 15 // the variant that keeps the slow rank off relaying paths
 	prefFlat  = 10 // relay-free direct schedules for large messages
 	demote    = 15
+	llOff     = 0 // an LL schedule above ll_max_bytes: a last resort
 )
 
 // rootedSmall: rooted collectives use the Simple protocol even for small
@@ -94,12 +125,15 @@ type scheduleLine struct {
 	Comment     string `json:"comment,omitempty"`
 }
 
-// attributeLines is attribute_manifest.jsonl.
+// attributeLines is attribute_manifest.jsonl. ll_max_bytes comes last so
+// that a context materialised before it existed differs only by lines
+// appended to this file.
 const attributeLines = `{"name":"slow_rank","type":"int","origin":"exo","default":-1,"description":"rank reported slow (fail-slow), -1 if none: schedules that relay through it are demoted, and one that keeps it off relaying paths is promoted"}
 {"name":"root","type":"int","origin":"endo","path":"request.root","description":"root rank of rooted collectives, -1 otherwise"}
 {"name":"msgsize","type":"int","origin":"endo","path":"request.messagesize","description":"message size in bytes (ir.MessageBytes)"}
 {"name":"nranks","type":"int","origin":"endo","path":"request.nranks"}
 {"name":"nlocalranks","type":"int","origin":"endo","path":"request.nlocalranks"}
+{"name":"ll_max_bytes","type":"int","origin":"exo","default":65536,"description":"largest message size in bytes (request.messagesize) for which the LL schedules of allreduce, allgather, reducescatter and alltoall are preferred over the Simple ones (LL serves at most 4194304 B)"}
 `
 
 func fileOf(name string) string { return "schedules/" + name + ".tsb" }
@@ -191,17 +225,17 @@ func planColl(c ir.Collective, n int) ([]*entry, error) {
 		if c == ir.AllReduce {
 			small = "oneshot"
 		}
-		es = append(es, &entry{Name: name(small, "ll"), Algo: small, Opts: opts(ir.LL), MaxBytes: smallMax,
-			Pref: fmt.Sprint(prefSmall), Comment: "small messages: LL all-pairs, one hop, relays through nobody"})
-		ring := &entry{Name: name("ring"), Algo: "ring", Opts: opts(ir.Simple), MinBytes: smallMax + 1,
-			Pref: tagged(prefBase), Comment: "large messages: ring (bandwidth-optimal on one node)"}
+		es = append(es, &entry{Name: name(small, "ll"), Algo: small, Opts: opts(ir.LL), MaxBytes: llCap,
+			Pref: llPref(), Comment: "messages up to ll_max_bytes: LL all-pairs, one hop, relays through nobody"})
+		ring := &entry{Name: name("ring"), Algo: "ring", Opts: opts(ir.Simple),
+			Pref: tagged(prefBase), Comment: "messages above ll_max_bytes: ring (bandwidth-optimal on one node)"}
 		es = append(es, ring)
 		for _, l := range divisors(n) {
 			o := opts(ir.Simple)
 			o.NLocalRanks = l
 			es = append(es, &entry{Name: name("hier", fmt.Sprintf("l%d", l)), Algo: "hier", Opts: o,
-				MinBytes: smallMax + 1, Pref: tagged(prefHier),
-				Comment: fmt.Sprintf("large messages on %d nodes of %d ranks: intra-node rings, inter-node rings per rail", n/l, l)})
+				Pref:    tagged(prefHier),
+				Comment: fmt.Sprintf("messages above ll_max_bytes on %d nodes of %d ranks: intra-node rings, inter-node rings per rail", n/l, l)})
 		}
 		if n > 2 {
 			if c == ir.AllReduce {
@@ -209,21 +243,21 @@ func planColl(c ir.Collective, n int) ([]*entry, error) {
 					o := opts(ir.Simple)
 					o.Avoid = []int{r}
 					es = append(es, &entry{Name: name("dbtree", fmt.Sprintf("avoid%d", r)), Algo: "dbtree", Opts: o,
-						MinBytes: smallMax + 1, Usable: fmt.Sprintf("slow_rank == %d", r), Pref: fmt.Sprint(avoidPref),
+						Usable: fmt.Sprintf("slow_rank == %d", r), Pref: fmt.Sprint(avoidPref),
 						Replaces: ring.Name, Comment: fmt.Sprintf("rank %d slow: double binary tree with rank %d a leaf of both trees", r, r)})
 				}
 			} else {
-				es = append(es, &entry{Name: name("direct"), Algo: "direct", Opts: opts(ir.Simple), MinBytes: smallMax + 1,
+				es = append(es, &entry{Name: name("direct"), Algo: "direct", Opts: opts(ir.Simple),
 					Pref:     fmt.Sprintf("slow_rank >= 0 && slow_rank < %d ? %d : %d", n, avoidPref, prefFlat),
-					Replaces: ring.Name, Comment: "large messages with a slow rank: direct exchange, relays through nobody"})
+					Replaces: ring.Name, Comment: "messages above ll_max_bytes with a slow rank: direct exchange, relays through nobody"})
 			}
 		}
 	case ir.AllToAll:
 		es = append(es,
-			&entry{Name: name("direct", "ll"), Algo: "direct", Opts: opts(ir.LL), MaxBytes: smallMax,
-				Pref: fmt.Sprint(prefSmall), Comment: "small messages: direct, LL"},
-			&entry{Name: name("direct"), Algo: "direct", Opts: opts(ir.Simple), MinBytes: smallMax + 1,
-				Pref: fmt.Sprint(prefBase), Comment: "large messages: direct, one step, relays through nobody"})
+			&entry{Name: name("direct", "ll"), Algo: "direct", Opts: opts(ir.LL), MaxBytes: llCap,
+				Pref: llPref(), Comment: "messages up to ll_max_bytes: direct, LL"},
+			&entry{Name: name("direct"), Algo: "direct", Opts: opts(ir.Simple),
+				Pref: fmt.Sprint(prefBase), Comment: "messages above ll_max_bytes: direct, one step, relays through nobody"})
 	case ir.Gather, ir.Scatter:
 		// Simple even for small messages: see rootedSmall.
 		es = append(es, &entry{Name: name("direct"), Algo: "direct", Opts: opts(rootedSmall),
@@ -432,6 +466,7 @@ func build() (map[string][]byte, []*entry, map[string]*compiled, error) {
 	files := map[string][]byte{
 		"attribute_manifest.jsonl": []byte(attributeLines),
 		SlowRankLog:                nil,
+		LLMaxBytesLog:              nil,
 	}
 	comp := map[string]*compiled{}
 	id := map[string]int{}

@@ -6,8 +6,10 @@
 // The default context holds compiled bundles (.tsb) from the built-in
 // generators (compiler/gen) for every collective at nranks 1, 2, 4 and 8,
 // with policies in schedule_manifest.jsonl, the attributes they read in
-// attribute_manifest.jsonl, and an empty value log of the exogenous attribute
-// slow_rank (int, default -1: no rank is slow). docs/selection-context.md
+// attribute_manifest.jsonl, and empty value logs of its two exogenous
+// attributes: slow_rank (int, default -1: no rank is slow) and ll_max_bytes
+// (int, default 65536: the largest message size in bytes for which the LL
+// schedules are preferred over the Simple ones). docs/selection-context.md
 // specifies the files; docs/theseus-bench.md describes the policies. The
 // files are generated: `go test ./examples/contexts -update` rebuilds them.
 package contexts
@@ -37,9 +39,18 @@ const Root = "default"
 // slow (-1: none), docs/selection-context.md §6.
 const SlowRankLog = "slow_rank.jsonl"
 
+// LLMaxBytesLog is the value log of the exogenous attribute ll_max_bytes,
+// relative to the context directory. Appending {"value":B} to it makes the
+// LL schedules of allreduce, allgather, reducescatter and alltoall preferred
+// for messages of at most B bytes (request.messagesize) and the Simple ones
+// above, on every rank from the same epoch on (docs/selection-context.md §6,
+// §7). The default is 65536; LL schedules never serve more than 4 MiB, so a
+// larger B leaves the messages above 4 MiB on Simple.
+const LLMaxBytesLog = "ll_max_bytes.jsonl"
+
 // Default returns the default context as a file system whose root is the
 // context directory (attribute_manifest.jsonl, schedule_manifest.jsonl,
-// slow_rank.jsonl, schedules/*.tsb).
+// slow_rank.jsonl, ll_max_bytes.jsonl, schedules/*.tsb).
 func Default() fs.FS {
 	sub, err := fs.Sub(embedded, Root)
 	if err != nil {
@@ -139,7 +150,8 @@ func writeFile(name string, data []byte) error {
 // TempDir materialises the default context into a new private directory
 // under os.TempDir() (or parent, when not empty) and returns it with a
 // function that removes it. Each call gets its own copy, which the caller may
-// append to (for example SlowRankLog) without affecting anyone else.
+// append to (for example SlowRankLog or LLMaxBytesLog) without affecting
+// anyone else.
 func TempDir(parent string) (dir string, remove func() error, err error) {
 	dir, err = os.MkdirTemp(parent, "theseus-context-")
 	if err != nil {

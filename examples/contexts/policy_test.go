@@ -24,13 +24,35 @@ func (l quietLog) Infof(string, ...any)             {}
 // context whose slow_rank log holds slow (none when slow is nil).
 func newSelector(t *testing.T, slow *int) *selector.Selector {
 	t.Helper()
+	logs := map[string]int{}
+	if slow != nil {
+		logs[SlowRankLog] = *slow
+	}
+	return newSelectorWith(t, logs, "")
+}
+
+// newSelectorWith returns a selector over a private copy of the embedded
+// context whose value logs (SlowRankLog, LLMaxBytesLog) hold one value each
+// as logs says, and whose schedule manifest is replaced by the file
+// manifest when not "".
+func newSelectorWith(t *testing.T, logs map[string]int, manifest string) *selector.Selector {
+	t.Helper()
 	dir := t.TempDir()
 	if err := Materialize(dir); err != nil {
 		t.Fatal(err)
 	}
-	if slow != nil {
-		line := fmt.Sprintf("{\"value\":%d}\n", *slow)
-		if err := os.WriteFile(filepath.Join(dir, SlowRankLog), []byte(line), 0o644); err != nil {
+	for name, v := range logs {
+		line := fmt.Sprintf("{\"value\":%d}\n", v)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if manifest != "" {
+		data, err := os.ReadFile(manifest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "schedule_manifest.jsonl"), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
