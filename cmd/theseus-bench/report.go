@@ -101,6 +101,33 @@ type Switch struct {
 	// Reused is set when rank 0 switched to a schedule it had materialised
 	// before (an L1 hit: nothing is created).
 	Reused bool `json:"reused,omitempty"`
+	// What the switch cost, in microseconds of host wall time per request,
+	// each request's time the maximum over the ranks (HotSwap.TimesUS).
+	// OldMedianUS is the median over the OldRequests requests OldFirst ..
+	// Request-1 that ran the old schedule in its steady state (not the first
+	// request that ran it: the cold start or the previous switch);
+	// SwitchUS is the switching request's time; NewMedianUS the median over
+	// the NewRequests requests Request+1 .. NewLast that ran the new
+	// schedule before the next switch; CostUS = SwitchUS - NewMedianUS (it
+	// may be negative: noise, or a new schedule slower than the switch).
+	// A median over no request, and then CostUS, is 0.
+	//
+	// The switching request is always an epoch's first request, which
+	// reads the context and agrees on it (one MIN-allreduce) whether or not
+	// the selection changes; EpochMedianUS is the median over the new
+	// schedule's later requests that start an epoch (EpochRequests), which
+	// pay that check without switching: the part of CostUS that is the
+	// periodic check rather than the switch.
+	OldMedianUS   float64 `json:"old_median_us"`
+	OldRequests   int     `json:"old_requests"`
+	OldFirst      int     `json:"old_first,omitempty"`
+	SwitchUS      float64 `json:"switch_us"`
+	NewMedianUS   float64 `json:"new_median_us"`
+	NewRequests   int     `json:"new_requests"`
+	NewLast       int     `json:"new_last,omitempty"`
+	CostUS        float64 `json:"switch_cost_us"`
+	EpochMedianUS float64 `json:"epoch_median_us,omitempty"`
+	EpochRequests []int   `json:"epoch_requests,omitempty"`
 }
 
 // MigrationInfo is what a delta migration created and kept on rank 0.
@@ -114,7 +141,7 @@ type MigrationInfo struct {
 	Messages    int `json:"bootstrap_messages"`
 }
 
-// Publish is one value published to the slow_rank log.
+// Publish is one value published to the value log of HotSwap.Attribute.
 type Publish struct {
 	AfterRequest int    `json:"after_request"`
 	Value        int    `json:"value"`
@@ -123,6 +150,9 @@ type Publish struct {
 
 // HotSwap is the hot-swap demonstration's outcome.
 type HotSwap struct {
+	// Attribute is the exogenous attribute published (--hotswap-attr):
+	// slow_rank or ll_max_bytes.
+	Attribute   string    `json:"attribute,omitempty"`
 	Collective  string    `json:"collective"`
 	Bytes       int64     `json:"size"`
 	Count       int64     `json:"count"`
@@ -133,6 +163,10 @@ type HotSwap struct {
 	First       string    `json:"first"` // the schedule of request 1
 	Published   []Publish `json:"published"`
 	Switches    []Switch  `json:"switches"`
+	// TimesUS is the host wall time of each request (request k at index
+	// k-1) in microseconds, from the call to its completion, the maximum
+	// over the ranks.
+	TimesUS []float64 `json:"times_us,omitempty"`
 	// Consistent is true when every rank ran the same schedule at every
 	// request.
 	Consistent bool  `json:"consistent"`
@@ -259,8 +293,9 @@ func writeHotSwap(w io.Writer, hs *HotSwap) {
 	}
 	var ev []event
 	ev = append(ev, event{0, fmt.Sprintf("#   request %4d: %s", 1, hs.First)})
+	attr := hs.attr()
 	for _, p := range hs.Published {
-		ev = append(ev, event{2*p.AfterRequest + 1, fmt.Sprintf("#   after request %d: published slow_rank = %d (%s)", p.AfterRequest, p.Value, p.Where)})
+		ev = append(ev, event{2*p.AfterRequest + 1, fmt.Sprintf("#   after request %d: published %s = %d (%s)", p.AfterRequest, attr, p.Value, p.Where)})
 	}
 	for _, s := range hs.Switches {
 		who := "on every rank"
@@ -274,6 +309,11 @@ func writeHotSwap(w io.Writer, hs *HotSwap) {
 		} else if s.Reused {
 			line += "\n#                  still materialised on rank 0 (L1 hit): nothing created"
 		}
+		if s.SwitchUS > 0 {
+			for _, l := range s.timing() {
+				line += "\n#                  " + l
+			}
+		}
 		ev = append(ev, event{2 * s.Request, line})
 	}
 	for i := 1; i < len(ev); i++ { // insertion sort: few events, stable
@@ -285,13 +325,63 @@ func writeHotSwap(w io.Writer, hs *HotSwap) {
 		fmt.Fprintln(w, e.line)
 	}
 	if len(hs.Switches) == 0 {
-		fmt.Fprintln(w, "#   no switch: the policies chose the same schedule whatever slow_rank said")
+		fmt.Fprintf(w, "#   no switch: the policies chose the same schedule whatever %s said\n", attr)
 	}
 	same := "every rank ran the same schedule at every request"
 	if !hs.Consistent {
 		same = "RANKS DISAGREED on the schedule of some request"
 	}
 	fmt.Fprintf(w, "#   %s; #wrong = %d\n", same, hs.Wrong)
+}
+
+// attr is the attribute published (reports from before Attribute existed:
+// slow_rank).
+func (hs *HotSwap) attr() string {
+	if hs.Attribute == "" {
+		return "slow_rank"
+	}
+	return hs.Attribute
+}
+
+// usStr formats a time in microseconds for the hot swap's lines: timeStr's
+// precision, without the padding.
+func usStr(us float64) string {
+	if us < 0 {
+		return "-" + usStr(-us)
+	}
+	return strings.TrimSpace(timeStr(us)) + " us"
+}
+
+// timing is the switch's time lines (text output), without their "#"
+// prefix: the times before, at and after the switch, then its cost.
+func (s Switch) timing() []string {
+	line := "time per request, max over ranks:"
+	if s.OldRequests > 0 {
+		line += fmt.Sprintf(" before %s (median of requests %d-%d),", usStr(s.OldMedianUS), s.OldFirst, s.Request-1)
+	}
+	line += fmt.Sprintf(" at the switch %s", usStr(s.SwitchUS))
+	if s.NewRequests == 0 {
+		return []string{line}
+	}
+	line += fmt.Sprintf(", after %s (median of requests %d-%d)", usStr(s.NewMedianUS), s.Request+1, s.NewLast)
+	cost := usStr(s.CostUS)
+	if s.CostUS >= 0 {
+		cost = "+" + cost
+	}
+	line2 := "switch cost: " + cost + " (the switching request less the median after it)"
+	if len(s.EpochRequests) > 0 {
+		reqs := make([]string, len(s.EpochRequests))
+		for i, r := range s.EpochRequests {
+			reqs[i] = strconv.Itoa(r)
+		}
+		what := "requests"
+		if len(reqs) == 1 {
+			what = "request"
+		}
+		line2 += fmt.Sprintf("; for comparison, the later epoch %s %s (context check, no switch): %s (median)",
+			what, strings.Join(reqs, ", "), usStr(s.EpochMedianUS))
+	}
+	return []string{line, line2}
 }
 
 // printText writes a whole report as the streaming printer would.
@@ -317,7 +407,7 @@ var csvHeader = []string{"collective", "size", "count", "type", "redop", "root",
 	"ip_time_us", "ip_algbw_gbps", "ip_busbw_gbps", "ip_wrong", "ip_schedule"}
 
 // printCSV writes one record per row (the hot-swap demonstration is not part
-// of the CSV; the command reports it on standard error).
+// of this table; the command writes it to standard error, printHotSwapCSV).
 func printCSV(w io.Writer, rep *Report) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write(csvHeader); err != nil {
@@ -333,6 +423,39 @@ func printCSV(w io.Writer, rep *Report) error {
 			}
 			rec = append(rec, f(x.TimeUS), f(x.AlgBW), f(x.BusBW), wr, x.Schedule)
 		}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// hotSwapCSVHeader lists the columns of the hot swap's CSV: one record per
+// switch, times in microseconds (Switch).
+var hotSwapCSVHeader = []string{"attribute", "request", "from", "to", "ranks", "reused",
+	"old_requests", "old_median_us", "switch_us", "new_requests", "new_median_us", "switch_cost_us",
+	"epoch_requests", "epoch_median_us"}
+
+// printHotSwapCSV writes the demonstration as CSV (what --csv writes to
+// standard error): writeHotSwap's lines, each starting with '#', then a
+// header record and one record per switch. Read it with '#' as the comment
+// character (encoding/csv Reader.Comment, pandas comment="#"). A skipped
+// demonstration is its comment line alone.
+func printHotSwapCSV(w io.Writer, hs *HotSwap) error {
+	writeHotSwap(w, hs)
+	if hs.Skipped != "" {
+		return nil
+	}
+	cw := csv.NewWriter(w)
+	if err := cw.Write(hotSwapCSVHeader); err != nil {
+		return err
+	}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	for _, s := range hs.Switches {
+		rec := []string{hs.attr(), strconv.Itoa(s.Request), s.From, s.To, s.Ranks, strconv.FormatBool(s.Reused),
+			strconv.Itoa(s.OldRequests), f(s.OldMedianUS), f(s.SwitchUS), strconv.Itoa(s.NewRequests), f(s.NewMedianUS), f(s.CostUS),
+			strconv.Itoa(len(s.EpochRequests)), f(s.EpochMedianUS)}
 		if err := cw.Write(rec); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"flag"
 	"os"
@@ -39,14 +40,18 @@ func goldenReport() *Report {
 				OutOfPlace: Result{TimeUS: 150.25, AlgBW: 6.98, BusBW: 6.98, Schedule: "broadcast_n4_tree", ScheduleID: 44, Iters: 4},
 				InPlace:    Result{TimeUS: 99.99, AlgBW: 10.49, BusBW: 10.49, Schedule: "broadcast_n4_tree", ScheduleID: 44, Consistent: true, Iters: 4}},
 		},
-		HotSwap: &HotSwap{Collective: "allreduce", Bytes: 262144, Count: 65536, Type: "float", RedOp: "sum", Requests: 64,
+		HotSwap: &HotSwap{Attribute: "slow_rank", Collective: "allreduce", Bytes: 262144, Count: 65536, Type: "float", RedOp: "sum", Requests: 64,
 			CheckPeriod: 8, First: "allreduce_n4_ring", Consistent: true,
 			Published: []Publish{{AfterRequest: 20, Value: 2, Where: "appended to /ctx/slow_rank.jsonl"},
 				{AfterRequest: 44, Value: -1, Where: "appended to /ctx/slow_rank.jsonl"}},
 			Switches: []Switch{
 				{Request: 25, From: "allreduce_n4_ring", To: "allreduce_n4_dbtree_avoid2", Ranks: "all",
-					Migration: &MigrationInfo{FromID: 21, ToID: 24, ChannelEnds: 6, Semaphores: 6, Messages: 2}},
-				{Request: 49, From: "allreduce_n4_dbtree_avoid2", To: "allreduce_n4_ring", Ranks: "all", Reused: true},
+					Migration:   &MigrationInfo{FromID: 21, ToID: 24, ChannelEnds: 6, Semaphores: 6, Messages: 2},
+					OldMedianUS: 483.9, OldRequests: 23, OldFirst: 2, SwitchUS: 3074.125, NewMedianUS: 2530, NewRequests: 23, NewLast: 48,
+					CostUS: 544.125, EpochMedianUS: 2760.5, EpochRequests: []int{33, 41}},
+				{Request: 49, From: "allreduce_n4_dbtree_avoid2", To: "allreduce_n4_ring", Ranks: "all", Reused: true,
+					OldMedianUS: 2530, OldRequests: 23, OldFirst: 26, SwitchUS: 90.5, NewMedianUS: 576.75, NewRequests: 15, NewLast: 64,
+					CostUS: -486.25, EpochMedianUS: 610, EpochRequests: []int{57}},
 			}},
 	}
 	summarize(rep)
@@ -89,6 +94,82 @@ func TestPrinters(t *testing.T) {
 			t.Fatal(err)
 		}
 		golden(t, f.file, b.Bytes())
+	}
+	var b bytes.Buffer
+	if err := printHotSwapCSV(&b, rep.HotSwap); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "hotswap.csv.golden", b.Bytes())
+	// What it writes is CSV with '#' comments: a header and a record per
+	// switch.
+	r := csv.NewReader(&b)
+	r.Comment = '#'
+	recs, err := r.ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 3 || !cmp.Equal(recs[0], hotSwapCSVHeader) || recs[2][11] != "-486.25" {
+		t.Errorf("hot swap CSV records %q", recs)
+	}
+	b.Reset()
+	if err := printHotSwapCSV(&b, &HotSwap{Skipped: "why"}); err != nil || b.String() != "# Hot swap: skipped (why)\n" {
+		t.Errorf("skipped hot swap CSV %q, %v", b.String(), err)
+	}
+}
+
+// TestTimeSwitches: each switch's old median covers the requests since the
+// previous switch less its first, the new median the requests until the
+// next switch, and the cost is the switch's time less the new median;
+// medians are lower medians, and an empty set gives 0.
+func TestTimeSwitches(t *testing.T) {
+	hs := &HotSwap{
+		//          1    2  3  4  5    6  7  8  9   10  11 12
+		TimesUS:     []float64{900, 10, 12, 11, 80, 30, 31, 30, 5, 60, 9, 8},
+		Switches:    []Switch{{Request: 5}, {Request: 9}, {Request: 10}, {Request: 12}},
+		CheckPeriod: 3, // epochs at 1, 4, 7, 10
+	}
+	timeSwitches(hs)
+	want := []Switch{
+		{Request: 5, OldMedianUS: 11, OldRequests: 3, OldFirst: 2, SwitchUS: 80, NewMedianUS: 30, NewRequests: 3, NewLast: 8, CostUS: 50,
+			EpochMedianUS: 31, EpochRequests: []int{7}},
+		{Request: 9, OldMedianUS: 30, OldRequests: 3, OldFirst: 6, SwitchUS: 5},
+		{Request: 10, SwitchUS: 60, NewMedianUS: 9, NewRequests: 1, NewLast: 11, CostUS: 51},
+		{Request: 12, OldMedianUS: 9, OldRequests: 1, OldFirst: 11, SwitchUS: 8},
+	}
+	if d := cmp.Diff(want, hs.Switches); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	if m := median([]float64{4, 1, 3, 2}); m != 2 {
+		t.Errorf("median of 1..4 = %v, want the lower median 2", m)
+	}
+}
+
+// TestChooseHotSwapAttr: auto picks slow_rank at 3 ranks or more and
+// ll_max_bytes below, falls back on whichever the context declares, and an
+// explicit choice the context lacks is skipped with the reason.
+func TestChooseHotSwapAttr(t *testing.T) {
+	for _, c := range []struct {
+		flag          string
+		n             int
+		slow, ll      bool
+		attr, skipped string
+	}{
+		{hsAuto, 2, true, true, hsLLMax, ""},
+		{hsAuto, 1, true, true, hsLLMax, ""},
+		{hsAuto, 3, true, true, hsSlowRank, ""},
+		{hsAuto, 8, true, true, hsSlowRank, ""},
+		{hsAuto, 4, false, true, hsLLMax, ""},
+		{hsAuto, 2, true, false, hsSlowRank, ""},
+		{hsAuto, 4, false, false, "", "the selection context declares neither slow_rank nor ll_max_bytes as an exogenous int attribute"},
+		{hsSlowRank, 2, true, true, hsSlowRank, ""},
+		{hsLLMax, 4, true, true, hsLLMax, ""},
+		{hsSlowRank, 4, false, true, "", "the selection context declares no exogenous int attribute slow_rank"},
+		{hsLLMax, 2, true, false, "", "the selection context declares no exogenous int attribute ll_max_bytes"},
+	} {
+		attr, skipped := chooseHotSwapAttr(c.flag, c.n, c.slow, c.ll)
+		if attr != c.attr || skipped != c.skipped {
+			t.Errorf("%s at %d ranks (slow_rank %v, ll_max_bytes %v): %q, %q; want %q, %q", c.flag, c.n, c.slow, c.ll, attr, skipped, c.attr, c.skipped)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,7 @@ type benchCmd struct {
 	csv                           bool
 	plot                          string
 	hotswap                       bool
+	hotswapAttr                   string
 	rootAddr, idFile              string
 	device                        int
 	timeout                       time.Duration
@@ -55,8 +57,9 @@ nccl-tests' columns — size, count, type, redop, root, then time, algbw, busbw
 and #wrong out of place and in place — plus the schedule the selector chose.
 busbw uses nccl-tests' formulas. Every output element of every rank is
 checked (-c); #wrong counts the mismatches summed over the ranks. Then it
-demonstrates a hot swap: it publishes slow_rank mid-run and shows every rank
-switching schedule at the same request.
+demonstrates a hot swap: it publishes an exogenous attribute mid-run
+(slow_rank, or ll_max_bytes at 2 ranks: --hotswap-attr), shows every rank
+switching schedule at the same request, and measures what the switch costs.
 
 With no arguments: 4 ranks as goroutines of this process, the host backend
 (the CPU reference), the embedded default selection context, sizes 8 B to
@@ -97,6 +100,7 @@ different schedules, 2 usage error, 3 failure (a collective failed).`,
 	f.BoolVar(&b.csv, "csv", false, "shorthand for --format=csv")
 	f.StringVar(&b.plot, "plot", "", "also draw algbw and busbw against size into this .png file")
 	f.BoolVar(&b.hotswap, "hotswap", true, "run the hot-swap demonstration after the table")
+	f.StringVar(&b.hotswapAttr, "hotswap-attr", hsAuto, "attribute the hot swap flips: auto (slow_rank at 3 ranks or more, else ll_max_bytes), slow_rank or ll_max_bytes")
 	f.StringVar(&b.rootAddr, "root-addr", "", "multi-process mode: host:port where rank 0 serves the unique id (default MASTER_ADDR:MASTER_PORT)")
 	f.StringVar(&b.idFile, "id-file", "", "multi-process mode: a fresh file on a shared file system where rank 0 writes the unique id")
 	f.IntVar(&b.device, "device", -1, "device ordinal of this process (default: LOCAL_RANK or OMPI_COMM_WORLD_LOCAL_RANK, else 0)")
@@ -116,6 +120,7 @@ type config struct {
 	ctxDir  string
 	ctxFrom string
 	header  Header
+	hsAttr  string // --hotswap-attr
 }
 
 func (b *benchCmd) parse() (*config, error) {
@@ -173,6 +178,9 @@ func (b *benchCmd) parse() (*config, error) {
 	case "auto", "always", "never":
 	default:
 		return nil, cli.Usagef("--progress %q: want auto, always or never", b.progress)
+	}
+	if cfg.hsAttr = b.hotswapAttr; cfg.hsAttr != hsAuto && !slices.Contains(hsAttrs, cfg.hsAttr) {
+		return nil, cli.Usagef("--hotswap-attr %q: want auto, %s", cfg.hsAttr, strings.Join(hsAttrs, " or "))
 	}
 	// Launch mode: a launcher's rank and size make this process one rank.
 	li, launched, err := launchInfo()
@@ -280,8 +288,8 @@ func launchInfo() (li theseus.LaunchInfo, launched bool, err error) {
 // with different flags are told so instead of deadlocking.
 func (c *config) fingerprint() int64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%v|%v|%v|%v|%d|%d|%d|%v|%v|%d|%s", c.plan.Colls, c.plan.Types, c.plan.Ops, c.plan.Sizes,
-		c.plan.Iters, c.plan.Warmup, c.plan.Check, c.plan.ItersOK, c.plan.WarmOK, c.plan.Root, c.backend)
+	fmt.Fprintf(h, "%v|%v|%v|%v|%d|%d|%d|%v|%v|%d|%s|%s", c.plan.Colls, c.plan.Types, c.plan.Ops, c.plan.Sizes,
+		c.plan.Iters, c.plan.Warmup, c.plan.Check, c.plan.ItersOK, c.plan.WarmOK, c.plan.Root, c.backend, c.hsAttr)
 	return int64(h.Sum64() >> 1)
 }
 
@@ -468,7 +476,9 @@ func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 		return nil, err
 	}
 	if cfg.format == formatCSV && rep.HotSwap != nil {
-		writeHotSwap(b.s.Err, rep.HotSwap)
+		if err := printHotSwapCSV(b.s.Err, rep.HotSwap); err != nil {
+			return nil, err
+		}
 	}
 	return rep, nil
 }
@@ -522,25 +532,13 @@ func eachComm(comms []*theseus.Comm, f func(i int, c *theseus.Comm) error) error
 // (every rank), over a private copy of the context that reads the
 // context every hsPeriod requests, and returns its outcome (on every rank).
 func (b *benchCmd) hotSwapPhase(ctx context.Context, cfg *config, dir string, w *world) (*HotSwap, error) {
-	// Every rank must agree whether to run it: the context must declare
-	// slow_rank on every rank.
-	ok := int64(0)
-	if declaresSlowRank(dir) {
-		ok = 1
-	}
-	var got []int64
-	err := w.each(func(i int, rb *rankBench) error {
-		s, err := rb.agg.Sum([]int64{ok})
-		if i == 0 {
-			got = s
-		}
-		return err
-	})
+	// Every rank must agree whether to run it and what to publish.
+	attr, skipped, err := agreeHotSwapAttr(w, cfg.hsAttr, cfg.nranks, dir)
 	if err != nil {
 		return nil, err
 	}
-	if got[0] != int64(cfg.nranks) {
-		return &HotSwap{Skipped: "the selection context declares no exogenous int attribute slow_rank"}, nil
+	if skipped != "" {
+		return &HotSwap{Skipped: skipped}, nil
 	}
 	copyDir, err := os.MkdirTemp("", "theseus-bench-hotswap-")
 	if err != nil {
@@ -573,14 +571,14 @@ func (b *benchCmd) hotSwapPhase(ctx context.Context, cfg *config, dir string, w 
 			c.Destroy()
 		}
 	}()
-	where := hsWhere(cfg.multi, copyDir)
+	where := hsWhere(cfg.multi, copyDir, attr)
 	sums := make([]*HotSwap, len(demo))
 	err = eachComm(demo, func(i int, c *theseus.Comm) error {
-		publish := func(v int) error { return theseus.PublishValue(copyDir, hsSlowAttr, v) }
+		publish := func(v int) error { return theseus.PublishValue(copyDir, attr, v) }
 		if !cfg.multi && c.Rank() != 0 {
 			publish = func(int) error { return nil } // rank 0 publishes to the shared copy
 		}
-		rec, err := runHotSwap(c, w.refs, publish)
+		rec, err := runHotSwap(c, w.refs, attr, publish)
 		if err != nil {
 			return err
 		}
@@ -589,7 +587,7 @@ func (b *benchCmd) hotSwapPhase(ctx context.Context, cfg *config, dir string, w 
 			return err
 		}
 		defer agg.Free()
-		sums[i], err = summarizeHotSwap(agg, rec, where)
+		sums[i], err = summarizeHotSwap(agg, rec, attr, where)
 		return err
 	})
 	if err != nil {

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 	"github.com/theseus-ccl/theseus/examples/contexts"
 	"github.com/theseus-ccl/theseus/runtime/env"
@@ -65,9 +67,10 @@ var rowRE = regexp.MustCompile(`^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(-?\d+)\s+(\
 
 // checkTable checks a text report: every collective has its section and
 // rows, every #wrong is 0, every row names a schedule (or "-" for count 0),
-// the footer says OK, and, at 4 ranks, the hot swap switched from base (the
-// 256 KiB allreduce schedule) to the tree that avoids rank 2 on every rank
-// at request 25, and back at 49.
+// the footer says OK, and the hot swap switched on every rank at request 25
+// and back at 49, with its time measured: at 4 ranks (slow_rank = 2) from
+// base (the 256 KiB allreduce schedule) to the tree that avoids rank 2, at
+// 2 ranks (ll_max_bytes = 1 MiB) from the ring to the LL one-shot.
 func checkTable(t *testing.T, out string, nranks int, base string) {
 	t.Helper()
 	sections := map[string]int{}
@@ -103,9 +106,17 @@ func checkTable(t *testing.T, out string, nranks int, base string) {
 		t.Errorf("footer is not OK:\n%s", out)
 	}
 	wants := []string{"every rank ran the same schedule at every request; #wrong = 0"}
-	if nranks == 4 {
-		wants = append(wants, "request   25: "+base+" -> allreduce_n4_dbtree_avoid2 on every rank",
+	switch nranks {
+	case 4:
+		wants = append(wants, "published slow_rank = 2", "request   25: "+base+" -> allreduce_n4_dbtree_avoid2 on every rank",
 			"request   49: allreduce_n4_dbtree_avoid2 -> "+base+" on every rank")
+	case 2:
+		wants = append(wants, "published ll_max_bytes = 1048576", "request   25: "+base+" -> allreduce_n2_oneshot_ll on every rank",
+			"published ll_max_bytes = 65536", "request   49: allreduce_n2_oneshot_ll -> "+base+" on every rank")
+	}
+	if nranks == 2 || nranks == 4 {
+		wants = append(wants, "time per request, max over ranks: before ", "(median of requests 2-24), at the switch ",
+			"(median of requests 50-64)", "switch cost: ")
 	}
 	for _, want := range wants {
 		if !strings.Contains(out, want) {
@@ -189,7 +200,8 @@ func TestJSON(t *testing.T) {
 	}
 }
 
-// TestCSV checks the CSV output; the hot swap goes to standard error.
+// TestCSV checks the CSV output; the hot swap goes to standard error, as
+// CSV with '#' comments (a record per switch).
 func TestCSV(t *testing.T) {
 	code, out, errs := runBench(t, "--csv", "-e", "4K", "-f", "16", "--coll", "gather", "-c", "0")
 	if code != cli.ExitOK {
@@ -207,6 +219,84 @@ func TestCSV(t *testing.T) {
 	}
 	if !strings.Contains(errs, "# Hot swap: allreduce") {
 		t.Errorf("no hot swap on standard error:\n%s", errs)
+	}
+	r := csv.NewReader(strings.NewReader(errs))
+	r.Comment = '#'
+	hs, err := r.ReadAll()
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, errs)
+	}
+	if len(hs) != 3 || len(hs[0]) != len(hotSwapCSVHeader) || len(hs[1]) != len(hotSwapCSVHeader) || hs[1][1] != "25" || hs[2][1] != "49" || hs[1][0] != "slow_rank" {
+		t.Errorf("hot swap records %q", hs)
+	}
+}
+
+// TestHotSwap runs the hot-swap demonstration alone (one 8-byte allreduce
+// row) and reads its JSON: at 2 ranks auto flips ll_max_bytes, at 4
+// slow_rank, and --hotswap-attr ll_max_bytes works at 4 ranks too. Every
+// time the switch away happens at request 25 and back at 49 on every rank,
+// #wrong is 0, and every timing field is positive (no assertion on a
+// speed).
+func TestHotSwap(t *testing.T) {
+	for _, c := range []struct {
+		n          int
+		flag, attr string
+		base, away string
+		values     [2]int
+	}{
+		{2, "auto", "ll_max_bytes", "allreduce_n2_ring", "allreduce_n2_oneshot_ll", [2]int{1 << 20, 65536}},
+		{4, "auto", "slow_rank", "allreduce_n4_ring", "allreduce_n4_dbtree_avoid2", [2]int{2, -1}},
+		{4, "ll_max_bytes", "ll_max_bytes", "allreduce_n4_ring", "allreduce_n4_oneshot_ll", [2]int{1 << 20, 65536}},
+	} {
+		t.Run(fmt.Sprintf("%d_%s", c.n, c.flag), func(t *testing.T) {
+			code, out, errs := runBench(t, "--json", "--nranks", fmt.Sprint(c.n), "-b", "8", "-e", "8", "--coll", "allreduce",
+				"--hotswap-attr", c.flag)
+			if code != cli.ExitOK {
+				t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+			}
+			var rep Report
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			hs := rep.HotSwap
+			if hs == nil || hs.Skipped != "" {
+				t.Fatalf("hot swap %+v", hs)
+			}
+			if hs.Attribute != c.attr || hs.First != c.base || !hs.Consistent || hs.Wrong != 0 || rep.Wrong != 0 ||
+				len(hs.Published) != 2 || hs.Published[0].Value != c.values[0] || hs.Published[1].Value != c.values[1] {
+				t.Errorf("attribute %s, first %s, consistent %v, wrong %d, published %+v", hs.Attribute, hs.First, hs.Consistent, hs.Wrong, hs.Published)
+			}
+			type sw struct {
+				Request  int
+				From, To string
+				Ranks    string
+				Reused   bool
+				Old, New int
+				Epochs   []int
+			}
+			var got []sw
+			for _, s := range hs.Switches {
+				got = append(got, sw{s.Request, s.From, s.To, s.Ranks, s.Reused, s.OldRequests, s.NewRequests, s.EpochRequests})
+				if !(s.OldMedianUS > 0 && s.SwitchUS > 0 && s.NewMedianUS > 0 && s.EpochMedianUS > 0) {
+					t.Errorf("switch at %d: times %v / %v / %v / %v us, want positive", s.Request, s.OldMedianUS, s.SwitchUS, s.NewMedianUS, s.EpochMedianUS)
+				}
+				if d := s.CostUS - (s.SwitchUS - s.NewMedianUS); d > 1e-3 || d < -1e-3 {
+					t.Errorf("switch at %d: cost %v, want %v - %v", s.Request, s.CostUS, s.SwitchUS, s.NewMedianUS)
+				}
+			}
+			want := []sw{{25, c.base, c.away, "all", false, 23, 23, []int{33, 41}}, {49, c.away, c.base, "all", true, 23, 15, []int{57}}}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("switches (-want +got):\n%s", d)
+			}
+			if len(hs.TimesUS) != hsRequests {
+				t.Fatalf("%d request times, want %d", len(hs.TimesUS), hsRequests)
+			}
+			for i, us := range hs.TimesUS {
+				if !(us > 0) {
+					t.Errorf("request %d: time %v us, want positive", i+1, us)
+				}
+			}
+		})
 	}
 }
 
@@ -230,32 +320,56 @@ func TestPlot(t *testing.T) {
 	}
 }
 
-// TestContextWithoutSlowRank: a context without slow_rank runs the table and
-// skips the hot swap, saying why.
+// TestContextWithoutSlowRank: a context without slow_rank runs the table,
+// and the hot swap flips ll_max_bytes instead (auto) — the policies that
+// read slow_rank wait for its declaration, so the LL one-shot serves the
+// 256 KiB allreduce either way and nothing switches — or is skipped, saying
+// why, when asked for slow_rank, or when neither attribute is an exogenous
+// int (here both are declared float, which the policies accept).
 func TestContextWithoutSlowRank(t *testing.T) {
-	dir, remove, err := contexts.TempDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer remove()
-	attrs := filepath.Join(dir, "attribute_manifest.jsonl")
-	data, _ := os.ReadFile(attrs)
-	var keep []string
-	for _, l := range strings.SplitAfter(string(data), "\n") {
-		if !strings.Contains(l, `"slow_rank"`) {
-			keep = append(keep, l)
+	edit := func(f func(line string) string) string {
+		dir, remove, err := contexts.TempDir(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
 		}
+		t.Cleanup(func() { remove() })
+		attrs := filepath.Join(dir, "attribute_manifest.jsonl")
+		data, _ := os.ReadFile(attrs)
+		var keep []string
+		for _, l := range strings.SplitAfter(string(data), "\n") {
+			keep = append(keep, f(l))
+		}
+		if err := os.WriteFile(attrs, []byte(strings.Join(keep, "")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
 	}
-	if err := os.WriteFile(attrs, []byte(strings.Join(keep, "")), 0o644); err != nil {
-		t.Fatal(err)
+	noSlow := func(l string) string {
+		if strings.Contains(l, `"slow_rank"`) {
+			return ""
+		}
+		return l
 	}
-	code, out, errs := runBench(t, "--context", dir, "-e", "1K", "-f", "32", "--coll", "allreduce")
-	if code != cli.ExitOK {
-		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	floats := func(l string) string {
+		return strings.Replace(l, `"type":"int","origin":"exo"`, `"type":"float","origin":"exo"`, 1)
 	}
-	if !strings.Contains(out, "# Hot swap: skipped (the selection context declares no exogenous int attribute slow_rank)") ||
-		!strings.Contains(out, "allreduce_n4_oneshot_ll") || !strings.Contains(out, "(--context)") {
-		t.Errorf("output:\n%s", out)
+	for _, c := range []struct {
+		what string
+		f    func(string) string
+		flag string
+		want string
+	}{
+		{"no slow_rank", noSlow, "auto", "#   no switch: the policies chose the same schedule whatever ll_max_bytes said"},
+		{"no slow_rank", noSlow, "slow_rank", "# Hot swap: skipped (the selection context declares no exogenous int attribute slow_rank)"},
+		{"float attributes", floats, "auto", "# Hot swap: skipped (the selection context declares neither slow_rank nor ll_max_bytes as an exogenous int attribute)"},
+	} {
+		code, out, errs := runBench(t, "--context", edit(c.f), "-e", "1K", "-f", "32", "--coll", "allreduce", "--hotswap-attr", c.flag)
+		if code != cli.ExitOK {
+			t.Fatalf("%s: exit %d\n%s\n%s", c.what, code, out, errs)
+		}
+		if !strings.Contains(out, c.want) || !strings.Contains(out, "allreduce_n4_oneshot_ll") || !strings.Contains(out, "(--context)") {
+			t.Errorf("%s, --hotswap-attr %s: no %q in\n%s", c.what, c.flag, c.want, out)
+		}
 	}
 }
 
@@ -294,7 +408,7 @@ func TestUsageErrors(t *testing.T) {
 		{"-d", "float128"}, {"-o", "mulsum"}, {"-b", "1M", "-e", "1K"}, {"-b", "x"}, {"-n", "0"}, {"-w", "-1"},
 		{"--backend", "tpu"}, {"--nranks", "0"}, {"-r", "4"}, {"--plot", "a.svg"}, {"--plot", "/nonexistent-dir/p.png"}, {"--csv", "--json"},
 		{"--format", "xml"}, {"--coll", "sendrecv"}, {"--id-file", "/tmp/x"}, {"--context", "/nonexistent"},
-		{"--progress", "sometimes"}, {"extra"}, {"--bogus"},
+		{"--progress", "sometimes"}, {"extra"}, {"--bogus"}, {"--hotswap-attr", "root"},
 	} {
 		code, _, errs := runBench(t, args...)
 		if code != cli.ExitUsage {
@@ -336,10 +450,11 @@ func TestUsageMessages(t *testing.T) {
 }
 
 // TestMultiProcess runs OS processes, each one rank: 2 ranks joined through
-// MASTER_ADDR/MASTER_PORT (every collective, the CI run), and 4 ranks
-// joined through a unique-id file, where the hot swap switches schedule
-// (each process publishes slow_rank to its own copy of the context, and all
-// switch at the same request). Even ranks
+// MASTER_ADDR/MASTER_PORT (every collective, the CI run), where the hot
+// swap flips ll_max_bytes, and 4 ranks joined through a unique-id file,
+// where it flips slow_rank; either way it switches schedule (each process
+// publishes to its own copy of the context, and all switch at the same
+// request). Even ranks
 // take their rank from RANK/WORLD_SIZE (torchrun), odd ones from
 // OMPI_COMM_WORLD_RANK/SIZE (mpirun). Every row and the hot swap must end
 // with #wrong = 0 and agreeing ranks; only rank 0 prints.
