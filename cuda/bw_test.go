@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/cuda/driver"
 	"github.com/theseus-ccl/theseus/ir"
@@ -20,6 +22,7 @@ import (
 var (
 	bwRun      = flag.Bool("bw", false, "measure op bandwidth against the device-to-device memcpy ceiling")
 	bwVariants = flag.String("bw.variants", "", "comma-separated folders of kernel variant modules (theseus_<dtype>.ptx, built by cuda/kernel/build.sh with THESEUS_PTX_OUT) to measure beside the embedded kernel")
+	bwRepeat   = flag.Int("bw.repeat", 1, "times each executor case is measured, each in a fresh World (new buffers): the spread shows how much buffer placement moves a figure")
 )
 
 // bwProgram is a one-rank program of tbs threadblocks, each running one op
@@ -67,24 +70,10 @@ func timeLoop(warm, iters int, fn func() error, sync func() error) (time.Duratio
 	return time.Since(start) / time.Duration(iters), nil
 }
 
-// bwReference measures the memcpy ceiling and the plain 16-byte
-// grid-stride copy (theseus_stream_copy) in bytes moved (read + write) per
-// second, the latter at its best grid.
-func bwReference(t *testing.T) (memcpy, stream float64) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	d := currentDevice0(t)
-	sms, _ := d.Attribute(driver.AttrMultiprocessorCount)
-	a, err := driver.MemAlloc(bwBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer driver.MemFree(a)
-	b, err := driver.MemAlloc(bwBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer driver.MemFree(b)
+// bwReference measures the memcpy ceiling, then the reference copy kernels
+// of the embedded module (bwRefKernels), in bytes moved (read + write) per
+// second; stream is the plain grid-stride copy at its best grid.
+func bwReference(t *testing.T, sms int, a, b driver.Ptr) (memcpy, stream float64) {
 	el, err := timeLoop(3, 50, func() error { return driver.CopyDtoD(b, a, bwBytes) }, driver.Synchronize)
 	if err != nil {
 		t.Fatal(err)
@@ -94,69 +83,205 @@ func bwReference(t *testing.T) (memcpy, stream float64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mod, err := driver.LoadModule(ptx)
-	if err != nil {
+	if stream, err = bwRefKernels(t, "", ptx, a, b, sms, memcpy, true); err != nil {
 		t.Fatal(err)
-	}
-	defer mod.Unload()
-	fn, err := mod.Function("theseus_stream_copy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := new([3]uint64)
-	args[0], args[1], args[2] = uint64(a), uint64(b), bwBytes/16
-	for _, g := range [][2]int{{sms, 1024}, {2 * sms, 1024}, {4 * sms, 512}, {8 * sms, 256}, {16 * sms, 128}} {
-		el, err := timeLoop(3, 50, func() error { return driver.Launch1(fn, g[0], g[1], 0, 0, unsafe.Pointer(args)) }, driver.Synchronize)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bw := 2 * bwBytes / el.Seconds()
-		fmt.Printf("BW stream-copy grid=%dx%d: %.1f GB/s = %.3f of memcpy\n", g[0], g[1], bw/1e9, bw/memcpy)
-		stream = max(stream, bw)
-	}
-	// The executor's pattern: each block through its own contiguous part.
-	bfn, err := mod.Function("theseus_block_copy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bargs := new([3]uint64)
-	for _, g := range [][2]int{{sms, 512}, {sms, 1024}, {2 * sms, 512}, {4 * sms, 256}} {
-		bargs[0], bargs[1], bargs[2] = uint64(a), uint64(b), bwBytes/16
-		el, err := timeLoop(3, 50, func() error { return driver.Launch1(bfn, g[0], g[1], 0, 0, unsafe.Pointer(bargs)) }, driver.Synchronize)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bw := 2 * bwBytes / el.Seconds()
-		fmt.Printf("BW block-copy grid=%dx%d: %.1f GB/s = %.3f of memcpy\n", g[0], g[1], bw/1e9, bw/memcpy)
 	}
 	return memcpy, stream
+}
+
+// bwRefBuffers allocates the reference kernels' two buffers of bwBytes,
+// freed when the test ends.
+func bwRefBuffers(t *testing.T) (a, b driver.Ptr) {
+	for _, p := range []*driver.Ptr{&a, &b} {
+		var err error
+		if *p, err = driver.MemAlloc(bwBytes); err != nil {
+			t.Fatal(err)
+		}
+		q := *p
+		t.Cleanup(func() { driver.MemFree(q) })
+	}
+	return a, b
+}
+
+// bwRefKernels times the reference copies of module ptx from a to b
+// (bwBytes): the plain grid-stride copy (theseus_stream_copy), the
+// block-contiguous copy (theseus_block_copy, the executor's partition) and,
+// in a module that has it, the bulk copy (theseus_bulk_copy, the
+// THESEUS_BULK_COPY variant), each as a fraction of memcpy. A variant's
+// reference copies use its loads and stores (cache hints), so they show
+// what a variant does to a plain copy. all: every grid (the embedded
+// module), else the best grids of the embedded module's last runs. Returns
+// the grid-stride copy's best; the error is a module the driver would not
+// load (other failures end the test).
+func bwRefKernels(t *testing.T, name string, ptx []byte, a, b driver.Ptr, sms int, memcpy float64, all bool) (stream float64, err error) {
+	mod, err := driver.LoadModule(ptx)
+	if err != nil {
+		return 0, fmt.Errorf("load module: %w", err)
+	}
+	defer mod.Unload()
+	label := ""
+	if name != "" {
+		label = name + " "
+	}
+	run := func(kernel string, grids [][2]int, moved func(nb, nt int) float64) (best float64) {
+		fn, err := mod.Function(kernel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := new([3]uint64)
+		args[0], args[1], args[2] = uint64(a), uint64(b), bwBytes/16
+		for _, g := range grids {
+			el, err := timeLoop(3, 50, func() error { return driver.Launch1(fn, g[0], g[1], 0, 0, unsafe.Pointer(args)) }, driver.Synchronize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bw := moved(g[0], g[1]) / el.Seconds()
+			fmt.Printf("BW %s%s grid=%dx%d: %.1f GB/s = %.3f of memcpy\n", label, strings.ReplaceAll(strings.TrimPrefix(kernel, "theseus_"), "_", "-"), g[0], g[1], bw/1e9, bw/memcpy)
+			best = max(best, bw)
+		}
+		return best
+	}
+	whole := func(int, int) float64 { return 2 * bwBytes }
+	streamGrids := [][2]int{{sms, 1024}, {2 * sms, 1024}, {4 * sms, 512}, {8 * sms, 256}, {16 * sms, 128}}
+	blockGrids := [][2]int{{sms, 512}, {sms, 1024}, {2 * sms, 512}, {4 * sms, 256}}
+	if !all {
+		streamGrids = [][2]int{{2 * sms, 1024}, {4 * sms, 512}}
+		blockGrids = [][2]int{{sms, 512}, {sms, 1024}}
+	}
+	stream = run("theseus_stream_copy", streamGrids, whole)
+	// The executor's pattern: each block through its own contiguous part.
+	run("theseus_block_copy", blockGrids, blockCopyBytes)
+	if strings.Contains(string(ptx), ".entry theseus_bulk_copy(") {
+		// One thread per block drives the copy engine; the block's other
+		// threads only hold the block's place. Blocks per SM: 1 to 6 (the
+		// variant's static shared memory allows 6 on an H200).
+		run("theseus_bulk_copy", [][2]int{{sms, 128}, {2 * sms, 128}, {4 * sms, 128}, {6 * sms, 128}}, whole)
+	}
+	return stream, nil
+}
+
+// blockCopyBytes is what theseus_block_copy moves (read + write) over
+// bwBytes at grid nb x nt: each block copies whole rounds of 4*nt vectors
+// of its 1/nb share and leaves the rest (up to 4*nt-1 vectors a block).
+func blockCopyBytes(nb, nt int) float64 {
+	per := int64(bwBytes/16) / int64(nb)
+	span := 4 * int64(nt)
+	return float64(2 * 16 * int64(nb) * (per / span * span))
+}
+
+// bwVariant is a kernel to measure: a name ("embedded", or a variant
+// folder's base name) and its modules.
+type bwVariant struct {
+	name string
+	ptx  func(ir.DataType) ([]byte, error)
+}
+
+// bwVariantList returns the embedded kernel and the -bw.variants folders
+// whose float32 module targets at most compute capability cc (major*10 +
+// minor); others are reported and left out. A folder's flags.txt (written
+// by bench/gpu/prepare.sh) names its build flags in the report.
+func bwVariantList(cc int) []bwVariant {
+	vs := []bwVariant{{"embedded", PTX}}
+	if *bwVariants == "" {
+		return vs
+	}
+	for _, dir := range strings.Split(*bwVariants, ",") {
+		name := filepath.Base(dir)
+		ptx, err := variantPTX(dir)(ir.Float32)
+		// "BW best" lines are what bench/gpu/run-all.sh summarises.
+		if err != nil {
+			fmt.Printf("BW best %s: skipped: %v\n", name, err)
+			continue
+		}
+		if sm := ptxTarget(ptx); sm > cc {
+			fmt.Printf("BW best %s: skipped: its modules target sm_%d, this GPU is sm_%d\n", name, sm, cc)
+			continue
+		}
+		if flags, err := os.ReadFile(filepath.Join(dir, "flags.txt")); err == nil {
+			fmt.Printf("BW variant %s: built with %s\n", name, strings.TrimSpace(string(flags)))
+		}
+		vs = append(vs, bwVariant{name, variantPTX(dir)})
+	}
+	return vs
+}
+
+// ptxTarget returns the compute capability (major*10 + minor) of a PTX
+// module's .target directive (".target sm_90" and ".target sm_90a": 90), or
+// 0 when it has none (the driver then judges the module when it loads it).
+func ptxTarget(ptx []byte) int {
+	for _, line := range strings.Split(string(ptx), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != ".target" {
+			continue
+		}
+		sm, ok := strings.CutPrefix(f[1], "sm_")
+		if !ok {
+			return 0
+		}
+		digits := len(sm) - len(strings.TrimLeft(sm, "0123456789"))
+		n, err := strconv.Atoi(sm[:digits])
+		if err != nil {
+			return 0
+		}
+		return n
+	}
+	return 0
 }
 
 // TestBandwidth reports copy and reduce op bandwidth (bytes moved: reads +
 // writes) of the executor kernel as a fraction of the memcpy ceiling
 // measured in the same run, for several grid shapes, one slice and the
-// runtime's pipelining, and for the kernel variants named by -bw.variants.
-// Run with -bw on a GPU; "BW best" lines give each operation's best.
+// runtime's pipelining, and for the kernel variants named by -bw.variants
+// (a variant whose modules target a newer GPU than this one is reported
+// and skipped). Beside each unsliced copy it times the reference
+// block-contiguous copy over the same buffers at the same grid, which
+// separates the kernel's cost from the buffers' placement. Run with -bw on
+// a GPU; "BW best" lines give each operation's best.
 func TestBandwidth(t *testing.T) {
 	requireGPU(t)
 	if !*bwRun {
 		t.Skip("bandwidth report: run with -bw")
 	}
-	ceil, stream := bwReference(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	d := currentDevice0(t)
+	sms, _ := d.Attribute(driver.AttrMultiprocessorCount)
+	major, _ := d.Attribute(driver.AttrComputeCapMajor)
+	minor, _ := d.Attribute(driver.AttrComputeCapMinor)
+	a, b := bwRefBuffers(t)
+	ceil, stream := bwReference(t, sms, a, b)
 	fmt.Printf("BW memcpy %.1f GB/s; plain grid-stride copy %.3f of it\n", ceil/1e9, stream/ceil)
-	variants := []string{""}
-	if *bwVariants != "" {
-		variants = append(variants, strings.Split(*bwVariants, ",")...)
+	variants := bwVariantList(10*major + minor)
+	// The embedded module's block-contiguous copy, for the same-buffer
+	// comparison.
+	refPTX, err := PTX(ir.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refMod, err := driver.LoadModule(refPTX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer refMod.Unload()
+	blockFn, err := refMod.Function("theseus_block_copy")
+	if err != nil {
+		t.Fatal(err)
 	}
 	defer func() { ptxSource = PTX; unloadModules(t) }()
 	for _, v := range variants {
-		name := "embedded"
-		if v == "" {
-			ptxSource = PTX
-		} else {
-			name = filepath.Base(v)
-			ptxSource = variantPTX(v)
+		if v.name != "embedded" {
+			// The variant's own reference copies first; a module the driver
+			// cannot load (its JIT rejects the PTX) is reported and skipped.
+			ptx, err := v.ptx(ir.Float32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := bwRefKernels(t, v.name, ptx, a, b, sms, ceil, false); err != nil {
+				fmt.Printf("BW best %s: skipped: %v\n", v.name, err)
+				continue
+			}
 		}
+		ptxSource = v.ptx
 		unloadModules(t)
 		// (ir.Layout starts these chunks on 128-byte lines: no separate
 		// aligned case is needed.)
@@ -169,42 +294,73 @@ func TestBandwidth(t *testing.T) {
 			best := 0.0
 			bestAt := ""
 			slicesList := []int64{1}
-			if v == "" {
+			if v.name == "embedded" {
 				slicesList = []int64{1, 16, 128} // pipelined: threadblocks interleave at 1/slices of a chunk
 			}
 			for _, shape := range [][2]int{{132, 512}, {132, 1024}, {264, 512}, {528, 256}} {
 				for _, slices := range slicesList {
-					tbs, threads := shape[0], shape[1]
-					tables, err := optable.LowerAll(bwProgram(tbs, threads, c.reduce))
-					if err != nil {
-						t.Fatal(err)
-					}
-					w, err := NewWorld(0, tables)
-					if err != nil {
-						t.Fatal(err)
-					}
-					count := int64(bwBytes) / int64(c.dt.Size())
-					el, err := w.Time(interp.Request{Count: count, DataType: c.dt, RedOp: ir.Sum, Slices: slices}, 3, 20)
-					w.Close()
-					if err != nil {
-						// A variant built for fewer threads cannot launch the larger shapes.
-						fmt.Printf("BW %s %s tbs=%d threads=%d: %v\n", name, c.name, tbs, threads, err)
-						continue
-					}
-					bw := c.moved * float64(count*int64(c.dt.Size())) / el.Seconds()
-					at := fmt.Sprintf("tbs=%d threads=%d slices=%d", tbs, threads, slices)
-					fmt.Printf("BW %s %-16s %s: %.1f GB/s = %.3f of memcpy (%v per op)\n", name, c.name, at, bw/1e9, bw/ceil, el)
-					if bw > best {
-						best, bestAt = bw, at
+					for run := 0; run < max(*bwRepeat, 1); run++ {
+						tbs, threads := shape[0], shape[1]
+						at := fmt.Sprintf("tbs=%d threads=%d slices=%d", tbs, threads, slices)
+						if *bwRepeat > 1 {
+							at += fmt.Sprintf(" run=%d", run)
+						}
+						bw, note, err := bwOp(tbs, threads, slices, c.dt, c.reduce, c.moved, blockFn, ceil)
+						if err != nil {
+							// A variant built for fewer threads cannot launch the larger shapes.
+							fmt.Printf("BW %s %s %s: %v\n", v.name, c.name, at, err)
+							continue
+						}
+						fmt.Printf("BW %s %-16s %s: %.1f GB/s = %.3f of memcpy%s\n", v.name, c.name, at, bw/1e9, bw/ceil, note)
+						if bw > best {
+							best, bestAt = bw, at
+						}
 					}
 				}
 			}
-			fmt.Printf("BW best %s %-16s %.3f of memcpy (%.1f GB/s, %s)\n", name, c.name, best/ceil, best/1e9, bestAt)
+			fmt.Printf("BW best %s %-16s %.3f of memcpy (%.1f GB/s, %s)\n", v.name, c.name, best/ceil, best/1e9, bestAt)
 		}
-		if err := reportKernelAttributes(name); err != nil {
+		if err := reportKernelAttributes(v.name); err != nil {
 			t.Log(err)
 		}
 	}
+}
+
+// bwOp times one op case of TestBandwidth in a fresh World: tbs
+// threadblocks of threads each, one copy (or reduce) op each over its
+// chunk of bwBytes, at the given slices. Returns bytes moved per second and
+// a note for the report line: the time per op and, for an unsliced copy,
+// the block-contiguous reference copy (blockFn) over the same buffers at
+// the same grid, as a fraction of memcpy (ceil).
+func bwOp(tbs, threads int, slices int64, dt ir.DataType, reduce bool, moved float64, blockFn driver.Function, ceil float64) (bw float64, note string, err error) {
+	tables, err := optable.LowerAll(bwProgram(tbs, threads, reduce))
+	if err != nil {
+		return 0, "", err
+	}
+	w, err := NewWorld(0, tables)
+	if err != nil {
+		return 0, "", err
+	}
+	defer w.Close()
+	count := int64(bwBytes) / int64(dt.Size())
+	el, err := w.Time(interp.Request{Count: count, DataType: dt, RedOp: ir.Sum, Slices: slices}, 3, 50)
+	if err != nil {
+		return 0, "", err
+	}
+	bw = moved * float64(count*int64(dt.Size())) / el.Seconds()
+	note = fmt.Sprintf(" (%v per op)", el)
+	if reduce || slices != 1 {
+		return bw, note, nil
+	}
+	// World.Time left the context current on this (locked) thread.
+	args := new([3]uint64)
+	args[0], args[1], args[2] = uint64(w.bufs[0][0]), uint64(w.bufs[0][1]), bwBytes/16
+	bel, err := timeLoop(3, 50, func() error { return driver.Launch1(blockFn, tbs, threads, 0, 0, unsafe.Pointer(args)) }, driver.Synchronize)
+	if err != nil {
+		return 0, "", err
+	}
+	ref := blockCopyBytes(tbs, threads) / bel.Seconds()
+	return bw, note[:len(note)-1] + fmt.Sprintf("; block-copy on these buffers %.3f)", ref/ceil), nil
 }
 
 // variantPTX reads a kernel variant's modules from dir (theseus_<dtype>.ptx,
@@ -243,4 +399,82 @@ func reportKernelAttributes(name string) error {
 		fmt.Printf("KERNEL %s %v: %d registers, %d local bytes per thread, at most %d threads\n", name, k.dt, regs, local, maxT)
 	}
 	return nil
+}
+
+// TestPTXTarget reads the .target of the embedded modules, of an sm_90
+// variant header as cuda/kernel/build.sh writes it, and of odd inputs (no
+// GPU needed).
+func TestPTXTarget(t *testing.T) {
+	ptx, err := PTX(ir.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ptx  string
+		want int
+	}{
+		{string(ptx), 80},
+		{"//\n.version 8.0\n.target sm_90\n.address_size 64\n", 90},
+		{".version 8.0\n.target sm_90a, debug\n", 90},
+		{".target sm_100f\n", 100},
+		{"\t.target   sm_75\n", 75},
+		{".version 8.0\n", 0},
+		{".target compute_90\n", 0},
+		{".target sm_\n", 0},
+		{"", 0},
+	} {
+		if got := ptxTarget([]byte(c.ptx)); got != c.want {
+			t.Errorf("ptxTarget(%.40q) = %d, want %d", c.ptx, got, c.want)
+		}
+	}
+}
+
+// TestBWVariantList: -bw.variants folders whose modules target a newer GPU,
+// or that hold no float32 module, are left out of the bandwidth report
+// (no GPU needed).
+func TestBWVariantList(t *testing.T) {
+	root := t.TempDir()
+	write := func(name, target, flags string) string {
+		dir := filepath.Join(root, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if target != "" {
+			ptx := "//\n.version 8.0\n.target " + target + "\n.address_size 64\n"
+			if err := os.WriteFile(filepath.Join(dir, "theseus_float32.ptx"), []byte(ptx), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if flags != "" {
+			if err := os.WriteFile(filepath.Join(dir, "flags.txt"), []byte(flags+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	dirs := []string{write("cs", "sm_80", "-DTHESEUS_LD_HINTS=2"), write("bulk", "sm_90", "-DTHESEUS_BULK_COPY=1"), write("empty", "", "")}
+	old := *bwVariants
+	*bwVariants = strings.Join(dirs, ",")
+	defer func() { *bwVariants = old }()
+	names := func(vs []bwVariant) (out []string) {
+		for _, v := range vs {
+			out = append(out, v.name)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		cc   int
+		want []string
+	}{{80, []string{"embedded", "cs"}}, {90, []string{"embedded", "cs", "bulk"}}, {100, []string{"embedded", "cs", "bulk"}}} {
+		vs := bwVariantList(c.cc)
+		if diff := cmp.Diff(c.want, names(vs)); diff != "" {
+			t.Errorf("sm_%d: variants (-want +got):\n%s", c.cc, diff)
+		}
+		for _, v := range vs[1:] {
+			ptx, err := v.ptx(ir.Float32)
+			if err != nil || ptxTarget(ptx) > c.cc {
+				t.Errorf("sm_%d: %s: module %q, %v", c.cc, v.name, ptx, err)
+			}
+		}
+	}
 }

@@ -16,12 +16,27 @@ make -C ncclabi install-shared PREFIX="$D/prefix" >/dev/null
 # BW_VARIANTS: "name:build flags" entries separated by ";", for example
 #   BW_VARIANTS="u8:-DCOPY_UNROLL=8;t512:-DMAX_THREADS=512" bash bench/gpu/prepare.sh
 #   BW_VARIANTS="hints:-DTHESEUS_LD_HINTS=1 -Xclang -target-feature -Xclang +ptx74" ...
+#   BW_VARIANTS="bulk:-DTHESEUS_BULK_COPY=1" ...   (an sm_90 module: build.sh
+#     raises its header; TestBandwidth skips it on older GPUs)
+# docs/design/cuda.md, "Copy bandwidth variants", lists the knobs.
 # Variants hold the float32 and bfloat16 modules (what TestBandwidth uses);
 # BW_VARIANT_DTYPES="" builds every datatype (for TestDifferential -diff.ptx).
+# Each variant's flags go to its flags.txt, which TestBandwidth prints.
 rm -rf "$D/bw"
-IFS=';' read -ra variants <<<"${BW_VARIANTS:-}"
+BW_VARIANTS=${BW_VARIANTS:-}
+IFS=';' read -ra variants <<<"${BW_VARIANTS//$'\n'/ }"
 for v in ${variants[@]+"${variants[@]}"}; do
-  THESEUS_PTX_OUT="$D/bw/${v%%:*}" THESEUS_PTX_DTYPES="${BW_VARIANT_DTYPES-float32 bfloat16}" THESEUS_KERNEL_FLAGS="${v#*:}" bash cuda/kernel/build.sh
+  v=${v#"${v%%[![:space:]]*}"} # entries may start with blanks (or a new line)
+  [ -n "$v" ] || continue
+  name=${v%%:*} flags=${v#*:}
+  if [ -z "$name" ] || [ "$name" = "$v" ] || [[ "$name" == */* ]]; then
+    echo "prepare.sh: BW_VARIANTS entry '$v' is not name:flags" >&2
+    exit 2
+  fi
+  THESEUS_PTX_OUT="$D/bw/$name" THESEUS_PTX_DTYPES="${BW_VARIANT_DTYPES-float32 bfloat16}" THESEUS_KERNEL_FLAGS="$flags" bash cuda/kernel/build.sh
+  echo "$flags" >"$D/bw/$name/flags.txt"
+  mods=("$D/bw/$name"/theseus_*.ptx)
+  echo "bw variant $name: $(grep -m1 '^\.target' "${mods[0]}")"
 done
 rm -rf "$D/corpus"
 if [ -d ../shared/corpus ]; then cp -r ../shared/corpus "$D/corpus"; fi

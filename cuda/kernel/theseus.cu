@@ -28,8 +28,17 @@
 #ifndef REDUCE_UNROLL
 #define REDUCE_UNROLL 2
 #endif
+#ifndef COPY_LOOP
+#define COPY_LOOP 0  // 1: copy_vec in theseus_block_copy's loop form (a variant)
+#endif
 #ifndef THESEUS_LD_HINTS
 #define THESEUS_LD_HINTS 0
+#endif
+#ifndef THESEUS_ST_HINTS
+#define THESEUS_ST_HINTS 0
+#endif
+#ifndef THESEUS_BULK_COPY
+#define THESEUS_BULK_COPY 0
 #endif
 #ifndef MAX_THREADS
 #define MAX_THREADS 1024
@@ -87,24 +96,42 @@ DEV u32 atom_cas_u32(u32* p, u32 cmp, u32 v) {
   return old;
 }
 DEV void st_volatile_u32(volatile u32* p, u32 v) { *p = v; }
-// ld_v4 loads the data of copies and reduces. With THESEUS_LD_HINTS (a
-// kernel variant, built with PTX ISA 7.4: see bench/gpu/prepare.sh) the
-// loads bypass L1 (the data is read once; the op metadata then stays
-// cached) and ask L2 for 256-byte fetches.
+// ld_v4 and st_v4 load and store the data of copies and reduces (and of
+// the reference copies below). Kernel variants (never embedded; see
+// bench/gpu/prepare.sh and docs/design/cuda.md, "Copy bandwidth variants")
+// add cache hints. THESEUS_LD_HINTS: 1 bypasses L1 (the data is read once;
+// the op metadata then stays cached) and asks L2 for 256-byte fetches; 2 is
+// the streaming operator .cs (evict-first in L1 and L2); 3 is 1 plus L2
+// evict-first; 4 is 1 on the non-coherent path (.nc: for measurement only,
+// wrong where a src was written earlier in the same launch).
+// THESEUS_ST_HINTS: 1 streams stores (.cs), 2 stores with L1 no-allocate
+// and L2 evict-first. 1, 3 and 4 for loads and 2 for stores need PTX ISA
+// 7.4 (-Xclang -target-feature -Xclang +ptx74).
+#if THESEUS_LD_HINTS == 1
+#define LD_V4 "ld.global.L1::no_allocate.L2::256B.v4.u32"
+#elif THESEUS_LD_HINTS == 2
+#define LD_V4 "ld.global.cs.v4.u32"
+#elif THESEUS_LD_HINTS == 3
+#define LD_V4 "ld.global.L1::no_allocate.L2::evict_first.L2::256B.v4.u32"
+#elif THESEUS_LD_HINTS == 4
+#define LD_V4 "ld.global.nc.L1::no_allocate.L2::256B.v4.u32"
+#else
+#define LD_V4 "ld.global.v4.u32"
+#endif
+#if THESEUS_ST_HINTS == 1
+#define ST_V4 "st.global.cs.v4.u32"
+#elif THESEUS_ST_HINTS == 2
+#define ST_V4 "st.global.L1::no_allocate.L2::evict_first.v4.u32"
+#else
+#define ST_V4 "st.global.v4.u32"
+#endif
 DEV v4 ld_v4(const void* p) {
   v4 r;
-#if THESEUS_LD_HINTS
-  asm volatile("ld.global.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p)
-               : "memory");
-#else
-  asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p) : "memory");
-#endif
+  asm volatile(LD_V4 " {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p) : "memory");
   return r;
 }
 DEV void st_v4(void* p, v4 v) {
-  asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+  asm volatile(ST_V4 " [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
 DEV v4 ld_volatile_v4(const void* p) {
   v4 r;
@@ -521,6 +548,133 @@ DEV u32 opaque_u32(u32 x) {
   return x;
 }
 
+#if THESEUS_BULK_COPY
+// ---------------------------------------------------------------- bulk copy
+// A kernel variant for sm_90 (never embedded; docs/design/cuda.md, "Copy
+// bandwidth variants"): the 16-byte-aligned body of a copy of one src to one
+// dst goes through Hopper's bulk-copy engine (TMA) instead of 16-byte loads
+// and stores. One thread of the block streams the body through
+// BULK_STAGES shared-memory stages of BULK_BYTES each: a bulk load
+// (cp.async.bulk global -> shared, completing on the stage's mbarrier), then
+// a bulk store of the stage (shared -> global, one bulk group each), and the
+// stage is loaded again once its store has read it. The bytes copied are the
+// same as the vector loop's (a copy moves bytes: results are bit-identical).
+// The inline PTX needs PTX ISA 8.0 and sm_90: build.sh raises the module's
+// .version/.target header when it finds these instructions. The stages are
+// static shared memory (launches pass no dynamic shared memory): at most
+// 40 KiB, so that the kernel's own 2.5 KiB fit under the 48 KiB static limit.
+// Copies of fewer than BULK_MIN_BYTES bytes take the vector loop.
+#ifndef BULK_STAGES
+#define BULK_STAGES 4
+#endif
+#ifndef BULK_BYTES
+#define BULK_BYTES 8192
+#endif
+#ifndef BULK_MIN_BYTES
+#define BULK_MIN_BYTES 65536
+#endif
+#ifndef BULK_HINT
+#define BULK_HINT 0  // 1: bulk loads and stores with an L2 evict-first policy
+#endif
+static_assert(BULK_STAGES >= 2 && BULK_BYTES >= 16 && BULK_BYTES % 16 == 0, "bulk stages: at least 2, of whole 16-byte units");
+static_assert((long long)BULK_STAGES * BULK_BYTES <= 40 * 1024, "bulk stages: at most 40 KiB of static shared memory");
+__shared__ __attribute__((aligned(128))) char s_bulk[BULK_STAGES * BULK_BYTES];
+__shared__ __attribute__((aligned(8))) u64 s_bulk_bar[BULK_STAGES];
+
+// smem_addr is the shared-window address of a generic pointer to shared
+// memory.
+DEV u32 smem_addr(const void* p) {
+  u64 a;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+  return (u32)a;
+}
+DEV u64 bulk_policy() {
+  u64 pol = 0;
+#if BULK_HINT
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+#endif
+  return pol;
+}
+// bulk_load starts a bulk copy of n bytes from global src to shared dst that
+// completes on mbarrier bar (which expects n more bytes in its phase).
+DEV void bulk_load(u32 dst, const char* src, u32 n, u32 bar, u64 pol) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(n) : "memory");
+#if BULK_HINT
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+               ::"r"(dst), "l"(src), "r"(n), "r"(bar), "l"(pol) : "memory");
+#else
+  (void)pol;
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               ::"r"(dst), "l"(src), "r"(n), "r"(bar) : "memory");
+#endif
+}
+// bulk_store starts a bulk copy of n bytes from shared src to global dst,
+// in a bulk group of its own.
+DEV void bulk_store(char* dst, u32 src, u32 n, u64 pol) {
+#if BULK_HINT
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;" ::"l"(dst), "r"(src), "r"(n), "l"(pol) : "memory");
+#else
+  (void)pol;
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src), "r"(n) : "memory");
+#endif
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// mbar_test reports whether the phase of parity ph of mbarrier bar is
+// complete (its bulk load has landed; acquire: the bytes are visible).
+DEV bool mbar_test(u32 bar, u32 ph) {
+  u32 ok;
+  asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+               : "=r"(ok) : "r"(bar), "r"(ph) : "memory");
+  return ok != 0;
+}
+
+// bulk_copy copies n bytes (a multiple of 16; src and dst 16-byte aligned)
+// with the bulk-copy engine. Called by every thread of the block (it has a
+// block barrier); thread 0 does the copy. The waits are on this SM's own
+// copies, which complete or fault the kernel: they need no timeout.
+NOINLINE void bulk_copy(const char* src, char* dst, i64 n) {
+  // Writes to src made through the generic proxy (this block's threads
+  // before the op's barrier, other blocks before a dependency's release)
+  // must be ordered before the bulk loads, which go through the async proxy.
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+  bar();
+  if (tid() != 0) return;
+  const u32 buf = smem_addr(s_bulk), bars = smem_addr(s_bulk_bar);
+  for (int k = 0; k < BULK_STAGES; k++) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bars + 8 * k), "r"(1u) : "memory");
+  // The initialised barriers, before the async proxy completes on them.
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  const u64 pol = bulk_policy();
+  const i64 nch = (n + BULK_BYTES - 1) / BULK_BYTES;
+  auto len = [&](i64 k) -> u32 {
+    const i64 r = n - k * BULK_BYTES;
+    return (u32)(r < BULK_BYTES ? r : BULK_BYTES);
+  };
+  for (i64 k = 0; k < nch && k < BULK_STAGES; k++)
+    bulk_load(buf + (u32)k * BULK_BYTES, src + k * BULK_BYTES, len(k), bars + 8 * (u32)k, pol);
+  for (i64 k = 0; k < nch; k++) {
+    const u32 st = (u32)(k % BULK_STAGES);
+    const u32 ph = (u32)(k / BULK_STAGES) & 1;
+    while (!mbar_test(bars + 8 * st, ph)) {
+    }
+    bulk_store(dst + k * BULK_BYTES, buf + st * BULK_BYTES, len(k), pol);
+    // Refill the stage the previous chunk's store read from, once that store
+    // has read it (every bulk group but the newest).
+    const i64 r = k - 1 + BULK_STAGES;
+    if (k >= 1 && r < nch) {
+      asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+      const u32 sr = (u32)(r % BULK_STAGES);
+      bulk_load(buf + sr * BULK_BYTES, src + r * BULK_BYTES, len(r), bars + 8 * sr, pol);
+    }
+  }
+  // Every store written, and ordered before this thread's later generic
+  // accesses (the block's next barrier, a signal's release).
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+  for (int k = 0; k < BULK_STAGES; k++) asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bars + 8 * k) : "memory");
+}
+#endif
+
 // The two commonest data ops in tight loops of their own (not inlined:
 // their registers are their own, nothing of the kernel's context is live
 // across them, and every address is an argument): a copy of one src to one
@@ -528,6 +682,29 @@ DEV u32 opaque_u32(u32 x) {
 // 16-byte aligned addresses; every load of a round is issued before its
 // stores. Numerics as combine_vec.
 NOINLINE void copy_vec(const char* s, char* d, i64 nvec) {
+#if THESEUS_BULK_COPY
+  if (nvec * 16 >= BULK_MIN_BYTES) return bulk_copy(s, d, nvec * 16);
+#endif
+#if COPY_LOOP == 1
+  // A kernel variant: theseus_block_copy's loop form (64-bit pointers
+  // advanced once a round, the per-access offsets loop-invariant), to tell
+  // whether the loop's code is what separates the op from that reference.
+  {
+    const i64 nt = nthreads(), span = COPY_UNROLL * nt;
+    i64 v = tid();
+    const char* sp = s + v * 16;
+    char* dp = d + v * 16;
+    for (; v + (COPY_UNROLL - 1) * nt < nvec; v += span, sp += span * 16, dp += span * 16) {
+      v4 a[COPY_UNROLL];
+#pragma unroll
+      for (int u = 0; u < COPY_UNROLL; u++) a[u] = ld_v4(sp + u * nt * 16);
+#pragma unroll
+      for (int u = 0; u < COPY_UNROLL; u++) st_v4(dp + u * nt * 16, a[u]);
+    }
+    for (; v < nvec; v += nt) st_v4(d + v * 16, ld_v4(s + v * 16));
+    return;
+  }
+#endif
   for (i64 seg = 0; seg < nvec; seg += SEG_VECS) {
     const u32 n = (u32)(nvec - seg < SEG_VECS ? nvec - seg : SEG_VECS);
     const char* sb = s + seg * 16;
@@ -1079,3 +1256,14 @@ extern "C" __global__ void __launch_bounds__(1024) theseus_block_copy(theseus_bl
     st_v4(dst + (v + 3 * nt) * 16, x3);
   }
 }
+
+#if THESEUS_BULK_COPY
+// theseus_bulk_copy is the bulk-copy variant's reference point: each block
+// copies its contiguous 1/grid of the n16 vectors (all of them) with
+// bulk_copy, outside the executor.
+extern "C" __global__ void __launch_bounds__(1024) theseus_bulk_copy(theseus_block_copy_args a) {
+  const i64 nb = __nvvm_read_ptx_sreg_nctaid_x(), b = bid();
+  const i64 lo = a.n16 * b / nb, hi = a.n16 * (b + 1) / nb;
+  if (hi > lo) bulk_copy(a.src + lo * 16, a.dst + lo * 16, (hi - lo) * 16);
+}
+#endif
