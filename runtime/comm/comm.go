@@ -1,6 +1,6 @@
 // Package comm is the communicator: one rank of a group of ranks joined by
 // the bootstrap (runtime/bootstrap), with its node layout, its selector
-// (runtime/selector, agreeing through the bootstrap's MIN-allreduce), its
+// (runtime/selector, agreeing over the bootstrap network, epochs pipelined), its
 // executor (runtime/executor) on a device backend, and the per-call path of
 // every collective: validate, select, execute (docs/design/runtime.md,
 // "One call"; docs/runtime.md).
@@ -204,6 +204,7 @@ type Comm struct {
 	infos  []RankInfo
 
 	boot   *bootstrap.Bootstrap
+	agree  *epochAgreement
 	sel    *selector.Selector
 	exec   *executor.Executor
 	stream device.Stream
@@ -305,7 +306,8 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 		}
 		return nil, err
 	}
-	c.sel, err = selector.New(selector.Options{Dir: cfg.ContextDir, CheckPeriod: cfg.CheckPeriod, Agreement: c.boot,
+	c.agree = newEpochAgreement(c.boot, rank, nranks, cfg.Timeout)
+	c.sel, err = selector.New(selector.Options{Dir: cfg.ContextDir, CheckPeriod: cfg.CheckPeriod, Agreement: c.agree,
 		Timeout: cfg.Timeout, Loader: cfg.Loader, Clock: cfg.Clock})
 	if err != nil {
 		return nil, &Error{Code: InvalidArgument, Op: "init", Rank: rank, Msg: "selector", Err: err}
@@ -335,9 +337,13 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 // see a loss tells the others (a notice on the same connections), so every
 // rank names the rank that failed first, not a rank that aborted because
 // of it.
+//
+// Rank 0 also starts the reducer of the selector's pipelined epoch
+// agreement (epochAgreement), which stops with the watchers.
 func (c *Comm) startWatchers() {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.watchCancel = cancel
+	c.agree.startReducer(ctx, &c.watchWG)
 	for p := range c.n {
 		if p == c.rank {
 			continue

@@ -20,6 +20,33 @@ type Agreement interface {
 	AllReduceMin(ctx context.Context, v []int64) ([]int64, error)
 }
 
+// Pipelined is an Agreement that can also run a MIN-allreduce in two
+// halves, so that a rank need not wait for its peers when it does not need
+// the result yet. The selector uses it for the epoch agreement
+// (docs/selection.md, "Pipelined epochs"): a rank that can prove, from its
+// own vector and the previous result, that the result cannot change its
+// snapshot goes on at once and collects the result at the next epoch.
+//
+// Pipelined rounds are matched across ranks by the order of StartMin
+// calls, independently of AllReduceMin's rounds, which may run while a
+// pipelined round is in flight. A rank finishes every round it starts
+// (FinishMin) before it starts the next.
+type Pipelined interface {
+	Agreement
+	// StartMin contributes v to the next pipelined round and returns without
+	// waiting for the other ranks; v may be reused once it returns. It
+	// fails only when the contribution cannot be sent (a lost peer, a
+	// closed communicator).
+	StartMin(v []int64) error
+	// FinishMin returns the element-wise minimum over all ranks of the
+	// vectors of the round this rank started last, waiting for the other
+	// ranks' contributions. It must return an error, never block forever,
+	// when ctx ends or a peer is gone, and an error when the ranks'
+	// vectors differ in length. The result may alias a buffer of the
+	// Agreement that the next StartMin reuses.
+	FinishMin(ctx context.Context) ([]int64, error)
+}
+
 // Solo is the Agreement of a single rank (tools such as `theseusc select`):
 // it returns v unchanged.
 type Solo struct{}
@@ -34,11 +61,13 @@ var ErrGroupBroken = errors.New("selector: in-process agreement group is broken"
 
 // NewInProcessGroup returns n Agreements whose ranks are goroutines of one
 // process (tests, the host simulator). Rounds are matched by call order.
+// Each also implements Pipelined, whose rounds form a sequence of their
+// own.
 func NewInProcessGroup(n int) []Agreement {
-	g := &group{n: n}
+	g, pg := &group{n: n}, &group{n: n}
 	out := make([]Agreement, n)
 	for i := range out {
-		out[i] = member{g}
+		out[i] = &member{g: g, pg: pg}
 	}
 	return out
 }
@@ -57,13 +86,50 @@ type round struct {
 	done    chan struct{}
 }
 
-type member struct{ g *group }
+type member struct {
+	g  *group // AllReduceMin's rounds
+	pg *group // the pipelined rounds
+	// pend is the pipelined round this member started last.
+	pend *round
+}
 
-func (m member) AllReduceMin(ctx context.Context, v []int64) ([]int64, error) {
-	g := m.g
+func (m *member) AllReduceMin(ctx context.Context, v []int64) ([]int64, error) {
+	r, err := m.g.arrive(v)
+	if err != nil {
+		return nil, err
+	}
+	return m.g.wait(ctx, r)
+}
+
+// StartMin implements Pipelined.
+func (m *member) StartMin(v []int64) error {
+	if m.pend != nil {
+		return errors.New("selector: pipelined round started before the previous one finished")
+	}
+	r, err := m.pg.arrive(v)
+	if err != nil {
+		return err
+	}
+	m.pend = r
+	return nil
+}
+
+// FinishMin implements Pipelined.
+func (m *member) FinishMin(ctx context.Context) ([]int64, error) {
+	r := m.pend
+	if r == nil {
+		return nil, errors.New("selector: no pipelined round to finish")
+	}
+	m.pend = nil
+	return m.pg.wait(ctx, r)
+}
+
+// arrive adds v to the group's open round (opening one if needed) and
+// returns it.
+func (g *group) arrive(v []int64) (*round, error) {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	if g.broken {
-		g.mu.Unlock()
 		return nil, ErrGroupBroken
 	}
 	r := g.round
@@ -85,7 +151,11 @@ func (m member) AllReduceMin(ctx context.Context, v []int64) ([]int64, error) {
 		g.broken = r.err != nil
 		close(r.done)
 	}
-	g.mu.Unlock()
+	return r, nil
+}
+
+// wait waits for every rank to arrive at round r and returns its result.
+func (g *group) wait(ctx context.Context, r *round) ([]int64, error) {
 	select {
 	case <-r.done:
 		if r.err != nil {

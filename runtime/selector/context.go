@@ -313,30 +313,45 @@ func (r *reader) addValue(a *attrEntry, l manifest.Line) {
 	a.vals = append(a.vals, v)
 }
 
-// valueAt returns the value of exo attribute a in a snapshot whose log
-// prefix is prefix lines and whose clock cut is cut: the last well-formed
-// line (in file order) among the first prefix lines with valid_after <= cut,
-// or the default; src is that line's index, or -1 for the default. As
-// prefixes and cuts only grow, the chosen line only moves forward, so lines
-// before it are dropped.
-func (a *attrEntry) valueAt(prefix int, cut int64) (manifest.Value, int) {
-	best := -1
+// srcAt is the position in a.vals and the log line index of the value of
+// exo attribute a in a snapshot whose log prefix is prefix lines and whose
+// clock cut is cut: the last well-formed line (in file order) among the
+// first prefix lines with valid_after <= cut; pos and src are -1 for the
+// default. It changes nothing. The line it picks only moves forward as
+// prefix and cut grow (so does the set of lines it may pick), which is
+// what lets valueAt drop the lines before it and lets the selector bound
+// the snapshots of a whole range of prefixes by their two ends
+// (Selector.stable).
+func (a *attrEntry) srcAt(prefix int, cut int64) (pos, src int) {
+	pos = -1
 	for i, v := range a.vals {
 		if v.index >= prefix {
 			break
 		}
 		if v.ok && v.validAfter <= cut {
-			best = i
+			pos = i
 		}
 	}
+	if pos < 0 {
+		return -1, -1
+	}
+	return pos, a.vals[pos].index
+}
+
+// valueAt returns the value of exo attribute a in a snapshot whose log
+// prefix is prefix lines and whose clock cut is cut (srcAt), or the
+// default; src is that line's index, or -1 for the default. As agreed
+// prefixes and cuts only grow, the chosen line only moves forward, so
+// lines before it are dropped.
+func (a *attrEntry) valueAt(prefix int, cut int64) (manifest.Value, int) {
+	best, src := a.srcAt(prefix, cut)
 	if best < 0 {
 		return a.decl.Default, -1
 	}
 	if best > 0 {
 		a.vals = append(a.vals[:0], a.vals[best:]...)
-		best = 0
 	}
-	return a.vals[best].value, a.vals[best].index
+	return a.vals[0].value, src
 }
 
 func (r *reader) addSched(l manifest.Line) {

@@ -97,6 +97,11 @@ func fromKey(k int64) float64 {
 // the first load of the winner, or a rank-local candidate. Errors: those of
 // Select.
 func (s *Selector) Explain(ctx context.Context, r *Request) (*Explanation, error) {
+	// The agreed prefix it reports is the last epoch's (a pipelined
+	// epoch's result is collected first).
+	if err := s.settle(ctx); err != nil {
+		return nil, err
+	}
 	if s.snap == nil {
 		if err := s.epoch(ctx); err != nil {
 			return nil, err

@@ -237,7 +237,12 @@ type Selector struct {
 	clockLast  int64
 	agreed     agreedPrefix
 	agreeBuf   []int64
-	stats      Stats
+	// pendW is the attribute window of the epoch agreement this rank did
+	// not wait for (0: none pending; settle collects it).
+	pendW int
+	hiBuf agreedPrefix // stable's scratch
+	early []int64      // the result of a round of an Agreement that is not Pipelined
+	stats Stats
 }
 
 // Stats counts what a Selector did.
@@ -245,9 +250,13 @@ type Stats struct {
 	Requests   uint64 // Select calls that returned without error
 	Hits       uint64 // answered from the cache
 	Epochs     uint64 // snapshot agreements
+	Pipelined  uint64 // epochs whose agreement this rank did not wait for (it could not change the snapshot)
 	Snapshots  uint64 // epochs whose snapshot differed from the previous one
 	Agreements uint64 // agreement steps of any kind
 	Loads      uint64 // schedule load steps
+	// EpochTime is the wall time spent in epochs: reading the context,
+	// the agreement (what this rank waited for included), installing.
+	EpochTime time.Duration
 }
 
 // New returns a Selector reading opt.Dir. Nothing is read until the first
@@ -278,8 +287,10 @@ func (s *Selector) Stats() Stats { return s.stats }
 func (s *Selector) Dir() string { return s.opt.Dir }
 
 // Agreed returns the agreed prefixes of the two manifests, in entries
-// (lines): what the last epoch admitted on every rank; both 0 before the
-// first request, and while the context directory is missing or empty.
+// (lines): what the last epoch whose agreement this rank has collected
+// admitted on every rank (a pipelined epoch's result, which cannot change
+// the snapshot, is collected at the next epoch); both 0 before the first
+// request, and while the context directory is missing or empty.
 func (s *Selector) Agreed() (attributes, schedules int) { return s.agreed.attrs, s.agreed.scheds }
 
 // ErrBadRequest is wrapped by Select's errors for requests outside the
@@ -336,7 +347,10 @@ func fillReq(q *[bc.NumReqFields]int64, r *Request, msg int64) {
 // answers from the cache.
 func (s *Selector) Select(ctx context.Context, r *Request) (int, error) {
 	if s.untilEpoch == 0 {
-		if err := s.epoch(ctx); err != nil {
+		t0 := time.Now()
+		err := s.epoch(ctx)
+		s.stats.EpochTime += time.Since(t0)
+		if err != nil {
 			return None, err
 		}
 		s.untilEpoch = s.opt.CheckPeriod
@@ -564,6 +578,11 @@ func (s *Selector) agreeRankLocal(ctx context.Context, cands []*sched, r *Reques
 // agree runs one agreement step under the configured timeout.
 func (s *Selector) agree(ctx context.Context, v []int64) ([]int64, error) {
 	s.stats.Agreements++
+	return s.allReduce(ctx, v)
+}
+
+// allReduce is one AllReduceMin under the configured timeout.
+func (s *Selector) allReduce(ctx context.Context, v []int64) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	defer cancel()
 	res, err := s.opt.Agreement.AllReduceMin(ctx, v)

@@ -47,7 +47,20 @@ type snapshot struct {
 //
 // and the agreed attribute prefix is min(MIN v[0], that bound), so every
 // agreed attribute has an agreed log prefix.
+//
+// Pipelined epochs: the agreed result lies between the previous result
+// and this rank's own vector, element by element (every rank's counts and
+// clock only grow), and the snapshot only grows with the prefix (stable).
+// So when the snapshots of those two ends both equal the installed one,
+// the result cannot change the snapshot, whatever the other ranks
+// contribute: with a Pipelined agreement the rank then goes on without
+// waiting, and collects the result at the next epoch (settle). A rank
+// that cannot prove it waits, and finds the same. Either way every rank
+// installs the snapshot of the agreed result at the epoch's request.
 func (s *Selector) epoch(ctx context.Context) error {
+	if err := s.settle(ctx); err != nil {
+		return err
+	}
 	s.rd.refresh()
 	w := s.agreed.attrs + AttrWindow
 	v := slices.Grow(s.agreeBuf[:0], 3+w)[:3+w]
@@ -65,19 +78,6 @@ func (s *Selector) epoch(ctx context.Context) error {
 		}
 	}
 	s.agreeBuf = v
-	res, err := s.agree(ctx, v)
-	if err != nil {
-		return err
-	}
-	s.stats.Epochs++
-	ag := &s.agreed
-	ag.attrs = int(min(res[0], int64(w)))
-	ag.scheds = int(res[1])
-	ag.cut = res[2]
-	ag.logs = ag.logs[:0]
-	for i := 0; i < ag.attrs; i++ {
-		ag.logs = append(ag.logs, int(res[3+i]))
-	}
 	// Schedules whose file was missing are retried in every new epoch.
 	retried := false
 	for _, c := range s.rd.scheds {
@@ -86,23 +86,145 @@ func (s *Selector) epoch(ctx context.Context) error {
 			retried = true
 		}
 	}
-	if s.snap == nil || retried || s.changed() {
+	pipelined, err := s.startRound(ctx, v)
+	if err != nil {
+		return err
+	}
+	s.stats.Epochs++
+	if pipelined && s.snap != nil && !retried && s.stable(v, w) {
+		s.pendW = w
+		s.stats.Pipelined++
+		return nil
+	}
+	res, err := s.finishRound(ctx, len(v))
+	if err != nil {
+		return err
+	}
+	s.setAgreed(res, w)
+	if s.snap == nil || retried || s.changedAt(&s.agreed) {
 		s.build()
 		s.clearCache()
 		s.stats.Snapshots++
+		ag := &s.agreed
 		s.opt.Logger.Infof("selection context %s: snapshot of %d attribute and %d schedule entries at %s: %d schedules selectable",
 			s.opt.Dir, ag.attrs, ag.scheds, time.Unix(0, ag.cut).Format(time.RFC3339), len(s.snap.active))
 	}
 	return nil
 }
 
-// attrVisible reports whether attribute entry i is in the agreed snapshot.
-func (s *Selector) attrVisible(i int) bool {
-	if i >= s.agreed.attrs || i >= len(s.rd.attrs) {
+// setAgreed records res, the result of an epoch's agreement whose
+// attribute window was w, as the agreed prefix.
+func (s *Selector) setAgreed(res []int64, w int) {
+	ag := &s.agreed
+	ag.attrs = int(min(res[0], int64(w)))
+	ag.scheds = int(res[1])
+	ag.cut = res[2]
+	ag.logs = ag.logs[:0]
+	for i := 0; i < ag.attrs; i++ {
+		ag.logs = append(ag.logs, int(res[3+i]))
+	}
+}
+
+// settle collects the result of the epoch agreement this rank did not
+// wait for (pipelined), if any: usually it arrived long ago. It was proven
+// not to change the snapshot, so only the agreed prefix moves.
+func (s *Selector) settle(ctx context.Context) error {
+	if s.pendW == 0 {
+		return nil
+	}
+	w := s.pendW
+	s.pendW = 0
+	res, err := s.finishRound(ctx, 3+w)
+	if err != nil {
+		return err
+	}
+	s.setAgreed(res, w)
+	return nil
+}
+
+// startRound contributes v to the epoch's agreement; finishRound returns
+// its result. With an Agreement that is not Pipelined, startRound runs the
+// whole allreduce (pipelined is false) and finishRound returns what it
+// kept.
+func (s *Selector) startRound(ctx context.Context, v []int64) (pipelined bool, err error) {
+	s.stats.Agreements++
+	p, ok := s.opt.Agreement.(Pipelined)
+	if !ok {
+		s.early, err = s.allReduce(ctx, v)
+		return false, err
+	}
+	if err := p.StartMin(v); err != nil {
+		return true, fmt.Errorf("selector: agreement step: %w", err)
+	}
+	return true, nil
+}
+
+func (s *Selector) finishRound(ctx context.Context, n int) ([]int64, error) {
+	p, ok := s.opt.Agreement.(Pipelined)
+	if !ok {
+		res := s.early
+		s.early = nil
+		return res, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer cancel()
+	res, err := p.FinishMin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("selector: agreement step: %w", err)
+	}
+	if len(res) != n {
+		return nil, fmt.Errorf("selector: agreement returned %d values for %d", len(res), n)
+	}
+	return res, nil
+}
+
+// stable reports whether every possible result of the agreement on v (an
+// epoch's vector, attribute window w) gives the installed snapshot. The
+// result r lies between the agreed prefix lo (the previous result) and
+// this rank's own hi, element by element: every rank's line counts and
+// clock only grow, so MIN over the ranks is at least lo and at most v. And
+// the snapshot grows with the prefix: an attribute's visibility, the log
+// line its value comes from (srcAt) and a schedule's selectability each
+// only move one way as the prefix and the cut grow. So if the snapshots at
+// lo and at hi both equal the installed one, so does the snapshot at r.
+func (s *Selector) stable(v []int64, w int) bool {
+	if s.changedAt(&s.agreed) {
+		return false
+	}
+	hi := &s.hiBuf
+	hi.attrs = int(min(v[0], int64(w)))
+	hi.scheds = int(v[1])
+	hi.cut = v[2]
+	hi.logs = hi.logs[:0]
+	for i := 0; i < hi.attrs; i++ {
+		hi.logs = append(hi.logs, int(v[3+i]))
+	}
+	return !s.changedAt(hi)
+}
+
+// visibleAt reports whether attribute entry i is visible under prefix p.
+func (s *Selector) visibleAt(p *agreedPrefix, i int) bool {
+	if i >= p.attrs || i >= len(s.rd.attrs) {
 		return false
 	}
 	a := s.rd.attrs[i]
-	return a.ok && a.decl.ValidAfter <= s.agreed.cut
+	return a.ok && a.decl.ValidAfter <= p.cut
+}
+
+// attrVisible reports whether attribute entry i is in the agreed snapshot.
+func (s *Selector) attrVisible(i int) bool { return s.visibleAt(&s.agreed, i) }
+
+// activeAt reports whether schedule c is selectable under prefix p.
+func (s *Selector) activeAt(p *agreedPrefix, c *sched) bool {
+	if c.id >= p.scheds || !c.ok || c.entry.ValidAfter > p.cut || c.cs != csCompiled || c.ls == lsInvalid || c.ls == lsMissing {
+		return false
+	}
+	for _, i := range c.attrs {
+		if !s.visibleAt(p, i) {
+			return false
+		}
+	}
+	return true
 }
 
 // schedActive reports whether schedule c is selectable in the agreed
@@ -130,28 +252,29 @@ func (s *Selector) schedActive(c *sched) (bool, string) {
 	return true, ""
 }
 
-// valueSource returns the value source of attribute i (a log line, or -1
-// for the default) under the agreed prefix.
-func (s *Selector) valueSource(i int) (int, bool) {
-	if !s.attrVisible(i) {
+// sourceAt returns the value source of attribute i (a log line, or -1 for
+// the default) under prefix p, and whether it is visible. It changes
+// nothing.
+func (s *Selector) sourceAt(p *agreedPrefix, i int) (int, bool) {
+	if !s.visibleAt(p, i) {
 		return 0, false
 	}
 	a := s.rd.attrs[i]
 	if a.decl.Origin != bc.Exo {
 		return -1, true
 	}
-	_, src := a.valueAt(s.agreed.logs[i], s.agreed.cut)
+	_, src := a.srcAt(p.logs[i], p.cut)
 	return src, true
 }
 
-// changed reports whether the agreed prefix gives a different snapshot
-// from the installed one: another set of selectable schedules, or another
-// visible attribute or value. It allocates nothing.
-func (s *Selector) changed() bool {
+// changedAt reports whether prefix p gives a different snapshot from the
+// installed one: another set of selectable schedules, or another visible
+// attribute or value. It allocates nothing.
+func (s *Selector) changedAt(p *agreedPrefix) bool {
 	old := s.snap
 	n := 0
 	for _, c := range s.rd.scheds {
-		if ok, _ := s.schedActive(c); ok {
+		if s.activeAt(p, c) {
 			if n >= len(old.active) || old.active[n] != c.id {
 				return true
 			}
@@ -162,7 +285,7 @@ func (s *Selector) changed() bool {
 		return true
 	}
 	for i := range s.rd.attrs {
-		src, vis := s.valueSource(i)
+		src, vis := s.sourceAt(p, i)
 		if i >= len(old.visible) {
 			if vis {
 				return true
@@ -185,7 +308,7 @@ func (s *Selector) build() {
 		src:     make([]int, n),
 	}
 	for i, a := range s.rd.attrs {
-		src, vis := s.valueSource(i)
+		src, vis := s.sourceAt(&s.agreed, i)
 		sn.visible[i], sn.src[i] = vis, src
 		if !vis || a.decl.Origin != bc.Exo {
 			continue
@@ -194,7 +317,7 @@ func (s *Selector) build() {
 		sn.env.Attrs[i], sn.env.Vecs[i] = val.Bits, val.Vec
 	}
 	for _, c := range s.rd.scheds {
-		if ok, _ := s.schedActive(c); ok {
+		if s.activeAt(&s.agreed, c) {
 			sn.byColl[c.entry.Collective] = append(sn.byColl[c.entry.Collective], c)
 			sn.active = append(sn.active, c.id)
 			sn.rankLocal[c.entry.Collective] = sn.rankLocal[c.entry.Collective] || c.rankLocal
