@@ -155,13 +155,33 @@ func WithDevice(f func() error) error {
 	return b.(*Backend).with(f)
 }
 
-// timeLaunches turns on the per-stream accounting of the time spent in
-// cuLaunchKernel (TimeLaunches), for the host-time-per-call benchmark.
-var timeLaunches atomic.Bool
+// launchTiming is the per-stream accounting of the time spent in
+// cuLaunchKernel (a driver.LaunchTiming: TimeLaunches, TimeLaunchParts),
+// for the host-time-per-call benchmark.
+var launchTiming atomic.Int32
 
 // TimeLaunches turns on (or off) the accounting that Stream.LaunchTime
-// reports. It costs two clock reads per launch while on.
-func TimeLaunches(on bool) { timeLaunches.Store(on) }
+// reports: the time inside cuLaunchKernel, measured in C around the driver
+// call itself (the cgo crossing is host time). It costs two clock reads
+// per launch while on (driver.ClockCost).
+func TimeLaunches(on bool) {
+	if on {
+		launchTiming.Store(int32(driver.TimeLaunch))
+	} else {
+		launchTiming.Store(int32(driver.TimeNothing))
+	}
+}
+
+// TimeLaunchParts is TimeLaunches that also accounts the time the launch
+// spends in the driver before cuLaunchKernel (context switch and capture
+// query: Stream.PrelaunchTime), for one more clock read per launch.
+func TimeLaunchParts(on bool) {
+	if on {
+		launchTiming.Store(int32(driver.TimeLaunchAndPre))
+	} else {
+		launchTiming.Store(int32(driver.TimeNothing))
+	}
+}
 
 // Device is the GPU ordinal the backend runs on.
 func (b *Backend) Device() int { return b.dev.Ordinal }
@@ -622,16 +642,23 @@ type Stream struct {
 	// launching counts the launches being enqueued on the stream (see
 	// Backend.gate).
 	launching atomic.Int32
-	// cuLaunchKernel accounting (TimeLaunches).
+	// cuLaunchKernel accounting (TimeLaunches, TimeLaunchParts).
 	nlaunch atomic.Int64
 	dlaunch atomic.Int64
+	dpre    atomic.Int64
 }
 
 // LaunchTime returns how many kernels were launched on the stream while
-// TimeLaunches was on, and the time spent inside cuLaunchKernel for them.
+// TimeLaunches (or TimeLaunchParts) was on, and the time spent inside
+// cuLaunchKernel for them.
 func (s *Stream) LaunchTime() (int64, time.Duration) {
 	return s.nlaunch.Load(), time.Duration(s.dlaunch.Load())
 }
+
+// PrelaunchTime is the time those launches spent in the driver before
+// cuLaunchKernel (cuCtxGetCurrent, cuCtxSetCurrent when another context
+// was current, cuStreamIsCapturing) while TimeLaunchParts was on.
+func (s *Stream) PrelaunchTime() time.Duration { return time.Duration(s.dpre.Load()) }
 
 // CUStream is the underlying CUstream.
 func (s *Stream) CUStream() uintptr { return uintptr(s.s) }
@@ -651,6 +678,12 @@ func (s *Stream) CaptureLaunch(pp device.Prepared, launch uint64, fence, fenceCa
 
 // launch is Launch, first checking capture (cuStreamIsCapturing) when
 // check is set: a captured launch is fenced when fenceCaptured is set.
+//
+// Without staging copies (the usual case) the context switch, the capture
+// query and cuLaunchKernel are one call into C (driver.Device.Launch): one
+// cgo crossing, and no OS thread to hold. A launch that must be fenced
+// only if it is captured hands the C side the argument's fence count to
+// restore when it finds the stream capturing.
 func (s *Stream) launch(pp device.Prepared, launch uint64, fence, check, fenceCaptured bool) (capturing bool, err error) {
 	p, ok := pp.(*prepared)
 	if !ok {
@@ -663,6 +696,23 @@ func (s *Stream) launch(pp device.Prepared, launch uint64, fence, check, fenceCa
 	}
 	s.enter()
 	defer s.launching.Add(-1)
+	a := p.arg
+	*a = p.base
+	setLaunch(a, launch, s.errDev, s.claim, fence)
+	timing := driver.LaunchTiming(launchTiming.Load())
+	if len(p.in) == 0 && len(p.out) == 0 {
+		var capField unsafe.Pointer
+		if check && fenceCaptured && !fence {
+			capField = unsafe.Pointer(&a.nfence)
+		}
+		r, err := s.b.dev.Launch(s.s, check, p.fn, p.grid, p.threads, unsafe.Pointer(a), capField, int32(p.base.nfence), timing)
+		if timing != driver.TimeNothing && err == nil {
+			s.account(r)
+		}
+		return r.Capturing, err
+	}
+	// Staged foreign memory: copies around the launch, on a held thread
+	// with the context current.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	// One call into the driver's library for the context and the capture
@@ -670,24 +720,21 @@ func (s *Stream) launch(pp device.Prepared, launch uint64, fence, check, fenceCa
 	if capturing, err = s.b.dev.Prelaunch(s.s, check); err != nil {
 		return false, err
 	}
-	fence = fence || (capturing && fenceCaptured)
-	a := p.arg
-	*a = p.base
-	setLaunch(a, launch, s.errDev, s.claim, fence)
+	if capturing && fenceCaptured && !fence {
+		a.nfence = p.base.nfence
+	}
 	for _, c := range p.in {
 		if err := driver.CopyDtoDAsync(driver.Ptr(c.Dst), driver.Ptr(c.Src), c.N, s.s); err != nil {
 			return capturing, err
 		}
 	}
-	timed := timeLaunches.Load()
 	var t0 time.Time
-	if timed {
+	if timing != driver.TimeNothing {
 		t0 = time.Now()
 	}
 	err = launchKernel(p.fn, p.grid, p.threads, s.s, a)
-	if timed {
-		s.dlaunch.Add(int64(time.Since(t0)))
-		s.nlaunch.Add(1)
+	if timing != driver.TimeNothing && err == nil {
+		s.account(driver.LaunchResult{LaunchTime: time.Since(t0)})
 	}
 	if err != nil {
 		return capturing, err
@@ -698,6 +745,13 @@ func (s *Stream) launch(pp device.Prepared, launch uint64, fence, check, fenceCa
 		}
 	}
 	return capturing, nil
+}
+
+// account adds a timed launch to the stream's accounting (TimeLaunches).
+func (s *Stream) account(r driver.LaunchResult) {
+	s.nlaunch.Add(1)
+	s.dlaunch.Add(int64(r.LaunchTime))
+	s.dpre.Add(int64(r.PreTime))
 }
 
 // enter counts a launch in progress on s (launching), which keeps the

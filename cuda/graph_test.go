@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -282,8 +284,22 @@ func TestLatency(t *testing.T) {
 // cache hit with the CUDA backend, excluding cuLaunchKernel (issue goal:
 // ≤ 1 µs): two ranks as goroutines, each timing its own calls, minus the
 // time its stream spent inside cuLaunchKernel (which includes any wait for
-// a full launch queue). Reported as host-ns/call.
-func BenchmarkCallHost(b *testing.B) {
+// a full launch queue). The launch time is measured in C around the driver
+// call itself (driver.Device.Launch), so the cgo crossing, the context
+// check and the capture query count as host time. Metrics:
+// host-ns/call, the slower rank's; epoch-ns/call, the part of it spent in
+// the selector's epochs (reading the context, the agreement, installing);
+// clock-ns, one clock read in C (the accounting adds about one to each
+// call's host time); allocs/call (both ranks').
+func BenchmarkCallHost(b *testing.B) { benchCallHost(b, false) }
+
+// BenchmarkCallHostParts is BenchmarkCallHost with the driver time before
+// cuLaunchKernel (cuCtxGetCurrent, cuStreamIsCapturing) also measured:
+// pre-ns/call, which host-ns/call includes. The extra clock read makes its
+// host-ns/call about clock-ns higher than BenchmarkCallHost's.
+func BenchmarkCallHostParts(b *testing.B) { benchCallHost(b, true) }
+
+func benchCallHost(b *testing.B, parts bool) {
 	needGPU(b)
 	const n, count = 2, 256
 	comms, streams, be := localComms(b, n)
@@ -305,12 +321,22 @@ func BenchmarkCallHost(b *testing.B) {
 	}); err != nil {
 		b.Fatal(err)
 	}
-	cuda.TimeLaunches(true)
+	if parts {
+		cuda.TimeLaunchParts(true)
+	} else {
+		cuda.TimeLaunches(true)
+	}
 	defer cuda.TimeLaunches(false)
 	host := make([]time.Duration, n)
+	pre := make([]time.Duration, n)
+	epoch := make([]time.Duration, n)
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
 	b.ResetTimer()
 	err := onEach(n, func(r int) error {
 		k0, d0 := streams[r].LaunchTime()
+		p0 := streams[r].PrelaunchTime()
+		e0 := comms[r].Stats().Selector.EpochTime
 		start := time.Now()
 		for i := 0; i < b.N; i++ {
 			if err := call(r); err != nil {
@@ -323,12 +349,21 @@ func BenchmarkCallHost(b *testing.B) {
 			return fmt.Errorf("rank %d: %d launches for %d calls", r, k1-k0, b.N)
 		}
 		host[r] = total - (d1 - d0)
+		pre[r] = streams[r].PrelaunchTime() - p0
+		epoch[r] = comms[r].Stats().Selector.EpochTime - e0
 		return streams[r].Synchronize()
 	})
 	b.StopTimer()
+	runtime.ReadMemStats(&ms1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	worst := max(host[0], host[1])
-	b.ReportMetric(float64(worst.Nanoseconds())/float64(b.N), "host-ns/call")
+	perCall := func(d []time.Duration) float64 { return float64(slices.Max(d).Nanoseconds()) / float64(b.N) }
+	b.ReportMetric(perCall(host), "host-ns/call")
+	b.ReportMetric(perCall(epoch), "epoch-ns/call")
+	b.ReportMetric(float64(driver.ClockCost(1000).Nanoseconds()), "clock-ns")
+	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(n*b.N), "allocs/call")
+	if parts {
+		b.ReportMetric(perCall(pre), "pre-ns/call")
+	}
 }

@@ -14,10 +14,16 @@ package driver
 
 /*
 #cgo LDFLAGS: -ldl
+#cgo noescape th_launch_checked
+#cgo nocallback th_launch_checked
+#cgo noescape th_prelaunch
+#cgo nocallback th_prelaunch
+#cgo nocallback th_clock_cost
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -179,6 +185,63 @@ static CUresult th_prelaunch(CUcontext c, CUstream s, int check, int* st, int* w
   if (check && th_cuStreamIsCapturing(s, st) != 0) *st = 0;
   return 0;
 }
+// th_now is CLOCK_MONOTONIC in nanoseconds (the clock Go's time.Since
+// uses).
+static int64_t th_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+// th_clock_cost is the mean cost of one th_now over n calls, in ns.
+static double th_clock_cost(int n) {
+  int64_t t0 = th_now();
+  for (int i = 0; i < n; i++) th_now();
+  return (double)(th_now() - t0) / (n + 1);
+}
+// th_launch_out is th_launch_checked's result, returned by value so that
+// the call passes no pointer to Go memory but the kernel argument.
+typedef struct {
+  CUresult r;
+  int which;      // the failing call: 0 cuCtxGetCurrent, 1 cuCtxSetCurrent, 2 cuLaunchKernel
+  int capturing;  // the stream is being captured (check set)
+  int64_t pre_ns; // timed 2: ns in the context switch and capture query
+  int64_t ns;     // timed >= 1: ns inside cuLaunchKernel
+} th_launch_out;
+// th_launch_checked is th_prelaunch then th_launch1, in one crossing from
+// Go: make c current unless it is, read s's capture status when check is
+// set (a failed query reads as not capturing), and when the stream is
+// being captured set the 32-bit word at capfield (a field of arg; may be
+// null) to capval; then launch f with arg. With timed >= 1 the time spent
+// inside cuLaunchKernel is measured (CLOCK_MONOTONIC), with timed 2 also
+// the time before it.
+static th_launch_out th_launch_checked(CUcontext c, CUstream s, int check, CUfunction f, unsigned gx, unsigned bx,
+                                       void* arg, int32_t* capfield, int32_t capval, int timed) {
+  th_launch_out o = {0, 0, 0, 0, 0};
+  int64_t t0 = timed == 2 ? th_now() : 0;
+  CUcontext cur = 0;
+  o.r = th_cuCtxGetCurrent(&cur);
+  if (o.r != 0) return o;
+  if (cur != c) {
+    o.which = 1;
+    o.r = th_cuCtxSetCurrent(c);
+    if (o.r != 0) return o;
+  }
+  if (check) {
+    int st = 0;
+    if (th_cuStreamIsCapturing(s, &st) == 0 && st == 1) {
+      o.capturing = 1;
+      if (capfield) *capfield = capval;
+    }
+  }
+  o.which = 2;
+  int64_t t1 = timed ? th_now() : 0;
+  o.r = th_launch1(f, gx, bx, 0, s, arg);
+  if (timed) {
+    o.ns = th_now() - t1;
+    if (timed == 2) o.pre_ns = t1 - t0;
+  }
+  return o;
+}
 static CUresult th_cuStreamWaitEvent(CUstream s, CUevent e, unsigned f) { return FN(CUresult(*)(CUstream, CUevent, unsigned), F_cuStreamWaitEvent)(s, e, f); }
 static CUresult th_cuEventCreate(CUevent* e, unsigned f) { return FN(CUresult(*)(CUevent*, unsigned), F_cuEventCreate)(e, f); }
 static CUresult th_cuEventDestroy(CUevent e) { return FN(CUresult(*)(CUevent), F_cuEventDestroy)(e); }
@@ -215,6 +278,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -410,6 +474,62 @@ func (d *Device) Prelaunch(s Stream, checkCapture bool) (capturing bool, err err
 		return false, check([]string{"cuCtxGetCurrent", "cuCtxSetCurrent"}[which], r)
 	}
 	return st == CaptureActive, nil
+}
+
+// LaunchTiming selects what Device.Launch measures (the host-time
+// benchmark's accounting, off otherwise).
+type LaunchTiming int32
+
+const (
+	// TimeNothing measures nothing.
+	TimeNothing LaunchTiming = iota
+	// TimeLaunch measures the time inside cuLaunchKernel.
+	TimeLaunch
+	// TimeLaunchAndPre also measures the context switch and capture query
+	// before it.
+	TimeLaunchAndPre
+)
+
+// LaunchResult is what Device.Launch reports besides an error.
+type LaunchResult struct {
+	// Capturing: the stream was being captured into a CUDA graph.
+	Capturing bool
+	// LaunchTime is the time inside cuLaunchKernel (TimeLaunch or more).
+	LaunchTime time.Duration
+	// PreTime is the time before it, in cuCtxGetCurrent,
+	// cuCtxSetCurrent and cuStreamIsCapturing (TimeLaunchAndPre).
+	PreTime time.Duration
+}
+
+// Launch is Prelaunch followed by Launch1, in one call from Go (one cgo
+// crossing instead of two, and no thread to hold: the context switch and
+// the launch run on the same OS thread by construction). It makes the
+// device's context current on the calling thread unless it is; when
+// checkCapture is set it reads whether stream s is being captured (a failed
+// query reads as not capturing) and, when it is, stores capVal in the
+// int32 at capField (a field of the kernel argument arg, or nil) before
+// launching f on grid x block threads with arg (see Launch1). timing says
+// what it measures (LaunchResult). Errors: cuCtxGetCurrent's,
+// cuCtxSetCurrent's or cuLaunchKernel's.
+func (d *Device) Launch(s Stream, checkCapture bool, f Function, grid, block int, arg, capField unsafe.Pointer, capVal int32, timing LaunchTiming) (LaunchResult, error) {
+	ck := C.int(0)
+	if checkCapture {
+		ck = 1
+	}
+	o := C.th_launch_checked(d.ctx, C.th_s(C.uintptr_t(s)), ck, C.th_f(C.uintptr_t(f)), C.uint(grid), C.uint(block),
+		arg, (*C.int32_t)(capField), C.int32_t(capVal), C.int(timing))
+	res := LaunchResult{Capturing: o.capturing != 0, LaunchTime: time.Duration(o.ns), PreTime: time.Duration(o.pre_ns)}
+	if o.r != 0 {
+		return res, check([]string{"cuCtxGetCurrent", "cuCtxSetCurrent", "cuLaunchKernel"}[o.which], o.r)
+	}
+	return res, nil
+}
+
+// ClockCost is the mean cost of one read of CLOCK_MONOTONIC from C (what
+// Launch's timing reads twice per launch), measured over n reads. It
+// needs no driver.
+func ClockCost(n int) time.Duration {
+	return time.Duration(float64(C.th_clock_cost(C.int(max(n, 1)))) + 0.5)
 }
 
 // Attribute reads a device attribute.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // requireGPU skips the test, saying why, when this machine has no NVIDIA
@@ -119,4 +120,14 @@ func BenchmarkHostCalls(b *testing.B) {
 			d.Prelaunch(s, true)
 		}
 	})
+}
+
+// ClockCost needs no driver: it is what the launch accounting's clock
+// reads cost (the host-time benchmark reports it).
+func TestClockCost(t *testing.T) {
+	c := ClockCost(1000)
+	if c < 0 || c > 10*time.Microsecond {
+		t.Fatalf("one clock read costs %v", c)
+	}
+	t.Logf("one CLOCK_MONOTONIC read from C: %v", c)
 }
