@@ -106,6 +106,7 @@ different schedules, 2 usage error, 3 failure (a collective failed).`,
 	f.IntVar(&b.device, "device", -1, "device ordinal of this process (default: LOCAL_RANK or OMPI_COMM_WORLD_LOCAL_RANK, else 0)")
 	f.DurationVar(&b.timeout, "timeout", 0, "bound on every wait on a peer (default THESEUS_TIMEOUT, 60s)")
 	f.StringVar(&b.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
+	b.cmd.AddCommand(newCompareCmd(s))
 	return b.cmd
 }
 
