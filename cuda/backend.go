@@ -506,16 +506,19 @@ func (b *Backend) newStream(s driver.Stream, owned bool) (*Stream, error) {
 
 // prepared is the CUDA launch state of one request shape.
 type prepared struct {
-	b    *Backend
-	fn   driver.Function // the kernel module of the request's datatype
-	base Launch
-	// arg is the launch argument handed to cuLaunchKernel: base with the
-	// per-launch fields set. An object of its own, without Go pointers,
-	// as cgo requires of what a pointer passed to C points into; reused by
-	// every launch (the driver copies it before cuLaunchKernel returns,
-	// and the executor launches one prepared at a time: its
-	// communicator's calls are serialised), so a launch allocates nothing.
-	arg     *Launch
+	b  *Backend
+	fn driver.Function // the kernel module of the request's datatype
+	// arg is the launch argument handed to cuLaunchKernel, filled at
+	// Prepare; a launch sets only its per-launch fields (setLaunch). An
+	// object of its own, without Go pointers, as cgo requires of what a
+	// pointer passed to C points into; reused by every launch (the driver
+	// copies it before cuLaunchKernel returns, and the executor launches
+	// one prepared at a time: its communicator's calls are serialised), so
+	// a launch allocates and copies nothing.
+	arg *Launch
+	// nfence is the fence count of a fenced launch (arg's is 0 when a
+	// launch is not fenced).
+	nfence  int32
 	grid    int
 	threads int
 	mem     []driver.Ptr // what Release frees
@@ -597,15 +600,16 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 		if !t.Collective.Rooted() {
 			root, shift = 0, 0
 		}
-		fillLaunch(&p.base, launchFields{
+		fillLaunch(p.arg, launchFields{
 			table: driver.Ptr(a.TableMem.Ptr), chans: chans, bufs: bufs, publish: driver.Ptr(a.Publish.Ptr),
 			barriers: barriers, abort: driver.Ptr(a.Abort),
 			count: a.Count, stride: a.Layout.Stride, slices: a.Layout.Slices, timeout: a.Timeout,
 			rank: a.Rank, nranks: a.NRanks, root: root, shift: shift, dtype: a.DataType, redop: a.RedOp,
 			inplace: a.InPlace, ll8: a.PacketType == ir.LL8, elemSize: int(a.Layout.ElemSize),
 		})
-		fillHalf(&p.base, a.ScratchHalf)
-		fillDone(&p.base, driver.Ptr(a.Done), finish, fence, len(a.Fence))
+		fillHalf(p.arg, a.ScratchHalf)
+		fillDone(p.arg, driver.Ptr(a.Done), finish, fence, len(a.Fence))
+		p.nfence = int32(len(a.Fence))
 		// The memsets and copies above run on the control stream: finish
 		// them before any launch on another stream reads these words.
 		return b.ctl.Synchronize()
@@ -697,15 +701,14 @@ func (s *Stream) launch(pp device.Prepared, launch uint64, fence, check, fenceCa
 	s.enter()
 	defer s.launching.Add(-1)
 	a := p.arg
-	*a = p.base
-	setLaunch(a, launch, s.errDev, s.claim, fence)
+	setLaunch(a, launch, s.errDev, s.claim, fence, p.nfence)
 	timing := driver.LaunchTiming(launchTiming.Load())
 	if len(p.in) == 0 && len(p.out) == 0 {
 		var capField unsafe.Pointer
 		if check && fenceCaptured && !fence {
 			capField = unsafe.Pointer(&a.nfence)
 		}
-		r, err := s.b.dev.Launch(s.s, check, p.fn, p.grid, p.threads, unsafe.Pointer(a), capField, int32(p.base.nfence), timing)
+		r, err := s.b.dev.Launch(s.s, check, p.fn, p.grid, p.threads, unsafe.Pointer(a), capField, p.nfence, timing)
 		if timing != driver.TimeNothing && err == nil {
 			s.account(r)
 		}
@@ -721,7 +724,7 @@ func (s *Stream) launch(pp device.Prepared, launch uint64, fence, check, fenceCa
 		return false, err
 	}
 	if capturing && fenceCaptured && !fence {
-		a.nfence = p.base.nfence
+		setFence(a, p.nfence)
 	}
 	for _, c := range p.in {
 		if err := driver.CopyDtoDAsync(driver.Ptr(c.Dst), driver.Ptr(c.Src), c.N, s.s); err != nil {

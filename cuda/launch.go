@@ -125,15 +125,20 @@ func fillDone(a *Launch, done, finish, fence driver.Ptr, nfence int) {
 }
 
 // setLaunch sets the per-launch fields of a prepared launch: the counter,
-// the stream's failure record and, unless fence, no fence.
-func setLaunch(a *Launch, launch uint64, errRec, claim driver.Ptr, fence bool) {
+// the stream's failure record, and the fence count: nfence when fence is
+// set, else 0 (no fence).
+func setLaunch(a *Launch, launch uint64, errRec, claim driver.Ptr, fence bool, nfence int32) {
 	a.launch = C.uint64_t(launch)
 	a.error = C.uint64_t(errRec)
 	a.claim = C.uint64_t(claim)
-	if !fence {
-		a.nfence = 0
+	a.nfence = 0
+	if fence {
+		a.nfence = C.int32_t(nfence)
 	}
 }
+
+// setFence sets a launch's fence count (a captured launch is fenced).
+func setFence(a *Launch, nfence int32) { a.nfence = C.int32_t(nfence) }
 
 // KernelError is a failure the kernel recorded.
 type KernelError struct {
