@@ -25,24 +25,35 @@ import (
 // driverless is a device backend shaped like the CUDA backend (cuda.Backend)
 // on the per-call path, minus the driver: memory is the null backend's, and
 // every method the executor may call per collective does the host work
-// cuda.Backend does around its driver calls (locking the OS thread, the
-// stream's lock and launch count, the reaper's flag, the host-mapped
-// failure record, filling the launch argument) and counts the driver calls
-// cuda.Backend makes there:
+// cuda.Backend does around its driver calls (the stream's lock and launch
+// count, the reaper's flag, the host-mapped failure record, filling the
+// launch argument, holding the OS thread where cuda does) and counts the
+// calls into C (cgo crossings) and the driver calls cuda.Backend makes
+// there:
 //
 //   - Lookup: none for the backend's own allocations (all of this one's);
-//     cuCtxSetCurrent + cuMemGetAddressRange + cuPointerGetAttribute for
-//     other memory;
-//   - Stream.Capturing: cuCtxSetCurrent + cuStreamIsCapturing;
-//   - Stream.Launch: cuCtxSetCurrent + cuLaunchKernel (+ staging copies);
-//   - Stream.CaptureLaunch: cuCtxSetCurrent + cuStreamIsCapturing +
-//     cuLaunchKernel;
-//   - Stream.After: cuCtxSetCurrent + cuEventRecord + cuStreamWaitEvent.
+//     cuCtxSetCurrent + cuMemGetAddressRange + cuPointerGetAttribute, three
+//     crossings, for other memory;
+//   - Stream.Capturing: one crossing (driver.Device.Prelaunch):
+//     cuCtxGetCurrent + cuStreamIsCapturing;
+//   - Stream.Launch, Stream.CaptureLaunch without staging copies: one
+//     crossing (driver.Device.Launch): cuCtxGetCurrent (+ cuCtxSetCurrent
+//     when another context is current, never here), cuStreamIsCapturing
+//     (CaptureLaunch), cuLaunchKernel;
+//   - Stream.After: three crossings, cuCtxSetCurrent + cuEventRecord +
+//     cuStreamWaitEvent.
+//
+// What it cannot model is the cost of those crossings and driver calls on
+// the GPU machine: see BenchmarkCallHostCPU.
 type driverless struct {
 	*devicetest.Null
 	gate    sync.RWMutex
 	reaping atomic.Bool
 	regions device.RegionSet
+	// wait, when set, is how long each launch blocks its thread, as
+	// cuLaunchKernel does while the GPU drains a full launch queue (the
+	// "gpubound" benchmark); the stream accounts it as launch time.
+	wait time.Duration
 }
 
 func (b *driverless) Alloc(size int64) (device.Ptr, error) {
@@ -72,17 +83,17 @@ func (b *driverless) NewStream() (device.Stream, error) {
 	return &driverlessStream{b: b, ns: ns, errRec: new([64]byte)}, nil
 }
 
-// driverlessArg stands for cuda.Launch (the kernel's 176-byte argument).
+// driverlessArg stands for cuda.Launch (the kernel's 184-byte argument).
 type driverlessArg struct {
-	words  [18]uint64
+	words  [20]uint64
 	ints   [4]int32
 	bytes8 [8]uint8
 }
 
 type driverlessPrepared struct {
 	device.Prepared
-	base driverlessArg
-	arg  *driverlessArg
+	arg    *driverlessArg
+	nfence int32
 }
 
 func (b *driverless) Prepare(a *device.Args) (device.Prepared, error) {
@@ -90,7 +101,7 @@ func (b *driverless) Prepare(a *device.Args) (device.Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &driverlessPrepared{Prepared: p, arg: new(driverlessArg)}, nil
+	return &driverlessPrepared{Prepared: p, arg: new(driverlessArg), nfence: int32(len(a.Fence))}, nil
 }
 
 func (b *driverless) ShareContext() {}
@@ -102,12 +113,13 @@ type driverlessStream struct {
 	errRec    *[64]byte // the host-mapped failure record
 	closed    atomic.Bool
 	launching atomic.Int32
-	// Launches, the driver calls cuda.Stream would have made, and the
-	// separate capture checks (Capturing).
-	launches, driver, checks atomic.Int64
-	// cuda.Stream is 128 bytes with its allocation class, so that two
-	// ranks' streams allocated one after the other share no cache line.
-	_ [32]byte
+	// Launches, the calls into C and driver calls cuda.Stream would have
+	// made, and the separate capture checks (Capturing).
+	launches, cgo, driver, checks atomic.Int64
+	waited                        atomic.Int64 // ns blocked in launches (driverless.wait)
+	// cuda.Stream is 128 bytes (its allocation class), so that two ranks'
+	// streams allocated one after the other share no cache line.
+	_ [24]byte
 }
 
 func (s *driverlessStream) Launch(pp device.Prepared, launch uint64, fence bool) error {
@@ -119,6 +131,9 @@ func (s *driverlessStream) CaptureLaunch(pp device.Prepared, launch uint64, fenc
 	return s.launch(pp, launch, fence, true, fenceCaptured)
 }
 
+// launch follows cuda.Stream.launch without staging copies: the checks
+// and the argument in Go, then one call into C that queries the capture
+// status and launches.
 func (s *driverlessStream) launch(pp device.Prepared, launch uint64, fence, check, fenceCaptured bool) (bool, error) {
 	p, ok := pp.(*driverlessPrepared)
 	if !ok {
@@ -143,23 +158,32 @@ func (s *driverlessStream) launch(pp device.Prepared, launch uint64, fence, chec
 		s.b.gate.RUnlock()
 	}
 	defer s.launching.Add(-1)
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	calls := int64(2) // cuCtxSetCurrent, cuLaunchKernel
+	a := p.arg // filled at Prepare: only the per-launch fields change
+	a.words[0] = launch
+	a.words[1], a.words[2] = 1, 2 // the stream's failure record and claim word
+	a.ints[0] = 0
+	if fence {
+		a.ints[0] = p.nfence
+	}
+	// The call into C (driver.Device.Launch).
+	calls := int64(2) // cuCtxGetCurrent, cuLaunchKernel
 	capturing := false
 	if check {
 		calls++ // cuStreamIsCapturing
-		capturing = s.ns.Capturing()
-		fence = fence || (capturing && fenceCaptured)
+		if capturing = s.ns.Capturing(); capturing && fenceCaptured && !fence {
+			a.ints[0] = p.nfence
+		}
 	}
-	a := p.arg
-	*a = p.base
-	a.words[0] = launch
-	if !fence {
-		a.ints[0] = 0
-	}
+	s.cgo.Add(1)
 	s.driver.Add(calls)
 	s.launches.Add(1)
+	if w := s.b.wait; w > 0 {
+		// Blocked in the driver: the thread sleeps, its core is free.
+		t0 := time.Now()
+		ts := unix.NsecToTimespec(int64(w))
+		unix.Nanosleep(&ts, nil)
+		s.waited.Add(int64(time.Since(t0)))
+	}
 	return capturing, nil
 }
 
@@ -172,12 +196,14 @@ func (s *driverlessStream) Capturing() bool {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	s.cgo.Add(1)
 	s.driver.Add(2)
 	return s.ns.Capturing()
 }
 
 func (s *driverlessStream) After(prev device.Stream) error {
 	if p, ok := prev.(*driverlessStream); ok && p != s {
+		s.cgo.Add(3)
 		s.driver.Add(3)
 	}
 	return nil
@@ -192,23 +218,52 @@ func (s *driverlessStream) Close() error       { s.closed.Store(true); return s.
 // own stream, with the embedded default selection context and the default
 // THESEUS_CONTEXT_CHECK_PERIOD (epochs included), on the driverless
 // backend. It measures the host time of one collective call on a full
-// cache hit, except the driver calls, for 256 floats. "default" is
+// cache hit, except the calls into C, for 256 floats. "default" is
 // BenchmarkCallHost (the default context's LL all-pairs schedule, which
 // like every default schedule reaches no peer's buffers); "registered"
 // runs a Simple one-shot schedule that reads the peer's input, so every
-// call also looks up both buffers (executor level L2). Metrics, per
-// call: host-ns/call, the slower rank's wall time (as BenchmarkCallHost
-// reports it); cpu-ns/call, the slower rank's thread CPU time (steadier on
-// a busy machine); allocs/call (both ranks'); driver-calls/call, the driver
-// calls the CUDA backend makes (cuLaunchKernel included);
-// capture-checks/call, separate Stream.Capturing calls; l2-hits/call.
+// call also looks up both buffers (executor level L2).
+//
+// Like BenchmarkCallHost the ranks' goroutines are not held on OS threads.
+// Metrics, per call: host-ns/call, the slower rank's wall time (as
+// BenchmarkCallHost reports it); epoch-ns/call, the part of it in the
+// selector's epochs; cpu-ns/call, the whole process's CPU time per rank's
+// call (every thread: the ranks, the bootstrap's readers and the epoch
+// agreement's reducer, the Go runtime); allocs/call (both ranks');
+// cgo-calls/call and driver-calls/call, the calls into C and the driver
+// calls the CUDA backend makes (cuLaunchKernel included); capture-checks/call,
+// separate Stream.Capturing calls; l2-hits/call.
+//
+// On the GPU machine a call costs about this model's host-ns/call plus, per
+// crossing, the cgo call itself and the driver calls before
+// cuLaunchKernel (BenchmarkCallHostParts' pre-ns/call).
+//
+// "default" keeps both cores of a 2-core machine busy with the two ranks,
+// so the epoch agreement's reducer and the bootstrap's readers get a core
+// only when a rank waits: a pipelined epoch's result is not in yet at the
+// next epoch, and the rank waits for it there. On the GPU machine the
+// ranks spend most of each call blocked in cuLaunchKernel (BenchmarkCallHost
+// is GPU-bound: about 18 µs per call) and idle cores run those goroutines
+// at once. "gpubound" models that: each launch blocks its thread for 20 µs
+// (a sleep, which takes longer: timer slack), accounted as launch time and
+// left out of host-ns/call as BenchmarkCallHost leaves out cuLaunchKernel,
+// with GOMAXPROCS at least 4 so that the sleeping ranks' processors are
+// not the only ones. Run it with fewer calls (-benchtime 20000x).
 func BenchmarkCallHostCPU(b *testing.B) {
 	b.Run("default", func(b *testing.B) {
 		dir := b.TempDir()
 		if err := contexts.Materialize(dir); err != nil {
 			b.Fatal(err)
 		}
-		benchCallHost(b, dir)
+		benchCallHost(b, dir, 0)
+	})
+	b.Run("gpubound", func(b *testing.B) {
+		dir := b.TempDir()
+		if err := contexts.Materialize(dir); err != nil {
+			b.Fatal(err)
+		}
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(4, runtime.GOMAXPROCS(0))))
+		benchCallHost(b, dir, 20*time.Microsecond)
 	})
 	b.Run("registered", func(b *testing.B) {
 		dir := b.TempDir()
@@ -216,13 +271,13 @@ func BenchmarkCallHostCPU(b *testing.B) {
 		if err := commtest.Write(dir, 2, commtest.DefaultAttrs, scheds); err != nil {
 			b.Fatal(err)
 		}
-		benchCallHost(b, dir)
+		benchCallHost(b, dir, 0)
 	})
 }
 
-func benchCallHost(b *testing.B, dir string) {
+func benchCallHost(b *testing.B, dir string, wait time.Duration) {
 	const n, count = 2, 256
-	be := &driverless{Null: devicetest.NewNull()}
+	be := &driverless{Null: devicetest.NewNull(), wait: wait}
 	cfg := Config{Backend: "driverless", ContextDir: dir}
 	cfg.Options.Backend = be
 	comms, err := NewLocalComms(context.Background(), n, cfg)
@@ -272,32 +327,34 @@ func benchCallHost(b *testing.B, dir string) {
 	for _, c := range comms {
 		l2 += c.Stats().Executor.L2Hits
 	}
-	var checks, calls0, launches int64
+	var checks, calls0, cgo0, launches int64
 	for _, s := range streams {
 		checks += s.checks.Load()
 		calls0 += s.driver.Load()
+		cgo0 += s.cgo.Load()
 		launches += s.launches.Load()
 	}
 	host := make([]time.Duration, n)
-	cpu := make([]time.Duration, n)
+	epoch := make([]time.Duration, n)
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
+	cpu0 := processCPU()
 	b.ResetTimer()
 	err = each(func(r int) error {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		cpu0 := threadCPU()
+		e0 := comms[r].Stats().Selector.EpochTime
+		w0 := streams[r].waited.Load()
 		start := time.Now()
 		for range b.N {
 			if err := call(r); err != nil {
 				return err
 			}
 		}
-		host[r] = time.Since(start)
-		cpu[r] = threadCPU() - cpu0
+		host[r] = time.Since(start) - time.Duration(streams[r].waited.Load()-w0)
+		epoch[r] = comms[r].Stats().Selector.EpochTime - e0
 		return nil
 	})
 	b.StopTimer()
+	cpu := processCPU() - cpu0
 	runtime.ReadMemStats(&ms1)
 	if err != nil {
 		b.Fatal(err)
@@ -306,6 +363,7 @@ func benchCallHost(b *testing.B, dir string) {
 	for _, s := range streams {
 		checks -= s.checks.Load()
 		calls0 -= s.driver.Load()
+		cgo0 -= s.cgo.Load()
 		launches -= s.launches.Load()
 	}
 	for _, c := range comms {
@@ -315,20 +373,21 @@ func benchCallHost(b *testing.B, dir string) {
 		b.Fatalf("%d launches for %d calls", -launches, n*b.N)
 	}
 	b.ReportMetric(float64(slices.Max(host).Nanoseconds())/float64(b.N), "host-ns/call")
-	b.ReportMetric(float64(slices.Max(cpu).Nanoseconds())/float64(b.N), "cpu-ns/call")
+	b.ReportMetric(float64(slices.Max(epoch).Nanoseconds())/float64(b.N), "epoch-ns/call")
+	b.ReportMetric(float64(cpu.Nanoseconds())/calls, "cpu-ns/call")
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/calls, "allocs/call")
+	b.ReportMetric(float64(-cgo0)/calls, "cgo-calls/call")
 	b.ReportMetric(float64(-calls0)/calls, "driver-calls/call")
 	b.ReportMetric(float64(-checks)/calls, "capture-checks/call")
 	b.ReportMetric(float64(-l2)/calls, "l2-hits/call")
 }
 
-// threadCPU is the calling thread's CPU time (the caller holds its thread):
-// unlike the wall time, it leaves out the time other processes of a busy
-// machine take the core.
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+// processCPU is the CPU time of the whole process (every thread), user and
+// system.
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
 		return 0
 	}
-	return time.Duration(ts.Nano())
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
