@@ -43,6 +43,16 @@ type Call struct {
 	Stream device.Stream
 }
 
+// validated is what Validate reads of a call: every field but the stream.
+type validated struct {
+	coll       ir.Collective
+	send, recv device.Ptr
+	count      int64
+	dtype      ir.DataType
+	op         ir.RedOp
+	root       int
+}
+
 // Validate checks c before anything is selected or materialised (the
 // documented per-call errors, docs/runtime.md "Errors"):
 //
@@ -150,9 +160,16 @@ func (c *Comm) Collective(ctx context.Context, call *Call) error {
 	if e := c.asyncErr.Load(); e != nil {
 		return e
 	}
-	inPlace, err := c.Validate(call)
-	if err != nil {
-		return err
+	// A repeat of the last valid call (the usual case) is valid in the same
+	// way: Validate depends on nothing else (not on the stream).
+	v := validated{call.Coll, call.Send, call.Recv, call.Count, call.DataType, call.RedOp, call.Root}
+	inPlace := c.valid.inPlace
+	if !c.valid.ok || v != c.valid.call {
+		var err error
+		if inPlace, err = c.Validate(call); err != nil {
+			return err
+		}
+		c.valid.call, c.valid.inPlace, c.valid.ok = v, inPlace, true
 	}
 	c.calls++
 	if call.Count == 0 {
@@ -164,7 +181,7 @@ func (c *Comm) Collective(ctx context.Context, call *Call) error {
 		root = call.Root
 	}
 	sreq := selector.Request{Coll: call.Coll, SendBuf: uintptr(call.Send), RecvBuf: uintptr(call.Recv), Count: call.Count,
-		DataType: call.DataType, RedOp: call.RedOp, PacketType: *c.cfg.PacketType, Root: root, NRanks: c.n,
+		DataType: call.DataType, RedOp: call.RedOp, PacketType: c.packet, Root: root, NRanks: c.n,
 		NLocalRanks: c.layout.PerNode, InPlace: inPlace}
 	if !call.Coll.Reduces() {
 		sreq.RedOp = ir.Sum

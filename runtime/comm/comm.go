@@ -221,8 +221,15 @@ type Comm struct {
 
 	scheds []*executor.Schedule
 	ereq   executor.Request
-	last   CallInfo
-	calls  uint64
+	packet ir.PacketType // *cfg.PacketType
+	// valid is the last call that passed Validate, and its answer.
+	valid struct {
+		call    validated
+		inPlace bool
+		ok      bool
+	}
+	last  CallInfo
+	calls uint64
 
 	// ctxState describes the selection context for ErrNoSchedule
 	// (contextState), as of selector epoch ctxStateEpoch.
@@ -273,7 +280,7 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 	if err := bindDevice(cfg.Backend.Name(), cfg.Device); err != nil {
 		return nil, &Error{Code: InvalidUsage, Op: "init", Rank: rank, Msg: "device", Err: fmt.Errorf("%w: %v", ErrLayout, err)}
 	}
-	c := &Comm{cfg: cfg, rank: rank, n: nranks, id: id}
+	c := &Comm{cfg: cfg, rank: rank, n: nranks, id: id, packet: *cfg.PacketType}
 	ok := false
 	defer func() {
 		if !ok {
