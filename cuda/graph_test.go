@@ -291,15 +291,26 @@ func TestLatency(t *testing.T) {
 // the selector's epochs (reading the context, the agreement, installing);
 // clock-ns, one clock read in C (the accounting adds about one to each
 // call's host time); allocs/call (both ranks').
-func BenchmarkCallHost(b *testing.B) { benchCallHost(b, false) }
+func BenchmarkCallHost(b *testing.B) { benchCallHost(b, false, 0) }
 
 // BenchmarkCallHostParts is BenchmarkCallHost with the driver time before
 // cuLaunchKernel (cuCtxGetCurrent, cuStreamIsCapturing) also measured:
 // pre-ns/call, which host-ns/call includes. The extra clock read makes its
 // host-ns/call about clock-ns higher than BenchmarkCallHost's.
-func BenchmarkCallHostParts(b *testing.B) { benchCallHost(b, true) }
+func BenchmarkCallHostParts(b *testing.B) { benchCallHost(b, true, 0) }
 
-func benchCallHost(b *testing.B, parts bool) {
+// BenchmarkCallHostPaced is BenchmarkCallHostParts with each rank starting
+// a call only every 40 µs, spinning in between: slower than the GPU runs
+// the kernels, so that cuLaunchKernel never waits for a full queue and the
+// rank's thread never leaves its core. BenchmarkCallHost is GPU-bound
+// (about 18 µs per call, nearly all of it inside cuLaunchKernel); the
+// difference between the two host-ns/call is what the time inside the
+// driver costs the host code around it (caches, a thread that slept). Its
+// host-ns/call sums each call's duration, less the launch: one more clock
+// read per call.
+func BenchmarkCallHostPaced(b *testing.B) { benchCallHost(b, true, 40*time.Microsecond) }
+
+func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 	needGPU(b)
 	const n, count = 2, 256
 	comms, streams, be := localComms(b, n)
@@ -337,13 +348,26 @@ func benchCallHost(b *testing.B, parts bool) {
 		k0, d0 := streams[r].LaunchTime()
 		p0 := streams[r].PrelaunchTime()
 		e0 := comms[r].Stats().Selector.EpochTime
-		start := time.Now()
-		for i := 0; i < b.N; i++ {
-			if err := call(r); err != nil {
-				return err
+		var total time.Duration
+		if pace == 0 {
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				if err := call(r); err != nil {
+					return err
+				}
+			}
+			total = time.Since(start)
+		} else {
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				if err := call(r); err != nil {
+					return err
+				}
+				total += time.Since(t0)
+				for time.Since(t0) < pace {
+				}
 			}
 		}
-		total := time.Since(start)
 		k1, d1 := streams[r].LaunchTime()
 		if k1-k0 != int64(b.N) {
 			return fmt.Errorf("rank %d: %d launches for %d calls", r, k1-k0, b.N)
