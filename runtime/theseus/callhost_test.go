@@ -114,9 +114,11 @@ type driverlessStream struct {
 	closed    atomic.Bool
 	launching atomic.Int32
 	// Launches, the calls into C and driver calls cuda.Stream would have
-	// made, and the separate capture checks (Capturing).
-	launches, cgo, driver, checks atomic.Int64
-	waited                        atomic.Int64 // ns blocked in launches (driverless.wait)
+	// made, the separate capture checks (Capturing), and the time blocked
+	// in launches (driverless.wait). Plain counters, not part of the
+	// modelled work: only the stream's rank writes them, and the benchmark
+	// reads them once the ranks are done.
+	launches, cgo, driver, checks, waited int64
 	// cuda.Stream is 128 bytes (its allocation class), so that two ranks'
 	// streams allocated one after the other share no cache line.
 	_ [24]byte
@@ -174,21 +176,21 @@ func (s *driverlessStream) launch(pp device.Prepared, launch uint64, fence, chec
 			a.ints[0] = p.nfence
 		}
 	}
-	s.cgo.Add(1)
-	s.driver.Add(calls)
-	s.launches.Add(1)
+	s.cgo++
+	s.driver += calls
+	s.launches++
 	if w := s.b.wait; w > 0 {
 		// Blocked in the driver: the thread sleeps, its core is free.
 		t0 := time.Now()
 		ts := unix.NsecToTimespec(int64(w))
 		unix.Nanosleep(&ts, nil)
-		s.waited.Add(int64(time.Since(t0)))
+		s.waited += int64(time.Since(t0))
 	}
 	return capturing, nil
 }
 
 func (s *driverlessStream) Capturing() bool {
-	s.checks.Add(1)
+	s.checks++
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed.Load() {
@@ -196,15 +198,15 @@ func (s *driverlessStream) Capturing() bool {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	s.cgo.Add(1)
-	s.driver.Add(2)
+	s.cgo++
+	s.driver += 2
 	return s.ns.Capturing()
 }
 
 func (s *driverlessStream) After(prev device.Stream) error {
 	if p, ok := prev.(*driverlessStream); ok && p != s {
-		s.cgo.Add(3)
-		s.driver.Add(3)
+		s.cgo += 3
+		s.driver += 3
 	}
 	return nil
 }
@@ -329,10 +331,10 @@ func benchCallHost(b *testing.B, dir string, wait time.Duration) {
 	}
 	var checks, calls0, cgo0, launches int64
 	for _, s := range streams {
-		checks += s.checks.Load()
-		calls0 += s.driver.Load()
-		cgo0 += s.cgo.Load()
-		launches += s.launches.Load()
+		checks += s.checks
+		calls0 += s.driver
+		cgo0 += s.cgo
+		launches += s.launches
 	}
 	host := make([]time.Duration, n)
 	epoch := make([]time.Duration, n)
@@ -342,14 +344,14 @@ func benchCallHost(b *testing.B, dir string, wait time.Duration) {
 	b.ResetTimer()
 	err = each(func(r int) error {
 		e0 := comms[r].Stats().Selector.EpochTime
-		w0 := streams[r].waited.Load()
+		w0 := streams[r].waited
 		start := time.Now()
 		for range b.N {
 			if err := call(r); err != nil {
 				return err
 			}
 		}
-		host[r] = time.Since(start) - time.Duration(streams[r].waited.Load()-w0)
+		host[r] = time.Since(start) - time.Duration(streams[r].waited-w0)
 		epoch[r] = comms[r].Stats().Selector.EpochTime - e0
 		return nil
 	})
@@ -361,10 +363,10 @@ func benchCallHost(b *testing.B, dir string, wait time.Duration) {
 	}
 	calls := float64(n * b.N)
 	for _, s := range streams {
-		checks -= s.checks.Load()
-		calls0 -= s.driver.Load()
-		cgo0 -= s.cgo.Load()
-		launches -= s.launches.Load()
+		checks -= s.checks
+		calls0 -= s.driver
+		cgo0 -= s.cgo
+		launches -= s.launches
 	}
 	for _, c := range comms {
 		l2 -= c.Stats().Executor.L2Hits
