@@ -541,9 +541,19 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 		p.grid = 1 // a table without threadblocks still publishes done
 	}
 	err := b.with(func() error {
+		// Prepare may run while the caller's stream is being captured into a
+		// CUDA graph (an executor L3 setup: docs/design/cuda.md, "CUDA
+		// graphs"). Its allocations, memsets and copies use no captured
+		// stream, only the backend's own non-blocking control stream; the
+		// thread's relaxed capture mode lets cuMemAlloc run during the
+		// capture, as NCCL does for its own allocations.
+		prev, err := driver.ExchangeCaptureMode(driver.CaptureModeRelaxed)
+		if err != nil {
+			return err
+		}
+		defer driver.ExchangeCaptureMode(prev)
 		// The first request of a datatype in this process loads (JIT-compiles)
 		// its kernel module.
-		var err error
 		if p.fn, err = kernel(b.dev.Context(), a.DataType); err != nil {
 			return err
 		}

@@ -267,7 +267,7 @@ func TestBandwidth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { ptxSource = PTX; unloadModules(t) }()
+	defer func() { ptxSource = modulePTX; unloadModules(t) }()
 	for _, v := range variants {
 		if v.name != "embedded" {
 			// The variant's own reference copies first; a module the driver

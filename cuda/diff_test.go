@@ -171,7 +171,7 @@ func TestDifferential(t *testing.T) {
 	progs = append(progs, corpusPrograms(t)...)
 	if *diffPTX != "" {
 		ptxSource = variantPTX(*diffPTX)
-		defer func() { ptxSource = PTX }()
+		defer func() { ptxSource = modulePTX }()
 	}
 	var log *os.File
 	if *diffOut != "" {

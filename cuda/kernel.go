@@ -11,10 +11,13 @@ package cuda
 import (
 	"embed"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/theseus-ccl/theseus/cuda/driver"
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/env"
 )
 
 // ptxFS holds the executor kernel as sm_80 PTX, one module per datatype
@@ -36,6 +39,23 @@ func PTX(dt ir.DataType) ([]byte, error) {
 	return ptxFS.ReadFile("kernel/ptx/theseus_" + dt.String() + ".ptx")
 }
 
+// modulePTX is PTX, or with THESEUS_PTX_DIR set the module of that
+// directory (a kernel variant built by kernel/build.sh).
+func modulePTX(dt ir.DataType) ([]byte, error) {
+	dir := env.PTXDir.String()
+	if dir == "" {
+		return PTX(dt)
+	}
+	if dt.Size() == 0 {
+		return nil, fmt.Errorf("cuda: no kernel for %v", dt)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "theseus_"+dt.String()+".ptx"))
+	if err != nil {
+		return nil, fmt.Errorf("cuda: THESEUS_PTX_DIR: %w", err)
+	}
+	return b, nil
+}
+
 type moduleKey struct {
 	ctx driver.Context
 	dt  ir.DataType
@@ -51,7 +71,7 @@ var (
 	modules = map[moduleKey]*module{}
 	// ptxSource gives a datatype's module; the bandwidth test swaps in
 	// kernel variants (bw_test.go).
-	ptxSource = PTX
+	ptxSource = modulePTX
 )
 
 // kernel returns the executor kernel for datatype dt loaded in the calling

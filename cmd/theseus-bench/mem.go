@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/theseus-ccl/theseus/runtime/theseus"
 )
 
@@ -24,7 +26,10 @@ func (m memIO) Write(p theseus.Ptr, data []byte) error {
 		copy(b, data)
 		return nil
 	}
-	return m.c.Internal().Backend().Upload(p, data)
+	if err := m.c.Internal().Backend().Upload(p, data); err != nil {
+		return fmt.Errorf("rank %d: writing %d bytes at %#x: %w", m.c.Rank(), len(data), p, err)
+	}
+	return nil
 }
 
 // Fill sets n bytes at p to v.
@@ -42,7 +47,10 @@ func (m memIO) Fill(p theseus.Ptr, n int64, v byte) error {
 	}
 	buf := make([]byte, n)
 	fill(buf, v)
-	return m.c.Internal().Backend().Upload(p, buf)
+	if err := m.c.Internal().Backend().Upload(p, buf); err != nil {
+		return fmt.Errorf("rank %d: filling %d bytes at %#x: %w", m.c.Rank(), n, p, err)
+	}
+	return nil
 }
 
 // Read returns a copy of [p, p+n) (host backend: a view, valid until the
@@ -55,6 +63,8 @@ func (m memIO) Read(p theseus.Ptr, n int64) ([]byte, error) {
 		return m.c.HostBytes(p, n)
 	}
 	b := make([]byte, n)
-	err := m.c.Internal().Backend().Download(b, p)
-	return b, err
+	if err := m.c.Internal().Backend().Download(b, p); err != nil {
+		return nil, fmt.Errorf("rank %d: reading %d bytes at %#x: %w", m.c.Rank(), n, p, err)
+	}
+	return b, nil
 }

@@ -53,6 +53,7 @@ enum {
   F_cuMemsetD32, F_cuFuncGetAttribute, F_cuMemcpyDtoDAsync, F_cuMemsetD8Async,
   F_cuStreamBeginCapture, F_cuStreamEndCapture, F_cuGraphInstantiateWithFlags, F_cuGraphLaunch,
   F_cuGraphExecDestroy, F_cuGraphDestroy, F_cuOccupancyMaxActiveBlocksPerMultiprocessor,
+  F_cuThreadExchangeStreamCaptureMode,
   F_COUNT
 };
 
@@ -71,6 +72,7 @@ static const char* th_names[] = {
   "cuMemsetD32", "cuFuncGetAttribute", "cuMemcpyDtoDAsync", "cuMemsetD8Async",
   "cuStreamBeginCapture", "cuStreamEndCapture", "cuGraphInstantiateWithFlags", "cuGraphLaunch",
   "cuGraphExecDestroy", "cuGraphDestroy", "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+  "cuThreadExchangeStreamCaptureMode",
 };
 
 // The _v2 names dlsym falls back to when cuGetProcAddress is missing.
@@ -81,7 +83,7 @@ static const char* th_v2[] = {
   "cuStreamDestroy_v2", 0, 0, 0, 0, "cuEventDestroy_v2", 0, 0, 0, 0, 0, 0, "cuIpcOpenMemHandle_v2",
   0, "cuMemGetAddressRange_v2", 0, 0, 0, 0, "cuMemGetInfo_v2", "cuModuleGetGlobal_v2", 0, 0,
   "cuMemsetD32_v2", 0, "cuMemcpyDtoDAsync_v2", 0,
-  "cuStreamBeginCapture_v2", 0, 0, 0, 0, 0, 0,
+  "cuStreamBeginCapture_v2", 0, 0, 0, 0, 0, 0, 0,
 };
 
 _Static_assert(sizeof(th_names) / sizeof(th_names[0]) == F_COUNT, "th_names");
@@ -257,6 +259,7 @@ static CUresult th_cuPointerGetAttribute(void* data, int attr, CUdeviceptr p) { 
 static CUresult th_cuGetErrorName(CUresult e, const char** s) { return FN(CUresult(*)(CUresult, const char**), F_cuGetErrorName)(e, s); }
 static CUresult th_cuGetErrorString(CUresult e, const char** s) { return FN(CUresult(*)(CUresult, const char**), F_cuGetErrorString)(e, s); }
 static CUresult th_cuFuncSetAttribute(CUfunction f, int a, int v) { return FN(CUresult(*)(CUfunction, int, int), F_cuFuncSetAttribute)(f, a, v); }
+static CUresult th_cuThreadExchangeStreamCaptureMode(int* mode) { return FN(CUresult(*)(int*), F_cuThreadExchangeStreamCaptureMode)(mode); }
 static CUresult th_cuOccupancy(int* n, CUfunction f, int block, size_t smem) { return FN(CUresult(*)(int*, CUfunction, int, size_t), F_cuOccupancyMaxActiveBlocksPerMultiprocessor)(n, f, block, smem); }
 static CUresult th_cuFuncGetAttribute(int* v, int a, CUfunction f) { return FN(CUresult(*)(int*, int, CUfunction), F_cuFuncGetAttribute)(v, a, f); }
 static CUresult th_cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream st) { return FN(CUresult(*)(CUdeviceptr, unsigned char, size_t, CUstream), F_cuMemsetD8Async)(d, v, n, st); }
@@ -773,6 +776,20 @@ const (
 	CaptureModeThreadLocal = 1
 	CaptureModeRelaxed     = 2
 )
+
+// ExchangeCaptureMode sets the calling OS thread's stream capture
+// interaction mode (cuThreadExchangeStreamCaptureMode) and returns the
+// previous one. A thread in CaptureModeRelaxed may make calls that stream
+// capture otherwise forbids while another stream is being captured
+// (cuMemAlloc, synchronising a stream that is not captured), as NCCL does
+// for its allocations during capture. The mode belongs to the OS thread:
+// call it with the goroutine locked to its thread, and restore the mode
+// before unlocking.
+func ExchangeCaptureMode(mode int) (int, error) {
+	m := C.int(mode)
+	err := check("cuThreadExchangeStreamCaptureMode", C.th_cuThreadExchangeStreamCaptureMode(&m))
+	return int(m), err
+}
 
 // Graph is a captured CUDA graph (CUgraph); GraphExec an instantiated one.
 type (

@@ -113,7 +113,9 @@ type Backend interface {
 	NewStream() (Stream, error)
 	// Prepare turns one rank's launch arguments into the backend's launch
 	// state, once per executor L3 entry. The Args (and the slices it holds)
-	// must not change afterwards.
+	// must not change afterwards. It may be called while a stream of the
+	// backend is being captured into a CUDA graph, and must then enqueue
+	// nothing on that stream and make no call the capture forbids.
 	Prepare(a *Args) (Prepared, error)
 }
 

@@ -60,6 +60,7 @@ var (
 	Timeout      = reg(Param{Name: "TIMEOUT", Kind: Int, Default: "60000", Doc: "Milliseconds a rank waits for a peer (bootstrap, semaphores, flags) before reporting an error naming the peer.", Listed: "THESEUS_"})
 	Backend      = reg(Param{Name: "BACKEND", Kind: Enum, Default: "cuda", Values: []string{"cuda", "host"}, Doc: "Execution backend of the NCCL library: cuda, or host (the CPU reference, for tests without a GPU).", Listed: "THESEUS_"})
 	AuditTarget  = reg(Param{Name: "NCCL_AUDIT_TARGET", Kind: String, Doc: "Path of libtheseus_nccl.so that the LD_AUDIT shim redirects libnccl.so and libnccl.so.2 to (read by the C shim). Default: the shim's own directory.", Listed: "THESEUS_"})
+	PTXDir       = reg(Param{Name: "PTX_DIR", Kind: String, Doc: "Directory of executor-kernel modules (theseus_<datatype>.ptx, as cuda/kernel/build.sh writes them with THESEUS_PTX_OUT) that the CUDA backend loads instead of its embedded ones: for measuring kernel variants through unchanged clients. A datatype missing there is an error.", Listed: "THESEUS_"})
 	SliceBytes   = reg(Param{Name: "SLICE_BYTES", Kind: Size, Default: "1MB", Doc: "Default bytes of one chunk per pipeline slice for Simple schedules that do not set slice_bytes.", Listed: "THESEUS_"})
 
 	HCADevices   = reg(Param{Name: "HCA_DEVICES", Kind: String, Doc: "Comma-separated RNIC names; local rank k uses the k-th (cross-node transport; planned).", Listed: "MSCCLPP_"})

@@ -1419,9 +1419,12 @@ func (e *Executor) l3Lookup(w *walk) Event {
 		e.stats.L3Hits++
 		return EvHit
 	}
-	if w.st.Capturing() {
-		return EvCapture
-	}
+	// A miss is set up even while the stream is being captured into a CUDA
+	// graph: L3 setup allocates nothing the peers see and makes no call that
+	// capture forbids (device.Backend.Prepare), so a captured request whose
+	// schedule and buffers are materialised (L1, L2 hits) may use a new
+	// count or new offsets in the same allocations, as nccl-tests -G does.
+	// Scratch growth (Grow) still refuses during capture.
 	return EvMiss
 }
 
@@ -1513,6 +1516,10 @@ func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
 		return e.fail(w, L3Setup, err, false)
 	}
 	if len(w.l3map) >= maxL3 {
+		if w.st.Capturing() { // dropping entries waits for the stream
+			prep.Release()
+			return e.fail(w, L3Setup, ErrCapture, false)
+		}
 		if err := e.waitInflight(); err != nil {
 			return e.fail(w, L3Setup, err, true)
 		}
@@ -1539,8 +1546,8 @@ func mulOK(a, b int64) (int64, bool) {
 // next power of two), on every rank at the same request: the need is a pure
 // function of the agreed request and schedule.
 func (e *Executor) grow(ctx context.Context, w *walk) Event {
-	if w.st.Capturing() { // unreachable: L3Lookup refuses a miss first
-		return e.fail(w, Grow, ErrCapture, false)
+	if w.st.Capturing() { // an L3 setup during capture that needs more scratch (seed README: NO)
+		return EvCapture
 	}
 	if err := e.waitInflight(); err != nil {
 		return e.fail(w, Grow, err, true)

@@ -351,9 +351,17 @@ func TestTransitions(t *testing.T) {
 		// b -> a needs a rebase (their ends' inits differ).
 		got, _ = w.do(t, tc, a, arCase(8, 1))
 		wantPath(t, got, "Start -ok-> L0Lookup -hit-> L1Lookup -hit-> L1Switch -capture-> Fail")
-		// b again, the running schedule, another shape: L3 miss.
-		got, _ = w.do(t, tc, b, arCase(9, 1))
-		wantPath(t, got, "Start -ok-> L0Lookup -hit-> L1Lookup -same-> L2Lookup -skip-> L3Lookup -capture-> Fail")
+		// b again, the running schedule, another shape: an L3 miss, set up
+		// during the capture (no call capture forbids: nccl-tests -G).
+		got, errs = w.do(t, tc, b, arCase(9, 1))
+		noErr(t, errs)
+		wantPath(t, got, "Start -ok-> L0Lookup -hit-> L1Lookup -same-> L2Lookup -skip-> L3Lookup -miss-> L3Setup -ok-> Launch -ok-> Done")
+		// ... unless it needs more scratch: growth is refused (seed README).
+		got, errs = w.do(t, tc, b, arCase(8192, 1))
+		wantPath(t, got, "Start -ok-> L0Lookup -hit-> L1Lookup -same-> L2Lookup -skip-> L3Lookup -miss-> L3Setup -too-small-> Grow -capture-> Fail")
+		if !errors.Is(errs[0], ErrCapture) {
+			t.Fatalf("error %v, want ErrCapture", errs[0])
+		}
 		setCapture(false)
 		_, errs = w.do(t, tc, one, arCase(8, 1))
 		noErr(t, errs)
