@@ -43,6 +43,22 @@
 #ifndef MAX_THREADS
 #define MAX_THREADS 1024
 #endif
+// Synchronisation variants (latency across GPUs, issue 8). THESEUS_SYS_FENCE:
+// 0 fence.sc.sys, 1 fence.acq_rel.sys (enough for every release/acquire
+// pair here: nothing relies on a single total order of fences).
+// THESEUS_SPIN_RELAXED: 1 polls peers' words with relaxed loads and orders
+// once after the wait succeeds, instead of an acquire load per poll.
+// THESEUS_NO_LAUNCH_FENCE: 1 skips the launch fence (WRONG in general: for
+// measuring its cost only, never embedded).
+#ifndef THESEUS_SYS_FENCE
+#define THESEUS_SYS_FENCE 0
+#endif
+#ifndef THESEUS_SPIN_RELAXED
+#define THESEUS_SPIN_RELAXED 0
+#endif
+#ifndef THESEUS_NO_LAUNCH_FENCE
+#define THESEUS_NO_LAUNCH_FENCE 0
+#endif
 
 typedef uint8_t u8;
 typedef uint16_t u16;
@@ -66,12 +82,34 @@ DEV u64 gtime() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
+#if THESEUS_SYS_FENCE == 1
+DEV void fence_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+#else
 DEV void fence_sys() { asm volatile("fence.sc.sys;" ::: "memory"); }
+#endif
+DEV void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 DEV void fence_gpu() { asm volatile("fence.sc.gpu;" ::: "memory"); }
 DEV u64 ld_acquire_sys(const u64* p) {
   u64 v;
   asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
+}
+// ld_poll_sys reads a word a peer (or this rank's previous launch) writes
+// with release semantics: an acquire load, or with THESEUS_SPIN_RELAXED a
+// relaxed one, the caller ordering once after its wait (poll_done_sys).
+DEV u64 ld_poll_sys(const u64* p) {
+  u64 v;
+#if THESEUS_SPIN_RELAXED
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+#else
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+#endif
+  return v;
+}
+DEV void poll_done_sys() {
+#if THESEUS_SPIN_RELAXED
+  fence_acq_rel_sys();
+#endif
 }
 DEV u64 ld_acquire_gpu(const u64* p) {
   u64 v;
@@ -1098,13 +1136,14 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
   bar();
   // Launch fence: do not touch scratch a peer's previous launch may still
   // read (docs/design/runtime.md): wait for every peer's done word.
-  if (launch.nfence > 0 && tid() == 0) {
+  if (launch.nfence > 0 && tid() == 0 && !THESEUS_NO_LAUNCH_FENCE) {
     const u64* const* fw = (const u64* const*)launch.fence;
     u64 want = lc - 1;
     for (int f = 0; f < launch.nfence; f++) {
       const u64* w = fw[f];
-      if (!spin(c, [&] { return ld_acquire_sys(w) >= want; }, THESEUS_WAIT_FENCE, -1, -1, f, want, w)) break;
+      if (!spin(c, [&] { return ld_poll_sys(w) >= want; }, THESEUS_WAIT_FENCE, -1, -1, f, want, w)) break;
     }
+    poll_done_sys();
   }
   bar();
   if (s_fail) return;
@@ -1153,7 +1192,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
               u64 want = *exp + 1;
               *exp = want;
               const u64* in = (const u64*)ch.inbound;
-              if (!spin(c, [&] { return ld_acquire_sys(in) >= want; }, THESEUS_WAIT_SEMAPHORE, (i64)i, s, cid, want, in))
+              if (!spin(c, [&] { return ld_poll_sys(in) >= want; }, THESEUS_WAIT_SEMAPHORE, (i64)i, s, cid, want, in))
                 break;
             }
             fence_sys();
