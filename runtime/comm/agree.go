@@ -37,28 +37,36 @@ const (
 //
 // AllReduceMin (the selector's load and rank-local steps, which need their
 // result at once) is the bootstrap's. A pipelined round goes through rank
-// 0: StartMin sends the rank's vector to rank 0 (one message, no wait);
-// rank 0's reducer goroutine takes the element-wise minimum as soon as
-// every vector of the round has arrived and sends it to every rank; and
-// FinishMin receives it, which at the next epoch has usually long
-// happened. The reducer waits for a round's vectors at most the bootstrap
-// timeout from the moment rank 0 starts the round (as the bootstrap's own
-// allreduce does); ranks that miss it are named in every rank's error.
+// 0, and no rank's own goroutine touches the network for it: StartMin
+// hands a copy of the vector to the rank's agreement goroutine and returns.
+// On rank 0 that goroutine is the reducer: it takes the element-wise
+// minimum as soon as every rank's vector of the round has arrived and
+// sends it to every rank. On the others it is a relay: it sends the vector
+// to rank 0 and hands rank 0's reply over. FinishMin takes the outcome,
+// which at the next epoch has usually long been there (then without a
+// timer or a lock). The reducer waits for a round's vectors at most the
+// bootstrap timeout from the moment rank 0 starts the round (as the
+// bootstrap's own allreduce does); ranks that miss it are named in every
+// rank's error.
+//
+// (A handoff to a goroutine costs the rank a wakeup; a send over the
+// bootstrap's TCP connection from the rank itself cost about four times
+// as much on the development VM: a write deadline and a loopback write.)
 type epochAgreement struct {
 	boot    *bootstrap.Bootstrap
 	rank, n int
 	timeout time.Duration
 
-	buf     []byte  // StartMin's message (rank > 0)
 	res     []int64 // FinishMin's result
 	started bool    // a round is in flight
-	// Rank 0: its own vector of each round goes to the reducer, whose
-	// outcome comes back on out.
+	// own carries this rank's vector of each round to its agreement
+	// goroutine; out brings rank 0's outcome back (rank 0: the reducer's;
+	// the others: the relay's copy of rank 0's reply).
 	own chan []int64
 	out chan reduced
 }
 
-// reduced is the reducer's outcome of one round on rank 0.
+// reduced is the outcome of one round: the minimum, or an error.
 type reduced struct {
 	min []int64
 	err error
@@ -68,7 +76,7 @@ var _ selector.Pipelined = (*epochAgreement)(nil)
 
 func newEpochAgreement(boot *bootstrap.Bootstrap, rank, n int, timeout time.Duration) *epochAgreement {
 	a := &epochAgreement{boot: boot, rank: rank, n: n, timeout: timeout}
-	if rank == 0 {
+	if n > 1 {
 		a.own = make(chan []int64, 1)
 		a.out = make(chan reduced, 1)
 	}
@@ -86,73 +94,110 @@ func (a *epochAgreement) StartMin(v []int64) error {
 	if a.started {
 		return errors.New("comm: epoch agreement started before the previous round finished")
 	}
-	switch {
-	case a.n == 1:
+	if a.n == 1 {
 		a.res = append(a.res[:0], v...)
-	case a.rank == 0:
-		a.own <- slices.Clone(v) // the reducer reads it while the rank goes on
-	default:
-		a.buf = encodeWords(a.buf[:0], v)
-		if err := a.boot.Send(0, agreeUpTag, a.buf); err != nil {
-			return err
-		}
+	} else {
+		a.own <- slices.Clone(v) // the agreement goroutine reads it while the rank goes on
 	}
 	a.started = true
 	return nil
 }
 
-// FinishMin implements selector.Pipelined.
-func (a *epochAgreement) FinishMin(ctx context.Context) ([]int64, error) {
+// FinishMin implements selector.Pipelined. Rank 0's reducer gives up on
+// missing ranks after the timeout and then says which, so every rank waits
+// for its word up to twice as long (as the bootstrap's allgather does).
+func (a *epochAgreement) FinishMin(ctx context.Context, timeout time.Duration) ([]int64, error) {
 	if !a.started {
 		return nil, errors.New("comm: no epoch agreement round to finish")
 	}
 	a.started = false
-	switch {
-	case a.n == 1:
+	if a.n == 1 {
 		return a.res, nil
-	case a.rank == 0:
+	}
+	select {
+	case r := <-a.out: // in already: no timer
+		return r.min, r.err
+	default:
+	}
+	t := time.NewTimer(2 * timeout)
+	defer t.Stop()
+	select {
+	case r := <-a.out:
+		return r.min, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+		return nil, &bootstrap.Error{Rank: a.rank, Op: "epoch agreement", Missing: []int{0},
+			Err: fmt.Errorf("no outcome within %v", 2*timeout)}
+	}
+}
+
+// relay is the agreement goroutine of a rank other than 0: for each round,
+// this rank's vector to rank 0, then rank 0's reply back to FinishMin. It
+// returns when ctx ends, the bootstrap closes, or a round fails.
+func (a *epochAgreement) relay(ctx context.Context) {
+	var buf []byte
+	for {
+		var v []int64
 		select {
-		case r := <-a.out:
-			return r.min, r.err
+		case v = <-a.own:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return
+		}
+		buf = encodeWords(buf[:0], v)
+		var r reduced
+		if err := a.boot.Send(0, agreeUpTag, buf); err != nil {
+			r.err = err
+		} else {
+			r = a.reply(ctx, v[:0])
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		a.out <- r
+		if r.err != nil {
+			return
 		}
 	}
-	// Rank 0 gives up on missing ranks after the timeout and then says
-	// which: wait for its word up to twice as long (as the bootstrap's
-	// allgather does).
-	deadline := time.Now().Add(2 * a.timeout)
-	m, err := a.boot.Recv(ctx, 0, agreeDownTag)
-	for err != nil {
-		var be *bootstrap.Error
-		if !errors.As(err, &be) || be.Lost || time.Now().After(deadline) {
-			return nil, err
+}
+
+// reply waits for rank 0's reply to this rank's last vector and decodes it
+// into min (reusing its storage). A quiet rank 0 is not an error here
+// (FinishMin bounds the rank's wait); a lost one is.
+func (a *epochAgreement) reply(ctx context.Context, min []int64) reduced {
+	for {
+		m, err := a.boot.Recv(ctx, 0, agreeDownTag)
+		if err != nil {
+			var be *bootstrap.Error
+			if errors.As(err, &be) && !be.Lost {
+				continue // timed out waiting: rank 0 is not due yet
+			}
+			return reduced{err: err}
 		}
-		m, err = a.boot.Recv(ctx, 0, agreeDownTag)
+		if len(m) < 8 || len(m)%8 != 0 {
+			return reduced{err: fmt.Errorf("comm: malformed epoch agreement reply of %d bytes", len(m))}
+		}
+		w := decodeWords(min, m)
+		switch w[0] {
+		case replyMin:
+			return reduced{min: w[1:]}
+		case replyMissing:
+			if len(w) < 3 {
+				break
+			}
+			var missing []int
+			for _, p := range w[2:] {
+				missing = append(missing, int(p))
+			}
+			return reduced{err: &bootstrap.Error{Rank: a.rank, Op: "epoch agreement", Missing: missing, Lost: w[1] != 0,
+				Err: errors.New("reported by rank 0")}}
+		case replyMismatch:
+			if len(w) == 3 {
+				return reduced{err: fmt.Errorf("comm: epoch agreement: rank %d contributed %d values (the ranks are out of step)", w[1], w[2])}
+			}
+		}
+		return reduced{err: fmt.Errorf("comm: malformed epoch agreement reply (kind %d, %d words)", w[0], len(w))}
 	}
-	if len(m) < 8 || len(m)%8 != 0 {
-		return nil, fmt.Errorf("comm: malformed epoch agreement reply of %d bytes", len(m))
-	}
-	a.res = decodeWords(a.res[:0], m)
-	switch a.res[0] {
-	case replyMin:
-		return a.res[1:], nil
-	case replyMissing:
-		if len(a.res) < 3 {
-			break
-		}
-		var missing []int
-		for _, p := range a.res[2:] {
-			missing = append(missing, int(p))
-		}
-		return nil, &bootstrap.Error{Rank: a.rank, Op: "epoch agreement", Missing: missing, Lost: a.res[1] != 0,
-			Err: errors.New("reported by rank 0")}
-	case replyMismatch:
-		if len(a.res) == 3 {
-			return nil, fmt.Errorf("comm: epoch agreement: rank %d contributed %d values (the ranks are out of step)", a.res[1], a.res[2])
-		}
-	}
-	return nil, fmt.Errorf("comm: malformed epoch agreement reply (kind %d, %d words)", a.res[0], len(a.res))
 }
 
 // reduce is rank 0's reducer: for each round, its own vector (from
@@ -252,14 +297,19 @@ func decodeWords(v []int64, b []byte) []int64 {
 	return v
 }
 
-// startReducer runs rank 0's reducer until ctx ends (a no-op elsewhere).
-func (a *epochAgreement) startReducer(ctx context.Context, wg *sync.WaitGroup) {
-	if a.rank != 0 || a.n == 1 {
+// start runs the rank's agreement goroutine (rank 0's reducer, another
+// rank's relay) until ctx ends.
+func (a *epochAgreement) start(ctx context.Context, wg *sync.WaitGroup) {
+	if a.n == 1 {
 		return
 	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		a.reduce(ctx)
+		if a.rank == 0 {
+			a.reduce(ctx)
+		} else {
+			a.relay(ctx)
+		}
 	}()
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // agreementGroup joins n bootstrap endpoints on loopback and gives each an
-// epochAgreement with its reducer running (rank 0).
+// epochAgreement with its goroutine running.
 func agreementGroup(t *testing.T, n int, timeout time.Duration) ([]*epochAgreement, []*bootstrap.Bootstrap) {
 	t.Helper()
 	id, err := bootstrap.NewLoopbackUniqueID(bootstrap.Options{Timeout: timeout})
@@ -41,7 +41,7 @@ func agreementGroup(t *testing.T, n int, timeout time.Duration) ([]*epochAgreeme
 		}
 		boots[r] = j.b
 		as[r] = newEpochAgreement(j.b, r, n, timeout)
-		as[r].startReducer(ctx, &wg)
+		as[r].start(ctx, &wg)
 	}
 	t.Cleanup(func() {
 		cancel()
@@ -92,7 +92,7 @@ func TestEpochAgreementRounds(t *testing.T) {
 					return errors.New("AllReduceMin (-want +got):\n" + d)
 				}
 			}
-			got, err := a.FinishMin(ctx)
+			got, err := a.FinishMin(ctx, 10*time.Second)
 			if err != nil {
 				return err
 			}
@@ -121,7 +121,7 @@ func TestEpochAgreementMissingRank(t *testing.T) {
 		if err := as[r].StartMin([]int64{1, 2}); err != nil {
 			return err
 		}
-		_, err := as[r].FinishMin(context.Background())
+		_, err := as[r].FinishMin(context.Background(), 300*time.Millisecond)
 		return err
 	})
 	for r := range 2 {
@@ -141,7 +141,7 @@ func TestEpochAgreementLengthMismatch(t *testing.T) {
 		if err := as[r].StartMin(make([]int64, 3+r)); err != nil {
 			return err
 		}
-		_, err := as[r].FinishMin(context.Background())
+		_, err := as[r].FinishMin(context.Background(), 300*time.Millisecond)
 		return err
 	})
 	for r, err := range errs {
@@ -154,7 +154,7 @@ func TestEpochAgreementLengthMismatch(t *testing.T) {
 // FinishMin without StartMin, and StartMin twice, are errors, not hangs.
 func TestEpochAgreementMisuse(t *testing.T) {
 	a := newEpochAgreement(nil, 0, 1, time.Second)
-	if _, err := a.FinishMin(context.Background()); err == nil {
+	if _, err := a.FinishMin(context.Background(), time.Second); err == nil {
 		t.Fatal("FinishMin without a round: no error")
 	}
 	if err := a.StartMin([]int64{4, 5}); err != nil {
@@ -163,7 +163,7 @@ func TestEpochAgreementMisuse(t *testing.T) {
 	if err := a.StartMin([]int64{4, 5}); err == nil {
 		t.Fatal("a second StartMin before FinishMin: no error")
 	}
-	got, err := a.FinishMin(context.Background())
+	got, err := a.FinishMin(context.Background(), time.Second)
 	if err != nil || !cmp.Equal(got, []int64{4, 5}) {
 		t.Fatalf("one rank: %v %v", got, err)
 	}

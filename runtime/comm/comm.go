@@ -345,12 +345,13 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 // rank names the rank that failed first, not a rank that aborted because
 // of it.
 //
-// Rank 0 also starts the reducer of the selector's pipelined epoch
-// agreement (epochAgreement), which stops with the watchers.
+// The selector's pipelined epoch agreement (epochAgreement) has its
+// goroutine stop with the watchers too: rank 0's reducer, the others'
+// receiver.
 func (c *Comm) startWatchers() {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.watchCancel = cancel
-	c.agree.startReducer(ctx, &c.watchWG)
+	c.agree.start(ctx, &c.watchWG)
 	for p := range c.n {
 		if p == c.rank {
 			continue

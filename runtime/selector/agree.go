@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Agreement is the one collective primitive the consistency protocol needs
@@ -40,11 +41,12 @@ type Pipelined interface {
 	StartMin(v []int64) error
 	// FinishMin returns the element-wise minimum over all ranks of the
 	// vectors of the round this rank started last, waiting for the other
-	// ranks' contributions. It must return an error, never block forever,
-	// when ctx ends or a peer is gone, and an error when the ranks'
-	// vectors differ in length. The result may alias a buffer of the
-	// Agreement that the next StartMin reuses.
-	FinishMin(ctx context.Context) ([]int64, error)
+	// ranks' contributions at most about timeout (a result already in
+	// should cost no timer). It must return an error, never block
+	// forever, when ctx ends, the time is up or a peer is gone, and an
+	// error when the ranks' vectors differ in length. The result may alias
+	// a buffer of the Agreement that the next StartMin reuses.
+	FinishMin(ctx context.Context, timeout time.Duration) ([]int64, error)
 }
 
 // Solo is the Agreement of a single rank (tools such as `theseusc select`):
@@ -115,12 +117,19 @@ func (m *member) StartMin(v []int64) error {
 }
 
 // FinishMin implements Pipelined.
-func (m *member) FinishMin(ctx context.Context) ([]int64, error) {
+func (m *member) FinishMin(ctx context.Context, timeout time.Duration) ([]int64, error) {
 	r := m.pend
 	if r == nil {
 		return nil, errors.New("selector: no pipelined round to finish")
 	}
 	m.pend = nil
+	select {
+	case <-r.done: // in already: no timer
+		return m.pg.wait(ctx, r)
+	default:
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	return m.pg.wait(ctx, r)
 }
 

@@ -166,9 +166,7 @@ func (s *Selector) finishRound(ctx context.Context, n int) ([]int64, error) {
 		s.early = nil
 		return res, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
-	defer cancel()
-	res, err := p.FinishMin(ctx)
+	res, err := p.FinishMin(ctx, s.opt.Timeout)
 	if err != nil {
 		return nil, fmt.Errorf("selector: agreement step: %w", err)
 	}
