@@ -184,6 +184,12 @@ type reader struct {
 	scheds    []*sched
 	pending   []*sched // csPending, retried when attributes are added
 	missed    bool     // a LookupAttr failed during the current compilation
+	// changes counts everything refresh added or changed (entries, log
+	// lines, compilations); maxVA is the latest valid_after of any line
+	// read (MinInt64 when none has one). Selector.stable uses both to skip
+	// its comparisons when neither the lines nor the cut can matter.
+	changes uint64
+	maxVA   int64
 }
 
 func newReader(dir string, mopt manifest.Options, log Logger) *reader {
@@ -194,6 +200,7 @@ func newReader(dir string, mopt manifest.Options, log Logger) *reader {
 		attrTail:  manifest.NewTail(filepath.Join(dir, manifest.AttributeManifest)),
 		schedTail: manifest.NewTail(filepath.Join(dir, manifest.ScheduleManifest)),
 		byName:    map[string]*attrEntry{},
+		maxVA:     math.MinInt64,
 	}
 }
 
@@ -262,6 +269,7 @@ func tooLong(file string, l manifest.Line) []diag.Diagnostic {
 func blank(l manifest.Line) bool { return strings.TrimSpace(string(l.Text)) == "" }
 
 func (r *reader) addAttr(l manifest.Line) {
+	r.changes++
 	a := &attrEntry{index: l.Index}
 	r.attrs = append(r.attrs, a)
 	if blank(l) {
@@ -286,6 +294,7 @@ func (r *reader) addAttr(l manifest.Line) {
 		return
 	}
 	a.ok = true
+	r.maxVA = max(r.maxVA, a.decl.ValidAfter)
 	r.byName[a.decl.Name] = a
 	if a.decl.Origin == bc.Exo {
 		a.log = manifest.NewTail(filepath.Join(r.dir, a.decl.Name+manifest.LogSuffix))
@@ -293,6 +302,7 @@ func (r *reader) addAttr(l manifest.Line) {
 }
 
 func (r *reader) addValue(a *attrEntry, l manifest.Line) {
+	r.changes++
 	v := logVal{index: l.Index}
 	if blank(l) {
 		a.vals = append(a.vals, v)
@@ -309,6 +319,7 @@ func (r *reader) addValue(a *attrEntry, l manifest.Line) {
 		r.warnDiags(ds)
 	} else {
 		v.ok, v.validAfter, v.value = true, e.ValidAfter, e.Value
+		r.maxVA = max(r.maxVA, e.ValidAfter)
 	}
 	a.vals = append(a.vals, v)
 }
@@ -355,6 +366,7 @@ func (a *attrEntry) valueAt(prefix int, cut int64) (manifest.Value, int) {
 }
 
 func (r *reader) addSched(l manifest.Line) {
+	r.changes++
 	s := &sched{id: l.Index, ls: lsUnloaded}
 	r.scheds = append(r.scheds, s)
 	if blank(l) {
@@ -373,6 +385,7 @@ func (r *reader) addSched(l manifest.Line) {
 		return
 	}
 	s.ok = true
+	r.maxVA = max(r.maxVA, s.entry.ValidAfter)
 	s.path = s.entry.File
 	if !filepath.IsAbs(s.path) {
 		s.path = filepath.Join(r.dir, s.path)
@@ -389,6 +402,7 @@ func (r *reader) addSched(l manifest.Line) {
 // compile compiles and links both expressions of s against the attributes
 // declared so far.
 func (r *reader) compile(s *sched) {
+	r.changes++
 	r.missed = false
 	file := r.schedTail.Path
 	u, du := policy.Compile(s.entry.Usable, r, policy.Options{Want: policy.WantBool, File: file, Line: s.id + 1,

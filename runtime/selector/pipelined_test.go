@@ -88,3 +88,74 @@ func TestPipelinedEpochs(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelinedValidAfter: both ranks have read a value line from the
+// start, valid only from tick 35; rank 1's clock runs 10 ticks behind. An
+// epoch's cut is the lesser clock, so the value takes effect at the first
+// epoch whose cut has passed it (request 50), as without pipelining. A
+// rank whose own clock has passed it could see the snapshot change and
+// waits (rank 0 at epoch 40); the other need not.
+func TestPipelinedValidAfter(t *testing.T) {
+	const (
+		n      = 70
+		period = 10
+	)
+	tick := time.Millisecond
+	va := t0.Add(35 * tick).Format(time.RFC3339Nano)
+	agree := NewInProcessGroup(2)
+	got := make([][]int, 2)
+	stats := make([]Stats, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		c := newCtx(t)
+		c.attr(`{"name":"w","type":"int","origin":"exo","default":0}`)
+		c.file("a.json", allreduce8())
+		c.file("b.json", allreduce8())
+		c.sched(`{"file":"a.json","collective":"allreduce","nranks":8,"preference":"1"}`)
+		c.sched(`{"file":"b.json","collective":"allreduce","nranks":8,"preference":"w"}`)
+		c.value("w", `{"value":2,"valid_after":"`+va+`"}`)
+		i := 0
+		clock := func() time.Time { return t0.Add(time.Duration(i-10*r) * tick) }
+		s, err := New(Options{Dir: c.dir, CheckPeriod: period, Agreement: agree[r], Loader: &fakeLoader{},
+			Clock: clock, Location: time.UTC, Logger: &logSink{}, Timeout: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i = 0; i < n; i++ {
+				id, err := s.Select(context.Background(), req(ir.AllReduce, 1024))
+				if err != nil {
+					errs[r] = err
+					return
+				}
+				got[r] = append(got[r], id)
+			}
+			stats[r] = s.Stats()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := make([]int, n)
+	for i := 50; i < n; i++ {
+		want[i] = 1
+	}
+	for r := range 2 {
+		if d := cmp.Diff(want, got[r]); d != "" {
+			t.Fatalf("rank %d (-want +got):\n%s", r, d)
+		}
+	}
+	// 7 epochs: rank 0 waits at 0, 40 and 50, rank 1 at 0 and 50.
+	for r, p := range []uint64{4, 5} {
+		if stats[r].Epochs != n/period || stats[r].Pipelined != p {
+			t.Errorf("rank %d: %d epochs, %d pipelined; want %d, %d", r, stats[r].Epochs, stats[r].Pipelined, n/period, p)
+		}
+	}
+}

@@ -240,6 +240,13 @@ type Selector struct {
 	// pendW is the attribute window of the epoch agreement this rank did
 	// not wait for (0: none pending; settle collects it).
 	pendW int
+	// proven is the reader's change count and the load count when the
+	// installed snapshot was last shown to be the agreed prefix's (built
+	// from it, or stable); with neither changed since, it still is.
+	proven struct {
+		changes, loads uint64
+		ok             bool
+	}
 	hiBuf agreedPrefix // stable's scratch
 	early []int64      // the result of a round of an Agreement that is not Pipelined
 	stats Stats

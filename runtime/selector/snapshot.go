@@ -86,6 +86,9 @@ func (s *Selector) epoch(ctx context.Context) error {
 			retried = true
 		}
 	}
+	if retried {
+		s.proven.ok = false
+	}
 	pipelined, err := s.startRound(ctx, v)
 	if err != nil {
 		return err
@@ -101,14 +104,17 @@ func (s *Selector) epoch(ctx context.Context) error {
 		return err
 	}
 	s.setAgreed(res, w)
-	if s.snap == nil || retried || s.changedAt(&s.agreed) {
-		s.build()
-		s.clearCache()
-		s.stats.Snapshots++
-		ag := &s.agreed
-		s.opt.Logger.Infof("selection context %s: snapshot of %d attribute and %d schedule entries at %s: %d schedules selectable",
-			s.opt.Dir, ag.attrs, ag.scheds, time.Unix(0, ag.cut).Format(time.RFC3339), len(s.snap.active))
+	if s.snap != nil && !retried && !s.changedAt(&s.agreed) {
+		s.prove()
+		return nil
 	}
+	s.build()
+	s.prove()
+	s.clearCache()
+	s.stats.Snapshots++
+	ag := &s.agreed
+	s.opt.Logger.Infof("selection context %s: snapshot of %d attribute and %d schedule entries at %s: %d schedules selectable",
+		s.opt.Dir, ag.attrs, ag.scheds, time.Unix(0, ag.cut).Format(time.RFC3339), len(s.snap.active))
 	return nil
 }
 
@@ -185,10 +191,13 @@ func (s *Selector) finishRound(ctx context.Context, n int) ([]int64, error) {
 // line its value comes from (srcAt) and a schedule's selectability each
 // only move one way as the prefix and the cut grow. So if the snapshots at
 // lo and at hi both equal the installed one, so does the snapshot at r.
+//
+// The usual epoch needs neither comparison: when nothing was read or
+// loaded since the installed snapshot was last shown to be lo's (proven),
+// lo still gives it; and when hi holds the same lines as lo and no line
+// read has a valid_after past lo's cut, hi gives what lo gives.
 func (s *Selector) stable(v []int64, w int) bool {
-	if s.changedAt(&s.agreed) {
-		return false
-	}
+	lo := &s.agreed
 	hi := &s.hiBuf
 	hi.attrs = int(min(v[0], int64(w)))
 	hi.scheds = int(v[1])
@@ -197,7 +206,22 @@ func (s *Selector) stable(v []int64, w int) bool {
 	for i := 0; i < hi.attrs; i++ {
 		hi.logs = append(hi.logs, int(v[3+i]))
 	}
-	return !s.changedAt(hi)
+	p := &s.proven
+	if p.ok && p.changes == s.rd.changes && p.loads == s.stats.Loads &&
+		hi.attrs == lo.attrs && hi.scheds == lo.scheds && slices.Equal(hi.logs, lo.logs) && s.rd.maxVA <= lo.cut {
+		return true
+	}
+	if s.changedAt(lo) || s.changedAt(hi) {
+		return false
+	}
+	s.prove()
+	return true
+}
+
+// prove records that the installed snapshot is the agreed prefix's under
+// what has been read and loaded so far.
+func (s *Selector) prove() {
+	s.proven.changes, s.proven.loads, s.proven.ok = s.rd.changes, s.stats.Loads, true
 }
 
 // visibleAt reports whether attribute entry i is visible under prefix p.
