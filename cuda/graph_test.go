@@ -22,6 +22,8 @@ import (
 
 var latRun = flag.Bool("lat", false, "report 2-rank allreduce latency, eager and CUDA-graph replayed (8 B - 64 KB)")
 
+var callhostParts = flag.Bool("callhost.parts", false, "run BenchmarkCallHostParts and BenchmarkCallHostPaced (host time per call: driver time before cuLaunchKernel; not GPU-bound)")
+
 // localComms makes n ranks of one communicator as goroutines of this
 // process on the CUDA backend, with the embedded default context, and one
 // stream of their own each.
@@ -297,7 +299,15 @@ func BenchmarkCallHost(b *testing.B) { benchCallHost(b, false, 0) }
 // cuLaunchKernel (cuCtxGetCurrent, cuStreamIsCapturing) also measured:
 // pre-ns/call, which host-ns/call includes. The extra clock read makes its
 // host-ns/call about clock-ns higher than BenchmarkCallHost's.
-func BenchmarkCallHostParts(b *testing.B) { benchCallHost(b, true, 0) }
+//
+// It runs only with -callhost.parts, so that -test.bench CallHost measures
+// BenchmarkCallHost alone.
+func BenchmarkCallHostParts(b *testing.B) {
+	if !*callhostParts {
+		b.Skip("run with -callhost.parts")
+	}
+	benchCallHost(b, true, 0)
+}
 
 // BenchmarkCallHostPaced is BenchmarkCallHostParts with each rank starting
 // a call only every 40 µs, spinning in between: slower than the GPU runs
@@ -307,8 +317,13 @@ func BenchmarkCallHostParts(b *testing.B) { benchCallHost(b, true, 0) }
 // difference between the two host-ns/call is what the time inside the
 // driver costs the host code around it (caches, a thread that slept). Its
 // host-ns/call sums each call's duration, less the launch: one more clock
-// read per call.
-func BenchmarkCallHostPaced(b *testing.B) { benchCallHost(b, true, 40*time.Microsecond) }
+// read per call. It runs only with -callhost.parts.
+func BenchmarkCallHostPaced(b *testing.B) {
+	if !*callhostParts {
+		b.Skip("run with -callhost.parts")
+	}
+	benchCallHost(b, true, 40*time.Microsecond)
+}
 
 func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 	needGPU(b)
