@@ -85,6 +85,27 @@ const (
 // two launches apart and keep LL.
 const rootedSmall = ir.Simple
 
+// wideChannels bounds the channel count (threadblocks per rank) of the
+// bandwidth schedules: one threadblock moves about 14 GB/s over NVLink, and
+// on two H200s a 32-channel ring reached 290 GB/s allreduce busbw at 8 GiB
+// (16 channels: 185; bench/results/2026-11-29-h200x2). At n ranks a schedule
+// takes 64/n channels (32, 16, 8 at 2, 4, 8 ranks), which keeps the op
+// tables, and the context embedded in every binary, small (16 MB at 32
+// channels for every n; 4, 8 ranks were not measured on several GPUs). The
+// latency schedules (LL, and the rooted collectives' small-message Simple
+// ones) keep one channel.
+const wideChannels = 32
+
+// wide reports whether e is a bandwidth schedule, generated with as many
+// channels as its algorithm takes (up to wideChannels): a Simple schedule
+// of 2 ranks or more that serves messages above smallMax; gather and
+// scatter keep one channel.
+func wide(e *entry) bool {
+	c := e.Opts.Collective
+	return e.Opts.Protocol == ir.Simple && e.Opts.NRanks > 1 && (e.MaxBytes == 0 || e.MaxBytes > smallMax) &&
+		c != ir.Gather && c != ir.Scatter
+}
+
 // worlds are the communicator sizes the default context serves.
 var worlds = []int{1, 2, 4, 8}
 
@@ -145,6 +166,18 @@ func plan() ([]*entry, error) {
 	add := func(e *entry) error {
 		if e.Opts.Name == "" {
 			e.Opts.Name = e.Name
+		}
+		if wide(e) {
+			// The most channels the algorithm takes (its channel indices
+			// stay below gen.MaxTransferChannels).
+			for _, k := range []int{min(wideChannels, 64/e.Opts.NRanks), 16, 8, 4, 2} {
+				o := e.Opts
+				o.Channels = k
+				if _, err := gen.Generate(e.Algo, o); err == nil {
+					e.Opts = o
+					break
+				}
+			}
 		}
 		p, err := gen.Generate(e.Algo, e.Opts)
 		if err != nil {
