@@ -598,7 +598,9 @@ func (b *benchCmd) hotSwapPhase(ctx context.Context, cfg *config, dir string, w 
 }
 
 // shareUniqueID makes a unique id on rank 0 and broadcasts it to every rank
-// over the main communicator (multi-process mode).
+// over the main communicator (multi-process mode), in place in the
+// aggregator's buffer (aggBytes; the table's buffers may be smaller than an
+// id: -e 8).
 func shareUniqueID(rb *rankBench) (theseus.UniqueID, error) {
 	var id theseus.UniqueID
 	if rb.c.Rank() == 0 {
@@ -607,13 +609,14 @@ func shareUniqueID(rb *rankBench) (theseus.UniqueID, error) {
 			return id, err
 		}
 	}
-	if err := rb.mem.Write(rb.send, id[:]); err != nil {
+	buf := rb.agg.buf
+	if err := rb.mem.Write(buf, id[:]); err != nil {
 		return id, err
 	}
-	if err := rb.c.Broadcast(rb.send, rb.recv, int64(len(id)), theseus.Uint8, 0, nil); err != nil {
+	if err := rb.c.Broadcast(buf, buf, int64(len(id)), theseus.Uint8, 0, nil); err != nil {
 		return id, fmt.Errorf("broadcasting the hot swap's unique id: %w", err)
 	}
-	got, err := rb.mem.Read(rb.recv, int64(len(id)))
+	got, err := rb.mem.Read(buf, int64(len(id)))
 	if err != nil {
 		return id, err
 	}
