@@ -127,8 +127,11 @@ func (a *epochAgreement) FinishMin(ctx context.Context, timeout time.Duration) (
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-t.C:
-		return nil, &bootstrap.Error{Rank: a.rank, Op: "epoch agreement", Missing: []int{0},
-			Err: fmt.Errorf("no outcome within %v", 2*timeout)}
+		err := fmt.Errorf("comm: epoch agreement: no outcome within %v", 2*timeout)
+		if a.rank == 0 {
+			return nil, err // the reducer bounds its own waits: it is stuck
+		}
+		return nil, &bootstrap.Error{Rank: a.rank, Op: "epoch agreement", Missing: []int{0}, Err: err}
 	}
 }
 
