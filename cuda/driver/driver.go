@@ -19,6 +19,8 @@ package driver
 #cgo noescape th_prelaunch
 #cgo nocallback th_prelaunch
 #cgo nocallback th_clock_cost
+#cgo noescape th_launch1
+#cgo nocallback th_launch1
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
