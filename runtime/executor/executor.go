@@ -294,6 +294,9 @@ type Executor struct {
 		l3  *l3Entry
 	}
 	hotRuns uint64 // executeHot calls (tests)
+	// hotWalks counts executeHot's walks that reached the launch, hotFails
+	// those whose launch failed (Stats adds their counters).
+	hotWalks, hotFails uint64
 	// captured: some launch went into a CUDA graph. Its replays keep using
 	// the memory it names (prepared state, scratch, peers' scratch
 	// mappings), so from then on nothing of that kind is freed before Close.
@@ -459,7 +462,25 @@ func (e *Executor) SetTrace(f func(Transition)) { e.trace = f }
 
 // Stats returns a copy of the counters. Like Execute, it must not run
 // concurrently with other calls.
-func (e *Executor) Stats() Stats { return e.stats }
+func (e *Executor) Stats() Stats {
+	st := e.stats
+	// The walks executeHot took to the launch: Start → L0Lookup (hit) →
+	// L1Lookup (same) → L2Lookup (skip) → L3Lookup (hit) → Launch → Done,
+	// or → Fail when the launch failed.
+	h := e.hotWalks
+	st.Calls += h
+	for _, to := range hotPath {
+		st.StateVisits[to] += h
+	}
+	st.TransitionsTaken += h * (uint64(len(hotPath)) + 1)
+	st.L1Same += h
+	st.L2Skips += h
+	st.L3Hits += h
+	st.StateVisits[Done] += h - e.hotFails
+	st.StateVisits[Fail] += e.hotFails
+	st.Failures += e.hotFails
+	return st
+}
 
 // Err returns the executor's sticky error: a failure that leaves the ranks
 // out of step (an exchange, allocation or launch failure), Abort or Close.
@@ -560,31 +581,25 @@ var hotPath = [...]State{L0Lookup, L1Lookup, L2Lookup, L3Lookup, Launch}
 // executeHot is Execute for a repeat of e.hot's request while its entries
 // are still the last used (the caller checked): the walk Start, L0Lookup
 // (hit), L1Lookup (same), L2Lookup (skip), L3Lookup (hit), Launch, with
-// the same checks, counters and outcome, without looking anything up.
+// the same checks, counters and outcome, without looking anything up. The
+// counters of a walk that reaches the launch are kept as one count
+// (hotWalks) and added in by Stats: one store instead of a dozen across
+// the Stats struct.
 func (e *Executor) executeHot(r *Request, s *Schedule, st device.Stream) error {
 	e.hotRuns++
-	e.stats.Calls++
-	w := walk{r: r, s: s, st: st}
 	if err := e.Err(); err != nil { // Start: broken
+		e.stats.Calls++
 		e.stats.StateVisits[Fail]++
 		e.stats.TransitionsTaken++
 		e.stats.Failures++
 		return err
 	}
-	for _, to := range hotPath {
-		e.stats.StateVisits[to]++
-	}
-	e.stats.TransitionsTaken += uint64(len(hotPath)) + 1
-	e.stats.L1Same++
-	e.stats.L2Skips++
-	e.stats.L3Hits++
-	w.l1, w.l3map, w.l3 = e.hot.l1, e.hot.l1.l3, e.hot.l3
+	e.hotWalks++
+	w := walk{r: r, s: s, st: st, l1: e.hot.l1, l3map: e.hot.l1.l3, l3: e.hot.l3}
 	if ev := e.doLaunch(&w); ev != EvOK {
-		e.stats.StateVisits[Fail]++
-		e.stats.Failures++
+		e.hotFails++
 		return w.err
 	}
-	e.stats.StateVisits[Done]++
 	return nil
 }
 
