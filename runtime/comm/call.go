@@ -182,7 +182,7 @@ func (c *Comm) Collective(ctx context.Context, call *Call) error {
 	}
 	sreq := selector.Request{Coll: call.Coll, SendBuf: uintptr(call.Send), RecvBuf: uintptr(call.Recv), Count: call.Count,
 		DataType: call.DataType, RedOp: call.RedOp, PacketType: c.packet, Root: root, NRanks: c.n,
-		NLocalRanks: c.layout.PerNode, InPlace: inPlace}
+		NLocalRanks: c.perNode, InPlace: inPlace}
 	if !call.Coll.Reduces() {
 		sreq.RedOp = ir.Sum
 	}

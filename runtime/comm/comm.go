@@ -196,40 +196,43 @@ const (
 
 // Comm is one rank of a communicator.
 type Comm struct {
-	cfg    Config
-	rank   int
-	n      int
-	id     bootstrap.UniqueID
-	layout Layout
-	infos  []RankInfo
-
-	boot   *bootstrap.Bootstrap
-	agree  *epochAgreement
-	sel    *selector.Selector
-	exec   *executor.Executor
-	stream device.Stream
-
-	state    atomic.Int32
+	// What every collective call reads or writes comes first, together:
+	// a rank's thread comes back from a launch that waited for the GPU
+	// with cold caches, and every cache line it touches costs.
 	callMu   sync.Mutex // held by a call in progress; Abort waits for it
+	state    atomic.Int32
 	asyncErr atomic.Pointer[Error]
-	userSt   atomic.Pointer[device.Stream] // the caller's stream of the last call, if any
-	lostMu   sync.Mutex
-	lost     []int
-
-	watchCancel context.CancelFunc
-	watchWG     sync.WaitGroup
-
-	scheds []*executor.Schedule
-	ereq   executor.Request
-	packet ir.PacketType // *cfg.PacketType
 	// valid is the last call that passed Validate, and its answer.
 	valid struct {
 		call    validated
 		inPlace bool
 		ok      bool
 	}
-	last  CallInfo
-	calls uint64
+	calls   uint64
+	rank, n int
+	perNode int           // layout.PerNode
+	packet  ir.PacketType // *cfg.PacketType
+	sel     *selector.Selector
+	exec    *executor.Executor
+	scheds  []*executor.Schedule
+	userSt  atomic.Pointer[device.Stream] // the caller's stream of the last call, if any
+	last    CallInfo
+	ereq    executor.Request
+	stream  device.Stream
+
+	cfg    Config
+	id     bootstrap.UniqueID
+	layout Layout
+	infos  []RankInfo
+
+	boot  *bootstrap.Bootstrap
+	agree *epochAgreement
+
+	lostMu sync.Mutex
+	lost   []int
+
+	watchCancel context.CancelFunc
+	watchWG     sync.WaitGroup
 
 	// ctxState describes the selection context for ErrNoSchedule
 	// (contextState), as of selector epoch ctxStateEpoch.
@@ -313,6 +316,7 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 		}
 		return nil, err
 	}
+	c.perNode = c.layout.PerNode
 	c.agree = newEpochAgreement(c.boot, rank, nranks, cfg.Timeout)
 	c.sel, err = selector.New(selector.Options{Dir: cfg.ContextDir, CheckPeriod: cfg.CheckPeriod, Agreement: c.agree,
 		Timeout: cfg.Timeout, Loader: cfg.Loader, Clock: cfg.Clock})

@@ -259,29 +259,11 @@ var (
 
 // Executor is one rank's executor.
 type Executor struct {
-	cfg Config
-	dev device.Backend
-	net Net
-	n   int
+	// What every call on the all-hit path reads or writes (Execute's check,
+	// executeHot, doLaunch) comes first, together: a rank's thread comes
+	// back from a launch that waited for the GPU with cold caches, and
+	// every cache line it touches costs.
 
-	trace func(Transition)
-
-	l0      l0
-	l1      map[l1Key]*l1Entry
-	lastL1  *l1Entry
-	lastSig scratchSig
-	launch  uint64
-	streams []device.Stream // streams launched on since the last wait
-	lastSt  device.Stream   // the stream of the last launch
-	// lastL3 is the L3 entry of the last hit or setup, under its L1 and L2
-	// entries: a repeated request finds it without hashing its key.
-	// Cleared whenever L3 entries are dropped (dropL3).
-	lastL3 struct {
-		l1  *l1Entry
-		l2  *l2Entry
-		key l3Key
-		ent *l3Entry
-	}
 	// hot is the last request whose walk hit at every level (L0 ready, L1
 	// the running schedule, no L2, L3 the last entry): while lastL1 and
 	// lastL3 still hold its entries, the same request of the same schedule
@@ -293,10 +275,34 @@ type Executor struct {
 		l1  *l1Entry
 		l3  *l3Entry
 	}
-	hotRuns uint64 // executeHot calls (tests)
+	lastL1  *l1Entry
+	lastSt  device.Stream // the stream of the last launch
+	lastSig scratchSig
+	launch  uint64 // the launch counter (Stats.Launches)
+	trace   func(Transition)
+	failed  atomic.Pointer[error]
 	// hotWalks counts executeHot's walks that reached the launch, hotFails
-	// those whose launch failed (Stats adds their counters).
-	hotWalks, hotFails uint64
+	// those whose launch failed (Stats adds their counters); fences counts
+	// fenced launches (Stats.Fences); hotRuns executeHot's calls (tests).
+	hotWalks, hotFails, fences, hotRuns uint64
+	streams                             []device.Stream // streams launched on since the last wait
+	// lastL3 is the L3 entry of the last hit or setup, under its L1 and L2
+	// entries: a repeated request finds it without hashing its key.
+	// Cleared whenever L3 entries are dropped (dropL3).
+	lastL3 struct {
+		ent *l3Entry
+		l1  *l1Entry
+		l2  *l2Entry
+		key l3Key
+	}
+
+	cfg Config
+	dev device.Backend
+	net Net
+	n   int
+
+	l0 l0
+	l1 map[l1Key]*l1Entry
 	// captured: some launch went into a CUDA graph. Its replays keep using
 	// the memory it names (prepared state, scratch, peers' scratch
 	// mappings), so from then on nothing of that kind is freed before Close.
@@ -305,7 +311,6 @@ type Executor struct {
 	allocs    []device.Ptr // to free at Close
 	arena     device.Ptr   // the current block of small private allocations
 	arenaUsed int64
-	failed    atomic.Pointer[error]
 	abortW    atomic.Uintptr // the control segment once L0 exists
 	stats     Stats
 }
@@ -464,6 +469,7 @@ func (e *Executor) SetTrace(f func(Transition)) { e.trace = f }
 // concurrently with other calls.
 func (e *Executor) Stats() Stats {
 	st := e.stats
+	st.Launches, st.Fences = e.launch, e.fences
 	// The walks executeHot took to the launch: Start → L0Lookup (hit) →
 	// L1Lookup (same) → L2Lookup (skip) → L3Lookup (hit) → Launch → Done,
 	// or → Fail when the launch failed.
@@ -1700,9 +1706,8 @@ func (e *Executor) doLaunch(w *walk) Event {
 		return e.fail(w, Launch, err, !errors.Is(err, device.ErrClosed))
 	}
 	e.launch++
-	e.stats.Launches++
 	if fence {
-		e.stats.Fences++
+		e.fences++
 	}
 	e.lastL1, e.lastSig, e.lastSt = w.l1, l3.sig, w.st
 	if capturing {

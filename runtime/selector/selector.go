@@ -225,18 +225,21 @@ type Selector struct {
 	snap  *snapshot
 	cache map[key]int32
 	// last is the last request answered from the cache and its answer:
-	// a repeated request skips the hash (cleared with the cache).
+	// a repeated request skips the hash (cleared with the cache). With
+	// untilEpoch and the counters, all a repeated request touches, in one
+	// place (before the VM's stack).
 	last struct {
 		k  key
 		id int32
 		ok bool
 	}
-	vm vm.VM
-
 	untilEpoch int
-	clockLast  int64
-	agreed     agreedPrefix
-	agreeBuf   []int64
+	stats      Stats
+	vm         vm.VM
+
+	clockLast int64
+	agreed    agreedPrefix
+	agreeBuf  []int64
 	// pendW is the attribute window of the epoch agreement this rank did
 	// not wait for (0: none pending; settle collects it).
 	pendW int
@@ -249,7 +252,6 @@ type Selector struct {
 	}
 	hiBuf agreedPrefix // stable's scratch
 	early []int64      // the result of a round of an Agreement that is not Pipelined
-	stats Stats
 }
 
 // Stats counts what a Selector did.
