@@ -127,16 +127,18 @@ func replay(streams []*cuda.Stream, execs []driver.GraphExec, k int) error {
 // replay doubles the buffer, so every replay must read the previous one's
 // result exactly (powers of two stay exact in float64 up to 2^1023): a
 // replay that reused a stale LL flag, scratch half or dependency epoch shows
-// as a wrong value. It also checks the seed's capture table: a miss during
-// capture is refused (InvalidUsage) without invalidating the capture, and an
-// eager call after the replays continues the sequence.
+// as a wrong value. It also checks the capture table (docs/design/cuda.md):
+// a miss beyond L3 during capture is refused (InvalidUsage) without
+// invalidating the capture, an L3 miss (a new count in registered buffers,
+// as nccl-tests -G makes) is set up during the capture and replays right,
+// and an eager call after the replays continues the sequence.
 func TestGraphReplay(t *testing.T) {
 	needGPU(t)
 	const n, replays = 2, 1000
 	comms, streams, be := localComms(t, n)
 	for _, count := range []int64{1024, 1 << 20} { // LL all-pairs and ring in the default context
 		t.Run(fmt.Sprint(count), func(t *testing.T) {
-			bufs := make([]device.Ptr, n)
+			bufs, outs := make([]device.Ptr, n), make([]device.Ptr, n)
 			x0 := make([][]float64, n)
 			for r := range bufs {
 				p, err := be.Alloc(count * 8)
@@ -145,6 +147,10 @@ func TestGraphReplay(t *testing.T) {
 				}
 				defer be.Free(p)
 				bufs[r] = p
+				if outs[r], err = be.Alloc(count * 8); err != nil {
+					t.Fatal(err)
+				}
+				defer be.Free(outs[r])
 				x0[r] = make([]float64, count)
 				b := make([]byte, 8*count)
 				for i := range x0[r] {
@@ -158,11 +164,18 @@ func TestGraphReplay(t *testing.T) {
 			call := func(r int) error {
 				return comms[r].AllReduce(bufs[r], bufs[r], count, theseus.Float64, theseus.Sum, streams[r])
 			}
-			// One eager call on every rank, waited for.
-			eager := func() {
+			// The out-of-place allreduce of the first half into outs: first
+			// eager with the whole count (outs registered), then captured
+			// with half of it (an L3 miss only: set up during the capture).
+			half := count / 2
+			side := func(r int, k int64) error {
+				return comms[r].AllReduce(bufs[r], outs[r], k, theseus.Float64, theseus.Sum, streams[r])
+			}
+			// One eager call f on every rank, waited for.
+			eager := func(f func(r int) error) {
 				t.Helper()
 				if err := onEach(n, func(r int) error {
-					if err := call(r); err != nil {
+					if err := f(r); err != nil {
 						return err
 					}
 					return streams[r].Synchronize()
@@ -170,14 +183,21 @@ func TestGraphReplay(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			eager() // warm-up: every cache level filled
+			eager(call) // warm-up: every cache level filled; bufs = S (the sum of the inputs)
 			calls := 1
-			// A miss during capture is refused and leaves the capture intact.
+			eager(func(r int) error { return side(r, count) }) // outs = 2S
+			// During capture: a miss beyond L3 (a schedule never
+			// materialised: broadcast) is refused and leaves the capture
+			// intact; an L3 miss (a new count in registered buffers) is set up
+			// and captured; then the warmed call.
 			execs := capture(t, streams, func(r int) error {
-				err := comms[r].AllReduce(bufs[r], bufs[r], count/2, theseus.Float32, theseus.Sum, streams[r])
+				err := comms[r].Broadcast(bufs[r], bufs[r], count, theseus.Float64, 0, streams[r])
 				var te *theseus.Error
 				if !errors.As(err, &te) || te.Code != theseus.InvalidUsage {
-					return fmt.Errorf("rank %d: a miss during capture returned %v, want InvalidUsage", r, err)
+					return fmt.Errorf("rank %d: a broadcast never run before (a schedule to materialise) during capture returned %v, want InvalidUsage", r, err)
+				}
+				if err := side(r, half); err != nil {
+					return fmt.Errorf("rank %d: an L3 miss during capture: %w", r, err)
 				}
 				return call(r)
 			})
@@ -185,24 +205,34 @@ func TestGraphReplay(t *testing.T) {
 				t.Fatal(err)
 			}
 			calls += replays
-			eager() // an eager call after the replays
+			eager(call) // an eager call after the replays
 			calls++
+			// Replay j: outs[:half] = 2 * S*2^(j-1), then bufs = S*2^j.
 			scale := math.Ldexp(1, calls-1)
 			wrong := 0
-			for r := range bufs {
+			check := func(r int, what string, p device.Ptr, want func(i int64) float64) {
 				b := make([]byte, 8*count)
-				if err := be.Download(b, bufs[r]); err != nil {
+				if err := be.Download(b, p); err != nil {
 					t.Fatal(err)
 				}
 				for i := int64(0); i < count; i++ {
-					want := (x0[0][i] + x0[1][i]) * scale
-					if got := math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])); got != want {
+					if got := math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])); got != want(i) {
 						if wrong < 5 {
-							t.Errorf("rank %d element %d: got %g, want %g", r, i, got, want)
+							t.Errorf("rank %d %s element %d: got %g, want %g", r, what, i, got, want(i))
 						}
 						wrong++
 					}
 				}
+			}
+			for r := range bufs {
+				sum := func(i int64) float64 { return x0[0][i] + x0[1][i] }
+				check(r, "buffer", bufs[r], func(i int64) float64 { return sum(i) * scale })
+				check(r, "side output", outs[r], func(i int64) float64 {
+					if i < half {
+						return sum(i) * math.Ldexp(1, replays)
+					}
+					return 2 * sum(i)
+				})
 			}
 			t.Logf("count %d (%s): %d graph replays + 2 eager calls, #wrong %d", count, comms[0].LastCall().Name, replays, wrong)
 			fmt.Printf("GRAPH count=%d schedule=%s replays=%d wrong=%d\n", count, comms[0].LastCall().Name, replays, wrong)

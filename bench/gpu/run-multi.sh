@@ -10,9 +10,9 @@
 #   build       NVIDIA's nccl-tests, built on the machine twice, in the
 #               background: against Theseus's nccl.h (.device/build_nccl_tests.sh
 #               → build/nccl-tests) and against the machine's NCCL
-#               (.device/build_nccl_baseline.sh → build/nccl-tests-nccl). The
-#               binaries are packed too (nccl-bin.tgz), so that a later call can
-#               carry them in .device/nccl-bin instead of building again.
+#               (.device/build_nccl_baseline.sh → build/nccl-tests-nccl), in
+#               about 50-90 s beside the bench step. Binaries carried in
+#               .device/nccl-bin/{nccl-tests,nccl-tests-nccl} are used instead.
 #   bench       theseus-bench --backend cuda, one process per GPU, every
 #               collective, TB_SIZES (default -b 8 -e 1G), then its hot swap
 #   nccl-tests  for each test in TESTS, library in LIBS and graph mode in
@@ -106,7 +106,11 @@ if [ -n "${bpid1:-}" ]; then
   wait "$bpid1"; echo "theseus build rc=$?" >>"$R/steps.txt"
   wait "$bpid2"; echo "nccl build rc=$?" >>"$R/steps.txt"
   log "nccl-tests builds done"; tail -3 "$R/build-theseus.txt" "$R/build-nccl.txt"
-  tar czf "$R/nccl-bin.tgz" -C "$ROOT/build" $(cd "$ROOT/build" && ls -d nccl-tests/*_perf nccl-tests/minimpi/lib nccl-tests-nccl/*_perf nccl-tests-nccl/minimpi/lib 2>/dev/null)
+  # PACK_BIN=1: the binaries too (about 36 MB: over what a device call
+  # returns; write them under $OUT yourself if the tool allows it).
+  if [ "${PACK_BIN:-0}" = 1 ]; then
+    tar czf "$R/nccl-bin.tgz" -C "$ROOT/build" $(cd "$ROOT/build" && ls -d nccl-tests/*_perf nccl-tests/minimpi/lib nccl-tests-nccl/*_perf nccl-tests-nccl/minimpi/lib 2>/dev/null)
+  fi
   pack
 fi
 NCCL_LIBDIR=$(dirname "$(readlink -f "$NT_NC/nccl-home/lib/libnccl.so.2" 2>/dev/null || ldconfig -p | awk '/libnccl\.so\.2 /{print $NF; exit}')")
