@@ -78,8 +78,11 @@ size.
 
 Exit codes: 0 compared; 1 compared, but some row has #wrong > 0 on a side;
 2 usage error (a missing or malformed file — the message gives file:line:col
-—, a collective or mode on one side only, unless --allow-unmatched); 3 an
-output could not be written.`,
+—, a collective or mode on one side only, unless --allow-unmatched; a
+--markdown or --csv folder that does not exist, a --plot-dir that cannot be
+created, an output that is an input or --markdown and --csv naming the same
+file); 3 an output could not be written. An input given twice (a file and
+its directory) is read once.`,
 		Example: `  theseus-bench compare --baseline results/nccl --candidate results/theseus
   theseus-bench compare --baseline nccl/ --candidate theseus/ --markdown report.md --plot-dir plots --csv report.csv
   theseus-bench compare --baseline nccl-g0-all_reduce.txt --candidate bench.txt --mode-regexp '' --allow-unmatched`,
@@ -208,6 +211,9 @@ func (c *compareCmd) runE(cmd *cobra.Command, _ []string) error {
 			return cli.Usagef("%s %s: no such folder %s", o.flag, o.path, filepath.Dir(o.path))
 		}
 	}
+	if c.markdown != "" && c.csv != "" && samePath(c.markdown, c.csv) {
+		return cli.Usagef("--markdown %s and --csv %s are the same file: the CSV would overwrite the report", c.markdown, c.csv)
+	}
 	base, err := c.collect("--baseline", c.baseline, modeRe)
 	if err != nil {
 		return err
@@ -215,6 +221,22 @@ func (c *compareCmd) runE(cmd *cobra.Command, _ []string) error {
 	cand, err := c.collect("--candidate", c.candidate, modeRe)
 	if err != nil {
 		return err
+	}
+	// Never overwrite an input with the report.
+	for _, o := range []struct{ flag, path string }{{"--markdown", c.markdown}, {"--csv", c.csv}} {
+		if o.path == "" {
+			continue
+		}
+		for _, side := range []struct {
+			flag string
+			ins  []*input
+		}{{"--baseline", base}, {"--candidate", cand}} {
+			for _, in := range side.ins {
+				if samePath(o.path, in.path) {
+					return cli.Usagef("%s %s is an input (%s): writing it would destroy the output it was compared from", o.flag, o.path, side.flag)
+				}
+			}
+		}
 	}
 	cr, err := compare(c.baseName, c.candName, base, cand, c.allowUnmatched)
 	if err != nil {
@@ -300,7 +322,15 @@ func (c *compareCmd) collect(flag string, args []string, modeRe *regexp.Regexp) 
 		}
 	}
 	var ins []*input
+	var read []os.FileInfo // the files read so far, to read each once
 	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil {
+			if i := slices.IndexFunc(read, func(o os.FileInfo) bool { return os.SameFile(o, st) }); i >= 0 {
+				fmt.Fprintf(c.s.Err, "theseus-bench compare: %s %s: given twice; read once\n", flag, p)
+				continue
+			}
+			read = append(read, st)
+		}
 		out, err := nccltests.ParseFile(p)
 		if err != nil {
 			return nil, cli.Usage(fmt.Errorf("%s: %w", flag, err))
@@ -315,6 +345,19 @@ func (c *compareCmd) collect(flag string, args []string, modeRe *regexp.Regexp) 
 		return nil, cli.Usagef("%s %s: no nccl-tests or theseus-bench rows in any file", flag, strings.Join(args, ","))
 	}
 	return ins, nil
+}
+
+// samePath reports whether a and b name the same file: the same cleaned
+// absolute path, or (both existing) os.SameFile.
+func samePath(a, b string) bool {
+	aa, err1 := filepath.Abs(a)
+	ab, err2 := filepath.Abs(b)
+	if err1 == nil && err2 == nil && aa == ab {
+		return true
+	}
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
 }
 
 // modeOf is the mode label of a file: the first match of re in its base
@@ -581,8 +624,14 @@ func sizeLabel(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
+// maxFixedWidth bounds a number written without an exponent: a value
+// whose fixed-point form is longer (an implausible 1e308 GB/s from a
+// corrupt input) is written as %.4g instead of hundreds of digits.
+const maxFixedWidth = 12
+
 // floatStr writes v as nccl-tests' getFloatStr does (src/util.cu): two
-// decimals if that fits in width characters, else one, else none.
+// decimals if that fits in width characters, else one, else none; beyond
+// maxFixedWidth characters with an exponent (%.4g).
 func floatStr(v float64, width int) string {
 	if !finite(v) {
 		return strings.ToLower(strconv.FormatFloat(v, 'f', -1, 64))
@@ -592,7 +641,10 @@ func floatStr(v float64, width int) string {
 			return s
 		}
 	}
-	return strconv.FormatFloat(v, 'f', 0, 64)
+	if s := strconv.FormatFloat(v, 'f', 0, 64); len(s) <= maxFixedWidth {
+		return s
+	}
+	return strconv.FormatFloat(v, 'g', 4, 64)
 }
 
 // fmtTime writes a time in µs as nccl-tests' 7-character column does.
@@ -605,7 +657,10 @@ func fmtRatio(v float64) string {
 	if !finite(v) {
 		return "-"
 	}
-	return strconv.FormatFloat(v, 'f', 2, 64)
+	if s := strconv.FormatFloat(v, 'f', 2, 64); len(s) <= maxFixedWidth {
+		return s
+	}
+	return strconv.FormatFloat(v, 'g', 4, 64)
 }
 
 func fmtWrong(r *nccltests.Row) string {

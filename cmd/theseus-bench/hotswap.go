@@ -258,6 +258,9 @@ func summarizeHotSwap(agg *aggregator, rec *hsRank, attr, where string) (*HotSwa
 	away, back := hsValues(attr, agg.c.NRanks())
 	hs := &HotSwap{Attribute: attr, Collective: "allreduce", Bytes: hsBytes, Count: hsBytes / 4, Type: "float", RedOp: "sum",
 		Requests: r, CheckPeriod: hsPeriod, First: rec.names[rec.ids[0]], Wrong: wrong[0], Consistent: true,
+		// [] rather than null in JSON when nothing switches (1 rank,
+		// slow_rank at 2): readers iterate it without a null check.
+		Switches: []Switch{},
 		Published: []Publish{{AfterRequest: hsSlowAt, Value: away, Where: where},
 			{AfterRequest: hsBackAt, Value: back, Where: where}}}
 	for _, ns := range hi[2*r:] {

@@ -105,6 +105,9 @@ type parser struct {
 	out  *Output
 	errs ErrorList
 	stop bool
+	// lastCut: the line being read is the input's last and has no
+	// newline (the writer stopped mid-line: a run killed or out of disk).
+	lastCut bool
 
 	layout  layout
 	coll    string // canonical collective of the current test
@@ -178,6 +181,7 @@ func (p *parser) run(data []byte) {
 			line, data = data[:i], data[i+1:]
 		} else {
 			line, data = data, nil
+			p.lastCut = true
 		}
 		p.line(n, strings.TrimRight(string(line), "\r"))
 	}
@@ -444,6 +448,9 @@ func parseFloat(s string) (float64, bool) {
 
 const rowHint = "another program's output may have cut the row; send library logs elsewhere (NCCL_DEBUG_FILE, THESEUS_DEBUG_FILE) or to stderr"
 
+// eofHint replaces rowHint for a row cut short by the end of the input.
+const eofHint = "the file ends in the middle of this row, without a newline: the run was cut short (killed, timed out, out of disk) or the file was copied only in part; remove the partial last line to compare the rows before it"
+
 func (p *parser) row(n int, line string, t []tok) {
 	r := Row{Line: n, Collective: p.coll}
 	if r.Collective == "" {
@@ -464,7 +471,11 @@ func (p *parser) row(n int, line string, t []tok) {
 	end := len(line) + 1 // column just past the line
 	want := p.layout.columns()
 	if len(t) < want {
-		p.errorf(n, end, rowHint, "row ends after %d of %d columns (size count type redop root, then time algbw busbw #wrong out of place and in place)", len(t), want)
+		hint := rowHint
+		if p.lastCut {
+			hint = eofHint
+		}
+		p.errorf(n, end, hint, "row ends after %d of %d columns (size count type redop root, then time algbw busbw #wrong out of place and in place)", len(t), want)
 		return
 	}
 	var ok bool
