@@ -551,12 +551,20 @@ func (r cmpRow) timeRatio(a int) float64 {
 	return ratio(c.TimeUS, b.TimeUS)
 }
 
+// busRatio is the candidate's busbw over the baseline's. Rows pair the same
+// size and number of ranks, so busbw's formula (nccl-tests: bytes / time ×
+// the collective's factor) cancels and the ratio is baseline time over
+// candidate time: exact, where the printed busbw (rounded to 0.01 GB/s)
+// would make small sizes' ratios noise (0.00, 0.33 for 0.30).
 func (r cmpRow) busRatio(a int) float64 {
 	b, c := result(r.base, a), result(r.cand, a)
 	if b == nil || c == nil {
 		return math.NaN()
 	}
-	return ratio(c.BusBW, b.BusBW)
+	if r.bytes <= 0 || !finite(c.TimeUS) || c.TimeUS <= 0 {
+		return math.NaN() // no bytes moved: no bandwidth
+	}
+	return ratio(b.TimeUS, c.TimeUS)
 }
 
 // summarizeTable computes the summary line: busbw ratios at the largest

@@ -2,17 +2,15 @@ package main
 
 // Review of `theseus-bench compare` (2026-11-29): broken inputs, outputs
 // that cannot be written or would destroy an input, values nccl-tests can
-// print (nan, inf, N/A) and values it cannot (1e308). Tests named
-// TestReviewKnown* pin problems left for the owner of the code concerned;
-// they are skipped unless -review.known is given (go test -run
-// TestReviewKnown -review.known ./cmd/theseus-bench shows them failing).
+// print (nan, inf, N/A) and values it cannot (1e308), and the problems the
+// review found and that were fixed since (busbw ratios from rounded busbw,
+// a cancelled wait reported instead of the root cause).
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,15 +20,6 @@ import (
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 	"github.com/theseus-ccl/theseus/runtime/theseus"
 )
-
-var reviewKnown = flag.Bool("review.known", false, "run the review's tests of known, unfixed problems (they fail)")
-
-func skipKnown(t *testing.T, why string) {
-	t.Helper()
-	if !*reviewKnown {
-		t.Skip("known problem, left for its owner (-review.known runs it): " + why)
-	}
-}
 
 // reviewFile writes data to dir/name and returns the path.
 func reviewFile(t *testing.T, dir, name string, data []byte) string {
@@ -253,11 +242,11 @@ func TestReviewCompareOddValues(t *testing.T) {
 		"| 64 | 65.58 | nan | - |",
 		"| 512 | 66.67 | +inf | - |",
 		"| 0/0 | N/A/N/A |",
-		"| 1e+308 | 7.491e+306 |", // candidate busbw and busbw ratio
-		"| 16M | 7.491e+306 |",    // the summary's busbw ratio
+		"| 13.35 | 1e+308 | 1.00 |",                             // candidate busbw; the busbw ratio comes from the times
+		"| allreduce | 2 | - | float sum | 16M | 1.00 | 1.01 |", // the summary's busbw ratios
 	} {
 		if !strings.Contains(out, want) {
-			t.Errorf("report lacks %q", want)
+			t.Errorf("report lacks %q\n%s", want, out)
 		}
 	}
 	for _, l := range strings.Split(out, "\n") {
@@ -285,8 +274,7 @@ func TestReviewCompareOddValues(t *testing.T) {
 // significant digits. The fix changes the golden files and
 // docs/theseus-bench.md ("A ratio is - where the baseline's value is 0"),
 // so it is left to the command's owner.
-func TestReviewKnownBusbwRatioFromRoundedValues(t *testing.T) {
-	skipKnown(t, "busbw ratio divides busbw rounded to 0.01 GB/s")
+func TestReviewBusbwRatioFromTimes(t *testing.T) {
 	dir := t.TempDir()
 	hdr := "# nccl-tests version 2.19.6 nccl-headers=22803 nccl-library=22803\n# Collective test starting: all_reduce_perf\n" +
 		"# Using devices\n#  Rank  0 Group  0 Pid 1 on vm device  0 [0000:00:06] NVIDIA H200\n#  Rank  1 Group  0 Pid 2 on vm device  1 [0000:00:07] NVIDIA H200\n"
@@ -316,8 +304,7 @@ func TestReviewKnownBusbwRatioFromRoundedValues(t *testing.T) {
 // agreement step: context canceled [ncclInternalError]" instead of the
 // root cause, "... the selection context has no schedule for them ...".
 // firstError is in root.go, outside this review's remit.
-func TestReviewKnownFirstErrorCanceled(t *testing.T) {
-	skipKnown(t, "firstError in root.go returns a context.Canceled caused by the abort")
+func TestReviewFirstErrorCanceled(t *testing.T) {
 	canceled := fmt.Errorf("rank 0: agreeing on the flags: %w", fmt.Errorf("theseus: rank 0: allreduce: failed: selector: agreement step: %w", context.Canceled))
 	cause := fmt.Errorf("rank 1: the ranks combine their results with small int64 allreduces, and the selection context has no schedule for them: %w", theseus.ErrNoSchedule)
 	if got := firstError([]error{canceled, cause, nil}); !errors.Is(got, theseus.ErrNoSchedule) {

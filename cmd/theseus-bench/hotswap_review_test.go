@@ -15,8 +15,7 @@ import (
 // semaphores, 2 bootstrap messages"; since c81cde5 (bandwidth schedules
 // get 64/n channels) the run creates 96 channel ends and 96 semaphores
 // (48 at 8 ranks). The doc is outside the review's remit.
-func TestReviewKnownHotSwapDocMigration(t *testing.T) {
-	skipKnown(t, "docs/theseus-bench.md's 4-rank migration figures predate c81cde5")
+func TestReviewHotSwapDocMigration(t *testing.T) {
 	code, out, errs := runBench(t, "--json", "--nranks", "4", "-b", "8", "-e", "8", "--coll", "allreduce")
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d\n%s", code, errs)

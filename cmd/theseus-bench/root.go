@@ -636,8 +636,10 @@ func firstError(errs []error) error {
 			first = err
 		}
 		// Effects of the abort eachComm did: a lost peer, a call on an
-		// aborted communicator (ErrState), a launch stopped by it.
-		if !errors.Is(err, theseus.ErrLostRank) && !errors.Is(err, theseus.ErrState) && !strings.Contains(err.Error(), "abort") {
+		// aborted communicator (ErrState), a launch stopped by it, a wait
+		// whose context the abort cancelled.
+		if !errors.Is(err, theseus.ErrLostRank) && !errors.Is(err, theseus.ErrState) && !errors.Is(err, context.Canceled) &&
+			!strings.Contains(err.Error(), "abort") && !strings.Contains(err.Error(), context.Canceled.Error()) {
 			return err
 		}
 	}
