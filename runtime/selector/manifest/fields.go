@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/theseus-ccl/theseus/compiler/diag"
 )
@@ -64,7 +65,7 @@ func (c *lineCtx) object() ([]field, bool) {
 		off := int(dec.InputOffset())
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			off = int(se.Offset)
+			off = badByte(b, int(se.Offset), se.Error())
 		}
 		msg := err.Error()
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -182,4 +183,37 @@ func FieldCol(text []byte, key string) int {
 		}
 	}
 	return 1
+}
+
+// badByte returns the offset of the byte a json.SyntaxError is about.
+// Its Offset counts the bytes read, which the decoder sometimes stops one
+// past the offending byte and sometimes before it; an "invalid character
+// 'c'" error names the byte, so the nearest c is taken. Otherwise off.
+func badByte(b []byte, off int, msg string) int {
+	const pre = "invalid character "
+	i := strings.Index(msg, pre)
+	if i < 0 {
+		return off
+	}
+	rest, ok := strings.CutPrefix(msg[i+len(pre):], "'")
+	if !ok {
+		return off
+	}
+	j := strings.Index(rest, "'")
+	if j < 0 {
+		return off
+	}
+	if j == 0 { // the character is a quote: '\''
+		j = strings.Index(rest[1:], "'") + 1
+	}
+	r, _, tail, err := strconv.UnquoteChar(rest[:j], '\'')
+	if err != nil || tail != "" || r > 0xff {
+		return off
+	}
+	for _, o := range []int{off, off - 1, off + 1, off - 2} {
+		if o >= 0 && o < len(b) && rune(b[o]) == r {
+			return o
+		}
+	}
+	return off
 }
