@@ -444,7 +444,7 @@ func thsGoColl(kind C.int, send, recv unsafe.Pointer, count C.size_t, dtype, op,
 	defer recoverTo(&rc, "thsGoColl")
 	o := abi.Op{Coll: abi.Coll(kind), Send: uintptr(send), Recv: uintptr(recv), Count: uint64(count),
 		DataType: abi.DataType(dtype), RedOp: abi.RedOp(op), Root: int(root), Stream: uintptr(stream)}
-	l, r := library("nccl" + o.Coll.String())
+	l, r := library(o.Coll.API())
 	if l == nil {
 		return r
 	}

@@ -132,7 +132,7 @@ func (f *cFallback) Run(c uintptr, op *abi.Op) abi.Result {
 	if op.Coll != abi.CollAlltoAllv {
 		rr := C.ths_fb_coll(C.int(op.Coll), cptr(op.Send), cptr(op.Recv), C.size_t(op.Count), C.int(op.DataType),
 			C.int(op.RedOp), C.int(op.Root), comm, cptr(op.Stream))
-		op.Served = "the fallback NCCL"
+		op.Served = abi.Served{Text: "the fallback NCCL"}
 		return r(rr)
 	}
 	n := 0
@@ -170,7 +170,7 @@ func (f *cFallback) Run(c uintptr, op *abi.Op) abi.Result {
 	if rr := C.ths_fb_group_end(); first == 0 {
 		first = rr
 	}
-	op.Served = "the fallback NCCL (grouped send/recv)"
+	op.Served = abi.Served{Text: "the fallback NCCL (grouped send/recv)"}
 	return r(first)
 }
 

@@ -148,7 +148,7 @@ func (c *fakeComm) Run(op *Op) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ops = append(c.ops, *op)
-	op.Served = "fake schedule"
+	op.Served = Served{Text: "fake schedule"}
 	return nil
 }
 

@@ -1203,7 +1203,7 @@ func (c *Comm) setAsyncErrIfFatal(e *Error) {
 }
 
 func (l *Library) logColl(c *Comm, op *Op, n uint64) {
-	served := op.Served
+	served := op.Served.String()
 	if served == "" {
 		served = "a Theseus schedule"
 	}

@@ -164,9 +164,9 @@ type Op struct {
 	Counts    []uint64
 	CountsGPU uintptr
 
-	// Served is filled by the engine or the fallback: what ran the op (a
-	// schedule name, or "fallback NCCL"), for the INFO COLL log line.
-	Served string
+	// Served is filled by the engine or the fallback: what ran the op, for
+	// the INFO COLL log line (formatted only when that line is logged).
+	Served Served
 	// NoNative is why no Theseus schedule serves the op (the engine's
 	// ErrNoSchedule error, naming the selection context), kept for the
 	// error when there is no fallback NCCL either.
@@ -176,6 +176,31 @@ type Op struct {
 	// when no schedule serves the AlltoAll.
 	Fused []Op
 }
+
+// Served says what ran an op: Text when set ("the fallback NCCL"),
+// otherwise launch Launch of Theseus schedule Schedule (file Name) when Name
+// is set; the zero value says nothing. Kept as fields so that a call whose
+// INFO COLL line is not logged formats nothing.
+type Served struct {
+	Text     string
+	Schedule int
+	Name     string
+	Launch   uint64
+}
+
+func (s Served) String() string {
+	switch {
+	case s.Text != "":
+		return s.Text
+	case s.Name != "":
+		return fmt.Sprintf("Theseus schedule %d (%s) launch %d", s.Schedule, s.Name, s.Launch)
+	}
+	return ""
+}
+
+// API is the NCCL function's name ("ncclAllReduce"), without allocating
+// for the known calls.
+func (c Coll) API() string { return c.api() }
 
 // InPlace reports whether op's buffers overlap as NCCL's in-place form of
 // its collective (nccl.h comments; ir.md §3).

@@ -21,6 +21,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/theseus-ccl/theseus/cuda"
@@ -188,6 +189,19 @@ func (e *Engine) Classify(err error) abi.Result {
 // the same stream. On the host backend the key is the family (see
 // streamKey).
 func (e *Engine) stream(c *Comm, s uintptr) (device.Stream, error) {
+	// The usual case: the same cudaStream_t as the communicator's last call
+	// (no lock, no map lookup).
+	if r := c.lastSt.Load(); r != nil && r.value == s {
+		return r.st, nil
+	}
+	st, err := e.streamSlow(c, s)
+	if err == nil {
+		c.lastSt.Store(&streamRef{s, st})
+	}
+	return st, err
+}
+
+func (e *Engine) streamSlow(c *Comm, s uintptr) (device.Stream, error) {
 	key := c.family
 	if e.name == "cuda" {
 		key = c.wrap
@@ -248,6 +262,14 @@ type Comm struct {
 	side    bootstrap.UniqueID
 	hasSide bool
 	used    bool
+	// lastSt is the backend stream of the last cudaStream_t value this
+	// communicator used (a cache of Engine.streams).
+	lastSt atomic.Pointer[streamRef]
+}
+
+type streamRef struct {
+	value uintptr
+	st    device.Stream
 }
 
 func (c *Comm) Rank() int   { return c.c.Rank() }
@@ -282,9 +304,9 @@ func (c *Comm) Run(op *abi.Op) error {
 		return err
 	}
 	if info := c.c.LastCall(); info.Skipped {
-		op.Served = "Theseus (count 0: nothing to run)"
+		op.Served = abi.Served{Text: "Theseus (count 0: nothing to run)"}
 	} else {
-		op.Served = fmt.Sprintf("Theseus schedule %d (%s) launch %d", info.Schedule, info.Name, info.Launch)
+		op.Served = abi.Served{Schedule: info.Schedule, Name: info.Name, Launch: info.Launch}
 	}
 	return nil
 }
@@ -348,6 +370,7 @@ func (c *Comm) Finalize(ctx context.Context) error { return c.c.Finalize() }
 // communicator's stream wrappers (not the client's streams).
 func (c *Comm) Destroy() error {
 	err := c.c.Destroy()
+	c.lastSt.Store(nil)
 	if c.e.name == "cuda" {
 		var ws []device.Stream
 		c.e.mu.Lock()

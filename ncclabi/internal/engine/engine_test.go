@@ -17,7 +17,7 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/host"
 )
 
-func hostEngine(t *testing.T) *Engine {
+func hostEngine(t testing.TB) *Engine {
 	t.Helper()
 	ctxDir, err := filepath.Abs("../../../examples/contexts/default")
 	if err != nil {
@@ -41,7 +41,7 @@ func hostEngine(t *testing.T) *Engine {
 }
 
 // initRanks creates n ranks of one communicator as goroutines.
-func initRanks(t *testing.T, e *Engine, id abi.UniqueID, n int) []abi.EngineComm {
+func initRanks(t testing.TB, e *Engine, id abi.UniqueID, n int) []abi.EngineComm {
 	t.Helper()
 	cs := make([]abi.EngineComm, n)
 	errs := make([]error, n)
@@ -119,7 +119,7 @@ func TestHostEngine(t *testing.T) {
 			if errs[r] = cs[r].Run(op); errs[r] == nil {
 				errs[r] = cs[r].StreamSync(0)
 			}
-			if op.Served == "" {
+			if op.Served.String() == "" {
 				t.Errorf("rank %d: Served not set", r)
 			}
 			outs[r] = floats(t, d, n)
