@@ -66,7 +66,7 @@ func run(dir string, name string, args ...string) error {
 
 // setup builds the library, the LD_AUDIT shim, the fake NCCL and the C
 // test program once per test binary.
-func setup(t *testing.T) *built {
+func setup(t testing.TB) *built {
 	t.Helper()
 	if cc() == "" {
 		t.Skip("no C compiler (gcc or cc): the C-level tests need one")
@@ -114,7 +114,9 @@ func setup(t *testing.T) *built {
 	if bld.err != nil {
 		t.Fatalf("build: %v", bld.err)
 	}
-	t.Logf("go build -buildmode=c-shared: %v; C builds: %v", bld.buildTime.Round(time.Millisecond), bld.ccTime.Round(time.Millisecond))
+	if _, bench := t.(*testing.B); !bench {
+		t.Logf("go build -buildmode=c-shared: %v; C builds: %v", bld.buildTime.Round(time.Millisecond), bld.ccTime.Round(time.Millisecond))
+	}
 	return &bld
 }
 
@@ -173,18 +175,26 @@ func (l *lockedBuffer) String() string {
 // "ID <hex>" line is handed to the others. Everything is bounded by limit.
 func (b *built) runRanks(t *testing.T, mode string, nranks int, env []string, limit time.Duration) []rankOut {
 	t.Helper()
+	return runProgram(t, b.test, []string{mode}, b.dir, nranks, env, limit)
+}
+
+// runProgram runs nranks processes of `prog args... RANK NRANKS [IDHEX]`
+// in dir: rank 0 first, whose "ID <hex>" line is handed to the others.
+// Everything is bounded by limit.
+func runProgram(t testing.TB, prog string, pre []string, dir string, nranks int, env []string, limit time.Duration) []rankOut {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	outs := make([]*lockedBuffer, nranks)
 	done := make([]chan error, nranks)
 	start := func(r int, id string, stdout io.Writer) error {
-		args := []string{mode, strconv.Itoa(r), strconv.Itoa(nranks)}
+		args := append(append([]string(nil), pre...), strconv.Itoa(r), strconv.Itoa(nranks))
 		if id != "" {
 			args = append(args, id)
 		}
-		cmd := exec.CommandContext(ctx, b.test, args...)
+		cmd := exec.CommandContext(ctx, prog, args...)
 		cmd.Env = env
-		cmd.Dir = b.dir
+		cmd.Dir = dir
 		outs[r] = &lockedBuffer{}
 		cmd.Stdout, cmd.Stderr = outs[r], outs[r]
 		if stdout != nil {
@@ -234,7 +244,7 @@ func (b *built) runRanks(t *testing.T, mode string, nranks int, env []string, li
 	}
 	pw.Close()
 	if ctx.Err() != nil {
-		t.Errorf("%s with %d ranks did not finish within %v", mode, nranks, limit)
+		t.Errorf("%s %v with %d ranks did not finish within %v", filepath.Base(prog), pre, nranks, limit)
 	}
 	return res
 }
