@@ -63,10 +63,12 @@ type EngineComm interface {
 	NRanks() int
 	Device() int
 	// Run enqueues one collective on op.Stream (counts in elements, NCCL
-	// semantics), after selecting a schedule. It returns an error wrapping
-	// ErrNoSchedule when no schedule serves op. It may block while
-	// resources are set up with the peers.
-	Run(op *Op) error
+	// semantics), after selecting a schedule, and says what ran it. It
+	// returns an error wrapping ErrNoSchedule when no schedule serves op. It
+	// may block while resources are set up with the peers. op is passed by
+	// value so that the caller's Op stays on its stack (a pointer through
+	// this interface would put every call's Op on the heap).
+	Run(op Op) (Served, error)
 	// Split is ncclCommSplit: collective over this communicator; color < 0
 	// (NCCL_SPLIT_NOCOLOR) returns (nil, nil).
 	Split(ctx context.Context, color, key int, cfg Config) (EngineComm, error)

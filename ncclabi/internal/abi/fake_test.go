@@ -138,18 +138,17 @@ func (c *fakeComm) Rank() int   { return c.rank }
 func (c *fakeComm) NRanks() int { return c.w.n }
 func (c *fakeComm) Device() int { return c.dev }
 
-func (c *fakeComm) Run(op *Op) error {
-	if c.e.noSchedule != nil && c.e.noSchedule(op) {
-		return fmt.Errorf("%w: selection context /fake/ctx is missing", ErrNoSchedule)
+func (c *fakeComm) Run(op Op) (Served, error) {
+	if c.e.noSchedule != nil && c.e.noSchedule(&op) {
+		return Served{}, fmt.Errorf("%w: selection context /fake/ctx is missing", ErrNoSchedule)
 	}
 	if c.e.runErr != nil {
-		return c.e.runErr
+		return Served{}, c.e.runErr
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.ops = append(c.ops, *op)
-	op.Served = Served{Text: "fake schedule"}
-	return nil
+	c.ops = append(c.ops, op)
+	return Served{Text: "fake schedule"}, nil
 }
 
 func (c *fakeComm) opsRun() []Op {

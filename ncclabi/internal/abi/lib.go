@@ -892,7 +892,11 @@ func (l *Library) Coll(t Thread, h uintptr, op *Op) Result {
 			return l.fail(e)
 		}
 	}
-	e, _ = l.runOps([]groupOp{{c, op}})
+	// The fallback. A copy: op itself must not escape (runOps keeps its
+	// arguments in closures), or the caller's Op of every call would be
+	// heap-allocated.
+	o := *op
+	e, _ = l.runOps([]groupOp{{c, &o}})
 	return l.fail(e)
 }
 
@@ -904,9 +908,10 @@ func (l *Library) runNative(c *Comm, op *Op) (e *Error, done bool) {
 		return errorf(InvalidUsage, "%s: comm %#x is not initialised", op.Coll.api(), c.Handle), true
 	}
 	n := c.opCount.Add(1)
-	err := eng.Run(op)
+	served, err := eng.Run(*op)
 	switch {
 	case err == nil:
+		op.Served = served
 		c.nNative.Add(1)
 		if log.On(log.Info, log.Coll) {
 			l.logColl(c, op, n)

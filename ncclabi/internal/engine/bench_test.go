@@ -149,7 +149,10 @@ func newBenchWorld(b *testing.B, level string) *benchWorld {
 		}
 		cs := initRanks(b, e, id, 2)
 		for r, c := range cs {
-			w.call[r] = c.Run
+			w.call[r] = func(op *abi.Op) error {
+				_, err := c.Run(*op)
+				return err
+			}
 			w.sync[r] = func() error { return c.StreamSync(0) }
 			b.Cleanup(func() { c.Destroy() })
 		}

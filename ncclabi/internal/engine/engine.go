@@ -277,14 +277,14 @@ func (c *Comm) NRanks() int { return c.c.NRanks() }
 func (c *Comm) Device() int { return c.c.Device() }
 
 // Run implements abi.EngineComm: one collective on the client's stream.
-func (c *Comm) Run(op *abi.Op) error {
+func (c *Comm) Run(op abi.Op) (abi.Served, error) {
 	coll, ok := op.Coll.IR()
 	if !ok {
-		return fmt.Errorf("%w (%s)", abi.ErrNoSchedule, op.Coll)
+		return abi.Served{}, fmt.Errorf("%w (%s)", abi.ErrNoSchedule, op.Coll)
 	}
 	st, err := c.e.stream(c, op.Stream)
 	if err != nil {
-		return err
+		return abi.Served{}, err
 	}
 	call := comm.Call{Coll: coll, Send: device.Ptr(op.Send), Recv: device.Ptr(op.Recv), Count: int64(op.Count),
 		DataType: op.DataType.IR(), Root: max(op.Root, 0), Stream: st}
@@ -297,18 +297,16 @@ func (c *Comm) Run(op *abi.Op) error {
 			if errors.As(err, &ce) && ce.Msg != "" {
 				// "selection context DIR is missing (...)": say where the
 				// schedules were looked for.
-				return fmt.Errorf("%w: %s", abi.ErrNoSchedule, ce.Msg)
+				return abi.Served{}, fmt.Errorf("%w: %s", abi.ErrNoSchedule, ce.Msg)
 			}
-			return fmt.Errorf("%w: %v", abi.ErrNoSchedule, err)
+			return abi.Served{}, fmt.Errorf("%w: %v", abi.ErrNoSchedule, err)
 		}
-		return err
+		return abi.Served{}, err
 	}
-	if info := c.c.LastCall(); info.Skipped {
-		op.Served = abi.Served{Text: "Theseus (count 0: nothing to run)"}
-	} else {
-		op.Served = abi.Served{Schedule: info.Schedule, Name: info.Name, Launch: info.Launch}
+	if info := c.c.LastCall(); !info.Skipped {
+		return abi.Served{Schedule: info.Schedule, Name: info.Name, Launch: info.Launch}, nil
 	}
-	return nil
+	return abi.Served{Text: "Theseus (count 0: nothing to run)"}, nil
 }
 
 // Split implements abi.EngineComm.

@@ -115,11 +115,12 @@ func TestHostEngine(t *testing.T) {
 			for i := range in {
 				in[i] = float32(r + i)
 			}
-			op := &abi.Op{Coll: abi.CollAllReduce, Send: s, Recv: d, Count: n, DataType: 7, RedOp: 0, Root: -1, Stream: 0}
-			if errs[r] = cs[r].Run(op); errs[r] == nil {
+			op := abi.Op{Coll: abi.CollAllReduce, Send: s, Recv: d, Count: n, DataType: 7, RedOp: 0, Root: -1, Stream: 0}
+			var served abi.Served
+			if served, errs[r] = cs[r].Run(op); errs[r] == nil {
 				errs[r] = cs[r].StreamSync(0)
 			}
-			if op.Served.String() == "" {
+			if served.String() == "" {
 				t.Errorf("rank %d: Served not set", r)
 			}
 			outs[r] = floats(t, d, n)
