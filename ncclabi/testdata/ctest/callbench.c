@@ -35,7 +35,9 @@
 #include <time.h>
 
 #define BATCH 256
+#ifndef STEPS
 #define STEPS 8192 /* > the executor's maxL3 (4096) */
+#endif
 
 static int g_rank;
 
