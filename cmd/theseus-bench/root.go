@@ -103,7 +103,7 @@ different schedules, 2 usage error, 3 failure (a collective failed).`,
 	f.StringVar(&b.hotswapAttr, "hotswap-attr", hsAuto, "attribute the hot swap flips: auto (slow_rank at 3 ranks or more, else ll_max_bytes), slow_rank or ll_max_bytes")
 	f.StringVar(&b.rootAddr, "root-addr", "", "multi-process mode: host:port where rank 0 serves the unique id (default MASTER_ADDR:MASTER_PORT)")
 	f.StringVar(&b.idFile, "id-file", "", "multi-process mode: a fresh file on a shared file system where rank 0 writes the unique id")
-	f.IntVar(&b.device, "device", -1, "device ordinal of this process (default: LOCAL_RANK or OMPI_COMM_WORLD_LOCAL_RANK, else 0)")
+	f.IntVar(&b.device, "device", -1, "device ordinal of this process; -1: LOCAL_RANK or OMPI_COMM_WORLD_LOCAL_RANK, else 0")
 	f.DurationVar(&b.timeout, "timeout", 0, "bound on every wait on a peer (default THESEUS_TIMEOUT, 60s)")
 	f.StringVar(&b.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
 	b.cmd.AddCommand(newCompareCmd(s))
