@@ -41,16 +41,7 @@ static cudaStream_t g_stream = NULL;
     }                                                                    \
   } while (0)
 
-#define OK(call)                                                                              \
-  do {                                                                                        \
-    ncclResult_t r_ = (call);                                                                 \
-    if (r_ != ncclSuccess) {                                                                  \
-      printf("FAIL rank %d line %d: %s = %d (%s): %s\n", g_rank, __LINE__, #call, (int)r_,   \
-             ncclGetErrorString(r_), ncclGetLastError(NULL));                                 \
-      fflush(stdout);                                                                         \
-      exit(100);                                                                              \
-    }                                                                                         \
-  } while (0)
+#include "ok.h"
 
 /* A call that must fail with want and leave a reason in ncclGetLastError. */
 #define EXPECT(call, want, what)                                                               \

@@ -1,0 +1,20 @@
+/* ok.h — shared by the C test programs of ncclabi/testdata/ctest. OK(call)
+ * runs an NCCL call and, unless it returns ncclSuccess, prints the call,
+ * its result, ncclGetErrorString and ncclGetLastError with the including
+ * program's g_rank, and exits 100. The includer declares g_rank and
+ * includes <stdio.h>, <stdlib.h> and nccl.h first. */
+#ifndef THESEUS_CTEST_OK_H_
+#define THESEUS_CTEST_OK_H_
+
+#define OK(call)                                                                              \
+  do {                                                                                        \
+    ncclResult_t r_ = (call);                                                                 \
+    if (r_ != ncclSuccess) {                                                                  \
+      printf("FAIL rank %d line %d: %s = %d (%s): %s\n", g_rank, __LINE__, #call, (int)r_,   \
+             ncclGetErrorString(r_), ncclGetLastError(NULL));                                 \
+      fflush(stdout);                                                                         \
+      exit(100);                                                                              \
+    }                                                                                         \
+  } while (0)
+
+#endif
