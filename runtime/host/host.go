@@ -71,8 +71,12 @@ type importKey struct {
 // mapping is one mmap'd segment in this process: an allocation made here
 // (own) or a peer's segment imported from another process.
 type mapping struct {
-	base    device.Ptr
-	data    []byte
+	base device.Ptr
+	data []byte // whole pages
+	// size is what Alloc was asked for (len(data) for an import): Bytes
+	// refuses ranges past it, as the CUDA driver refuses a copy past the
+	// end of a cuMemAlloc, although the page behind it is mapped.
+	size    int64
 	gen     uint64
 	own     bool
 	fd      int // own: the memfd; -1 once closed
@@ -121,7 +125,7 @@ func (b *backend) Alloc(size int64) (device.Ptr, error) {
 		unix.Close(fd)
 		return 0, fmt.Errorf("host: mmap %d bytes: %w", n, err)
 	}
-	m := &mapping{base: device.Ptr(unsafe.Pointer(unsafe.SliceData(data))), data: data, gen: gen, own: true, fd: fd, live: true}
+	m := &mapping{base: device.Ptr(unsafe.Pointer(unsafe.SliceData(data))), data: data, size: size, gen: gen, own: true, fd: fd, live: true}
 	b.mu.Lock()
 	b.insert(m)
 	b.byGen[gen] = m
@@ -272,7 +276,7 @@ func (b *backend) Import(h device.Handle) (device.Region, error) {
 	if err != nil {
 		return device.Region{}, fmt.Errorf("host: mmap %s: %w", path, err)
 	}
-	m := &mapping{base: device.Ptr(unsafe.Pointer(unsafe.SliceData(data))), data: data, gen: gen, fd: -1, imports: 1, key: k}
+	m := &mapping{base: device.Ptr(unsafe.Pointer(unsafe.SliceData(data))), data: data, size: int64(len(data)), gen: gen, fd: -1, imports: 1, key: k}
 	b.insert(m)
 	b.imports[k] = m
 	return device.Region{Base: m.base, Size: size, Gen: gen}, nil
@@ -310,6 +314,9 @@ func (b *backend) bytes(p device.Ptr, n int64) ([]byte, error) {
 	b.mu.RUnlock()
 	if m != nil {
 		off := int64(p - m.base)
+		if off+n > m.size {
+			return nil, fmt.Errorf("host: memory %#x+%d crosses the end of a backend allocation of %d bytes", uintptr(p), n, m.size)
+		}
 		return m.data[off : off+n : off+n], nil
 	}
 	if b.overlapsMapping(p, n) {

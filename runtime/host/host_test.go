@@ -298,3 +298,32 @@ func TestStream(t *testing.T) {
 		t.Errorf("launch on a closed stream: %v", err)
 	}
 }
+
+// TestBytesPastAllocation: a range past the size Alloc was asked for is
+// refused, although the page behind it is mapped: the CUDA driver refuses
+// such a copy (CUDA_ERROR_INVALID_VALUE), and theseus-bench once wrote a
+// 128-byte unique id into an 8-byte buffer that only the GPU caught.
+func TestBytesPastAllocation(t *testing.T) {
+	b, err := device.Open(Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := b.Alloc(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Free(p)
+	if got, err := Bytes(p, 8); err != nil || len(got) != 8 {
+		t.Fatalf("Bytes(p, 8) = %d bytes, %v; want 8, nil", len(got), err)
+	}
+	if got, err := Bytes(p+4, 4); err != nil || len(got) != 4 {
+		t.Fatalf("Bytes(p+4, 4) = %d bytes, %v; want 4, nil", len(got), err)
+	}
+	for _, c := range []struct {
+		off, n int64
+	}{{0, 9}, {0, 128}, {4, 5}, {8, 1}} {
+		if _, err := Bytes(p+device.Ptr(c.off), c.n); err == nil || !strings.Contains(err.Error(), "crosses the end of a backend allocation of 8 bytes") {
+			t.Errorf("Bytes(p+%d, %d): %v, want an error naming the 8-byte allocation", c.off, c.n, err)
+		}
+	}
+}
