@@ -17,9 +17,9 @@
 #               collective, TB_SIZES (default -b 8 -e 1G), then its hot swap
 #   nccl-tests  for each test in TESTS, library in LIBS and graph mode in
 #               GRAPHS: nccl-tests with NT_SIZES NT_ITERS -g 1 -c 1 [-G 1]
-#   profile     Nsight Compute on one Theseus and one NCCL all_reduce
-#               (PROFILE_BYTES, default 1 GiB): the kernels' duration,
-#               DRAM and NVLink throughput, occupancy
+#   profile     Nsight Compute (application replay) on one Theseus and one
+#               NCCL all_reduce kernel: at 8 B its warp stalls, at
+#               PROFILE_BYTES (default 1 GiB) throughput and occupancy
 #
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and friends, KINDS.md).
 # nccl-tests' source is third_party/nccl-tests (git-ignored); the build
@@ -162,22 +162,30 @@ if want nccl-tests; then
 fi
 
 if want profile; then
-  for lib in theseus nccl; do
-    b=$(bound 120)
-    [ "$b" -lt 20 ] && break
-    log "profile $lib all_reduce $PROFILE_BYTES (bound ${b}s)"
-    if [ $lib = theseus ]; then
-      bin=$NT_TH/all_reduce_perf
-      envs=(LD_LIBRARY_PATH="$NT_TH/minimpi/lib:$D/prefix/lib" THESEUS_BACKEND=cuda THESEUS_SELECTION_CONTEXT="$CTX")
-    else
-      bin=$NT_NC/all_reduce_perf
-      envs=(LD_LIBRARY_PATH="$NT_NC/minimpi/lib:$NCCL_LIBDIR")
-    fi
-    env "${envs[@]}" MINIMPI_ALL_OUTPUT=1 timeout "$b" "$ROOT/ncclabi/gpu/minimpirun.sh" "$NGPU" \
-      ncu --target-processes all --launch-skip 5 --launch-count 2 \
-      --section SpeedOfLight --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy --metrics nvlrx__bytes.sum,nvltx__bytes.sum,gpu__time_duration.sum \
-      "$bin" -b "$PROFILE_BYTES" -e "$PROFILE_BYTES" -n 3 -w 3 -g 1 -c 0 >"$R/profile-$lib.txt" 2>&1
-    echo "   rc=$?" | tee -a "$R/steps.txt"; pack
+  # Nsight Compute with application replay (a kernel that waits for its
+  # peer cannot be replayed alone): one allreduce kernel per library, at
+  # 8 B (warp stalls: "no instruction" = instruction fetch, "long
+  # scoreboard" = dependent loads) and at PROFILE_BYTES (throughput).
+  for spec in "small 8 --section WarpStateStats --section SourceCounters --section LaunchStats" \
+    "large $PROFILE_BYTES --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy"; do
+    set -- $spec
+    what=$1 bytes=$2; shift 2
+    for lib in theseus nccl; do
+      b=$(bound 120)
+      [ "$b" -lt 20 ] && break
+      log "profile $lib all_reduce $bytes (bound ${b}s)"
+      if [ $lib = theseus ]; then
+        bin=$NT_TH/all_reduce_perf
+        envs=(LD_LIBRARY_PATH="$NT_TH/minimpi/lib:$D/prefix/lib" THESEUS_BACKEND=cuda THESEUS_SELECTION_CONTEXT="$CTX")
+      else
+        bin=$NT_NC/all_reduce_perf
+        envs=(LD_LIBRARY_PATH="$NT_NC/minimpi/lib:$NCCL_LIBDIR")
+      fi
+      env "${envs[@]}" MINIMPI_ALL_OUTPUT=1 timeout "$b" "$ROOT/ncclabi/gpu/minimpirun.sh" "$NGPU" \
+        ncu --target-processes all --replay-mode application --launch-skip 20 --launch-count 1 "$@" \
+        "$bin" -b "$bytes" -e "$bytes" -n 30 -w 5 -g 1 -c 0 >"$R/profile-$what-$lib.txt" 2>&1
+      echo "   rc=$?" | tee -a "$R/steps.txt"; pack
+    done
   done
 fi
 log "done"
