@@ -278,9 +278,14 @@ type Executor struct {
 	lastL1  *l1Entry
 	lastSt  device.Stream // the stream of the last launch
 	lastSig scratchSig
-	launch  uint64 // the launch counter (Stats.Launches)
-	trace   func(Transition)
-	failed  atomic.Pointer[error]
+	// capSig is the scratch layout of the launches captured into CUDA
+	// graphs, capMixed set once they had more than one: a replay may run
+	// before any eager launch (doLaunch).
+	capSig   scratchSig
+	capMixed bool
+	launch   uint64 // the launch counter (Stats.Launches)
+	trace    func(Transition)
+	failed   atomic.Pointer[error]
 	// hotWalks counts executeHot's walks that reached the launch, hotFails
 	// those whose launch failed (Stats adds their counters); fences counts
 	// fenced launches (Stats.Fences); hotRuns executeHot's calls (tests).
@@ -1536,11 +1541,12 @@ func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
 	if err != nil {
 		return e.fail(w, L3Setup, err, false)
 	}
-	if len(w.l3map) >= maxL3 {
-		if w.st.Capturing() { // dropping entries waits for the stream
-			prep.Release()
-			return e.fail(w, L3Setup, ErrCapture, false)
-		}
+	// A full map is dropped, which waits for the stream: not during a
+	// capture, which may neither wait for its stream nor free memory (a
+	// free on the caller's thread invalidates a global or thread-local
+	// capture). The map then grows past maxL3 until the next miss outside
+	// capture; what a capture adds is kept until Close anyway.
+	if len(w.l3map) >= maxL3 && !w.st.Capturing() {
 		if err := e.waitInflight(); err != nil {
 			return e.fail(w, L3Setup, err, true)
 		}
@@ -1673,7 +1679,9 @@ func (e *Executor) doLaunch(w *walk) Event {
 	//
 	// A launch captured into a CUDA graph is always fenced: its replays may
 	// follow any eager launch. And the launch after it is fenced too
-	// (lastSig reset): the device may have run replays in between.
+	// (lastSig reset): the device may have run replays in between. So is
+	// the launch after an eager launch whose layout differs from a captured
+	// one's: the application may replay a graph between any two launches.
 	fence := e.launch > 0 && (l3.sig != e.lastSig || w.l1.fenceAll)
 	var capturing bool
 	var err error
@@ -1711,7 +1719,14 @@ func (e *Executor) doLaunch(w *walk) Event {
 	}
 	e.lastL1, e.lastSig, e.lastSt = w.l1, l3.sig, w.st
 	if capturing {
+		if !e.captured {
+			e.capSig = l3.sig
+		} else if l3.sig != e.capSig {
+			e.capMixed = true
+		}
 		l3.captured, e.captured = true, true
+		e.lastSig = scratchSig{}
+	} else if e.capSig.l1 != nil && (e.capMixed || l3.sig != e.capSig) { // (capSig.l1: something was captured)
 		e.lastSig = scratchSig{}
 	}
 	e.trackStream(w.st)
