@@ -137,6 +137,11 @@ func open(ord int) (device.Backend, error) {
 	go func() {
 		runtime.LockOSThread()
 		if d.SetCurrent() == nil {
+			// The reaper's frees may run while an application thread
+			// captures a stream in global mode, which prohibits them on
+			// every thread not in relaxed mode (and invalidates that
+			// capture): this thread stays relaxed.
+			driver.ExchangeCaptureMode(driver.CaptureModeRelaxed)
 			opened.reap.run()
 		}
 	}()
@@ -540,7 +545,7 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 	if p.grid == 0 {
 		p.grid = 1 // a table without threadblocks still publishes done
 	}
-	err := b.with(func() error {
+	err := b.with(func() (err error) {
 		// Prepare may run while the caller's stream is being captured into a
 		// CUDA graph (an executor L3 setup: docs/design/cuda.md, "CUDA
 		// graphs"). Its allocations, memsets and copies use no captured
@@ -552,6 +557,13 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 			return err
 		}
 		defer driver.ExchangeCaptureMode(prev)
+		// On an error, free what was allocated while still relaxed (this
+		// deferred call runs before the mode is restored).
+		defer func() {
+			if err != nil {
+				p.Release()
+			}
+		}()
 		// The first request of a datatype in this process loads (JIT-compiles)
 		// its kernel module.
 		if p.fn, err = kernel(b.dev.Context(), a.DataType); err != nil {
