@@ -63,16 +63,17 @@ func localComms(t testing.TB, n int) ([]*theseus.Comm, []*cuda.Stream, *cuda.Bac
 // onEach runs f for every rank concurrently and returns the first error.
 func onEach(n int, f func(r int) error) error { return errors.Join(ranks.Each(n, f)...) }
 
-// graphs captures, on every rank's stream, what call(r) enqueues, and
-// returns the instantiated graphs.
-func capture(t testing.TB, streams []*cuda.Stream, call func(r int) error) []driver.GraphExec {
+// capture captures, on every rank's stream in capture mode mode (one of
+// driver.CaptureMode*), what call(r) enqueues, and returns the
+// instantiated graphs.
+func capture(t testing.TB, streams []*cuda.Stream, mode int, call func(r int) error) []driver.GraphExec {
 	t.Helper()
 	n := len(streams)
 	execs := make([]driver.GraphExec, n)
 	err := onEach(n, func(r int) error {
 		return cuda.WithDevice(func() error {
 			s := driver.Stream(streams[r].CUStream())
-			if err := s.BeginCapture(driver.CaptureModeRelaxed); err != nil {
+			if err := s.BeginCapture(mode); err != nil {
 				return err
 			}
 			cerr := call(r)
@@ -136,107 +137,117 @@ func TestGraphReplay(t *testing.T) {
 	needGPU(t)
 	const n, replays = 2, 1000
 	comms, streams, be := localComms(t, n)
-	for _, count := range []int64{1024, 1 << 20} { // LL all-pairs and ring in the default context
-		t.Run(fmt.Sprint(count), func(t *testing.T) {
-			bufs, outs := make([]device.Ptr, n), make([]device.Ptr, n)
-			x0 := make([][]float64, n)
-			for r := range bufs {
-				p, err := be.Alloc(count * 8)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer be.Free(p)
-				bufs[r] = p
-				if outs[r], err = be.Alloc(count * 8); err != nil {
-					t.Fatal(err)
-				}
-				defer be.Free(outs[r])
-				x0[r] = make([]float64, count)
-				b := make([]byte, 8*count)
-				for i := range x0[r] {
-					x0[r][i] = float64((int64(r)*5+int64(i)*3)%17 - 8)
-					binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x0[r][i]))
-				}
-				if err := be.Upload(p, b); err != nil {
-					t.Fatal(err)
-				}
-			}
-			call := func(r int) error {
-				return comms[r].AllReduce(bufs[r], bufs[r], count, theseus.Float64, theseus.Sum, streams[r])
-			}
-			// The out-of-place allreduce of the first half into outs: first
-			// eager with the whole count (outs registered), then captured
-			// with half of it (an L3 miss only: set up during the capture).
-			half := count / 2
-			side := func(r int, k int64) error {
-				return comms[r].AllReduce(bufs[r], outs[r], k, theseus.Float64, theseus.Sum, streams[r])
-			}
-			// One eager call f on every rank, waited for.
-			eager := func(f func(r int) error) {
-				t.Helper()
-				if err := onEach(n, func(r int) error {
-					if err := f(r); err != nil {
-						return err
+	// Every capture mode: in global mode (PyTorch's default) a rank's
+	// capture prohibits unsafe calls on every other thread that is not in
+	// relaxed mode (the other rank's, the reaper's); nccl-tests captures in
+	// thread-local mode.
+	modes := []struct {
+		name string
+		mode int
+	}{{"global", driver.CaptureModeGlobal}, {"threadlocal", driver.CaptureModeThreadLocal}, {"relaxed", driver.CaptureModeRelaxed}}
+	for _, m := range modes {
+		for _, count := range []int64{1024, 1 << 20} { // LL all-pairs and ring in the default context
+			t.Run(fmt.Sprintf("%s/%d", m.name, count), func(t *testing.T) {
+				bufs, outs := make([]device.Ptr, n), make([]device.Ptr, n)
+				x0 := make([][]float64, n)
+				for r := range bufs {
+					p, err := be.Alloc(count * 8)
+					if err != nil {
+						t.Fatal(err)
 					}
-					return streams[r].Synchronize()
-				}); err != nil {
-					t.Fatal(err)
+					defer be.Free(p)
+					bufs[r] = p
+					if outs[r], err = be.Alloc(count * 8); err != nil {
+						t.Fatal(err)
+					}
+					defer be.Free(outs[r])
+					x0[r] = make([]float64, count)
+					b := make([]byte, 8*count)
+					for i := range x0[r] {
+						x0[r][i] = float64((int64(r)*5+int64(i)*3)%17 - 8)
+						binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x0[r][i]))
+					}
+					if err := be.Upload(p, b); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			eager(call) // warm-up: every cache level filled; bufs = S (the sum of the inputs)
-			calls := 1
-			eager(func(r int) error { return side(r, count) }) // outs = 2S
-			// During capture: a miss beyond L3 (a schedule never
-			// materialised: broadcast) is refused and leaves the capture
-			// intact; an L3 miss (a new count in registered buffers) is set up
-			// and captured; then the warmed call.
-			execs := capture(t, streams, func(r int) error {
-				err := comms[r].Broadcast(bufs[r], bufs[r], count, theseus.Float64, 0, streams[r])
-				var te *theseus.Error
-				if !errors.As(err, &te) || te.Code != theseus.InvalidUsage {
-					return fmt.Errorf("rank %d: a broadcast never run before (a schedule to materialise) during capture returned %v, want InvalidUsage", r, err)
+				call := func(r int) error {
+					return comms[r].AllReduce(bufs[r], bufs[r], count, theseus.Float64, theseus.Sum, streams[r])
 				}
-				if err := side(r, half); err != nil {
-					return fmt.Errorf("rank %d: an L3 miss during capture: %w", r, err)
+				// The out-of-place allreduce of the first half into outs: first
+				// eager with the whole count (outs registered), then captured
+				// with half of it (an L3 miss only: set up during the capture).
+				half := count / 2
+				side := func(r int, k int64) error {
+					return comms[r].AllReduce(bufs[r], outs[r], k, theseus.Float64, theseus.Sum, streams[r])
 				}
-				return call(r)
-			})
-			if err := replay(streams, execs, replays); err != nil {
-				t.Fatal(err)
-			}
-			calls += replays
-			eager(call) // an eager call after the replays
-			calls++
-			// Replay j: outs[:half] = 2 * S*2^(j-1), then bufs = S*2^j.
-			scale := math.Ldexp(1, calls-1)
-			wrong := 0
-			check := func(r int, what string, p device.Ptr, want func(i int64) float64) {
-				b := make([]byte, 8*count)
-				if err := be.Download(b, p); err != nil {
-					t.Fatal(err)
-				}
-				for i := int64(0); i < count; i++ {
-					if got := math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])); got != want(i) {
-						if wrong < 5 {
-							t.Errorf("rank %d %s element %d: got %g, want %g", r, what, i, got, want(i))
+				// One eager call f on every rank, waited for.
+				eager := func(f func(r int) error) {
+					t.Helper()
+					if err := onEach(n, func(r int) error {
+						if err := f(r); err != nil {
+							return err
 						}
-						wrong++
+						return streams[r].Synchronize()
+					}); err != nil {
+						t.Fatal(err)
 					}
 				}
-			}
-			for r := range bufs {
-				sum := func(i int64) float64 { return x0[0][i] + x0[1][i] }
-				check(r, "buffer", bufs[r], func(i int64) float64 { return sum(i) * scale })
-				check(r, "side output", outs[r], func(i int64) float64 {
-					if i < half {
-						return sum(i) * math.Ldexp(1, replays)
+				eager(call) // warm-up: every cache level filled; bufs = S (the sum of the inputs)
+				calls := 1
+				eager(func(r int) error { return side(r, count) }) // outs = 2S
+				// During capture: a miss beyond L3 (a schedule never
+				// materialised: broadcast) is refused and leaves the capture
+				// intact; an L3 miss (a new count in registered buffers) is set up
+				// and captured; then the warmed call.
+				execs := capture(t, streams, m.mode, func(r int) error {
+					err := comms[r].Broadcast(bufs[r], bufs[r], count, theseus.Float64, 0, streams[r])
+					var te *theseus.Error
+					if !errors.As(err, &te) || te.Code != theseus.InvalidUsage {
+						return fmt.Errorf("rank %d: a broadcast never run before (a schedule to materialise) during capture returned %v, want InvalidUsage", r, err)
 					}
-					return 2 * sum(i)
+					if err := side(r, half); err != nil {
+						return fmt.Errorf("rank %d: an L3 miss during capture: %w", r, err)
+					}
+					return call(r)
 				})
-			}
-			t.Logf("count %d (%s): %d graph replays + 2 eager calls, #wrong %d", count, comms[0].LastCall().Name, replays, wrong)
-			fmt.Printf("GRAPH count=%d schedule=%s replays=%d wrong=%d\n", count, comms[0].LastCall().Name, replays, wrong)
-		})
+				if err := replay(streams, execs, replays); err != nil {
+					t.Fatal(err)
+				}
+				calls += replays
+				eager(call) // an eager call after the replays
+				calls++
+				// Replay j: outs[:half] = 2 * S*2^(j-1), then bufs = S*2^j.
+				scale := math.Ldexp(1, calls-1)
+				wrong := 0
+				check := func(r int, what string, p device.Ptr, want func(i int64) float64) {
+					b := make([]byte, 8*count)
+					if err := be.Download(b, p); err != nil {
+						t.Fatal(err)
+					}
+					for i := int64(0); i < count; i++ {
+						if got := math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])); got != want(i) {
+							if wrong < 5 {
+								t.Errorf("rank %d %s element %d: got %g, want %g", r, what, i, got, want(i))
+							}
+							wrong++
+						}
+					}
+				}
+				for r := range bufs {
+					sum := func(i int64) float64 { return x0[0][i] + x0[1][i] }
+					check(r, "buffer", bufs[r], func(i int64) float64 { return sum(i) * scale })
+					check(r, "side output", outs[r], func(i int64) float64 {
+						if i < half {
+							return sum(i) * math.Ldexp(1, replays)
+						}
+						return 2 * sum(i)
+					})
+				}
+				t.Logf("count %d (%s): %d graph replays + 2 eager calls, #wrong %d", count, comms[0].LastCall().Name, replays, wrong)
+				fmt.Printf("GRAPH mode=%s count=%d schedule=%s replays=%d wrong=%d\n", m.name, count, comms[0].LastCall().Name, replays, wrong)
+			})
+		}
 	}
 }
 
@@ -286,7 +297,7 @@ func TestLatency(t *testing.T) {
 		}
 		eager := time.Since(start) / iters
 		const per = 100
-		execs := capture(t, streams, func(r int) error {
+		execs := capture(t, streams, driver.CaptureModeThreadLocal, func(r int) error {
 			for i := 0; i < per; i++ {
 				if err := call(r); err != nil {
 					return err
