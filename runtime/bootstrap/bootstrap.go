@@ -334,6 +334,16 @@ func (b *Bootstrap) box(from int, tag uint64) chan []byte {
 	return ch
 }
 
+// forget drops the box of (from, tag) if it is still ch and empty.
+func (b *Bootstrap) forget(from int, tag uint64, ch chan []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := boxKey{from, tag}
+	if b.boxes[k] == ch && len(ch) == 0 {
+		delete(b.boxes, k)
+	}
+}
+
 func (b *Bootstrap) conn(p int) (net.Conn, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -384,6 +394,12 @@ func (b *Bootstrap) recv(ctx context.Context, p int, tag uint64, deadline time.T
 	ch := b.box(p, tag)
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
+	if tag&internal != 0 {
+		// An internal tag (nextTag) carries one message per peer: its box
+		// is dropped once that message is taken, or every collective round
+		// would leave one behind.
+		defer b.forget(p, tag, ch)
+	}
 	for {
 		b.mu.Lock()
 		lerr, isLost := b.lost[p]

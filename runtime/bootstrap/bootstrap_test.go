@@ -168,3 +168,47 @@ func TestUniqueIDRoundTrip(t *testing.T) {
 		t.Fatal("id size")
 	}
 }
+
+// TestCollectivesForgetTheirBoxes: the receive boxes of the collectives'
+// one-message tags are dropped once read, so a communicator that agrees on
+// something every request does not grow by a box per round.
+func TestCollectivesForgetTheirBoxes(t *testing.T) {
+	const n, rounds = 3, 200
+	bs, errs := startRanks(t, n, 10*time.Second, nil)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	defer each(n, func(r int) { bs[r].Close() })
+	failed := make([]error, n)
+	each(n, func(r int) {
+		for i := 0; i < rounds; i++ {
+			if _, err := bs[r].AllGather(context.Background(), []byte{byte(r), byte(i)}); err != nil {
+				failed[r] = err
+				return
+			}
+			if _, err := bs[r].Broadcast(context.Background(), i%n, []byte{byte(i)}); err != nil {
+				failed[r] = err
+				return
+			}
+			if _, err := bs[r].AllReduceMin(context.Background(), []int64{int64(r + i)}); err != nil {
+				failed[r] = err
+				return
+			}
+		}
+	})
+	for r, err := range failed {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	for r, b := range bs {
+		b.mu.Lock()
+		left := len(b.boxes)
+		b.mu.Unlock()
+		if left != 0 {
+			t.Errorf("rank %d: %d receive boxes left after %d rounds of three collectives, want 0", r, left, rounds)
+		}
+	}
+}
