@@ -75,13 +75,7 @@ func TestStaticCrossoverEquivalence(t *testing.T) {
 		for _, n := range worlds {
 			for _, l := range append(divisors(n), n) {
 				for _, c := range collectives {
-					roots := []int{0}
-					if c.Rooted() {
-						roots = roots[:0]
-						for r := range n {
-							roots = append(roots, r)
-						}
-					}
+					roots := rootsOf(c, n)
 					b := ir.MaxBlocks(c, n)
 					for _, root := range roots {
 						for _, count := range sweepCounts(b) {

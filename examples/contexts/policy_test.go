@@ -164,13 +164,7 @@ func TestEveryRequestServedAvoidingSlow(t *testing.T) {
 		for _, n := range worlds {
 			for _, l := range append(divisors(n), n) {
 				for _, c := range collectives {
-					roots := []int{0}
-					if c.Rooted() {
-						roots = roots[:0]
-						for r := range n {
-							roots = append(roots, r)
-						}
-					}
+					roots := rootsOf(c, n)
 					for _, root := range roots {
 						for _, msg := range sizes {
 							r := request(c, n, l, msg, root)
@@ -201,4 +195,17 @@ func TestEveryRequestServedAvoidingSlow(t *testing.T) {
 			}
 		}
 	}
+}
+
+// rootsOf lists the roots a request of c at n ranks may name: every rank
+// for a rooted collective, 0 otherwise.
+func rootsOf(c ir.Collective, n int) []int {
+	if !c.Rooted() {
+		return []int{0}
+	}
+	roots := make([]int, n)
+	for r := range roots {
+		roots[r] = r
+	}
+	return roots
 }

@@ -1,7 +1,6 @@
 package nccltests
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -27,14 +26,7 @@ func TestReviewCutAtEOF(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := Parse("f.txt", []byte(tc.in))
-			var l ErrorList
-			if !errors.As(err, &l) {
-				t.Fatalf("error %v, want an ErrorList", err)
-			}
-			var got []string
-			for _, e := range l {
-				got = append(got, e.Error())
-			}
+			got := errorStrings(t, err)
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("-want +got:\n%s", d)
 			}

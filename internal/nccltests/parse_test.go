@@ -245,14 +245,7 @@ func TestErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("f.txt", []byte(tc.in))
-			var l ErrorList
-			if !errors.As(err, &l) {
-				t.Fatalf("error %v, want an ErrorList", err)
-			}
-			var got []string
-			for _, e := range l {
-				got = append(got, e.Error())
-			}
+			got := errorStrings(t, err)
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("-want +got:\n%s", d)
 			}
@@ -332,4 +325,18 @@ func TestIndentedComments(t *testing.T) {
 	if !errors.As(err, &l) || len(l) != 1 || l[0].Line != 3 || l[0].Col != 28 {
 		t.Errorf("error %v, want one at 3:28", err)
 	}
+}
+
+// errorStrings returns the messages of err, which must be an ErrorList.
+func errorStrings(t *testing.T, err error) []string {
+	t.Helper()
+	var l ErrorList
+	if !errors.As(err, &l) {
+		t.Fatalf("error %v, want an ErrorList", err)
+	}
+	var got []string
+	for _, e := range l {
+		got = append(got, e.Error())
+	}
+	return got
 }
