@@ -25,20 +25,27 @@ var (
 	bwRepeat   = flag.Int("bw.repeat", 1, "times each executor case is measured, each in a fresh World (new buffers): the spread shows how much buffer placement moves a figure")
 )
 
-// bwProgram is a one-rank program of tbs threadblocks, each running one op
-// on its own chunk: copy i[j] -> o[j], or reduce [i[j], o[j]] -> o[j].
-func bwProgram(tbs, threads int, reduce bool) *ir.Program {
+// bwProgram is a one-rank program of tbs threadblocks, each running tiles
+// ops on chunks of its own: copy i[c] -> o[c], or reduce [i[c], o[c]] ->
+// o[c]. The buffer has tbs*tiles chunks, dealt round-robin: threadblock j
+// runs chunks j, j+tbs, j+2*tbs, ... (tiles 1: one contiguous chunk each).
+func bwProgram(tbs, threads, tiles int, reduce bool) *ir.Program {
 	p := &ir.Program{Name: "bw", Collective: ir.AllReduce, NRanks: 1, Root: -1, Protocol: ir.Simple,
-		ChunksPerBlock: int64(tbs), OutOfPlace: true, NumThreads: threads}
+		ChunksPerBlock: int64(tbs * tiles), OutOfPlace: true, NumThreads: threads}
 	r := ir.Rank{}
 	for j := 0; j < tbs; j++ {
-		op := ir.Op{Code: ir.OpCopy, Count: 1,
-			Srcs: []ir.Ref{{Buf: ir.Input, Off: int64(j), Chan: -1}}, Dsts: []ir.Ref{{Buf: ir.Output, Off: int64(j), Chan: -1}}}
-		if reduce {
-			op.Code = ir.OpReduce
-			op.Srcs = append(op.Srcs, ir.Ref{Buf: ir.Output, Off: int64(j), Chan: -1})
+		tb := ir.Threadblock{SendPeer: -1, RecvPeer: -1, Chan: -1}
+		for k := 0; k < tiles; k++ {
+			c := int64(j + k*tbs)
+			op := ir.Op{Code: ir.OpCopy, Count: 1,
+				Srcs: []ir.Ref{{Buf: ir.Input, Off: c, Chan: -1}}, Dsts: []ir.Ref{{Buf: ir.Output, Off: c, Chan: -1}}}
+			if reduce {
+				op.Code = ir.OpReduce
+				op.Srcs = append(op.Srcs, ir.Ref{Buf: ir.Output, Off: c, Chan: -1})
+			}
+			tb.Ops = append(tb.Ops, op)
 		}
-		r.TBs = append(r.TBs, ir.Threadblock{SendPeer: -1, RecvPeer: -1, Chan: -1, Ops: []ir.Op{op}})
+		r.TBs = append(r.TBs, tb)
 	}
 	p.Ranks = []ir.Rank{r}
 	return p
@@ -151,6 +158,16 @@ func bwRefKernels(t *testing.T, name string, ptx []byte, a, b driver.Ptr, sms in
 	stream = run("theseus_stream_copy", streamGrids, whole)
 	// The executor's pattern: each block through its own contiguous part.
 	run("theseus_block_copy", blockGrids, blockCopyBytes)
+	// The THESEUS_BW_REFS variant's reference copies (bwExtraRefs).
+	for _, r := range bwExtraRefs(sms) {
+		if strings.Contains(string(ptx), ".entry "+r.kernel+"(") {
+			moved := whole
+			if r.blockParts {
+				moved = blockCopyBytes
+			}
+			run(r.kernel, r.grids, moved)
+		}
+	}
 	if strings.Contains(string(ptx), ".entry theseus_bulk_copy(") {
 		// One thread per block drives the copy engine; the block's other
 		// threads only hold the block's place. Blocks per SM: 1 to 6 (the
@@ -158,6 +175,34 @@ func bwRefKernels(t *testing.T, name string, ptx []byte, a, b driver.Ptr, sms in
 		run("theseus_bulk_copy", [][2]int{{sms, 128}, {2 * sms, 128}, {4 * sms, 128}, {6 * sms, 128}}, whole)
 	}
 	return stream, nil
+}
+
+// bwExtraRef is a reference copy of the THESEUS_BW_REFS variant
+// (cuda/kernel/theseus.cu) and the grids it is timed at.
+type bwExtraRef struct {
+	kernel     string
+	grids      [][2]int
+	blockParts bool // it copies theseus_block_copy's parts (blockCopyBytes), else all bwBytes
+}
+
+// bwExtraRefs lists the THESEUS_BW_REFS variant's reference copies for a
+// GPU of sms multiprocessors: one tile per block (flat1: one vector per
+// thread; flat4: four), grid-stride with 4 or 8 vectors in flight
+// (stream4, stream8; nc: stream4 on the non-coherent path), tiles dealt
+// round-robin to the blocks (tiles), and the block-contiguous copy
+// software-pipelined (pipe).
+func bwExtraRefs(sms int) []bwExtraRef {
+	n16 := bwBytes / 16
+	stride := [][2]int{{2 * sms, 1024}, {4 * sms, 512}, {8 * sms, 256}, {16 * sms, 128}}
+	return []bwExtraRef{
+		{kernel: "theseus_ref_flat1", grids: [][2]int{{n16 / 256, 256}, {n16 / 512, 512}, {n16 / 1024, 1024}}},
+		{kernel: "theseus_ref_flat4", grids: [][2]int{{n16 / 1024, 256}, {n16 / 2048, 512}, {n16 / 4096, 1024}}},
+		{kernel: "theseus_ref_stream4", grids: stride},
+		{kernel: "theseus_ref_stream8", grids: stride},
+		{kernel: "theseus_ref_nc", grids: stride},
+		{kernel: "theseus_ref_tiles", grids: [][2]int{{sms, 1024}, {2 * sms, 1024}, {2 * sms, 512}, {4 * sms, 256}, {8 * sms, 256}}},
+		{kernel: "theseus_ref_pipe", grids: [][2]int{{sms, 512}, {sms, 1024}, {2 * sms, 512}}, blockParts: true},
+	}
 }
 
 // blockCopyBytes is what theseus_block_copy moves (read + write) over
@@ -293,19 +338,26 @@ func TestBandwidth(t *testing.T) {
 		}{{"copy fp32", false, ir.Float32, 2}, {"reduce fp32 sum", true, ir.Float32, 3}, {"reduce bf16 sum", true, ir.Bfloat16, 3}} {
 			best := 0.0
 			bestAt := ""
-			slicesList := []int64{1}
+			// Pipelining (slices: threadblocks interleave at 1/slices of a
+			// chunk) and chunks dealt round-robin (tiles), for the embedded
+			// kernel.
+			splits := [][2]int{{1, 1}}
 			if v.name == "embedded" {
-				slicesList = []int64{1, 16, 128} // pipelined: threadblocks interleave at 1/slices of a chunk
+				splits = [][2]int{{1, 1}, {16, 1}, {1, 4}, {1, 16}}
 			}
 			for _, shape := range [][2]int{{132, 512}, {132, 1024}, {264, 512}, {528, 256}} {
-				for _, slices := range slicesList {
+				for _, split := range splits {
 					for run := 0; run < max(*bwRepeat, 1); run++ {
 						tbs, threads := shape[0], shape[1]
+						slices, tiles := int64(split[0]), split[1]
 						at := fmt.Sprintf("tbs=%d threads=%d slices=%d", tbs, threads, slices)
+						if tiles > 1 {
+							at += fmt.Sprintf(" tiles=%d", tiles)
+						}
 						if *bwRepeat > 1 {
 							at += fmt.Sprintf(" run=%d", run)
 						}
-						bw, note, err := bwOp(tbs, threads, slices, c.dt, c.reduce, c.moved, blockFn, ceil)
+						bw, note, err := bwOp(tbs, threads, tiles, slices, c.dt, c.reduce, c.moved, blockFn, ceil)
 						if err != nil {
 							// A variant built for fewer threads cannot launch the larger shapes.
 							fmt.Printf("BW %s %s %s: %v\n", v.name, c.name, at, err)
@@ -332,8 +384,8 @@ func TestBandwidth(t *testing.T) {
 // a note for the report line: the time per op and, for an unsliced copy,
 // the block-contiguous reference copy (blockFn) over the same buffers at
 // the same grid, as a fraction of memcpy (ceil).
-func bwOp(tbs, threads int, slices int64, dt ir.DataType, reduce bool, moved float64, blockFn driver.Function, ceil float64) (bw float64, note string, err error) {
-	tables, err := optable.LowerAll(bwProgram(tbs, threads, reduce))
+func bwOp(tbs, threads, tiles int, slices int64, dt ir.DataType, reduce bool, moved float64, blockFn driver.Function, ceil float64) (bw float64, note string, err error) {
+	tables, err := optable.LowerAll(bwProgram(tbs, threads, tiles, reduce))
 	if err != nil {
 		return 0, "", err
 	}
@@ -349,7 +401,7 @@ func bwOp(tbs, threads int, slices int64, dt ir.DataType, reduce bool, moved flo
 	}
 	bw = moved * float64(count*int64(dt.Size())) / el.Seconds()
 	note = fmt.Sprintf(" (%v per op)", el)
-	if reduce || slices != 1 {
+	if reduce || slices != 1 || tiles != 1 {
 		return bw, note, nil
 	}
 	// World.Time left the context current on this (locked) thread.
@@ -474,6 +526,51 @@ func TestBWVariantList(t *testing.T) {
 			ptx, err := v.ptx(ir.Float32)
 			if err != nil || ptxTarget(ptx) > c.cc {
 				t.Errorf("sm_%d: %s: module %q, %v", c.cc, v.name, ptx, err)
+			}
+		}
+	}
+}
+
+// TestBWProgram runs the bandwidth test's programs on the host
+// interpreter (no GPU needed): every output element is its input (copy)
+// or input plus output (reduce), with chunks dealt one per threadblock and
+// round-robin (tiles 4).
+func TestBWProgram(t *testing.T) {
+	for _, c := range []struct {
+		tbs, tiles int
+		reduce     bool
+	}{{3, 1, false}, {3, 4, false}, {2, 4, true}} {
+		tables, err := optable.LowerAll(bwProgram(c.tbs, 128, c.tiles, c.reduce))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(tables[0].TBs[0].Ops); got < c.tiles {
+			t.Errorf("tbs=%d tiles=%d: threadblock 0 has %d ops, want at least %d", c.tbs, c.tiles, got, c.tiles)
+		}
+		req := interp.Request{Count: int64(c.tbs*c.tiles) * 40, DataType: ir.Float32, RedOp: ir.Sum, Slices: 1, Launch: 1}
+		w, err := interp.NewWorld(tables)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.AllocBuffers(req); err != nil {
+			t.Fatal(err)
+		}
+		in, out := w.Bufs[0].Input, w.Bufs[0].Output
+		f32 := func(b []byte, i int) float32 { return *(*float32)(unsafe.Pointer(&b[4*i])) }
+		for i := 0; i < int(req.Count); i++ {
+			*(*float32)(unsafe.Pointer(&in[4*i])) = float32(i)
+			*(*float32)(unsafe.Pointer(&out[4*i])) = 0.5
+		}
+		if err := interp.Run(t.Context(), tables, req, w); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < int(req.Count); i++ {
+			want := float32(i)
+			if c.reduce {
+				want += 0.5
+			}
+			if got := f32(out, i); got != want {
+				t.Fatalf("tbs=%d tiles=%d reduce=%v: out[%d] = %v, want %v", c.tbs, c.tiles, c.reduce, i, got, want)
 			}
 		}
 	}

@@ -43,6 +43,9 @@
 #ifndef MAX_THREADS
 #define MAX_THREADS 1024
 #endif
+#ifndef THESEUS_BW_REFS
+#define THESEUS_BW_REFS 0  // 1: more reference copies for the bandwidth test (a variant)
+#endif
 // Synchronisation variants (latency across GPUs, issue 8). THESEUS_SYS_FENCE:
 // 0 fence.sc.sys, 1 fence.acq_rel.sys (enough for every release/acquire
 // pair here: nothing relies on a single total order of fences).
@@ -743,6 +746,40 @@ NOINLINE void copy_vec(const char* s, char* d, i64 nvec) {
     return;
   }
 #endif
+#if COPY_LOOP == 2
+  // A kernel variant: the loop software-pipelined (the next round's loads
+  // issued before this round's stores: 2*COPY_UNROLL vectors in flight per
+  // thread), to tell whether loads in flight limit the op.
+  for (i64 seg = 0; seg < nvec; seg += SEG_VECS) {
+    const u32 n = (u32)(nvec - seg < SEG_VECS ? nvec - seg : SEG_VECS);
+    const char* sb = s + seg * 16;
+    char* db = d + seg * 16;
+    const u32 nt = nthreads();
+    u32 v = tid();
+    if (v + (COPY_UNROLL - 1) * nt < n) {
+      v4 a[COPY_UNROLL];
+#pragma unroll
+      for (int u = 0; u < COPY_UNROLL; u++) a[u] = ld_v4(sb + (u64)((v + u * nt) * 16u));
+      for (;;) {
+        const u32 w = opaque_u32(v + COPY_UNROLL * nt);
+        const bool more = w + (COPY_UNROLL - 1) * nt < n;
+        v4 b[COPY_UNROLL];
+        if (more) {
+#pragma unroll
+          for (int u = 0; u < COPY_UNROLL; u++) b[u] = ld_v4(sb + (u64)((w + u * nt) * 16u));
+        }
+#pragma unroll
+        for (int u = 0; u < COPY_UNROLL; u++) st_v4(db + (u64)((v + u * nt) * 16u), a[u]);
+        v = w;
+        if (!more) break;
+#pragma unroll
+        for (int u = 0; u < COPY_UNROLL; u++) a[u] = b[u];
+      }
+    }
+    for (; v < n; v += nt) st_v4(db + (u64)(v * 16u), ld_v4(sb + (u64)(v * 16u)));
+  }
+  return;
+#endif
   for (i64 seg = 0; seg < nvec; seg += SEG_VECS) {
     const u32 n = (u32)(nvec - seg < SEG_VECS ? nvec - seg : SEG_VECS);
     const char* sb = s + seg * 16;
@@ -1295,6 +1332,105 @@ extern "C" __global__ void __launch_bounds__(1024) theseus_block_copy(theseus_bl
     st_v4(dst + (v + 3 * nt) * 16, x3);
   }
 }
+
+#if THESEUS_BW_REFS
+// More reference copies (variant modules only: THESEUS_BW_REFS=1), to find
+// which access pattern a copy needs to reach the memcpy ceiling. Each takes
+// theseus_block_copy_args and copies all n16 vectors (cuda/bw_test.go,
+// bwExtraRefs, gives each its grids).
+//
+// theseus_ref_flat copies FLAT_PER vectors per thread and 16*FLAT_PER*nt
+// contiguous bytes per block, one block per such tile, no loop (the
+// BabelStream shape: the block scheduler hands out the tiles in order).
+#ifndef FLAT_PER
+#define FLAT_PER 4
+#endif
+extern "C" __global__ void __launch_bounds__(1024) theseus_ref_flat1(theseus_block_copy_args a) {
+  const i64 i = (i64)bid() * nthreads() + tid();
+  if (i < a.n16) st_v4(a.dst + i * 16, ld_v4(a.src + i * 16));
+}
+extern "C" __global__ void __launch_bounds__(1024) theseus_ref_flat4(theseus_block_copy_args a) {
+  const i64 nt = nthreads(), base = (i64)bid() * 4 * nt + tid();
+  v4 x[4];
+#pragma unroll
+  for (int u = 0; u < 4; u++)
+    if (base + u * nt < a.n16) x[u] = ld_v4(a.src + (base + u * nt) * 16);
+#pragma unroll
+  for (int u = 0; u < 4; u++)
+    if (base + u * nt < a.n16) st_v4(a.dst + (base + u * nt) * 16, x[u]);
+}
+// theseus_ref_streamU is the grid-stride copy with U vectors in flight per
+// thread, spaced by the whole grid (n16 a multiple of U * grid threads).
+template <int U>
+DEV void ref_stream(theseus_block_copy_args a) {
+  const i64 g = (i64)nthreads() * __nvvm_read_ptx_sreg_nctaid_x();
+  for (i64 i = (i64)bid() * nthreads() + tid(); i + (U - 1) * g < a.n16; i += U * g) {
+    v4 x[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) x[u] = ld_v4(a.src + (i + u * g) * 16);
+#pragma unroll
+    for (int u = 0; u < U; u++) st_v4(a.dst + (i + u * g) * 16, x[u]);
+  }
+}
+extern "C" __global__ void __launch_bounds__(1024) theseus_ref_stream4(theseus_block_copy_args a) { ref_stream<4>(a); }
+extern "C" __global__ void __launch_bounds__(1024) theseus_ref_stream8(theseus_block_copy_args a) { ref_stream<8>(a); }
+// theseus_ref_tiles deals tiles of 4*nt vectors (64 KiB at 1024 threads)
+// round-robin to the blocks: block b copies tiles b, b+grid, ... (what a
+// schedule of many interleaved chunks per threadblock does).
+extern "C" __global__ void __launch_bounds__(1024) theseus_ref_tiles(theseus_block_copy_args a) {
+  const i64 nt = nthreads(), nb = __nvvm_read_ptx_sreg_nctaid_x(), tile = 4 * nt;
+  for (i64 t = bid(); (t + 1) * tile <= a.n16; t += nb) {
+    const i64 v = t * tile + tid();
+    v4 x[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) x[u] = ld_v4(a.src + (v + u * nt) * 16);
+#pragma unroll
+    for (int u = 0; u < 4; u++) st_v4(a.dst + (v + u * nt) * 16, x[u]);
+  }
+}
+// theseus_ref_pipe is theseus_block_copy (one contiguous part per block)
+// software-pipelined: the next round's 4 loads are issued before this
+// round's 4 stores, so 8 vectors per thread are in flight.
+extern "C" __global__ void __launch_bounds__(1024) theseus_ref_pipe(theseus_block_copy_args a) {
+  const i64 nb = __nvvm_read_ptx_sreg_nctaid_x(), nt = nthreads();
+  const i64 per = a.n16 / nb;
+  const char* src = a.src + (i64)bid() * per * 16;
+  char* dst = a.dst + (i64)bid() * per * 16;
+  const i64 span = 4 * nt, nfull = per / span;
+  if (nfull == 0) return;
+  v4 x[4];
+#pragma unroll
+  for (int u = 0; u < 4; u++) x[u] = ld_v4(src + (tid() + u * nt) * 16);
+  for (i64 k = 0; k < nfull; k++) {
+    const i64 v = k * span + tid();
+    v4 y[4];
+    if (k + 1 < nfull) {
+#pragma unroll
+      for (int u = 0; u < 4; u++) y[u] = ld_v4(src + (v + span + u * nt) * 16);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; u++) st_v4(dst + (v + u * nt) * 16, x[u]);
+#pragma unroll
+    for (int u = 0; u < 4; u++) x[u] = y[u];
+  }
+}
+// theseus_ref_nc is theseus_ref_stream4 with loads through the
+// non-coherent (read-only) path and L2 256-byte fetches.
+extern "C" __global__ void __launch_bounds__(1024) theseus_ref_nc(theseus_block_copy_args a) {
+  const i64 g = (i64)nthreads() * __nvvm_read_ptx_sreg_nctaid_x();
+  for (i64 i = (i64)bid() * nthreads() + tid(); i + 3 * g < a.n16; i += 4 * g) {
+    v4 x[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      const char* p = a.src + (i + u * g) * 16;
+      asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(x[u].x), "=r"(x[u].y), "=r"(x[u].z), "=r"(x[u].w) : "l"(p) : "memory");
+    }
+#pragma unroll
+    for (int u = 0; u < 4; u++) st_v4(a.dst + (i + u * g) * 16, x[u]);
+  }
+}
+#endif
 
 #if THESEUS_BULK_COPY
 // theseus_bulk_copy is the bulk-copy variant's reference point: each block
