@@ -74,6 +74,9 @@ step runtime 90 "$D/cuda.test" -test.run TestRuntimeCollectives -test.v
 # 3. Timings, alone on the GPU: op bandwidth, host time per call, latency.
 step bandwidth 150 "$D/cuda.test" -test.run TestBandwidth -bw -bw.variants="$(ls -d "$D"/bw/* 2>/dev/null | paste -sd,)" -test.v
 step callhost 45 "$D/cuda.test" -test.run xxx -test.bench CallHost -test.benchtime 20000x -test.count 3
+# The parts of a call's host time (pre-ns: the driver calls before cuLaunchKernel) and the same paced
+# (a call every 40 µs: the launch never waits for a full queue, the thread never sleeps).
+step callhost-parts 60 "$D/cuda.test" -test.run xxx -test.bench 'CallHostParts|CallHostPaced' -test.benchtime 20000x -test.count 3 -callhost.parts
 step hostcalls 20 "$D/driver.test" -test.run xxx -test.bench HostCalls
 # The same without the selector's epoch agreement (every 1000 calls by default).
 step callhost-noepoch 30 env THESEUS_CONTEXT_CHECK_PERIOD=1000000000 "$D/cuda.test" -test.run xxx -test.bench CallHost -test.benchtime 20000x -test.count 3
