@@ -126,6 +126,14 @@ func bwRefKernels(t *testing.T, name string, ptx []byte, a, b driver.Ptr, sms in
 		return 0, fmt.Errorf("load module: %w", err)
 	}
 	defer mod.Unload()
+	ctr, err := driver.MemAlloc(16)
+	if err != nil {
+		return 0, err
+	}
+	defer driver.MemFree(ctr)
+	if err := driver.MemsetD8(ctr, 0, 16); err != nil {
+		return 0, err
+	}
 	label := ""
 	if name != "" {
 		label = name + " "
@@ -135,8 +143,9 @@ func bwRefKernels(t *testing.T, name string, ptx []byte, a, b driver.Ptr, sms in
 		if err != nil {
 			t.Fatal(err)
 		}
-		args := new([3]uint64)
-		args[0], args[1], args[2] = uint64(a), uint64(b), bwBytes/16
+		// The fourth word is theseus_ref_dyn's counters (the others take three).
+		args := new([4]uint64)
+		args[0], args[1], args[2], args[3] = uint64(a), uint64(b), bwBytes/16, uint64(ctr)
 		for _, g := range grids {
 			el, err := timeLoop(3, 50, func() error { return driver.Launch1(fn, g[0], g[1], 0, 0, unsafe.Pointer(args)) }, driver.Synchronize)
 			if err != nil {
@@ -189,8 +198,8 @@ type bwExtraRef struct {
 // GPU of sms multiprocessors: one tile per block (flat1: one vector per
 // thread; flat4: four), grid-stride with 4 or 8 vectors in flight
 // (stream4, stream8; nc: stream4 on the non-coherent path), tiles dealt
-// round-robin to the blocks (tiles), and the block-contiguous copy
-// software-pipelined (pipe).
+// round-robin to the blocks (tiles) or to whichever block asks next (dyn),
+// and the block-contiguous copy software-pipelined (pipe).
 func bwExtraRefs(sms int) []bwExtraRef {
 	n16 := bwBytes / 16
 	stride := [][2]int{{2 * sms, 1024}, {4 * sms, 512}, {8 * sms, 256}, {16 * sms, 128}}
@@ -201,6 +210,7 @@ func bwExtraRefs(sms int) []bwExtraRef {
 		{kernel: "theseus_ref_stream8", grids: stride},
 		{kernel: "theseus_ref_nc", grids: stride},
 		{kernel: "theseus_ref_tiles", grids: [][2]int{{sms, 1024}, {2 * sms, 1024}, {2 * sms, 512}, {4 * sms, 256}, {8 * sms, 256}}},
+		{kernel: "theseus_ref_dyn", grids: [][2]int{{sms, 1024}, {2 * sms, 512}, {4 * sms, 256}, {8 * sms, 256}}},
 		{kernel: "theseus_ref_pipe", grids: [][2]int{{sms, 512}, {sms, 1024}, {2 * sms, 512}}, blockParts: true},
 	}
 }
@@ -345,7 +355,11 @@ func TestBandwidth(t *testing.T) {
 			if v.name == "embedded" {
 				splits = [][2]int{{1, 1}, {16, 1}, {1, 4}, {1, 16}}
 			}
-			for _, shape := range [][2]int{{132, 512}, {132, 1024}, {264, 512}, {528, 256}} {
+			// The last two shapes have more threadblocks than the GPU holds
+			// at once (2 of 512 threads or 4 of 256 per multiprocessor at
+			// the kernel's 64 registers): the hardware runs them in waves,
+			// handing each multiprocessor the next threadblock as one ends.
+			for _, shape := range [][2]int{{132, 512}, {132, 1024}, {264, 512}, {528, 256}, {1056, 512}, {2112, 256}} {
 				for _, split := range splits {
 					for run := 0; run < max(*bwRepeat, 1); run++ {
 						tbs, threads := shape[0], shape[1]

@@ -65,11 +65,15 @@ func onEach(n int, f func(r int) error) error { return errors.Join(ranks.Each(n,
 
 // capture captures, on every rank's stream in capture mode mode (one of
 // driver.CaptureMode*), what call(r) enqueues, and returns the
-// instantiated graphs.
+// instantiated graphs. Every rank ends its capture before any instantiates
+// its graph: while another thread captures in global mode, instantiation
+// is one of the calls CUDA prohibits (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+// which also invalidates that capture).
 func capture(t testing.TB, streams []*cuda.Stream, mode int, call func(r int) error) []driver.GraphExec {
 	t.Helper()
 	n := len(streams)
-	execs := make([]driver.GraphExec, n)
+	graphs := make([]driver.Graph, n)
+	ended := make([]bool, n)
 	err := onEach(n, func(r int) error {
 		return cuda.WithDevice(func() error {
 			s := driver.Stream(streams[r].CUStream())
@@ -78,31 +82,43 @@ func capture(t testing.TB, streams []*cuda.Stream, mode int, call func(r int) er
 			}
 			cerr := call(r)
 			g, err := s.EndCapture()
-			if cerr != nil {
-				if err == nil {
-					g.Destroy()
-				}
-				return cerr
+			if err == nil {
+				graphs[r], ended[r] = g, true
 			}
-			if err != nil {
+			return errors.Join(cerr, err)
+		})
+	})
+	execs := make([]driver.GraphExec, n)
+	if err == nil {
+		err = onEach(n, func(r int) error {
+			return cuda.WithDevice(func() error {
+				var err error
+				execs[r], err = graphs[r].Instantiate()
 				return err
+			})
+		})
+	}
+	cuda.WithDevice(func() error {
+		for r, g := range graphs {
+			if ended[r] {
+				g.Destroy()
 			}
-			defer g.Destroy()
-			execs[r], err = g.Instantiate()
-			return err
+		}
+		return nil
+	})
+	t.Cleanup(func() {
+		cuda.WithDevice(func() error {
+			for _, e := range execs {
+				if e != 0 {
+					e.Destroy()
+				}
+			}
+			return nil
 		})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cuda.WithDevice(func() error {
-			for _, e := range execs {
-				e.Destroy()
-			}
-			return nil
-		})
-	})
 	return execs
 }
 
@@ -248,6 +264,94 @@ func TestGraphReplay(t *testing.T) {
 				fmt.Printf("GRAPH mode=%s count=%d schedule=%s replays=%d wrong=%d\n", m.name, count, comms[0].LastCall().Name, replays, wrong)
 			})
 		}
+	}
+}
+
+// TestGraphDiscarded captures calls into CUDA graphs that are then
+// destroyed without ever being launched (an application whose capture
+// failed half-way): the host counted those launches, the device never ran
+// them, and the next eager calls must neither wait for them (the launch
+// fence) nor compute anything but the eager calls' results
+// (docs/known-issues.md, 17, fixed). In-place float64 allreduce of two
+// ranks: after k eager calls the buffer holds S * 2^(k-1), S the sum of the
+// inputs.
+func TestGraphDiscarded(t *testing.T) {
+	needGPU(t)
+	const n = 2
+	comms, streams, be := localComms(t, n)
+	for _, count := range []int64{1024, 1 << 20} { // LL all-pairs and ring in the default context
+		t.Run(fmt.Sprint(count), func(t *testing.T) {
+			bufs := make([]device.Ptr, n)
+			x0 := make([][]float64, n)
+			for r := range bufs {
+				p, err := be.Alloc(count * 8)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer be.Free(p)
+				bufs[r] = p
+				x0[r] = make([]float64, count)
+				b := make([]byte, 8*count)
+				for i := range x0[r] {
+					x0[r][i] = float64((int64(r)*7+int64(i)*5)%19 - 9)
+					binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x0[r][i]))
+				}
+				if err := be.Upload(p, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			call := func(r int) error {
+				return comms[r].AllReduce(bufs[r], bufs[r], count, theseus.Float64, theseus.Sum, streams[r])
+			}
+			eager := func(k int) {
+				t.Helper()
+				if err := onEach(n, func(r int) error {
+					for i := 0; i < k; i++ {
+						if err := call(r); err != nil {
+							return err
+						}
+					}
+					return streams[r].Synchronize()
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			eager(1) // warm-up: S
+			if err := onEach(n, func(r int) error {
+				return cuda.WithDevice(func() error {
+					s := driver.Stream(streams[r].CUStream())
+					if err := s.BeginCapture(driver.CaptureModeThreadLocal); err != nil {
+						return err
+					}
+					cerr := errors.Join(call(r), call(r), call(r))
+					g, err := s.EndCapture()
+					if err == nil {
+						g.Destroy() // never instantiated, never launched
+					}
+					return errors.Join(cerr, err)
+				})
+			}); err != nil {
+				t.Fatal(err)
+			}
+			eager(3) // S * 8
+			wrong := 0
+			for r := range bufs {
+				b := make([]byte, 8*count)
+				if err := be.Download(b, bufs[r]); err != nil {
+					t.Fatal(err)
+				}
+				for i := int64(0); i < count; i++ {
+					want := (x0[0][i] + x0[1][i]) * 8
+					if got := math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])); got != want {
+						if wrong < 5 {
+							t.Errorf("rank %d element %d: got %g, want %g", r, i, got, want)
+						}
+						wrong++
+					}
+				}
+			}
+			fmt.Printf("GRAPH discarded count=%d schedule=%s wrong=%d\n", count, comms[0].LastCall().Name, wrong)
+		})
 	}
 }
 

@@ -3,6 +3,10 @@ package cuda
 import (
 	"errors"
 	"testing"
+
+	"github.com/theseus-ccl/theseus/codegen/optable"
+	"github.com/theseus-ccl/theseus/compiler/gen"
+	"github.com/theseus-ccl/theseus/ir"
 )
 
 // perSM512 models one H200 multiprocessor for the kernel at 64 registers
@@ -36,5 +40,36 @@ func TestResidentFit(t *testing.T) {
 	boom := errors.New("occupancy query failed")
 	if err := residentFit(map[int]int{512: 1}, 132, func(int) (int, error) { return 0, boom }); !errors.Is(err, boom) {
 		t.Errorf("query error: %v", err)
+	}
+}
+
+// TestIndependent: only tables whose threadblocks never wait for each
+// other (the bandwidth test's copies and reduces) may exceed the GPU's
+// resident threadblocks; every generated schedule of two ranks or more
+// waits (channels, dependencies).
+func TestIndependent(t *testing.T) {
+	for _, tiles := range []int{1, 4} {
+		tables, err := optable.LowerAll(bwProgram(3, 128, tiles, tiles > 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !independent(tables) {
+			t.Errorf("bandwidth program (tiles %d): not independent", tiles)
+		}
+	}
+	p, err := gen.Generate("ring", gen.Options{Collective: ir.AllReduce, NRanks: 2, Protocol: ir.Simple})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := legalized(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := optable.LowerAll(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if independent(tables) {
+		t.Error("2-rank ring allreduce: independent, want not")
 	}
 }

@@ -273,8 +273,10 @@ func (w *World) prepare(req interp.Request, inputs [][]byte, initOut [][]byte) (
 	if w.fn, err = kernel(w.dev.Context(), req.DataType); err != nil {
 		return err
 	}
-	if err := w.checkResident(); err != nil {
-		return err
+	if !independent(w.tables) || req.RedOp == ir.Avg {
+		if err := w.checkResident(); err != nil {
+			return err
+		}
 	}
 	// Buffers, laid out as interp.NewBuffers does.
 	alloc := func(n int64) (driver.Ptr, error) {
@@ -412,6 +414,30 @@ func (w *World) checkResident() error {
 		blocks[threads] += max(len(t.TBs), 1)
 	}
 	return residentFit(blocks, sms, func(threads int) (int, error) { return w.fn.MaxActiveBlocksPerSM(threads, 0) })
+}
+
+// independent reports whether no threadblock of tables ever waits for
+// another: no channels, no dependencies, only copies, reduces and nops.
+// Such a World may have more threadblocks than the GPU holds at once (the
+// hardware runs them in waves), except for an avg request, whose epilogue
+// is a barrier of every threadblock.
+func independent(tables []*optable.Table) bool {
+	for _, t := range tables {
+		if len(t.Channels) > 0 {
+			return false
+		}
+		for _, tb := range t.TBs {
+			for _, op := range tb.Ops {
+				switch {
+				case len(op.Deps) > 0:
+					return false
+				case op.Code != ir.OpCopy && op.Code != ir.OpReduce && op.Code != ir.OpNop:
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // residentFit returns ErrNotResident (wrapped) unless every block of

@@ -68,7 +68,7 @@ if want kernel; then
    echo "== $m"; /usr/bin/time -f "ptxas %e s" ptxas -arch=sm_90 -O3 -v "$ROOT/cuda/kernel/ptx/theseus_$m.ptx" -o /dev/null 2>&1 | grep -E "theseus_exec|Used|spill|ptxas [0-9.]+ s" | head -8
  done) >"$R/ptxas.txt" 2>&1 &
 step jit 240 "$D/cuda.test" -test.run TestModuleLoad -test.v
-step graph 120 "$D/cuda.test" -test.run TestGraphReplay -test.v
+step graph 120 "$D/cuda.test" -test.run TestGraph -test.v
 # 2. Every collective through the runtime on the CUDA backend (4 ranks in one process).
 step runtime 90 "$D/cuda.test" -test.run TestRuntimeCollectives -test.v
 # 3. Timings, alone on the GPU: op bandwidth, host time per call, latency.

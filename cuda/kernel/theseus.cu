@@ -1143,12 +1143,21 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
   // distinct and equal on every rank (docs/design/cuda.md, "The launch counter").
   // The arguments live in shared memory for the launch (taking the address
   // of the parameter would copy it to every thread's local memory).
+  //
+  // The launch fence waits for each peer's done word to reach this rank's
+  // own (read here, before this launch changes it): every rank runs the
+  // same sequence of launches, so that is each peer's previous launch, also
+  // after launches that were captured but never replayed (the host counted
+  // them, the device never ran them; docs/known-issues.md, 17). Without a
+  // done word (the test harness) the fence target is the counter less one.
   __shared__ theseus_launch s_launch;
+  __shared__ u64 s_prev;
   if (tid() == 0) {
     s_launch = launch;
+    s_prev = launch.launch - 1;
     if (launch.done != 0) {
-      u64 next = ld_acquire_sys((const u64*)launch.done) + 1;
-      if (next > launch.launch) s_launch.launch = next;
+      s_prev = ld_acquire_sys((const u64*)launch.done);
+      if (s_prev + 1 > launch.launch) s_launch.launch = s_prev + 1;
     }
   }
   bar();
@@ -1172,10 +1181,11 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
   if (tid() == 0) s_fail = 0;
   bar();
   // Launch fence: do not touch scratch a peer's previous launch may still
-  // read (docs/design/runtime.md): wait for every peer's done word.
+  // read (docs/design/runtime.md): wait for every peer's done word to reach
+  // this rank's (s_prev).
   if (launch.nfence > 0 && tid() == 0 && !THESEUS_NO_LAUNCH_FENCE) {
     const u64* const* fw = (const u64* const*)launch.fence;
-    u64 want = lc - 1;
+    const u64 want = s_prev;
     for (int f = 0; f < launch.nfence; f++) {
       const u64* w = fw[f];
       if (!spin(c, [&] { return ld_poll_sys(w) >= want; }, THESEUS_WAIT_FENCE, -1, -1, f, want, w)) break;
@@ -1412,6 +1422,37 @@ extern "C" __global__ void __launch_bounds__(1024) theseus_ref_pipe(theseus_bloc
     for (int u = 0; u < 4; u++) st_v4(dst + (v + u * nt) * 16, x[u]);
 #pragma unroll
     for (int u = 0; u < 4; u++) x[u] = y[u];
+  }
+}
+// theseus_ref_dyn deals tiles of 4*nt vectors to the blocks as they ask
+// (an atomic tile counter, ctr[0]): blocks on faster multiprocessors copy
+// more tiles, as the block scheduler balances theseus_ref_flat*. The last
+// block to finish (ctr[1]) resets both counters for the next launch.
+struct theseus_ref_dyn_args {
+  const char* src;
+  char* dst;
+  i64 n16;
+  u64* ctr;
+};
+extern "C" __global__ void __launch_bounds__(1024) theseus_ref_dyn(theseus_ref_dyn_args a) {
+  __shared__ i64 s_tile;
+  const i64 nt = nthreads(), tile = 4 * nt, ntiles = a.n16 / tile;
+  for (;;) {
+    if (tid() == 0) s_tile = (i64)atom_add_gpu(&a.ctr[0], 1);
+    bar();
+    const i64 t = s_tile;
+    bar();
+    if (t >= ntiles) break;
+    const i64 v = t * tile + tid();
+    v4 x[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) x[u] = ld_v4(a.src + (v + u * nt) * 16);
+#pragma unroll
+    for (int u = 0; u < 4; u++) st_v4(a.dst + (v + u * nt) * 16, x[u]);
+  }
+  if (tid() == 0 && atom_add_gpu(&a.ctr[1], 1) + 1 == (u64)__nvvm_read_ptx_sreg_nctaid_x()) {
+    a.ctr[0] = 0;
+    a.ctr[1] = 0;
   }
 }
 // theseus_ref_nc is theseus_ref_stream4 with loads through the
