@@ -631,6 +631,27 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 		})
 		fillHalf(p.arg, a.ScratchHalf)
 		fillDone(p.arg, driver.Ptr(a.Done), finish, fence, len(a.Fence))
+		// Shared work (cuda/units.go) for a launch of independent copies
+		// and reduces of this rank's own buffers.
+		pl := ir.Placement{Collective: t.Collective, NRanks: a.NRanks, ChunksPerBlock: t.ChunksPerBlock,
+			ProgRoot: t.Root, Root: a.Root, InPlace: a.InPlace}
+		if !t.Collective.Rooted() {
+			pl.ProgRoot, pl.Root = 0, 0
+		}
+		if units := sharedUnits(t, a.Layout, pl, a.Rank, a.Layout.Slices, a.RedOp); units != nil && workSharing() {
+			u, err := alloc(int64(len(units)))
+			if err != nil {
+				return err
+			}
+			if err := driver.CopyHtoDAsync(u, units, b.ctl); err != nil {
+				return err
+			}
+			ctr, err := alloc(8)
+			if err != nil {
+				return err
+			}
+			fillUnits(p.arg, u, ctr, int64(len(units)/UnitBytes))
+		}
 		p.nfence = int32(len(a.Fence))
 		// The memsets and copies above run on the control stream: finish
 		// them before any launch on another stream reads these words.

@@ -16,6 +16,7 @@ import (
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/cuda/driver"
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/interp"
 )
 
@@ -348,12 +349,13 @@ func TestBandwidth(t *testing.T) {
 		}{{"copy fp32", false, ir.Float32, 2}, {"reduce fp32 sum", true, ir.Float32, 3}, {"reduce bf16 sum", true, ir.Bfloat16, 3}} {
 			best := 0.0
 			bestAt := ""
-			// Pipelining (slices: threadblocks interleave at 1/slices of a
-			// chunk) and chunks dealt round-robin (tiles), for the embedded
-			// kernel.
-			splits := [][2]int{{1, 1}}
+			// {slices, tiles, shared}: pipelining (threadblocks interleave
+			// at 1/slices of a chunk), chunks dealt round-robin (tiles), and
+			// shared work (cuda/units.go: on by default; 0 runs each
+			// threadblock's own ops, THESEUS_WORK_SHARING=0).
+			splits := [][3]int{{1, 1, 1}}
 			if v.name == "embedded" {
-				splits = [][2]int{{1, 1}, {16, 1}, {1, 4}, {1, 16}}
+				splits = [][3]int{{1, 1, 1}, {1, 1, 0}, {16, 1, 1}, {1, 4, 0}}
 			}
 			// The last two shapes have more threadblocks than the GPU holds
 			// at once (2 of 512 threads or 4 of 256 per multiprocessor at
@@ -363,15 +365,25 @@ func TestBandwidth(t *testing.T) {
 				for _, split := range splits {
 					for run := 0; run < max(*bwRepeat, 1); run++ {
 						tbs, threads := shape[0], shape[1]
-						slices, tiles := int64(split[0]), split[1]
+						slices, tiles, shared := int64(split[0]), split[1], split[2] == 1
 						at := fmt.Sprintf("tbs=%d threads=%d slices=%d", tbs, threads, slices)
 						if tiles > 1 {
 							at += fmt.Sprintf(" tiles=%d", tiles)
 						}
+						if !shared {
+							at += " sharing=off"
+						}
+						restore := env.SetLookupForTest(func(k string) (string, bool) {
+							if strings.HasSuffix(k, "_WORK_SHARING") && !shared {
+								return "0", true
+							}
+							return os.LookupEnv(k)
+						})
 						if *bwRepeat > 1 {
 							at += fmt.Sprintf(" run=%d", run)
 						}
 						bw, note, err := bwOp(tbs, threads, tiles, slices, c.dt, c.reduce, c.moved, blockFn, ceil)
+						restore()
 						if err != nil {
 							// A variant built for fewer threads cannot launch the larger shapes.
 							fmt.Printf("BW %s %s %s: %v\n", v.name, c.name, at, err)

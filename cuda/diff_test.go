@@ -97,6 +97,9 @@ func diffPrograms(t testing.TB) []diffProgram {
 		}
 	}
 	out = append(out, diffProgram{"irtest/pairs4", irtest.PairsAllReducePrimitive(4)})
+	// One rank, independent copies and reduces: the kernel runs them as
+	// shared work (cuda/units.go) unless the request is avg.
+	out = append(out, diffProgram{"bw/copy/n1", bwProgram(4, 256, 2, false)}, diffProgram{"bw/reduce/n1", bwProgram(4, 256, 2, true)})
 	return out
 }
 

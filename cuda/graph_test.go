@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"testing"
 	"time"
@@ -21,6 +23,8 @@ import (
 )
 
 var latRun = flag.Bool("lat", false, "report 2-rank allreduce latency, eager and CUDA-graph replayed (8 B - 64 KB)")
+
+var callhostProf = flag.String("callhost.prof", "", "write a 4 kHz CPU profile of BenchmarkCallHost's timed calls to this file")
 
 var callhostParts = flag.Bool("callhost.parts", false, "run BenchmarkCallHostParts and BenchmarkCallHostPaced (host time per call: driver time before cuLaunchKernel; not GPU-bound)")
 
@@ -503,6 +507,20 @@ func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 	epoch := make([]time.Duration, n)
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
+	if *callhostProf != "" {
+		// A CPU profile of the timed calls at 4 kHz (the test binary's own
+		// -test.cpuprofile samples at 100 Hz: too few samples outside C).
+		f, err := os.Create(*callhostProf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		runtime.SetCPUProfileRate(4000)
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	b.ResetTimer()
 	err := onEach(n, func(r int) error {
 		k0, d0 := streams[r].LaunchTime()

@@ -124,6 +124,14 @@ func fillDone(a *Launch, done, finish, fence driver.Ptr, nfence int) {
 	a.nfence = C.int32_t(nfence)
 }
 
+// fillUnits sets a launch's shared work: n units at units (theseus_unit
+// records) and the counter word ctr (zero: none).
+func fillUnits(a *Launch, units, ctr driver.Ptr, n int64) {
+	a.units = C.uint64_t(units)
+	a.unit_ctr = C.uint64_t(ctr)
+	a.nunits = C.int64_t(n)
+}
+
 // setLaunch sets the per-launch fields of a prepared launch: the counter,
 // the stream's failure record, and the fence count: nfence when fence is
 // set, else 0 (no fence).

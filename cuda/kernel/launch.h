@@ -72,7 +72,10 @@ typedef struct theseus_launch {
   uint64_t abort_word;   /* const volatile uint32_t* ; nonzero stops every wait */
   uint64_t done;         /* uint64_t* : this rank's done word; the last threadblock stores launch (0: none) */
   uint64_t finish;       /* uint64_t* : device counter of finished threadblocks (persistent) */
-  uint64_t fence;        /* const uint64_t* const* : nfence peer done words; wait until each >= launch-1 */
+  uint64_t fence;        /* const uint64_t* const* : nfence peer done words; wait until each >= this rank's done word */
+  uint64_t units;        /* const theseus_unit* : shared work (0: none; each threadblock walks its own ops) */
+  uint64_t unit_ctr;     /* uint64_t* : the next unit to take, (launch counter & 0xffffffff) << 32 | unit */
+  int64_t nunits;
   int32_t nfence;
   int32_t reserved0;
   int64_t count;         /* NCCL count: elements per block */
@@ -92,6 +95,18 @@ typedef struct theseus_launch {
   uint8_t elem_size;
   uint8_t reserved[3];
 } theseus_launch;
+
+/* One unit of shared work (cuda/units.go, docs/design/cuda.md, "Shared
+ * work"): a tile of a copy (nsrc 1) or a two-source reduce (nsrc 2) of a
+ * launch whose ops are independent of each other, taken by whichever
+ * threadblock asks next. Offsets are bytes into this rank's buffer
+ * buf[k] (THESEUS_BUF_*); src1 is unused when nsrc is 1. */
+typedef struct theseus_unit {
+  uint64_t off[3]; /* src0, src1, dst */
+  uint32_t nbytes;
+  uint8_t buf[3];  /* src0, src1, dst */
+  uint8_t nsrc;
+} theseus_unit;
 
 /* Barrier words: per barrier id, an arrival counter; per threadblock and
  * barrier id, that threadblock's arrivals so far. The epilogue barrier uses

@@ -136,6 +136,11 @@ DEV u32 atom_cas_u32(u32* p, u32 cmp, u32 v) {
   asm volatile("atom.global.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(cmp), "r"(v) : "memory");
   return old;
 }
+DEV u64 atom_cas_u64(u64* p, u64 cmp, u64 v) {
+  u64 old;
+  asm volatile("atom.global.cas.b64 %0, [%1], %2, %3;" : "=l"(old) : "l"(p), "l"(cmp), "l"(v) : "memory");
+  return old;
+}
 DEV void st_volatile_u32(volatile u32* p, u32 v) { *p = v; }
 // ld_v4 and st_v4 load and store the data of copies and reduces (and of
 // the reference copies below). Kernel variants (never embedded; see
@@ -1003,8 +1008,60 @@ DEV void combine_packets(const Ctx& c, int nsrc, int ndst, i64 nbytes, i64 pbyte
   }
 }
 
+// take_unit returns the next unit of shared work of launch ep (the launch
+// counter's low 32 bits) from counter w, (epoch << 32) | next unit. A word
+// still holding an earlier launch's epoch is reset to this launch's first
+// (by compare-and-swap: whichever threadblock gets there first), and the
+// take repeated; launches of one rank run one at a time, so no other
+// launch moves the word meanwhile.
+DEV u64 take_unit(u64* w, u32 ep) {
+  for (;;) {
+    u64 v = atom_add_gpu(w, 1);
+    if ((u32)(v >> 32) == ep) return v & 0xffffffffull;
+    u64 cur = v + 1;
+    while ((u32)(cur >> 32) != ep) {
+      const u64 old = atom_cas_u64(w, cur, (u64)ep << 32);
+      if (old == cur) break;
+      cur = old;
+    }
+  }
+}
+
+__shared__ u64 s_unit;
+
+// units_t runs the launch's shared work (docs/design/cuda.md, "Shared
+// work"): each threadblock takes the next unit until none is left, so
+// threadblocks on faster multiprocessors take more (a static split leaves
+// the copy to wait for the slowest: bench/results/2026-11-29-h200-fifth).
+// The units are tiles of independent copies and two-source reduces, so the
+// order they run in changes no result.
 template <int T, int OP>
-NOINLINE void data_op_t(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
+NOINLINE void units_t(const Ctx& c) {
+  const theseus_unit* us = (const theseus_unit*)c.L->units;
+  const u64 n = (u64)c.L->nunits;
+  const u32 ep = (u32)c.L->launch;
+  for (;;) {
+    if (tid() == 0) s_unit = take_unit((u64*)c.L->unit_ctr, ep);
+    bar();
+    const u64 u = s_unit;
+    if (u >= n) return;
+    const theseus_unit un = us[u];
+    if (tid() <= un.nsrc) {
+      const int k = tid() < un.nsrc ? tid() : 2;
+      s_ptr[tid()] = (char*)c.L->buf[un.buf[k]] + un.off[k];
+    }
+    bar();
+    combine_plain<T, OP>(un.nsrc, 1, un.nbytes);
+    bar();  // every thread is done with s_unit and s_ptr
+  }
+}
+
+// data_op_t runs data op *op (copy or reduce) of step step, slice s; with
+// no op (nullptr), the launch's shared work instead.
+template <int T, int OP>
+NOINLINE void data_op_t(const Ctx& c, const theseus_op* opp, i64 step, i64 s) {
+  if (opp == nullptr) return units_t<T, OP>(c);
+  const theseus_op& op = *opp;
   const int nsrc = op.nsrc, ndst = op.ndst, nref = nsrc + ndst;
   if (nref > THESEUS_MAX_REFS) {
     if (tid() == 0) fail(c, THESEUS_ERR_TOOMANYREFS, 0, step, s, -1, nref, THESEUS_MAX_REFS);
@@ -1039,7 +1096,7 @@ NOINLINE void data_op_t(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
 }
 
 template <int T>
-DEV void data_op_op(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
+DEV void data_op_op(const Ctx& c, const theseus_op* op, i64 step, i64 s) {
   switch (c.L->redop) {
     case RSUM:
     case RAVG:
@@ -1053,7 +1110,7 @@ DEV void data_op_op(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
   }
 }
 
-DEV void data_op(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
+DEV void data_op(const Ctx& c, const theseus_op* op, i64 step, i64 s) {
 #ifdef THESEUS_DTYPE
   // A module built for one datatype (build.sh): the host loads the module
   // of the request's datatype; any other is a host bug, reported, never run.
@@ -1198,7 +1255,15 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
   if (c.tb < (int)c.h->num_tbs) tbr = c.tbs[c.tb];  // a table without threadblocks runs one empty block
   const u64 epoch = (lc & ((1ull << 24) - 1)) << 40;
   u64* publish = (u64*)launch.publish;
-  for (i64 s = 0; s < launch.slices; s++) {
+  // Shared work replaces the threadblocks' own op lists (the host builds
+  // it only for launches whose ops are independent tiles of copies and
+  // reduces: cuda/units.go).
+  if (launch.units != 0) {
+    data_op(c, nullptr, -1, 0);
+    bar();
+    if (s_fail) return;
+  }
+  for (i64 s = 0; launch.units == 0 && s < launch.slices; s++) {
     for (u64 i = 0; i < tbr.op_count; i++) {
       const theseus_op op = c.ops[tbr.op_start + i];
       if (op.ndep > 0 && tid() == 0) {
@@ -1218,7 +1283,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
           break;
         case THESEUS_OP_COPY:
         case THESEUS_OP_REDUCE:
-          data_op(c, op, (i64)i, s);  // a failure sets s_fail, checked below
+          data_op(c, &op, (i64)i, s);  // a failure sets s_fail, checked below
           break;
         case THESEUS_OP_SIGNAL:
           bar();  // every thread's writes before the signal

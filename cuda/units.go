@@ -1,0 +1,133 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"slices"
+
+	"github.com/theseus-ccl/theseus/codegen/optable"
+	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/env"
+)
+
+// UnitTile is the most bytes one unit of shared work moves per ref: 64 KiB,
+// a multiple of 128 so that a tile keeps every ref's place within its
+// 128-byte line (the kernel's vector path needs the refs to agree there).
+const UnitTile = 64 << 10
+
+// UnitBytes is the size of one encoded unit (theseus_unit, kernel/launch.h).
+const UnitBytes = 32
+
+// workSharing reports THESEUS_WORK_SHARING (docs/env.md): on unless set to 0.
+func workSharing() bool {
+	on, err := env.WorkSharing.Bool()
+	return on || err != nil
+}
+
+// sharedUnits returns rank phys's shared work for a launch of table t at
+// layout lay and placement pl, encoded as theseus_unit records
+// (kernel/launch.h), or nil when the launch must run the threadblocks' own
+// op lists. Shared work replaces the schedule's assignment of ops to
+// threadblocks by tiles that any threadblock takes (docs/design/cuda.md,
+// "Shared work"), which is the same computation only when the order the
+// ops run in cannot matter. So it is built only when:
+//   - the table is Simple, has no channels, and the request runs one slice
+//     and is not avg (avg's epilogue is a barrier of the threadblocks);
+//   - every op is a nop, or a copy of one src or a reduce of two srcs into
+//     one dst, of one chunk (Count 1), with no dependencies, whose refs are
+//     this rank's input or output (no scratch, no packets);
+//   - after placement (in place, the input lies in the output), no two ops'
+//     dsts overlap, and no op reads bytes another op writes (an op may read
+//     exactly its own dst: a reduce in place).
+//
+// Units are in op order, each op's bytes in tiles of at most UnitTile
+// bytes; every src and the dst of a unit share its offset within the op.
+// Ops of no bytes (a chunk past the count) have no units.
+func sharedUnits(t *optable.Table, lay ir.Layout, pl ir.Placement, phys int, nslices int64, redop ir.RedOp) []byte {
+	if t.Protocol != ir.Simple || len(t.Channels) > 0 || nslices != 1 || redop == ir.Avg {
+		return nil
+	}
+	type span struct {
+		buf    ir.BufKind
+		lo, hi int64 // bytes
+	}
+	type data struct {
+		refs []span // srcs, then the dst
+		n    int64
+	}
+	var ops []data
+	var dsts []span
+	es := lay.ElemSize
+	for _, tb := range t.TBs {
+		for _, op := range tb.Ops {
+			if op.Code == ir.OpNop {
+				continue
+			}
+			okShape := (op.Code == ir.OpCopy && len(op.Srcs) == 1) || (op.Code == ir.OpReduce && len(op.Srcs) == 2)
+			if !okShape || len(op.Dsts) != 1 || op.Count != 1 || len(op.Deps) > 0 {
+				return nil
+			}
+			d := data{n: -1}
+			for _, r := range append(append([]ir.Ref(nil), op.Srcs...), op.Dsts...) {
+				if !r.Local() || r.Packet || r.Buf == ir.Scratch {
+					return nil
+				}
+				kb, chunk := pl.Resolve(phys, r.Buf, r.Off)
+				st, en := lay.UserChunk(chunk, 0)
+				d.refs = append(d.refs, span{kb, st * es, en * es})
+				if n := (en - st) * es; d.n < 0 || n < d.n {
+					d.n = n
+				}
+			}
+			dst := d.refs[len(d.refs)-1]
+			dsts = append(dsts, span{dst.buf, dst.lo, dst.lo + d.n})
+			ops = append(ops, d)
+		}
+	}
+	// No dst overlaps another; no src overlaps another op's dst.
+	overlap := func(a, b span) bool { return a.buf == b.buf && a.lo < b.hi && b.lo < a.hi && a.lo < a.hi && b.lo < b.hi }
+	sorted := slices.Clone(dsts)
+	slices.SortFunc(sorted, func(a, b span) int {
+		if a.buf != b.buf {
+			return int(a.buf) - int(b.buf)
+		}
+		return int(a.lo - b.lo)
+	})
+	for i := 1; i < len(sorted); i++ {
+		if overlap(sorted[i-1], sorted[i]) {
+			return nil
+		}
+	}
+	for i, d := range ops {
+		for _, s := range d.refs[:len(d.refs)-1] {
+			src := span{s.buf, s.lo, s.lo + d.n}
+			for j, w := range dsts {
+				if overlap(src, w) && (i != j || src != w) {
+					return nil
+				}
+			}
+		}
+	}
+	var out []byte
+	for _, d := range ops {
+		for off := int64(0); off < d.n; off += UnitTile {
+			n := min(UnitTile, d.n-off)
+			var u [UnitBytes]byte
+			nsrc := len(d.refs) - 1
+			for i, r := range d.refs {
+				k := i
+				if i == nsrc {
+					k = 2
+				}
+				binary.LittleEndian.PutUint64(u[8*k:], uint64(r.lo+off))
+				u[28+k] = byte(r.buf)
+			}
+			binary.LittleEndian.PutUint32(u[24:], uint32(n))
+			u[31] = byte(nsrc)
+			out = append(out, u[:]...)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
