@@ -84,7 +84,9 @@ func sharedUnits(t *optable.Table, lay ir.Layout, pl ir.Placement, phys int, nsl
 		}
 	}
 	// No dst overlaps another; no src overlaps another op's dst.
-	overlap := func(a, b span) bool { return a.buf == b.buf && a.lo < b.hi && b.lo < a.hi && a.lo < a.hi && b.lo < b.hi }
+	overlap := func(a, b span) bool {
+		return a.buf == b.buf && a.lo < b.hi && b.lo < a.hi && a.lo < a.hi && b.lo < b.hi
+	}
 	sorted := slices.Clone(dsts)
 	slices.SortFunc(sorted, func(a, b span) int {
 		if a.buf != b.buf {
