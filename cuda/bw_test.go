@@ -601,3 +601,79 @@ func TestBWProgram(t *testing.T) {
 		}
 	}
 }
+
+var (
+	bwSharing   = flag.Bool("bw.sharing", false, "measure the executor's copy with shared work at each -bw.tile and -bw.carveout")
+	bwTiles     = flag.String("bw.tile", "65536", "comma-separated unit tile sizes in bytes (multiples of 128) for -bw.sharing")
+	bwCarveouts = flag.String("bw.carveout", "-1", "comma-separated shared-memory carveouts (percent; -1: the driver's choice) for -bw.sharing")
+)
+
+// TestBandwidthSharing reports the executor's fp32 copy (bwProgram, one op
+// per threadblock) as a fraction of memcpy with shared work at each unit
+// tile size, and without it, at each shared-memory carveout of the
+// executor kernel. Run with -bw.sharing on a GPU.
+func TestBandwidthSharing(t *testing.T) {
+	requireGPU(t)
+	if !*bwSharing {
+		t.Skip("shared-work bandwidth report: run with -bw.sharing")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	currentDevice0(t)
+	a, b := bwRefBuffers(t)
+	el, err := timeLoop(3, 50, func() error { return driver.CopyDtoD(b, a, bwBytes) }, driver.Synchronize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ceil := 2 * bwBytes / el.Seconds()
+	fmt.Printf("BWS memcpy %.1f GB/s\n", ceil/1e9)
+	ints := func(s string) (out []int64) {
+		for _, f := range strings.Split(s, ",") {
+			if strings.TrimSpace(f) == "" {
+				continue
+			}
+			v, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+			if err != nil {
+				t.Fatalf("%q: %v", s, err)
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	refPTX, err := PTX(ir.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refMod, err := driver.LoadModule(refPTX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer refMod.Unload()
+	blockFn, err := refMod.Function("theseus_block_copy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { kernelCarveout, unitTile = -1, UnitTile; unloadModules(t) }()
+	for _, co := range ints(*bwCarveouts) {
+		kernelCarveout = int(co)
+		unloadModules(t)
+		for _, tile := range append([]int64{0}, ints(*bwTiles)...) { // 0: no shared work
+			unitTile = max(tile, 128)
+			restore := env.SetLookupForTest(func(k string) (string, bool) {
+				if strings.HasSuffix(k, "_WORK_SHARING") && tile == 0 {
+					return "0", true
+				}
+				return os.LookupEnv(k)
+			})
+			for _, shape := range [][2]int{{132, 512}, {132, 1024}, {264, 512}, {528, 256}} {
+				bw, note, err := bwOp(shape[0], shape[1], 1, 1, ir.Float32, false, 2, blockFn, ceil)
+				if err != nil {
+					fmt.Printf("BWS carveout=%d tile=%d tbs=%d threads=%d: %v\n", co, tile, shape[0], shape[1], err)
+					continue
+				}
+				fmt.Printf("BWS carveout=%d tile=%d tbs=%d threads=%d: %.1f GB/s = %.3f of memcpy%s\n", co, tile, shape[0], shape[1], bw/1e9, bw/ceil, note)
+			}
+			restore()
+		}
+	}
+}

@@ -97,6 +97,17 @@ func kernel(ctx driver.Context, dt ir.DataType) (driver.Function, error) {
 		mod.Unload()
 		return 0, err
 	}
+	if kernelCarveout >= 0 {
+		if err := fn.SetAttribute(driver.FuncAttrPreferredSharedCarveout, kernelCarveout); err != nil {
+			mod.Unload()
+			return 0, err
+		}
+	}
 	modules[k] = &module{mod: mod, fn: fn}
 	return fn, nil
 }
+
+// kernelCarveout, when 0 to 100, is the shared-memory carveout (percent)
+// set on every executor module loaded from now on (the bandwidth test's
+// -bw.carveout); -1 leaves the driver's choice.
+var kernelCarveout = -1

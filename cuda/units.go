@@ -14,6 +14,10 @@ import (
 // 128-byte line (the kernel's vector path needs the refs to agree there).
 const UnitTile = 64 << 10
 
+// unitTile is UnitTile, or what the bandwidth test sets (-bw.tile: a
+// multiple of 128).
+var unitTile int64 = UnitTile
+
 // UnitBytes is the size of one encoded unit (theseus_unit, kernel/launch.h).
 const UnitBytes = 32
 
@@ -111,8 +115,8 @@ func sharedUnits(t *optable.Table, lay ir.Layout, pl ir.Placement, phys int, nsl
 	}
 	var out []byte
 	for _, d := range ops {
-		for off := int64(0); off < d.n; off += UnitTile {
-			n := min(UnitTile, d.n-off)
+		for off := int64(0); off < d.n; off += unitTile {
+			n := min(unitTile, d.n-off)
 			var u [UnitBytes]byte
 			nsrc := len(d.refs) - 1
 			for i, r := range d.refs {

@@ -706,7 +706,17 @@ const (
 	FuncAttrMaxThreadsPerBlock = 0
 	FuncAttrNumRegs            = 4
 	FuncAttrLocalSizeBytes     = 3
+	// FuncAttrPreferredSharedCarveout is the share of the unified L1 /
+	// shared memory a multiprocessor gives shared memory when it runs the
+	// function, in percent of the most it can (0: the most L1; -1: the
+	// driver's choice). Settable.
+	FuncAttrPreferredSharedCarveout = 9
 )
+
+// SetAttribute sets a settable function attribute (cuFuncSetAttribute).
+func (f Function) SetAttribute(attr, v int) error {
+	return check("cuFuncSetAttribute", C.th_cuFuncSetAttribute(C.th_f(C.uintptr_t(f)), C.int(attr), C.int(v)))
+}
 
 // Attribute reads a function attribute.
 func (f Function) Attribute(attr int) (int, error) {
