@@ -693,6 +693,7 @@ type Stream struct {
 	nlaunch atomic.Int64
 	dlaunch atomic.Int64
 	dpre    atomic.Int64
+	dcross  atomic.Int64
 }
 
 // LaunchTime returns how many kernels were launched on the stream while
@@ -706,6 +707,11 @@ func (s *Stream) LaunchTime() (int64, time.Duration) {
 // cuLaunchKernel (cuCtxGetCurrent, cuCtxSetCurrent when another context
 // was current, cuStreamIsCapturing) while TimeLaunchParts was on.
 func (s *Stream) PrelaunchTime() time.Duration { return time.Duration(s.dpre.Load()) }
+
+// CrossTime is the time those launches spent crossing from Go to C and
+// back (each call's time measured in Go less its time measured in C)
+// while TimeLaunchParts was on.
+func (s *Stream) CrossTime() time.Duration { return time.Duration(s.dcross.Load()) }
 
 // CUStream is the underlying CUstream.
 func (s *Stream) CUStream() uintptr { return uintptr(s.s) }
@@ -798,6 +804,7 @@ func (s *Stream) account(r driver.LaunchResult) {
 	s.nlaunch.Add(1)
 	s.dlaunch.Add(int64(r.LaunchTime))
 	s.dpre.Add(int64(r.PreTime))
+	s.dcross.Add(int64(r.CrossTime))
 }
 
 // enter counts a launch in progress on s (launching), which keeps the

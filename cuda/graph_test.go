@@ -446,7 +446,9 @@ func BenchmarkCallHost(b *testing.B) { benchCallHost(b, false, 0) }
 
 // BenchmarkCallHostParts is BenchmarkCallHost with the driver time before
 // cuLaunchKernel (cuCtxGetCurrent, cuStreamIsCapturing) also measured:
-// pre-ns/call, which host-ns/call includes. The extra clock read makes its
+// pre-ns/call, which host-ns/call includes, and cross-ns/call, the
+// crossing from Go to C and back (each call's time in Go less its time in
+// C: cgo and scheduler work). The extra clock reads make its
 // host-ns/call about clock-ns higher than BenchmarkCallHost's.
 //
 // It runs only with -callhost.parts, so that -test.bench CallHost measures
@@ -504,6 +506,7 @@ func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 	defer cuda.TimeLaunches(false)
 	host := make([]time.Duration, n)
 	pre := make([]time.Duration, n)
+	cross := make([]time.Duration, n)
 	epoch := make([]time.Duration, n)
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
@@ -525,6 +528,7 @@ func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 	err := onEach(n, func(r int) error {
 		k0, d0 := streams[r].LaunchTime()
 		p0 := streams[r].PrelaunchTime()
+		x0 := streams[r].CrossTime()
 		e0 := comms[r].Stats().Selector.EpochTime
 		var total time.Duration
 		if pace == 0 {
@@ -552,6 +556,7 @@ func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 		}
 		host[r] = total - (d1 - d0)
 		pre[r] = streams[r].PrelaunchTime() - p0
+		cross[r] = streams[r].CrossTime() - x0
 		epoch[r] = comms[r].Stats().Selector.EpochTime - e0
 		return streams[r].Synchronize()
 	})
@@ -567,5 +572,6 @@ func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(n*b.N), "allocs/call")
 	if parts {
 		b.ReportMetric(perCall(pre), "pre-ns/call")
+		b.ReportMetric(perCall(cross), "cross-ns/call")
 	}
 }

@@ -210,6 +210,7 @@ typedef struct {
   int capturing;  // the stream is being captured (check set)
   int64_t pre_ns; // timed 2: ns in the context switch and capture query
   int64_t ns;     // timed >= 1: ns inside cuLaunchKernel
+  int64_t total_ns; // timed 2: ns from entry to return
 } th_launch_out;
 // th_launch_checked is th_prelaunch then th_launch1, in one crossing from
 // Go: make c current unless it is, read s's capture status when check is
@@ -220,7 +221,7 @@ typedef struct {
 // the time before it.
 static th_launch_out th_launch_checked(CUcontext c, CUstream s, int check, CUfunction f, unsigned gx, unsigned bx,
                                        void* arg, int32_t* capfield, int32_t capval, int timed) {
-  th_launch_out o = {0, 0, 0, 0, 0};
+  th_launch_out o = {0, 0, 0, 0, 0, 0};
   int64_t t0 = timed == 2 ? th_now() : 0;
   CUcontext cur = 0;
   o.r = th_cuCtxGetCurrent(&cur);
@@ -241,8 +242,12 @@ static th_launch_out th_launch_checked(CUcontext c, CUstream s, int check, CUfun
   int64_t t1 = timed ? th_now() : 0;
   o.r = th_launch1(f, gx, bx, 0, s, arg);
   if (timed) {
-    o.ns = th_now() - t1;
-    if (timed == 2) o.pre_ns = t1 - t0;
+    int64_t t2 = th_now();
+    o.ns = t2 - t1;
+    if (timed == 2) {
+      o.pre_ns = t1 - t0;
+      o.total_ns = t2 - t0;
+    }
   }
   return o;
 }
@@ -504,6 +509,10 @@ type LaunchResult struct {
 	// PreTime is the time before it, in cuCtxGetCurrent,
 	// cuCtxSetCurrent and cuStreamIsCapturing (TimeLaunchAndPre).
 	PreTime time.Duration
+	// CrossTime is the call's time measured in Go less its time measured
+	// in C: the cgo crossing there and back, scheduler work included
+	// (TimeLaunchAndPre).
+	CrossTime time.Duration
 }
 
 // Launch is Prelaunch followed by Launch1, in one call from Go (one cgo
@@ -521,9 +530,16 @@ func (d *Device) Launch(s Stream, checkCapture bool, f Function, grid, block int
 	if checkCapture {
 		ck = 1
 	}
+	var t0 time.Time
+	if timing == TimeLaunchAndPre {
+		t0 = time.Now()
+	}
 	o := C.th_launch_checked(d.ctx, C.th_s(C.uintptr_t(s)), ck, C.th_f(C.uintptr_t(f)), C.uint(grid), C.uint(block),
 		arg, (*C.int32_t)(capField), C.int32_t(capVal), C.int(timing))
 	res := LaunchResult{Capturing: o.capturing != 0, LaunchTime: time.Duration(o.ns), PreTime: time.Duration(o.pre_ns)}
+	if timing == TimeLaunchAndPre {
+		res.CrossTime = time.Since(t0) - time.Duration(o.total_ns)
+	}
 	if o.r != 0 {
 		return res, check([]string{"cuCtxGetCurrent", "cuCtxSetCurrent", "cuLaunchKernel"}[o.which], o.r)
 	}
