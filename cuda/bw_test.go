@@ -411,6 +411,13 @@ func TestBandwidth(t *testing.T) {
 // the block-contiguous reference copy (blockFn) over the same buffers at
 // the same grid, as a fraction of memcpy (ceil).
 func bwOp(tbs, threads, tiles int, slices int64, dt ir.DataType, reduce bool, moved float64, blockFn driver.Function, ceil float64) (bw float64, note string, err error) {
+	return bwOpAligned(tbs, threads, tiles, slices, 0, dt, reduce, moved, blockFn, ceil)
+}
+
+// bwOpAligned is bwOp over count elements rounded down to a multiple of
+// tbs*tiles*align (align > 0), so that every chunk starts a multiple of
+// align elements into the buffer.
+func bwOpAligned(tbs, threads, tiles int, slices, align int64, dt ir.DataType, reduce bool, moved float64, blockFn driver.Function, ceil float64) (bw float64, note string, err error) {
 	tables, err := optable.LowerAll(bwProgram(tbs, threads, tiles, reduce))
 	if err != nil {
 		return 0, "", err
@@ -421,6 +428,10 @@ func bwOp(tbs, threads, tiles int, slices int64, dt ir.DataType, reduce bool, mo
 	}
 	defer w.Close()
 	count := int64(bwBytes) / int64(dt.Size())
+	if align > 0 {
+		k := int64(tbs*tiles) * align
+		count = count / k * k
+	}
 	el, err := w.Time(interp.Request{Count: count, DataType: dt, RedOp: ir.Sum, Slices: slices}, 3, 50)
 	if err != nil {
 		return 0, "", err
@@ -606,6 +617,7 @@ var (
 	bwSharing   = flag.Bool("bw.sharing", false, "measure the executor's copy with shared work at each -bw.tile and -bw.carveout")
 	bwTiles     = flag.String("bw.tile", "65536", "comma-separated unit tile sizes in bytes (multiples of 128) for -bw.sharing")
 	bwCarveouts = flag.String("bw.carveout", "-1", "comma-separated shared-memory carveouts (percent; -1: the driver's choice) for -bw.sharing")
+	bwAligns    = flag.String("bw.align", "0", "comma-separated chunk alignments in bytes (0: the layout's own) for -bw.sharing")
 )
 
 // TestBandwidthSharing reports the executor's fp32 copy (bwProgram, one op
@@ -665,13 +677,16 @@ func TestBandwidthSharing(t *testing.T) {
 				}
 				return os.LookupEnv(k)
 			})
-			for _, shape := range [][2]int{{132, 512}, {132, 1024}, {264, 512}, {528, 256}} {
-				bw, note, err := bwOp(shape[0], shape[1], 1, 1, ir.Float32, false, 2, blockFn, ceil)
-				if err != nil {
-					fmt.Printf("BWS carveout=%d tile=%d tbs=%d threads=%d: %v\n", co, tile, shape[0], shape[1], err)
-					continue
+			for _, al := range ints(*bwAligns) {
+				for _, shape := range [][2]int{{132, 512}, {132, 1024}, {264, 512}, {528, 256}} {
+					at := fmt.Sprintf("carveout=%d tile=%d align=%d tbs=%d threads=%d", co, tile, al, shape[0], shape[1])
+					bw, note, err := bwOpAligned(shape[0], shape[1], 1, 1, al/4, ir.Float32, false, 2, blockFn, ceil)
+					if err != nil {
+						fmt.Printf("BWS %s: %v\n", at, err)
+						continue
+					}
+					fmt.Printf("BWS %s: %.1f GB/s = %.3f of memcpy%s\n", at, bw/1e9, bw/ceil, note)
 				}
-				fmt.Printf("BWS carveout=%d tile=%d tbs=%d threads=%d: %.1f GB/s = %.3f of memcpy%s\n", co, tile, shape[0], shape[1], bw/1e9, bw/ceil, note)
 			}
 			restore()
 		}

@@ -121,11 +121,6 @@ static int th_load(int* missing) {
 }
 
 static const char* th_name(int i) { return th_names[i]; }
-static void* th_ptr(uintptr_t p) { return (void*)p; }
-static CUstream th_s(uintptr_t p) { return (CUstream)p; }
-static CUevent th_e(uintptr_t p) { return (CUevent)p; }
-static CUmodule th_m(uintptr_t p) { return (CUmodule)p; }
-static CUfunction th_f(uintptr_t p) { return (CUfunction)p; }
 
 #define FN(T, i) ((T)th_fn[i])
 static CUresult th_cuInit(unsigned f) { return FN(CUresult(*)(unsigned), F_cuInit)(f); }
@@ -278,8 +273,6 @@ static CUresult th_cuGraphInstantiate(CUgraphExec* e, CUgraph g) { return FN(CUr
 static CUresult th_cuGraphLaunch(CUgraphExec e, CUstream s) { return FN(CUresult(*)(CUgraphExec, CUstream), F_cuGraphLaunch)(e, s); }
 static CUresult th_cuGraphExecDestroy(CUgraphExec e) { return FN(CUresult(*)(CUgraphExec), F_cuGraphExecDestroy)(e); }
 static CUresult th_cuGraphDestroy(CUgraph g) { return FN(CUresult(*)(CUgraph), F_cuGraphDestroy)(g); }
-static CUgraph th_g(uintptr_t p) { return (CUgraph)p; }
-static CUgraphExec th_ge(uintptr_t p) { return (CUgraphExec)p; }
 static CUresult th_cuMemGetInfo(size_t* free, size_t* total) { return FN(CUresult(*)(size_t*, size_t*), F_cuMemGetInfo)(free, total); }
 */
 import "C"
@@ -480,11 +473,16 @@ func (d *Device) Prelaunch(s Stream, checkCapture bool) (capturing bool, err err
 	if checkCapture {
 		ck = 1
 	}
-	if r := C.th_prelaunch(d.ctx, C.th_s(C.uintptr_t(s)), ck, &st, &which); r != 0 {
+	if r := C.th_prelaunch(d.ctx, handle[C.CUstream](uintptr(s)), ck, &st, &which); r != 0 {
 		return false, check([]string{"cuCtxGetCurrent", "cuCtxSetCurrent"}[which], r)
 	}
 	return st == CaptureActive, nil
 }
+
+// handle reinterprets v as the driver handle type T (a C pointer type)
+// without a call into C: each C.f(...) in Go is a cgo crossing, a few
+// hundred nanoseconds on a virtual machine, even for a cast.
+func handle[T any](v uintptr) T { return *(*T)(unsafe.Pointer(&v)) }
 
 // LaunchTiming selects what Device.Launch measures (the host-time
 // benchmark's accounting, off otherwise).
@@ -534,7 +532,7 @@ func (d *Device) Launch(s Stream, checkCapture bool, f Function, grid, block int
 	if timing == TimeLaunchAndPre {
 		t0 = time.Now()
 	}
-	o := C.th_launch_checked(d.ctx, C.th_s(C.uintptr_t(s)), ck, C.th_f(C.uintptr_t(f)), C.uint(grid), C.uint(block),
+	o := C.th_launch_checked(d.ctx, handle[C.CUstream](uintptr(s)), ck, handle[C.CUfunction](uintptr(f)), C.uint(grid), C.uint(block),
 		arg, (*C.int32_t)(capField), C.int32_t(capVal), C.int(timing))
 	res := LaunchResult{Capturing: o.capturing != 0, LaunchTime: time.Duration(o.ns), PreTime: time.Duration(o.pre_ns)}
 	if timing == TimeLaunchAndPre {
@@ -604,7 +602,7 @@ func MemsetD8(p Ptr, v byte, bytes int64) error {
 
 // MemsetD8Async enqueues a memset of bytes bytes to v on stream s.
 func MemsetD8Async(p Ptr, v byte, bytes int64, s Stream) error {
-	return check("cuMemsetD8Async", C.th_cuMemsetD8Async(C.CUdeviceptr(p), C.uchar(v), C.size_t(bytes), C.th_s(C.uintptr_t(s))))
+	return check("cuMemsetD8Async", C.th_cuMemsetD8Async(C.CUdeviceptr(p), C.uchar(v), C.size_t(bytes), handle[C.CUstream](uintptr(s))))
 }
 
 // CopyDtoHAsync enqueues a device-to-host copy on stream s; dst must stay
@@ -613,7 +611,7 @@ func CopyDtoHAsync(dst []byte, src Ptr, s Stream) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	return check("cuMemcpyDtoHAsync", C.th_cuMemcpyDtoHAsync(unsafe.Pointer(&dst[0]), C.CUdeviceptr(src), C.size_t(len(dst)), C.th_s(C.uintptr_t(s))))
+	return check("cuMemcpyDtoHAsync", C.th_cuMemcpyDtoHAsync(unsafe.Pointer(&dst[0]), C.CUdeviceptr(src), C.size_t(len(dst)), handle[C.CUstream](uintptr(s))))
 }
 
 // CopyHtoDAsync enqueues a host-to-device copy on stream s. src must stay
@@ -622,7 +620,7 @@ func CopyHtoDAsync(dst Ptr, src []byte, s Stream) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return check("cuMemcpyHtoDAsync", C.th_cuMemcpyHtoDAsync(C.CUdeviceptr(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)), C.th_s(C.uintptr_t(s))))
+	return check("cuMemcpyHtoDAsync", C.th_cuMemcpyHtoDAsync(C.CUdeviceptr(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)), handle[C.CUstream](uintptr(s))))
 }
 
 // MemsetD32 sets n 32-bit words to v.
@@ -648,7 +646,7 @@ func CopyDtoH(dst []byte, src Ptr) error {
 
 // CopyDtoDAsync enqueues a device-to-device copy on stream s.
 func CopyDtoDAsync(dst, src Ptr, bytes int64, s Stream) error {
-	return check("cuMemcpyDtoDAsync", C.th_cuMemcpyDtoDAsync(C.CUdeviceptr(dst), C.CUdeviceptr(src), C.size_t(bytes), C.th_s(C.uintptr_t(s))))
+	return check("cuMemcpyDtoDAsync", C.th_cuMemcpyDtoDAsync(C.CUdeviceptr(dst), C.CUdeviceptr(src), C.size_t(bytes), handle[C.CUstream](uintptr(s))))
 }
 
 // CopyDtoD copies device memory (synchronous with respect to the host).
@@ -695,7 +693,7 @@ func LoadModule(image []byte) (Module, error) {
 
 // Unload unloads a module.
 func (m Module) Unload() error {
-	return check("cuModuleUnload", C.th_cuModuleUnload(C.th_m(C.uintptr_t(m))))
+	return check("cuModuleUnload", C.th_cuModuleUnload(handle[C.CUmodule](uintptr(m))))
 }
 
 // Function returns a kernel of the module by (mangled) name.
@@ -703,7 +701,7 @@ func (m Module) Function(name string) (Function, error) {
 	cs := C.CString(name)
 	defer C.free(unsafe.Pointer(cs))
 	var f C.CUfunction
-	err := check("cuModuleGetFunction", C.th_cuModuleGetFunction(&f, C.th_m(C.uintptr_t(m)), cs))
+	err := check("cuModuleGetFunction", C.th_cuModuleGetFunction(&f, handle[C.CUmodule](uintptr(m)), cs))
 	return Function(unsafe.Pointer(f)), err
 }
 
@@ -713,7 +711,7 @@ func (m Module) Global(name string) (Ptr, int64, error) {
 	defer C.free(unsafe.Pointer(cs))
 	var p C.CUdeviceptr
 	var n C.size_t
-	err := check("cuModuleGetGlobal", C.th_cuModuleGetGlobal(&p, &n, C.th_m(C.uintptr_t(m)), cs))
+	err := check("cuModuleGetGlobal", C.th_cuModuleGetGlobal(&p, &n, handle[C.CUmodule](uintptr(m)), cs))
 	return Ptr(p), int64(n), err
 }
 
@@ -731,13 +729,13 @@ const (
 
 // SetAttribute sets a settable function attribute (cuFuncSetAttribute).
 func (f Function) SetAttribute(attr, v int) error {
-	return check("cuFuncSetAttribute", C.th_cuFuncSetAttribute(C.th_f(C.uintptr_t(f)), C.int(attr), C.int(v)))
+	return check("cuFuncSetAttribute", C.th_cuFuncSetAttribute(handle[C.CUfunction](uintptr(f)), C.int(attr), C.int(v)))
 }
 
 // Attribute reads a function attribute.
 func (f Function) Attribute(attr int) (int, error) {
 	var v C.int
-	err := check("cuFuncGetAttribute", C.th_cuFuncGetAttribute(&v, C.int(attr), C.th_f(C.uintptr_t(f))))
+	err := check("cuFuncGetAttribute", C.th_cuFuncGetAttribute(&v, C.int(attr), handle[C.CUfunction](uintptr(f))))
 	return int(v), err
 }
 
@@ -746,7 +744,7 @@ func (f Function) Attribute(attr int) (int, error) {
 // (cuOccupancyMaxActiveBlocksPerMultiprocessor).
 func (f Function) MaxActiveBlocksPerSM(block, sharedBytes int) (int, error) {
 	var n C.int
-	err := check("cuOccupancyMaxActiveBlocksPerMultiprocessor", C.th_cuOccupancy(&n, C.th_f(C.uintptr_t(f)), C.int(block), C.size_t(sharedBytes)))
+	err := check("cuOccupancyMaxActiveBlocksPerMultiprocessor", C.th_cuOccupancy(&n, handle[C.CUfunction](uintptr(f)), C.int(block), C.size_t(sharedBytes)))
 	return int(n), err
 }
 
@@ -755,7 +753,7 @@ func (f Function) MaxActiveBlocksPerSM(block, sharedBytes int) (int, error) {
 // Launch1 returns, so arg may be reused). arg must point to C or pinned
 // Go memory that does not contain Go pointers.
 func Launch1(f Function, grid, block, sharedBytes int, s Stream, arg unsafe.Pointer) error {
-	return check("cuLaunchKernel", C.th_launch1(C.th_f(C.uintptr_t(f)), C.uint(grid), C.uint(block), C.uint(sharedBytes), C.th_s(C.uintptr_t(s)), arg))
+	return check("cuLaunchKernel", C.th_launch1(handle[C.CUfunction](uintptr(f)), C.uint(grid), C.uint(block), C.uint(sharedBytes), handle[C.CUstream](uintptr(s)), arg))
 }
 
 // NewStream creates a non-blocking stream.
@@ -767,17 +765,17 @@ func NewStream() (Stream, error) {
 
 // Destroy destroys the stream.
 func (s Stream) Destroy() error {
-	return check("cuStreamDestroy", C.th_cuStreamDestroy(C.th_s(C.uintptr_t(s))))
+	return check("cuStreamDestroy", C.th_cuStreamDestroy(handle[C.CUstream](uintptr(s))))
 }
 
 // Synchronize waits for the stream's work.
 func (s Stream) Synchronize() error {
-	return check("cuStreamSynchronize", C.th_cuStreamSynchronize(C.th_s(C.uintptr_t(s))))
+	return check("cuStreamSynchronize", C.th_cuStreamSynchronize(handle[C.CUstream](uintptr(s))))
 }
 
 // Done reports whether the stream's work has finished.
 func (s Stream) Done() (bool, error) {
-	r := C.th_cuStreamQuery(C.th_s(C.uintptr_t(s)))
+	r := C.th_cuStreamQuery(handle[C.CUstream](uintptr(s)))
 	if Result(r) == ErrorNotReady {
 		return false, nil
 	}
@@ -794,7 +792,7 @@ const (
 // CaptureStatus reports whether the stream is being captured into a graph.
 func (s Stream) CaptureStatus() (int, error) {
 	var st C.int
-	err := check("cuStreamIsCapturing", C.th_cuStreamIsCapturing(C.th_s(C.uintptr_t(s)), &st))
+	err := check("cuStreamIsCapturing", C.th_cuStreamIsCapturing(handle[C.CUstream](uintptr(s)), &st))
 	return int(st), err
 }
 
@@ -828,41 +826,41 @@ type (
 // BeginCapture starts capturing the stream's work into a graph
 // (cuStreamBeginCapture, mode one of CaptureMode*).
 func (s Stream) BeginCapture(mode int) error {
-	return check("cuStreamBeginCapture", C.th_cuStreamBeginCapture(C.th_s(C.uintptr_t(s)), C.int(mode)))
+	return check("cuStreamBeginCapture", C.th_cuStreamBeginCapture(handle[C.CUstream](uintptr(s)), C.int(mode)))
 }
 
 // EndCapture ends the capture and returns the graph.
 func (s Stream) EndCapture() (Graph, error) {
 	var g C.CUgraph
-	err := check("cuStreamEndCapture", C.th_cuStreamEndCapture(C.th_s(C.uintptr_t(s)), &g))
+	err := check("cuStreamEndCapture", C.th_cuStreamEndCapture(handle[C.CUstream](uintptr(s)), &g))
 	return Graph(uintptr(g)), err
 }
 
 // Instantiate makes an executable graph of g.
 func (g Graph) Instantiate() (GraphExec, error) {
 	var e C.CUgraphExec
-	err := check("cuGraphInstantiateWithFlags", C.th_cuGraphInstantiate(&e, C.th_g(C.uintptr_t(g))))
+	err := check("cuGraphInstantiateWithFlags", C.th_cuGraphInstantiate(&e, handle[C.CUgraph](uintptr(g))))
 	return GraphExec(uintptr(e)), err
 }
 
 // Destroy destroys the graph.
 func (g Graph) Destroy() error {
-	return check("cuGraphDestroy", C.th_cuGraphDestroy(C.th_g(C.uintptr_t(g))))
+	return check("cuGraphDestroy", C.th_cuGraphDestroy(handle[C.CUgraph](uintptr(g))))
 }
 
 // Launch enqueues one replay of the graph on stream s.
 func (e GraphExec) Launch(s Stream) error {
-	return check("cuGraphLaunch", C.th_cuGraphLaunch(C.th_ge(C.uintptr_t(e)), C.th_s(C.uintptr_t(s))))
+	return check("cuGraphLaunch", C.th_cuGraphLaunch(handle[C.CUgraphExec](uintptr(e)), handle[C.CUstream](uintptr(s))))
 }
 
 // Destroy destroys the executable graph.
 func (e GraphExec) Destroy() error {
-	return check("cuGraphExecDestroy", C.th_cuGraphExecDestroy(C.th_ge(C.uintptr_t(e))))
+	return check("cuGraphExecDestroy", C.th_cuGraphExecDestroy(handle[C.CUgraphExec](uintptr(e))))
 }
 
 // WaitEvent makes the stream wait for the event.
 func (s Stream) WaitEvent(e Event) error {
-	return check("cuStreamWaitEvent", C.th_cuStreamWaitEvent(C.th_s(C.uintptr_t(s)), C.th_e(C.uintptr_t(e)), 0))
+	return check("cuStreamWaitEvent", C.th_cuStreamWaitEvent(handle[C.CUstream](uintptr(s)), handle[C.CUevent](uintptr(e)), 0))
 }
 
 // NewEvent creates an event; timing false makes it cheaper
@@ -879,22 +877,22 @@ func NewEvent(timing bool) (Event, error) {
 
 // Destroy destroys the event.
 func (e Event) Destroy() error {
-	return check("cuEventDestroy", C.th_cuEventDestroy(C.th_e(C.uintptr_t(e))))
+	return check("cuEventDestroy", C.th_cuEventDestroy(handle[C.CUevent](uintptr(e))))
 }
 
 // Record records the event on the stream.
 func (e Event) Record(s Stream) error {
-	return check("cuEventRecord", C.th_cuEventRecord(C.th_e(C.uintptr_t(e)), C.th_s(C.uintptr_t(s))))
+	return check("cuEventRecord", C.th_cuEventRecord(handle[C.CUevent](uintptr(e)), handle[C.CUstream](uintptr(s))))
 }
 
 // Synchronize waits for the event.
 func (e Event) Synchronize() error {
-	return check("cuEventSynchronize", C.th_cuEventSynchronize(C.th_e(C.uintptr_t(e))))
+	return check("cuEventSynchronize", C.th_cuEventSynchronize(handle[C.CUevent](uintptr(e))))
 }
 
 // Done reports whether the event has completed.
 func (e Event) Done() (bool, error) {
-	r := C.th_cuEventQuery(C.th_e(C.uintptr_t(e)))
+	r := C.th_cuEventQuery(handle[C.CUevent](uintptr(e)))
 	if Result(r) == ErrorNotReady {
 		return false, nil
 	}
@@ -904,7 +902,7 @@ func (e Event) Done() (bool, error) {
 // Elapsed returns the milliseconds between two recorded timing events.
 func Elapsed(start, end Event) (float32, error) {
 	var ms C.float
-	err := check("cuEventElapsedTime", C.th_cuEventElapsedTime(&ms, C.th_e(C.uintptr_t(start)), C.th_e(C.uintptr_t(end))))
+	err := check("cuEventElapsedTime", C.th_cuEventElapsedTime(&ms, handle[C.CUevent](uintptr(start)), handle[C.CUevent](uintptr(end))))
 	return float32(ms), err
 }
 
