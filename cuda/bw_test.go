@@ -410,8 +410,14 @@ func TestBandwidth(t *testing.T) {
 // a note for the report line: the time per op and, for an unsliced copy,
 // the block-contiguous reference copy (blockFn) over the same buffers at
 // the same grid, as a fraction of memcpy (ceil).
+//
+// The count is rounded down (by less than 0.01%) so that every chunk starts
+// on a 256-byte boundary, as theseus_block_copy's parts do: ir.Layout
+// starts chunks on 128-byte lines, and on the H200 a copy whose chunks
+// start on odd 128-byte lines runs up to 8% slower
+// (bench/results/2026-11-29-h200-fifth, TestBandwidthSharing -bw.align).
 func bwOp(tbs, threads, tiles int, slices int64, dt ir.DataType, reduce bool, moved float64, blockFn driver.Function, ceil float64) (bw float64, note string, err error) {
-	return bwOpAligned(tbs, threads, tiles, slices, 0, dt, reduce, moved, blockFn, ceil)
+	return bwOpAligned(tbs, threads, tiles, slices, 256/int64(dt.Size()), dt, reduce, moved, blockFn, ceil)
 }
 
 // bwOpAligned is bwOp over count elements rounded down to a multiple of

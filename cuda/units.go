@@ -9,10 +9,13 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/env"
 )
 
-// UnitTile is the most bytes one unit of shared work moves per ref: 64 KiB,
-// a multiple of 128 so that a tile keeps every ref's place within its
-// 128-byte line (the kernel's vector path needs the refs to agree there).
-const UnitTile = 64 << 10
+// UnitTile is the most bytes one unit of shared work moves per ref:
+// 256 KiB (on the H200, 64 KiB tiles cost more in taking them than they
+// gain in balance, and 256 KiB to 1 MiB measure alike:
+// bench/results/2026-11-29-h200-fifth), a multiple of 128 so that a tile
+// keeps every ref's place within its 128-byte line (the kernel's vector
+// path needs the refs to agree there).
+const UnitTile = 256 << 10
 
 // unitTile is UnitTile, or what the bandwidth test sets (-bw.tile: a
 // multiple of 128).

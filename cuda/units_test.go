@@ -58,14 +58,16 @@ func unitsOf(t *testing.T, p *ir.Program, count int64, inPlace bool, nslices int
 // at most UnitTile bytes that cover every op's chunk exactly, in op order.
 func TestSharedUnits(t *testing.T) {
 	// 2 threadblocks x 2 chunks each; 4 chunks of 40,000 floats (160,000
-	// bytes: two whole tiles and one of 28,928 bytes).
+	// bytes: with 64 KiB tiles, two whole tiles and one of 28,928 bytes).
+	defer func(old int64) { unitTile = old }(unitTile)
+	unitTile = 64 << 10
 	const count = 4 * 40000
 	got := decodeUnits(t, unitsOf(t, bwProgram(2, 128, 2, false), count, false, 1, ir.Sum))
 	var want []unitRec
 	for _, c := range []uint64{0, 2, 1, 3} { // op order: tb 0 (chunks 0, 2), tb 1 (1, 3)
 		base := c * 160000
-		for off := uint64(0); off < 160000; off += UnitTile {
-			n := min(uint64(UnitTile), 160000-off)
+		for off := uint64(0); off < 160000; off += uint64(unitTile) {
+			n := min(uint64(unitTile), 160000-off)
 			want = append(want, unitRec{Off: [3]uint64{base + off, 0, base + off}, N: uint32(n), Buf: [3]uint8{uint8(ir.Input), 0, uint8(ir.Output)}, NSrc: 1})
 		}
 	}
