@@ -10,12 +10,12 @@ import (
 )
 
 // UnitTile is the most bytes one unit of shared work moves per ref:
-// 256 KiB (on the H200, 64 KiB tiles cost more in taking them than they
-// gain in balance, and 256 KiB to 1 MiB measure alike:
+// 1 MiB (on the H200, 64 KiB and 256 KiB tiles cost more in taking them
+// than they gain in balance at one threadblock per multiprocessor:
 // bench/results/2026-11-29-h200-fifth), a multiple of 128 so that a tile
 // keeps every ref's place within its 128-byte line (the kernel's vector
 // path needs the refs to agree there).
-const UnitTile = 256 << 10
+const UnitTile = 1 << 20
 
 // unitTile is UnitTile, or what the bandwidth test sets (-bw.tile: a
 // multiple of 128).
