@@ -97,6 +97,26 @@ func bwReference(t *testing.T, sms int, a, b driver.Ptr) (memcpy, stream float64
 	return memcpy, stream
 }
 
+// embeddedBlockCopy loads the embedded float32 module once more, for its
+// block-contiguous reference copy (theseus_block_copy), unloaded when the
+// test ends.
+func embeddedBlockCopy(t *testing.T) driver.Function {
+	ptx, err := PTX(ir.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := driver.LoadModule(ptx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mod.Unload() })
+	fn, err := mod.Function("theseus_block_copy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fn
+}
+
 // bwRefBuffers allocates the reference kernels' two buffers of bwBytes,
 // freed when the test ends.
 func bwRefBuffers(t *testing.T) (a, b driver.Ptr) {
@@ -310,19 +330,7 @@ func TestBandwidth(t *testing.T) {
 	variants := bwVariantList(10*major + minor)
 	// The embedded module's block-contiguous copy, for the same-buffer
 	// comparison.
-	refPTX, err := PTX(ir.Float32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	refMod, err := driver.LoadModule(refPTX)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer refMod.Unload()
-	blockFn, err := refMod.Function("theseus_block_copy")
-	if err != nil {
-		t.Fatal(err)
-	}
+	blockFn := embeddedBlockCopy(t)
 	defer func() { ptxSource = modulePTX; unloadModules(t) }()
 	for _, v := range variants {
 		if v.name != "embedded" {
@@ -658,19 +666,7 @@ func TestBandwidthSharing(t *testing.T) {
 		}
 		return out
 	}
-	refPTX, err := PTX(ir.Float32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	refMod, err := driver.LoadModule(refPTX)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer refMod.Unload()
-	blockFn, err := refMod.Function("theseus_block_copy")
-	if err != nil {
-		t.Fatal(err)
-	}
+	blockFn := embeddedBlockCopy(t)
 	defer func() { kernelCarveout, unitTile = -1, UnitTile; unloadModules(t) }()
 	for _, co := range ints(*bwCarveouts) {
 		kernelCarveout = int(co)

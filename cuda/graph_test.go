@@ -143,6 +143,31 @@ func replay(streams []*cuda.Stream, execs []driver.GraphExec, k int) error {
 	})
 }
 
+// float64Bufs allocates one buffer of count float64 per rank, freed when
+// the test ends, and uploads x0[r][i] = val(r, i) into rank r's.
+func float64Bufs(t *testing.T, be *cuda.Backend, n int, count int64, val func(r, i int64) float64) ([]device.Ptr, [][]float64) {
+	t.Helper()
+	bufs, x0 := make([]device.Ptr, n), make([][]float64, n)
+	for r := range bufs {
+		p, err := be.Alloc(count * 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { be.Free(p) })
+		bufs[r] = p
+		x0[r] = make([]float64, count)
+		b := make([]byte, 8*count)
+		for i := range x0[r] {
+			x0[r][i] = val(int64(r), int64(i))
+			binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x0[r][i]))
+		}
+		if err := be.Upload(p, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bufs, x0
+}
+
 // TestGraphReplay captures a warmed-up in-place float64 allreduce of two
 // ranks into a CUDA graph per rank and replays it 1000 times. In place, each
 // replay doubles the buffer, so every replay must read the previous one's
@@ -168,28 +193,14 @@ func TestGraphReplay(t *testing.T) {
 	for _, m := range modes {
 		for _, count := range []int64{1024, 1 << 20} { // LL all-pairs and ring in the default context
 			t.Run(fmt.Sprintf("%s/%d", m.name, count), func(t *testing.T) {
-				bufs, outs := make([]device.Ptr, n), make([]device.Ptr, n)
-				x0 := make([][]float64, n)
-				for r := range bufs {
-					p, err := be.Alloc(count * 8)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer be.Free(p)
-					bufs[r] = p
+				bufs, x0 := float64Bufs(t, be, n, count, func(r, i int64) float64 { return float64((r*5+i*3)%17 - 8) })
+				outs := make([]device.Ptr, n)
+				for r := range outs {
+					var err error
 					if outs[r], err = be.Alloc(count * 8); err != nil {
 						t.Fatal(err)
 					}
 					defer be.Free(outs[r])
-					x0[r] = make([]float64, count)
-					b := make([]byte, 8*count)
-					for i := range x0[r] {
-						x0[r][i] = float64((int64(r)*5+int64(i)*3)%17 - 8)
-						binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x0[r][i]))
-					}
-					if err := be.Upload(p, b); err != nil {
-						t.Fatal(err)
-					}
 				}
 				call := func(r int) error {
 					return comms[r].AllReduce(bufs[r], bufs[r], count, theseus.Float64, theseus.Sum, streams[r])
@@ -285,25 +296,7 @@ func TestGraphDiscarded(t *testing.T) {
 	comms, streams, be := localComms(t, n)
 	for _, count := range []int64{1024, 1 << 20} { // LL all-pairs and ring in the default context
 		t.Run(fmt.Sprint(count), func(t *testing.T) {
-			bufs := make([]device.Ptr, n)
-			x0 := make([][]float64, n)
-			for r := range bufs {
-				p, err := be.Alloc(count * 8)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer be.Free(p)
-				bufs[r] = p
-				x0[r] = make([]float64, count)
-				b := make([]byte, 8*count)
-				for i := range x0[r] {
-					x0[r][i] = float64((int64(r)*7+int64(i)*5)%19 - 9)
-					binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x0[r][i]))
-				}
-				if err := be.Upload(p, b); err != nil {
-					t.Fatal(err)
-				}
-			}
+			bufs, x0 := float64Bufs(t, be, n, count, func(r, i int64) float64 { return float64((r*7+i*5)%19 - 9) })
 			call := func(r int) error {
 				return comms[r].AllReduce(bufs[r], bufs[r], count, theseus.Float64, theseus.Sum, streams[r])
 			}

@@ -751,40 +751,6 @@ NOINLINE void copy_vec(const char* s, char* d, i64 nvec) {
     return;
   }
 #endif
-#if COPY_LOOP == 2
-  // A kernel variant: the loop software-pipelined (the next round's loads
-  // issued before this round's stores: 2*COPY_UNROLL vectors in flight per
-  // thread), to tell whether loads in flight limit the op.
-  for (i64 seg = 0; seg < nvec; seg += SEG_VECS) {
-    const u32 n = (u32)(nvec - seg < SEG_VECS ? nvec - seg : SEG_VECS);
-    const char* sb = s + seg * 16;
-    char* db = d + seg * 16;
-    const u32 nt = nthreads();
-    u32 v = tid();
-    if (v + (COPY_UNROLL - 1) * nt < n) {
-      v4 a[COPY_UNROLL];
-#pragma unroll
-      for (int u = 0; u < COPY_UNROLL; u++) a[u] = ld_v4(sb + (u64)((v + u * nt) * 16u));
-      for (;;) {
-        const u32 w = opaque_u32(v + COPY_UNROLL * nt);
-        const bool more = w + (COPY_UNROLL - 1) * nt < n;
-        v4 b[COPY_UNROLL];
-        if (more) {
-#pragma unroll
-          for (int u = 0; u < COPY_UNROLL; u++) b[u] = ld_v4(sb + (u64)((w + u * nt) * 16u));
-        }
-#pragma unroll
-        for (int u = 0; u < COPY_UNROLL; u++) st_v4(db + (u64)((v + u * nt) * 16u), a[u]);
-        v = w;
-        if (!more) break;
-#pragma unroll
-        for (int u = 0; u < COPY_UNROLL; u++) a[u] = b[u];
-      }
-    }
-    for (; v < n; v += nt) st_v4(db + (u64)(v * 16u), ld_v4(sb + (u64)(v * 16u)));
-  }
-  return;
-#endif
   for (i64 seg = 0; seg < nvec; seg += SEG_VECS) {
     const u32 n = (u32)(nvec - seg < SEG_VECS ? nvec - seg : SEG_VECS);
     const char* sb = s + seg * 16;
