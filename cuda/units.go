@@ -85,6 +85,13 @@ func sharedUnits(t *optable.Table, lay ir.Layout, pl ir.Placement, phys int, nsl
 					d.n = n
 				}
 			}
+			if d.n == 0 {
+				// No bytes: it reads and writes nothing. Its empty dst
+				// must not join the overlap check either: sorted
+				// between two dsts of one start, it would hide their
+				// overlap from the check of neighbours.
+				continue
+			}
 			dst := d.refs[len(d.refs)-1]
 			dsts = append(dsts, span{dst.buf, dst.lo, dst.lo + d.n})
 			ops = append(ops, d)
