@@ -646,7 +646,7 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 			if err := driver.CopyHtoDAsync(u, units, b.ctl); err != nil {
 				return err
 			}
-			ctr, err := alloc(8)
+			ctr, err := alloc(16)
 			if err != nil {
 				return err
 			}

@@ -355,7 +355,7 @@ func (w *World) prepare(req interp.Request, inputs [][]byte, initOut [][]byte) (
 			if err := driver.CopyHtoD(u, units); err != nil {
 				return err
 			}
-			ctr, err := alloc(8)
+			ctr, err := alloc(16)
 			if err != nil {
 				return err
 			}
@@ -434,13 +434,15 @@ func (w *World) checkResident() error {
 }
 
 // independent reports whether no threadblock of tables ever waits for
-// another: no channels, no dependencies, only copies, reduces and nops.
+// another: no channels, no dependencies, no packets (an LL reader spins
+// until another threadblock's packets land, with no dependency to say
+// so), only copies, reduces and nops.
 // Such a World may have more threadblocks than the GPU holds at once (the
 // hardware runs them in waves), except for an avg request, whose epilogue
 // is a barrier of every threadblock.
 func independent(tables []*optable.Table) bool {
 	for _, t := range tables {
-		if len(t.Channels) > 0 {
+		if len(t.Channels) > 0 || t.Protocol == ir.LL {
 			return false
 		}
 		for _, tb := range t.TBs {
@@ -450,6 +452,11 @@ func independent(tables []*optable.Table) bool {
 					return false
 				case op.Code != ir.OpCopy && op.Code != ir.OpReduce && op.Code != ir.OpNop:
 					return false
+				}
+				for _, r := range slices.Concat(op.Srcs, op.Dsts) {
+					if r.Packet {
+						return false
+					}
 				}
 			}
 		}

@@ -74,7 +74,7 @@ typedef struct theseus_launch {
   uint64_t finish;       /* uint64_t* : device counter of finished threadblocks (persistent) */
   uint64_t fence;        /* const uint64_t* const* : nfence peer done words; wait until each >= this rank's done word */
   uint64_t units;        /* const theseus_unit* : shared work (0: none; each threadblock walks its own ops) */
-  uint64_t unit_ctr;     /* uint64_t* : the next unit to take, (launch counter & 0xffffffff) << 32 | unit */
+  uint64_t unit_ctr;     /* uint64_t[2]* : the next unit to take, (launch counter & 0xffffffff) << 32 | unit; threadblocks done */
   int64_t nunits;
   int32_t nfence;
   int32_t reserved0;

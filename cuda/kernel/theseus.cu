@@ -975,11 +975,14 @@ DEV void combine_packets(const Ctx& c, int nsrc, int ndst, i64 nbytes, i64 pbyte
 }
 
 // take_unit returns the next unit of shared work of launch ep (the launch
-// counter's low 32 bits) from counter w, (epoch << 32) | next unit. A word
-// still holding an earlier launch's epoch is reset to this launch's first
-// (by compare-and-swap: whichever threadblock gets there first), and the
-// take repeated; launches of one rank run one at a time, so no other
-// launch moves the word meanwhile.
+// counter's low 32 bits) from counter w, (epoch << 32) | next unit. The
+// last threadblock of a launch zeroes the word (units_t); a word still
+// holding another epoch (zero, or a launch that failed half-way) is reset
+// to this launch's first by compare-and-swap, whichever threadblock gets
+// there first, and the take repeated. Only a word left by a failed launch
+// exactly a multiple of 2^32 launches earlier could pass for this
+// launch's. Launches of one rank run one at a time, so no other launch
+// moves the word meanwhile.
 DEV u64 take_unit(u64* w, u32 ep) {
   for (;;) {
     u64 v = atom_add_gpu(w, 1);
@@ -1007,11 +1010,21 @@ NOINLINE void units_t(const Ctx& c) {
   const u64 n = (u64)c.L->nunits;
   const u32 ep = (u32)c.L->launch;
   const i64 nt = nthreads();
+  u64* ctr = (u64*)c.L->unit_ctr;
   for (;;) {
-    if (tid() == 0) s_unit = take_unit((u64*)c.L->unit_ctr, ep);
+    if (tid() == 0) s_unit = take_unit(ctr, ep);
     bar();
     const u64 u = s_unit;
-    if (u >= n) return;
+    if (u >= n) {
+      // The last threadblock out (every other has taken its last unit)
+      // zeroes the counter for the next launch of this entry, so that only
+      // a launch that failed half-way leaves a word for the epoch check.
+      if (tid() == 0 && atom_add_gpu(ctr + 1, 1) + 1 == (u64)__nvvm_read_ptx_sreg_nctaid_x()) {
+        ctr[1] = 0;
+        ctr[0] = 0;
+      }
+      return;
+    }
     const theseus_unit un = us[u];
     const char* s0 = (const char*)c.L->buf[un.buf[0]] + un.off[0];
     char* d0 = (char*)c.L->buf[un.buf[2]] + un.off[2];
