@@ -1414,12 +1414,19 @@ extern "C" __global__ void __launch_bounds__(1024) theseus_block_copy(theseus_bl
 // theseus_block_copy_args and copies all n16 vectors (cuda/bw_test.go,
 // bwExtraRefs, gives each its grids).
 //
-// theseus_ref_flat copies FLAT_PER vectors per thread and 16*FLAT_PER*nt
-// contiguous bytes per block, one block per such tile, no loop (the
-// BabelStream shape: the block scheduler hands out the tiles in order).
-#ifndef FLAT_PER
-#define FLAT_PER 4
-#endif
+// theseus_ref_flat1 and theseus_ref_flat4 copy 1 or 4 vectors per thread
+// and 16*nt or 64*nt contiguous bytes per block, one block per such tile,
+// no loop (the BabelStream shape: the block scheduler hands out the tiles
+// in order).
+// copy_round4 copies vectors v, v+nt, v+2nt, v+3nt of src to dst, the four
+// loads before the four stores.
+DEV void copy_round4(const char* src, char* dst, i64 v, i64 nt) {
+  v4 x[4];
+#pragma unroll
+  for (int u = 0; u < 4; u++) x[u] = ld_v4(src + (v + u * nt) * 16);
+#pragma unroll
+  for (int u = 0; u < 4; u++) st_v4(dst + (v + u * nt) * 16, x[u]);
+}
 extern "C" __global__ void __launch_bounds__(1024) theseus_ref_flat1(theseus_block_copy_args a) {
   const i64 i = (i64)bid() * nthreads() + tid();
   if (i < a.n16) st_v4(a.dst + i * 16, ld_v4(a.src + i * 16));
@@ -1456,11 +1463,7 @@ extern "C" __global__ void __launch_bounds__(1024) theseus_ref_tiles(theseus_blo
   const i64 nt = nthreads(), nb = __nvvm_read_ptx_sreg_nctaid_x(), tile = 4 * nt;
   for (i64 t = bid(); (t + 1) * tile <= a.n16; t += nb) {
     const i64 v = t * tile + tid();
-    v4 x[4];
-#pragma unroll
-    for (int u = 0; u < 4; u++) x[u] = ld_v4(a.src + (v + u * nt) * 16);
-#pragma unroll
-    for (int u = 0; u < 4; u++) st_v4(a.dst + (v + u * nt) * 16, x[u]);
+    copy_round4(a.src, a.dst, v, nt);
   }
 }
 // theseus_ref_pipe is theseus_block_copy (one contiguous part per block)
@@ -1509,11 +1512,7 @@ extern "C" __global__ void __launch_bounds__(1024) theseus_ref_dyn(theseus_ref_d
     bar();
     if (t >= ntiles) break;
     const i64 v = t * tile + tid();
-    v4 x[4];
-#pragma unroll
-    for (int u = 0; u < 4; u++) x[u] = ld_v4(a.src + (v + u * nt) * 16);
-#pragma unroll
-    for (int u = 0; u < 4; u++) st_v4(a.dst + (v + u * nt) * 16, x[u]);
+    copy_round4(a.src, a.dst, v, nt);
   }
   if (tid() == 0 && atom_add_gpu(&a.ctr[1], 1) + 1 == (u64)__nvvm_read_ptx_sreg_nctaid_x()) {
     a.ctr[0] = 0;
