@@ -175,7 +175,9 @@ type Stream interface {
 	// identical on every rank of the communicator). With fence set, the
 	// launch first waits until every peer's done word (Args.Fence) has
 	// reached launch-1, so that it never touches scratch that a peer's
-	// previous launch may still read. Launch returns at once; the launch's
+	// previous launch may still read. (The CUDA backend waits for this
+	// rank's own done word instead, which is launch-1 unless launches
+	// captured into a CUDA graph were never run: docs/design/cuda.md.) Launch returns at once; the launch's
 	// failure is reported by Err and Synchronize.
 	Launch(p Prepared, launch uint64, fence bool) error
 	// Synchronize waits until every launch enqueued so far has finished and
