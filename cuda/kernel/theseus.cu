@@ -1004,6 +1004,26 @@ __shared__ u64 s_unit;
 // the copy to wait for the slowest: bench/results/2026-11-29-h200-fifth).
 // The units are tiles of independent copies and two-source reduces, so the
 // order they run in changes no result.
+// units_other runs one unit that is not a copy of aligned refs through the
+// op's usual vector paths (combine_plain). Not inlined: its registers are
+// its own, so units_t's loop keeps its values in registers (inlined, the
+// loop spilled to local memory on every unit: bench/results/
+// 2026-11-29-h200-fifth, call 9).
+template <int T, int OP>
+NOINLINE void units_other(char* s0, char* s1, char* d0, int nsrc, i64 nbytes) {
+  if (tid() == 0) s_ptr[0] = s0;
+  if (tid() == 1 && nsrc == 2) s_ptr[1] = s1;
+  if (tid() == (u32)nsrc) s_ptr[nsrc] = d0;
+  bar();
+  combine_plain<T, OP>(nsrc, 1, nbytes);
+}
+
+// units_t runs the launch's shared work (docs/design/cuda.md, "Shared
+// work"): each threadblock takes the next unit until none is left, so
+// threadblocks on faster multiprocessors take more (a static split leaves
+// the copy to wait for the slowest: bench/results/2026-11-29-h200-fifth).
+// The units are tiles of independent copies and two-source reduces, so the
+// order they run in changes no result.
 template <int T, int OP>
 NOINLINE void units_t(const Ctx& c) {
   const theseus_unit* us = (const theseus_unit*)c.L->units;
@@ -1025,14 +1045,19 @@ NOINLINE void units_t(const Ctx& c) {
       }
       return;
     }
-    const theseus_unit un = us[u];
-    const char* s0 = (const char*)c.L->buf[un.buf[0]] + un.off[0];
-    char* d0 = (char*)c.L->buf[un.buf[2]] + un.off[2];
-    const i64 nvec = un.nbytes / 16;
-    if (un.nsrc == 1 && (((u64)s0 | (u64)d0) & 15) == 0) {
+    // The unit's fields one by one (constant indices keep them in
+    // registers).
+    const theseus_unit* up = us + u;
+    const u64 off0 = up->off[0], off2 = up->off[2];
+    const u32 nbytes = up->nbytes;
+    const int nsrc = up->nsrc;
+    const char* s0 = (const char*)c.L->buf[up->buf[0]] + off0;
+    char* d0 = (char*)c.L->buf[up->buf[2]] + off2;
+    if (nsrc == 1 && (((u64)s0 | (u64)d0) & 15) == 0) {
       // A copy of aligned refs: the plain loop of the reference copies
       // (theseus_ref_dyn), 4 vectors in flight per thread; the last
       // partial round and the bytes past the last vector one by one.
+      const i64 nvec = nbytes / 16;
       i64 v = tid();
       for (; v + 3 * nt < nvec; v += 4 * nt) {
         v4 x[4];
@@ -1042,16 +1067,11 @@ NOINLINE void units_t(const Ctx& c) {
         for (int k = 0; k < 4; k++) st_v4(d0 + (v + k * nt) * 16, x[k]);
       }
       for (; v < nvec; v += nt) st_v4(d0 + v * 16, ld_v4(s0 + v * 16));
-      for (i64 b = nvec * 16 + tid(); b < (i64)un.nbytes; b += nt) d0[b] = s0[b];
-      bar();  // every thread is done with s_unit
-      continue;
+      for (i64 b = nvec * 16 + tid(); b < (i64)nbytes; b += nt) d0[b] = s0[b];
+    } else {
+      char* s1 = nsrc == 2 ? (char*)c.L->buf[up->buf[1]] + up->off[1] : nullptr;
+      units_other<T, OP>((char*)s0, s1, d0, nsrc, nbytes);
     }
-    if (tid() <= un.nsrc) {
-      const int k = tid() < un.nsrc ? tid() : 2;
-      s_ptr[tid()] = (char*)c.L->buf[un.buf[k]] + un.off[k];
-    }
-    bar();
-    combine_plain<T, OP>(un.nsrc, 1, un.nbytes);
     bar();  // every thread is done with s_unit and s_ptr
   }
 }
