@@ -43,6 +43,9 @@
 #ifndef MAX_THREADS
 #define MAX_THREADS 1024
 #endif
+#ifndef THESEUS_CTX_SHARED
+#define THESEUS_CTX_SHARED 0  // 1: the block's context in shared memory (a variant, not yet measured)
+#endif
 #ifndef THESEUS_BW_REFS
 #define THESEUS_BW_REFS 0  // 1: more reference copies for the bandwidth test (a variant)
 #endif
@@ -1239,22 +1242,34 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
   }
   bar();
   const u64 lc = s_launch.launch;  // the launch counter
+#if THESEUS_CTX_SHARED
+  // The block's context in shared memory, filled by one thread (a variant:
+  // the functions that are not inlined take the context by reference, so
+  // a per-thread context lives in local memory, and every read of it from
+  // them is a local load that misses L1 once data streams through it).
+  __shared__ Ctx s_ctx;
+  Ctx& c = s_ctx;
+  if (tid() == 0) {
+#else
   Ctx c;
-  c.L = &s_launch;
-  const u8* base = (const u8*)launch.table;
-  c.h = (const theseus_optable_header*)base;
-  c.ops = (const theseus_op*)(base + c.h->off_ops);
-  c.refs = (const theseus_ref*)(base + c.h->off_refs);
-  c.deps = (const theseus_dep*)(base + c.h->off_deps);
-  c.chan_list = (const i32*)(base + c.h->off_chan_list);
-  c.tbs = (const theseus_tb*)(base + c.h->off_tbs);
-  c.chans = (const theseus_chan_rt*)launch.chans;
-  c.es = launch.elem_size;
-  c.ll = c.h->protocol == THESEUS_PROTO_LL;
-  c.chunkB = launch.stride * c.es * (c.ll ? 2 : 1);
-  c.half = launch.scratch_half ? (i64)(lc & 1) * launch.scratch_half : 0;
-  c.flag = (u32)(lc % 0xFFFFFFFFull) + 1;  // interp.LLFlag
-  c.tb = bid();
+  {
+#endif
+    c.L = &s_launch;
+    const u8* base = (const u8*)launch.table;
+    c.h = (const theseus_optable_header*)base;
+    c.ops = (const theseus_op*)(base + c.h->off_ops);
+    c.refs = (const theseus_ref*)(base + c.h->off_refs);
+    c.deps = (const theseus_dep*)(base + c.h->off_deps);
+    c.chan_list = (const i32*)(base + c.h->off_chan_list);
+    c.tbs = (const theseus_tb*)(base + c.h->off_tbs);
+    c.chans = (const theseus_chan_rt*)launch.chans;
+    c.es = launch.elem_size;
+    c.ll = c.h->protocol == THESEUS_PROTO_LL;
+    c.chunkB = launch.stride * c.es * (c.ll ? 2 : 1);
+    c.half = launch.scratch_half ? (i64)(lc & 1) * launch.scratch_half : 0;
+    c.flag = (u32)(lc % 0xFFFFFFFFull) + 1;  // interp.LLFlag
+    c.tb = bid();
+  }
   if (tid() == 0) s_fail = 0;
   bar();
   // Launch fence: do not touch scratch a peer's previous launch may still
