@@ -633,11 +633,7 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 		fillDone(p.arg, driver.Ptr(a.Done), finish, fence, len(a.Fence))
 		// Shared work (cuda/units.go) for a launch of independent copies
 		// and reduces of this rank's own buffers.
-		pl := ir.Placement{Collective: t.Collective, NRanks: a.NRanks, ChunksPerBlock: t.ChunksPerBlock,
-			ProgRoot: t.Root, Root: a.Root, InPlace: a.InPlace}
-		if !t.Collective.Rooted() {
-			pl.ProgRoot, pl.Root = 0, 0
-		}
+		pl := t.Placement(a.Root, a.InPlace)
 		if units := sharedUnits(t, a.Layout, pl, a.Rank, a.Layout.Slices, a.RedOp); units != nil && workSharing() {
 			u, err := alloc(int64(len(units)))
 			if err != nil {

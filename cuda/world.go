@@ -174,13 +174,7 @@ func (w *World) closeLocked() {
 }
 
 func (w *World) placement(req interp.Request) ir.Placement {
-	t := w.tables[0]
-	pl := ir.Placement{Collective: t.Collective, NRanks: t.NRanks, ChunksPerBlock: t.ChunksPerBlock,
-		ProgRoot: t.Root, Root: req.Root, InPlace: req.InPlace}
-	if !t.Collective.Rooted() {
-		pl.ProgRoot, pl.Root = 0, 0
-	}
-	return pl
+	return w.tables[0].Placement(req.Root, req.InPlace)
 }
 
 // Run runs one request on every rank: inputs[p] is physical rank p's input

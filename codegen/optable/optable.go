@@ -188,3 +188,16 @@ func (op *Op) ref(i int) ir.Ref {
 	}
 	return op.Dsts[i-len(op.Srcs)]
 }
+
+// Placement is how a request of this table places its blocks
+// (docs/design/ir.md §3): rooted at root (a physical rank; ignored, and
+// zeroed with the program's root, unless the collective is rooted), in
+// place or not.
+func (t *Table) Placement(root int, inPlace bool) ir.Placement {
+	pl := ir.Placement{Collective: t.Collective, NRanks: t.NRanks, ChunksPerBlock: t.ChunksPerBlock,
+		ProgRoot: t.Root, Root: root, InPlace: inPlace}
+	if !t.Collective.Rooted() {
+		pl.ProgRoot, pl.Root = 0, 0
+	}
+	return pl
+}

@@ -201,8 +201,7 @@ func resolve(t *optable.Table, rank int, req Request) (*geometry, error) {
 		return nil, fail("LL schedules are never sliced (slices %d)", req.Slices)
 	}
 	g := &geometry{
-		pl: ir.Placement{Collective: t.Collective, NRanks: t.NRanks, ChunksPerBlock: t.ChunksPerBlock,
-			ProgRoot: t.Root, Root: req.Root, InPlace: req.InPlace},
+		pl: t.Placement(req.Root, req.InPlace),
 		ll: t.Protocol == ir.LL, pt: req.PacketType, timeout: req.Timeout, reduceOp: req.RedOp,
 		dataType: req.DataType, launchCnt: req.Launch,
 		flag: LLFlag(req.Launch), epoch: (req.Launch & epochMask) << progressBits,

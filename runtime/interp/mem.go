@@ -217,13 +217,7 @@ func (w *World) AllocBuffers(req Request) error {
 }
 
 func (w *World) placement(req Request) ir.Placement {
-	t := w.tables[0]
-	pl := ir.Placement{Collective: t.Collective, NRanks: t.NRanks, ChunksPerBlock: t.ChunksPerBlock,
-		ProgRoot: t.Root, Root: req.Root, InPlace: req.InPlace}
-	if !t.Collective.Rooted() {
-		pl.ProgRoot, pl.Root = 0, 0
-	}
-	return pl
+	return w.tables[0].Placement(req.Root, req.InPlace)
 }
 
 func (w *World) logical(req Request, p int) int {
