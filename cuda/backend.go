@@ -566,9 +566,11 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 		}()
 		// The first request of a datatype in this process loads (JIT-compiles)
 		// its kernel module.
-		if p.fn, err = kernel(b.dev.Context(), a.DataType); err != nil {
+		k, err := kernel(b.dev.Context(), a.DataType)
+		if err != nil {
 			return err
 		}
+		p.fn = k.fn(false)
 		alloc := func(n int64) (driver.Ptr, error) {
 			m, err := b.zeroed(max(n, 16))
 			if err == nil {
@@ -647,6 +649,7 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 				return err
 			}
 			fillUnits(p.arg, u, ctr, int64(len(units)/UnitBytes))
+			p.fn = k.fn(true)
 		}
 		p.nfence = int32(len(a.Fence))
 		// The memsets and copies above run on the control stream: finish
@@ -690,6 +693,8 @@ type Stream struct {
 	dlaunch atomic.Int64
 	dpre    atomic.Int64
 	dcross  atomic.Int64
+	// The last timed launch's clock at C entry and exit (LastLaunchClock).
+	lastEnter, lastExit atomic.Int64
 }
 
 // LaunchTime returns how many kernels were launched on the stream while
@@ -801,7 +806,14 @@ func (s *Stream) account(r driver.LaunchResult) {
 	s.dlaunch.Add(int64(r.LaunchTime))
 	s.dpre.Add(int64(r.PreTime))
 	s.dcross.Add(int64(r.CrossTime))
+	s.lastEnter.Store(r.Enter)
+	s.lastExit.Store(r.Exit)
 }
+
+// LastLaunchClock is when the stream's last launch timed with
+// TimeLaunchParts entered C and left it (CLOCK_MONOTONIC, nanoseconds: the
+// clock of the Go runtime's nanotime on Linux).
+func (s *Stream) LastLaunchClock() (enter, exit int64) { return s.lastEnter.Load(), s.lastExit.Load() }
 
 // enter counts a launch in progress on s (launching), which keeps the
 // reaper from running; while the reaper holds gate (reaping), it waits

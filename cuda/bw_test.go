@@ -493,13 +493,18 @@ func reportKernelAttributes(name string) error {
 	modMu.Lock()
 	defer modMu.Unlock()
 	for k, m := range modules {
-		regs, err := m.fn.Attribute(driver.FuncAttrNumRegs)
-		if err != nil {
-			return err
+		for _, e := range []struct {
+			name string
+			fn   driver.Function
+		}{{KernelName, m.k.exec}, {UnitsKernelName, m.k.units}} {
+			regs, err := e.fn.Attribute(driver.FuncAttrNumRegs)
+			if err != nil {
+				return err
+			}
+			local, _ := e.fn.Attribute(driver.FuncAttrLocalSizeBytes)
+			maxT, _ := e.fn.Attribute(driver.FuncAttrMaxThreadsPerBlock)
+			fmt.Printf("KERNEL %s %v %s: %d registers, %d local bytes per thread, at most %d threads\n", name, k.dt, e.name, regs, local, maxT)
 		}
-		local, _ := m.fn.Attribute(driver.FuncAttrLocalSizeBytes)
-		maxT, _ := m.fn.Attribute(driver.FuncAttrMaxThreadsPerBlock)
-		fmt.Printf("KERNEL %s %v: %d registers, %d local bytes per thread, at most %d threads\n", name, k.dt, regs, local, maxT)
 	}
 	return nil
 }
@@ -632,6 +637,7 @@ var (
 	bwTiles     = flag.String("bw.tile", "65536", "comma-separated unit tile sizes in bytes (multiples of 128) for -bw.sharing")
 	bwCarveouts = flag.String("bw.carveout", "-1", "comma-separated shared-memory carveouts (percent; -1: the driver's choice) for -bw.sharing")
 	bwAligns    = flag.String("bw.align", "0", "comma-separated chunk alignments in bytes (0: the layout's own) for -bw.sharing")
+	bwEntries   = flag.String("bw.entry", "units", "comma-separated entry points for shared work (units: theseus_units, exec: theseus_exec) for -bw.sharing")
 )
 
 // TestBandwidthSharing reports the executor's fp32 copy (bwProgram, one op
@@ -667,30 +673,36 @@ func TestBandwidthSharing(t *testing.T) {
 		return out
 	}
 	blockFn := embeddedBlockCopy(t)
-	defer func() { kernelCarveout, unitTile = -1, UnitTile; unloadModules(t) }()
+	defer func() { kernelCarveout, unitTile, unitsEntry = -1, UnitTile, true; unloadModules(t) }()
 	for _, co := range ints(*bwCarveouts) {
 		kernelCarveout = int(co)
 		unloadModules(t)
 		for _, tile := range append([]int64{0}, ints(*bwTiles)...) { // 0: no shared work
-			unitTile = max(tile, 128)
-			restore := env.SetLookupForTest(func(k string) (string, bool) {
-				if strings.HasSuffix(k, "_WORK_SHARING") && tile == 0 {
-					return "0", true
+			for i, entry := range strings.Split(*bwEntries, ",") {
+				if tile == 0 && i > 0 {
+					continue // without shared work the entry does not matter
 				}
-				return os.LookupEnv(k)
-			})
-			for _, al := range ints(*bwAligns) {
-				for _, shape := range [][2]int{{132, 512}, {132, 1024}, {264, 512}, {528, 256}} {
-					at := fmt.Sprintf("carveout=%d tile=%d align=%d tbs=%d threads=%d", co, tile, al, shape[0], shape[1])
-					bw, note, err := bwOpAligned(shape[0], shape[1], 1, 1, al/4, ir.Float32, false, 2, blockFn, ceil)
-					if err != nil {
-						fmt.Printf("BWS %s: %v\n", at, err)
-						continue
+				unitsEntry = entry != "exec"
+				unitTile = max(tile, 128)
+				restore := env.SetLookupForTest(func(k string) (string, bool) {
+					if strings.HasSuffix(k, "_WORK_SHARING") && tile == 0 {
+						return "0", true
 					}
-					fmt.Printf("BWS %s: %.1f GB/s = %.3f of memcpy%s\n", at, bw/1e9, bw/ceil, note)
+					return os.LookupEnv(k)
+				})
+				for _, al := range ints(*bwAligns) {
+					for _, shape := range [][2]int{{132, 512}, {132, 1024}, {264, 512}, {528, 256}} {
+						at := fmt.Sprintf("carveout=%d tile=%d entry=%s align=%d tbs=%d threads=%d", co, tile, entry, al, shape[0], shape[1])
+						bw, note, err := bwOpAligned(shape[0], shape[1], 1, 1, al/4, ir.Float32, false, 2, blockFn, ceil)
+						if err != nil {
+							fmt.Printf("BWS %s: %v\n", at, err)
+							continue
+						}
+						fmt.Printf("BWS %s: %.1f GB/s = %.3f of memcpy%s\n", at, bw/1e9, bw/ceil, note)
+					}
 				}
+				restore()
 			}
-			restore()
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	_ "unsafe" // go:linkname
 
 	"github.com/theseus-ccl/theseus/cuda"
 	"github.com/theseus-ccl/theseus/cuda/driver"
@@ -282,6 +283,76 @@ func TestGraphReplay(t *testing.T) {
 	}
 }
 
+// TestGraphReplayOneRank captures a one-rank out-of-place float64
+// allreduce (a copy, which the backend runs as shared work with the
+// theseus_units entry) after a memset of its output to 0xff bytes (NaN),
+// replays it 1000 times, then makes an eager call over new input: the last
+// replay and the eager call must each leave the output equal to their
+// input, so neither ran with a stale unit counter or launch counter.
+func TestGraphReplayOneRank(t *testing.T) {
+	needGPU(t)
+	const n, count, replays = 1, 1 << 20, 1000
+	comms, streams, be := localComms(t, n)
+	ins, x0 := float64Bufs(t, be, n, count, func(r, i int64) float64 { return float64(i%1000 - 500) })
+	outs, _ := float64Bufs(t, be, n, count, func(r, i int64) float64 { return 0 })
+	call := func(r int) error {
+		return comms[r].AllReduce(ins[r], outs[r], count, theseus.Float64, theseus.Sum, streams[r])
+	}
+	check := func(want []float64) {
+		t.Helper()
+		b := make([]byte, 8*count)
+		if err := be.Download(b, outs[0]); err != nil {
+			t.Fatal(err)
+		}
+		wrong := 0
+		for i := range want {
+			if got := math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])); got != want[i] {
+				if wrong < 5 {
+					t.Errorf("element %d: got %g, want %g", i, got, want[i])
+				}
+				wrong++
+			}
+		}
+		fmt.Printf("GRAPH one rank schedule=%s wrong=%d\n", comms[0].LastCall().Name, wrong)
+	}
+	if err := onEach(n, func(r int) error {
+		if err := call(r); err != nil {
+			return err
+		}
+		return streams[r].Synchronize()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	execs := capture(t, streams, driver.CaptureModeThreadLocal, func(r int) error {
+		if err := driver.MemsetD8Async(driver.Ptr(outs[r]), 0xff, 8*count, driver.Stream(streams[r].CUStream())); err != nil {
+			return err
+		}
+		return call(r)
+	})
+	if err := replay(streams, execs, replays); err != nil {
+		t.Fatal(err)
+	}
+	check(x0[0])
+	x1 := make([]float64, count)
+	b := make([]byte, 8*count)
+	for i := range x1 {
+		x1[i] = float64(3*i%777) + 0.5
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x1[i]))
+	}
+	if err := be.Upload(ins[0], b); err != nil {
+		t.Fatal(err)
+	}
+	if err := onEach(n, func(r int) error {
+		if err := call(r); err != nil {
+			return err
+		}
+		return streams[r].Synchronize()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check(x1)
+}
+
 // TestGraphDiscarded captures calls into CUDA graphs that are then
 // destroyed without ever being launched (an application whose capture
 // failed half-way): the host counted those launches, the device never ran
@@ -441,8 +512,12 @@ func BenchmarkCallHost(b *testing.B) { benchCallHost(b, false, 0) }
 // cuLaunchKernel (cuCtxGetCurrent, cuStreamIsCapturing) also measured:
 // pre-ns/call, which host-ns/call includes, and cross-ns/call, the
 // crossing from Go to C and back (each call's time in Go less its time in
-// C: cgo and scheduler work). The extra clock reads make its
-// host-ns/call about clock-ns higher than BenchmarkCallHost's.
+// C: cgo and scheduler work). go-in-ns/call is the time from the call's
+// start to C's first clock reading (the Go code before the launch and the
+// crossing into C), go-out-ns/call from C's last reading to the call's
+// return (the crossing back and the Go code after). Each call is timed on
+// its own, and the extra clock reads make its host-ns/call a few clock-ns
+// higher than BenchmarkCallHost's.
 //
 // It runs only with -callhost.parts, so that -test.bench CallHost measures
 // BenchmarkCallHost alone.
@@ -468,6 +543,13 @@ func BenchmarkCallHostPaced(b *testing.B) {
 	}
 	benchCallHost(b, true, 40*time.Microsecond)
 }
+
+// nanotime is the Go runtime's monotonic clock (CLOCK_MONOTONIC on
+// Linux, the clock the driver package's C side reads), for splitting a
+// call's time at C's clock readings.
+//
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
 
 func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 	needGPU(b)
@@ -501,6 +583,7 @@ func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 	pre := make([]time.Duration, n)
 	cross := make([]time.Duration, n)
 	epoch := make([]time.Duration, n)
+	goIn, goOut := make([]time.Duration, n), make([]time.Duration, n)
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	if *callhostProf != "" {
@@ -524,7 +607,7 @@ func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 		x0 := streams[r].CrossTime()
 		e0 := comms[r].Stats().Selector.EpochTime
 		var total time.Duration
-		if pace == 0 {
+		if !parts {
 			start := time.Now()
 			for i := 0; i < b.N; i++ {
 				if err := call(r); err != nil {
@@ -533,13 +616,19 @@ func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 			}
 			total = time.Since(start)
 		} else {
+			// Each call timed on its own (one more clock read per call),
+			// and split at the clock readings C took at its entry and exit.
 			for i := 0; i < b.N; i++ {
-				t0 := time.Now()
+				t0 := nanotime()
 				if err := call(r); err != nil {
 					return err
 				}
-				total += time.Since(t0)
-				for time.Since(t0) < pace {
+				t1 := nanotime()
+				total += time.Duration(t1 - t0)
+				in, out := streams[r].LastLaunchClock()
+				goIn[r] += time.Duration(in - t0)
+				goOut[r] += time.Duration(t1 - out)
+				for pace > 0 && time.Duration(nanotime()-t0) < pace {
 				}
 			}
 		}
@@ -566,5 +655,7 @@ func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 	if parts {
 		b.ReportMetric(perCall(pre), "pre-ns/call")
 		b.ReportMetric(perCall(cross), "cross-ns/call")
+		b.ReportMetric(perCall(goIn), "go-in-ns/call")
+		b.ReportMetric(perCall(goOut), "go-out-ns/call")
 	}
 }

@@ -27,8 +27,14 @@ import (
 //go:embed kernel/ptx/*.ptx
 var ptxFS embed.FS
 
-// KernelName is the kernel's entry point in every module.
+// KernelName is the kernel's entry point in every module: it runs any op
+// table.
 const KernelName = "theseus_exec"
+
+// UnitsKernelName is the entry point, in every module, for a launch of
+// shared work (units.go): the same units loop as KernelName's without its
+// prologue (kernel/theseus.cu, theseus_units).
+const UnitsKernelName = "theseus_units"
 
 // PTX returns the executor kernel's module for datatype dt. Errors: a
 // datatype outside ir.AllDataTypes.
@@ -63,7 +69,26 @@ type moduleKey struct {
 
 type module struct {
 	mod driver.Module
-	fn  driver.Function
+	k   kernels
+}
+
+// kernels are a loaded module's entry points.
+type kernels struct {
+	exec  driver.Function // KernelName
+	units driver.Function // UnitsKernelName
+}
+
+// unitsEntry says whether launches of shared work use UnitsKernelName
+// (else KernelName, which runs them too); the bandwidth test compares the
+// two (-bw.entry).
+var unitsEntry = true
+
+// fn is the entry point for a launch with shared work (units) or without.
+func (k kernels) fn(units bool) driver.Function {
+	if units && unitsEntry {
+		return k.units
+	}
+	return k.exec
 }
 
 var (
@@ -74,37 +99,42 @@ var (
 	ptxSource = modulePTX
 )
 
-// kernel returns the executor kernel for datatype dt loaded in the calling
-// thread's current context ctx, loading (and JIT-compiling) it on first use
-// per context and datatype.
-func kernel(ctx driver.Context, dt ir.DataType) (driver.Function, error) {
+// kernel returns the executor kernel's entry points for datatype dt loaded
+// in the calling thread's current context ctx, loading (and JIT-compiling)
+// the module on first use per context and datatype.
+func kernel(ctx driver.Context, dt ir.DataType) (kernels, error) {
 	modMu.Lock()
 	defer modMu.Unlock()
-	k := moduleKey{ctx, dt}
-	if m, ok := modules[k]; ok {
-		return m.fn, nil
+	key := moduleKey{ctx, dt}
+	if m, ok := modules[key]; ok {
+		return m.k, nil
 	}
 	ptx, err := ptxSource(dt)
 	if err != nil {
-		return 0, err
+		return kernels{}, err
 	}
 	mod, err := driver.LoadModule(ptx)
 	if err != nil {
-		return 0, fmt.Errorf("cuda: load executor kernel (%v): %w", dt, err)
+		return kernels{}, fmt.Errorf("cuda: load executor kernel (%v): %w", dt, err)
 	}
-	fn, err := mod.Function(KernelName)
-	if err != nil {
-		mod.Unload()
-		return 0, err
-	}
-	if kernelCarveout >= 0 {
-		if err := fn.SetAttribute(driver.FuncAttrPreferredSharedCarveout, kernelCarveout); err != nil {
+	var k kernels
+	for _, e := range []struct {
+		name string
+		fn   *driver.Function
+	}{{KernelName, &k.exec}, {UnitsKernelName, &k.units}} {
+		if *e.fn, err = mod.Function(e.name); err != nil {
 			mod.Unload()
-			return 0, err
+			return kernels{}, err
+		}
+		if kernelCarveout >= 0 {
+			if err := e.fn.SetAttribute(driver.FuncAttrPreferredSharedCarveout, kernelCarveout); err != nil {
+				mod.Unload()
+				return kernels{}, err
+			}
 		}
 	}
-	modules[k] = &module{mod: mod, fn: fn}
-	return fn, nil
+	modules[key] = &module{mod: mod, k: k}
+	return k, nil
 }
 
 // kernelCarveout, when 0 to 100, is the shared-memory carveout (percent)

@@ -62,16 +62,18 @@ func TestModuleLoad(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", dt, err)
 		}
-		fn, err := mod.Function(KernelName)
-		if err != nil {
-			t.Fatalf("%v: %v", dt, err)
-		}
-		regs, _ := fn.Attribute(driver.FuncAttrNumRegs)
-		local, _ := fn.Attribute(driver.FuncAttrLocalSizeBytes)
-		maxT, _ := fn.Attribute(driver.FuncAttrMaxThreadsPerBlock)
-		fmt.Printf("KERNEL %v: loaded in %.2f s, %d registers, %d local bytes per thread, at most %d threads\n", dt, el.Seconds(), regs, local, maxT)
-		if maxT < 512 {
-			t.Errorf("%v: at most %d threads per block; the runtime launches up to 512", dt, maxT)
+		for _, name := range []string{KernelName, UnitsKernelName} {
+			fn, err := mod.Function(name)
+			if err != nil {
+				t.Fatalf("%v: %v", dt, err)
+			}
+			regs, _ := fn.Attribute(driver.FuncAttrNumRegs)
+			local, _ := fn.Attribute(driver.FuncAttrLocalSizeBytes)
+			maxT, _ := fn.Attribute(driver.FuncAttrMaxThreadsPerBlock)
+			fmt.Printf("KERNEL %v %s: loaded in %.2f s, %d registers, %d local bytes per thread, at most %d threads\n", dt, name, el.Seconds(), regs, local, maxT)
+			if maxT < 512 {
+				t.Errorf("%v %s: at most %d threads per block; the runtime launches up to 512", dt, name, maxT)
+			}
 		}
 		mod.Unload()
 	}

@@ -26,7 +26,7 @@ import (
 // goroutine to its OS thread while they run.
 type World struct {
 	dev    *driver.Device
-	fn     driver.Function // the kernel module of the current request's datatype
+	k      kernels // the kernel module of the current request's datatype
 	tables []*optable.Table
 	n      int
 
@@ -265,7 +265,7 @@ func (w *World) prepare(req interp.Request, inputs [][]byte, initOut [][]byte) (
 		return err
 	}
 	w.req, w.lay = req, lay
-	if w.fn, err = kernel(w.dev.Context(), req.DataType); err != nil {
+	if w.k, err = kernel(w.dev.Context(), req.DataType); err != nil {
 		return err
 	}
 	if !independent(w.tables) || req.RedOp == ir.Avg {
@@ -424,7 +424,7 @@ func (w *World) checkResident() error {
 		}
 		blocks[threads] += max(len(t.TBs), 1)
 	}
-	return residentFit(blocks, sms, func(threads int) (int, error) { return w.fn.MaxActiveBlocksPerSM(threads, 0) })
+	return residentFit(blocks, sms, func(threads int) (int, error) { return w.k.exec.MaxActiveBlocksPerSM(threads, 0) })
 }
 
 // independent reports whether no threadblock of tables ever waits for
@@ -524,7 +524,7 @@ func (w *World) launchAll() error {
 		if threads <= 0 {
 			threads = w.Threads
 		}
-		if err := launchKernel(w.fn, len(t.TBs), threads, w.streams[p], &a); err != nil {
+		if err := launchKernel(w.k.fn(w.units[p][0] != 0), len(t.TBs), threads, w.streams[p], &a); err != nil {
 			return fmt.Errorf("rank %d: %w", p, err)
 		}
 	}

@@ -206,6 +206,7 @@ typedef struct {
   int64_t pre_ns; // timed 2: ns in the context switch and capture query
   int64_t ns;     // timed >= 1: ns inside cuLaunchKernel
   int64_t total_ns; // timed 2: ns from entry to return
+  int64_t t_in, t_out; // timed 2: CLOCK_MONOTONIC at entry and at return
 } th_launch_out;
 // th_launch_checked is th_prelaunch then th_launch1, in one crossing from
 // Go: make c current unless it is, read s's capture status when check is
@@ -216,7 +217,7 @@ typedef struct {
 // the time before it.
 static th_launch_out th_launch_checked(CUcontext c, CUstream s, int check, CUfunction f, unsigned gx, unsigned bx,
                                        void* arg, int32_t* capfield, int32_t capval, int timed) {
-  th_launch_out o = {0, 0, 0, 0, 0, 0};
+  th_launch_out o = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t t0 = timed == 2 ? th_now() : 0;
   CUcontext cur = 0;
   o.r = th_cuCtxGetCurrent(&cur);
@@ -242,6 +243,8 @@ static th_launch_out th_launch_checked(CUcontext c, CUstream s, int check, CUfun
     if (timed == 2) {
       o.pre_ns = t1 - t0;
       o.total_ns = t2 - t0;
+      o.t_in = t0;
+      o.t_out = t2;
     }
   }
   return o;
@@ -511,6 +514,10 @@ type LaunchResult struct {
 	// in C: the cgo crossing there and back, scheduler work included
 	// (TimeLaunchAndPre).
 	CrossTime time.Duration
+	// Enter and Exit are CLOCK_MONOTONIC in nanoseconds (the clock of Go's
+	// runtime nanotime) when the call entered C and when it left
+	// (TimeLaunchAndPre), to split the crossing into its two directions.
+	Enter, Exit int64
 }
 
 // Launch is Prelaunch followed by Launch1, in one call from Go (one cgo
@@ -534,7 +541,8 @@ func (d *Device) Launch(s Stream, checkCapture bool, f Function, grid, block int
 	}
 	o := C.th_launch_checked(d.ctx, handle[C.CUstream](uintptr(s)), ck, handle[C.CUfunction](uintptr(f)), C.uint(grid), C.uint(block),
 		arg, (*C.int32_t)(capField), C.int32_t(capVal), C.int(timing))
-	res := LaunchResult{Capturing: o.capturing != 0, LaunchTime: time.Duration(o.ns), PreTime: time.Duration(o.pre_ns)}
+	res := LaunchResult{Capturing: o.capturing != 0, LaunchTime: time.Duration(o.ns), PreTime: time.Duration(o.pre_ns),
+		Enter: int64(o.t_in), Exit: int64(o.t_out)}
 	if timing == TimeLaunchAndPre {
 		res.CrossTime = time.Since(t0) - time.Duration(o.total_ns)
 	}

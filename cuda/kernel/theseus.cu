@@ -1214,32 +1214,71 @@ DEV bool tb_barrier(const Ctx& c, int id, int n, i64 step, i64 slice) {
 
 // ---------------------------------------------------------------- the kernel
 
-extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_launch launch) {
-  // The launch counter: the host's, or one past this rank's done word when
-  // that is larger. Launches of one communicator rank run in stream order,
-  // so the done word holds the previous launch's counter; a CUDA graph
-  // replays a captured launch with its captured argument, and this keeps
-  // every replay's counter (LL flag, scratch half, dependency epoch, fence)
-  // distinct and equal on every rank (docs/design/cuda.md, "The launch counter").
-  // The arguments live in shared memory for the launch (taking the address
-  // of the parameter would copy it to every thread's local memory).
-  //
-  // The launch fence waits for each peer's done word to reach this rank's
-  // own (read here, before this launch changes it): every rank runs the
-  // same sequence of launches, so that is each peer's previous launch, also
-  // after launches that were captured but never replayed (the host counted
-  // them, the device never ran them; docs/known-issues.md, 17). Without a
-  // done word (the test harness) the fence target is the counter less one.
-  __shared__ theseus_launch s_launch;
-  __shared__ u64 s_prev;
+// The launch's arguments, in shared memory for the launch (taking the
+// address of the parameter would copy it to every thread's local memory),
+// and this rank's done word as the launch found it.
+__shared__ theseus_launch s_launch;
+__shared__ u64 s_prev;
+
+// launch_begin (thread 0) fills s_launch, s_prev and s_fail. The launch
+// counter: the host's, or one past this rank's done word when that is
+// larger. Launches of one communicator rank run in stream order, so the
+// done word holds the previous launch's counter; a CUDA graph replays a
+// captured launch with its captured argument, and this keeps every
+// replay's counter (LL flag, scratch half, dependency epoch, fence, unit
+// epoch) distinct and equal on every rank (docs/design/cuda.md, "The launch
+// counter"). Without a done word (the test harness) s_prev is the counter
+// less one.
+DEV void launch_begin(const theseus_launch& launch) {
+  s_launch = launch;
+  s_prev = launch.launch - 1;
+  if (launch.done != 0) {
+    s_prev = ld_acquire_sys((const u64*)launch.done);
+    if (s_prev + 1 > launch.launch) s_launch.launch = s_prev + 1;
+  }
+  s_fail = 0;
+}
+
+// launch_fence (thread 0): do not touch scratch a peer's previous launch
+// may still read (docs/design/runtime.md): wait for every peer's done word
+// to reach this rank's own as the launch found it (s_prev). Every rank runs
+// the same sequence of launches, so that is each peer's previous launch,
+// also after launches that were captured but never replayed (the host
+// counted them, the device never ran them; docs/known-issues.md, 17). A
+// timeout or an abort fails the launch (s_fail).
+DEV void launch_fence(const Ctx& c) {
+  const theseus_launch& L = *c.L;
+  if (L.nfence <= 0 || THESEUS_NO_LAUNCH_FENCE) return;
+  const u64* const* fw = (const u64* const*)L.fence;
+  const u64 want = s_prev;
+  for (int f = 0; f < L.nfence; f++) {
+    const u64* w = fw[f];
+    if (!spin(c, [&] { return ld_poll_sys(w) >= want; }, THESEUS_WAIT_FENCE, -1, -1, f, want, w)) break;
+  }
+  poll_done_sys();
+}
+
+// launch_done (every thread): the last of the launch's ntb threadblocks to
+// finish publishes the launch (counter lc) as done in the rank's done word.
+DEV void launch_done(u64 lc, u64 ntb) {
+  const theseus_launch& L = s_launch;
+  if (L.done == 0) return;
+  bar();
   if (tid() == 0) {
-    s_launch = launch;
-    s_prev = launch.launch - 1;
-    if (launch.done != 0) {
-      s_prev = ld_acquire_sys((const u64*)launch.done);
-      if (s_prev + 1 > launch.launch) s_launch.launch = s_prev + 1;
+    fence_sys();
+    u64 old = atom_add_gpu((u64*)L.finish, 1);
+    if ((old + 1) % ntb == 0) {
+      fence_sys();
+      asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(L.done), "l"(lc) : "memory");
     }
   }
+}
+
+// theseus_exec runs a rank's op table: each block walks its threadblock's
+// ops for every pipeline slice (or, with shared work, takes units as
+// theseus_units does).
+extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_launch launch) {
+  if (tid() == 0) launch_begin(launch);
   bar();
   const u64 lc = s_launch.launch;  // the launch counter
 #if THESEUS_CTX_SHARED
@@ -1270,20 +1309,8 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
     c.flag = (u32)(lc % 0xFFFFFFFFull) + 1;  // interp.LLFlag
     c.tb = bid();
   }
-  if (tid() == 0) s_fail = 0;
   bar();
-  // Launch fence: do not touch scratch a peer's previous launch may still
-  // read (docs/design/runtime.md): wait for every peer's done word to reach
-  // this rank's (s_prev).
-  if (launch.nfence > 0 && tid() == 0 && !THESEUS_NO_LAUNCH_FENCE) {
-    const u64* const* fw = (const u64* const*)launch.fence;
-    const u64 want = s_prev;
-    for (int f = 0; f < launch.nfence; f++) {
-      const u64* w = fw[f];
-      if (!spin(c, [&] { return ld_poll_sys(w) >= want; }, THESEUS_WAIT_FENCE, -1, -1, f, want, w)) break;
-    }
-    poll_done_sys();
-  }
+  if (tid() == 0) launch_fence(c);
   bar();
   if (s_fail) return;
   theseus_tb tbr = {};
@@ -1388,19 +1415,36 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
     if (k == THESEUS_BUF_INPUT) p = (char*)launch.buf[k] + (i64)launch.rank * launch.count * c.es;
     divide(c, p, launch.count);
   }
-  // The last threadblock to finish publishes the launch as done.
-  if (launch.done != 0) {
-    bar();
-    if (tid() == 0) {
-      fence_sys();
-      u64 old = atom_add_gpu((u64*)launch.finish, 1);
-      u64 ntb = c.h->num_tbs > 0 ? c.h->num_tbs : 1;
-      if ((old + 1) % ntb == 0) {
-        fence_sys();
-        asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(launch.done), "l"(lc) : "memory");
-      }
-    }
+  launch_done(lc, c.h->num_tbs > 0 ? c.h->num_tbs : 1);
+}
+
+// theseus_units is the executor's entry for a launch of shared work
+// (launch.units set: cuda/units.go; docs/design/cuda.md, "Shared work"):
+// theseus_exec's launch counter, fence and done word around the units
+// loop, without the op table. The host launches it instead of theseus_exec
+// for such launches, so that they run none of theseus_exec's prologue:
+// its context and op-loop state do not fit the 64-register bound together
+// and spill to local memory once per warp, traffic that cost a copy about
+// 7% of memcpy bandwidth against a reference with the same loop
+// (bench/results/2026-11-29-h200-fifth, calls 9 and 10). Every block of
+// the grid counts toward the done word.
+extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_units(theseus_launch launch) {
+  __shared__ Ctx s_uctx;  // only L and tb: what fail and spin read
+  if (tid() == 0) {
+    launch_begin(launch);
+    s_uctx = Ctx{};
+    s_uctx.L = &s_launch;
+    s_uctx.tb = bid();
   }
+  bar();
+  const Ctx& c = s_uctx;
+  if (tid() == 0) launch_fence(c);
+  bar();
+  if (s_fail) return;
+  data_op(c, nullptr, -1, 0);
+  bar();
+  if (s_fail) return;
+  launch_done(s_launch.launch, __nvvm_read_ptx_sreg_nctaid_x());
 }
 
 // ---------------------------------------------------------------- reference
