@@ -693,8 +693,9 @@ type Stream struct {
 	dlaunch atomic.Int64
 	dpre    atomic.Int64
 	dcross  atomic.Int64
-	// The last timed launch's clock at C entry and exit (LastLaunchClock).
-	lastEnter, lastExit atomic.Int64
+	// The last launch timed with TimeLaunchParts: the clock at its start,
+	// at C's entry and exit, and at its return (LastLaunchClock).
+	lastIn, lastEnter, lastExit, lastOut atomic.Int64
 }
 
 // LaunchTime returns how many kernels were launched on the stream while
@@ -739,6 +740,11 @@ func (s *Stream) CaptureLaunch(pp device.Prepared, launch uint64, fence, fenceCa
 // only if it is captured hands the C side the argument's fence count to
 // restore when it finds the stream capturing.
 func (s *Stream) launch(pp device.Prepared, launch uint64, fence, check, fenceCaptured bool) (capturing bool, err error) {
+	timing := driver.LaunchTiming(launchTiming.Load())
+	if timing == driver.TimeLaunchAndPre {
+		s.lastIn.Store(monotonic())
+		defer func() { s.lastOut.Store(monotonic()) }()
+	}
 	p, ok := pp.(*prepared)
 	if !ok {
 		return false, fmt.Errorf("cuda: launch of a %T", pp)
@@ -752,7 +758,6 @@ func (s *Stream) launch(pp device.Prepared, launch uint64, fence, check, fenceCa
 	defer s.launching.Add(-1)
 	a := p.arg
 	setLaunch(a, launch, s.errDev, s.claim, fence, p.nfence)
-	timing := driver.LaunchTiming(launchTiming.Load())
 	if len(p.in) == 0 && len(p.out) == 0 {
 		var capField unsafe.Pointer
 		if check && fenceCaptured && !fence {
@@ -811,9 +816,11 @@ func (s *Stream) account(r driver.LaunchResult) {
 }
 
 // LastLaunchClock is when the stream's last launch timed with
-// TimeLaunchParts entered C and left it (CLOCK_MONOTONIC, nanoseconds: the
-// clock of the Go runtime's nanotime on Linux).
-func (s *Stream) LastLaunchClock() (enter, exit int64) { return s.lastEnter.Load(), s.lastExit.Load() }
+// TimeLaunchParts started (the backend's Launch), entered C, left C and
+// returned: CLOCK_MONOTONIC in nanoseconds (monotonic).
+func (s *Stream) LastLaunchClock() (in, enter, exit, out int64) {
+	return s.lastIn.Load(), s.lastEnter.Load(), s.lastExit.Load(), s.lastOut.Load()
+}
 
 // enter counts a launch in progress on s (launching), which keeps the
 // reaper from running; while the reaper holds gate (reaping), it waits

@@ -515,7 +515,9 @@ func BenchmarkCallHost(b *testing.B) { benchCallHost(b, false, 0) }
 // C: cgo and scheduler work). go-in-ns/call is the time from the call's
 // start to C's first clock reading (the Go code before the launch and the
 // crossing into C), go-out-ns/call from C's last reading to the call's
-// return (the crossing back and the Go code after). Each call is timed on
+// return (the crossing back and the Go code after), above-ns/call the part
+// of both outside the backend's Stream.launch (the runtime's Go code:
+// communicator, selector, executor). Each call is timed on
 // its own, and the extra clock reads make its host-ns/call a few clock-ns
 // higher than BenchmarkCallHost's.
 //
@@ -583,7 +585,7 @@ func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 	pre := make([]time.Duration, n)
 	cross := make([]time.Duration, n)
 	epoch := make([]time.Duration, n)
-	goIn, goOut := make([]time.Duration, n), make([]time.Duration, n)
+	goIn, goOut, above := make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n)
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	if *callhostProf != "" {
@@ -625,9 +627,10 @@ func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 				}
 				t1 := nanotime()
 				total += time.Duration(t1 - t0)
-				in, out := streams[r].LastLaunchClock()
-				goIn[r] += time.Duration(in - t0)
-				goOut[r] += time.Duration(t1 - out)
+				bin, cin, cout, bout := streams[r].LastLaunchClock()
+				goIn[r] += time.Duration(cin - t0)
+				goOut[r] += time.Duration(t1 - cout)
+				above[r] += time.Duration(bin-t0) + time.Duration(t1-bout)
 				for pace > 0 && time.Duration(nanotime()-t0) < pace {
 				}
 			}
@@ -651,11 +654,13 @@ func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 	b.ReportMetric(perCall(host), "host-ns/call")
 	b.ReportMetric(perCall(epoch), "epoch-ns/call")
 	b.ReportMetric(float64(driver.ClockCost(1000).Nanoseconds()), "clock-ns")
+	b.ReportMetric(float64(driver.CrossingCost(10000).Nanoseconds()), "cgo-ns")
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(n*b.N), "allocs/call")
 	if parts {
 		b.ReportMetric(perCall(pre), "pre-ns/call")
 		b.ReportMetric(perCall(cross), "cross-ns/call")
 		b.ReportMetric(perCall(goIn), "go-in-ns/call")
 		b.ReportMetric(perCall(goOut), "go-out-ns/call")
+		b.ReportMetric(perCall(above), "above-ns/call")
 	}
 }

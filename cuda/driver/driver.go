@@ -19,6 +19,7 @@ package driver
 #cgo noescape th_prelaunch
 #cgo nocallback th_prelaunch
 #cgo nocallback th_clock_cost
+#cgo nocallback th_nop
 #cgo noescape th_launch1
 #cgo nocallback th_launch1
 #include <dlfcn.h>
@@ -191,6 +192,8 @@ static int64_t th_now(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+// th_nop does nothing: CrossingCost times calls of it from Go.
+static void th_nop(void) {}
 // th_clock_cost is the mean cost of one th_now over n calls, in ns.
 static double th_clock_cost(int n) {
   int64_t t0 = th_now();
@@ -557,6 +560,18 @@ func (d *Device) Launch(s Stream, checkCapture bool, f Function, grid, block int
 // needs no driver.
 func ClockCost(n int) time.Duration {
 	return time.Duration(float64(C.th_clock_cost(C.int(max(n, 1)))) + 0.5)
+}
+
+// CrossingCost is the mean cost of one call from Go into an empty C
+// function and back (the cgo crossing every launch makes once), measured
+// over n calls on the calling goroutine. It needs no driver.
+func CrossingCost(n int) time.Duration {
+	n = max(n, 1)
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		C.th_nop()
+	}
+	return time.Since(t0) / time.Duration(n)
 }
 
 // Attribute reads a device attribute.

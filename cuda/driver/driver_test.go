@@ -122,6 +122,16 @@ func BenchmarkHostCalls(b *testing.B) {
 	})
 }
 
+// CrossingCost needs no driver: a Go to C call and back costs tens of
+// nanoseconds on a warm core (the host-time benchmark reports it).
+func TestCrossingCost(t *testing.T) {
+	c := CrossingCost(100000)
+	if c <= 0 || c > 10*time.Microsecond {
+		t.Fatalf("one cgo crossing costs %v", c)
+	}
+	t.Logf("one call from Go into an empty C function: %v", c)
+}
+
 // ClockCost needs no driver: it is what the launch accounting's clock
 // reads cost (the host-time benchmark reports it).
 func TestClockCost(t *testing.T) {

@@ -46,6 +46,9 @@
 #ifndef THESEUS_CTX_SHARED
 #define THESEUS_CTX_SHARED 0  // 1: the block's context in shared memory (a variant, not yet measured)
 #endif
+#ifndef THESEUS_UNIT_PREFETCH
+#define THESEUS_UNIT_PREFETCH 1  // 0: take the next unit of shared work only after the current one (a variant)
+#endif
 #ifndef THESEUS_BW_REFS
 #define THESEUS_BW_REFS 0  // 1: more reference copies for the bandwidth test (a variant)
 #endif
@@ -131,6 +134,13 @@ DEV void red_add_release_sys(u64* p, u64 v) {
 DEV u64 atom_add_gpu(u64* p, u64 v) {
   u64 old;
   asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
+  return old;
+}
+// atom_add_relaxed_gpu orders nothing but the word itself: for counters
+// that hand out work and publish no data (take_unit).
+DEV u64 atom_add_relaxed_gpu(u64* p, u64 v) {
+  u64 old;
+  asm volatile("atom.relaxed.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
   return old;
 }
 DEV u32 ld_volatile_u32(const volatile u32* p) { return *p; }
@@ -986,9 +996,11 @@ DEV void combine_packets(const Ctx& c, int nsrc, int ndst, i64 nbytes, i64 pbyte
 // exactly a multiple of 2^32 launches earlier could pass for this
 // launch's. Launches of one rank run one at a time, so no other launch
 // moves the word meanwhile.
-DEV u64 take_unit(u64* w, u32 ep) {
+// unit_of is take_unit's answer for v, what its atomic add returned: a
+// separate step so that the add can be issued a unit ahead and its
+// latency hidden behind the current unit's copy (units_t).
+DEV u64 unit_of(u64* w, u32 ep, u64 v) {
   for (;;) {
-    u64 v = atom_add_gpu(w, 1);
     if ((u32)(v >> 32) == ep) return v & 0xffffffffull;
     u64 cur = v + 1;
     while ((u32)(cur >> 32) != ep) {
@@ -996,10 +1008,13 @@ DEV u64 take_unit(u64* w, u32 ep) {
       if (old == cur) break;
       cur = old;
     }
+    v = atom_add_relaxed_gpu(w, 1);
   }
 }
 
-__shared__ u64 s_unit;
+DEV u64 take_unit(u64* w, u32 ep) { return unit_of(w, ep, atom_add_relaxed_gpu(w, 1)); }
+
+__shared__ u64 s_unit[2];  // units_t: the current unit and the next
 
 // units_t runs the launch's shared work (docs/design/cuda.md, "Shared
 // work"): each threadblock takes the next unit until none is left, so
@@ -1034,10 +1049,18 @@ NOINLINE void units_t(const Ctx& c) {
   const u32 ep = (u32)c.L->launch;
   const i64 nt = nthreads();
   u64* ctr = (u64*)c.L->unit_ctr;
-  for (;;) {
-    if (tid() == 0) s_unit = take_unit(ctr, ep);
-    bar();
-    const u64 u = s_unit;
+  // Thread 0 takes the next unit while the block works on the current
+  // one: it issues the counter's atomic add before its share of the copy
+  // and reads the result only after it (THESEUS_UNIT_PREFETCH), so that a
+  // unit's copy does not wait for the round trip of the next take.
+  // The unit alternates between s_unit[0] and [1]: thread 0 writes the
+  // next while other threads may still be reading the current.
+  if (tid() == 0) s_unit[0] = take_unit(ctr, ep);
+  bar();
+  for (int k = 0;; k ^= 1) {
+    const u64 u = s_unit[k];
+    u64 next = 0;
+    if (THESEUS_UNIT_PREFETCH && tid() == 0 && u < n) next = atom_add_relaxed_gpu(ctr, 1);
     if (u >= n) {
       // The last threadblock out (every other has taken its last unit)
       // zeroes the counter for the next launch of this entry, so that only
@@ -1075,7 +1098,8 @@ NOINLINE void units_t(const Ctx& c) {
       char* s1 = nsrc == 2 ? (char*)c.L->buf[up->buf[1]] + up->off[1] : nullptr;
       units_other<T, OP>((char*)s0, s1, d0, nsrc, nbytes);
     }
-    bar();  // every thread is done with s_unit and s_ptr
+    if (tid() == 0) s_unit[k ^ 1] = THESEUS_UNIT_PREFETCH ? unit_of(ctr, ep, next) : take_unit(ctr, ep);
+    bar();  // the next unit is in; every thread is done with s_ptr
   }
 }
 

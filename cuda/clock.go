@@ -1,0 +1,11 @@
+package cuda
+
+import _ "unsafe" // go:linkname
+
+// monotonic is the Go runtime's nanotime: CLOCK_MONOTONIC in nanoseconds
+// on Linux, the clock the driver package's C side reads (th_now), so that
+// the launch accounting (TimeLaunchParts) can place C's readings between
+// its own. One vDSO clock read, no allocation.
+//
+//go:linkname monotonic runtime.nanotime
+func monotonic() int64
