@@ -65,7 +65,7 @@ fi
 if want kernel; then
 # ptxas's view of the embedded modules (registers, spills, compile time), on the CPU, beside the GPU steps.
 (for m in float32 bfloat16 fp8e4m3 float64; do
-   echo "== $m"; /usr/bin/time -f "ptxas %e s" ptxas -arch=sm_90 -O3 -v "$ROOT/cuda/kernel/ptx/theseus_$m.ptx" -o /dev/null 2>&1 | grep -E "theseus_exec|Used|spill|ptxas [0-9.]+ s" | head -8
+   echo "== $m"; /usr/bin/time -f "ptxas %e s" ptxas -arch=sm_90 -O3 -v "$ROOT/cuda/kernel/ptx/theseus_$m.ptx" -o /dev/null 2>&1 | grep -E "theseus_exec|theseus_units|Used|spill|ptxas [0-9.]+ s" | head -12
  done) >"$R/ptxas.txt" 2>&1 &
 step jit 240 "$D/cuda.test" -test.run TestModuleLoad -test.v
 step graph 120 "$D/cuda.test" -test.run TestGraph -test.v
