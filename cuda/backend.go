@@ -648,7 +648,8 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 			if err != nil {
 				return err
 			}
-			fillUnits(p.arg, u, ctr, int64(len(units)/UnitBytes))
+			nruns, nunits := runCounts(units)
+			fillUnits(p.arg, u, ctr, nruns, nunits)
 			p.fn = k.fn(true)
 		}
 		p.nfence = int32(len(a.Fence))

@@ -124,12 +124,14 @@ func fillDone(a *Launch, done, finish, fence driver.Ptr, nfence int) {
 	a.nfence = C.int32_t(nfence)
 }
 
-// fillUnits sets a launch's shared work: n units at units (theseus_unit
-// records) and the counter word ctr (zero: none).
-func fillUnits(a *Launch, units, ctr driver.Ptr, n int64) {
-	a.units = C.uint64_t(units)
+// fillUnits sets a launch's shared work: nruns runs at runs (theseus_run
+// records) making nunits units, and the counter word ctr (runs zero:
+// none).
+func fillUnits(a *Launch, runs, ctr driver.Ptr, nruns, nunits int64) {
+	a.units = C.uint64_t(runs)
 	a.unit_ctr = C.uint64_t(ctr)
-	a.nunits = C.int64_t(n)
+	a.nruns = C.int32_t(nruns)
+	a.nunits = C.int64_t(nunits)
 }
 
 // setLaunch sets the per-launch fields of a prepared launch: the counter,

@@ -9,20 +9,22 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/env"
 )
 
-// UnitTile is the most bytes one unit of shared work moves per ref:
-// 1 MiB (on the H200, 64 KiB and 256 KiB tiles cost more in taking them
-// than they gain in balance at one threadblock per multiprocessor:
-// bench/results/2026-11-29-h200-fifth), a multiple of 128 so that a tile
-// keeps every ref's place within its 128-byte line (the kernel's vector
-// path needs the refs to agree there).
+// UnitTile is the most bytes one unit of shared work moves per ref, a
+// multiple of 128 so that a tile keeps every ref's place within its
+// 128-byte line (the kernel's vector path needs the refs to agree there).
 const UnitTile = 1 << 20
 
 // unitTile is UnitTile, or what the bandwidth test sets (-bw.tile: a
 // multiple of 128).
 var unitTile int64 = UnitTile
 
-// UnitBytes is the size of one encoded unit (theseus_unit, kernel/launch.h).
-const UnitBytes = 32
+// RunBytes is the size of one encoded run of shared work (theseus_run,
+// kernel/launch.h).
+const RunBytes = 48
+
+// MaxRuns is the most runs one launch's shared work may have: the kernel
+// keeps them in shared memory (THESEUS_MAX_RUNS, kernel/launch.h).
+const MaxRuns = 32
 
 // workSharing reports THESEUS_WORK_SHARING (docs/env.md): on unless set to 0.
 func workSharing() bool {
@@ -31,7 +33,7 @@ func workSharing() bool {
 }
 
 // sharedUnits returns rank phys's shared work for a launch of table t at
-// layout lay and placement pl, encoded as theseus_unit records
+// layout lay and placement pl, encoded as theseus_run records
 // (kernel/launch.h), or nil when the launch must run the threadblocks' own
 // op lists. Shared work replaces the schedule's assignment of ops to
 // threadblocks by tiles that any threadblock takes (docs/design/cuda.md,
@@ -44,11 +46,15 @@ func workSharing() bool {
 //     this rank's input or output (no scratch, no packets);
 //   - after placement (in place, the input lies in the output), no two ops'
 //     dsts overlap, and no op reads bytes another op writes (an op may read
-//     exactly its own dst: a reduce in place).
+//     exactly its own dst: a reduce in place);
+//   - the ops make at most MaxRuns runs.
 //
-// Units are in op order, each op's bytes in tiles of at most UnitTile
-// bytes; every src and the dst of a unit share its offset within the op.
-// Ops of no bytes (a chunk past the count) have no units.
+// A run is one op's bytes, or consecutive ops' (in op order) of one shape
+// whose every ref continues where the previous op's ended, in the same
+// buffer. Runs are in op order; run k's units are its bytes in tiles of
+// unitTile bytes from its start (the last one shorter), numbered on from
+// run k-1's; every src and the dst of a unit share its offset within the
+// run. Ops of no bytes (a chunk past the count) have no units.
 func sharedUnits(t *optable.Table, lay ir.Layout, pl ir.Placement, phys int, nslices int64, redop ir.RedOp) []byte {
 	if t.Protocol != ir.Simple || len(t.Channels) > 0 || nslices != 1 || redop == ir.Avg {
 		return nil
@@ -123,27 +129,61 @@ func sharedUnits(t *optable.Table, lay ir.Layout, pl ir.Placement, phys int, nsl
 			}
 		}
 	}
-	var out []byte
+	// Runs: consecutive ops that continue each other.
+	var runs []data
 	for _, d := range ops {
-		for off := int64(0); off < d.n; off += unitTile {
-			n := min(unitTile, d.n-off)
-			var u [UnitBytes]byte
-			nsrc := len(d.refs) - 1
+		if k := len(runs) - 1; k >= 0 && len(runs[k].refs) == len(d.refs) {
+			prev := &runs[k]
+			cont := true
 			for i, r := range d.refs {
-				k := i
-				if i == nsrc {
-					k = 2
+				if r.buf != prev.refs[i].buf || r.lo != prev.refs[i].lo+prev.n {
+					cont = false
+					break
 				}
-				binary.LittleEndian.PutUint64(u[8*k:], uint64(r.lo+off))
-				u[28+k] = byte(r.buf)
 			}
-			binary.LittleEndian.PutUint32(u[24:], uint32(n))
-			u[31] = byte(nsrc)
-			out = append(out, u[:]...)
+			if cont {
+				prev.n += d.n
+				continue
+			}
 		}
+		runs = append(runs, data{refs: slices.Clone(d.refs), n: d.n})
 	}
-	if len(out) == 0 {
+	if len(runs) == 0 || len(runs) > MaxRuns {
 		return nil
 	}
+	out := make([]byte, 0, len(runs)*RunBytes)
+	first := int64(0)
+	for _, d := range runs {
+		var u [RunBytes]byte
+		nsrc := len(d.refs) - 1
+		for i, r := range d.refs {
+			k := i
+			if i == nsrc {
+				k = 2
+			}
+			binary.LittleEndian.PutUint64(u[8*k:], uint64(r.lo))
+			u[44+k] = byte(r.buf)
+		}
+		binary.LittleEndian.PutUint64(u[24:], uint64(d.n))
+		binary.LittleEndian.PutUint64(u[32:], uint64(first))
+		binary.LittleEndian.PutUint32(u[40:], uint32(unitTile))
+		u[47] = byte(nsrc)
+		out = append(out, u[:]...)
+		first += (d.n + unitTile - 1) / unitTile
+	}
 	return out
+}
+
+// runCounts returns how many runs encoded shared work holds and how many
+// units they make (the launch's nruns and nunits).
+func runCounts(b []byte) (nruns, nunits int64) {
+	nruns = int64(len(b) / RunBytes)
+	if nruns == 0 {
+		return 0, 0
+	}
+	last := b[(nruns-1)*RunBytes:]
+	n := int64(binary.LittleEndian.Uint64(last[24:]))
+	first := int64(binary.LittleEndian.Uint64(last[32:]))
+	tile := int64(binary.LittleEndian.Uint32(last[40:]))
+	return nruns, first + (n+tile-1)/tile
 }

@@ -186,7 +186,7 @@ func TestSharedUnitsEmptyOpBetweenWriters(t *testing.T) {
 		reviewCopy(in(1), out(0)),
 	}})
 	if u := unitsOf(t, p, 8, false, 1, ir.Sum); u != nil {
-		t.Errorf("two ops write output chunk 0: got %d units, want none", len(u)/UnitBytes)
+		t.Errorf("two ops write output chunk 0: got %d runs, want none", len(u)/RunBytes)
 	}
 	tables, err := optable.LowerAll(p)
 	if err != nil {

@@ -10,7 +10,8 @@ import (
 	"github.com/theseus-ccl/theseus/ir"
 )
 
-// unitRec is a decoded theseus_unit.
+// unitRec is one unit of shared work, as the kernel finds it from the runs
+// (units_t).
 type unitRec struct {
 	Off  [3]uint64
 	N    uint32
@@ -18,21 +19,63 @@ type unitRec struct {
 	NSrc uint8
 }
 
+// runRec is a decoded theseus_run.
+type runRec struct {
+	Off      [3]uint64
+	N, First uint64
+	Tile     uint32
+	Buf      [3]uint8
+	NSrc     uint8
+}
+
+func decodeRuns(t *testing.T, b []byte) []runRec {
+	t.Helper()
+	if len(b)%RunBytes != 0 {
+		t.Fatalf("%d bytes of runs, not a multiple of %d", len(b), RunBytes)
+	}
+	var out []runRec
+	for ; len(b) > 0; b = b[RunBytes:] {
+		var r runRec
+		for k := range 3 {
+			r.Off[k] = binary.LittleEndian.Uint64(b[8*k:])
+			r.Buf[k] = b[44+k]
+		}
+		r.N = binary.LittleEndian.Uint64(b[24:])
+		r.First = binary.LittleEndian.Uint64(b[32:])
+		r.Tile = binary.LittleEndian.Uint32(b[40:])
+		r.NSrc = b[47]
+		out = append(out, r)
+	}
+	return out
+}
+
+// decodeUnits expands encoded runs into their units in unit order, as the
+// kernel finds unit u (units_t): the run whose first unit is the last at
+// or below u, at (u - first) * tile bytes into it. It checks that the runs
+// number their units consecutively from 0.
 func decodeUnits(t *testing.T, b []byte) []unitRec {
 	t.Helper()
-	if len(b)%UnitBytes != 0 {
-		t.Fatalf("%d bytes of units, not a multiple of %d", len(b), UnitBytes)
-	}
 	var out []unitRec
-	for ; len(b) > 0; b = b[UnitBytes:] {
-		var u unitRec
-		for k := range 3 {
-			u.Off[k] = binary.LittleEndian.Uint64(b[8*k:])
-			u.Buf[k] = b[28+k]
+	for _, r := range decodeRuns(t, b) {
+		if r.First != uint64(len(out)) {
+			t.Fatalf("run %+v: first unit %d, want %d", r, r.First, len(out))
 		}
-		u.N = binary.LittleEndian.Uint32(b[24:])
-		u.NSrc = b[31]
-		out = append(out, u)
+		if r.Tile == 0 || r.Tile%128 != 0 {
+			t.Fatalf("run %+v: tile %d bytes, not a positive multiple of 128", r, r.Tile)
+		}
+		for at := uint64(0); at < r.N; at += uint64(r.Tile) {
+			u := unitRec{N: uint32(min(uint64(r.Tile), r.N-at)), Buf: r.Buf, NSrc: r.NSrc}
+			for k := range 3 {
+				u.Off[k] = r.Off[k] + at
+			}
+			if r.NSrc == 1 {
+				u.Off[1] = 0
+			}
+			out = append(out, u)
+		}
+	}
+	if nr, nu := runCounts(b); nr != int64(len(b)/RunBytes) || nu != int64(len(out)) {
+		t.Fatalf("runCounts: %d runs, %d units; want %d, %d", nr, nu, len(b)/RunBytes, len(out))
 	}
 	return out
 }
@@ -54,17 +97,20 @@ func unitsOf(t *testing.T, p *ir.Program, count int64, inPlace bool, nslices int
 	return sharedUnits(tab, lay, pl, 0, nslices, redop)
 }
 
-// TestSharedUnits: the bandwidth test's copies and reduces become tiles of
-// at most UnitTile bytes that cover every op's chunk exactly, in op order.
+// TestSharedUnits: the bandwidth test's copies and reduces become runs of
+// consecutive ops cut into tiles of UnitTile bytes that cover every op's
+// chunk exactly, in op order.
 func TestSharedUnits(t *testing.T) {
 	// 2 threadblocks x 2 chunks each; 4 chunks of 40,000 floats (160,000
-	// bytes: with 64 KiB tiles, two whole tiles and one of 28,928 bytes).
+	// bytes). Op order: tb 0 (chunks 0, 2), tb 1 (1, 3): no op continues
+	// the one before it, so four runs, each of two whole 64 KiB tiles and
+	// one of 28,928 bytes.
 	defer func(old int64) { unitTile = old }(unitTile)
 	unitTile = 64 << 10
 	const count = 4 * 40000
 	got := decodeUnits(t, unitsOf(t, bwProgram(2, 128, 2, false), count, false, 1, ir.Sum))
 	var want []unitRec
-	for _, c := range []uint64{0, 2, 1, 3} { // op order: tb 0 (chunks 0, 2), tb 1 (1, 3)
+	for _, c := range []uint64{0, 2, 1, 3} {
 		base := c * 160000
 		for off := uint64(0); off < 160000; off += uint64(unitTile) {
 			n := min(uint64(unitTile), 160000-off)
@@ -73,6 +119,17 @@ func TestSharedUnits(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("copy units (-want +got):\n%s", diff)
+	}
+	// One chunk per threadblock in order: every op continues the one
+	// before it, so one run of 640,000 bytes, tiled from its start.
+	runs := decodeRuns(t, unitsOf(t, bwProgram(4, 128, 1, false), count, false, 1, ir.Sum))
+	wantRuns := []runRec{{Off: [3]uint64{0, 0, 0}, N: 640000, First: 0, Tile: uint32(unitTile), Buf: [3]uint8{uint8(ir.Input), 0, uint8(ir.Output)}, NSrc: 1}}
+	if diff := cmp.Diff(wantRuns, runs); diff != "" {
+		t.Errorf("contiguous copies (-want +got):\n%s", diff)
+	}
+	// More runs than the kernel holds: no shared work.
+	if u := unitsOf(t, bwProgram(2*MaxRuns, 128, 2, false), 64*MaxRuns*32, false, 1, ir.Sum); u != nil {
+		t.Errorf("%d runs: got shared work, want none (at most %d)", len(u)/RunBytes, MaxRuns)
 	}
 	// A reduce reads its own dst (o[c] += i[c]): allowed.
 	got = decodeUnits(t, unitsOf(t, bwProgram(1, 128, 1, true), 1000, false, 1, ir.Sum))
@@ -127,11 +184,11 @@ func TestSharedUnitsRefused(t *testing.T) {
 		{"in place, crossed", oneTB(copyOp(in(0), out(1)), copyOp(in(1), out(0))), 1, ir.Sum, true},
 	} {
 		if u := unitsOf(t, c.p, 4096, c.inPlace, c.slices, c.redop); u != nil {
-			t.Errorf("%s: %d units, want none", c.name, len(u)/UnitBytes)
+			t.Errorf("%s: %d runs, want none", c.name, len(u)/RunBytes)
 		}
 	}
 	// The same crossed copies out of place are independent.
-	if u := unitsOf(t, oneTB(copyOp(in(0), out(1)), copyOp(in(1), out(0))), 4096, false, 1, ir.Sum); len(u) != 2*UnitBytes {
-		t.Errorf("crossed copies out of place: %d bytes of units, want 2 units", len(u))
+	if u := unitsOf(t, oneTB(copyOp(in(0), out(1)), copyOp(in(1), out(0))), 4096, false, 1, ir.Sum); len(u) != 2*RunBytes {
+		t.Errorf("crossed copies out of place: %d bytes of runs, want 2 runs", len(u))
 	}
 }

@@ -20,6 +20,8 @@ package driver
 #cgo nocallback th_prelaunch
 #cgo nocallback th_clock_cost
 #cgo nocallback th_nop
+#cgo nocallback th_nop_ptr
+#cgo noescape th_nop_ptr
 #cgo noescape th_launch1
 #cgo nocallback th_launch1
 #include <dlfcn.h>
@@ -194,6 +196,8 @@ static int64_t th_now(void) {
 }
 // th_nop does nothing: CrossingCost times calls of it from Go.
 static void th_nop(void) {}
+// th_nop_ptr does nothing with a pointer (CrossingCostPointer).
+static void th_nop_ptr(void* p) { (void)p; }
 // th_clock_cost is the mean cost of one th_now over n calls, in ns.
 static double th_clock_cost(int n) {
   int64_t t0 = th_now();
@@ -219,7 +223,9 @@ typedef struct {
 // inside cuLaunchKernel is measured (CLOCK_MONOTONIC), with timed 2 also
 // the time before it.
 static th_launch_out th_launch_checked(CUcontext c, CUstream s, int check, CUfunction f, unsigned gx, unsigned bx,
-                                       void* arg, int32_t* capfield, int32_t capval, int timed) {
+                                       uintptr_t argp, uintptr_t capp, int32_t capval, int timed) {
+  void* arg = (void*)argp;
+  int32_t* capfield = (int32_t*)capp;
   th_launch_out o = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t t0 = timed == 2 ? th_now() : 0;
   CUcontext cur = 0;
@@ -287,6 +293,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"runtime"
 	"time"
 	"unsafe"
 )
@@ -542,8 +549,14 @@ func (d *Device) Launch(s Stream, checkCapture bool, f Function, grid, block int
 	if timing == TimeLaunchAndPre {
 		t0 = time.Now()
 	}
+	// arg and capField go as integers: cgo would otherwise check each
+	// pointer to Go memory on every launch (tens of nanoseconds). The
+	// memory stays where it is (Go's heap does not move objects) and in use
+	// until the call returns (KeepAlive); C keeps no pointer to it.
 	o := C.th_launch_checked(d.ctx, handle[C.CUstream](uintptr(s)), ck, handle[C.CUfunction](uintptr(f)), C.uint(grid), C.uint(block),
-		arg, (*C.int32_t)(capField), C.int32_t(capVal), C.int(timing))
+		C.uintptr_t(uintptr(arg)), C.uintptr_t(uintptr(capField)), C.int32_t(capVal), C.int(timing))
+	runtime.KeepAlive(arg)
+	runtime.KeepAlive(capField)
 	res := LaunchResult{Capturing: o.capturing != 0, LaunchTime: time.Duration(o.ns), PreTime: time.Duration(o.pre_ns),
 		Enter: int64(o.t_in), Exit: int64(o.t_out)}
 	if timing == TimeLaunchAndPre {
@@ -570,6 +583,18 @@ func CrossingCost(n int) time.Duration {
 	t0 := time.Now()
 	for i := 0; i < n; i++ {
 		C.th_nop()
+	}
+	return time.Since(t0) / time.Duration(n)
+}
+
+// CrossingCostPointer is CrossingCost for an empty C function given p, a
+// pointer (to Go memory: the call then pays cgo's pointer check, as every
+// launch does for its argument).
+func CrossingCostPointer(n int, p unsafe.Pointer) time.Duration {
+	n = max(n, 1)
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		C.th_nop_ptr(p)
 	}
 	return time.Since(t0) / time.Duration(n)
 }

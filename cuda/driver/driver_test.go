@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // requireGPU skips the test, saying why, when this machine has no NVIDIA
@@ -130,6 +132,53 @@ func TestCrossingCost(t *testing.T) {
 		t.Fatalf("one cgo crossing costs %v", c)
 	}
 	t.Logf("one call from Go into an empty C function: %v", c)
+}
+
+// BenchmarkHostPaths: what a launch's host code pays besides the driver
+// calls: a cgo call without and with a pointer argument to Go memory (cgo
+// checks it), and a read of page-locked, device-mapped host memory (the
+// stream's failure record, read before every launch) beside a read of Go
+// memory.
+func BenchmarkHostPaths(b *testing.B) {
+	arg := new([26]uint64) // the size of a launch argument, no Go pointers
+	b.Run("cgo", func(b *testing.B) { b.ReportMetric(float64(CrossingCost(b.N).Nanoseconds()), "ns/call") })
+	b.Run("cgo-pointer", func(b *testing.B) {
+		b.ReportMetric(float64(CrossingCostPointer(b.N, unsafe.Pointer(arg)).Nanoseconds()), "ns/call")
+	})
+	var sink uint32
+	b.Run("read-go", func(b *testing.B) {
+		p := (*uint32)(unsafe.Pointer(arg))
+		for i := 0; i < b.N; i++ {
+			sink += atomic.LoadUint32(p)
+		}
+	})
+	b.Run("read-host-mapped", func(b *testing.B) {
+		if err := Load(); err != nil {
+			b.Skipf("no GPU: %v", err)
+		}
+		if n, err := DeviceCount(); err != nil || n == 0 {
+			b.Skipf("no GPU: %d devices (%v)", n, err)
+		}
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		d, err := OpenDevice(0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := d.SetCurrent(); err != nil {
+			b.Fatal(err)
+		}
+		h, _, err := HostAlloc(64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := (*uint32)(h)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			sink += atomic.LoadUint32(p)
+		}
+	})
+	_ = sink
 }
 
 // ClockCost needs no driver: it is what the launch accounting's clock

@@ -73,11 +73,11 @@ typedef struct theseus_launch {
   uint64_t done;         /* uint64_t* : this rank's done word; the last threadblock stores launch (0: none) */
   uint64_t finish;       /* uint64_t* : device counter of finished threadblocks (persistent) */
   uint64_t fence;        /* const uint64_t* const* : nfence peer done words; wait until each >= this rank's done word */
-  uint64_t units;        /* const theseus_unit* : shared work (0: none; each threadblock walks its own ops) */
+  uint64_t units;        /* const theseus_run* : shared work, nruns runs (0: none; each threadblock walks its own ops) */
   uint64_t unit_ctr;     /* uint64_t[2]* : the next unit to take, (launch counter & 0xffffffff) << 32 | unit; threadblocks done */
-  int64_t nunits;
+  int64_t nunits;        /* units in all runs */
   int32_t nfence;
-  int32_t reserved0;
+  int32_t nruns;         /* 1 to THESEUS_MAX_RUNS when units is set */
   int64_t count;         /* NCCL count: elements per block */
   int64_t stride;        /* elements per piece (ir.Layout.Stride) */
   int64_t slices;        /* S >= 1 */
@@ -96,17 +96,21 @@ typedef struct theseus_launch {
   uint8_t reserved[3];
 } theseus_launch;
 
-/* One unit of shared work (cuda/units.go, docs/design/cuda.md, "Shared
- * work"): a tile of a copy (nsrc 1) or a two-source reduce (nsrc 2) of a
- * launch whose ops are independent of each other, taken by whichever
- * threadblock asks next. Offsets are bytes into this rank's buffer
- * buf[k] (THESEUS_BUF_*); src1 is unused when nsrc is 1. */
-typedef struct theseus_unit {
+/* One run of shared work (cuda/units.go, docs/design/cuda.md, "Shared
+ * work"): a copy (nsrc 1) or a two-source reduce (nsrc 2) of nbytes, in a
+ * launch whose ops are independent of each other, cut into units of tile
+ * bytes (the last one shorter) numbered from first; each unit is taken by
+ * whichever threadblock asks next. Offsets are bytes into this rank's
+ * buffer buf[k] (THESEUS_BUF_*); src1 is unused when nsrc is 1. */
+#define THESEUS_MAX_RUNS 32
+typedef struct theseus_run {
   uint64_t off[3]; /* src0, src1, dst */
-  uint32_t nbytes;
+  uint64_t nbytes;
+  uint64_t first;  /* the run's first unit */
+  uint32_t tile;   /* bytes per unit, a multiple of 128 */
   uint8_t buf[3];  /* src0, src1, dst */
   uint8_t nsrc;
-} theseus_unit;
+} theseus_run;
 
 /* Barrier words: per barrier id, an arrival counter; per threadblock and
  * barrier id, that threadblock's arrivals so far. The epilogue barrier uses

@@ -1016,12 +1016,6 @@ DEV u64 take_unit(u64* w, u32 ep) { return unit_of(w, ep, atom_add_relaxed_gpu(w
 
 __shared__ u64 s_unit[2];  // units_t: the current unit and the next
 
-// units_t runs the launch's shared work (docs/design/cuda.md, "Shared
-// work"): each threadblock takes the next unit until none is left, so
-// threadblocks on faster multiprocessors take more (a static split leaves
-// the copy to wait for the slowest: bench/results/2026-11-29-h200-fifth).
-// The units are tiles of independent copies and two-source reduces, so the
-// order they run in changes no result.
 // units_other runs one unit that is not a copy of aligned refs through the
 // op's usual vector paths (combine_plain). Not inlined: its registers are
 // its own, so units_t's loop keeps its values in registers (inlined, the
@@ -1041,22 +1035,35 @@ NOINLINE void units_other(char* s0, char* s1, char* d0, int nsrc, i64 nbytes) {
 // threadblocks on faster multiprocessors take more (a static split leaves
 // the copy to wait for the slowest: bench/results/2026-11-29-h200-fifth).
 // The units are tiles of independent copies and two-source reduces, so the
-// order they run in changes no result.
+// order they run in changes no result. A unit is found from its number
+// alone (the runs in shared memory), so its copy starts right after it is
+// taken.
+__shared__ theseus_run s_runs[THESEUS_MAX_RUNS];
+
 template <int T, int OP>
 NOINLINE void units_t(const Ctx& c) {
-  const theseus_unit* us = (const theseus_unit*)c.L->units;
+  const int nr = c.L->nruns;
   const u64 n = (u64)c.L->nunits;
   const u32 ep = (u32)c.L->launch;
   const i64 nt = nthreads();
   u64* ctr = (u64*)c.L->unit_ctr;
+  // The runs in shared memory (a few hundred bytes): a unit's place is
+  // arithmetic on them, with no global load between taking a unit and
+  // starting its copy.
+  {
+    const u64* src = (const u64*)c.L->units;
+    u64* dst = (u64*)s_runs;
+    const int words = (nr < THESEUS_MAX_RUNS ? nr : THESEUS_MAX_RUNS) * (int)(sizeof(theseus_run) / 8);
+    for (int i = tid(); i < words; i += (int)nt) dst[i] = src[i];
+  }
   // Thread 0 takes the next unit while the block works on the current
   // one: it issues the counter's atomic add before its share of the copy
-  // and reads the result only after it (THESEUS_UNIT_PREFETCH), so that a
-  // unit's copy does not wait for the round trip of the next take.
-  // The unit alternates between s_unit[0] and [1]: thread 0 writes the
-  // next while other threads may still be reading the current.
+  // and reads the result only after it (THESEUS_UNIT_PREFETCH). The unit
+  // alternates between s_unit[0] and [1]: thread 0 writes the next while
+  // other threads may still be reading the current.
   if (tid() == 0) s_unit[0] = take_unit(ctr, ep);
   bar();
+  int r = 0;  // the run of the last unit: a block's units only go up
   for (int k = 0;; k ^= 1) {
     const u64 u = s_unit[k];
     u64 next = 0;
@@ -1071,14 +1078,14 @@ NOINLINE void units_t(const Ctx& c) {
       }
       return;
     }
-    // The unit's fields one by one (constant indices keep them in
-    // registers).
-    const theseus_unit* up = us + u;
-    const u64 off0 = up->off[0], off2 = up->off[2];
-    const u32 nbytes = up->nbytes;
-    const int nsrc = up->nsrc;
-    const char* s0 = (const char*)c.L->buf[up->buf[0]] + off0;
-    char* d0 = (char*)c.L->buf[up->buf[2]] + off2;
+    if (u < s_runs[r].first) r = 0;
+    while (r + 1 < nr && s_runs[r + 1].first <= u) r++;
+    const theseus_run& R = s_runs[r];
+    const u64 at = (u - R.first) * (u64)R.tile;
+    const i64 nbytes = (i64)(R.nbytes - at < (u64)R.tile ? R.nbytes - at : (u64)R.tile);
+    const int nsrc = R.nsrc;
+    const char* s0 = (const char*)c.L->buf[R.buf[0]] + R.off[0] + at;
+    char* d0 = (char*)c.L->buf[R.buf[2]] + R.off[2] + at;
     if (nsrc == 1 && (((u64)s0 | (u64)d0) & 15) == 0) {
       // A copy of aligned refs: the plain loop of the reference copies
       // (theseus_ref_dyn), 4 vectors in flight per thread; the last
@@ -1088,14 +1095,14 @@ NOINLINE void units_t(const Ctx& c) {
       for (; v + 3 * nt < nvec; v += 4 * nt) {
         v4 x[4];
 #pragma unroll
-        for (int k = 0; k < 4; k++) x[k] = ld_v4(s0 + (v + k * nt) * 16);
+        for (int q = 0; q < 4; q++) x[q] = ld_v4(s0 + (v + q * nt) * 16);
 #pragma unroll
-        for (int k = 0; k < 4; k++) st_v4(d0 + (v + k * nt) * 16, x[k]);
+        for (int q = 0; q < 4; q++) st_v4(d0 + (v + q * nt) * 16, x[q]);
       }
       for (; v < nvec; v += nt) st_v4(d0 + v * 16, ld_v4(s0 + v * 16));
-      for (i64 b = nvec * 16 + tid(); b < (i64)nbytes; b += nt) d0[b] = s0[b];
+      for (i64 b = nvec * 16 + tid(); b < nbytes; b += nt) d0[b] = s0[b];
     } else {
-      char* s1 = nsrc == 2 ? (char*)c.L->buf[up->buf[1]] + up->off[1] : nullptr;
+      char* s1 = nsrc == 2 ? (char*)c.L->buf[R.buf[1]] + R.off[1] + at : nullptr;
       units_other<T, OP>((char*)s0, s1, d0, nsrc, nbytes);
     }
     if (tid() == 0) s_unit[k ^ 1] = THESEUS_UNIT_PREFETCH ? unit_of(ctr, ep, next) : take_unit(ctr, ep);
