@@ -23,6 +23,7 @@ import (
 var (
 	bwRun      = flag.Bool("bw", false, "measure op bandwidth against the device-to-device memcpy ceiling")
 	bwVariants = flag.String("bw.variants", "", "comma-separated folders of kernel variant modules (theseus_<dtype>.ptx, built by cuda/kernel/build.sh with THESEUS_PTX_OUT) to measure beside the embedded kernel")
+	bwRefs     = flag.String("bw.refs", "", "folder of a kernel variant built with THESEUS_BW_REFS=1: its theseus_ref_dyn is timed over each unsliced copy's own buffers")
 	bwRepeat   = flag.Int("bw.repeat", 1, "times each executor case is measured, each in a fresh World (new buffers): the spread shows how much buffer placement moves a figure")
 )
 
@@ -331,6 +332,7 @@ func TestBandwidth(t *testing.T) {
 	// The embedded module's block-contiguous copy, for the same-buffer
 	// comparison.
 	blockFn := embeddedBlockCopy(t)
+	loadRefDyn(t)
 	defer func() { ptxSource = modulePTX; unloadModules(t) }()
 	for _, v := range variants {
 		if v.name != "embedded" {
@@ -463,7 +465,70 @@ func bwOpAligned(tbs, threads, tiles int, slices, align int64, dt ir.DataType, r
 		return 0, "", err
 	}
 	ref := blockCopyBytes(tbs, threads) / bel.Seconds()
-	return bw, note[:len(note)-1] + fmt.Sprintf("; block-copy on these buffers %.3f)", ref/ceil), nil
+	note = note[:len(note)-1] + fmt.Sprintf("; block-copy on these buffers %.3f", ref/ceil)
+	// memcpy over these same buffers (what their placement allows), and the
+	// -bw.refs module's dynamically balanced copy (theseus_ref_dyn) at this
+	// grid over them: the executor's shared work runs the same loop.
+	mel, err := timeLoop(3, 50, func() error { return driver.CopyDtoD(w.bufs[0][1], w.bufs[0][0], bwBytes) }, driver.Synchronize)
+	if err != nil {
+		return 0, "", err
+	}
+	same := 2 * bwBytes / mel.Seconds()
+	note += fmt.Sprintf("; memcpy on these buffers %.3f, the op %.3f of it", same/ceil, bw/same)
+	if refDyn.fn != 0 {
+		dargs := new([4]uint64)
+		dargs[0], dargs[1], dargs[2], dargs[3] = uint64(w.bufs[0][0]), uint64(w.bufs[0][1]), bwBytes/16, uint64(refDyn.ctr)
+		del, err := timeLoop(3, 50, func() error { return driver.Launch1(refDyn.fn, tbs, threads, 0, 0, unsafe.Pointer(dargs)) }, driver.Synchronize)
+		if err != nil {
+			return 0, "", err
+		}
+		d := 2 * bwBytes / del.Seconds()
+		note += fmt.Sprintf("; ref-dyn on these buffers %.3f, %.3f of their memcpy", d/ceil, d/same)
+	}
+	return bw, note + ")", nil
+}
+
+// refDyn is the -bw.refs module's theseus_ref_dyn and its counter words,
+// loaded by loadRefDyn (fn 0: none).
+var refDyn struct {
+	fn  driver.Function
+	ctr driver.Ptr
+}
+
+// loadRefDyn loads theseus_ref_dyn from the float32 module in folder
+// -bw.refs (a variant built with THESEUS_BW_REFS=1), unloaded when the
+// test ends; with no -bw.refs it does nothing.
+func loadRefDyn(t *testing.T) {
+	if *bwRefs == "" {
+		return
+	}
+	ptx, err := variantPTX(*bwRefs)(ir.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := driver.LoadModule(ptx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := mod.Function("theseus_ref_dyn")
+	if err != nil {
+		mod.Unload()
+		t.Fatal(err)
+	}
+	ctr, err := driver.MemAlloc(16)
+	if err == nil {
+		err = driver.MemsetD8(ctr, 0, 16)
+	}
+	if err != nil {
+		mod.Unload()
+		t.Fatal(err)
+	}
+	refDyn.fn, refDyn.ctr = fn, ctr
+	t.Cleanup(func() {
+		refDyn.fn, refDyn.ctr = 0, 0
+		driver.MemFree(ctr)
+		mod.Unload()
+	})
 }
 
 // variantPTX reads a kernel variant's modules from dir (theseus_<dtype>.ptx,
@@ -673,6 +738,7 @@ func TestBandwidthSharing(t *testing.T) {
 		return out
 	}
 	blockFn := embeddedBlockCopy(t)
+	loadRefDyn(t)
 	defer func() { kernelCarveout, unitTile, unitsEntry = -1, UnitTile, true; unloadModules(t) }()
 	for _, co := range ints(*bwCarveouts) {
 		kernelCarveout = int(co)

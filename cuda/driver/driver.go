@@ -292,8 +292,8 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"runtime"
+	"sync"
 	"time"
 	"unsafe"
 )
