@@ -469,20 +469,24 @@ func bwOpAligned(tbs, threads, tiles int, slices, align int64, dt ir.DataType, r
 	// memcpy over these same buffers (what their placement allows), and the
 	// -bw.refs module's dynamically balanced copy (theseus_ref_dyn) at this
 	// grid over them: the executor's shared work runs the same loop.
-	mel, err := timeLoop(3, 50, func() error { return driver.CopyDtoD(w.bufs[0][1], w.bufs[0][0], bwBytes) }, driver.Synchronize)
+	opBytes := count * int64(dt.Size())
+	mel, err := timeLoop(3, 50, func() error { return driver.CopyDtoD(w.bufs[0][1], w.bufs[0][0], opBytes) }, driver.Synchronize)
 	if err != nil {
 		return 0, "", err
 	}
-	same := 2 * bwBytes / mel.Seconds()
+	same := 2 * float64(opBytes) / mel.Seconds()
 	note += fmt.Sprintf("; memcpy on these buffers %.3f, the op %.3f of it", same/ceil, bw/same)
 	if refDyn.fn != 0 {
 		dargs := new([4]uint64)
-		dargs[0], dargs[1], dargs[2], dargs[3] = uint64(w.bufs[0][0]), uint64(w.bufs[0][1]), bwBytes/16, uint64(refDyn.ctr)
+		n16 := opBytes / 16
+		dargs[0], dargs[1], dargs[2], dargs[3] = uint64(w.bufs[0][0]), uint64(w.bufs[0][1]), uint64(n16), uint64(refDyn.ctr)
 		del, err := timeLoop(3, 50, func() error { return driver.Launch1(refDyn.fn, tbs, threads, 0, 0, unsafe.Pointer(dargs)) }, driver.Synchronize)
 		if err != nil {
 			return 0, "", err
 		}
-		d := 2 * bwBytes / del.Seconds()
+		// It copies whole tiles of 4*threads vectors only.
+		tile := int64(4 * threads)
+		d := float64(2*16*(n16/tile*tile)) / del.Seconds()
 		note += fmt.Sprintf("; ref-dyn on these buffers %.3f, %.3f of their memcpy", d/ceil, d/same)
 	}
 	return bw, note + ")", nil
