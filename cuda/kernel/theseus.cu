@@ -1018,7 +1018,7 @@ __shared__ u64 s_unit[2];  // units_t: the current unit and the next
 
 // units_other runs one unit that is not a copy of aligned refs through the
 // op's usual vector paths (combine_plain). Not inlined: its registers are
-// its own, so units_t's loop keeps its values in registers (inlined, the
+// its own, so the units loop keeps its values in registers (inlined, the
 // loop spilled to local memory on every unit: bench/results/
 // 2026-11-29-h200-fifth, call 9).
 template <int T, int OP>
@@ -1030,31 +1030,57 @@ NOINLINE void units_other(char* s0, char* s1, char* d0, int nsrc, i64 nbytes) {
   combine_plain<T, OP>(nsrc, 1, nbytes);
 }
 
-// units_t runs the launch's shared work (docs/design/cuda.md, "Shared
+template <int T>
+DEV void units_other_op(int redop, char* s0, char* s1, char* d0, int nsrc, i64 nbytes) {
+  switch (redop) {
+    case RSUM:
+    case RAVG:
+      return units_other<T, RSUM>(s0, s1, d0, nsrc, nbytes);
+    case RPROD:
+      return units_other<T, RPROD>(s0, s1, d0, nsrc, nbytes);
+    case RMAX:
+      return units_other<T, RMAX>(s0, s1, d0, nsrc, nbytes);
+    default:
+      return units_other<T, RMIN>(s0, s1, d0, nsrc, nbytes);
+  }
+}
+
+// A run of shared work as the units loop keeps it in shared memory: its
+// refs as absolute addresses (theseus_run's buffer and offset resolved).
+struct URun {
+  char* p[3];  // src0, src1, dst
+  u64 nbytes, first;
+  u32 tile;
+  u32 nsrc;
+};
+__shared__ URun s_runs[THESEUS_MAX_RUNS];
+
+// units_loop runs the launch's shared work (docs/design/cuda.md, "Shared
 // work"): each threadblock takes the next unit until none is left, so
 // threadblocks on faster multiprocessors take more (a static split leaves
 // the copy to wait for the slowest: bench/results/2026-11-29-h200-fifth).
 // The units are tiles of independent copies and two-source reduces, so the
 // order they run in changes no result. A unit is found from its number
 // alone (the runs in shared memory), so its copy starts right after it is
-// taken.
-__shared__ theseus_run s_runs[THESEUS_MAX_RUNS];
-
-template <int T, int OP>
-NOINLINE void units_t(const Ctx& c) {
-  const int nr = c.L->nruns;
-  const u64 n = (u64)c.L->nunits;
-  const u32 ep = (u32)c.L->launch;
+// taken. Inlined into theseus_units, whose own state is small: the copy
+// loop is then the reference copy's (theseus_ref_dyn), which reaches 0.99
+// of memcpy where the same loop behind two calls reached 0.86-0.91
+// (bench/results/2026-11-29-h200-sixth, call 14).
+template <int T>
+DEV void units_loop(const theseus_launch& L) {
+  const int nr = L.nruns < THESEUS_MAX_RUNS ? L.nruns : THESEUS_MAX_RUNS;
+  const u64 n = (u64)L.nunits;
+  const u32 ep = (u32)L.launch;
   const i64 nt = nthreads();
-  u64* ctr = (u64*)c.L->unit_ctr;
-  // The runs in shared memory (a few hundred bytes): a unit's place is
-  // arithmetic on them, with no global load between taking a unit and
-  // starting its copy.
-  {
-    const u64* src = (const u64*)c.L->units;
-    u64* dst = (u64*)s_runs;
-    const int words = (nr < THESEUS_MAX_RUNS ? nr : THESEUS_MAX_RUNS) * (int)(sizeof(theseus_run) / 8);
-    for (int i = tid(); i < words; i += (int)nt) dst[i] = src[i];
+  u64* ctr = (u64*)L.unit_ctr;
+  if ((int)tid() < nr) {
+    const theseus_run R = ((const theseus_run*)L.units)[tid()];
+    URun& u = s_runs[tid()];
+    for (int k = 0; k < 3; k++) u.p[k] = (char*)L.buf[R.buf[k] < 3 ? R.buf[k] : 0] + R.off[k];
+    u.nbytes = R.nbytes;
+    u.first = R.first;
+    u.tile = R.tile;
+    u.nsrc = R.nsrc;
   }
   // Thread 0 takes the next unit while the block works on the current
   // one: it issues the counter's atomic add before its share of the copy
@@ -1080,16 +1106,15 @@ NOINLINE void units_t(const Ctx& c) {
     }
     if (u < s_runs[r].first) r = 0;
     while (r + 1 < nr && s_runs[r + 1].first <= u) r++;
-    const theseus_run& R = s_runs[r];
+    const URun& R = s_runs[r];
     const u64 at = (u - R.first) * (u64)R.tile;
     const i64 nbytes = (i64)(R.nbytes - at < (u64)R.tile ? R.nbytes - at : (u64)R.tile);
-    const int nsrc = R.nsrc;
-    const char* s0 = (const char*)c.L->buf[R.buf[0]] + R.off[0] + at;
-    char* d0 = (char*)c.L->buf[R.buf[2]] + R.off[2] + at;
-    if (nsrc == 1 && (((u64)s0 | (u64)d0) & 15) == 0) {
-      // A copy of aligned refs: the plain loop of the reference copies
-      // (theseus_ref_dyn), 4 vectors in flight per thread; the last
-      // partial round and the bytes past the last vector one by one.
+    const char* s0 = R.p[0] + at;
+    char* d0 = R.p[2] + at;
+    if (R.nsrc == 1 && (((u64)s0 | (u64)d0) & 15) == 0) {
+      // A copy of aligned refs: the plain loop of the reference copies,
+      // 4 vectors in flight per thread; the last partial round and the
+      // bytes past the last vector one by one.
       const i64 nvec = nbytes / 16;
       i64 v = tid();
       for (; v + 3 * nt < nvec; v += 4 * nt) {
@@ -1102,19 +1127,25 @@ NOINLINE void units_t(const Ctx& c) {
       for (; v < nvec; v += nt) st_v4(d0 + v * 16, ld_v4(s0 + v * 16));
       for (i64 b = nvec * 16 + tid(); b < nbytes; b += nt) d0[b] = s0[b];
     } else {
-      char* s1 = nsrc == 2 ? (char*)c.L->buf[R.buf[1]] + R.off[1] + at : nullptr;
-      units_other<T, OP>((char*)s0, s1, d0, nsrc, nbytes);
+      units_other_op<T>(L.redop, (char*)s0, R.nsrc == 2 ? R.p[1] + at : nullptr, d0, (int)R.nsrc, nbytes);
     }
     if (tid() == 0) s_unit[k ^ 1] = THESEUS_UNIT_PREFETCH ? unit_of(ctr, ep, next) : take_unit(ctr, ep);
     bar();  // the next unit is in; every thread is done with s_ptr
   }
 }
 
+// units_t is units_loop behind a call, for theseus_exec (whose registers
+// are spoken for by its own state).
+template <int T>
+NOINLINE void units_t(const theseus_launch& L) {
+  units_loop<T>(L);
+}
+
 // data_op_t runs data op *op (copy or reduce) of step step, slice s; with
 // no op (nullptr), the launch's shared work instead.
 template <int T, int OP>
 NOINLINE void data_op_t(const Ctx& c, const theseus_op* opp, i64 step, i64 s) {
-  if (opp == nullptr) return units_t<T, OP>(c);
+  if (opp == nullptr) return units_t<T>(*c.L);
   const theseus_op& op = *opp;
   const int nsrc = op.nsrc, ndst = op.ndst, nref = nsrc + ndst;
   if (nref > THESEUS_MAX_REFS) {
@@ -1472,7 +1503,17 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_units(theseus_
   if (tid() == 0) launch_fence(c);
   bar();
   if (s_fail) return;
+#ifdef THESEUS_DTYPE
+  // The module's one datatype: the loop inlined here (data_op would reach
+  // it through two calls).
+  if (s_launch.dtype != THESEUS_DTYPE) {
+    if (tid() == 0) fail(c, THESEUS_ERR_BADOP, 0, -1, 0, -1, 0x100u | s_launch.dtype, THESEUS_DTYPE);
+    return;
+  }
+  units_loop<THESEUS_DTYPE>(s_launch);
+#else
   data_op(c, nullptr, -1, 0);
+#endif
   bar();
   if (s_fail) return;
   launch_done(s_launch.launch, __nvvm_read_ptx_sreg_nctaid_x());
