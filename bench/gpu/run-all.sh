@@ -72,7 +72,10 @@ step graph 120 "$D/cuda.test" -test.run TestGraph -test.v
 # 2. Every collective through the runtime on the CUDA backend (4 ranks in one process).
 step runtime 90 "$D/cuda.test" -test.run TestRuntimeCollectives -test.v
 # 3. Timings, alone on the GPU: op bandwidth, host time per call, latency.
-step bandwidth 150 "$D/cuda.test" -test.run TestBandwidth -bw -bw.variants="$(ls -d "$D"/bw/* 2>/dev/null | paste -sd,)" -test.v
+# With a refs variant (BW_VARIANTS="refs:-DTHESEUS_BW_REFS=1 -Xclang -target-feature -Xclang +ptx74"),
+# each unsliced copy also times memcpy and theseus_ref_dyn over its own buffers.
+REFS=; [ -d "$D/bw/refs" ] && REFS="-bw.refs=$D/bw/refs"
+step bandwidth 150 "$D/cuda.test" -test.run 'TestBandwidth$' -bw -bw.variants="$(ls -d "$D"/bw/* 2>/dev/null | paste -sd,)" $REFS -test.v
 step callhost 45 "$D/cuda.test" -test.run xxx -test.bench CallHost -test.benchtime 20000x -test.count 3
 # The parts of a call's host time (pre-ns: the driver calls before cuLaunchKernel) and the same paced
 # (a call every 40 µs: the launch never waits for a full queue, the thread never sleeps).

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Device call 15 (2026-11-29, sixth run): the units loop inlined into theseus_units: shared-work sweep against
+# memcpy and theseus_ref_dyn over the same buffers, the runs against the interpreter, one-rank runtime/graph.
+set -uo pipefail
+D=$PWD/.device; R=$OUT/r15; mkdir -p $R
+export GODEBUG=asyncpreemptoff=1 CUDA_CACHE_MAXSIZE=4294967296
+{ date -u +%FT%TZ; cat $D/COMMIT; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } > $R/machine.txt
+s() { local n=$1 t=$2; shift 2; echo "== $n"; timeout $t "$@" > $R/$n.txt 2>&1; echo "rc=$?"; grep -E "^(--- FAIL|FAIL|ok)|BWS|DIFF|mismatch|GRAPH|RUNTIME" $R/$n.txt | head -40; }
+s sharing 150 $D/cuda.test -test.run TestBandwidthSharing -bw.sharing -bw.tile=32768,65536,262144,1048576 -bw.align=256 -bw.refs=$D/bw/refs
+s graph1 60 $D/cuda.test -test.run 'TestGraphReplayOneRank|TestRuntimeCollectives' -test.v
+s diff-bw 150 $D/cuda.test -test.run 'TestDifferential/programs/bw' -diff.full
