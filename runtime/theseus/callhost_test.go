@@ -54,6 +54,11 @@ type driverless struct {
 	// cuLaunchKernel does while the GPU drains a full launch queue (the
 	// "gpubound" benchmark); the stream accounts it as launch time.
 	wait time.Duration
+	// thrash, when set, is how many bytes each launch writes (one word per
+	// 64-byte line, over as many 4 KiB pages), as the driver's own work in
+	// cuLaunchKernel displaces the caller's cache lines and TLB entries
+	// (the "cold" benchmark); accounted as launch time.
+	thrash int
 }
 
 func (b *driverless) Alloc(size int64) (device.Ptr, error) {
@@ -80,7 +85,7 @@ func (b *driverless) NewStream() (device.Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &driverlessStream{b: b, ns: ns, errRec: new([64]byte)}, nil
+	return &driverlessStream{b: b, ns: ns, errRec: new([64]byte), junk: make([]uint64, b.thrash/8)}, nil
 }
 
 // driverlessArg stands for cuda.Launch (the kernel's 184-byte argument).
@@ -119,6 +124,7 @@ type driverlessStream struct {
 	// modelled work: only the stream's rank writes them, and the benchmark
 	// reads them once the ranks are done.
 	launches, cgo, driver, checks, waited int64
+	junk                                  []uint64 // written by each launch with driverless.thrash
 	// cuda.Stream is 128 bytes (its allocation class), so that two ranks'
 	// streams allocated one after the other share no cache line.
 	_ [24]byte
@@ -186,7 +192,21 @@ func (s *driverlessStream) launch(pp device.Prepared, launch uint64, fence, chec
 		unix.Nanosleep(&ts, nil)
 		s.waited += int64(time.Since(t0))
 	}
+	if len(s.junk) > 0 {
+		t0 := time.Now()
+		thrashCaches(s.junk)
+		s.waited += int64(time.Since(t0))
+	}
 	return capturing, nil
+}
+
+// thrashCaches writes one word of every 64-byte line of junk.
+//
+//go:noinline
+func thrashCaches(junk []uint64) {
+	for i := 0; i < len(junk); i += 8 {
+		junk[i]++
+	}
 }
 
 func (s *driverlessStream) Capturing() bool {
@@ -251,6 +271,14 @@ func (s *driverlessStream) Close() error       { s.closed.Store(true); return s.
 // left out of host-ns/call as BenchmarkCallHost leaves out cuLaunchKernel,
 // with GOMAXPROCS at least 4 so that the sleeping ranks' processors are
 // not the only ones. Run it with fewer calls (-benchtime 20000x).
+//
+// "cold" writes 8 MiB (one word per 64-byte line) in every launch, as
+// launch time, so that each call runs with its memory out of the core's
+// L1 and L2 and its pages out of the TLB: on the GPU machine a call costs
+// about 5 times this model's "default" (bench/results/2026-11-29-h200-sixth:
+// go-in/go-out), and the cold model shows which parts of the path pay for
+// cache lines. On this 2-core machine it reads 1.6-2.0 µs against 0.3 µs
+// warm. Run it with -benchtime 10000x.
 func BenchmarkCallHostCPU(b *testing.B) {
 	b.Run("default", func(b *testing.B) {
 		dir := b.TempDir()
@@ -267,6 +295,17 @@ func BenchmarkCallHostCPU(b *testing.B) {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(4, runtime.GOMAXPROCS(0))))
 		benchCallHost(b, dir, 20*time.Microsecond)
 	})
+	b.Run("cold", func(b *testing.B) {
+		// Each launch displaces 8 MiB of cache lines (and 2048 pages of
+		// TLB entries) before the next call, as the driver's work inside
+		// cuLaunchKernel does on the GPU machine: which of the host path's
+		// costs grow when its memory is no longer in the core's caches.
+		dir := b.TempDir()
+		if err := contexts.Materialize(dir); err != nil {
+			b.Fatal(err)
+		}
+		benchCallHostWith(b, dir, 0, 8<<20)
+	})
 	b.Run("registered", func(b *testing.B) {
 		dir := b.TempDir()
 		scheds := []commtest.Sched{{Algo: "oneshot", Coll: ir.AllReduce, Protocol: ir.Simple, Replaces: -1}}
@@ -277,9 +316,11 @@ func BenchmarkCallHostCPU(b *testing.B) {
 	})
 }
 
-func benchCallHost(b *testing.B, dir string, wait time.Duration) {
+func benchCallHost(b *testing.B, dir string, wait time.Duration) { benchCallHostWith(b, dir, wait, 0) }
+
+func benchCallHostWith(b *testing.B, dir string, wait time.Duration, thrash int) {
 	const n, count = 2, 256
-	be := &driverless{Null: devicetest.NewNull(), wait: wait}
+	be := &driverless{Null: devicetest.NewNull(), wait: wait, thrash: thrash}
 	cfg := Config{Backend: "driverless", ContextDir: dir}
 	cfg.Options.Backend = be
 	comms, err := NewLocalComms(context.Background(), n, cfg)
