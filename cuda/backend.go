@@ -651,6 +651,9 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 			nruns, nunits := runCounts(units)
 			fillUnits(p.arg, u, ctr, nruns, nunits)
 			p.fn = k.fn(true)
+			if p.fn == k.units {
+				p.grid = unitsGrid(b.dev, k.units, p.grid, p.threads, nunits)
+			}
 		}
 		p.nfence = int32(len(a.Fence))
 		// The memsets and copies above run on the control stream: finish
@@ -670,6 +673,25 @@ func (p *prepared) Release() {
 		p.b.free(m)
 	}
 	p.mem = nil
+}
+
+// unitsGrid is the grid of a theseus_units launch of nunits units whose
+// table has grid threadblocks of threads each: at least grid, and up to
+// as many threadblocks as the device holds at once when there are units
+// for them (the units do not depend on the grid, and the launch's done word
+// counts the grid it runs: kernel/theseus.cu, launch_done). A one-rank
+// schedule of one threadblock would otherwise copy on one multiprocessor.
+// When the device cannot be asked, grid.
+func unitsGrid(dev *driver.Device, fn driver.Function, grid, threads int, nunits int64) int {
+	sms, err := dev.Attribute(driver.AttrMultiprocessorCount)
+	if err != nil || sms <= 0 {
+		return grid
+	}
+	per, err := fn.MaxActiveBlocksPerSM(threads, 0)
+	if err != nil || per <= 0 {
+		return grid
+	}
+	return max(grid, int(min(nunits, int64(sms*per))))
 }
 
 // Stream is a CUDA stream with the failure record of the launches on it.
