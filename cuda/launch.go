@@ -30,6 +30,12 @@ const (
 	ErrorRecordBytes = C.sizeof_theseus_error
 	MaxBarriers      = C.THESEUS_MAX_BARRIERS
 	MaxRefs          = C.THESEUS_MAX_REFS
+	// RunBytes is the size of one encoded run of shared work (theseus_run;
+	// units.go encodes them).
+	RunBytes = C.sizeof_theseus_run
+	// MaxRuns is the most runs one launch's shared work may have: the
+	// kernel keeps them in shared memory.
+	MaxRuns = C.THESEUS_MAX_RUNS
 )
 
 // Kernel error codes and wait kinds (kernel/launch.h).

@@ -22,14 +22,6 @@ const UnitTile = 64 << 10
 // multiple of 128).
 var unitTile int64 = UnitTile
 
-// RunBytes is the size of one encoded run of shared work (theseus_run,
-// kernel/launch.h).
-const RunBytes = 48
-
-// MaxRuns is the most runs one launch's shared work may have: the kernel
-// keeps them in shared memory (THESEUS_MAX_RUNS, kernel/launch.h).
-const MaxRuns = 32
-
 // workSharing reports THESEUS_WORK_SHARING (docs/env.md): on unless set to 0.
 func workSharing() bool {
 	on, err := env.WorkSharing.Bool()

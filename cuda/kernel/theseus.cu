@@ -987,18 +987,9 @@ DEV void combine_packets(const Ctx& c, int nsrc, int ndst, i64 nbytes, i64 pbyte
   }
 }
 
-// take_unit returns the next unit of shared work of launch ep (the launch
-// counter's low 32 bits) from counter w, (epoch << 32) | next unit. The
-// last threadblock of a launch zeroes the word (units_t); a word still
-// holding another epoch (zero, or a launch that failed half-way) is reset
-// to this launch's first by compare-and-swap, whichever threadblock gets
-// there first, and the take repeated. Only a word left by a failed launch
-// exactly a multiple of 2^32 launches earlier could pass for this
-// launch's. Launches of one rank run one at a time, so no other launch
-// moves the word meanwhile.
 // unit_of is take_unit's answer for v, what its atomic add returned: a
 // separate step so that the add can be issued a unit ahead and its
-// latency hidden behind the current unit's copy (units_t).
+// latency hidden behind the current unit's copy (units_loop).
 DEV u64 unit_of(u64* w, u32 ep, u64 v) {
   for (;;) {
     if ((u32)(v >> 32) == ep) return v & 0xffffffffull;
@@ -1012,9 +1003,22 @@ DEV u64 unit_of(u64* w, u32 ep, u64 v) {
   }
 }
 
+// take_unit returns the next unit of shared work of launch ep (the launch
+// counter's low 32 bits) from counter w, (epoch << 32) | next unit. The
+// last threadblock of a launch zeroes the word (units_loop); a word still
+// holding another epoch (zero, or a launch that failed half-way) is reset
+// to this launch's first by compare-and-swap, whichever threadblock gets
+// there first, and the take repeated. The count of blocks done (w[1]) has
+// no epoch: after a launch that failed half-way it is off, and the next
+// launch of the entry would zero w early. No next launch happens: a
+// failure is sticky (the executor refuses later launches), and a failed
+// communicator must be aborted. Only a word left by a failed launch
+// exactly a multiple of 2^32 launches earlier could pass for this
+// launch's. Launches of one rank run one at a time, so no other launch
+// moves the word meanwhile.
 DEV u64 take_unit(u64* w, u32 ep) { return unit_of(w, ep, atom_add_relaxed_gpu(w, 1)); }
 
-__shared__ u64 s_unit[2];  // units_t: the current unit and the next
+__shared__ u64 s_unit[2];  // units_loop: the current unit and the next
 
 // units_other runs one unit that is not a copy of aligned refs through the
 // op's usual vector paths (combine_plain). Not inlined: its registers are
@@ -1023,9 +1027,12 @@ __shared__ u64 s_unit[2];  // units_t: the current unit and the next
 // 2026-11-29-h200-fifth, call 9).
 template <int T, int OP>
 NOINLINE void units_other(char* s0, char* s1, char* d0, int nsrc, i64 nbytes) {
-  if (tid() == 0) s_ptr[0] = s0;
-  if (tid() == 1 && nsrc == 2) s_ptr[1] = s1;
-  if (tid() == (u32)nsrc) s_ptr[nsrc] = d0;
+  // Thread 0 stages every pointer: a block may have as few as one thread.
+  if (tid() == 0) {
+    s_ptr[0] = s0;
+    if (nsrc == 2) s_ptr[1] = s1;
+    s_ptr[nsrc] = d0;
+  }
   bar();
   combine_plain<T, OP>(nsrc, 1, nbytes);
 }
@@ -1073,9 +1080,10 @@ DEV void units_loop(const theseus_launch& L) {
   const u32 ep = (u32)L.launch;
   const i64 nt = nthreads();
   u64* ctr = (u64*)L.unit_ctr;
-  if ((int)tid() < nr) {
-    const theseus_run R = ((const theseus_run*)L.units)[tid()];
-    URun& u = s_runs[tid()];
+  // (a block-stride loop: a block may have fewer threads than runs)
+  for (int i = tid(); i < nr; i += (int)nt) {
+    const theseus_run R = ((const theseus_run*)L.units)[i];
+    URun& u = s_runs[i];
     for (int k = 0; k < 3; k++) u.p[k] = (char*)L.buf[R.buf[k] < 3 ? R.buf[k] : 0] + R.off[k];
     u.nbytes = R.nbytes;
     u.first = R.first;
