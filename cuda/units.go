@@ -35,8 +35,8 @@ func workSharing() bool {
 // threadblocks by tiles that any threadblock takes (docs/design/cuda.md,
 // "Shared work"), which is the same computation only when the order the
 // ops run in cannot matter. So it is built only when:
-//   - the table is Simple, has no channels, and the request runs one slice
-//     and is not avg (avg's epilogue is a barrier of the threadblocks);
+//   - the table is Simple, has no channels, and the request is not avg
+//     (avg's epilogue is a barrier of the threadblocks);
 //   - every op is a nop, or a copy of one src or a reduce of two srcs into
 //     one dst, of one chunk (Count 1), with no dependencies, whose refs are
 //     this rank's input or output (no scratch, no packets);
@@ -45,14 +45,22 @@ func workSharing() bool {
 //     exactly its own dst: a reduce in place);
 //   - the ops make at most MaxRuns runs.
 //
-// A run is one op's bytes, or consecutive ops' (in op order) of one shape
-// whose every ref continues where the previous op's ended, in the same
-// buffer. Runs are in op order; run k's units are its bytes in tiles of
+// With nslices pipeline slices each op covers one piece of its chunk per
+// slice (ir.Layout.UserChunk): the pieces are listed slice by slice, each
+// slice in op order. Pieces of different chunks never overlap and every
+// op is elementwise, so the checks above, made on each chunk's first
+// piece, hold for every slice, and the slices may run in any order.
+//
+// A run is one piece's bytes, or consecutive pieces' (in that order) of
+// one shape whose every ref continues where the previous piece's ended, in
+// the same buffer: a table whose ops take the chunks in order makes one
+// run per buffer range however many slices. Runs are in piece order; run
+// k's units are its bytes in tiles of
 // unitTile bytes from its start (the last one shorter), numbered on from
 // run k-1's; every src and the dst of a unit share its offset within the
 // run. Ops of no bytes (a chunk past the count) have no units.
 func sharedUnits(t *optable.Table, lay ir.Layout, pl ir.Placement, phys int, nslices int64, redop ir.RedOp) []byte {
-	if t.Protocol != ir.Simple || len(t.Channels) > 0 || nslices != 1 || redop == ir.Avg {
+	if t.Protocol != ir.Simple || len(t.Channels) > 0 || nslices < 1 || redop == ir.Avg {
 		return nil
 	}
 	type span struct {
@@ -63,7 +71,12 @@ func sharedUnits(t *optable.Table, lay ir.Layout, pl ir.Placement, phys int, nsl
 		refs []span // srcs, then the dst
 		n    int64
 	}
+	type chunkRef struct {
+		buf   ir.BufKind
+		chunk int64
+	}
 	var ops []data
+	var opRefs [][]chunkRef // each op's refs, placed: for its pieces in every slice
 	var dsts []span
 	es := lay.ElemSize
 	for _, tb := range t.TBs {
@@ -76,11 +89,13 @@ func sharedUnits(t *optable.Table, lay ir.Layout, pl ir.Placement, phys int, nsl
 				return nil
 			}
 			d := data{n: -1}
+			var crs []chunkRef
 			for _, r := range append(append([]ir.Ref(nil), op.Srcs...), op.Dsts...) {
 				if !r.Local() || r.Packet || r.Buf == ir.Scratch {
 					return nil
 				}
 				kb, chunk := pl.Resolve(phys, r.Buf, r.Off)
+				crs = append(crs, chunkRef{kb, chunk})
 				st, en := lay.UserChunk(chunk, 0)
 				d.refs = append(d.refs, span{kb, st * es, en * es})
 				if n := (en - st) * es; d.n < 0 || n < d.n {
@@ -97,6 +112,7 @@ func sharedUnits(t *optable.Table, lay ir.Layout, pl ir.Placement, phys int, nsl
 			dst := d.refs[len(d.refs)-1]
 			dsts = append(dsts, span{dst.buf, dst.lo, dst.lo + d.n})
 			ops = append(ops, d)
+			opRefs = append(opRefs, crs)
 		}
 	}
 	// No dst overlaps another; no src overlaps another op's dst.
@@ -125,9 +141,26 @@ func sharedUnits(t *optable.Table, lay ir.Layout, pl ir.Placement, phys int, nsl
 			}
 		}
 	}
-	// Runs: consecutive ops that continue each other.
+	// The pieces, slice by slice (slice 0's are the ops' first pieces).
+	pieces := append([]data(nil), ops...)
+	for sl := int64(1); sl < nslices; sl++ {
+		for _, crs := range opRefs {
+			d := data{n: -1}
+			for _, cr := range crs {
+				st, en := lay.UserChunk(cr.chunk, sl)
+				d.refs = append(d.refs, span{cr.buf, st * es, en * es})
+				if n := (en - st) * es; d.n < 0 || n < d.n {
+					d.n = n
+				}
+			}
+			if d.n > 0 {
+				pieces = append(pieces, d)
+			}
+		}
+	}
+	// Runs: consecutive pieces that continue each other.
 	var runs []data
-	for _, d := range ops {
+	for _, d := range pieces {
 		if k := len(runs) - 1; k >= 0 && len(runs[k].refs) == len(d.refs) {
 			prev := &runs[k]
 			cont := true

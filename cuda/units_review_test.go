@@ -102,11 +102,11 @@ func fillBuffers(b interp.Buffers, seed uint64) {
 func checkUnitsAgainstInterp(t *testing.T, name string, tables []*optable.Table, req interp.Request) int {
 	t.Helper()
 	t0 := tables[0]
-	lay, err := ir.NewLayout(req.Count, req.DataType, t0.ChunksPerBlock, 1)
+	req.Slices, req.Launch = max(req.Slices, 1), 1
+	lay, err := ir.NewLayout(req.Count, req.DataType, t0.ChunksPerBlock, req.Slices)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	req.Slices, req.Launch = 1, 1
 	w, err := interp.NewWorld(tables)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
@@ -128,7 +128,7 @@ func checkUnitsAgainstInterp(t *testing.T, name string, tables []*optable.Table,
 	shared := 0
 	for p := range w.Bufs {
 		tab := tables[pl.Logical(p)]
-		units := sharedUnits(tab, lay, pl, p, 1, req.RedOp)
+		units := sharedUnits(tab, lay, pl, p, req.Slices, req.RedOp)
 		if units == nil {
 			continue
 		}
@@ -197,7 +197,8 @@ func TestSharedUnitsEmptyOpBetweenWriters(t *testing.T) {
 
 // TestSharedUnitsRandom: random threadblocks of copies, reduces and nops
 // over the input and output of every collective, at 1 to 3 ranks (no
-// channels), roots, in place and out of place, element sizes 1 to 8,
+// channels), 1 to 3 pipeline slices, roots, in place and out of place,
+// element sizes 1 to 8,
 // counts that leave chunks short or empty, and 128-byte tiles: wherever
 // sharedUnits gives a rank
 // shared work, running it in any order gives the interpreter's result.
@@ -247,8 +248,8 @@ func TestSharedUnitsRandom(t *testing.T) {
 		counts := []int64{0, 1, 5, 8, 13, 40, 100, 257}
 		dts := []ir.DataType{ir.Float32, ir.Int8, ir.Float16, ir.Float64}
 		req := interp.Request{Count: counts[rng.IntN(len(counts))], DataType: dts[rng.IntN(len(dts))], RedOp: ir.Sum,
-			Root: rng.IntN(n), InPlace: rng.IntN(2) == 0}
-		name := fmt.Sprintf("case %d (%v, %d ranks, C %d, count %d %v, root %d, in place %v)", it, coll, n, cpb, req.Count, req.DataType, req.Root, req.InPlace)
+			Root: rng.IntN(n), InPlace: rng.IntN(2) == 0, Slices: int64(1 + rng.IntN(3))}
+		name := fmt.Sprintf("case %d (%v, %d ranks, C %d, count %d %v, root %d, in place %v, %d slices)", it, coll, n, cpb, req.Count, req.DataType, req.Root, req.InPlace, req.Slices)
 		shared += checkUnitsAgainstInterp(t, name, tables, req)
 		if t.Failed() {
 			for l, r := range ops {

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"encoding/binary"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -127,6 +128,20 @@ func TestSharedUnits(t *testing.T) {
 	if diff := cmp.Diff(wantRuns, runs); diff != "" {
 		t.Errorf("contiguous copies (-want +got):\n%s", diff)
 	}
+	// Pipeline slices: each op covers one piece of its chunk per slice
+	// (pieces interleaved by slice, ir.Layout.UserChunk); with the chunks in
+	// op order the pieces continue each other across slices: still one run.
+	runs = decodeRuns(t, unitsOf(t, bwProgram(4, 128, 1, false), count, false, 3, ir.Sum))
+	if diff := cmp.Diff(wantRuns, runs); diff != "" {
+		t.Errorf("contiguous copies in 3 slices (-want +got):\n%s", diff)
+	}
+	// Chunks taken in reverse: no piece continues the one before, 4 ops x
+	// 3 slices.
+	rev := bwProgram(4, 128, 1, false)
+	slices.Reverse(rev.Ranks[0].TBs)
+	if got := len(unitsOf(t, rev, count, false, 3, ir.Sum)) / RunBytes; got != 12 {
+		t.Errorf("reversed copies in 3 slices: %d runs, want 12", got)
+	}
 	// More runs than the kernel holds: no shared work.
 	if u := unitsOf(t, bwProgram(2*MaxRuns, 128, 2, false), 64*MaxRuns*32, false, 1, ir.Sum); u != nil {
 		t.Errorf("%d runs: got shared work, want none (at most %d)", len(u)/RunBytes, MaxRuns)
@@ -174,7 +189,6 @@ func TestSharedUnitsRefused(t *testing.T) {
 		inPlace bool
 	}{
 		{"LL protocol", ll, 1, ir.Sum, false},
-		{"two slices", bwProgram(2, 128, 1, false), 2, ir.Sum, false},
 		{"avg (its epilogue is a barrier)", bwProgram(2, 128, 1, true), 1, ir.Avg, false},
 		{"a dependency", dep, 1, ir.Sum, false},
 		{"channels (two ranks)", ringP, 1, ir.Sum, false},
