@@ -29,7 +29,7 @@ const (
 func (o unitOrder) String() string { return [...]string{"forward", "reverse", "at once"}[o] }
 
 // runUnits runs decoded units on one rank's buffers as the kernel's
-// units_t does (copy, or dst = src0 op src1), in order o.
+// units_loop does (copy, or dst = src0 op src1), in order o.
 func runUnits(us []unitRec, b interp.Buffers, dt ir.DataType, op ir.RedOp, o unitOrder) error {
 	buf := func(k uint8, off uint64, n uint32) ([]byte, error) {
 		var m []byte

@@ -12,7 +12,7 @@ import (
 )
 
 // unitRec is one unit of shared work, as the kernel finds it from the runs
-// (units_t).
+// (units_loop).
 type unitRec struct {
 	Off  [3]uint64
 	N    uint32
@@ -51,7 +51,7 @@ func decodeRuns(t *testing.T, b []byte) []runRec {
 }
 
 // decodeUnits expands encoded runs into their units in unit order, as the
-// kernel finds unit u (units_t): the run whose first unit is the last at
+// kernel finds unit u (units_loop): the run whose first unit is the last at
 // or below u, at (u - first) * tile bytes into it. It checks that the runs
 // number their units consecutively from 0.
 func decodeUnits(t *testing.T, b []byte) []unitRec {
