@@ -68,6 +68,22 @@ func localComms(t testing.TB, n int) ([]*theseus.Comm, []*cuda.Stream, *cuda.Bac
 // onEach runs f for every rank concurrently and returns the first error.
 func onEach(n int, f func(r int) error) error { return errors.Join(ranks.Each(n, f)...) }
 
+// eagerCalls makes k calls call(r) on every rank's stream, concurrently,
+// and waits for each rank's stream; a failure ends the test.
+func eagerCalls(t testing.TB, streams []*cuda.Stream, k int, call func(r int) error) {
+	t.Helper()
+	if err := onEach(len(streams), func(r int) error {
+		for range k {
+			if err := call(r); err != nil {
+				return err
+			}
+		}
+		return streams[r].Synchronize()
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // capture captures, on every rank's stream in capture mode mode (one of
 // driver.CaptureMode*), what call(r) enqueues, and returns the
 // instantiated graphs. Every rank ends its capture before any instantiates
@@ -214,17 +230,7 @@ func TestGraphReplay(t *testing.T) {
 					return comms[r].AllReduce(bufs[r], outs[r], k, theseus.Float64, theseus.Sum, streams[r])
 				}
 				// One eager call f on every rank, waited for.
-				eager := func(f func(r int) error) {
-					t.Helper()
-					if err := onEach(n, func(r int) error {
-						if err := f(r); err != nil {
-							return err
-						}
-						return streams[r].Synchronize()
-					}); err != nil {
-						t.Fatal(err)
-					}
-				}
+				eager := func(f func(r int) error) { t.Helper(); eagerCalls(t, streams, 1, f) }
 				eager(call) // warm-up: every cache level filled; bufs = S (the sum of the inputs)
 				calls := 1
 				eager(func(r int) error { return side(r, count) }) // outs = 2S
@@ -315,14 +321,7 @@ func TestGraphReplayOneRank(t *testing.T) {
 		}
 		fmt.Printf("GRAPH one rank schedule=%s wrong=%d\n", comms[0].LastCall().Name, wrong)
 	}
-	if err := onEach(n, func(r int) error {
-		if err := call(r); err != nil {
-			return err
-		}
-		return streams[r].Synchronize()
-	}); err != nil {
-		t.Fatal(err)
-	}
+	eagerCalls(t, streams, 1, call)
 	execs := capture(t, streams, driver.CaptureModeThreadLocal, func(r int) error {
 		if err := driver.MemsetD8Async(driver.Ptr(outs[r]), 0xff, 8*count, driver.Stream(streams[r].CUStream())); err != nil {
 			return err
@@ -342,14 +341,7 @@ func TestGraphReplayOneRank(t *testing.T) {
 	if err := be.Upload(ins[0], b); err != nil {
 		t.Fatal(err)
 	}
-	if err := onEach(n, func(r int) error {
-		if err := call(r); err != nil {
-			return err
-		}
-		return streams[r].Synchronize()
-	}); err != nil {
-		t.Fatal(err)
-	}
+	eagerCalls(t, streams, 1, call)
 	check(x1)
 }
 
@@ -371,19 +363,7 @@ func TestGraphDiscarded(t *testing.T) {
 			call := func(r int) error {
 				return comms[r].AllReduce(bufs[r], bufs[r], count, theseus.Float64, theseus.Sum, streams[r])
 			}
-			eager := func(k int) {
-				t.Helper()
-				if err := onEach(n, func(r int) error {
-					for i := 0; i < k; i++ {
-						if err := call(r); err != nil {
-							return err
-						}
-					}
-					return streams[r].Synchronize()
-				}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			eager := func(k int) { t.Helper(); eagerCalls(t, streams, k, call) }
 			eager(1) // warm-up: S
 			if err := onEach(n, func(r int) error {
 				return cuda.WithDevice(func() error {
@@ -565,16 +545,7 @@ func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 	call := func(r int) error {
 		return comms[r].AllReduce(send[r], recv[r], count, theseus.Float32, theseus.Sum, streams[r])
 	}
-	if err := onEach(n, func(r int) error {
-		for i := 0; i < 100; i++ {
-			if err := call(r); err != nil {
-				return err
-			}
-		}
-		return streams[r].Synchronize()
-	}); err != nil {
-		b.Fatal(err)
-	}
+	eagerCalls(b, streams, 100, call)
 	if parts {
 		cuda.TimeLaunchParts(true)
 	} else {

@@ -12,7 +12,7 @@ import (
 
 // requireGPU skips the test, saying why, when this machine has no NVIDIA
 // driver or no GPU.
-func requireGPU(t *testing.T) *Device {
+func requireGPU(t testing.TB) *Device {
 	t.Helper()
 	if err := Load(); err != nil {
 		if errors.Is(err, ErrNoDriver) {
@@ -26,6 +26,19 @@ func requireGPU(t *testing.T) *Device {
 	}
 	d, err := OpenDevice(0)
 	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// currentGPU is requireGPU with the device's context current on the
+// calling thread, which it holds until the test ends.
+func currentGPU(t testing.TB) *Device {
+	t.Helper()
+	d := requireGPU(t)
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+	if err := d.SetCurrent(); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -87,21 +100,7 @@ func TestErrorsCarryNames(t *testing.T) {
 // BenchmarkHostCalls: the host cost of the driver calls a collective makes
 // besides cuLaunchKernel (for the ≤ 1 µs host-time goal, issue 6 (b)).
 func BenchmarkHostCalls(b *testing.B) {
-	if err := Load(); err != nil {
-		b.Skipf("no GPU: %v", err)
-	}
-	if n, err := DeviceCount(); err != nil || n == 0 {
-		b.Skipf("no GPU: %d devices (%v)", n, err)
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	d, err := OpenDevice(0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := d.SetCurrent(); err != nil {
-		b.Fatal(err)
-	}
+	d := currentGPU(b)
 	s, err := NewStream()
 	if err != nil {
 		b.Fatal(err)
@@ -143,21 +142,7 @@ func BenchmarkHostPaths(b *testing.B) {
 		}
 	})
 	b.Run("read-host-mapped", func(b *testing.B) {
-		if err := Load(); err != nil {
-			b.Skipf("no GPU: %v", err)
-		}
-		if n, err := DeviceCount(); err != nil || n == 0 {
-			b.Skipf("no GPU: %d devices (%v)", n, err)
-		}
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		d, err := OpenDevice(0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := d.SetCurrent(); err != nil {
-			b.Fatal(err)
-		}
+		currentGPU(b)
 		h, _, err := HostAlloc(64)
 		if err != nil {
 			b.Fatal(err)
