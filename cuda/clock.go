@@ -9,3 +9,7 @@ import _ "unsafe" // go:linkname
 //
 //go:linkname monotonic runtime.nanotime
 func monotonic() int64
+
+// Clock reads the clock of Stream.LastLaunchClock: CLOCK_MONOTONIC in
+// nanoseconds, comparable with its readings.
+func Clock() int64 { return monotonic() }

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-	_ "unsafe" // go:linkname
 
 	"github.com/theseus-ccl/theseus/cuda"
 	"github.com/theseus-ccl/theseus/cuda/driver"
@@ -526,13 +525,6 @@ func BenchmarkCallHostPaced(b *testing.B) {
 	benchCallHost(b, true, 40*time.Microsecond)
 }
 
-// nanotime is the Go runtime's monotonic clock (CLOCK_MONOTONIC on
-// Linux, the clock the driver package's C side reads), for splitting a
-// call's time at C's clock readings.
-//
-//go:linkname nanotime runtime.nanotime
-func nanotime() int64
-
 func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 	needGPU(b)
 	const n, count = 2, 256
@@ -592,17 +584,17 @@ func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 			// Each call timed on its own (one more clock read per call),
 			// and split at the clock readings C took at its entry and exit.
 			for i := 0; i < b.N; i++ {
-				t0 := nanotime()
+				t0 := cuda.Clock()
 				if err := call(r); err != nil {
 					return err
 				}
-				t1 := nanotime()
+				t1 := cuda.Clock()
 				total += time.Duration(t1 - t0)
 				bin, cin, cout, bout := streams[r].LastLaunchClock()
 				goIn[r] += time.Duration(cin - t0)
 				goOut[r] += time.Duration(t1 - cout)
 				above[r] += time.Duration(bin-t0) + time.Duration(t1-bout)
-				for pace > 0 && time.Duration(nanotime()-t0) < pace {
+				for pace > 0 && time.Duration(cuda.Clock()-t0) < pace {
 				}
 			}
 		}
