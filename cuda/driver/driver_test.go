@@ -158,4 +158,3 @@ func BenchmarkHostPaths(b *testing.B) {
 	})
 	_ = sink
 }
-
