@@ -637,22 +637,14 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 		// and reduces of this rank's own buffers.
 		pl := t.Placement(a.Root, a.InPlace)
 		if units := sharedUnits(t, a.Layout, pl, a.Rank, a.Layout.Slices, a.RedOp); units != nil && workSharing() {
-			u, err := alloc(int64(len(units)))
+			u, err := placeUnits(units, alloc, func(d driver.Ptr, data []byte) error { return driver.CopyHtoDAsync(d, data, b.ctl) })
 			if err != nil {
 				return err
 			}
-			if err := driver.CopyHtoDAsync(u, units, b.ctl); err != nil {
-				return err
-			}
-			ctr, err := alloc(16)
-			if err != nil {
-				return err
-			}
-			nruns, nunits := runCounts(units)
-			fillUnits(p.arg, u, ctr, nruns, nunits)
+			fillUnits(p.arg, u)
 			p.fn = k.fn(true)
 			if p.fn == k.units {
-				p.grid = unitsGrid(b.dev, k.units, p.grid, p.threads, nunits)
+				p.grid = unitsGrid(b.dev, k.units, p.grid, p.threads, u.nunits)
 			}
 		}
 		p.nfence = int32(len(a.Fence))

@@ -130,14 +130,12 @@ func fillDone(a *Launch, done, finish, fence driver.Ptr, nfence int) {
 	a.nfence = C.int32_t(nfence)
 }
 
-// fillUnits sets a launch's shared work: nruns runs at runs (theseus_run
-// records) making nunits units, and the counter word ctr (runs zero:
-// none).
-func fillUnits(a *Launch, runs, ctr driver.Ptr, nruns, nunits int64) {
-	a.units = C.uint64_t(runs)
-	a.unit_ctr = C.uint64_t(ctr)
-	a.nruns = C.int32_t(nruns)
-	a.nunits = C.int64_t(nunits)
+// fillUnits sets a launch's shared work (the zero unitWork: none).
+func fillUnits(a *Launch, u unitWork) {
+	a.units = C.uint64_t(u.runs)
+	a.unit_ctr = C.uint64_t(u.ctr)
+	a.nruns = C.int32_t(u.nruns)
+	a.nunits = C.int64_t(u.nunits)
 }
 
 // setLaunch sets the per-launch fields of a prepared launch: the counter,

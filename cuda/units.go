@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/theseus-ccl/theseus/codegen/optable"
+	"github.com/theseus-ccl/theseus/cuda/driver"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/env"
 )
@@ -201,6 +202,32 @@ func sharedUnits(t *optable.Table, lay ir.Layout, pl ir.Placement, phys int, nsl
 		first += (d.n + unitTile - 1) / unitTile
 	}
 	return out
+}
+
+// unitWork is a launch's shared work in device memory: the encoded runs,
+// the counter word pair (zeroed), and how many runs and units they hold
+// (the zero value: none).
+type unitWork struct {
+	runs, ctr     driver.Ptr
+	nruns, nunits int64
+}
+
+// placeUnits puts encoded shared work (sharedUnits) in device memory
+// through alloc (zeroed memory) and upload. Errors: theirs.
+func placeUnits(units []byte, alloc func(int64) (driver.Ptr, error), upload func(driver.Ptr, []byte) error) (unitWork, error) {
+	runs, err := alloc(int64(len(units)))
+	if err != nil {
+		return unitWork{}, err
+	}
+	if err := upload(runs, units); err != nil {
+		return unitWork{}, err
+	}
+	ctr, err := alloc(16)
+	if err != nil {
+		return unitWork{}, err
+	}
+	nruns, nunits := runCounts(units)
+	return unitWork{runs: runs, ctr: ctr, nruns: nruns, nunits: nunits}, nil
 }
 
 // runCounts returns how many runs encoded shared work holds and how many

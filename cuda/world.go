@@ -50,7 +50,7 @@ type World struct {
 	pl        ir.Placement
 	lay       ir.Layout
 	sizes     []interp.Sizes
-	units     [][4]int64 // per physical rank: shared work (runs, counter, runs, units) or zeros
+	units     []unitWork // per physical rank: shared work, or none
 	launch    uint64
 	// Timeout bounds every wait of the kernel (default 10 s).
 	Timeout time.Duration
@@ -78,7 +78,7 @@ func NewWorld(ordinal int, tables []*optable.Table) (*World, error) {
 		tableDev: make([]driver.Ptr, n), inbound: make([]driver.Ptr, n), expected: make([]driver.Ptr, n),
 		publish: make([]driver.Ptr, n), barriers: make([]driver.Ptr, n), claim: make([]driver.Ptr, n),
 		chanRT: make([]driver.Ptr, n), streams: make([]driver.Stream, n), bufs: make([][3]driver.Ptr, n),
-		sizes: make([]interp.Sizes, n), units: make([][4]int64, n)}
+		sizes: make([]interp.Sizes, n), units: make([]unitWork, n)}
 	fail := func(err error) (*World, error) { w.closeLocked(); return nil, err }
 	for r, t := range tables {
 		b, err := t.MarshalBinary()
@@ -340,21 +340,11 @@ func (w *World) prepare(req interp.Request, inputs [][]byte, initOut [][]byte) (
 		}
 		w.bufs[p] = [3]driver.Ptr{in, out, sc}
 		// Shared work (cuda/units.go), as the backend builds it.
-		w.units[p] = [4]int64{}
+		w.units[p] = unitWork{}
 		if units := sharedUnits(t, lay, pl, p, req.Slices, req.RedOp); units != nil && workSharing() {
-			u, err := alloc(int64(len(units)))
-			if err != nil {
+			if w.units[p], err = placeUnits(units, alloc, driver.CopyHtoD); err != nil {
 				return err
 			}
-			if err := driver.CopyHtoD(u, units); err != nil {
-				return err
-			}
-			ctr, err := alloc(16)
-			if err != nil {
-				return err
-			}
-			nruns, nunits := runCounts(units)
-			w.units[p] = [4]int64{int64(u), int64(ctr), nruns, nunits}
 		}
 		if initOut != nil && initOut[p] != nil {
 			if err := driver.CopyHtoD(out, initOut[p]); err != nil {
@@ -520,12 +510,12 @@ func (w *World) launchAll() error {
 		if t.Protocol == ir.LL {
 			fillHalf(&a, w.sizes[p].Scratch/2)
 		}
-		fillUnits(&a, driver.Ptr(w.units[p][0]), driver.Ptr(w.units[p][1]), w.units[p][2], w.units[p][3])
+		fillUnits(&a, w.units[p])
 		threads := t.NumThreads
 		if threads <= 0 {
 			threads = w.Threads
 		}
-		if err := launchKernel(w.k.fn(w.units[p][0] != 0), len(t.TBs), threads, w.streams[p], &a); err != nil {
+		if err := launchKernel(w.k.fn(w.units[p].runs != 0), len(t.TBs), threads, w.streams[p], &a); err != nil {
 			return fmt.Errorf("rank %d: %w", p, err)
 		}
 	}
