@@ -42,7 +42,7 @@ type Backend struct {
 	// cuMemFree waits for the context's running kernels, which may be
 	// waiting for the very rank that frees. A launch does not take gate
 	// itself (a lock word every rank writes per launch would bounce
-	// between their cores): it counts itself in its stream's launching
+	// between their cores): it counts itself in its stream's use word
 	// and checks reaping, which the reaper raises under gate before it
 	// looks at the streams (idle); only then does the launch wait for
 	// gate (Stream.enter).
@@ -219,7 +219,7 @@ func (b *Backend) idle() bool {
 	b.smu.Lock()
 	defer b.smu.Unlock()
 	for st := range b.streams {
-		if st.launching.Load() != 0 {
+		if st.use.Load()&useCount != 0 {
 			b.reaping.Store(false)
 			return false
 		}
@@ -695,14 +695,16 @@ type Stream struct {
 	errDev  driver.Ptr
 	claim   driver.Ptr
 	// mu is held for reading by every method that uses the handle or the
-	// failure record, and for writing by Close.
+	// failure record, except a launch, and for writing by Close.
 	mu     sync.RWMutex
 	closed bool
-	evMu   sync.Mutex
-	ev     driver.Event // recorded by After when a later launch moves to another stream
-	// launching counts the launches being enqueued on the stream (see
-	// Backend.gate).
-	launching atomic.Int32
+	// use counts the launches being enqueued on the stream (useCount: see
+	// Backend.gate), with useClosed added once Close has begun, which then
+	// waits for the count to drain. A launch takes neither mu nor another
+	// word: one atomic add as it starts, one as it ends.
+	use  atomic.Int64
+	evMu sync.Mutex
+	ev   driver.Event // recorded by After when a later launch moves to another stream
 	// cuLaunchKernel accounting (TimeLaunches, TimeLaunchParts).
 	nlaunch atomic.Int64
 	dlaunch atomic.Int64
@@ -758,34 +760,52 @@ func (s *Stream) launch(pp device.Prepared, launch uint64, fence, check, fenceCa
 	timing := driver.LaunchTiming(launchTiming.Load())
 	if timing == driver.TimeLaunchAndPre {
 		s.lastIn.Store(monotonic())
-		defer func() { s.lastOut.Store(monotonic()) }()
 	}
 	p, ok := pp.(*prepared)
 	if !ok {
 		return false, fmt.Errorf("cuda: launch of a %T", pp)
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if err := s.errLocked(); err != nil {
+	if err := s.enter(); err != nil {
 		return false, err
 	}
-	s.enter()
-	defer s.launching.Add(-1)
-	a := p.arg
-	setLaunch(a, launch, s.errDev, s.claim, fence, p.nfence)
-	if len(p.in) == 0 && len(p.out) == 0 {
-		var capField unsafe.Pointer
-		if check && fenceCaptured && !fence {
-			capField = unsafe.Pointer(&a.nfence)
-		}
-		r, err := s.b.dev.Launch(s.s, check, p.fn, p.grid, p.threads, unsafe.Pointer(a), capField, p.nfence, timing)
-		if timing != driver.TimeNothing && err == nil {
-			s.account(r)
-		}
-		return r.Capturing, err
+	switch e := readError(s.errHost); {
+	case e != nil:
+		err = e
+	case len(p.in) == 0 && len(p.out) == 0:
+		setLaunch(p.arg, launch, s.errDev, s.claim, fence, p.nfence)
+		capturing, err = s.launchDirect(p, fence, check, fenceCaptured, timing)
+	default:
+		setLaunch(p.arg, launch, s.errDev, s.claim, fence, p.nfence)
+		capturing, err = s.launchStaged(p, fence, check, fenceCaptured, timing)
 	}
-	// Staged foreign memory: copies around the launch, on a held thread
-	// with the context current.
+	s.use.Add(-1)
+	if timing == driver.TimeLaunchAndPre {
+		s.lastOut.Store(monotonic())
+	}
+	return capturing, err
+}
+
+// launchDirect is launch without staging copies (the usual case): the
+// context switch, the capture query and cuLaunchKernel are one call into
+// C. The caller counted the launch in s.use and filled the argument.
+func (s *Stream) launchDirect(p *prepared, fence, check, fenceCaptured bool, timing driver.LaunchTiming) (bool, error) {
+	a := p.arg
+	var capField unsafe.Pointer
+	if check && fenceCaptured && !fence {
+		capField = unsafe.Pointer(&a.nfence)
+	}
+	r, err := s.b.dev.Launch(s.s, check, p.fn, p.grid, p.threads, unsafe.Pointer(a), capField, p.nfence, timing)
+	if timing != driver.TimeNothing && err == nil {
+		s.account(r)
+	}
+	return r.Capturing, err
+}
+
+// launchStaged is launch with staging copies around the kernel, on a held
+// thread with the context current. The caller counted the launch in s.use
+// and filled the argument.
+func (s *Stream) launchStaged(p *prepared, fence, check, fenceCaptured bool, timing driver.LaunchTiming) (capturing bool, err error) {
+	a := p.arg
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	// One call into the driver's library for the context and the capture
@@ -837,16 +857,26 @@ func (s *Stream) LastLaunchClock() (in, enter, exit, out int64) {
 	return s.lastIn.Load(), s.lastEnter.Load(), s.lastExit.Load(), s.lastOut.Load()
 }
 
-// enter counts a launch in progress on s (launching), which keeps the
-// reaper from running; while the reaper holds gate (reaping), it waits
-// for the reaper to finish first.
-func (s *Stream) enter() {
+// The fields of Stream.use.
+const (
+	useCount  = 1<<32 - 1 // launches being enqueued
+	useClosed = 1 << 32   // added by Close
+)
+
+// enter counts a launch in progress on s (use), which keeps Close from
+// releasing the stream and the reaper from running; while the reaper
+// holds gate (reaping), it waits for the reaper to finish first. Errors:
+// device.ErrClosed once Close has begun (nothing counted then).
+func (s *Stream) enter() error {
 	for {
-		s.launching.Add(1)
-		if !s.b.reaping.Load() {
-			return
+		if s.use.Add(1)&useClosed != 0 {
+			s.use.Add(-1)
+			return device.ErrClosed
 		}
-		s.launching.Add(-1)
+		if !s.b.reaping.Load() {
+			return nil
+		}
+		s.use.Add(-1)
 		s.b.gate.RLock() // the reaper has let go of it once this returns
 		s.b.reaping.Store(false)
 		s.b.gate.RUnlock()
@@ -941,6 +971,12 @@ func (s *Stream) Close() error {
 		return nil
 	}
 	s.closed = true
+	// Launches that began before this point finish enqueueing (none waits
+	// for anything but the driver); later ones see useClosed.
+	s.use.Add(useClosed)
+	for s.use.Load()&useCount != 0 {
+		runtime.Gosched()
+	}
 	return s.b.with(func() error {
 		// Wait while the reaper still sees the stream (busy), then take it
 		// out of the reaper's sight before the handle can go away.

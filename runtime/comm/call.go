@@ -154,15 +154,33 @@ func (c *Comm) Validate(call *Call) (inPlace bool, err error) {
 func (c *Comm) Collective(ctx context.Context, call *Call) error {
 	c.callMu.Lock()
 	defer c.callMu.Unlock()
-	if e, bad := c.stateErr(call.Coll.String()); bad {
+	if commState(c.state.Load()) != live {
+		e, _ := c.stateErr(call.Coll.String())
 		return e
 	}
 	if e := c.asyncErr.Load(); e != nil {
 		return e
 	}
-	// A repeat of the last valid call (the usual case) is valid in the same
-	// way: Validate depends on nothing else (not on the stream).
 	v := validated{call.Coll, call.Send, call.Recv, call.Count, call.DataType, call.RedOp, call.Root}
+	// A repeat of the last call on the same stream (the usual case): valid
+	// the same way (Validate depends on nothing else), the same request
+	// (the selector's cache key, the executor's request, c.ereq still),
+	// answered from the selector's cache as long as no epoch is due, and
+	// launched straight from the executor's entries while they are still
+	// the last used (Executor.Repeat).
+	if h := &c.hot; h.ok && h.call == v && h.st == call.Stream {
+		if id, ok := c.sel.Repeat(h.key); ok {
+			c.calls++
+			c.repeats++
+			if id == h.id {
+				return c.execute(ctx, call, h.s, h.tok)
+			}
+			h.ok = false
+			return c.run(ctx, call, id)
+		}
+	}
+	c.hot.ok = false
+	// A repeat of the last valid call is valid in the same way.
 	inPlace := c.valid.inPlace
 	if !c.valid.ok || v != c.valid.call {
 		var err error
@@ -194,6 +212,26 @@ func (c *Comm) Collective(ctx context.Context, call *Call) error {
 		}
 		return e
 	}
+	// The request lives in the Comm: the executor's walk keeps a pointer
+	// to it, which would put a local on the heap for every call.
+	c.ereq = executor.Request{Coll: call.Coll, Send: call.Send, Recv: call.Recv, Count: call.Count, DataType: call.DataType,
+		RedOp: sreq.RedOp, Root: max(root, 0), InPlace: inPlace, PacketType: sreq.PacketType}
+	if err := c.run(ctx, call, id); err != nil {
+		return err
+	}
+	// The next call takes the fast path above when it repeats this one.
+	if k, ok := selector.KeyOf(&sreq); ok {
+		if tok := c.exec.HotToken(&c.ereq, c.lastSched); tok != 0 {
+			c.hot.call, c.hot.st, c.hot.key, c.hot.id, c.hot.s, c.hot.tok = v, call.Stream, k, id, c.lastSched, tok
+			c.hot.ok = true
+		}
+	}
+	return nil
+}
+
+// run executes c.ereq, the request of call, with the schedule the selector
+// chose (id).
+func (c *Comm) run(ctx context.Context, call *Call, id int) error {
 	if id == selector.None {
 		return &Error{Code: InvalidUsage, Op: call.Coll.String(), Rank: c.rank, Msg: c.contextState(), Err: ErrNoSchedule}
 	}
@@ -201,16 +239,25 @@ func (c *Comm) Collective(ctx context.Context, call *Call) error {
 	if err != nil {
 		return err
 	}
+	c.last, c.lastSched = CallInfo{Schedule: id, Name: s.Name}, s
+	return c.execute(ctx, call, s, 0)
+}
+
+// execute launches c.ereq with schedule s (c.last's) on the call's stream,
+// and waits for it when the call gave none. tok, when not 0, is the
+// executor's token for a repeat of that request with s (Executor.Repeat).
+func (c *Comm) execute(ctx context.Context, call *Call, s *executor.Schedule, tok uint64) error {
 	st := call.Stream
 	if st == nil {
 		st = c.stream
 	}
-	// The request lives in the Comm: the executor's walk keeps a pointer
-	// to it, which would put a local on the heap for every call.
-	c.ereq = executor.Request{Coll: call.Coll, Send: call.Send, Recv: call.Recv, Count: call.Count, DataType: call.DataType,
-		RedOp: sreq.RedOp, Root: max(root, 0), InPlace: inPlace, PacketType: sreq.PacketType}
-	c.last = CallInfo{Schedule: id, Name: s.Name}
-	if err := c.exec.Execute(ctx, &c.ereq, s, st); err != nil {
+	var err error
+	if tok != 0 {
+		err = c.exec.Repeat(ctx, tok, &c.ereq, s, st)
+	} else {
+		err = c.exec.Execute(ctx, &c.ereq, s, st)
+	}
+	if err != nil {
 		e := c.wrap(call.Coll.String(), err)
 		if c.exec.Err() != nil {
 			c.setAsync(e)
@@ -223,19 +270,17 @@ func (c *Comm) Collective(ctx context.Context, call *Call) error {
 	c.last.Launch = c.exec.LaunchCounter()
 	if call.Stream != nil {
 		// AsyncError reads the failure record of the caller's last stream
-		// (stored only when it changes: the hit path allocates nothing).
-		if p := c.userSt.Load(); p == nil || *p != st {
+		// (stored only when it changes: the hit path allocates nothing; a
+		// repeat, tok, is on the last call's stream).
+		if p := c.userSt.Load(); tok == 0 && (p == nil || *p != st) {
 			sp := new(device.Stream)
 			*sp = st
 			c.userSt.Store(sp)
 		}
-	}
-	if call.Stream == nil {
-		if err := st.Synchronize(); err != nil {
-			e := c.wrap(call.Coll.String(), err)
-			c.setAsync(e)
-			return e
-		}
+	} else if err := st.Synchronize(); err != nil {
+		e := c.wrap(call.Coll.String(), err)
+		c.setAsync(e)
+		return e
 	}
 	return nil
 }

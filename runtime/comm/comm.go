@@ -202,23 +202,37 @@ type Comm struct {
 	callMu   sync.Mutex // held by a call in progress; Abort waits for it
 	state    atomic.Int32
 	asyncErr atomic.Pointer[Error]
+	// hot is the last call when it was valid, served by the selector's
+	// cache and by the executor's entries without a lookup: what a repeat
+	// of it needs to take the fast path (Collective).
+	hot struct {
+		ok   bool
+		call validated
+		st   device.Stream // the call's (nil: the communicator's)
+		key  selector.Key
+		id   int
+		s    *executor.Schedule
+		tok  uint64 // the executor's (Executor.HotToken)
+	}
 	// valid is the last call that passed Validate, and its answer.
 	valid struct {
 		call    validated
 		inPlace bool
 		ok      bool
 	}
-	calls   uint64
-	rank, n int
-	perNode int           // layout.PerNode
-	packet  ir.PacketType // *cfg.PacketType
-	sel     *selector.Selector
-	exec    *executor.Executor
-	scheds  []*executor.Schedule
-	userSt  atomic.Pointer[device.Stream] // the caller's stream of the last call, if any
-	last    CallInfo
-	ereq    executor.Request
-	stream  device.Stream
+	calls     uint64
+	repeats   uint64 // calls that took the fast path (tests)
+	rank, n   int
+	perNode   int           // layout.PerNode
+	packet    ir.PacketType // *cfg.PacketType
+	sel       *selector.Selector
+	exec      *executor.Executor
+	scheds    []*executor.Schedule
+	userSt    atomic.Pointer[device.Stream] // the caller's stream of the last call, if any
+	last      CallInfo
+	lastSched *executor.Schedule // last's
+	ereq      executor.Request
+	stream    device.Stream
 
 	cfg    Config
 	id     bootstrap.UniqueID

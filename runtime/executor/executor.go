@@ -274,9 +274,15 @@ type Executor struct {
 		req Request
 		l1  *l1Entry
 		l3  *l3Entry
+		tok uint64 // Repeat's token for it (HotToken): bumped whenever hot changes
 	}
-	lastL1  *l1Entry
-	lastSt  device.Stream // the stream of the last launch
+	lastL1 *l1Entry
+	lastSt device.Stream // the stream of the last launch
+	// lastCL is lastSt as a device.CaptureLauncher (nil when it is not
+	// one); tracked says lastSt is in streams (trackStream), so that a
+	// repeated launch on it adds nothing.
+	lastCL  device.CaptureLauncher
+	tracked bool
 	lastSig scratchSig
 	// capSig is the scratch layout of the launches captured into CUDA
 	// graphs, capMixed set once they had more than one: a replay may run
@@ -580,9 +586,34 @@ func (e *Executor) Execute(ctx context.Context, r *Request, s *Schedule, st devi
 		state = to
 	}
 	if allHit && w.l3 == e.lastL3.ent && w.l1 == e.lastL1 && e.trace == nil {
-		e.hot.s, e.hot.req, e.hot.l1, e.hot.l3 = s, *r, w.l1, w.l3
+		if h := &e.hot; h.s != s || h.req != *r || h.l1 != w.l1 || h.l3 != w.l3 {
+			h.s, h.req, h.l1, h.l3 = s, *r, w.l1, w.l3
+			h.tok++
+		}
 	}
 	return nil
+}
+
+// HotToken returns the token Repeat takes for request r of schedule s when
+// the last Execute walked it hitting at every level (so that a repeat of
+// it goes straight to the launch), and 0 otherwise.
+func (e *Executor) HotToken(r *Request, s *Schedule) uint64 {
+	if h := &e.hot; h.l3 != nil && h.s == s && r != nil && h.req == *r {
+		return h.tok
+	}
+	return 0
+}
+
+// Repeat is Execute(ctx, r, s, st) for the request and schedule that tok
+// (HotToken) was issued for, which the caller passes again: while the
+// executor's entries for it are still the last used, the launch with no
+// lookup (executeHot), without comparing the request; otherwise Execute
+// itself. Errors: those of Execute.
+func (e *Executor) Repeat(ctx context.Context, tok uint64, r *Request, s *Schedule, st device.Stream) error {
+	if h := &e.hot; tok != 0 && tok == h.tok && h.l3 == e.lastL3.ent && h.l1 == e.lastL1 && e.trace == nil && st != nil {
+		return e.executeHot(r, s, st)
+	}
+	return e.Execute(ctx, r, s, st)
 }
 
 // hotPath is the walk of a request that hits at every level: the
@@ -606,6 +637,31 @@ func (e *Executor) executeHot(r *Request, s *Schedule, st device.Stream) error {
 		return err
 	}
 	e.hotWalks++
+	// The usual repeat: on the stream of the last launch (already
+	// tracked), with the layout of every captured launch if any. doLaunch
+	// would launch the same way, and its bookkeeping then changes only
+	// the counters and the last layout; any other outcome (a capture, an
+	// error) takes that bookkeeping whole.
+	if h := &e.hot; e.lastCL != nil && e.tracked && e.launch > 0 &&
+		(e.capSig.l1 == nil || !e.capMixed && h.l3.sig == e.capSig) && st == e.lastSt {
+		fence := h.l3.sig != e.lastSig || h.l1.fenceAll
+		capturing, err := e.lastCL.CaptureLaunch(h.l3.prep, e.launch+1, fence, true)
+		if err == nil && !capturing {
+			e.launch++
+			if fence {
+				e.fences++
+				e.lastSig = h.l3.sig
+			}
+			return nil
+		}
+		// A captured launch was fenced (CaptureLaunch's fenceCaptured).
+		w := walk{r: r, s: s, st: st, l1: h.l1, l3map: h.l1.l3, l3: h.l3}
+		if ev := e.launched(&w, fence || capturing, capturing, err); ev != EvOK {
+			e.hotFails++
+			return w.err
+		}
+		return nil
+	}
 	w := walk{r: r, s: s, st: st, l1: e.hot.l1, l3map: e.hot.l1.l3, l3: e.hot.l3}
 	if ev := e.doLaunch(&w); ev != EvOK {
 		e.hotFails++
@@ -1185,6 +1241,7 @@ func (e *Executor) waitInflight() error {
 		}
 	}
 	e.streams = e.streams[:0]
+	e.tracked = false
 	return first
 }
 
@@ -1707,6 +1764,14 @@ func (e *Executor) doLaunch(w *walk) Event {
 		}
 		err = w.st.Launch(l3.prep, e.launch+1, fence)
 	}
+	return e.launched(w, fence, capturing, err)
+}
+
+// launched is doLaunch's bookkeeping after the backend's launch call
+// returned err: the counters, the last launch's entries and layout, what
+// a capture changes, the stream to wait for.
+func (e *Executor) launched(w *walk, fence, capturing bool, err error) Event {
+	l3 := w.l3
 	if err != nil {
 		// Sticky unless nothing can have been enqueued (a closed stream):
 		// the peers have launched this request, and this rank's launch
@@ -1717,7 +1782,12 @@ func (e *Executor) doLaunch(w *walk) Event {
 	if fence {
 		e.fences++
 	}
-	e.lastL1, e.lastSig, e.lastSt = w.l1, l3.sig, w.st
+	if e.lastSt != w.st {
+		e.lastSt = w.st
+		e.lastCL, _ = w.st.(device.CaptureLauncher)
+		e.tracked = false
+	}
+	e.lastL1, e.lastSig = w.l1, l3.sig
 	if capturing {
 		if !e.captured {
 			e.capSig = l3.sig
@@ -1734,6 +1804,7 @@ func (e *Executor) doLaunch(w *walk) Event {
 }
 
 func (e *Executor) trackStream(st device.Stream) {
+	e.tracked = st == e.lastSt
 	for _, s := range e.streams {
 		if s == st {
 			return

@@ -189,27 +189,32 @@ func (o *Options) fill() error {
 	return nil
 }
 
-// key is the endogenous request tuple the cache is indexed by — every
+// Key is the endogenous request tuple the cache is indexed by — every
 // request field except the rank-local buffer addresses — packed
 // injectively into two words, so that the map hashes 16 contiguous bytes.
-type key struct {
+// KeyOf computes it; Repeat compares it.
+type Key struct {
 	count uint64
 	rest  uint64 // root+1:17 | nranks:17 | nlocal:17 | coll:4 | dtype:4 | redop:3 | packet:1 | inplace:1
 }
 
+// KeyOf returns r's cache key; ok is false for a request outside the
+// ranges the selector admits (Select then returns ErrBadRequest).
+func KeyOf(r *Request) (Key, bool) { return makeKey(r) }
+
 // makeKey packs r; ok is false for requests outside the ranges the packing
 // (and validation) admits, which then take the slow path and its error.
-func makeKey(r *Request) (k key, ok bool) {
+func makeKey(r *Request) (k Key, ok bool) {
 	if uint(r.Root+1) > ir.MaxRanks || uint(r.NRanks) > ir.MaxRanks || uint(r.NLocalRanks) > ir.MaxRanks ||
 		r.Coll >= ir.NumCollectives || r.DataType >= ir.NumDataTypes || r.RedOp >= ir.NumRedOps || r.PacketType > ir.LL8 {
-		return key{}, false
+		return Key{}, false
 	}
 	rest := uint64(r.Root+1) | uint64(r.NRanks)<<17 | uint64(r.NLocalRanks)<<34 | uint64(r.Coll)<<51 |
 		uint64(r.DataType)<<55 | uint64(r.RedOp)<<59 | uint64(r.PacketType)<<62
 	if r.InPlace {
 		rest |= 1 << 63
 	}
-	return key{uint64(r.Count), rest}, true
+	return Key{uint64(r.Count), rest}, true
 }
 
 // Cache values besides schedule ids.
@@ -223,13 +228,13 @@ type Selector struct {
 	opt   Options
 	rd    *reader
 	snap  *snapshot
-	cache map[key]int32
+	cache map[Key]int32
 	// last is the last request answered from the cache and its answer:
 	// a repeated request skips the hash (cleared with the cache). With
 	// untilEpoch and the counters, all a repeated request touches, in one
 	// place (before the VM's stack).
 	last struct {
-		k  key
+		k  Key
 		id int32
 		ok bool
 	}
@@ -278,7 +283,7 @@ func New(opt Options) (*Selector, error) {
 	s := &Selector{
 		opt:   opt,
 		rd:    newReader(opt.Dir, mopt, opt.Logger),
-		cache: make(map[key]int32),
+		cache: make(map[Key]int32),
 	}
 	return s, nil
 }
@@ -366,10 +371,7 @@ func (s *Selector) Select(ctx context.Context, r *Request) (int, error) {
 	}
 	k, valid := makeKey(r)
 	if s.last.ok && valid && s.last.k == k {
-		s.untilEpoch--
-		s.stats.Requests++
-		s.stats.Hits++
-		return int(s.last.id), nil
+		return s.repeat(), nil
 	}
 	if id, ok := s.cache[k]; ok && valid && id != cacheAgree {
 		s.last.k, s.last.id, s.last.ok = k, id, true
@@ -396,6 +398,27 @@ func (s *Selector) Select(ctx context.Context, r *Request) (int, error) {
 	s.untilEpoch--
 	s.stats.Requests++
 	return id, nil
+}
+
+// Repeat is Select for a request whose key is k, when no epoch is due and
+// k is the key of the last request Select answered from its cache: it
+// counts the request and returns that answer, as Select would. ok is
+// false, and nothing is counted, in every other case (the caller then
+// calls Select). The caller's fast path for a repeated call (the
+// communicator's) skips building the request and its key.
+func (s *Selector) Repeat(k Key) (id int, ok bool) {
+	if s.untilEpoch == 0 || !s.last.ok || s.last.k != k {
+		return None, false
+	}
+	return s.repeat(), true
+}
+
+// repeat answers the last cached request again.
+func (s *Selector) repeat() int {
+	s.untilEpoch--
+	s.stats.Requests++
+	s.stats.Hits++
+	return int(s.last.id)
 }
 
 // clearCache empties the request cache.

@@ -112,12 +112,12 @@ func (b *driverless) Prepare(a *device.Args) (device.Prepared, error) {
 func (b *driverless) ShareContext() {}
 
 type driverlessStream struct {
-	b         *driverless
-	ns        device.Stream
-	mu        sync.RWMutex
-	errRec    *[64]byte // the host-mapped failure record
-	closed    atomic.Bool
-	launching atomic.Int32
+	b      *driverless
+	ns     device.Stream
+	mu     sync.RWMutex
+	errRec *[64]byte // the host-mapped failure record
+	closed atomic.Bool
+	use    atomic.Int64 // cuda.Stream.use: launches in progress, closed
 	// Launches, the calls into C and driver calls cuda.Stream would have
 	// made, the separate capture checks (Capturing), and the time blocked
 	// in launches (driverless.wait). Plain counters, not part of the
@@ -147,25 +147,23 @@ func (s *driverlessStream) launch(pp device.Prepared, launch uint64, fence, chec
 	if !ok {
 		return false, fmt.Errorf("driverless: launch of a %T", pp)
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed.Load() {
-		return false, device.ErrClosed
-	}
-	if s.errRec[0] != 0 {
-		return false, errors.New("driverless: failed")
-	}
 	for {
-		s.launching.Add(1)
+		if s.use.Add(1)&(1<<32) != 0 {
+			s.use.Add(-1)
+			return false, device.ErrClosed
+		}
 		if !s.b.reaping.Load() {
 			break
 		}
-		s.launching.Add(-1)
+		s.use.Add(-1)
 		s.b.gate.RLock()
 		s.b.reaping.Store(false)
 		s.b.gate.RUnlock()
 	}
-	defer s.launching.Add(-1)
+	defer s.use.Add(-1)
+	if s.errRec[0] != 0 {
+		return false, errors.New("driverless: failed")
+	}
 	a := p.arg // filled at Prepare: only the per-launch fields change
 	a.words[0] = launch
 	a.words[1], a.words[2] = 1, 2 // the stream's failure record and claim word
@@ -233,7 +231,11 @@ func (s *driverlessStream) After(prev device.Stream) error {
 
 func (s *driverlessStream) Synchronize() error { return s.ns.Synchronize() }
 func (s *driverlessStream) Err() error         { return s.ns.Err() }
-func (s *driverlessStream) Close() error       { s.closed.Store(true); return s.ns.Close() }
+func (s *driverlessStream) Close() error {
+	s.closed.Store(true)
+	s.use.Add(1 << 32)
+	return s.ns.Close()
+}
 
 // BenchmarkCallHostCPU is cuda.BenchmarkCallHost without a GPU: two ranks
 // as goroutines of this process, each calling a float32 allreduce on its
