@@ -20,6 +20,7 @@ package driver
 #cgo nocallback th_prelaunch
 #cgo nocallback th_clock_cost
 #cgo nocallback th_nop
+#cgo nocallback th_touch
 #cgo nocallback th_nop_ptr
 #cgo noescape th_nop_ptr
 #cgo noescape th_launch1
@@ -198,6 +199,13 @@ static int64_t th_now(void) {
 static void th_nop(void) {}
 // th_nop_ptr does nothing with a pointer (CrossingCostPointer).
 static void th_nop_ptr(void* p) { (void)p; }
+// th_touch reads one byte of every 64-byte line of [p, p+n): other
+// memory traffic, for the host-path experiment (BenchmarkAfterLaunch).
+static uint64_t th_touch(uintptr_t p, size_t n) {
+  uint64_t s = 0;
+  for (size_t i = 0; i < n; i += 64) s += *(volatile uint8_t*)(p + i);
+  return s;
+}
 // th_clock_cost is the mean cost of one th_now over n calls, in ns.
 static double th_clock_cost(int n) {
   int64_t t0 = th_now();
@@ -586,6 +594,13 @@ func CrossingCost(n int) time.Duration {
 	}
 	return time.Since(t0) / time.Duration(n)
 }
+
+// nop is one call into an empty C function.
+func nop() { C.th_nop() }
+
+// touch reads one byte of every 64-byte line of n bytes at p, from C (p
+// must stay valid until it returns).
+func touch(p unsafe.Pointer, n int) { C.th_touch(C.uintptr_t(uintptr(p)), C.size_t(n)) }
 
 // CrossingCostPointer is CrossingCost for an empty C function given p, a
 // pointer (to Go memory: the call then pays cgo's pointer check, as every

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -157,4 +158,124 @@ func BenchmarkHostPaths(b *testing.B) {
 		}
 	})
 	_ = sink
+}
+
+// emptyPTX is a kernel that does nothing, with one 8-byte parameter.
+const emptyPTX = `.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry th_empty(.param .u64 p)
+{
+	ret;
+}
+`
+
+// BenchmarkAfterLaunch is the experiment behind docs/design/cuda.md's "Host
+// cost of a call": what the first steps of the calling thread's own code
+// cost right after cuLaunchKernel returns, against the same steps after
+// other work. Each iteration does the "before" work, then times one after
+// the other (each figure includes one clock read): an empty call into C
+// (nop1-ns), another (nop2-ns), an atomic add to Go memory (atomic-ns),
+// reading one word of each of 64 lines (4 KiB) of Go memory (read1-ns),
+// and the same lines again (read2-ns); or, in the atomic-first runs, the
+// atomic add first. Iterations start 30 µs apart, so
+// the launch queue never fills. The befores: launch (Device.Launch of an
+// empty kernel, as a collective's launch: context check, capture query,
+// cuLaunchKernel), spin (3 µs spinning on the clock), touch-64K and
+// touch-4M (C code reading 64 KiB or 4 MiB of other memory).
+func BenchmarkAfterLaunch(b *testing.B) {
+	d := currentGPU(b)
+	m, err := LoadModule([]byte(emptyPTX))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Unload()
+	f, err := m.Function("th_empty")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Destroy()
+	junk := make([]byte, 4<<20)
+	buf := make([]uint64, 4096/8)
+	arg := new(uint64)
+	base := time.Now()
+	now := func() int64 { return int64(time.Since(base)) }
+	var launchErr error
+	for _, before := range []struct {
+		name string
+		f    func()
+	}{
+		{"launch", func() {
+			if _, err := d.Launch(s, true, f, 1, 32, unsafe.Pointer(arg), nil, 0, TimeNothing); err != nil {
+				launchErr = err
+			}
+		}},
+		{"spin", func() {
+			for t := now(); now()-t < 3000; {
+			}
+		}},
+		{"touch-64K", func() { touch(unsafe.Pointer(&junk[0]), 64<<10) }},
+		{"touch-4M", func() { touch(unsafe.Pointer(&junk[0]), 4<<20) }},
+	} {
+		for _, atomicFirst := range []bool{false, true} {
+			name := before.name
+			if atomicFirst {
+				name += "/atomic-first"
+			}
+			b.Run(name, func(b *testing.B) {
+				var sum [5]int64
+				var x atomic.Int64
+				var sink uint64
+				for i := 0; i < b.N; i++ {
+					start := now()
+					before.f()
+					var ta int64
+					if atomicFirst {
+						t := now()
+						x.Add(1)
+						ta = now() - t
+					}
+					t0 := now()
+					nop()
+					t1 := now()
+					nop()
+					t2 := now()
+					if !atomicFirst {
+						x.Add(1)
+					}
+					t3 := now()
+					for j := 0; j < len(buf); j += 8 {
+						sink += buf[j]
+					}
+					t4 := now()
+					for j := 0; j < len(buf); j += 8 {
+						sink += buf[j]
+					}
+					t5 := now()
+					sum[0] += t1 - t0
+					sum[1] += t2 - t1
+					sum[2] += t3 - t2 + ta
+					sum[3] += t4 - t3
+					sum[4] += t5 - t4
+					for now()-start < 30000 {
+					}
+				}
+				if launchErr != nil {
+					b.Fatal(launchErr)
+				}
+				if err := s.Synchronize(); err != nil {
+					b.Fatal(err)
+				}
+				for k, name := range []string{"nop1-ns", "nop2-ns", "atomic-ns", "read1-ns", "read2-ns"} {
+					b.ReportMetric(float64(sum[k])/float64(b.N), name)
+				}
+				runtime.KeepAlive(sink)
+			})
+		}
+	}
+	runtime.KeepAlive(junk)
 }
