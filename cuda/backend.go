@@ -796,7 +796,7 @@ func (s *Stream) launchDirect(p *prepared, fence, check, fenceCaptured bool, tim
 	}
 	r, err := s.b.dev.Launch(s.s, check, p.fn, p.grid, p.threads, unsafe.Pointer(a), capField, p.nfence, timing)
 	if timing != driver.TimeNothing && err == nil {
-		s.account(r)
+		s.account(r, timing)
 	}
 	return r.Capturing, err
 }
@@ -827,7 +827,7 @@ func (s *Stream) launchStaged(p *prepared, fence, check, fenceCaptured bool, tim
 	}
 	err = launchKernel(p.fn, p.grid, p.threads, s.s, a)
 	if timing != driver.TimeNothing && err == nil {
-		s.account(driver.LaunchResult{LaunchTime: time.Since(t0)})
+		s.account(driver.LaunchResult{LaunchTime: time.Since(t0)}, driver.TimeLaunch)
 	}
 	if err != nil {
 		return capturing, err
@@ -840,10 +840,15 @@ func (s *Stream) launchStaged(p *prepared, fence, check, fenceCaptured bool, tim
 	return capturing, nil
 }
 
-// account adds a timed launch to the stream's accounting (TimeLaunches).
-func (s *Stream) account(r driver.LaunchResult) {
+// account adds a timed launch to the stream's accounting (TimeLaunches),
+// and with TimeLaunchParts its parts: the launch's own host time counts
+// what this adds, so TimeLaunches adds no more than it needs.
+func (s *Stream) account(r driver.LaunchResult, timing driver.LaunchTiming) {
 	s.nlaunch.Add(1)
 	s.dlaunch.Add(int64(r.LaunchTime))
+	if timing != driver.TimeLaunchAndPre {
+		return
+	}
 	s.dpre.Add(int64(r.PreTime))
 	s.dcross.Add(int64(r.CrossTime))
 	s.lastEnter.Store(r.Enter)

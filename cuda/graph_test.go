@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"gonum.org/v1/gonum/stat"
+
 	"github.com/theseus-ccl/theseus/cuda"
 	"github.com/theseus-ccl/theseus/cuda/driver"
 	"github.com/theseus-ccl/theseus/examples/contexts"
@@ -485,7 +487,17 @@ func TestLatency(t *testing.T) {
 // the selector's epochs (reading the context, the agreement, installing);
 // clock-ns, one clock read in C (the accounting adds about one to each
 // call's host time); allocs/call (both ranks').
-func BenchmarkCallHost(b *testing.B) { benchCallHost(b, false, 0) }
+func BenchmarkCallHost(b *testing.B) { benchCallHost(b, timeTotal, 0) }
+
+// BenchmarkCallHostDist is BenchmarkCallHost with each call timed on its
+// own (two clock reads in Go per call, about one of which lands inside the
+// call's time) less that call's time inside cuLaunchKernel, to show how
+// the mean is made: p50-ns, p90-ns, p99-ns and max-ns of the slower
+// rank's calls (the rank with the higher mean), host-ns/call their mean.
+// A mean above the median by much more than a clock read is calls that
+// took far longer than the rest: the thread was interrupted or
+// descheduled, an epoch ran, the collector ran.
+func BenchmarkCallHostDist(b *testing.B) { benchCallHost(b, timeDist, 0) }
 
 // BenchmarkCallHostParts is BenchmarkCallHost with the driver time before
 // cuLaunchKernel (cuCtxGetCurrent, cuStreamIsCapturing) also measured:
@@ -506,7 +518,7 @@ func BenchmarkCallHostParts(b *testing.B) {
 	if !*callhostParts {
 		b.Skip("run with -callhost.parts")
 	}
-	benchCallHost(b, true, 0)
+	benchCallHost(b, timeParts, 0)
 }
 
 // BenchmarkCallHostPaced is BenchmarkCallHostParts with each rank starting
@@ -522,10 +534,20 @@ func BenchmarkCallHostPaced(b *testing.B) {
 	if !*callhostParts {
 		b.Skip("run with -callhost.parts")
 	}
-	benchCallHost(b, true, 40*time.Microsecond)
+	benchCallHost(b, timeParts, 40*time.Microsecond)
 }
 
-func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
+// How benchCallHost times calls.
+type callTiming int
+
+const (
+	timeTotal callTiming = iota // all of a rank's calls together (BenchmarkCallHost)
+	timeParts                   // each call, split at C's clock readings (BenchmarkCallHostParts)
+	timeDist                    // each call, for the distribution (BenchmarkCallHostDist)
+)
+
+func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
+	parts := mode == timeParts
 	needGPU(b)
 	const n, count = 2, 256
 	comms, streams, be := localComms(b, n)
@@ -549,6 +571,12 @@ func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 	cross := make([]time.Duration, n)
 	epoch := make([]time.Duration, n)
 	goIn, goOut, above := make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n)
+	dist := make([][]float64, n)
+	if mode == timeDist {
+		for r := range dist {
+			dist[r] = make([]float64, 0, b.N)
+		}
+	}
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	if *callhostProf != "" {
@@ -572,7 +600,23 @@ func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 		x0 := streams[r].CrossTime()
 		e0 := comms[r].Stats().Selector.EpochTime
 		var total time.Duration
-		if !parts {
+		switch mode {
+		case timeDist:
+			d := dist[r][:0]
+			_, prev := streams[r].LaunchTime()
+			for i := 0; i < b.N; i++ {
+				t0 := cuda.Clock()
+				if err := call(r); err != nil {
+					return err
+				}
+				t1 := cuda.Clock()
+				_, l := streams[r].LaunchTime()
+				d = append(d, float64(time.Duration(t1-t0)-(l-prev)))
+				prev = l
+				total += time.Duration(t1 - t0)
+			}
+			dist[r] = d
+		case timeTotal:
 			start := time.Now()
 			for i := 0; i < b.N; i++ {
 				if err := call(r); err != nil {
@@ -580,7 +624,7 @@ func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 				}
 			}
 			total = time.Since(start)
-		} else {
+		default:
 			// Each call timed on its own (one more clock read per call),
 			// and split at the clock readings C took at its entry and exit.
 			for i := 0; i < b.N; i++ {
@@ -619,6 +663,16 @@ func benchCallHost(b *testing.B, parts bool, pace time.Duration) {
 	b.ReportMetric(float64(driver.ClockCost(1000).Nanoseconds()), "clock-ns")
 	b.ReportMetric(float64(driver.CrossingCost(10000).Nanoseconds()), "cgo-ns")
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(n*b.N), "allocs/call")
+	if mode == timeDist {
+		slow := dist[slices.Index(host, slices.Max(host))]
+		slices.Sort(slow)
+		for _, q := range []struct {
+			p    float64
+			name string
+		}{{0.5, "p50-ns"}, {0.9, "p90-ns"}, {0.99, "p99-ns"}, {1, "max-ns"}} {
+			b.ReportMetric(stat.Quantile(q.p, stat.Empirical, slow, nil), q.name)
+		}
+	}
 	if parts {
 		b.ReportMetric(perCall(pre), "pre-ns/call")
 		b.ReportMetric(perCall(cross), "cross-ns/call")
