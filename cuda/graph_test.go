@@ -28,6 +28,11 @@ var latRun = flag.Bool("lat", false, "report 2-rank allreduce latency, eager and
 
 var callhostProf = flag.String("callhost.prof", "", "write a 4 kHz CPU profile of BenchmarkCallHost's timed calls to this file")
 
+var (
+	callhostRanks = flag.Int("callhost.ranks", 2, "ranks (goroutines) of BenchmarkCallHostDist")
+	callhostPace  = flag.Duration("callhost.pace", 0, "BenchmarkCallHostDist: start a call only this long after the last one started, spinning between (0: back to back)")
+)
+
 var callhostParts = flag.Bool("callhost.parts", false, "run BenchmarkCallHostParts and BenchmarkCallHostPaced (host time per call: driver time before cuLaunchKernel; not GPU-bound)")
 
 // localComms makes n ranks of one communicator as goroutines of this
@@ -496,7 +501,9 @@ func BenchmarkCallHost(b *testing.B) { benchCallHost(b, timeTotal, 0) }
 // rank's calls (the rank with the higher mean), host-ns/call their mean.
 // A mean above the median by much more than a clock read is calls that
 // took far longer than the rest: the thread was interrupted or
-// descheduled, an epoch ran, the collector ran.
+// descheduled, an epoch ran, the collector ran. -callhost.ranks and
+// -callhost.pace change the number of ranks and pace the calls (as
+// BenchmarkCallHostPaced does).
 func BenchmarkCallHostDist(b *testing.B) { benchCallHost(b, timeDist, 0) }
 
 // BenchmarkCallHostParts is BenchmarkCallHost with the driver time before
@@ -549,7 +556,11 @@ const (
 func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
 	parts := mode == timeParts
 	needGPU(b)
-	const n, count = 2, 256
+	const count = 256
+	n := 2
+	if mode == timeDist {
+		n, pace = *callhostRanks, *callhostPace
+	}
 	comms, streams, be := localComms(b, n)
 	send, recv := make([]device.Ptr, n), make([]device.Ptr, n)
 	for r := 0; r < n; r++ {
@@ -614,6 +625,8 @@ func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
 				d = append(d, float64(time.Duration(t1-t0)-(l-prev)))
 				prev = l
 				total += time.Duration(t1 - t0)
+				for pace > 0 && time.Duration(cuda.Clock()-t0) < pace {
+				}
 			}
 			dist[r] = d
 		case timeTotal:

@@ -168,6 +168,18 @@ const emptyPTX = `.version 7.0
 {
 	ret;
 }
+.visible .entry th_spin(.param .u64 p)
+{
+	.reg .u64 %t<3>;
+	.reg .pred %p;
+	mov.u64 %t0, %globaltimer;
+WAIT:
+	mov.u64 %t1, %globaltimer;
+	sub.u64 %t2, %t1, %t0;
+	setp.lt.u64 %p, %t2, 20000;
+	@%p bra WAIT;
+	ret;
+}
 `
 
 // BenchmarkAfterLaunch is the experiment behind docs/design/cuda.md's "Host
@@ -181,8 +193,10 @@ const emptyPTX = `.version 7.0
 // atomic add first. Iterations start 30 µs apart, so
 // the launch queue never fills. The befores: launch (Device.Launch of an
 // empty kernel, as a collective's launch: context check, capture query,
-// cuLaunchKernel), spin (3 µs spinning on the clock), touch-64K and
-// touch-4M (C code reading 64 KiB or 4 MiB of other memory).
+// cuLaunchKernel), launch-blocked (the same for a kernel that spins 20 µs,
+// back to back: the launch waits for room in a full launch queue, as in
+// BenchmarkCallHost in package cuda), spin (3 µs spinning on the clock),
+// touch-64K and touch-4M (C code reading 64 KiB or 4 MiB of other memory).
 func BenchmarkAfterLaunch(b *testing.B) {
 	d := currentGPU(b)
 	m, err := LoadModule([]byte(emptyPTX))
@@ -191,6 +205,10 @@ func BenchmarkAfterLaunch(b *testing.B) {
 	}
 	defer m.Unload()
 	f, err := m.Function("th_empty")
+	if err != nil {
+		b.Fatal(err)
+	}
+	spin, err := m.Function("th_spin")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -206,20 +224,26 @@ func BenchmarkAfterLaunch(b *testing.B) {
 	now := func() int64 { return int64(time.Since(base)) }
 	var launchErr error
 	for _, before := range []struct {
-		name string
-		f    func()
+		name    string
+		f       func()
+		blocked bool // back to back, not paced
 	}{
 		{"launch", func() {
 			if _, err := d.Launch(s, true, f, 1, 32, unsafe.Pointer(arg), nil, 0, TimeNothing); err != nil {
 				launchErr = err
 			}
-		}},
+		}, false},
+		{"launch-blocked", func() {
+			if _, err := d.Launch(s, true, spin, 1, 32, unsafe.Pointer(arg), nil, 0, TimeNothing); err != nil {
+				launchErr = err
+			}
+		}, true},
 		{"spin", func() {
 			for t := now(); now()-t < 3000; {
 			}
-		}},
-		{"touch-64K", func() { touch(unsafe.Pointer(&junk[0]), 64<<10) }},
-		{"touch-4M", func() { touch(unsafe.Pointer(&junk[0]), 4<<20) }},
+		}, false},
+		{"touch-64K", func() { touch(unsafe.Pointer(&junk[0]), 64<<10) }, false},
+		{"touch-4M", func() { touch(unsafe.Pointer(&junk[0]), 4<<20) }, false},
 	} {
 		for _, atomicFirst := range []bool{false, true} {
 			name := before.name
@@ -261,7 +285,7 @@ func BenchmarkAfterLaunch(b *testing.B) {
 					sum[2] += t3 - t2 + ta
 					sum[3] += t4 - t3
 					sum[4] += t5 - t4
-					for now()-start < 30000 {
+					for !before.blocked && now()-start < 30000 {
 					}
 				}
 				if launchErr != nil {
