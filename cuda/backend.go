@@ -485,7 +485,7 @@ func (b *Backend) WrapStream(s uintptr) (device.Stream, error) {
 }
 
 func (b *Backend) newStream(s driver.Stream, owned bool) (*Stream, error) {
-	st := &Stream{b: b, s: s, owned: owned}
+	st := &Stream{b: b, s: s, owned: owned, drained: make(chan struct{}, 1)}
 	err := b.with(func() error {
 		var err error
 		if st.errHost, st.errDev, err = driver.HostAlloc(ErrorRecordBytes); err != nil {
@@ -700,11 +700,13 @@ type Stream struct {
 	closed bool
 	// use counts the launches being enqueued on the stream (useCount: see
 	// Backend.gate), with useClosed added once Close has begun, which then
-	// waits for the count to drain. A launch takes neither mu nor another
-	// word: one atomic add as it starts, one as it ends.
-	use  atomic.Int64
-	evMu sync.Mutex
-	ev   driver.Event // recorded by After when a later launch moves to another stream
+	// waits for the count to drain: the launch that leaves it at zero
+	// signals drained. A launch takes neither mu nor another word: one
+	// atomic add as it starts, one as it ends.
+	use     atomic.Int64
+	drained chan struct{} // capacity 1
+	evMu    sync.Mutex
+	ev      driver.Event // recorded by After when a later launch moves to another stream
 	// cuLaunchKernel accounting (TimeLaunches, TimeLaunchParts).
 	nlaunch atomic.Int64
 	dlaunch atomic.Int64
@@ -768,6 +770,7 @@ func (s *Stream) launch(pp device.Prepared, launch uint64, fence, check, fenceCa
 	if err := s.enter(); err != nil {
 		return false, err
 	}
+	defer s.leave()
 	switch e := readError(s.errHost); {
 	case e != nil:
 		err = e
@@ -778,7 +781,6 @@ func (s *Stream) launch(pp device.Prepared, launch uint64, fence, check, fenceCa
 		setLaunch(p.arg, launch, s.errDev, s.claim, fence, p.nfence)
 		capturing, err = s.launchStaged(p, fence, check, fenceCaptured, timing)
 	}
-	s.use.Add(-1)
 	if timing == driver.TimeLaunchAndPre {
 		s.lastOut.Store(monotonic())
 	}
@@ -875,16 +877,27 @@ const (
 func (s *Stream) enter() error {
 	for {
 		if s.use.Add(1)&useClosed != 0 {
-			s.use.Add(-1)
+			s.leave()
 			return device.ErrClosed
 		}
 		if !s.b.reaping.Load() {
 			return nil
 		}
-		s.use.Add(-1)
+		s.leave()
 		s.b.gate.RLock() // the reaper has let go of it once this returns
 		s.b.reaping.Store(false)
 		s.b.gate.RUnlock()
+	}
+}
+
+// leave uncounts a launch (enter), and signals Close when it was the last
+// one Close waits for.
+func (s *Stream) leave() {
+	if s.use.Add(-1) == useClosed {
+		select {
+		case s.drained <- struct{}{}:
+		default: // Close has its signal already, or found nothing to wait for
+		}
 	}
 }
 
@@ -977,10 +990,10 @@ func (s *Stream) Close() error {
 	}
 	s.closed = true
 	// Launches that began before this point finish enqueueing (none waits
-	// for anything but the driver); later ones see useClosed.
-	s.use.Add(useClosed)
-	for s.use.Load()&useCount != 0 {
-		runtime.Gosched()
+	// for anything but the driver: a full launch queue drains); later ones
+	// see useClosed. The last to leave signals drained.
+	if s.use.Add(useClosed)&useCount != 0 {
+		<-s.drained
 	}
 	return s.b.with(func() error {
 		// Wait while the reaper still sees the stream (busy), then take it

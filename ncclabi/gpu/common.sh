@@ -51,7 +51,11 @@ start_mps() {
   export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/theseus-mps-pipe}
   export CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/theseus-mps-log}
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if nvidia-cuda-mps-control -d; then
+  # A daemon already answering on this pipe (bench/gpu/run-all.sh starts one
+  # before the clients) serves the ranks; this script then leaves it running.
+  if echo get_server_list | nvidia-cuda-mps-control >/dev/null 2>&1; then
+    echo "MPS already running (pipe $CUDA_MPS_PIPE_DIRECTORY)"
+  elif nvidia-cuda-mps-control -d; then
     MPS_STARTED=1
     echo "MPS started (pipe $CUDA_MPS_PIPE_DIRECTORY)"
   else

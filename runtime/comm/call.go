@@ -257,7 +257,9 @@ func (c *Comm) execute(ctx context.Context, call *Call, s *executor.Schedule, to
 	} else {
 		err = c.exec.Execute(ctx, &c.ereq, s, st)
 	}
+	c.last.Launch = c.exec.LaunchCounter()
 	if err != nil {
+		c.hot.ok = false
 		e := c.wrap(call.Coll.String(), err)
 		if c.exec.Err() != nil {
 			c.setAsync(e)
@@ -267,7 +269,6 @@ func (c *Comm) execute(ctx context.Context, call *Call, s *executor.Schedule, to
 		}
 		return e
 	}
-	c.last.Launch = c.exec.LaunchCounter()
 	if call.Stream != nil {
 		// AsyncError reads the failure record of the caller's last stream
 		// (stored only when it changes: the hit path allocates nothing; a

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/ir"
@@ -66,10 +67,17 @@ func TestCaptureLaunch(t *testing.T) {
 		{simple, 8, true}, {simple, 8, false}, {simple, 8, false}, // captured, the launch after it, then unfenced
 		{simple, 16, false}, {simple, 8, false}, // another scratch layout, and back
 		{ll, 8, false}, {ll, 8, false}, {ll, 8, true}, {ll, 8, false}, // LL: always fenced
+		{ll, 8, false}, {ll, 8, false}, {simple, 8, false}, {simple, 8, false}, {simple, 8, false}, // repeats after captures
 	}
-	run := func(t *testing.T, launcher bool) ([][]bool, Stats, []*capCounter, []*capLauncher) {
+	var hotRuns uint64 // rank 0's executeHot calls in the last run
+	run := func(t *testing.T, launcher, traced bool) ([][]bool, Stats, []*capCounter, []*capLauncher) {
 		w := newFWorld(t, n2, nil)
 		tc := w.trace()
+		if !traced { // the hot path (executeHot) runs only without a trace
+			for _, e := range w.ex {
+				e.SetTrace(nil)
+			}
+		}
 		logs := make([]*fenceLog, n2)
 		var ccs []*capCounter
 		var cls []*capLauncher
@@ -106,10 +114,11 @@ func TestCaptureLaunch(t *testing.T) {
 		for r := range n2 {
 			fences[r] = logs[r].fences
 		}
+		hotRuns = w.ex[0].hotRuns
 		return fences, w.ex[0].Stats(), ccs, cls
 	}
-	want, wantStats, plain, _ := run(t, false)
-	got, gotStats, _, cls := run(t, true)
+	want, wantStats, plain, _ := run(t, false, true)
+	got, gotStats, _, cls := run(t, true, true)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("fence flags (-Capturing+Launch +CaptureLaunch):\n%s", diff)
 	}
@@ -126,5 +135,18 @@ func TestCaptureLaunch(t *testing.T) {
 		if want := plain[r].checks - len(steps); cl.checks != want {
 			t.Errorf("rank %d: %d separate capture checks, want %d (the misses' only)", r, cl.checks, want)
 		}
+	}
+	// Without a trace, repeats take executeHot (and its shortcut when the
+	// bookkeeping would change only counters): the same fences and the
+	// same counters.
+	hot, hotStats, _, _ := run(t, true, false)
+	if hotRuns < 5 {
+		t.Errorf("%d repeats took the hot path, want at least 5", hotRuns)
+	}
+	if diff := cmp.Diff(got, hot); diff != "" {
+		t.Errorf("fence flags (-walked +hot path):\n%s", diff)
+	}
+	if diff := cmp.Diff(gotStats, hotStats, cmpopts.IgnoreFields(Migration{}, "Elapsed")); diff != "" {
+		t.Errorf("stats (-walked +hot path):\n%s", diff)
 	}
 }

@@ -595,8 +595,9 @@ func (e *Executor) Execute(ctx context.Context, r *Request, s *Schedule, st devi
 }
 
 // HotToken returns the token Repeat takes for request r of schedule s when
-// the last Execute walked it hitting at every level (so that a repeat of
-// it goes straight to the launch), and 0 otherwise.
+// the executor's hot entry is theirs (the last walk of r with s that hit
+// at every level), and 0 otherwise. Repeat checks that the entry's
+// levels are still the last used before it launches from it.
 func (e *Executor) HotToken(r *Request, s *Schedule) uint64 {
 	if h := &e.hot; h.l3 != nil && h.s == s && r != nil && h.req == *r {
 		return h.tok
