@@ -747,8 +747,13 @@ func (s *Stream) Launch(pp device.Prepared, launch uint64, fence bool) error {
 // CaptureLaunch implements device.CaptureLauncher: Capturing and Launch
 // under one cuCtxSetCurrent.
 func (s *Stream) CaptureLaunch(pp device.Prepared, launch uint64, fence, fenceCaptured bool) (bool, error) {
-	return s.launch(pp, launch, fence, true, fenceCaptured)
+	return s.launch(pp, launch, fence, !noCaptureQuery, fenceCaptured)
 }
+
+// noCaptureQuery, set only by tests (export_test.go), makes CaptureLaunch
+// skip the capture query: an experiment on what the query costs a call,
+// which reports every launch as not captured.
+var noCaptureQuery bool
 
 // launch is Launch, first checking capture (cuStreamIsCapturing) when
 // check is set: a captured launch is fenced when fenceCaptured is set.

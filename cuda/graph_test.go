@@ -29,8 +29,9 @@ var latRun = flag.Bool("lat", false, "report 2-rank allreduce latency, eager and
 var callhostProf = flag.String("callhost.prof", "", "write a 4 kHz CPU profile of BenchmarkCallHost's timed calls to this file")
 
 var (
-	callhostRanks = flag.Int("callhost.ranks", 2, "ranks (goroutines) of BenchmarkCallHostDist")
-	callhostPace  = flag.Duration("callhost.pace", 0, "BenchmarkCallHostDist: start a call only this long after the last one started, spinning between (0: back to back)")
+	callhostNoCapture = flag.Bool("callhost.nocapture", false, "BenchmarkCallHost and BenchmarkCallHostDist without the capture query (an experiment: what the query costs a call)")
+	callhostRanks     = flag.Int("callhost.ranks", 2, "ranks (goroutines) of BenchmarkCallHostDist")
+	callhostPace      = flag.Duration("callhost.pace", 0, "BenchmarkCallHostDist: start a call only this long after the last one started, spinning between (0: back to back)")
 )
 
 var callhostParts = flag.Bool("callhost.parts", false, "run BenchmarkCallHostParts and BenchmarkCallHostPaced (host time per call: driver time before cuLaunchKernel; not GPU-bound)")
@@ -562,6 +563,10 @@ func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
 		n, pace = *callhostRanks, *callhostPace
 	}
 	comms, streams, be := localComms(b, n)
+	if *callhostNoCapture {
+		cuda.SetNoCaptureQuery(true)
+		defer cuda.SetNoCaptureQuery(false)
+	}
 	send, recv := make([]device.Ptr, n), make([]device.Ptr, n)
 	for r := 0; r < n; r++ {
 		send[r], _ = be.Alloc(count * 4)
