@@ -154,21 +154,16 @@ func (c *Comm) Validate(call *Call) (inPlace bool, err error) {
 func (c *Comm) Collective(ctx context.Context, call *Call) error {
 	c.callMu.Lock()
 	defer c.callMu.Unlock()
-	if commState(c.state.Load()) != live {
-		e, _ := c.stateErr(call.Coll.String())
-		return e
-	}
-	if e := c.asyncErr.Load(); e != nil {
-		return e
-	}
-	v := validated{call.Coll, call.Send, call.Recv, call.Count, call.DataType, call.RedOp, call.Root}
 	// A repeat of the last call on the same stream (the usual case): valid
 	// the same way (Validate depends on nothing else), the same request
 	// (the selector's cache key, the executor's request, c.ereq still),
 	// answered from the selector's cache as long as no epoch is due, and
 	// launched straight from the executor's entries while they are still
-	// the last used (Executor.Repeat).
-	if h := &c.hot; h.ok && h.call == v && h.st == call.Stream {
+	// the last used (Executor.Repeat). Everything else, and every error,
+	// is collective's: this path is kept short.
+	if h := &c.hot; h.ok && h.st == call.Stream &&
+		h.call == (validated{call.Coll, call.Send, call.Recv, call.Count, call.DataType, call.RedOp, call.Root}) &&
+		commState(c.state.Load()) == live && c.asyncErr.Load() == nil {
 		if id, ok := c.sel.Repeat(h.key); ok {
 			c.calls++
 			c.repeats++
@@ -179,6 +174,20 @@ func (c *Comm) Collective(ctx context.Context, call *Call) error {
 			return c.run(ctx, call, id)
 		}
 	}
+	return c.collective(ctx, call)
+}
+
+// collective is Collective for a call that is not a repeat on the fast
+// path: the full path.
+func (c *Comm) collective(ctx context.Context, call *Call) error {
+	if commState(c.state.Load()) != live {
+		e, _ := c.stateErr(call.Coll.String())
+		return e
+	}
+	if e := c.asyncErr.Load(); e != nil {
+		return e
+	}
+	v := validated{call.Coll, call.Send, call.Recv, call.Count, call.DataType, call.RedOp, call.Root}
 	c.hot.ok = false
 	// A repeat of the last valid call is valid in the same way.
 	inPlace := c.valid.inPlace
@@ -258,6 +267,15 @@ func (c *Comm) execute(ctx context.Context, call *Call, s *executor.Schedule, to
 		err = c.exec.Execute(ctx, &c.ereq, s, st)
 	}
 	c.last.Launch = c.exec.LaunchCounter()
+	if err != nil || tok == 0 || call.Stream == nil {
+		return c.executed(call, st, tok, err)
+	}
+	return nil
+}
+
+// executed is execute's end for a launch that failed (err), that was not a
+// repeat (tok 0) or that was on the communicator's own stream.
+func (c *Comm) executed(call *Call, st device.Stream, tok uint64, err error) error {
 	if err != nil {
 		c.hot.ok = false
 		e := c.wrap(call.Coll.String(), err)

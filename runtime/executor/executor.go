@@ -611,10 +611,15 @@ func (e *Executor) HotToken(r *Request, s *Schedule) uint64 {
 // lookup (executeHot), without comparing the request; otherwise Execute
 // itself. Errors: those of Execute.
 func (e *Executor) Repeat(ctx context.Context, tok uint64, r *Request, s *Schedule, st device.Stream) error {
-	if h := &e.hot; tok != 0 && tok == h.tok && h.l3 == e.lastL3.ent && h.l1 == e.lastL1 && e.trace == nil && st != nil {
+	if h := &e.hot; tok == 0 || tok != h.tok || h.l3 != e.lastL3.ent || h.l1 != e.lastL1 || e.trace != nil || st == nil {
+		return e.Execute(ctx, r, s, st)
+	}
+	if e.failed.Load() != nil || !e.repeatable(st) {
 		return e.executeHot(r, s, st)
 	}
-	return e.Execute(ctx, r, s, st)
+	e.hotRuns++ // executeHot's counts, its Err check passed
+	e.hotWalks++
+	return e.launchRepeat(r, s, st)
 }
 
 // hotPath is the walk of a request that hits at every level: the
@@ -638,33 +643,45 @@ func (e *Executor) executeHot(r *Request, s *Schedule, st device.Stream) error {
 		return err
 	}
 	e.hotWalks++
-	// The usual repeat: on the stream of the last launch (already
-	// tracked), with the layout of every captured launch if any. doLaunch
-	// would launch the same way, and its bookkeeping then changes only
-	// the counters and the last layout; any other outcome (a capture, an
-	// error) takes that bookkeeping whole.
-	if h := &e.hot; e.lastCL != nil && e.tracked && e.launch > 0 &&
-		(e.capSig.l1 == nil || !e.capMixed && h.l3.sig == e.capSig) && st == e.lastSt {
-		fence := h.l3.sig != e.lastSig || h.l1.fenceAll
-		capturing, err := e.lastCL.CaptureLaunch(h.l3.prep, e.launch+1, fence, true)
-		if err == nil && !capturing {
-			e.launch++
-			if fence {
-				e.fences++
-				e.lastSig = h.l3.sig
-			}
-			return nil
-		}
-		// A captured launch was fenced (CaptureLaunch's fenceCaptured).
-		w := walk{r: r, s: s, st: st, l1: h.l1, l3map: h.l1.l3, l3: h.l3}
-		if ev := e.launched(&w, fence || capturing, capturing, err); ev != EvOK {
-			e.hotFails++
-			return w.err
-		}
-		return nil
+	if e.repeatable(st) {
+		return e.launchRepeat(r, s, st)
 	}
 	w := walk{r: r, s: s, st: st, l1: e.hot.l1, l3map: e.hot.l1.l3, l3: e.hot.l3}
 	if ev := e.doLaunch(&w); ev != EvOK {
+		e.hotFails++
+		return w.err
+	}
+	return nil
+}
+
+// repeatable reports whether the hot launch on st is the usual repeat: on
+// the stream of the last launch (already tracked), with the layout of
+// every captured launch if any. doLaunch would launch the same way, and
+// its bookkeeping would change only the counters and the last layout
+// (launchRepeat).
+func (e *Executor) repeatable(st device.Stream) bool {
+	return e.lastCL != nil && e.tracked && e.launch > 0 &&
+		(e.capSig.l1 == nil || !e.capMixed && e.hot.l3.sig == e.capSig) && st == e.lastSt
+}
+
+// launchRepeat launches the hot entry when repeatable: doLaunch's fence
+// rule, its bookkeeping when the launch is neither captured nor failed,
+// and all of it (launched) otherwise.
+func (e *Executor) launchRepeat(r *Request, s *Schedule, st device.Stream) error {
+	h := &e.hot
+	fence := h.l3.sig != e.lastSig || h.l1.fenceAll
+	capturing, err := e.lastCL.CaptureLaunch(h.l3.prep, e.launch+1, fence, true)
+	if err == nil && !capturing {
+		e.launch++
+		if fence {
+			e.fences++
+			e.lastSig = h.l3.sig
+		}
+		return nil
+	}
+	// A captured launch was fenced (CaptureLaunch's fenceCaptured).
+	w := walk{r: r, s: s, st: st, l1: h.l1, l3map: h.l1.l3, l3: h.l3}
+	if ev := e.launched(&w, fence || capturing, capturing, err); ev != EvOK {
 		e.hotFails++
 		return w.err
 	}
