@@ -20,6 +20,12 @@ import (
 // localComms makes n in-process ranks on the host backend reading a
 // Standard context.
 func localComms(t *testing.T, n int, timeout time.Duration, dir string) []*Comm {
+	return localCommsWith(t, n, timeout, dir, 0)
+}
+
+// localCommsWith is localComms with a selector epoch every checkPeriod
+// requests (0: the default).
+func localCommsWith(t *testing.T, n int, timeout time.Duration, dir string, checkPeriod int) []*Comm {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -39,7 +45,7 @@ func localComms(t *testing.T, n int, timeout time.Duration, dir string) []*Comm 
 		go func() {
 			defer wg.Done()
 			comms[r], errs[r] = Init(context.Background(), id, r, n, Config{Backend: host.Backend(), ContextDir: dir,
-				Timeout: timeout, InitialScratch: 1 << 20})
+				Timeout: timeout, InitialScratch: 1 << 20, CheckPeriod: checkPeriod})
 		}()
 	}
 	wg.Wait()

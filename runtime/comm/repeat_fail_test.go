@@ -11,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/theseus-ccl/theseus/ir"
-	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/executor"
 )
 
@@ -34,27 +33,8 @@ func TestRepeatFailedLaunchSameAsFullPath(t *testing.T) {
 		Last  CallInfo
 	}
 	run := func(full bool) [][]seen {
-		comms := repeatComms(t, n)
-		streams := make([][3]device.Stream, n)
-		for r, c := range comms {
-			for i := 1; i < 3; i++ {
-				st, err := c.Backend().NewStream()
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { st.Close() })
-				streams[r][i] = st
-			}
-		}
 		const bytes = 64 * 4
-		bufs := make([]device.Ptr, n)
-		for r, c := range comms {
-			p, err := c.Backend().Alloc(2 * bytes)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bufs[r] = p
-		}
+		comms, streams, bufs := repeatWorld(t, n, bytes)
 		out := make([][]seen, n)
 		for i, s := range steps {
 			for r, err := range onEach(n, func(r int) error {

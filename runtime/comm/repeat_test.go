@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,8 +14,6 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/theseus-ccl/theseus/ir"
-	"github.com/theseus-ccl/theseus/runtime/bootstrap"
-	"github.com/theseus-ccl/theseus/runtime/comm/commtest"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/executor"
 	"github.com/theseus-ccl/theseus/runtime/host"
@@ -45,27 +42,8 @@ func TestRepeatSameAsFullPath(t *testing.T) {
 		Last  CallInfo
 	}
 	run := func(full bool) ([][]seen, uint64) {
-		comms := repeatComms(t, n)
-		streams := make([][3]device.Stream, n)
-		for r, c := range comms {
-			for i := 1; i < 3; i++ {
-				st, err := c.Backend().NewStream()
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { st.Close() })
-				streams[r][i] = st
-			}
-		}
 		const bytes = 128 * 4
-		bufs := make([]device.Ptr, n)
-		for r, c := range comms {
-			p, err := c.Backend().Alloc(2 * bytes)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bufs[r] = p
-		}
+		comms, streams, bufs := repeatWorld(t, n, bytes)
 		out := make([][]seen, n)
 		for i, s := range steps {
 			for r, err := range onEach(n, func(r int) error {
@@ -120,39 +98,30 @@ func TestRepeatSameAsFullPath(t *testing.T) {
 	}
 }
 
-// repeatComms makes n in-process ranks on the host backend with a
-// selector epoch every third request.
-func repeatComms(t *testing.T, n int) []*Comm {
+// repeatWorld is n in-process ranks on the host backend with a selector
+// epoch every third request, two streams per rank (streams[r][1] and [2];
+// [0] is nil: the communicator's own) and 2*bytes of memory per rank.
+func repeatWorld(t *testing.T, n int, bytes int64) ([]*Comm, [][3]device.Stream, []device.Ptr) {
 	t.Helper()
-	dir := t.TempDir()
-	if err := commtest.WriteStandard(dir, n); err != nil {
-		t.Fatal(err)
-	}
-	id, err := bootstrap.NewLoopbackUniqueID(bootstrap.Options{Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	comms := make([]*Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() {
-			comms[r], errs[r] = Init(context.Background(), id, r, n, Config{Backend: host.Backend(), ContextDir: dir,
-				Timeout: 10 * time.Second, InitialScratch: 1 << 20, CheckPeriod: 3})
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
+	comms := localCommsWith(t, n, 10*time.Second, "", 3)
+	streams := make([][3]device.Stream, n)
+	bufs := make([]device.Ptr, n)
+	for r, c := range comms {
+		for i := 1; i < 3; i++ {
+			st, err := c.Backend().NewStream()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			streams[r][i] = st
+		}
+		p, err := c.Backend().Alloc(2 * bytes)
 		if err != nil {
 			t.Fatal(err)
 		}
+		bufs[r] = p
 	}
-	t.Cleanup(func() {
-		for _, c := range comms {
-			c.Destroy()
-		}
-	})
-	return comms
+	return comms, streams, bufs
 }
 
 // fillRank writes rank+1+i (float32) to element i of p.
