@@ -37,7 +37,9 @@ for n in $NRANKS; do
     $PY -m torch.distributed.run --standalone --nproc-per-node="$n" "$ROOT/ncclabi/gpu/torch_check.py" >"$out" 2>&1
   rc=$?
   set -e
-  ok=$(grep -c "^TORCHCHECK rank [0-9]* ok " "$out" || true)
+  # From every rank's closing line (ranks write to one file, so their "ok"
+  # lines can run together; grep -o finds the closing lines anywhere).
+  ok=$(grep -o "TORCHCHECK rank [0-9]* done: [0-9]* checks, [0-9]* failures" "$out" | awk '{s += $5 - $7} END {print s + 0}')
   bad=$(grep -c "FAIL\|ERROR" "$out" || true)
   served=$(grep -c "served by Theseus schedule" "$out" || true)
   lib=$(grep -m1 -o "NCCL loaded: .*" "$out" | cut -c15- || echo "?")
