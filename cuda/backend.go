@@ -776,15 +776,15 @@ func (s *Stream) launch(pp device.Prepared, launch uint64, fence, check, fenceCa
 		return false, err
 	}
 	defer s.leave()
-	switch e := readError(s.errHost); {
-	case e != nil:
+	if e := readError(s.errHost); e != nil {
 		err = e
-	case len(p.in) == 0 && len(p.out) == 0:
+	} else {
 		setLaunch(p.arg, launch, s.errDev, s.claim, fence, p.nfence)
-		capturing, err = s.launchDirect(p, fence, check, fenceCaptured, timing)
-	default:
-		setLaunch(p.arg, launch, s.errDev, s.claim, fence, p.nfence)
-		capturing, err = s.launchStaged(p, fence, check, fenceCaptured, timing)
+		if len(p.in) == 0 && len(p.out) == 0 {
+			capturing, err = s.launchDirect(p, fence, check, fenceCaptured, timing)
+		} else {
+			capturing, err = s.launchStaged(p, fence, check, fenceCaptured, timing)
+		}
 	}
 	if timing == driver.TimeLaunchAndPre {
 		s.lastOut.Store(monotonic())

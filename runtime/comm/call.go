@@ -167,8 +167,8 @@ func (c *Comm) Collective(ctx context.Context, call *Call) error {
 		if id, ok := c.sel.Repeat(h.key); ok {
 			c.calls++
 			c.repeats++
-			if id == h.id {
-				return c.execute(ctx, call, h.s, h.tok)
+			if id == c.last.Schedule {
+				return c.execute(ctx, call, c.lastSched, h.tok)
 			}
 			h.ok = false
 			return c.run(ctx, call, id)
@@ -231,7 +231,7 @@ func (c *Comm) collective(ctx context.Context, call *Call) error {
 	// The next call takes the fast path above when it repeats this one.
 	if k, ok := selector.KeyOf(&sreq); ok {
 		if tok := c.exec.HotToken(&c.ereq, c.lastSched); tok != 0 {
-			c.hot.call, c.hot.st, c.hot.key, c.hot.id, c.hot.s, c.hot.tok = v, call.Stream, k, id, c.lastSched, tok
+			c.hot.call, c.hot.st, c.hot.key, c.hot.tok = v, call.Stream, k, tok
 			c.hot.ok = true
 		}
 	}
@@ -268,14 +268,14 @@ func (c *Comm) execute(ctx context.Context, call *Call, s *executor.Schedule, to
 	}
 	c.last.Launch = c.exec.LaunchCounter()
 	if err != nil || tok == 0 || call.Stream == nil {
-		return c.executed(call, st, tok, err)
+		return c.executed(call, st, err)
 	}
 	return nil
 }
 
 // executed is execute's end for a launch that failed (err), that was not a
 // repeat (tok 0) or that was on the communicator's own stream.
-func (c *Comm) executed(call *Call, st device.Stream, tok uint64, err error) error {
+func (c *Comm) executed(call *Call, st device.Stream, err error) error {
 	if err != nil {
 		c.hot.ok = false
 		e := c.wrap(call.Coll.String(), err)
@@ -290,8 +290,8 @@ func (c *Comm) executed(call *Call, st device.Stream, tok uint64, err error) err
 	if call.Stream != nil {
 		// AsyncError reads the failure record of the caller's last stream
 		// (stored only when it changes: the hit path allocates nothing; a
-		// repeat, tok, is on the last call's stream).
-		if p := c.userSt.Load(); tok == 0 && (p == nil || *p != st) {
+		// repeat, which does not come here, is on the last call's stream).
+		if p := c.userSt.Load(); p == nil || *p != st {
 			sp := new(device.Stream)
 			*sp = st
 			c.userSt.Store(sp)

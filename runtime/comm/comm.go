@@ -204,14 +204,13 @@ type Comm struct {
 	asyncErr atomic.Pointer[Error]
 	// hot is the last call when it was valid, served by the selector's
 	// cache and by the executor's entries without a lookup: what a repeat
-	// of it needs to take the fast path (Collective).
+	// of it needs to take the fast path (Collective). Its schedule is
+	// last's (id and lastSched): every other call clears it.
 	hot struct {
 		ok   bool
 		call validated
 		st   device.Stream // the call's (nil: the communicator's)
 		key  selector.Key
-		id   int
-		s    *executor.Schedule
 		tok  uint64 // the executor's (Executor.HotToken)
 	}
 	// valid is the last call that passed Validate, and its answer.

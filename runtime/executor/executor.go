@@ -614,12 +614,7 @@ func (e *Executor) Repeat(ctx context.Context, tok uint64, r *Request, s *Schedu
 	if h := &e.hot; tok == 0 || tok != h.tok || h.l3 != e.lastL3.ent || h.l1 != e.lastL1 || e.trace != nil || st == nil {
 		return e.Execute(ctx, r, s, st)
 	}
-	if e.failed.Load() != nil || !e.repeatable(st) {
-		return e.executeHot(r, s, st)
-	}
-	e.hotRuns++ // executeHot's counts, its Err check passed
-	e.hotWalks++
-	return e.launchRepeat(r, s, st)
+	return e.executeHot(r, s, st)
 }
 
 // hotPath is the walk of a request that hits at every level: the

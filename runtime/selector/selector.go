@@ -198,13 +198,10 @@ type Key struct {
 	rest  uint64 // root+1:17 | nranks:17 | nlocal:17 | coll:4 | dtype:4 | redop:3 | packet:1 | inplace:1
 }
 
-// KeyOf returns r's cache key; ok is false for a request outside the
-// ranges the selector admits (Select then returns ErrBadRequest).
-func KeyOf(r *Request) (Key, bool) { return makeKey(r) }
-
-// makeKey packs r; ok is false for requests outside the ranges the packing
-// (and validation) admits, which then take the slow path and its error.
-func makeKey(r *Request) (k Key, ok bool) {
+// KeyOf packs r into its cache key; ok is false for a request outside
+// the ranges the packing (and validation) admits, which then takes
+// Select's slow path and its error (ErrBadRequest).
+func KeyOf(r *Request) (k Key, ok bool) {
 	if uint(r.Root+1) > ir.MaxRanks || uint(r.NRanks) > ir.MaxRanks || uint(r.NLocalRanks) > ir.MaxRanks ||
 		r.Coll >= ir.NumCollectives || r.DataType >= ir.NumDataTypes || r.RedOp >= ir.NumRedOps || r.PacketType > ir.LL8 {
 		return Key{}, false
@@ -369,7 +366,7 @@ func (s *Selector) Select(ctx context.Context, r *Request) (int, error) {
 		}
 		s.untilEpoch = s.opt.CheckPeriod
 	}
-	k, valid := makeKey(r)
+	k, valid := KeyOf(r)
 	if s.last.ok && valid && s.last.k == k {
 		return s.repeat(), nil
 	}
@@ -384,7 +381,7 @@ func (s *Selector) Select(ctx context.Context, r *Request) (int, error) {
 	if err != nil {
 		return None, err
 	}
-	if !valid { // choose validates more strictly than makeKey
+	if !valid { // choose validates more strictly than KeyOf
 		return None, fmt.Errorf("%w: fields out of range", ErrBadRequest)
 	}
 	if len(s.cache) >= s.opt.CacheEntries {
