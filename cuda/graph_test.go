@@ -31,6 +31,7 @@ var callhostProf = flag.String("callhost.prof", "", "write a 4 kHz CPU profile o
 var (
 	callhostNoCapture = flag.Bool("callhost.nocapture", false, "BenchmarkCallHost and BenchmarkCallHostDist without the capture query (an experiment: what the query costs a call)")
 	callhostRanks     = flag.Int("callhost.ranks", 2, "ranks (goroutines) of BenchmarkCallHostDist")
+	callhostDry       = flag.Bool("callhost.dry", false, "BenchmarkCallHost and BenchmarkCallHostDist with cuLaunchKernel skipped after the warm-up (an experiment: what the driver's launch work costs the host code around it; nothing runs on the GPU)")
 	callhostPace      = flag.Duration("callhost.pace", 0, "BenchmarkCallHostDist: start a call only this long after the last one started, spinning between (0: back to back)")
 )
 
@@ -498,13 +499,16 @@ func BenchmarkCallHost(b *testing.B) { benchCallHost(b, timeTotal, 0) }
 // BenchmarkCallHostDist is BenchmarkCallHost with each call timed on its
 // own (two clock reads in Go per call, about one of which lands inside the
 // call's time) less that call's time inside cuLaunchKernel, to show how
-// the mean is made: p50-ns, p90-ns, p99-ns and max-ns of the slower
-// rank's calls (the rank with the higher mean), host-ns/call their mean.
+// the mean is made: min-ns, p50-ns, p90-ns, p99-ns and max-ns of the
+// slower rank's calls (the rank with the higher mean), host-ns/call their
+// mean.
 // A mean above the median by much more than a clock read is calls that
 // took far longer than the rest: the thread was interrupted or
 // descheduled, an epoch ran, the collector ran. -callhost.ranks and
 // -callhost.pace change the number of ranks and pace the calls (as
-// BenchmarkCallHostPaced does).
+// BenchmarkCallHostPaced does). -callhost.dry (also for BenchmarkCallHost)
+// skips cuLaunchKernel after the warm-up, keeping everything else: the
+// host path without the driver's launch work between calls.
 func BenchmarkCallHostDist(b *testing.B) { benchCallHost(b, timeDist, 0) }
 
 // BenchmarkCallHostParts is BenchmarkCallHost with the driver time before
@@ -582,6 +586,10 @@ func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
 		cuda.TimeLaunches(true)
 	}
 	defer cuda.TimeLaunches(false)
+	if *callhostDry {
+		driver.SetDryLaunch(true)
+		defer driver.SetDryLaunch(false)
+	}
 	host := make([]time.Duration, n)
 	pre := make([]time.Duration, n)
 	cross := make([]time.Duration, n)
@@ -684,6 +692,7 @@ func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
 	if mode == timeDist {
 		slow := dist[slices.Index(host, slices.Max(host))]
 		slices.Sort(slow)
+		b.ReportMetric(slow[0], "min-ns")
 		for _, q := range []struct {
 			p    float64
 			name string

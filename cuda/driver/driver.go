@@ -20,6 +20,7 @@ package driver
 #cgo nocallback th_prelaunch
 #cgo nocallback th_clock_cost
 #cgo nocallback th_nop
+#cgo nocallback th_set_dry
 #cgo nocallback th_touch
 #cgo nocallback th_nop_ptr
 #cgo noescape th_nop_ptr
@@ -230,6 +231,10 @@ typedef struct {
 // null) to capval; then launch f with arg. With timed >= 1 the time spent
 // inside cuLaunchKernel is measured (CLOCK_MONOTONIC), with timed 2 also
 // the time before it.
+// th_dry, set only by the host-path experiment (SetDryLaunch), makes
+// th_launch_checked skip cuLaunchKernel and report success.
+static int th_dry;
+static void th_set_dry(int on) { th_dry = on; }
 static th_launch_out th_launch_checked(CUcontext c, CUstream s, int check, CUfunction f, unsigned gx, unsigned bx,
                                        uintptr_t argp, uintptr_t capp, int32_t capval, int timed) {
   void* arg = (void*)argp;
@@ -253,7 +258,7 @@ static th_launch_out th_launch_checked(CUcontext c, CUstream s, int check, CUfun
   }
   o.which = 2;
   int64_t t1 = timed ? th_now() : 0;
-  o.r = th_launch1(f, gx, bx, 0, s, arg);
+  o.r = th_dry ? 0 : th_launch1(f, gx, bx, 0, s, arg);
   if (timed) {
     int64_t t2 = th_now();
     o.ns = t2 - t1;
@@ -574,6 +579,20 @@ func (d *Device) Launch(s Stream, checkCapture bool, f Function, grid, block int
 		return res, check([]string{"cuCtxGetCurrent", "cuCtxSetCurrent", "cuLaunchKernel"}[o.which], o.r)
 	}
 	return res, nil
+}
+
+// SetDryLaunch makes Launch skip cuLaunchKernel (it still makes the
+// context current and queries capture) and report success: an experiment
+// on what the driver's launch work costs the host code around it
+// (BenchmarkCallHost's -callhost.dry in package cuda). Nothing runs on the
+// GPU while it is on, so peers and streams fall out of step; never outside
+// that benchmark.
+func SetDryLaunch(on bool) {
+	v := C.int(0)
+	if on {
+		v = 1
+	}
+	C.th_set_dry(v)
 }
 
 // ClockCost is the mean cost of one read of CLOCK_MONOTONIC from C (what
