@@ -521,9 +521,14 @@ type prepared struct {
 	// one prepared at a time: its communicator's calls are serialised), so
 	// a launch allocates and copies nothing.
 	arg *Launch
+	// st is the stream whose failure record and claim word arg holds
+	// (setStream): a launch on another stream sets them again.
+	st *Stream
 	// nfence is the fence count of a fenced launch (arg's is 0 when a
 	// launch is not fenced).
-	nfence  int32
+	nfence int32
+	// staged: in or out is not empty (the launch takes the staged path).
+	staged  bool
 	grid    int
 	threads int
 	mem     []driver.Ptr // what Release frees
@@ -538,7 +543,8 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 		return nil, errors.New("cuda: prepare without a table")
 	}
 	t := a.Table
-	p := &prepared{b: b, arg: new(Launch), grid: len(t.TBs), threads: t.NumThreads, in: a.StageIn, out: a.StageOut}
+	p := &prepared{b: b, arg: newLaunch(), grid: len(t.TBs), threads: t.NumThreads, in: a.StageIn, out: a.StageOut,
+		staged: len(a.StageIn)+len(a.StageOut) > 0}
 	if p.threads <= 0 {
 		p.threads = DefaultThreads
 	}
@@ -688,40 +694,52 @@ func unitsGrid(dev *driver.Device, fn driver.Function, grid, threads int, nunits
 
 // Stream is a CUDA stream with the failure record of the launches on it.
 type Stream struct {
-	b       *Backend
-	s       driver.Stream
-	owned   bool
-	errHost unsafe.Pointer // ErrorRecord, host-mapped
-	errDev  driver.Ptr
-	claim   driver.Ptr
-	// mu is held for reading by every method that uses the handle or the
-	// failure record, except a launch, and for writing by Close.
-	mu     sync.RWMutex
-	closed bool
+	// What every launch reads or writes comes first, in one cache line:
+	// the struct's size is a multiple of 64 bytes, so that Go's allocator
+	// places it on a line boundary (TestStreamLayout). A call runs with
+	// the caches its thread found after waiting in the driver, and every
+	// line it touches costs.
+	b *Backend
+	s driver.Stream
 	// use counts the launches being enqueued on the stream (useCount: see
 	// Backend.gate), with useClosed added once Close has begun, which then
 	// waits for the count to drain: the launch that leaves it at zero
 	// signals drained. A launch takes neither mu nor another word: one
 	// atomic add as it starts, one as it ends.
 	use     atomic.Int64
+	errHost unsafe.Pointer // ErrorRecord, host-mapped
+	errDev  driver.Ptr
+	claim   driver.Ptr
+	// cuLaunchKernel accounting (TimeLaunches, TimeLaunchParts): plain
+	// words, so that the accounting adds no locked instruction to the call
+	// it measures. They are written by the stream's launches while the
+	// accounting is on, which is for benchmarks that launch on a stream
+	// from one goroutine at a time and read LaunchTime once those launches
+	// are done.
+	nlaunch int64
+	dlaunch int64
+
+	owned bool
+	// mu is held for reading by every method that uses the handle or the
+	// failure record, except a launch, and for writing by Close.
+	mu      sync.RWMutex
+	closed  bool
 	drained chan struct{} // capacity 1
 	evMu    sync.Mutex
 	ev      driver.Event // recorded by After when a later launch moves to another stream
-	// cuLaunchKernel accounting (TimeLaunches, TimeLaunchParts).
-	nlaunch atomic.Int64
-	dlaunch atomic.Int64
 	dpre    atomic.Int64
 	dcross  atomic.Int64
 	// The last launch timed with TimeLaunchParts: the clock at its start,
 	// at C's entry and exit, and at its return (LastLaunchClock).
 	lastIn, lastEnter, lastExit, lastOut atomic.Int64
+	_                                    [24]byte // to 192 bytes (TestStreamLayout)
 }
 
 // LaunchTime returns how many kernels were launched on the stream while
 // TimeLaunches (or TimeLaunchParts) was on, and the time spent inside
 // cuLaunchKernel for them.
 func (s *Stream) LaunchTime() (int64, time.Duration) {
-	return s.nlaunch.Load(), time.Duration(s.dlaunch.Load())
+	return s.nlaunch, time.Duration(s.dlaunch)
 }
 
 // PrelaunchTime is the time those launches spent in the driver before
@@ -779,8 +797,12 @@ func (s *Stream) launch(pp device.Prepared, launch uint64, fence, check, fenceCa
 	if e := readError(s.errHost); e != nil {
 		err = e
 	} else {
-		setLaunch(p.arg, launch, s.errDev, s.claim, fence, p.nfence)
-		if len(p.in) == 0 && len(p.out) == 0 {
+		if p.st != s {
+			setStream(p.arg, s.errDev, s.claim)
+			p.st = s
+		}
+		setLaunch(p.arg, launch, fence, p.nfence)
+		if !p.staged {
 			capturing, err = s.launchDirect(p, fence, check, fenceCaptured, timing)
 		} else {
 			capturing, err = s.launchStaged(p, fence, check, fenceCaptured, timing)
@@ -851,8 +873,8 @@ func (s *Stream) launchStaged(p *prepared, fence, check, fenceCaptured bool, tim
 // and with TimeLaunchParts its parts: the launch's own host time counts
 // what this adds, so TimeLaunches adds no more than it needs.
 func (s *Stream) account(r driver.LaunchResult, timing driver.LaunchTiming) {
-	s.nlaunch.Add(1)
-	s.dlaunch.Add(int64(r.LaunchTime))
+	s.nlaunch++
+	s.dlaunch += int64(r.LaunchTime)
 	if timing != driver.TimeLaunchAndPre {
 		return
 	}

@@ -138,18 +138,35 @@ func fillUnits(a *Launch, u unitWork) {
 	a.nunits = C.int64_t(u.nunits)
 }
 
-// setLaunch sets the per-launch fields of a prepared launch: the counter,
-// the stream's failure record, and the fence count: nfence when fence is
-// set, else 0 (no fence).
-func setLaunch(a *Launch, launch uint64, errRec, claim driver.Ptr, fence bool, nfence int32) {
-	a.launch = C.uint64_t(launch)
+// setStream sets the fields of a prepared launch that name the stream it
+// is launched on: the stream's failure record and claim word.
+func setStream(a *Launch, errRec, claim driver.Ptr) {
 	a.error = C.uint64_t(errRec)
 	a.claim = C.uint64_t(claim)
+}
+
+// setLaunch sets the per-launch fields of a prepared launch: the counter
+// and the fence count: nfence when fence is set, else 0 (no fence).
+func setLaunch(a *Launch, launch uint64, fence bool, nfence int32) {
+	a.launch = C.uint64_t(launch)
 	a.nfence = 0
 	if fence {
 		a.nfence = C.int32_t(nfence)
 	}
 }
+
+// launchBox holds a Launch at the start of a 256-byte object, which Go's
+// allocator places on a 64-byte boundary (its size class is a multiple of
+// 64): the fields a launch writes (setLaunch) then share as few cache
+// lines as the argument's layout allows. No Go pointers, as cgo requires
+// of memory C reads.
+type launchBox struct {
+	a Launch
+	_ [256 - unsafe.Sizeof(Launch{})]byte
+}
+
+// newLaunch allocates a zeroed launch argument (launchBox).
+func newLaunch() *Launch { return &new(launchBox).a }
 
 // setFence sets a launch's fence count (a captured launch is fenced).
 func setFence(a *Launch, nfence int32) { a.nfence = C.int32_t(nfence) }

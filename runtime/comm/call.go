@@ -45,12 +45,12 @@ type Call struct {
 
 // validated is what Validate reads of a call: every field but the stream.
 type validated struct {
-	coll       ir.Collective
 	send, recv device.Ptr
 	count      int64
+	root       int
+	coll       ir.Collective
 	dtype      ir.DataType
 	op         ir.RedOp
-	root       int
 }
 
 // Validate checks c before anything is selected or materialised (the
@@ -162,7 +162,7 @@ func (c *Comm) Collective(ctx context.Context, call *Call) error {
 	// the last used (Executor.Repeat). Everything else, and every error,
 	// is collective's: this path is kept short.
 	if h := &c.hot; h.ok && h.st == call.Stream &&
-		h.call == (validated{call.Coll, call.Send, call.Recv, call.Count, call.DataType, call.RedOp, call.Root}) &&
+		h.call == (validated{call.Send, call.Recv, call.Count, call.Root, call.Coll, call.DataType, call.RedOp}) &&
 		commState(c.state.Load()) == live && c.asyncErr.Load() == nil {
 		if id, ok := c.sel.Repeat(h.key); ok {
 			c.calls++
@@ -187,7 +187,7 @@ func (c *Comm) collective(ctx context.Context, call *Call) error {
 	if e := c.asyncErr.Load(); e != nil {
 		return e
 	}
-	v := validated{call.Coll, call.Send, call.Recv, call.Count, call.DataType, call.RedOp, call.Root}
+	v := validated{call.Send, call.Recv, call.Count, call.Root, call.Coll, call.DataType, call.RedOp}
 	c.hot.ok = false
 	// A repeat of the last valid call is valid in the same way.
 	inPlace := c.valid.inPlace

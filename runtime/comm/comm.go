@@ -213,25 +213,30 @@ type Comm struct {
 		key  selector.Key
 		tok  uint64 // the executor's (Executor.HotToken)
 	}
+	calls     uint64
+	repeats   uint64 // calls that took the fast path (tests)
+	sel       *selector.Selector
+	exec      *executor.Executor
+	lastSched *executor.Schedule // last's
+	last      CallInfo
+	// The fast path's fields end here, within three cache lines: a Comm is
+	// over 512 bytes and holds pointers, so Go's allocator puts an 8-byte
+	// header before it, at a 64-byte boundary, and they must end by byte
+	// 184 (TestCommLayout).
+
 	// valid is the last call that passed Validate, and its answer.
 	valid struct {
 		call    validated
 		inPlace bool
 		ok      bool
 	}
-	calls     uint64
-	repeats   uint64 // calls that took the fast path (tests)
-	rank, n   int
-	perNode   int           // layout.PerNode
-	packet    ir.PacketType // *cfg.PacketType
-	sel       *selector.Selector
-	exec      *executor.Executor
-	scheds    []*executor.Schedule
-	userSt    atomic.Pointer[device.Stream] // the caller's stream of the last call, if any
-	last      CallInfo
-	lastSched *executor.Schedule // last's
-	ereq      executor.Request
-	stream    device.Stream
+	rank, n int
+	perNode int           // layout.PerNode
+	packet  ir.PacketType // *cfg.PacketType
+	scheds  []*executor.Schedule
+	userSt  atomic.Pointer[device.Stream] // the caller's stream of the last call, if any
+	ereq    executor.Request
+	stream  device.Stream
 
 	cfg    Config
 	id     bootstrap.UniqueID

@@ -259,53 +259,59 @@ var (
 
 // Executor is one rank's executor.
 type Executor struct {
-	// What every call on the all-hit path reads or writes (Execute's check,
-	// executeHot, doLaunch) comes first, together: a rank's thread comes
-	// back from a launch that waited for the GPU with cold caches, and
-	// every cache line it touches costs.
+	// What every call on the all-hit path reads or writes (Repeat,
+	// executeHot, launchRepeat) comes first, together, in three cache
+	// lines (TestExecutorLayout): a rank's thread comes back from a launch
+	// that waited for the GPU with cold caches, and every cache line it
+	// touches costs.
 
 	// hot is the last request whose walk hit at every level (L0 ready, L1
 	// the running schedule, no L2, L3 the last entry): while lastL1 and
 	// lastL3 still hold its entries, the same request of the same schedule
 	// walks the same way, and Execute goes straight to the launch
-	// (executeHot), counting the same transitions.
+	// (executeHot), counting the same transitions. hotReq holds its
+	// request and schedule.
 	hot struct {
-		s   *Schedule
-		req Request
+		tok uint64 // Repeat's token for it (HotToken): bumped whenever hot changes
 		l1  *l1Entry
 		l3  *l3Entry
-		tok uint64 // Repeat's token for it (HotToken): bumped whenever hot changes
 	}
 	lastL1 *l1Entry
-	lastSt device.Stream // the stream of the last launch
-	// lastCL is lastSt as a device.CaptureLauncher (nil when it is not
-	// one); tracked says lastSt is in streams (trackStream), so that a
-	// repeated launch on it adds nothing.
-	lastCL  device.CaptureLauncher
-	tracked bool
-	lastSig scratchSig
-	// capSig is the scratch layout of the launches captured into CUDA
-	// graphs, capMixed set once they had more than one: a replay may run
-	// before any eager launch (doLaunch).
-	capSig   scratchSig
-	capMixed bool
-	launch   uint64 // the launch counter (Stats.Launches)
-	trace    func(Transition)
-	failed   atomic.Pointer[error]
+	trace  func(Transition)
+	failed atomic.Pointer[error]
 	// hotWalks counts executeHot's walks that reached the launch, hotFails
 	// those whose launch failed (Stats adds their counters); fences counts
 	// fenced launches (Stats.Fences); hotRuns executeHot's calls (tests).
 	hotWalks, hotFails, fences, hotRuns uint64
-	streams                             []device.Stream // streams launched on since the last wait
+	// lastCL is lastSt as a device.CaptureLauncher (nil when it is not
+	// one); tracked says lastSt is in streams (trackStream), so that a
+	// repeated launch on it adds nothing.
+	lastCL device.CaptureLauncher
+	lastSt device.Stream // the stream of the last launch
+	launch uint64        // the launch counter (Stats.Launches)
+	// capMixed: the launches captured into CUDA graphs had more than one
+	// scratch layout (capSig).
+	tracked, capMixed bool
+	lastSig           scratchSig
+	// capSig is the scratch layout of the launches captured into CUDA
+	// graphs, capMixed set once they had more than one: a replay may run
+	// before any eager launch (doLaunch).
+	capSig scratchSig
 	// lastL3 is the L3 entry of the last hit or setup, under its L1 and L2
 	// entries: a repeated request finds it without hashing its key.
-	// Cleared whenever L3 entries are dropped (dropL3).
+	// Cleared whenever L3 entries are dropped (dropL3). Its ent ends the
+	// fields of the all-hit path.
 	lastL3 struct {
 		ent *l3Entry
 		l1  *l1Entry
 		l2  *l2Entry
 		key l3Key
 	}
+	hotReq struct {
+		s   *Schedule
+		req Request
+	}
+	streams []device.Stream // streams launched on since the last wait
 
 	cfg Config
 	dev device.Backend
@@ -521,8 +527,8 @@ func (e *Executor) LaunchCounter() uint64 { return e.launch }
 // Errors: *Error, wrapping ErrCapture, ErrClosed, ErrMismatch, ErrScratchMismatch,
 // a bootstrap error naming peers, or a backend error.
 func (e *Executor) Execute(ctx context.Context, r *Request, s *Schedule, st device.Stream) error {
-	if h := &e.hot; h.l3 != nil && h.l3 == e.lastL3.ent && h.l1 == e.lastL1 && h.s == s && e.trace == nil &&
-		st != nil && r != nil && *r == h.req {
+	if h, q := &e.hot, &e.hotReq; h.l3 != nil && h.l3 == e.lastL3.ent && h.l1 == e.lastL1 && q.s == s && e.trace == nil &&
+		st != nil && r != nil && *r == q.req {
 		return e.executeHot(r, s, st)
 	}
 	w := walk{r: r, s: s, st: st}
@@ -586,8 +592,8 @@ func (e *Executor) Execute(ctx context.Context, r *Request, s *Schedule, st devi
 		state = to
 	}
 	if allHit && w.l3 == e.lastL3.ent && w.l1 == e.lastL1 && e.trace == nil {
-		if h := &e.hot; h.s != s || h.req != *r || h.l1 != w.l1 || h.l3 != w.l3 {
-			h.s, h.req, h.l1, h.l3 = s, *r, w.l1, w.l3
+		if h, q := &e.hot, &e.hotReq; q.s != s || q.req != *r || h.l1 != w.l1 || h.l3 != w.l3 {
+			q.s, q.req, h.l1, h.l3 = s, *r, w.l1, w.l3
 			h.tok++
 		}
 	}
@@ -599,7 +605,7 @@ func (e *Executor) Execute(ctx context.Context, r *Request, s *Schedule, st devi
 // at every level), and 0 otherwise. Repeat checks that the entry's
 // levels are still the last used before it launches from it.
 func (e *Executor) HotToken(r *Request, s *Schedule) uint64 {
-	if h := &e.hot; h.l3 != nil && h.s == s && r != nil && h.req == *r {
+	if h, q := &e.hot, &e.hotReq; h.l3 != nil && q.s == s && r != nil && q.req == *r {
 		return h.tok
 	}
 	return 0
