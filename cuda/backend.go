@@ -755,17 +755,11 @@ func (s *Stream) CrossTime() time.Duration { return time.Duration(s.dcross.Load(
 // CUStream is the underlying CUstream.
 func (s *Stream) CUStream() uintptr { return uintptr(s.s) }
 
-// Launch implements device.Stream: staging copies, then one kernel launch
-// of the rank's table, on the stream.
+// Launch implements device.Stream: CaptureLaunch, without fencing a
+// captured launch.
 func (s *Stream) Launch(pp device.Prepared, launch uint64, fence bool) error {
-	_, err := s.launch(pp, launch, fence, false, false)
+	_, err := s.CaptureLaunch(pp, launch, fence, false)
 	return err
-}
-
-// CaptureLaunch implements device.CaptureLauncher: Capturing and Launch
-// under one cuCtxSetCurrent.
-func (s *Stream) CaptureLaunch(pp device.Prepared, launch uint64, fence, fenceCaptured bool) (bool, error) {
-	return s.launch(pp, launch, fence, !noCaptureQuery, fenceCaptured)
 }
 
 // noCaptureQuery, set only by tests (export_test.go), makes CaptureLaunch
@@ -773,15 +767,21 @@ func (s *Stream) CaptureLaunch(pp device.Prepared, launch uint64, fence, fenceCa
 // which reports every launch as not captured.
 var noCaptureQuery bool
 
-// launch is Launch, first checking capture (cuStreamIsCapturing) when
-// check is set: a captured launch is fenced when fenceCaptured is set.
+// CaptureLaunch implements device.CaptureLauncher: staging copies, then
+// one kernel launch of the rank's table, on the stream; it reports whether
+// the stream is being captured into a CUDA graph (cuStreamIsCapturing),
+// and a captured launch is fenced when fenceCaptured is set.
 //
 // Without staging copies (the usual case) the context switch, the capture
 // query and cuLaunchKernel are one call into C (driver.Device.Launch): one
 // cgo crossing, and no OS thread to hold. A launch that must be fenced
 // only if it is captured hands the C side the argument's fence count to
-// restore when it finds the stream capturing.
-func (s *Stream) launch(pp device.Prepared, launch uint64, fence, check, fenceCaptured bool) (capturing bool, err error) {
+// restore when it finds the stream capturing. That launch is written out
+// here rather than in a function of its own: every Go frame between a
+// collective call and cuLaunchKernel costs again after the launch, when
+// the driver's work has displaced the caller's code and stack lines
+// (docs/design/cuda.md, "Host cost of a call").
+func (s *Stream) CaptureLaunch(pp device.Prepared, launch uint64, fence, fenceCaptured bool) (capturing bool, err error) {
 	timing := driver.LaunchTiming(launchTiming.Load())
 	if timing == driver.TimeLaunchAndPre {
 		s.lastIn.Store(monotonic())
@@ -794,16 +794,27 @@ func (s *Stream) launch(pp device.Prepared, launch uint64, fence, check, fenceCa
 		return false, err
 	}
 	defer s.leave()
+	check := !noCaptureQuery
 	if e := readError(s.errHost); e != nil {
 		err = e
 	} else {
+		a := p.arg
 		if p.st != s {
-			setStream(p.arg, s.errDev, s.claim)
+			setStream(a, s.errDev, s.claim)
 			p.st = s
 		}
-		setLaunch(p.arg, launch, fence, p.nfence)
+		setLaunch(a, launch, fence, p.nfence)
 		if !p.staged {
-			capturing, err = s.launchDirect(p, fence, check, fenceCaptured, timing)
+			var capField unsafe.Pointer
+			if check && fenceCaptured && !fence {
+				capField = unsafe.Pointer(&a.nfence)
+			}
+			var r driver.LaunchResult
+			r, err = s.b.dev.Launch(s.s, check, p.fn, p.grid, p.threads, unsafe.Pointer(a), capField, p.nfence, timing)
+			if timing != driver.TimeNothing && err == nil {
+				s.account(r, timing)
+			}
+			capturing = r.Capturing
 		} else {
 			capturing, err = s.launchStaged(p, fence, check, fenceCaptured, timing)
 		}
@@ -814,25 +825,9 @@ func (s *Stream) launch(pp device.Prepared, launch uint64, fence, check, fenceCa
 	return capturing, err
 }
 
-// launchDirect is launch without staging copies (the usual case): the
-// context switch, the capture query and cuLaunchKernel are one call into
-// C. The caller counted the launch in s.use and filled the argument.
-func (s *Stream) launchDirect(p *prepared, fence, check, fenceCaptured bool, timing driver.LaunchTiming) (bool, error) {
-	a := p.arg
-	var capField unsafe.Pointer
-	if check && fenceCaptured && !fence {
-		capField = unsafe.Pointer(&a.nfence)
-	}
-	r, err := s.b.dev.Launch(s.s, check, p.fn, p.grid, p.threads, unsafe.Pointer(a), capField, p.nfence, timing)
-	if timing != driver.TimeNothing && err == nil {
-		s.account(r, timing)
-	}
-	return r.Capturing, err
-}
-
-// launchStaged is launch with staging copies around the kernel, on a held
-// thread with the context current. The caller counted the launch in s.use
-// and filled the argument.
+// launchStaged is CaptureLaunch's launch with staging copies around the
+// kernel, on a held thread with the context current. The caller counted
+// the launch in s.use and filled the argument.
 func (s *Stream) launchStaged(p *prepared, fence, check, fenceCaptured bool, timing driver.LaunchTiming) (capturing bool, err error) {
 	a := p.arg
 	runtime.LockOSThread()

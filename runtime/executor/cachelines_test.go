@@ -11,7 +11,7 @@ const heapHeader = 8
 
 // TestExecutorLayout checks what the all-hit path's cache-line layout
 // relies on: every Executor field a repeated call touches (Repeat,
-// executeHot, repeatable, launchRepeat, LaunchCounter) lies in the first
+// repeatable, launchRepeat, LaunchCounter) lies in the first
 // three 64-byte lines of its allocation, which starts on a line boundary
 // (the size class is a multiple of 64) with the allocator's header.
 func TestExecutorLayout(t *testing.T) {

@@ -307,7 +307,7 @@ func TestCaptureL3MissReplays(t *testing.T) {
 			const replays = 3
 			g.replay(replays) // buf = S*2^3, out[:half] = S*2^3
 			// Eager calls with yet another count (an L3 miss, eager, then
-			// hits: the third goes through executeHot unless the schedule
+			// hits: the third takes the hot walk unless the schedule
 			// has L2 entries), each after a replay.
 			hot := g.ex[0].hotRuns
 			g.must(g.call(s, inPlace(other)))
@@ -315,8 +315,8 @@ func TestCaptureL3MissReplays(t *testing.T) {
 			g.must(g.call(s, inPlace(other)))
 			g.replay(1)
 			g.must(g.call(s, inPlace(other)))
-			if want := uint64(1); l2Ev(g) == "skip" && g.ex[0].hotRuns-hot != want { // (executeHot: no L2 entry)
-				t.Errorf("%d calls through executeHot, want %d", g.ex[0].hotRuns-hot, want)
+			if want := uint64(1); l2Ev(g) == "skip" && g.ex[0].hotRuns-hot != want { // (the hot walk: no L2 entry)
+				t.Errorf("%d hot walks, want %d", g.ex[0].hotRuns-hot, want)
 			}
 			for r := range n2 {
 				b, o := read(t, buf[r], count), read(t, out[r], count)

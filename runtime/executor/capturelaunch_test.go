@@ -69,11 +69,11 @@ func TestCaptureLaunch(t *testing.T) {
 		{ll, 8, false}, {ll, 8, false}, {ll, 8, true}, {ll, 8, false}, // LL: always fenced
 		{ll, 8, false}, {ll, 8, false}, {simple, 8, false}, {simple, 8, false}, {simple, 8, false}, // repeats after captures
 	}
-	var hotRuns uint64 // rank 0's executeHot calls in the last run
+	var hotRuns uint64 // rank 0's hot walks (Repeat) in the last run
 	run := func(t *testing.T, launcher, traced bool) ([][]bool, Stats, []*capCounter, []*capLauncher) {
 		w := newFWorld(t, n2, nil)
 		tc := w.trace()
-		if !traced { // the hot path (executeHot) runs only without a trace
+		if !traced { // the hot path (Repeat) runs only without a trace
 			for _, e := range w.ex {
 				e.SetTrace(nil)
 			}
@@ -136,7 +136,7 @@ func TestCaptureLaunch(t *testing.T) {
 			t.Errorf("rank %d: %d separate capture checks, want %d (the misses' only)", r, cl.checks, want)
 		}
 	}
-	// Without a trace, repeats take executeHot (and its shortcut when the
+	// Without a trace, repeats take the hot walk (and its shortcut when the
 	// bookkeeping would change only counters): the same fences and the
 	// same counters.
 	hot, hotStats, _, _ := run(t, true, false)

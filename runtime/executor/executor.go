@@ -260,7 +260,7 @@ var (
 // Executor is one rank's executor.
 type Executor struct {
 	// What every call on the all-hit path reads or writes (Repeat,
-	// executeHot, launchRepeat) comes first, together, in three cache
+	// repeatable, launchRepeat) comes first, together, in three cache
 	// lines (TestExecutorLayout): a rank's thread comes back from a launch
 	// that waited for the GPU with cold caches, and every cache line it
 	// touches costs.
@@ -269,7 +269,7 @@ type Executor struct {
 	// the running schedule, no L2, L3 the last entry): while lastL1 and
 	// lastL3 still hold its entries, the same request of the same schedule
 	// walks the same way, and Execute goes straight to the launch
-	// (executeHot), counting the same transitions. hotReq holds its
+	// (Repeat), counting the same transitions. hotReq holds its
 	// request and schedule.
 	hot struct {
 		tok uint64 // Repeat's token for it (HotToken): bumped whenever hot changes
@@ -279,9 +279,9 @@ type Executor struct {
 	lastL1 *l1Entry
 	trace  func(Transition)
 	failed atomic.Pointer[error]
-	// hotWalks counts executeHot's walks that reached the launch, hotFails
+	// hotWalks counts Repeat's hot walks that reached the launch, hotFails
 	// those whose launch failed (Stats adds their counters); fences counts
-	// fenced launches (Stats.Fences); hotRuns executeHot's calls (tests).
+	// fenced launches (Stats.Fences); hotRuns those walks (tests).
 	hotWalks, hotFails, fences, hotRuns uint64
 	// lastCL is lastSt as a device.CaptureLauncher (nil when it is not
 	// one); tracked says lastSt is in streams (trackStream), so that a
@@ -487,7 +487,7 @@ func (e *Executor) SetTrace(f func(Transition)) { e.trace = f }
 func (e *Executor) Stats() Stats {
 	st := e.stats
 	st.Launches, st.Fences = e.launch, e.fences
-	// The walks executeHot took to the launch: Start → L0Lookup (hit) →
+	// The hot walks Repeat took to the launch: Start → L0Lookup (hit) →
 	// L1Lookup (same) → L2Lookup (skip) → L3Lookup (hit) → Launch → Done,
 	// or → Fail when the launch failed.
 	h := e.hotWalks
@@ -529,12 +529,12 @@ func (e *Executor) LaunchCounter() uint64 { return e.launch }
 func (e *Executor) Execute(ctx context.Context, r *Request, s *Schedule, st device.Stream) error {
 	if h, q := &e.hot, &e.hotReq; h.l3 != nil && h.l3 == e.lastL3.ent && h.l1 == e.lastL1 && q.s == s && e.trace == nil &&
 		st != nil && r != nil && *r == q.req {
-		return e.executeHot(r, s, st)
+		return e.Repeat(ctx, h.tok, r, s, st)
 	}
 	w := walk{r: r, s: s, st: st}
 	e.stats.Calls++
 	state := Start
-	allHit := true // every lookup hit: the walk executeHot repeats
+	allHit := true // every lookup hit: the walk Repeat repeats
 	for state != Done {
 		var ev Event
 		switch state {
@@ -614,27 +614,37 @@ func (e *Executor) HotToken(r *Request, s *Schedule) uint64 {
 // Repeat is Execute(ctx, r, s, st) for the request and schedule that tok
 // (HotToken) was issued for, which the caller passes again: while the
 // executor's entries for it are still the last used, the launch with no
-// lookup (executeHot), without comparing the request; otherwise Execute
-// itself. Errors: those of Execute.
+// lookup, without comparing the request; otherwise Execute itself.
+// Errors: those of Execute.
+//
+// With the entries still the last used, Repeat is the walk Start,
+// L0Lookup (hit), L1Lookup (same), L2Lookup (skip), L3Lookup (hit),
+// Launch, with the same checks, counters and outcome, without looking
+// anything up. The counters of a walk that reaches the launch are kept as
+// one count (hotWalks) and added in by Stats: one store instead of a dozen
+// across the Stats struct. The usual repeat goes from here straight to
+// launchRepeat: each Go frame between the call and the launch costs after
+// the launch returns, when the driver has displaced the caller's code and
+// stack lines.
 func (e *Executor) Repeat(ctx context.Context, tok uint64, r *Request, s *Schedule, st device.Stream) error {
 	if h := &e.hot; tok == 0 || tok != h.tok || h.l3 != e.lastL3.ent || h.l1 != e.lastL1 || e.trace != nil || st == nil {
 		return e.Execute(ctx, r, s, st)
 	}
-	return e.executeHot(r, s, st)
+	if e.failed.Load() == nil && e.repeatable(st) {
+		e.hotRuns++
+		e.hotWalks++
+		return e.launchRepeat(r, s, st)
+	}
+	return e.walkHot(r, s, st)
 }
 
 // hotPath is the walk of a request that hits at every level: the
 // transitions Execute takes, and counts, for it.
 var hotPath = [...]State{L0Lookup, L1Lookup, L2Lookup, L3Lookup, Launch}
 
-// executeHot is Execute for a repeat of e.hot's request while its entries
-// are still the last used (the caller checked): the walk Start, L0Lookup
-// (hit), L1Lookup (same), L2Lookup (skip), L3Lookup (hit), Launch, with
-// the same checks, counters and outcome, without looking anything up. The
-// counters of a walk that reaches the launch are kept as one count
-// (hotWalks) and added in by Stats: one store instead of a dozen across
-// the Stats struct.
-func (e *Executor) executeHot(r *Request, s *Schedule, st device.Stream) error {
+// walkHot is Repeat's walk when the executor is broken or the launch is
+// not the usual repeat (launchRepeat).
+func (e *Executor) walkHot(r *Request, s *Schedule, st device.Stream) error {
 	e.hotRuns++
 	if err := e.Err(); err != nil { // Start: broken
 		e.stats.Calls++
@@ -644,9 +654,6 @@ func (e *Executor) executeHot(r *Request, s *Schedule, st device.Stream) error {
 		return err
 	}
 	e.hotWalks++
-	if e.repeatable(st) {
-		return e.launchRepeat(r, s, st)
-	}
 	w := walk{r: r, s: s, st: st, l1: e.hot.l1, l3map: e.hot.l1.l3, l3: e.hot.l3}
 	if ev := e.doLaunch(&w); ev != EvOK {
 		e.hotFails++

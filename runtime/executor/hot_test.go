@@ -16,7 +16,7 @@ import (
 )
 
 // A repeat of the last request that hit at every level goes straight to
-// the launch (executeHot), and that changes nothing observable: the same
+// the launch (Repeat), and that changes nothing observable: the same
 // counters, fences, launch counter and results as the full walk, which a
 // trace function forces, over repeats, other shapes, another schedule (a
 // switch and back), a stream that fails and a broken executor.
