@@ -168,7 +168,10 @@ var launchTiming atomic.Int32
 // TimeLaunches turns on (or off) the accounting that Stream.LaunchTime
 // reports: the time inside cuLaunchKernel, measured in C around the driver
 // call itself (the cgo crossing is host time). It costs two clock reads
-// per launch while on (driver.ClockCost).
+// per launch while on (driver.ClockCost), and no locked instruction: the
+// counts are plain words, so while it is on a stream's launches must come
+// from one goroutine at a time and LaunchTime must be read by that
+// goroutine or after those launches (it is for benchmarks).
 func TimeLaunches(on bool) {
 	if on {
 		launchTiming.Store(int32(driver.TimeLaunch))
@@ -756,7 +759,10 @@ func (s *Stream) CrossTime() time.Duration { return time.Duration(s.dcross.Load(
 func (s *Stream) CUStream() uintptr { return uintptr(s.s) }
 
 // Launch implements device.Stream: CaptureLaunch, without fencing a
-// captured launch.
+// captured launch. It asks the driver whether the stream is being
+// captured, as CaptureLaunch does: the executor calls Launch only when a
+// launch moves to another stream, after its own Capturing, so such a
+// launch makes two capture queries.
 func (s *Stream) Launch(pp device.Prepared, launch uint64, fence bool) error {
 	_, err := s.CaptureLaunch(pp, launch, fence, false)
 	return err

@@ -519,7 +519,7 @@ func BenchmarkCallHostDist(b *testing.B) { benchCallHost(b, timeDist, 0) }
 // start to C's first clock reading (the Go code before the launch and the
 // crossing into C), go-out-ns/call from C's last reading to the call's
 // return (the crossing back and the Go code after), above-ns/call the part
-// of both outside the backend's Stream.launch (the runtime's Go code:
+// of both outside the backend's Stream.CaptureLaunch (the runtime's Go code:
 // communicator, selector, executor). Each call is timed on
 // its own, and the extra clock reads make its host-ns/call a few clock-ns
 // higher than BenchmarkCallHost's.
