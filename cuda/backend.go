@@ -783,10 +783,10 @@ var noCaptureQuery bool
 // cgo crossing, and no OS thread to hold. A launch that must be fenced
 // only if it is captured hands the C side the argument's fence count to
 // restore when it finds the stream capturing. That launch is written out
-// here rather than in a function of its own: every Go frame between a
-// collective call and cuLaunchKernel costs again after the launch, when
-// the driver's work has displaced the caller's code and stack lines
-// (docs/design/cuda.md, "Host cost of a call").
+// here rather than in a function of its own: one Go frame fewer between a
+// collective call and cuLaunchKernel (on the H200 the difference was
+// within the run-to-run spread: docs/design/cuda.md, "Host cost of a
+// call").
 func (s *Stream) CaptureLaunch(pp device.Prepared, launch uint64, fence, fenceCaptured bool) (capturing bool, err error) {
 	timing := driver.LaunchTiming(launchTiming.Load())
 	if timing == driver.TimeLaunchAndPre {

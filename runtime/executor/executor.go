@@ -623,9 +623,7 @@ func (e *Executor) HotToken(r *Request, s *Schedule) uint64 {
 // anything up. The counters of a walk that reaches the launch are kept as
 // one count (hotWalks) and added in by Stats: one store instead of a dozen
 // across the Stats struct. The usual repeat goes from here straight to
-// launchRepeat: each Go frame between the call and the launch costs after
-// the launch returns, when the driver has displaced the caller's code and
-// stack lines.
+// launchRepeat, with no Go frame between.
 func (e *Executor) Repeat(ctx context.Context, tok uint64, r *Request, s *Schedule, st device.Stream) error {
 	if h := &e.hot; tok == 0 || tok != h.tok || h.l3 != e.lastL3.ent || h.l1 != e.lastL1 || e.trace != nil || st == nil {
 		return e.Execute(ctx, r, s, st)
