@@ -171,17 +171,7 @@ func (c *Comm) Collective(ctx context.Context, call *Call) error {
 				h.ok = false
 				return c.run(ctx, call, id)
 			}
-			if call.Stream == nil {
-				return c.execute(ctx, call, c.lastSched, h.tok)
-			}
-			// execute, written out for a repeat on the caller's stream:
-			// one Go frame fewer between the call and the launch.
-			err := c.exec.Repeat(ctx, h.tok, &c.ereq, c.lastSched, call.Stream)
-			c.last.Launch = c.exec.LaunchCounter()
-			if err != nil {
-				return c.executed(call, call.Stream, err)
-			}
-			return nil
+			return c.execute(ctx, call, c.lastSched, h.tok)
 		}
 	}
 	return c.collective(ctx, call)
