@@ -44,7 +44,7 @@
 #define MAX_THREADS 1024
 #endif
 #ifndef THESEUS_CTX_SHARED
-#define THESEUS_CTX_SHARED 0  // 1: the block's context in shared memory (a variant: docs/design/cuda.md, "Known gaps")
+#define THESEUS_CTX_SHARED 1  // the block's context in shared memory (0: per thread; docs/design/cuda.md, "The block's context")
 #endif
 #ifndef THESEUS_UNIT_PREFETCH
 #define THESEUS_UNIT_PREFETCH 1  // 0: take the next unit of shared work only after the current one (a variant)
