@@ -68,6 +68,15 @@
 #ifndef THESEUS_NO_LAUNCH_FENCE
 #define THESEUS_NO_LAUNCH_FENCE 0
 #endif
+// THESEUS_PROBE_EXIT (measurement only, WRONG results, never embedded):
+// where theseus_exec stops, to split a small launch's time into its
+// phases (bench/results/2026-11-29-h200-ninth): 1 at entry, 2 after the
+// launch state and context, 3 after the launch fence, 4 before
+// publishing the done word; 5 skips the op loop (fence and done word
+// kept).
+#ifndef THESEUS_PROBE_EXIT
+#define THESEUS_PROBE_EXIT 0
+#endif
 
 typedef uint8_t u8;
 typedef uint16_t u16;
@@ -1348,6 +1357,7 @@ DEV void launch_done(u64 lc, u64 ntb) {
 // ops for every pipeline slice (or, with shared work, takes units as
 // theseus_units does).
 extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_launch launch) {
+  if (THESEUS_PROBE_EXIT == 1) return;
   if (tid() == 0) launch_begin(launch);
   bar();
   const u64 lc = s_launch.launch;  // the launch counter
@@ -1380,9 +1390,10 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
     c.tb = bid();
   }
   bar();
+  if (THESEUS_PROBE_EXIT == 2) return;
   if (tid() == 0) launch_fence(c);
   bar();
-  if (s_fail) return;
+  if (s_fail || THESEUS_PROBE_EXIT == 3) return;
   theseus_tb tbr = {};
   if (c.tb < (int)c.h->num_tbs) tbr = c.tbs[c.tb];  // a table without threadblocks runs one empty block
   const u64 epoch = (lc & ((1ull << 24) - 1)) << 40;
@@ -1395,7 +1406,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
     bar();
     if (s_fail) return;
   }
-  for (i64 s = 0; launch.units == 0 && s < launch.slices; s++) {
+  for (i64 s = 0; launch.units == 0 && s < launch.slices && THESEUS_PROBE_EXIT != 5; s++) {
     for (u64 i = 0; i < tbr.op_count; i++) {
       const theseus_op op = c.ops[tbr.op_start + i];
       if (op.ndep > 0 && tid() == 0) {
@@ -1485,6 +1496,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
     if (k == THESEUS_BUF_INPUT) p = (char*)launch.buf[k] + (i64)launch.rank * launch.count * c.es;
     divide(c, p, launch.count);
   }
+  if (THESEUS_PROBE_EXIT == 4) return;
   launch_done(lc, c.h->num_tbs > 0 ? c.h->num_tbs : 1);
 }
 
