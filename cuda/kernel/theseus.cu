@@ -73,9 +73,14 @@
 // phases (bench/results/2026-11-29-h200-ninth): 1 at entry, 2 after the
 // launch state and context, 3 after the launch fence, 4 before
 // publishing the done word; 5 skips the op loop (fence and done word
-// kept).
+// kept); 6 stops after the first op. THESEUS_PROBE_REPEAT runs the op
+// loop that many times (the second pass finds the code and the metadata
+// the first one fetched).
 #ifndef THESEUS_PROBE_EXIT
 #define THESEUS_PROBE_EXIT 0
+#endif
+#ifndef THESEUS_PROBE_REPEAT
+#define THESEUS_PROBE_REPEAT 1
 #endif
 
 typedef uint8_t u8;
@@ -1406,6 +1411,9 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
     bar();
     if (s_fail) return;
   }
+#if THESEUS_PROBE_REPEAT > 1
+  for (int rep = 0; rep < THESEUS_PROBE_REPEAT; rep++)
+#endif
   for (i64 s = 0; launch.units == 0 && s < launch.slices && THESEUS_PROBE_EXIT != 5; s++) {
     for (u64 i = 0; i < tbr.op_count; i++) {
       const theseus_op op = c.ops[tbr.op_start + i];
@@ -1466,6 +1474,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
         default:
           if (tid() == 0) fail(c, THESEUS_ERR_BADOP, 0, (i64)i, s, -1, op.opcode, 0);
       }
+      if (THESEUS_PROBE_EXIT == 6) return;
       if (op.flags & THESEUS_OPF_PUBLISH) {
         bar();
         if (tid() == 0) {
