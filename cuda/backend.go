@@ -491,7 +491,7 @@ func (b *Backend) newStream(s driver.Stream, owned bool) (*Stream, error) {
 	st := &Stream{b: b, s: s, owned: owned, drained: make(chan struct{}, 1)}
 	err := b.with(func() error {
 		var err error
-		if st.errHost, st.errDev, err = driver.HostAlloc(ErrorRecordBytes); err != nil {
+		if st.errHost, st.errDev, err = driver.HostAlloc(errorPageBytes); err != nil {
 			return err
 		}
 		if st.claim, err = b.zeroed(16); err != nil {

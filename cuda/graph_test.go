@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +26,11 @@ import (
 )
 
 var latRun = flag.Bool("lat", false, "report 2-rank allreduce latency, eager and CUDA-graph replayed (8 B - 64 KB)")
+
+// latProbe prints, with -lat, the timestamps a kernel built with
+// THESEUS_PROBE_TIMES=1 (loaded through THESEUS_PTX_DIR) left at each
+// rank's last launch, as ns after its entry.
+var latProbe = flag.Bool("lat.probe", false, "with -lat: print the THESEUS_PROBE_TIMES kernel variant's timestamps of each rank's last launch")
 
 var callhostProf = flag.String("callhost.prof", "", "write a 4 kHz CPU profile of BenchmarkCallHost's timed calls to this file")
 
@@ -477,6 +483,19 @@ func TestLatency(t *testing.T) {
 		line := fmt.Sprintf("LAT %10d %12.2f %12.2f  %s", bytes, float64(eager.Nanoseconds())/1e3, float64(graph.Nanoseconds())/1e3, comms[0].LastCall().Name)
 		fmt.Println(line)
 		t.Log(line)
+		if *latProbe {
+			for r := 0; r < n; r++ {
+				pt := cuda.ProbeTimes(streams[r])
+				var b strings.Builder
+				fmt.Fprintf(&b, "PROBE %10d rank %d:", bytes, r)
+				for i, v := range pt {
+					if v != 0 && pt[0] != 0 {
+						fmt.Fprintf(&b, " %d=%d", i, int64(v-pt[0]))
+					}
+				}
+				fmt.Println(b.String())
+			}
+		}
 		for r := 0; r < n; r++ {
 			be.Free(send[r])
 			be.Free(recv[r])

@@ -28,6 +28,10 @@ type ErrorRecord = C.theseus_error
 const (
 	ChanRTBytes      = C.sizeof_theseus_chan_rt
 	ErrorRecordBytes = C.sizeof_theseus_error
+	// errorPageBytes is what a stream allocates for its failure record: a
+	// page, whose second half the measurement-only kernel variant
+	// THESEUS_PROBE_TIMES writes timestamps into (ProbeTimes in tests).
+	errorPageBytes = 4096
 	MaxBarriers      = C.THESEUS_MAX_BARRIERS
 	MaxRefs          = C.THESEUS_MAX_REFS
 	// RunBytes is the size of one encoded run of shared work (theseus_run;

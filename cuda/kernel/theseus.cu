@@ -82,6 +82,21 @@
 #ifndef THESEUS_PROBE_REPEAT
 #define THESEUS_PROBE_REPEAT 1
 #endif
+// THESEUS_PROBE_TIMES (measurement only, never embedded): thread 0 of
+// block 0 writes %globaltimer at fixed points of theseus_exec into slots
+// of the stream's failure record page, 2048 bytes in (cuda.ProbeTimes
+// reads them; ProbeRecordBytes is the page the backend allocates).
+#ifndef THESEUS_PROBE_TIMES
+#define THESEUS_PROBE_TIMES 0
+#endif
+#if THESEUS_PROBE_TIMES
+#define PROBE_T(err, i)                                                                   \
+  do {                                                                                    \
+    if (tid() == 0 && bid() == 0) ((volatile unsigned long long*)((char*)(err) + 2048))[i] = gtime(); \
+  } while (0)
+#else
+#define PROBE_T(err, i) ((void)0)
+#endif
 
 typedef uint8_t u8;
 typedef uint16_t u16;
@@ -1178,6 +1193,7 @@ NOINLINE void data_op_t(const Ctx& c, const theseus_op* opp, i64 step, i64 s) {
   const i64 strideB = c.L->stride * c.es;
   for (i64 t = 0; t < op.count; t++) {
     bar();  // the previous chunk's users of the staged refs are done
+    PROBE_T(c.L->error, 12);
     for (int i = tid(); i < nref; i += nthreads()) {
       Place p = place(c, r[i], t, s);
       s_ptr[i] = p.p;
@@ -1185,6 +1201,7 @@ NOINLINE void data_op_t(const Ctx& c, const theseus_op* opp, i64 step, i64 s) {
       s_pkt[i] = p.packet;
     }
     bar();
+    PROBE_T(c.L->error, 13);
     i64 L = -1;
     bool anyPkt = false, anyPktDst = false;
     for (int i = 0; i < nref; i++) {
@@ -1199,6 +1216,7 @@ NOINLINE void data_op_t(const Ctx& c, const theseus_op* opp, i64 step, i64 s) {
     } else {
       combine_packets<T, OP>(c, nsrc, ndst, L, strideB, anyPktDst, step, s);
     }
+    PROBE_T(c.L->error, 14);
   }
 }
 
@@ -1363,8 +1381,10 @@ DEV void launch_done(u64 lc, u64 ntb) {
 // theseus_units does).
 extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_launch launch) {
   if (THESEUS_PROBE_EXIT == 1) return;
+  PROBE_T(launch.error, 0);
   if (tid() == 0) launch_begin(launch);
   bar();
+  PROBE_T(launch.error, 1);
   const u64 lc = s_launch.launch;  // the launch counter
 #if THESEUS_CTX_SHARED
   // The block's context in shared memory, filled by one thread (a variant:
@@ -1395,9 +1415,11 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
     c.tb = bid();
   }
   bar();
+  PROBE_T(launch.error, 2);
   if (THESEUS_PROBE_EXIT == 2) return;
   if (tid() == 0) launch_fence(c);
   bar();
+  PROBE_T(launch.error, 3);
   if (s_fail || THESEUS_PROBE_EXIT == 3) return;
   theseus_tb tbr = {};
   if (c.tb < (int)c.h->num_tbs) tbr = c.tbs[c.tb];  // a table without threadblocks runs one empty block
@@ -1416,6 +1438,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
 #endif
   for (i64 s = 0; launch.units == 0 && s < launch.slices && THESEUS_PROBE_EXIT != 5; s++) {
     for (u64 i = 0; i < tbr.op_count; i++) {
+      PROBE_T(launch.error, 4 + 3 * (i & 1));
       const theseus_op op = c.ops[tbr.op_start + i];
       if (op.ndep > 0 && tid() == 0) {
         for (u32 d = 0; d < op.ndep; d++) {
@@ -1428,6 +1451,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
         }
       }
       bar();
+      PROBE_T(launch.error, 5 + 3 * (i & 1));
       if (s_fail) return;
       switch (op.opcode) {
         case THESEUS_OP_NOP:
@@ -1474,6 +1498,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
         default:
           if (tid() == 0) fail(c, THESEUS_ERR_BADOP, 0, (i64)i, s, -1, op.opcode, 0);
       }
+      PROBE_T(launch.error, 6 + 3 * (i & 1));
       if (THESEUS_PROBE_EXIT == 6) return;
       if (op.flags & THESEUS_OPF_PUBLISH) {
         bar();
@@ -1506,7 +1531,9 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
     divide(c, p, launch.count);
   }
   if (THESEUS_PROBE_EXIT == 4) return;
+  PROBE_T(launch.error, 10);
   launch_done(lc, c.h->num_tbs > 0 ? c.h->num_tbs : 1);
+  PROBE_T(launch.error, 11);
 }
 
 // theseus_units is the executor's entry for a launch of shared work
