@@ -32,8 +32,8 @@ const (
 	// page, whose second half the measurement-only kernel variant
 	// THESEUS_PROBE_TIMES writes timestamps into (ProbeTimes in tests).
 	errorPageBytes = 4096
-	MaxBarriers      = C.THESEUS_MAX_BARRIERS
-	MaxRefs          = C.THESEUS_MAX_REFS
+	MaxBarriers    = C.THESEUS_MAX_BARRIERS
+	MaxRefs        = C.THESEUS_MAX_REFS
 	// RunBytes is the size of one encoded run of shared work (theseus_run;
 	// units.go encodes them).
 	RunBytes = C.sizeof_theseus_run
