@@ -46,6 +46,12 @@
 #ifndef THESEUS_CTX_SHARED
 #define THESEUS_CTX_SHARED 1  // the block's context in shared memory (0: per thread; docs/design/cuda.md, "The block's context")
 #endif
+#ifndef THESEUS_STAGE_META
+#define THESEUS_STAGE_META 0  // 1: a block's op metadata staged in shared memory at launch start (docs/design/cuda.md, "Small launches")
+#endif
+#ifndef THESEUS_FAST_DONE
+#define THESEUS_FAST_DONE 0  // 1: a one-block launch publishes its done word with one release store
+#endif
 #ifndef THESEUS_UNIT_PREFETCH
 #define THESEUS_UNIT_PREFETCH 1  // 0: take the next unit of shared work only after the current one (a variant)
 #endif
@@ -430,6 +436,8 @@ struct Ctx {
   u32 flag;    // LL flag
   bool ll;
   int tb;
+  u64 op_base;   // index of ops[0] in the table's op section (staged ops; else 0)
+  u64 ref_base;  // index of refs[0] in the table's ref section (staged refs; else 0)
 };
 
 __shared__ int s_fail;
@@ -1189,7 +1197,7 @@ NOINLINE void data_op_t(const Ctx& c, const theseus_op* opp, i64 step, i64 s) {
     if (tid() == 0) fail(c, THESEUS_ERR_TOOMANYREFS, 0, step, s, -1, nref, THESEUS_MAX_REFS);
     return;
   }
-  const theseus_ref* r = c.refs + op.ref_start;
+  const theseus_ref* r = c.refs + (op.ref_start - c.ref_base);
   const i64 strideB = c.L->stride * c.es;
   for (i64 t = 0; t < op.count; t++) {
     bar();  // the previous chunk's users of the staged refs are done
@@ -1367,6 +1375,15 @@ DEV void launch_done(u64 lc, u64 ntb) {
   if (L.done == 0) return;
   bar();
   if (tid() == 0) {
+#if THESEUS_FAST_DONE
+    // One block: the barrier orders every thread's accesses before thread
+    // 0's release store, which is cumulative over them (PTX memory model),
+    // so the count of finished blocks and the full fences add nothing.
+    if (ntb == 1) {
+      asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(L.done), "l"(lc) : "memory");
+      return;
+    }
+#endif
     fence_sys();
     u64 old = atom_add_gpu((u64*)L.finish, 1);
     if ((old + 1) % ntb == 0) {
@@ -1376,12 +1393,119 @@ DEV void launch_done(u64 lc, u64 ntb) {
   }
 }
 
+#if THESEUS_STAGE_META
+// Staging (THESEUS_STAGE_META): the table header, this block's threadblock
+// record, its ops and the refs they use, and the channel records, copied
+// into shared memory by one warp while thread 0 reads the launch state, so
+// that the op loop reads its metadata from shared memory instead of
+// making a chain of dependent global loads per op (each about half a
+// microsecond on the H200 after the launch's acquires; docs/design/cuda.md,
+// "Small launches"). Ops and refs past the bounds stay in global memory.
+#ifndef THESEUS_STAGE_OPS
+#define THESEUS_STAGE_OPS 32
+#endif
+#ifndef THESEUS_STAGE_REFS
+#define THESEUS_STAGE_REFS 128
+#endif
+#ifndef THESEUS_STAGE_CHANS
+#define THESEUS_STAGE_CHANS 16
+#endif
+__shared__ theseus_optable_header s_hdr;
+__shared__ theseus_tb s_tbr;
+__shared__ theseus_op s_ops[THESEUS_STAGE_OPS];
+__shared__ theseus_ref s_refs[THESEUS_STAGE_REFS];
+__shared__ theseus_chan_rt s_chans[THESEUS_STAGE_CHANS];
+__shared__ u64 s_staged[3];  // ops staged, refs staged (ref base + 1, 0: not), channels staged
+
+DEV void warp_sync(u32 mask) { asm volatile("bar.warp.sync %0;" ::"r"(mask) : "memory"); }
+
+// stage_copy copies n 8-byte words from global src to shared dst, lane
+// (of width lanes) taking every width-th word.
+DEV void stage_copy(void* dst, const void* src, u64 n, u32 lane, u32 width) {
+  u64* d = (u64*)dst;
+  const u64* s = (const u64*)src;
+  for (u64 i = lane; i < n; i += width) d[i] = s[i];
+}
+
+// stage_meta runs on the lanes of one warp (mask: its lanes, width of
+// them).
+DEV void stage_meta(const theseus_launch& launch, u32 lane, u32 width, u32 mask) {
+  const u8* base = (const u8*)launch.table;
+  stage_copy(&s_hdr, base, sizeof(theseus_optable_header) / 8, lane, width);
+  warp_sync(mask);
+  const u32 tb = bid();
+  if (tb < s_hdr.num_tbs) {
+    stage_copy(&s_tbr, base + s_hdr.off_tbs + (u64)tb * sizeof(theseus_tb), sizeof(theseus_tb) / 8, lane, width);
+  } else if (lane == 0) {
+    s_tbr.op_start = 0;
+    s_tbr.op_count = 0;
+  }
+  const bool chans = s_hdr.num_channels <= THESEUS_STAGE_CHANS;
+  if (chans) stage_copy(s_chans, (const void*)launch.chans, s_hdr.num_channels * sizeof(theseus_chan_rt) / 8, lane, width);
+  warp_sync(mask);
+  const bool ops = s_tbr.op_count <= THESEUS_STAGE_OPS;
+  if (ops) stage_copy(s_ops, base + s_hdr.off_ops + s_tbr.op_start * sizeof(theseus_op), s_tbr.op_count * sizeof(theseus_op) / 8, lane, width);
+  warp_sync(mask);
+  u64 lo = ~0ull, hi = 0;
+  if (ops) {
+    for (u64 i = 0; i < s_tbr.op_count; i++) {
+      const u64 n = (u64)s_ops[i].nsrc + s_ops[i].ndst;
+      if (n == 0) continue;
+      if (s_ops[i].ref_start < lo) lo = s_ops[i].ref_start;
+      if (s_ops[i].ref_start + n > hi) hi = s_ops[i].ref_start + n;
+    }
+  }
+  const bool refs = ops && lo < hi && hi - lo <= THESEUS_STAGE_REFS;
+  if (refs) stage_copy(s_refs, base + s_hdr.off_refs + lo * sizeof(theseus_ref), (hi - lo) * sizeof(theseus_ref) / 8, lane, width);
+  if (lane == 0) {
+    s_staged[0] = ops;
+    s_staged[1] = refs ? lo + 1 : 0;
+    s_staged[2] = chans;
+  }
+}
+#endif
+
 // theseus_exec runs a rank's op table: each block walks its threadblock's
 // ops for every pipeline slice (or, with shared work, takes units as
 // theseus_units does).
 extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_launch launch) {
   if (THESEUS_PROBE_EXIT == 1) return;
   PROBE_T(launch.error, 0);
+#if THESEUS_STAGE_META
+  {
+    // Warp 1 stages the metadata while thread 0 reads the launch state;
+    // a block of fewer than 64 threads stages with warp 0, after it.
+    const u32 w = nthreads() >= 64 ? 1 : 0;
+    const u32 width = nthreads() - 32 * w >= 32 ? 32 : nthreads() - 32 * w;
+    const u32 mask = width == 32 ? 0xffffffffu : (1u << width) - 1;
+    if (tid() == 0) launch_begin(launch);
+    if (tid() / 32 == w) stage_meta(launch, tid() & 31, width, mask);
+  }
+  bar();
+  PROBE_T(launch.error, 1);
+  const u64 lc = s_launch.launch;  // the launch counter
+  __shared__ Ctx s_ctx;
+  Ctx& c = s_ctx;
+  if (tid() == 0) {
+    c.L = &s_launch;
+    const u8* base = (const u8*)launch.table;
+    c.h = &s_hdr;
+    c.ops = s_staged[0] ? s_ops : (const theseus_op*)(base + s_hdr.off_ops);
+    c.op_base = s_staged[0] ? s_tbr.op_start : 0;
+    c.refs = s_staged[1] ? s_refs : (const theseus_ref*)(base + s_hdr.off_refs);
+    c.ref_base = s_staged[1] ? s_staged[1] - 1 : 0;
+    c.deps = (const theseus_dep*)(base + s_hdr.off_deps);
+    c.chan_list = (const i32*)(base + s_hdr.off_chan_list);
+    c.tbs = (const theseus_tb*)(base + s_hdr.off_tbs);
+    c.chans = s_staged[2] ? s_chans : (const theseus_chan_rt*)launch.chans;
+    c.es = launch.elem_size;
+    c.ll = s_hdr.protocol == THESEUS_PROTO_LL;
+    c.chunkB = launch.stride * c.es * (c.ll ? 2 : 1);
+    c.half = launch.scratch_half ? (i64)(lc & 1) * launch.scratch_half : 0;
+    c.flag = (u32)(lc % 0xFFFFFFFFull) + 1;  // interp.LLFlag
+    c.tb = bid();
+  }
+#else
   if (tid() == 0) launch_begin(launch);
   bar();
   PROBE_T(launch.error, 1);
@@ -1413,7 +1537,10 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
     c.half = launch.scratch_half ? (i64)(lc & 1) * launch.scratch_half : 0;
     c.flag = (u32)(lc % 0xFFFFFFFFull) + 1;  // interp.LLFlag
     c.tb = bid();
+    c.op_base = 0;
+    c.ref_base = 0;
   }
+#endif
   bar();
   PROBE_T(launch.error, 2);
   if (THESEUS_PROBE_EXIT == 2) return;
@@ -1422,7 +1549,11 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
   PROBE_T(launch.error, 3);
   if (s_fail || THESEUS_PROBE_EXIT == 3) return;
   theseus_tb tbr = {};
+#if THESEUS_STAGE_META
+  tbr = s_tbr;  // zero for a table without threadblocks
+#else
   if (c.tb < (int)c.h->num_tbs) tbr = c.tbs[c.tb];  // a table without threadblocks runs one empty block
+#endif
   const u64 epoch = (lc & ((1ull << 24) - 1)) << 40;
   u64* publish = (u64*)launch.publish;
   // Shared work replaces the threadblocks' own op lists (the host builds
@@ -1439,7 +1570,11 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
   for (i64 s = 0; launch.units == 0 && s < launch.slices && THESEUS_PROBE_EXIT != 5; s++) {
     for (u64 i = 0; i < tbr.op_count; i++) {
       PROBE_T(launch.error, 4 + 3 * (i & 1));
+#if THESEUS_STAGE_META
+      const theseus_op& op = c.ops[tbr.op_start + i - c.op_base];
+#else
       const theseus_op op = c.ops[tbr.op_start + i];
+#endif
       if (op.ndep > 0 && tid() == 0) {
         for (u32 d = 0; d < op.ndep; d++) {
           const theseus_dep dep = c.deps[op.dep_start + d];
