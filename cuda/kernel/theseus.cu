@@ -47,10 +47,10 @@
 #define THESEUS_CTX_SHARED 1  // the block's context in shared memory (0: per thread; docs/design/cuda.md, "The block's context")
 #endif
 #ifndef THESEUS_STAGE_META
-#define THESEUS_STAGE_META 0  // 1: a block's op metadata staged in shared memory at launch start (docs/design/cuda.md, "Small launches")
+#define THESEUS_STAGE_META 1  // a block's op metadata staged in shared memory at launch start (0: read from global memory; docs/design/cuda.md, "Small launches")
 #endif
 #ifndef THESEUS_FAST_DONE
-#define THESEUS_FAST_DONE 0  // 1: a one-block launch publishes its done word with one release store
+#define THESEUS_FAST_DONE 1  // a one-block launch publishes its done word with one release store (0: the fenced count every launch uses)
 #endif
 #ifndef THESEUS_UNIT_PREFETCH
 #define THESEUS_UNIT_PREFETCH 1  // 0: take the next unit of shared work only after the current one (a variant)
