@@ -658,7 +658,9 @@ DEV u32 opaque_u32(u32 x) {
 // The inline PTX needs PTX ISA 8.0 and sm_90: build.sh raises the module's
 // .version/.target header when it finds these instructions. The stages are
 // static shared memory (launches pass no dynamic shared memory): at most
-// 40 KiB, so that the kernel's own 2.5 KiB fit under the 48 KiB static limit.
+// 32 KiB with the staged metadata (THESEUS_STAGE_META: the kernel's own
+// shared memory is then about 9.3 KiB) and 40 KiB without it (about 2.5 KiB),
+// so that both fit under the 48 KiB static limit.
 // Copies of fewer than BULK_MIN_BYTES bytes take the vector loop.
 #ifndef BULK_STAGES
 #define BULK_STAGES 4
@@ -673,7 +675,8 @@ DEV u32 opaque_u32(u32 x) {
 #define BULK_HINT 0  // 1: bulk loads and stores with an L2 evict-first policy
 #endif
 static_assert(BULK_STAGES >= 2 && BULK_BYTES >= 16 && BULK_BYTES % 16 == 0, "bulk stages: at least 2, of whole 16-byte units");
-static_assert((long long)BULK_STAGES * BULK_BYTES <= 40 * 1024, "bulk stages: at most 40 KiB of static shared memory");
+static_assert((long long)BULK_STAGES * BULK_BYTES <= (THESEUS_STAGE_META ? 32 : 40) * 1024,
+              "bulk stages: at most 32 KiB of static shared memory beside the staged metadata, 40 KiB without it");
 __shared__ __attribute__((aligned(128))) char s_bulk[BULK_STAGES * BULK_BYTES];
 __shared__ __attribute__((aligned(8))) u64 s_bulk_bar[BULK_STAGES];
 
@@ -1409,6 +1412,12 @@ DEV void launch_done(u64 lc, u64 ntb) {
 #endif
 #ifndef THESEUS_STAGE_CHANS
 #define THESEUS_STAGE_CHANS 16
+#endif
+static_assert(sizeof(theseus_optable_header) % 8 == 0 && sizeof(theseus_tb) % 8 == 0 && sizeof(theseus_op) % 8 == 0 &&
+                  sizeof(theseus_ref) % 8 == 0 && sizeof(theseus_chan_rt) % 8 == 0,
+              "staged records are copied in whole 8-byte words");
+#if !THESEUS_CTX_SHARED
+#error "THESEUS_CTX_SHARED=0 needs THESEUS_STAGE_META=0 (the staged prologue keeps the context in shared memory)"
 #endif
 __shared__ theseus_optable_header s_hdr;
 __shared__ theseus_tb s_tbr;
