@@ -14,6 +14,7 @@ import (
 	"github.com/theseus-ccl/theseus/cuda/driver"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/env"
 )
 
 func init() {
@@ -21,8 +22,21 @@ func init() {
 	device.RegisterOnDevice("cuda", OpenOnDevice)
 }
 
-// DefaultThreads is the threads per threadblock when a table does not ask.
+// DefaultThreads is the threads per threadblock when a table does not ask
+// and THESEUS_NTHREADS does not say.
 const DefaultThreads = 512
+
+// defaultThreads is THESEUS_NTHREADS (docs/env.md) when it is a multiple
+// of 32 from 32 to 1024 (the kernel's launch bound), and DefaultThreads
+// otherwise. The kernel runs any block size; the number changes how many
+// threads share each op's data, and what a launch costs.
+func defaultThreads() int {
+	n, err := env.NThreads.Int()
+	if err != nil || n < 32 || n > 1024 || n%32 != 0 {
+		return DefaultThreads
+	}
+	return int(n)
+}
 
 // Backend is the CUDA backend (runtime/device.Backend) of one GPU: the
 // calling thread's current device when it was opened (device 0 if none).
@@ -549,7 +563,7 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 	p := &prepared{b: b, arg: newLaunch(), grid: len(t.TBs), threads: t.NumThreads, in: a.StageIn, out: a.StageOut,
 		staged: len(a.StageIn)+len(a.StageOut) > 0}
 	if p.threads <= 0 {
-		p.threads = DefaultThreads
+		p.threads = defaultThreads()
 	}
 	if p.grid == 0 {
 		p.grid = 1 // a table without threadblocks still publishes done

@@ -9,6 +9,7 @@ import (
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/env"
 )
 
 // unitRec is one unit of shared work, as the kernel finds it from the runs
@@ -204,5 +205,23 @@ func TestSharedUnitsRefused(t *testing.T) {
 	// The same crossed copies out of place are independent.
 	if u := unitsOf(t, oneTB(copyOp(in(0), out(1)), copyOp(in(1), out(0))), 4096, false, 1, ir.Sum); len(u) != 2*RunBytes {
 		t.Errorf("crossed copies out of place: %d bytes of runs, want 2 runs", len(u))
+	}
+}
+
+// TestDefaultThreads checks THESEUS_NTHREADS: a multiple of 32 from 32
+// to 1024 is taken, anything else keeps DefaultThreads.
+func TestDefaultThreads(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		want int
+	}{{"", DefaultThreads}, {"64", 64}, {"32", 32}, {"1024", 1024}, {"128", 128},
+		{"0", DefaultThreads}, {"16", DefaultThreads}, {"100", DefaultThreads}, {"2048", DefaultThreads},
+		{"-64", DefaultThreads}, {"x", DefaultThreads}} {
+		restore := env.SetLookupForTest(func(k string) (string, bool) { return c.env, k == "THESEUS_NTHREADS" && c.env != "" })
+		got := defaultThreads()
+		restore()
+		if got != c.want {
+			t.Errorf("THESEUS_NTHREADS=%q: %d threads, want %d", c.env, got, c.want)
+		}
 	}
 }

@@ -1191,8 +1191,20 @@ NOINLINE void units_t(const theseus_launch& L) {
 
 // data_op_t runs data op *op (copy or reduce) of step step, slice s; with
 // no op (nullptr), the launch's shared work instead.
+// THESEUS_DATA_INLINE=1 (a variant, measurement only so far): data_op_t
+// inlined into theseus_exec instead of called (docs/design/cuda.md,
+// "Small launches": each data op spends about a microsecond between its
+// start and data_op_t's first barrier).
+#ifndef THESEUS_DATA_INLINE
+#define THESEUS_DATA_INLINE 0
+#endif
+#if THESEUS_DATA_INLINE
+#define DATA_FN DEV
+#else
+#define DATA_FN NOINLINE
+#endif
 template <int T, int OP>
-NOINLINE void data_op_t(const Ctx& c, const theseus_op* opp, i64 step, i64 s) {
+DATA_FN void data_op_t(const Ctx& c, const theseus_op* opp, i64 step, i64 s) {
   if (opp == nullptr) return units_t<T>(*c.L);
   const theseus_op& op = *opp;
   const int nsrc = op.nsrc, ndst = op.ndst, nref = nsrc + ndst;
