@@ -25,7 +25,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"time"
 	"unsafe"
 
 	"github.com/theseus-ccl/theseus/ncclabi/internal/abi"
@@ -70,7 +69,7 @@ func setup() {
 	if err != nil || ms <= 0 {
 		ms = 60000
 	}
-	theLib.Timeout = 2 * time.Duration(ms) * time.Millisecond
+	theLib.Timeout = 2 * env.TimeoutDuration(ms)
 	backend, err := env.Backend.Enum()
 	if err != nil {
 		setupErr, setupRes = err, abi.InvalidUsage

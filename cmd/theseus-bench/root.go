@@ -352,7 +352,11 @@ func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 		if err != nil {
 			return nil, fmt.Errorf("materialising the embedded default context: %w", err)
 		}
-		defer remove()
+		unregister := removeOnSignal(d)
+		defer func() {
+			remove()
+			unregister()
+		}()
 		dir = d
 	}
 	cfg.header.Context = dir
@@ -545,7 +549,11 @@ func (b *benchCmd) hotSwapPhase(ctx context.Context, cfg *config, dir string, w 
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(copyDir)
+	unregister := removeOnSignal(copyDir)
+	defer func() {
+		os.RemoveAll(copyDir)
+		unregister()
+	}()
 	if err := copyContext(dir, copyDir); err != nil {
 		return nil, fmt.Errorf("copying the context for the hot swap: %w", err)
 	}

@@ -36,7 +36,7 @@ func (o Options) timeout() time.Duration {
 	if err != nil || ms <= 0 {
 		ms = 60000
 	}
-	return time.Duration(ms) * time.Millisecond
+	return env.TimeoutDuration(ms)
 }
 
 // Error is a bootstrap failure that names the ranks concerned.

@@ -91,7 +91,7 @@ func (c *Config) fill() error {
 		if ms <= 0 {
 			return fmt.Errorf("THESEUS_TIMEOUT=%d: want a positive number of milliseconds", ms)
 		}
-		c.Timeout = time.Duration(ms) * time.Millisecond
+		c.Timeout = env.TimeoutDuration(ms)
 	}
 	if c.CheckPeriod == 0 {
 		k, err := env.CheckPeriod.Int()
@@ -132,7 +132,7 @@ func (c *Config) fill() error {
 		c.PacketType = &pt
 	}
 	if c.SliceBytes == 0 {
-		v, err := env.SliceBytes.Size()
+		v, err := executor.SliceBytesFromEnv()
 		if err != nil {
 			return err
 		}

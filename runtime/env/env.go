@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Kind is the type of a parameter's value.
@@ -57,13 +58,13 @@ var (
 	AltScratch   = reg(Param{Name: "ALTERNATE_SCRATCH_BUFFER", Kind: Bool, Default: "0", Doc: "Alternate between two scratch halves so back-to-back requests never share scratch (doubles its size).", Listed: "THESEUS_"})
 	LLProtocol   = reg(Param{Name: "LL_PROTOCOL", Kind: Enum, Default: "LL16", Values: []string{"LL8", "LL16"}, Doc: "Packet format of the low-latency protocol.", Listed: "THESEUS_"})
 	SharedDevice = reg(Param{Name: "ALLOW_SHARED_DEVICE", Kind: Bool, Default: "0", Doc: "Allow several ranks on one GPU (separate processes under MPS).", Listed: "THESEUS_"})
-	Timeout      = reg(Param{Name: "TIMEOUT", Kind: Int, Default: "60000", Doc: "Milliseconds a rank waits for a peer (bootstrap, semaphores, flags) before reporting an error naming the peer.", Listed: "THESEUS_"})
+	Timeout      = reg(Param{Name: "TIMEOUT", Kind: Int, Default: "60000", Doc: "Milliseconds a rank waits for a peer (bootstrap, semaphores, flags) before reporting an error naming the peer. Values above 8640000000 (100 days) wait 100 days.", Listed: "THESEUS_"})
 	Backend      = reg(Param{Name: "BACKEND", Kind: Enum, Default: "cuda", Values: []string{"cuda", "host"}, Doc: "Execution backend of the NCCL library: cuda, or host (the CPU reference, for tests without a GPU).", Listed: "THESEUS_"})
 	AuditTarget  = reg(Param{Name: "NCCL_AUDIT_TARGET", Kind: String, Doc: "Path of libtheseus_nccl.so that the LD_AUDIT shim redirects libnccl.so and libnccl.so.2 to (read by the C shim). Default: the shim's own directory.", Listed: "THESEUS_"})
 	PTXDir       = reg(Param{Name: "PTX_DIR", Kind: String, Doc: "Directory of executor-kernel modules (theseus_<datatype>.ptx, as cuda/kernel/build.sh writes them with THESEUS_PTX_OUT) that the CUDA backend loads instead of its embedded ones: for measuring kernel variants through unchanged clients. Read when a process first uses a datatype; a datatype missing there is an error then.", Listed: "THESEUS_"})
 	WorkSharing  = reg(Param{Name: "WORK_SHARING", Kind: Bool, Default: "1", Doc: "CUDA backend: a launch whose ops are independent copies and reduces of this rank's own buffers (a one-rank communicator's, the bandwidth test's) runs on the theseus_units entry: its bytes in 64 KiB units that each threadblock takes as it finishes the last (on as many threadblocks as the GPU holds), instead of each threadblock running its own ops; 0 keeps the schedule's split.", Listed: "THESEUS_"})
 	NThreads     = reg(Param{Name: "NTHREADS", Kind: Int, Default: "512", Doc: "CUDA backend: threads per threadblock for op tables that do not set threads_per_block (as NCCL_NTHREADS sets NCCL's): a multiple of 32 from 32 to 1024; any other value keeps 512.", Listed: "THESEUS_"})
-	SliceBytes   = reg(Param{Name: "SLICE_BYTES", Kind: Size, Default: "1MB", Doc: "Default bytes of one chunk per pipeline slice for Simple schedules that do not set slice_bytes.", Listed: "THESEUS_"})
+	SliceBytes   = reg(Param{Name: "SLICE_BYTES", Kind: Size, Default: "1MB", Doc: "Default bytes of one chunk per pipeline slice for Simple schedules that do not set slice_bytes; at least 128.", Listed: "THESEUS_"})
 
 	HCADevices   = reg(Param{Name: "HCA_DEVICES", Kind: String, Doc: "Comma-separated RNIC names; local rank k uses the k-th (cross-node transport; planned).", Listed: "MSCCLPP_"})
 	GIDIndex     = reg(Param{Name: "GID_INDEX", Kind: Int, Default: "0", Doc: "GID index of the RNICs (RoCE).", Listed: "MSCCLPP_"})
@@ -213,6 +214,23 @@ func ParseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("size %q too large", s)
 	}
 	return int64(v), nil
+}
+
+// MaxTimeout is the longest wait THESEUS_TIMEOUT gives (100 days): larger
+// values mean this, so that the runtime's multiples of the timeout (up to
+// ten times it) stay within a time.Duration.
+const MaxTimeout = 100 * 24 * time.Hour
+
+// TimeoutDuration is ms milliseconds (a THESEUS_TIMEOUT value) as a
+// duration, at most MaxTimeout; ms <= 0 gives 0.
+func TimeoutDuration(ms int64) time.Duration {
+	if ms <= 0 {
+		return 0
+	}
+	if ms > int64(MaxTimeout/time.Millisecond) {
+		return MaxTimeout
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // Reset forgets cached values (tests, and after fork-like re-exec).

@@ -2,8 +2,10 @@ package env
 
 import (
 	"flag"
+	"math"
 	"os"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/env.md")
@@ -85,5 +87,23 @@ func TestDocIsCurrent(t *testing.T) {
 	got, err := os.ReadFile(path)
 	if err != nil || string(got) != want {
 		t.Fatalf("docs/env.md is stale; run go test ./runtime/env -update")
+	}
+}
+
+// TestTimeoutDuration checks that THESEUS_TIMEOUT values convert without
+// overflow: huge values mean MaxTimeout, and ten times that still fits.
+func TestTimeoutDuration(t *testing.T) {
+	for _, c := range []struct {
+		ms   int64
+		want time.Duration
+	}{{0, 0}, {-5, 0}, {1, time.Millisecond}, {60000, time.Minute},
+		{int64(MaxTimeout / time.Millisecond), MaxTimeout}, {int64(MaxTimeout/time.Millisecond) + 1, MaxTimeout},
+		{9223372036854, MaxTimeout}, {math.MaxInt64, MaxTimeout}} {
+		if got := TimeoutDuration(c.ms); got != c.want {
+			t.Errorf("TimeoutDuration(%d) = %v, want %v", c.ms, got, c.want)
+		}
+	}
+	if 10*MaxTimeout <= 0 || time.Now().Add(10*MaxTimeout).Before(time.Now()) {
+		t.Errorf("ten times MaxTimeout (%v) overflows", MaxTimeout)
 	}
 }

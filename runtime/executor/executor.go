@@ -85,6 +85,25 @@ type Config struct {
 	NoMigration bool
 }
 
+// MinEnvSliceBytes is the smallest THESEUS_SLICE_BYTES ConfigFromEnv
+// takes: one 128-byte line. Smaller slices were correct but made a 4 MiB
+// collective take minutes on the host backend (a slice is a synchronised
+// pipeline step).
+const MinEnvSliceBytes = 128
+
+// SliceBytesFromEnv is THESEUS_SLICE_BYTES (default 1 MiB). Errors: a
+// malformed size, or one under MinEnvSliceBytes.
+func SliceBytesFromEnv() (int64, error) {
+	v, err := env.SliceBytes.Size()
+	if err != nil {
+		return 0, err
+	}
+	if v < MinEnvSliceBytes {
+		return 0, fmt.Errorf("THESEUS_SLICE_BYTES=%d: want at least %d bytes (each slice is a synchronised pipeline step; smaller ones make a collective a long series of them)", v, MinEnvSliceBytes)
+	}
+	return v, nil
+}
+
 // ConfigFromEnv fills the zero fields of c from the environment
 // (runtime/env). Errors: malformed values.
 func ConfigFromEnv(c Config) (Config, error) {
@@ -96,7 +115,7 @@ func ConfigFromEnv(c Config) (Config, error) {
 		c.InitialScratch = v
 	}
 	if c.SliceBytes == 0 {
-		v, err := env.SliceBytes.Size()
+		v, err := SliceBytesFromEnv()
 		if err != nil {
 			return c, err
 		}
@@ -107,7 +126,7 @@ func ConfigFromEnv(c Config) (Config, error) {
 		if err != nil {
 			return c, err
 		}
-		c.Timeout = time.Duration(ms) * time.Millisecond
+		c.Timeout = env.TimeoutDuration(ms)
 	}
 	return c, nil
 }

@@ -166,7 +166,7 @@ func (o *Options) fill() error {
 		if err != nil {
 			return err
 		}
-		o.Timeout = time.Duration(ms) * time.Millisecond
+		o.Timeout = env.TimeoutDuration(ms)
 	}
 	if o.Agreement == nil {
 		o.Agreement = Solo{}

@@ -127,7 +127,7 @@ func bootstrapTimeout() time.Duration {
 	if err != nil || ms <= 0 {
 		return 60 * time.Second
 	}
-	return time.Duration(ms) * time.Millisecond
+	return env.TimeoutDuration(ms)
 }
 
 func isLoopback(addr string) bool {

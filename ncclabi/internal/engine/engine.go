@@ -22,7 +22,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/theseus-ccl/theseus/cuda"
 	"github.com/theseus-ccl/theseus/cuda/driver"
@@ -338,7 +337,7 @@ func (c *Comm) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
 	}
 	c.used = true
 	ms, _ := env.Timeout.Int()
-	b, err := bootstrap.Init(ctx, c.side, c.Rank(), c.NRanks(), bootstrap.Options{Timeout: time.Duration(ms) * time.Millisecond})
+	b, err := bootstrap.Init(ctx, c.side, c.Rank(), c.NRanks(), bootstrap.Options{Timeout: env.TimeoutDuration(ms)})
 	if err != nil {
 		return nil, &comm.Error{Code: comm.RemoteError, Op: "shadow id exchange", Rank: c.Rank(), Err: err}
 	}
