@@ -550,6 +550,11 @@ func (p *parser) parse() *ir.Program {
 // syntaxCheck validates the whole document with encoding/json's scanner,
 // whose error offsets are exact, before the token walk.
 func (p *parser) syntaxCheck() bool {
+	if bytes.HasPrefix(p.data, []byte("\xef\xbb\xbf")) {
+		p.errAt(diag.Syntax, 0, "save the file as UTF-8 without a byte-order mark",
+			"the file starts with a UTF-8 byte-order mark, which JSON does not allow")
+		return false
+	}
 	err := json.Unmarshal(p.data, new(struct{}))
 	var se *json.SyntaxError
 	if err == nil || !errors.As(err, &se) {

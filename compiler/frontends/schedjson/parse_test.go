@@ -72,6 +72,7 @@ func TestParseErrors(t *testing.T) {
 		msg  string // a substring of the first diagnostic's message or hint
 	}{
 		{"empty", mark, diag.Syntax, "unexpected end"},
+		{"byte-order mark", mark + "\ufeff" + doc("", "", "", ""), diag.Syntax, "byte-order mark"},
 		{"truncated", `{"version": 1, "ranks": [` + mark, diag.Syntax, "unexpected end"},
 		{"truncated in string", `{"version": 1, "na` + mark, diag.Syntax, "unexpected end"},
 		{"trailing comma", `{"version": 1,` + mark + `}`, diag.Syntax, "looking for beginning of object key"},
