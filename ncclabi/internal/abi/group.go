@@ -86,9 +86,12 @@ func (l *Library) GroupEnd(t Thread) Result {
 		return Success
 	}
 	g := l.takeGroup(t)
-	if g == nil || len(g.inits) == 0 && len(g.ops) == 0 {
+	if g == nil {
 		return Success
 	}
+	// A failed call abandons its group even when it was the group's only
+	// call, so nothing was queued (NCCL 2.25: ncclGroupEnd returns the
+	// group's first error).
 	if g.err != nil {
 		for _, j := range g.inits {
 			if j.c != nil {
@@ -96,6 +99,9 @@ func (l *Library) GroupEnd(t Thread) Result {
 			}
 		}
 		return l.fail(&Error{Result: g.err.Result, Msg: "ncclGroupEnd: group abandoned after an earlier error: " + g.err.Msg})
+	}
+	if len(g.inits) == 0 && len(g.ops) == 0 {
+		return Success
 	}
 	if log.On(log.Info, log.Coll) {
 		log.Infof(log.Coll, "ncclGroupEnd: %d communicator creations, %d data calls", len(g.inits), len(g.ops))

@@ -489,6 +489,30 @@ func TestGroupErrorsAndModes(t *testing.T) {
 	if n := len(h.engComm(hs[0]).opsRun()); n != 0 {
 		t.Fatalf("abandoned group ran %d ops", n)
 	}
+	// A group whose only call failed is abandoned as well: its end
+	// returns that call's error (NCCL 2.25), also from a nested group.
+	for _, depth := range []int{1, 3} {
+		for range depth {
+			h.l.GroupStart(th)
+		}
+		if r := h.l.Coll(th, hs[0], bad); r != InvalidArgument {
+			t.Fatalf("depth %d: bad call alone in a group: %v", depth, r)
+		}
+		for d := depth; d > 1; d-- {
+			if r := h.l.GroupEnd(th); r != Success {
+				t.Fatalf("depth %d: inner group end: %v", depth, r)
+			}
+		}
+		if r := h.l.GroupEnd(th); r != InvalidArgument || !strings.Contains(h.lastError(), "abandoned") {
+			t.Fatalf("depth %d: group whose only call failed: %v %q", depth, r, h.lastError())
+		}
+	}
+	if r := h.l.GroupStart(th); r != Success {
+		t.Fatalf("group start after an abandoned group: %v", r)
+	}
+	if r := h.l.GroupEnd(th); r != Success {
+		t.Fatalf("empty group after an abandoned group: %v", r)
+	}
 	// Non-blocking group end returns InProgress and completes.
 	h.l.GroupStart(th)
 	h.l.Coll(th, nb[0], allReduce(1))
