@@ -48,7 +48,7 @@ func lintContext(dir string, vo verify.Options) ([]diag.Diagnostic, error) {
 	attrs := policy.AttrMap{}
 	var exo []manifest.Attribute
 	af := filepath.Join(dir, manifest.AttributeManifest)
-	err := eachLine(af, func(line int, text []byte) {
+	err := eachLine(af, &ds, func(line int, text []byte) {
 		a, dd := manifest.ParseAttribute(af, line, text, mopt)
 		ds = append(ds, dd...)
 		if verify.HasErrors(dd) {
@@ -70,7 +70,7 @@ func lintContext(dir string, vo verify.Options) ([]diag.Diagnostic, error) {
 	}
 	sf := filepath.Join(dir, manifest.ScheduleManifest)
 	infos := map[string]*selector.ScheduleInfo{} // per file linted; nil when it does not load
-	err = eachLine(sf, func(line int, text []byte) {
+	err = eachLine(sf, &ds, func(line int, text []byte) {
 		s, dd := manifest.ParseSchedule(sf, line, text, mopt)
 		ds = append(ds, dd...)
 		if verify.HasErrors(dd) {
@@ -109,7 +109,7 @@ func lintContext(dir string, vo verify.Options) ([]diag.Diagnostic, error) {
 	}
 	for _, a := range exo {
 		lf := filepath.Join(dir, a.Name+manifest.LogSuffix)
-		err := eachLine(lf, func(line int, text []byte) {
+		err := eachLine(lf, &ds, func(line int, text []byte) {
 			_, dd := manifest.ParseValue(lf, line, text, a.Type, mopt)
 			ds = append(ds, dd...)
 		})
@@ -154,8 +154,10 @@ func lintScheduleFile(path, sf string, line int, vo verify.Options, ds []diag.Di
 }
 
 // eachLine calls f with every complete, non-blank line of path (1-based
-// line numbers); a missing file has no lines.
-func eachLine(path string, f func(line int, text []byte)) error {
+// line numbers); a missing file has no lines. A line longer than
+// manifest.MaxLineBytes is reported in ds and skipped, as the runtime
+// skips it.
+func eachLine(path string, ds *[]diag.Diagnostic, f func(line int, text []byte)) error {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -170,6 +172,10 @@ func eachLine(path string, f func(line int, text []byte)) error {
 		}
 		line := bytes.TrimSuffix(data[:i], []byte("\r"))
 		data = data[i+1:]
+		if len(line) > manifest.MaxLineBytes {
+			*ds = append(*ds, manifest.TooLong(path, n)) // the runtime skips it (manifest.Tail)
+			continue
+		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			f(n, line)
 		}

@@ -28,7 +28,9 @@ func TestLintContext(t *testing.T) {
 {"name":"slow_rank","type":"float","origin":"exo"}
 
 {"name":"torn","type":"int","origin":"exo"`)
-	write("slow_rank.jsonl", "{\"value\":3}\n{\"value\":\"three\"}\n")
+	// The third value is over the runtime's 1 MiB line bound: the runtime
+	// skips it, and lint says so.
+	write("slow_rank.jsonl", "{\"value\":3}\n{\"value\":\"three\"}\n{\"value\":1,\"pad\":\""+strings.Repeat("x", 1<<20)+"\"}\n")
 	write("copy1.json", string(mustRead(t, "testdata/copy1.json")))
 	write("race.json", string(mustRead(t, filepath.Join(badDir, "race.json"))))
 	write("schedule_manifest.jsonl", `{"file":"copy1.json","collective":"allreduce","nranks":1,"preference":"sendbuf % 2"}
@@ -56,6 +58,7 @@ func TestLintContext(t *testing.T) {
 		"TS0301 error schedule_manifest.jsonl:3:71",   // unknown attribute
 		"TS0003 error schedule_manifest.jsonl:4:69",   // replaces a later entry
 		"TS0003 error slow_rank.jsonl:2:10",           // a string value for an int
+		"TS0011 error slow_rank.jsonl:3:1",            // a line over 1 MiB
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d diagnostics:\n%s", len(got), strings.Join(got, "\n"))

@@ -262,8 +262,7 @@ func (r *reader) refresh() {
 }
 
 func tooLong(file string, l manifest.Line) []diag.Diagnostic {
-	return []diag.Diagnostic{{Code: diag.TooLarge, Severity: diag.Error, File: file, Line: l.Index + 1, Col: 1,
-		Rank: -1, TB: -1, Step: -1, Msg: fmt.Sprintf("line longer than %d bytes", manifest.MaxLineBytes), Hint: "split the value"}}
+	return []diag.Diagnostic{manifest.TooLong(file, l.Index+1)}
 }
 
 func blank(l manifest.Line) bool { return strings.TrimSpace(string(l.Text)) == "" }

@@ -217,3 +217,11 @@ func badByte(b []byte, off int, msg string) int {
 	}
 	return off
 }
+
+// TooLong is the diagnostic for line (1-based) of file when the line is
+// longer than MaxLineBytes: the runtime skips such a line (Tail), and
+// theseusc lint reports it the same way.
+func TooLong(file string, line int) diag.Diagnostic {
+	return diag.Diagnostic{Code: diag.TooLarge, Severity: diag.Error, File: file, Line: line, Col: 1,
+		Rank: -1, TB: -1, Step: -1, Msg: fmt.Sprintf("line longer than %d bytes", MaxLineBytes), Hint: "split the value"}
+}
