@@ -15,6 +15,7 @@ import (
 	"github.com/theseus-ccl/theseus/compiler/verify"
 	"github.com/theseus-ccl/theseus/runtime/selector"
 	"github.com/theseus-ccl/theseus/runtime/selector/manifest"
+	"github.com/theseus-ccl/theseus/runtime/selector/schedfile"
 )
 
 // lintContext lints a selection context directory (docs/selection-context.md)
@@ -129,6 +130,11 @@ func lintScheduleFile(path, sf string, line int, vo verify.Options, ds []diag.Di
 		return nil, append(ds, diag.Diagnostic{Code: diag.BadValue, Severity: diag.Warning, File: sf, Line: line, Col: 1,
 			Rank: -1, TB: -1, Step: -1, Msg: fmt.Sprintf("schedule %d: file %s does not exist (yet)", line-1, path),
 			Hint: "publish the schedule file before its manifest entry"})
+	}
+	if err := schedfile.CheckExt(path); err != nil { // the runtime's rule: it does not load such a file
+		return nil, append(ds, diag.Diagnostic{Code: diag.BadValue, Severity: diag.Error, File: sf, Line: line, Col: 1,
+			Rank: -1, TB: -1, Step: -1, Msg: fmt.Sprintf("schedule %d: %v; the runtime excludes this entry", line-1, err),
+			Hint: "name a schedule file ending in .json, .xml, .tsb or .tir"})
 	}
 	src, err := cli.Load(path, nil)
 	if err != nil {

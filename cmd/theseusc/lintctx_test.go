@@ -37,7 +37,9 @@ func TestLintContext(t *testing.T) {
 {"file":"copy1.json","collective":"allreduce","nranks":1,"usable":"msgsize >"}
 {"file":"race.json","collective":"allreduce","nranks":1,"preference":"nosuch + 1"}
 {"file":"copy1.json","collective":"allreduce","nranks":1,"replaces":7}
+{"file":"copy1","collective":"allreduce","nranks":1}
 `)
+	write("copy1", string(mustRead(t, "testdata/copy1.json"))) // no extension: the runtime does not load it
 	j := theseusc(t, "lint", "--json", dir).want(t, cli.ExitFindings)
 	var rep cli.Report
 	if err := json.Unmarshal([]byte(j.out), &rep); err != nil {
@@ -59,6 +61,7 @@ func TestLintContext(t *testing.T) {
 		"TS0003 error schedule_manifest.jsonl:4:69",   // replaces a later entry
 		"TS0003 error slow_rank.jsonl:2:10",           // a string value for an int
 		"TS0011 error slow_rank.jsonl:3:1",            // a line over 1 MiB
+		"TS0003 error schedule_manifest.jsonl:5:1",    // a schedule file without an extension
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d diagnostics:\n%s", len(got), strings.Join(got, "\n"))

@@ -74,6 +74,18 @@ func errorsOf(path string, ds []diag.Diagnostic) error {
 	return &Error{Path: path, Diags: errs}
 }
 
+// CheckExt is nil when path names a file the runtime loads as a schedule
+// (by extension: .tsb, .json, .xml or .tir, any case), and otherwise the
+// error Load returns for it. theseusc lint applies the same rule.
+func CheckExt(path string) error {
+	switch ext := strings.ToLower(filepath.Ext(path)); ext {
+	case ".tsb", ".json", ".xml", ".tir":
+		return nil
+	default:
+		return fmt.Errorf("%s: unknown schedule file extension %q (want .tsb, .json, .xml or .tir)", path, ext)
+	}
+}
+
 // Load reads, parses and verifies path. Errors: a missing file wraps
 // fs.ErrNotExist (the selector retries it later); a file over MaxBytes, an
 // unknown extension, a malformed or invalid bundle, or an *Error with the
@@ -95,10 +107,8 @@ func (l Loader) Load(path string) (*selector.ScheduleInfo, error) {
 	if int64(len(data)) > limit {
 		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
 	}
-	switch ext := strings.ToLower(filepath.Ext(path)); ext {
-	case ".tsb", ".json", ".xml", ".tir":
-	default:
-		return nil, fmt.Errorf("%s: unknown schedule file extension %q (want .tsb, .json, .xml or .tir)", path, ext)
+	if err := CheckExt(path); err != nil {
+		return nil, err
 	}
 	src := load.Parse(path, load.Detect(path, data), data)
 	if b := src.Bundle; b != nil {
