@@ -54,6 +54,26 @@ func (l *Library) group(t Thread) *group {
 	return g
 }
 
+// inOpenGroup reports whether a group that has not ended, on any thread,
+// holds a data call or a creation for c.
+func (l *Library) inOpenGroup(c *Comm) bool {
+	l.gmu.Lock()
+	defer l.gmu.Unlock()
+	for _, g := range l.groups {
+		for _, op := range g.ops {
+			if op.c == c {
+				return true
+			}
+		}
+		for _, j := range g.inits {
+			if j.c == c {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (l *Library) takeGroup(t Thread) *group {
 	l.init()
 	l.gmu.Lock()

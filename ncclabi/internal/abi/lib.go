@@ -591,12 +591,16 @@ func (l *Library) Shrink(t Thread, parent uintptr, exclude []int, h uintptr, cfg
 
 // Finalize is ncclCommFinalize: blocking communicators wait for their
 // in-flight work; non-blocking ones return InProgress and finish in the
-// background.
+// background. Errors: InvalidUsage when already finalized, or while an open
+// group holds a call for the communicator.
 func (l *Library) Finalize(h uintptr) Result {
 	const api = "ncclCommFinalize"
 	c, e := l.lookup(h, api)
 	if e != nil {
 		return l.fail(e)
+	}
+	if l.inOpenGroup(c) {
+		return l.Fail(InvalidUsage, "%s: comm %#x has calls in a group that has not ended; call ncclGroupEnd first", api, h)
 	}
 	if st := c.getState(); st == stFinalized {
 		return l.Fail(InvalidUsage, "%s: comm %#x is already finalized", api, h)
@@ -643,6 +647,9 @@ func (l *Library) timeout() time.Duration {
 
 // Destroy is ncclCommDestroy: waits (bounded) for queued work, releases the
 // engine communicator and the shadow, and leaves the handle a tombstone.
+// Errors: InvalidUsage while an open group holds a call for the
+// communicator (its ncclGroupEnd would run it on a destroyed one, and the
+// peers would wait for it).
 func (l *Library) Destroy(h uintptr) Result {
 	const api = "ncclCommDestroy"
 	if h == 0 {
@@ -651,6 +658,9 @@ func (l *Library) Destroy(h uintptr) Result {
 	c, e := l.lookup(h, api)
 	if e != nil {
 		return l.fail(e)
+	}
+	if l.inOpenGroup(c) {
+		return l.Fail(InvalidUsage, "%s: comm %#x has calls in a group that has not ended; call ncclGroupEnd first", api, h)
 	}
 	done := make(chan struct{})
 	go func() { c.drain(); close(done) }()

@@ -624,3 +624,31 @@ func TestClassifyDropsRuntimeTag(t *testing.T) {
 		t.Errorf("message %q, want %q", e.Msg, want)
 	}
 }
+
+// TestDestroyInOpenGroup: destroying or finalizing a communicator while an
+// open group holds a call for it is InvalidUsage and changes nothing; the
+// group then ends normally and the communicator can be destroyed.
+func TestDestroyInOpenGroup(t *testing.T) {
+	h := newHarness(t, "host", false)
+	hs := h.initWorld(1, DefaultConfig())
+	th := newThread()
+	h.l.GroupStart(th)
+	if r := h.l.Coll(th, hs[0], allReduce(1)); r != Success {
+		t.Fatalf("call in a group: %v", r)
+	}
+	if r := h.l.Destroy(hs[0]); r != InvalidUsage || !strings.Contains(h.lastError(), "ncclGroupEnd first") {
+		t.Fatalf("destroy inside the group: %v %q", r, h.lastError())
+	}
+	if r := h.l.Finalize(hs[0]); r != InvalidUsage || !strings.Contains(h.lastError(), "ncclGroupEnd first") {
+		t.Fatalf("finalize inside the group: %v %q", r, h.lastError())
+	}
+	if r := h.l.GroupEnd(th); r != Success {
+		t.Fatalf("group end after the refused destroy: %v %q", r, h.lastError())
+	}
+	if n := len(h.engComm(hs[0]).opsRun()); n != 1 {
+		t.Fatalf("the group ran %d ops, want 1", n)
+	}
+	if r := h.l.Destroy(hs[0]); r != Success {
+		t.Fatalf("destroy after the group: %v %q", r, h.lastError())
+	}
+}
