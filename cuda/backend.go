@@ -749,8 +749,7 @@ type Stream struct {
 	// The last launch timed with TimeLaunchParts: the clock at its start,
 	// at C's entry and exit, and at its return (LastLaunchClock).
 	lastIn, lastEnter, lastExit, lastOut atomic.Int64
-	ddrain                               atomic.Int64 // driver.SetLaunchDrain(2)'s fences
-	_                                    [16]byte     // to 192 bytes (TestStreamLayout)
+	_                                    [24]byte // to 192 bytes (TestStreamLayout)
 }
 
 // LaunchTime returns how many kernels were launched on the stream while
@@ -759,10 +758,6 @@ type Stream struct {
 func (s *Stream) LaunchTime() (int64, time.Duration) {
 	return s.nlaunch, time.Duration(s.dlaunch)
 }
-
-// DrainTime is the time those launches spent in the fence after
-// cuLaunchKernel that driver.SetLaunchDrain(2) adds (an experiment).
-func (s *Stream) DrainTime() time.Duration { return time.Duration(s.ddrain.Load()) }
 
 // PrelaunchTime is the time those launches spent in the driver before
 // cuLaunchKernel (cuCtxGetCurrent, cuCtxSetCurrent when another context
@@ -895,9 +890,6 @@ func (s *Stream) launchStaged(p *prepared, fence, check, fenceCaptured bool, tim
 func (s *Stream) account(r driver.LaunchResult, timing driver.LaunchTiming) {
 	s.nlaunch++
 	s.dlaunch += int64(r.LaunchTime)
-	if r.DrainTime != 0 {
-		s.ddrain.Add(int64(r.DrainTime))
-	}
 	if timing != driver.TimeLaunchAndPre {
 		return
 	}

@@ -37,7 +37,6 @@ var callhostProf = flag.String("callhost.prof", "", "write a 4 kHz CPU profile o
 var (
 	callhostNoCapture = flag.Bool("callhost.nocapture", false, "BenchmarkCallHost and BenchmarkCallHostDist without the capture query (an experiment: what the query costs a call)")
 	callhostRanks     = flag.Int("callhost.ranks", 2, "ranks (goroutines) of BenchmarkCallHostDist")
-	callhostDrain     = flag.Int("callhost.drain", 0, "BenchmarkCallHost* with a full fence after cuLaunchKernel (an experiment, driver.SetLaunchDrain): 1 inside the launch's timed interval, 2 after it, timed on its own (drain-ns/call)")
 	callhostDry       = flag.Bool("callhost.dry", false, "BenchmarkCallHost and BenchmarkCallHostDist with cuLaunchKernel skipped after the warm-up (an experiment: what the driver's launch work costs the host code around it; nothing runs on the GPU)")
 	callhostPace      = flag.Duration("callhost.pace", 0, "BenchmarkCallHostDist: start a call only this long after the last one started, spinning between (0: back to back)")
 )
@@ -610,15 +609,10 @@ func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
 		driver.SetDryLaunch(true)
 		defer driver.SetDryLaunch(false)
 	}
-	if *callhostDrain != 0 {
-		driver.SetLaunchDrain(*callhostDrain)
-		defer driver.SetLaunchDrain(0)
-	}
 	host := make([]time.Duration, n)
 	pre := make([]time.Duration, n)
 	cross := make([]time.Duration, n)
 	epoch := make([]time.Duration, n)
-	drain := make([]time.Duration, n)
 	goIn, goOut, above := make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n)
 	dist := make([][]float64, n)
 	if mode == timeDist {
@@ -653,7 +647,6 @@ func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
 		p0 := streams[r].PrelaunchTime()
 		x0 := streams[r].CrossTime()
 		e0 := comms[r].Stats().Selector.EpochTime
-		f0 := streams[r].DrainTime()
 		var total time.Duration
 		switch mode {
 		case timeDist:
@@ -707,7 +700,6 @@ func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
 		pre[r] = streams[r].PrelaunchTime() - p0
 		cross[r] = streams[r].CrossTime() - x0
 		epoch[r] = comms[r].Stats().Selector.EpochTime - e0
-		drain[r] = streams[r].DrainTime() - f0
 		return streams[r].Synchronize()
 	})
 	b.StopTimer()
@@ -718,9 +710,6 @@ func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
 	perCall := func(d []time.Duration) float64 { return float64(slices.Max(d).Nanoseconds()) / float64(b.N) }
 	b.ReportMetric(perCall(host), "host-ns/call")
 	b.ReportMetric(perCall(epoch), "epoch-ns/call")
-	if *callhostDrain == 2 {
-		b.ReportMetric(perCall(drain), "drain-ns/call")
-	}
 	b.ReportMetric(float64(driver.ClockCost(1000).Nanoseconds()), "clock-ns")
 	b.ReportMetric(float64(driver.CrossingCost(10000).Nanoseconds()), "cgo-ns")
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(n*b.N), "allocs/call")

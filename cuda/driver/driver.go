@@ -21,7 +21,6 @@ package driver
 #cgo nocallback th_clock_cost
 #cgo nocallback th_nop
 #cgo nocallback th_set_dry
-#cgo nocallback th_set_drain
 #cgo nocallback th_touch
 #cgo nocallback th_nop_ptr
 #cgo noescape th_nop_ptr
@@ -224,7 +223,6 @@ typedef struct {
   int64_t ns;     // timed >= 1: ns inside cuLaunchKernel
   int64_t total_ns; // timed 2: ns from entry to return
   int64_t t_in, t_out; // timed 2: CLOCK_MONOTONIC at entry and at return
-  int64_t drain_ns; // th_drain 2, timed >= 1: ns in the store fence after the launch
 } th_launch_out;
 // th_launch_checked is th_prelaunch then th_launch1, in one crossing from
 // Go: make c current unless it is, read s's capture status when check is
@@ -237,18 +235,11 @@ typedef struct {
 // th_launch_checked skip cuLaunchKernel and report success.
 static int th_dry;
 static void th_set_dry(int on) { th_dry = on; }
-// th_drain, set only by the host-path experiment (SetLaunchDrain): 1 puts
-// a full fence (mfence: every earlier store, the driver's included,
-// globally visible) right after cuLaunchKernel, inside the launch's timed
-// interval; 2 puts it after the interval and times it on its own
-// (drain_ns).
-static int th_drain;
-static void th_set_drain(int m) { th_drain = m; }
 static th_launch_out th_launch_checked(CUcontext c, CUstream s, int check, CUfunction f, unsigned gx, unsigned bx,
                                        uintptr_t argp, uintptr_t capp, int32_t capval, int timed) {
   void* arg = (void*)argp;
   int32_t* capfield = (int32_t*)capp;
-  th_launch_out o = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  th_launch_out o = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t t0 = timed == 2 ? th_now() : 0;
   CUcontext cur = 0;
   o.r = th_cuCtxGetCurrent(&cur);
@@ -268,14 +259,9 @@ static th_launch_out th_launch_checked(CUcontext c, CUstream s, int check, CUfun
   o.which = 2;
   int64_t t1 = timed ? th_now() : 0;
   o.r = th_dry ? 0 : th_launch1(f, gx, bx, 0, s, arg);
-  if (th_drain == 1) __atomic_thread_fence(__ATOMIC_SEQ_CST);
   if (timed) {
     int64_t t2 = th_now();
     o.ns = t2 - t1;
-    if (th_drain == 2) {
-      __atomic_thread_fence(__ATOMIC_SEQ_CST);
-      o.drain_ns = th_now() - t2;
-    }
     if (timed == 2) {
       o.pre_ns = t1 - t0;
       o.total_ns = t2 - t0;
@@ -551,9 +537,6 @@ type LaunchResult struct {
 	// in C: the cgo crossing there and back, scheduler work included
 	// (TimeLaunchAndPre).
 	CrossTime time.Duration
-	// DrainTime is the time in a full fence right after the launch
-	// (SetLaunchDrain(2) only).
-	DrainTime time.Duration
 	// Enter and Exit are CLOCK_MONOTONIC in nanoseconds (the clock of Go's
 	// runtime nanotime) when the call entered C and when it left
 	// (TimeLaunchAndPre), to split the crossing into its two directions.
@@ -588,7 +571,7 @@ func (d *Device) Launch(s Stream, checkCapture bool, f Function, grid, block int
 	runtime.KeepAlive(arg)
 	runtime.KeepAlive(capField)
 	res := LaunchResult{Capturing: o.capturing != 0, LaunchTime: time.Duration(o.ns), PreTime: time.Duration(o.pre_ns),
-		Enter: int64(o.t_in), Exit: int64(o.t_out), DrainTime: time.Duration(o.drain_ns)}
+		Enter: int64(o.t_in), Exit: int64(o.t_out)}
 	if timing == TimeLaunchAndPre {
 		res.CrossTime = time.Since(t0) - time.Duration(o.total_ns)
 	}
@@ -611,13 +594,6 @@ func SetDryLaunch(on bool) {
 	}
 	C.th_set_dry(v)
 }
-
-// SetLaunchDrain is an experiment on where the launch's stores are paid
-// for (BenchmarkCallHost's -callhost.drain in package cuda): mode 1 puts a
-// full fence (mfence) right after cuLaunchKernel, inside the time Launch
-// measures for it; mode 2 puts it after that and times it on its own
-// (LaunchResult.DrainTime); 0, the default, has none.
-func SetLaunchDrain(mode int) { C.th_set_drain(C.int(mode)) }
 
 // ClockCost is the mean cost of one read of CLOCK_MONOTONIC from C (what
 // Launch's timing reads twice per launch), measured over n reads. It
