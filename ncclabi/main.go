@@ -65,11 +65,7 @@ var (
 // that needs them.
 func setup() {
 	theLib.SetLastError = setLastError
-	ms, err := env.Timeout.Int()
-	if err != nil || ms <= 0 {
-		ms = 60000
-	}
-	theLib.Timeout = 2 * env.TimeoutDuration(ms)
+	theLib.Timeout = 2 * env.TimeoutOrDefault()
 	backend, err := env.Backend.Enum()
 	if err != nil {
 		setupErr, setupRes = err, abi.InvalidUsage

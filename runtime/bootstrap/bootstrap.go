@@ -32,11 +32,7 @@ func (o Options) timeout() time.Duration {
 	if o.Timeout > 0 {
 		return o.Timeout
 	}
-	ms, err := env.Timeout.Int()
-	if err != nil || ms <= 0 {
-		ms = 60000
-	}
-	return env.TimeoutDuration(ms)
+	return env.TimeoutOrDefault()
 }
 
 // Error is a bootstrap failure that names the ranks concerned.

@@ -233,6 +233,17 @@ func TimeoutDuration(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
+// TimeoutOrDefault is THESEUS_TIMEOUT as a duration (TimeoutDuration), or
+// its default, 60 s, when it is unset, malformed or not positive: for the
+// waits that have no caller to report a bad value to.
+func TimeoutOrDefault() time.Duration {
+	ms, err := Timeout.Int()
+	if err != nil || ms <= 0 {
+		ms = 60000
+	}
+	return TimeoutDuration(ms)
+}
+
 // Reset forgets cached values (tests, and after fork-like re-exec).
 func Reset() {
 	mu.Lock()

@@ -86,7 +86,7 @@ func Join(ctx context.Context, li LaunchInfo, cfg Config) (*Comm, error) {
 	}
 	timeout := cfg.Options.Timeout
 	if timeout <= 0 {
-		timeout = bootstrapTimeout()
+		timeout = env.TimeoutOrDefault()
 	}
 	var id UniqueID
 	var err error
@@ -119,15 +119,6 @@ func Join(ctx context.Context, li LaunchInfo, cfg Config) (*Comm, error) {
 		stop()
 	}
 	return c, err
-}
-
-// bootstrapTimeout is THESEUS_TIMEOUT (60 s when unset or malformed).
-func bootstrapTimeout() time.Duration {
-	ms, err := env.Timeout.Int()
-	if err != nil || ms <= 0 {
-		return 60 * time.Second
-	}
-	return env.TimeoutDuration(ms)
 }
 
 func isLoopback(addr string) bool {

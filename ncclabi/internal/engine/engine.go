@@ -336,8 +336,7 @@ func (c *Comm) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
 		return nil, abi.ErrUnsupported
 	}
 	c.used = true
-	ms, _ := env.Timeout.Int()
-	b, err := bootstrap.Init(ctx, c.side, c.Rank(), c.NRanks(), bootstrap.Options{Timeout: env.TimeoutDuration(ms)})
+	b, err := bootstrap.Init(ctx, c.side, c.Rank(), c.NRanks(), bootstrap.Options{Timeout: env.TimeoutOrDefault()})
 	if err != nil {
 		return nil, &comm.Error{Code: comm.RemoteError, Op: "shadow id exchange", Rank: c.Rank(), Err: err}
 	}
