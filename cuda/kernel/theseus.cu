@@ -1502,40 +1502,17 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
     if (tid() == 0) launch_begin(launch);
     if (tid() / 32 == w) stage_meta(launch, tid() & 31, width, mask);
   }
-  bar();
-  PROBE_T(launch.error, 1);
-  const u64 lc = s_launch.launch;  // the launch counter
-  __shared__ Ctx s_ctx;
-  Ctx& c = s_ctx;
-  if (tid() == 0) {
-    c.L = &s_launch;
-    const u8* base = (const u8*)launch.table;
-    c.h = &s_hdr;
-    c.ops = s_staged[0] ? s_ops : (const theseus_op*)(base + s_hdr.off_ops);
-    c.op_base = s_staged[0] ? s_tbr.op_start : 0;
-    c.refs = s_staged[1] ? s_refs : (const theseus_ref*)(base + s_hdr.off_refs);
-    c.ref_base = s_staged[1] ? s_staged[1] - 1 : 0;
-    c.deps = (const theseus_dep*)(base + s_hdr.off_deps);
-    c.chan_list = (const i32*)(base + s_hdr.off_chan_list);
-    c.tbs = (const theseus_tb*)(base + s_hdr.off_tbs);
-    c.chans = s_staged[2] ? s_chans : (const theseus_chan_rt*)launch.chans;
-    c.es = launch.elem_size;
-    c.ll = s_hdr.protocol == THESEUS_PROTO_LL;
-    c.chunkB = launch.stride * c.es * (c.ll ? 2 : 1);
-    c.half = launch.scratch_half ? (i64)(lc & 1) * launch.scratch_half : 0;
-    c.flag = (u32)(lc % 0xFFFFFFFFull) + 1;  // interp.LLFlag
-    c.tb = bid();
-  }
 #else
   if (tid() == 0) launch_begin(launch);
+#endif
   bar();
   PROBE_T(launch.error, 1);
   const u64 lc = s_launch.launch;  // the launch counter
 #if THESEUS_CTX_SHARED
-  // The block's context in shared memory, filled by one thread (a variant:
-  // the functions that are not inlined take the context by reference, so
-  // a per-thread context lives in local memory, and every read of it from
-  // them is a local load that misses L1 once data streams through it).
+  // The block's context in shared memory, filled by one thread: the
+  // functions that are not inlined take the context by reference, so a
+  // per-thread context lives in local memory, and every read of it from
+  // them is a local load that misses L1 once data streams through it.
   __shared__ Ctx s_ctx;
   Ctx& c = s_ctx;
   if (tid() == 0) {
@@ -1545,23 +1522,36 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
 #endif
     c.L = &s_launch;
     const u8* base = (const u8*)launch.table;
-    c.h = (const theseus_optable_header*)base;
-    c.ops = (const theseus_op*)(base + c.h->off_ops);
-    c.refs = (const theseus_ref*)(base + c.h->off_refs);
-    c.deps = (const theseus_dep*)(base + c.h->off_deps);
-    c.chan_list = (const i32*)(base + c.h->off_chan_list);
-    c.tbs = (const theseus_tb*)(base + c.h->off_tbs);
+#if THESEUS_STAGE_META
+    const theseus_optable_header* h = &s_hdr;
+    c.h = h;
+    c.ops = s_staged[0] ? s_ops : (const theseus_op*)(base + h->off_ops);
+    c.op_base = s_staged[0] ? s_tbr.op_start : 0;
+    c.refs = s_staged[1] ? s_refs : (const theseus_ref*)(base + h->off_refs);
+    c.ref_base = s_staged[1] ? s_staged[1] - 1 : 0;
+#else
+    const theseus_optable_header* h = (const theseus_optable_header*)base;
+    c.h = h;
+    c.ops = (const theseus_op*)(base + h->off_ops);
+    c.op_base = 0;
+    c.refs = (const theseus_ref*)(base + h->off_refs);
+    c.ref_base = 0;
+#endif
+    c.deps = (const theseus_dep*)(base + h->off_deps);
+    c.chan_list = (const i32*)(base + h->off_chan_list);
+    c.tbs = (const theseus_tb*)(base + h->off_tbs);
+#if THESEUS_STAGE_META
+    c.chans = s_staged[2] ? s_chans : (const theseus_chan_rt*)launch.chans;
+#else
     c.chans = (const theseus_chan_rt*)launch.chans;
+#endif
     c.es = launch.elem_size;
-    c.ll = c.h->protocol == THESEUS_PROTO_LL;
+    c.ll = h->protocol == THESEUS_PROTO_LL;
     c.chunkB = launch.stride * c.es * (c.ll ? 2 : 1);
     c.half = launch.scratch_half ? (i64)(lc & 1) * launch.scratch_half : 0;
     c.flag = (u32)(lc % 0xFFFFFFFFull) + 1;  // interp.LLFlag
     c.tb = bid();
-    c.op_base = 0;
-    c.ref_base = 0;
   }
-#endif
   bar();
   PROBE_T(launch.error, 2);
   if (THESEUS_PROBE_EXIT == 2) return;
