@@ -14,6 +14,7 @@ import (
 	"github.com/theseus-ccl/theseus/cuda/driver"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/replay"
 	"github.com/theseus-ccl/theseus/runtime/env"
 )
 
@@ -76,6 +77,13 @@ type Backend struct {
 	// and no driver call (a collective call looks up its buffers every
 	// time when its schedule reaches peers' buffers).
 	regions device.RegionSet
+
+	// replays are the replay records SetReplay filled, by their stream
+	// (replay.go).
+	replays struct {
+		mu sync.Mutex
+		by map[*replay.Record]*Stream
+	}
 }
 
 type imported struct {
@@ -223,7 +231,10 @@ func (b *Backend) with(f func() error) error {
 
 // ShareContext implements device.ContextSharer: from now on frees wait
 // until the backend's streams are idle (see Backend.shared).
-func (b *Backend) ShareContext() { b.shared.Store(true) }
+func (b *Backend) ShareContext() {
+	b.shared.Store(true)
+	b.stopReplays(nil)
+}
 
 // idle reports whether every stream of the backend has finished its work
 // and no launch is being enqueued. The reaper calls it holding gate for
@@ -1031,6 +1042,8 @@ func (s *Stream) Close() error {
 		return nil
 	}
 	s.closed = true
+	// No launch from a replay record on this stream from now on.
+	s.b.stopReplays(s)
 	// Launches that began before this point finish enqueueing (none waits
 	// for anything but the driver: a full launch queue drains); later ones
 	// see useClosed. The last to leave signals drained.

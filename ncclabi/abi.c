@@ -239,9 +239,62 @@ enum {
   K_ALLTOALL = 5, K_GATHER = 6, K_SCATTER = 7, K_SEND = 8, K_RECV = 9, K_ALLTOALLV = 10
 };
 
-#define COLL(kind, send, recv, count, dt, op, root, comm, stream, cc, cg)                      \
-  return thsGoColl(kind, (void*)(send), (void*)(recv), count, (int)(dt), (int)(op), root, comm, \
-                   (void*)(stream), (size_t*)(cc), (size_t*)(cg), &ths_depth);
+/* Replay from C (runtime/replay/replay.h; docs/ncclabi.md, "Replay from C").
+ * After a data call outside a group that the runtime served on its repeat
+ * path, Go arms the communicator's replay record and thsGoColl returns its
+ * address; this thread keeps it in a small direct-mapped cache keyed by
+ * the comm handle's value (the handle is never dereferenced here: an
+ * unknown handle must still get ncclInvalidArgument from Go). The next data
+ * call on that comm outside a group is launched by th_replay_call when the
+ * record is still armed and accepts the call's key; in every other case the
+ * call goes to Go as before. Records are never freed, so a stale entry is
+ * harmless (a disarmed record declines). */
+#define THS_REPLAY_SLOTS 8
+static __thread struct {
+  ncclComm_t comm;
+  th_replay* rec;
+} ths_replay_cache[THS_REPLAY_SLOTS];
+
+static inline unsigned ths_replay_slot(ncclComm_t comm) {
+  uintptr_t v = (uintptr_t)comm;
+  return (unsigned)((v >> 4) ^ (v >> 7) ^ (v >> 12)) % THS_REPLAY_SLOTS;
+}
+
+static inline int ths_replay_try(int kind, const void* send, const void* recv, size_t count, int dt, int op,
+                                 int root, ncclComm_t comm, const void* stream) {
+  if (ths_depth != 0 || comm == NULL) return 0;
+  unsigned i = ths_replay_slot(comm);
+  if (ths_replay_cache[i].comm != comm) return 0;
+  const uint64_t key[TH_REPLAY_KEY_WORDS] = {
+      (uint64_t)kind,  (uint64_t)(uintptr_t)send, (uint64_t)(uintptr_t)recv, (uint64_t)count,
+      (uint64_t)(int64_t)dt, (uint64_t)(int64_t)op, (uint64_t)(int64_t)root, (uint64_t)(uintptr_t)stream};
+  return th_replay_call(ths_replay_cache[i].rec, key);
+}
+
+static inline void ths_replay_keep(ncclComm_t comm, uintptr_t rec) {
+  unsigned i = ths_replay_slot(comm);
+  if (rec) {
+    ths_replay_cache[i].comm = comm;
+    ths_replay_cache[i].rec = (th_replay*)rec;
+  } else if (ths_replay_cache[i].comm == comm) {
+    ths_replay_cache[i].comm = NULL;
+  }
+}
+
+/* Every data call: from the replay record when it takes the call, else
+ * through Go (which may arm the record for the next one). The key packs
+ * the arguments as abi.Op.ReplayKey does. */
+#define COLL(kind, send, recv, count, dt, op, root, comm, stream, cc, cg)                          \
+  if ((kind) != K_ALLTOALLV &&                                                                    \
+      ths_replay_try(kind, (const void*)(send), (const void*)(recv), count, (int)(dt), (int)(op), \
+                     root, comm, (const void*)(stream)))                                          \
+    return ncclSuccess;                                                                           \
+  uintptr_t rec_ = 0;                                                                             \
+  ncclResult_t r_ = thsGoColl(kind, (void*)(send), (void*)(recv), count, (int)(dt), (int)(op),    \
+                              root, comm, (void*)(stream), (size_t*)(cc), (size_t*)(cg),          \
+                              &ths_depth, &rec_);                                                 \
+  if (comm != NULL) ths_replay_keep(comm, rec_);                                                  \
+  return r_;
 
 THS_DEF(ncclReduce,
         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
@@ -300,6 +353,11 @@ THS_DEF(ncclGroupSimulateEnd, (ncclSimInfo_t* simInfo), { return thsGoGroupSimul
 ncclResult_t theseusStreamSynchronize(ncclComm_t comm, cudaStream_t stream) {
   if (__builtin_expect(ths_forked, 0)) return ths_after_fork("theseusStreamSynchronize");
   return thsGoStreamSync(comm, (void*)stream);
+}
+
+ncclResult_t theseusCommLaunchTime(ncclComm_t comm, uint64_t* launches, uint64_t* launchNs) {
+  if (__builtin_expect(ths_forked, 0)) return ths_after_fork("theseusCommLaunchTime");
+  return thsGoCommLaunchTime(comm, launches, launchNs);
 }
 
 ncclResult_t theseusCommStats(ncclComm_t comm, uint64_t* native, uint64_t* fallback, uint64_t* rejected) {

@@ -439,8 +439,12 @@ func thsGoRedOpDestroy(op C.int, comm C.ncclComm_t) (rc C.ncclResult_t) {
 	return res(l.RedOpDestroy(handle(comm), abi.RedOp(op)))
 }
 
+// thsGoColl is every data call. rec receives the address of the replay
+// record the call armed (0: none), which abi.c uses for the call's repeats
+// (docs/ncclabi.md, "Replay from C").
+//
 //export thsGoColl
-func thsGoColl(kind C.int, send, recv unsafe.Pointer, count C.size_t, dtype, op, root C.int, comm C.ncclComm_t, stream unsafe.Pointer, cntCPU, cntGPU *C.size_t, depth *C.int32_t) (rc C.ncclResult_t) {
+func thsGoColl(kind C.int, send, recv unsafe.Pointer, count C.size_t, dtype, op, root C.int, comm C.ncclComm_t, stream unsafe.Pointer, cntCPU, cntGPU *C.size_t, depth *C.int32_t, rec *C.uintptr_t) (rc C.ncclResult_t) {
 	defer recoverTo(&rc, "thsGoColl")
 	o := abi.Op{Coll: abi.Coll(kind), Send: uintptr(send), Recv: uintptr(recv), Count: uint64(count),
 		DataType: abi.DataType(dtype), RedOp: abi.RedOp(op), Root: int(root), Stream: uintptr(stream)}
@@ -460,7 +464,11 @@ func thsGoColl(kind C.int, send, recv unsafe.Pointer, count C.size_t, dtype, op,
 		o.Counts = append([]uint64(nil), src...)
 		o.CountsGPU = uintptr(unsafe.Pointer(cntGPU))
 	}
-	return res(l.Coll(thread(depth), handle(comm), &o))
+	rc = res(l.Coll(thread(depth), handle(comm), &o))
+	if rec != nil {
+		*rec = C.uintptr_t(o.Replay)
+	}
+	return rc
 }
 
 //export thsGoGroupStart
@@ -519,6 +527,26 @@ func thsGoCommStats(comm C.ncclComm_t, native, fallback, rejected *C.uint64_t) (
 		if p.dst != nil {
 			*p.dst = C.uint64_t(p.v)
 		}
+	}
+	return C.ncclSuccess
+}
+
+//export thsGoCommLaunchTime
+func thsGoCommLaunchTime(comm C.ncclComm_t, launches, ns *C.uint64_t) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoCommLaunchTime")
+	l, r := library("theseusCommLaunchTime")
+	if l == nil {
+		return r
+	}
+	n, d, rr := l.LaunchTime(handle(comm))
+	if rr != abi.Success {
+		return res(rr)
+	}
+	if launches != nil {
+		*launches = C.uint64_t(n)
+	}
+	if ns != nil {
+		*ns = C.uint64_t(d)
 	}
 	return C.ncclSuccess
 }

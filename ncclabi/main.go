@@ -34,7 +34,7 @@ import (
 )
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/include -I${SRCDIR}
+#cgo CFLAGS: -I${SRCDIR}/include -I${SRCDIR} -I${SRCDIR}/../runtime/replay
 #cgo LDFLAGS: -ldl
 #include <stdlib.h>
 #include "shim.h"

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "replay.h"
+
 /* The C side of a communicator handle. Allocated by ths_comm_alloc and
  * never freed, so a destroyed handle stays a detectable tombstone. */
 struct ncclComm {

@@ -14,6 +14,8 @@ package driver
 
 /*
 #cgo LDFLAGS: -ldl
+#cgo CFLAGS: -I${SRCDIR}/../../runtime/replay
+#cgo nocallback th_replay_fn
 #cgo noescape th_launch_checked
 #cgo nocallback th_launch_checked
 #cgo noescape th_prelaunch
@@ -271,6 +273,33 @@ static th_launch_out th_launch_checked(CUcontext c, CUstream s, int check, CUfun
   }
   return o;
 }
+// th_replay_launch is the launch function of replay records
+// (runtime/replay, replay.h), called by th_replay_call on a C caller's
+// thread with the record busy: it launches only when the record's
+// context is current (it never switches contexts on a caller's thread)
+// and the stream is not being captured (a captured launch is fenced and
+// its memory kept: the Go path's work); otherwise it declines. A failed
+// cuLaunchKernel enqueued nothing: the Go path launches again and
+// reports the error.
+#include "replay.h"
+static int th_replay_launch(th_replay* r) {
+  CUcontext cur = 0;
+  if (th_cuCtxGetCurrent(&cur) != 0 || cur != (CUcontext)r->ctx) return TH_REPLAY_DECLINED;
+  int st = 0;
+  if (th_cuStreamIsCapturing((CUstream)r->stream, &st) != 0 || st != 0) return TH_REPLAY_DECLINED;
+  int64_t t1 = r->timed ? th_now() : 0;
+  CUresult res = th_dry ? 0 : th_launch1((CUfunction)r->fn, r->grid, r->threads, r->shmem, (CUstream)r->stream, r->arg);
+  if (res != 0) {
+    r->last_result = res;
+    return TH_REPLAY_FAILED;
+  }
+  if (r->timed) {
+    r->t_ns += th_now() - t1;
+    r->t_launches++;
+  }
+  return TH_REPLAY_LAUNCHED;
+}
+static uintptr_t th_replay_fn(void) { return (uintptr_t)&th_replay_launch; }
 static CUresult th_cuStreamWaitEvent(CUstream s, CUevent e, unsigned f) { return FN(CUresult(*)(CUstream, CUevent, unsigned), F_cuStreamWaitEvent)(s, e, f); }
 static CUresult th_cuEventCreate(CUevent* e, unsigned f) { return FN(CUresult(*)(CUevent*, unsigned), F_cuEventCreate)(e, f); }
 static CUresult th_cuEventDestroy(CUevent e) { return FN(CUresult(*)(CUevent), F_cuEventDestroy)(e); }
@@ -580,6 +609,13 @@ func (d *Device) Launch(s Stream, checkCapture bool, f Function, grid, block int
 	}
 	return res, nil
 }
+
+// ReplayLaunchFn is the launch function of replay records
+// (runtime/replay): make no context current, launch only when the
+// record's context is current and its stream is not being captured, and
+// time cuLaunchKernel when the record asks (replay.Launch.Timed).
+// SetDryLaunch applies to it too.
+func ReplayLaunchFn() uintptr { return uintptr(C.th_replay_fn()) }
 
 // SetDryLaunch makes Launch skip cuLaunchKernel (it still makes the
 // context current and queries capture) and report success: an experiment

@@ -383,6 +383,13 @@ ncclResult_t theseusStreamSynchronize(ncclComm_t comm, cudaStream_t stream);
  * Any pointer may be NULL. */
 ncclResult_t theseusCommStats(ncclComm_t comm, uint64_t* native, uint64_t* fallback,
                               uint64_t* rejected);
+/* The launches of this communicator's calls whose time inside
+ * cuLaunchKernel was measured (THESEUS_TIME_LAUNCHES=1, CUDA backend), and
+ * that time in nanoseconds, since the communicator was created: a
+ * caller's time per call less launchNs / launches is the library's own
+ * host time. Zeros when launches are not timed. Either pointer may be
+ * NULL. */
+ncclResult_t theseusCommLaunchTime(ncclComm_t comm, uint64_t* launches, uint64_t* launchNs);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -154,6 +154,9 @@ func (c *Comm) Validate(call *Call) (inPlace bool, err error) {
 func (c *Comm) Collective(ctx context.Context, call *Call) error {
 	c.callMu.Lock()
 	defer c.callMu.Unlock()
+	if c.replay != nil {
+		c.replaySync()
+	}
 	// A repeat of the last call on the same stream (the usual case): valid
 	// the same way (Validate depends on nothing else), the same request
 	// (the selector's cache key, the executor's request, c.ereq still),

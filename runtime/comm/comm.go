@@ -35,6 +35,7 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/executor"
 	"github.com/theseus-ccl/theseus/runtime/interp"
 	"github.com/theseus-ccl/theseus/runtime/log"
+	"github.com/theseus-ccl/theseus/runtime/replay"
 	"github.com/theseus-ccl/theseus/runtime/selector"
 	"github.com/theseus-ccl/theseus/runtime/selector/schedfile"
 )
@@ -256,6 +257,14 @@ type Comm struct {
 	// (contextState), as of selector epoch ctxStateEpoch.
 	ctxState      string
 	ctxStateEpoch uint64
+
+	// replay is the replay record armed by ArmReplay (callMu; nil when
+	// none is armed or its calls were counted); replayPoison the last
+	// record armed, which an asynchronous error or Abort poisons from any
+	// goroutine; replayed counts the calls made from records (replay.go).
+	replay       *replay.Record
+	replayPoison atomic.Pointer[replay.Record]
+	replayed     atomic.Uint64
 }
 
 // CallInfo describes the last collective call of a communicator: the
@@ -501,7 +510,12 @@ func (c *Comm) stateErr(op string) (e *Error, ok bool) {
 	return &Error{Code: InvalidArgument, Op: op, Rank: c.rank, Msg: "communicator used after Abort", Err: ErrState}, true
 }
 
-func (c *Comm) setAsync(e *Error) { c.asyncErr.CompareAndSwap(nil, e) }
+// setAsync records e as the asynchronous error unless there is one, and
+// poisons the replay record, whose calls would not see it.
+func (c *Comm) setAsync(e *Error) {
+	c.asyncErr.CompareAndSwap(nil, e)
+	c.poisonReplay()
+}
 
 // Lost returns the peers this rank has seen vanish.
 func (c *Comm) Lost() []int {
@@ -643,8 +657,10 @@ func (c *Comm) Stream() device.Stream { return c.stream }
 // LastCall describes the last collective call.
 func (c *Comm) LastCall() CallInfo { return c.last }
 
-// Stats returns the communicator's counters. Not concurrent with calls.
+// Stats returns the communicator's counters, with the calls a replay
+// record made (replay.go). Not concurrent with calls.
 func (c *Comm) Stats() Stats {
+	c.replaySync()
 	return Stats{Calls: c.calls, Executor: c.exec.Stats(), Selector: c.sel.Stats()}
 }
 
@@ -692,6 +708,7 @@ func (c *Comm) AsyncError() error {
 func (c *Comm) Finalize() error {
 	c.callMu.Lock()
 	defer c.callMu.Unlock()
+	c.replaySync()
 	if !c.state.CompareAndSwap(int32(live), int32(finalized)) {
 		if commState(c.state.Load()) == finalized {
 			return nil
@@ -722,8 +739,10 @@ func (c *Comm) Destroy() error {
 		return nil
 	}
 	c.state.Store(int32(destroyed))
+	c.poisonReplay()
 	c.callMu.Lock()
 	defer c.callMu.Unlock()
+	c.replaySync()
 	c.release(false)
 	unbindDevice()
 	if err != nil && CodeOf(err) != RemoteError {
@@ -745,6 +764,11 @@ func (c *Comm) Abort() error {
 		if c.state.CompareAndSwap(int32(st), int32(aborted)) {
 			break
 		}
+	}
+	// No launch from a replay record after this returns (replay.go).
+	if r := c.replayPoison.Load(); r != nil {
+		r.Poison()
+		r.Disarm()
 	}
 	// Stop running launches and exchanges first, so that a call in
 	// progress on another goroutine returns; then release.

@@ -26,6 +26,7 @@ const NoColor = -1
 func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	c.callMu.Lock()
 	defer c.callMu.Unlock()
+	c.replaySync()
 	if e, bad := c.stateErr("split"); bad {
 		return nil, e
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/replay"
 )
 
 // Ptr is an address in this process's view of a backend's memory: a device
@@ -150,6 +151,20 @@ type StreamOrderer interface {
 // stream (no StreamOrderer.After between the check and the launch).
 type CaptureLauncher interface {
 	CaptureLaunch(p Prepared, launch uint64, fence, fenceCaptured bool) (capturing bool, err error)
+}
+
+// Replayer is implemented by streams whose launches C code can repeat
+// without Go (runtime/replay; docs/design/cuda.md, "Replay from C").
+// SetReplay fills r's launch part with the launch of p on this stream, as
+// CaptureLaunch(p, launch, fence, true) would make it on a stream that is
+// not being captured, for any launch counter (th_replay_call writes it):
+// the same kernel, grid and argument, with p's fence count when fence is
+// set. r must be off. It reports false, filling nothing, when such a
+// launch cannot be repeated from C (staging copies, ranks sharing the
+// device context, a closed stream, a measurement in progress, an argument
+// too large). The stream poisons and disarms r before it is closed.
+type Replayer interface {
+	SetReplay(r *replay.Record, p Prepared, fence bool) bool
 }
 
 // ContextSharer is implemented by backends whose ranks in one process

@@ -48,6 +48,7 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/log"
+	"github.com/theseus-ccl/theseus/runtime/replay"
 )
 
 // Net is the small-message network the executor exchanges handles over:
@@ -331,6 +332,9 @@ type Executor struct {
 		req Request
 	}
 	streams []device.Stream // streams launched on since the last wait
+	// replayFence is the fence of the launches a replay record repeats
+	// (ArmReplay), which Replayed counts.
+	replayFence bool
 
 	cfg Config
 	dev device.Backend
@@ -711,6 +715,42 @@ func (e *Executor) launchRepeat(r *Request, s *Schedule, st device.Stream) error
 		return w.err
 	}
 	return nil
+}
+
+// ArmReplay fills r's launch part (device.Replayer) with the launch that
+// Repeat(tok, ...) on st would make next, when that launch is the usual
+// repeat (launchRepeat, on a stream that is not capturing): the hot
+// entries still the last used, the executor not failed, st the stream of
+// the last launch and one that can repeat launches from C, and the
+// scratch layout the last launch's, so that every later repeat has the
+// same fence. It returns the launch counter of the last launch, which the
+// n-th call made from r adds n to, and ok false when r was not filled.
+// r must be off. The caller counts the calls made from r with Replayed
+// before anything else uses the executor.
+func (e *Executor) ArmReplay(tok uint64, st device.Stream, r *replay.Record) (launchBase uint64, ok bool) {
+	h := &e.hot
+	if tok == 0 || tok != h.tok || h.l3 != e.lastL3.ent || h.l1 != e.lastL1 || e.trace != nil || st == nil ||
+		e.failed.Load() != nil || !e.repeatable(st) || h.l3.sig != e.lastSig {
+		return 0, false
+	}
+	rp, isRp := st.(device.Replayer)
+	if !isRp || !rp.SetReplay(r, h.l3.prep, h.l1.fenceAll) {
+		return 0, false
+	}
+	e.replayFence = h.l1.fenceAll
+	return e.launch, true
+}
+
+// Replayed counts n launches a replay record made from C (ArmReplay) as
+// launchRepeat counts its own: the walks, the launch counter and the
+// fences.
+func (e *Executor) Replayed(n uint64) {
+	e.hotRuns += n
+	e.hotWalks += n
+	e.launch += n
+	if e.replayFence {
+		e.fences += n
+	}
 }
 
 // walk is one Execute's state.

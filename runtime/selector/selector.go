@@ -410,6 +410,31 @@ func (s *Selector) Repeat(k Key) (id int, ok bool) {
 	return s.repeat(), true
 }
 
+// RepeatBudget reports how many more requests with key k Repeat would
+// answer, and with which schedule, before the next epoch: left is 0 (and
+// id None) when Repeat would answer none. For a replay record
+// (runtime/replay), whose calls made from C the caller later adds with
+// Repeated.
+func (s *Selector) RepeatBudget(k Key) (id int, left int) {
+	if s.untilEpoch == 0 || !s.last.ok || s.last.k != k {
+		return None, 0
+	}
+	return int(s.last.id), s.untilEpoch
+}
+
+// Repeated counts n requests answered as Repeat would have answered them
+// (calls a replay record launched from C, within RepeatBudget's left).
+// n beyond the epoch's budget is clamped to it.
+func (s *Selector) Repeated(n int) {
+	n = min(n, s.untilEpoch)
+	if n <= 0 {
+		return
+	}
+	s.untilEpoch -= n
+	s.stats.Requests += uint64(n)
+	s.stats.Hits += uint64(n)
+}
+
 // repeat answers the last cached request again.
 func (s *Selector) repeat() int {
 	s.untilEpoch--

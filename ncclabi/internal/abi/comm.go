@@ -80,7 +80,24 @@ type Stats struct {
 }
 
 func (c *Comm) stats() Stats {
-	return Stats{c.nNative.Load(), c.nFallbk.Load(), c.nReject.Load()}
+	native := c.nNative.Load()
+	if eng, _ := c.engine(); eng != nil {
+		if rp, ok := eng.(Replayer); ok {
+			native += rp.SyncReplay()
+		}
+	}
+	return Stats{native, c.nFallbk.Load(), c.nReject.Load()}
+}
+
+// disarmReplay stops the engine's replay record, if any, from launching
+// calls from C: before anything that such calls would make wrong (every
+// call on the communicator but the queries that read no counters).
+func (c *Comm) disarmReplay() {
+	if eng, _ := c.engine(); eng != nil {
+		if rp, ok := eng.(Replayer); ok {
+			rp.DisarmReplay()
+		}
+	}
 }
 
 func (c *Comm) getState() commState { return c.state() }

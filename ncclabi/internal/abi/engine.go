@@ -3,6 +3,8 @@ package abi
 import (
 	"context"
 	"errors"
+
+	"github.com/theseus-ccl/theseus/runtime/replay"
 )
 
 // UniqueID is ncclUniqueId: 128 opaque bytes, passed by value.
@@ -92,6 +94,35 @@ type EngineComm interface {
 	// AsyncError is the first asynchronous failure (a peer lost, a wait
 	// that timed out), nil if none.
 	AsyncError() error
+}
+
+// Replayer is implemented by engine communicators whose repeated calls
+// the library's C side can launch without entering Go (runtime/replay;
+// docs/ncclabi.md, "Replay from C"). The C side packs each data call's
+// arguments as Op.ReplayKey does and launches from the record whose
+// address ArmReplay returned while the record accepts that key.
+type Replayer interface {
+	// ArmReplay arms the communicator's replay record to repeat op, the
+	// call Run has just served outside a group, with C key k. It returns
+	// the record's address (a th_replay*), or 0 when op's repeats cannot
+	// be launched from C (the engine's reasons: no repeat path, another
+	// backend, a capture, an epoch due).
+	ArmReplay(op *Op, k replay.Key) uintptr
+	// DisarmReplay stops calls made from C (waiting for one in progress);
+	// the engine counts them at its communicator's next use. Safe from any
+	// goroutine.
+	DisarmReplay()
+	// SyncReplay counts the calls made from C so far and returns how many
+	// there have been in all (the library adds them to its native count).
+	SyncReplay() uint64
+}
+
+// LaunchTimer is implemented by engine communicators that account the
+// time their launches spend inside the driver's launch call
+// (theseusCommLaunchTime; THESEUS_TIME_LAUNCHES=1 on the CUDA backend):
+// how many launches were timed and the nanoseconds inside it.
+type LaunchTimer interface {
+	LaunchTime() (launches, ns int64)
 }
 
 // Fallback is the real NCCL named by THESEUS_NCCL_LIB_PATH, reached

@@ -38,6 +38,10 @@ type Library struct {
 	// Timeout bounds how long Destroy waits for a communicator's queued
 	// asynchronous work (0: 2 minutes).
 	Timeout time.Duration
+	// Replay lets the C side of the library launch a repeated data call
+	// without entering Go, when the engine supports it (Replayer;
+	// THESEUS_REPLAY, on unless set to 0).
+	Replay bool
 
 	mu     sync.RWMutex
 	comms  map[uintptr]*Comm
@@ -118,10 +122,10 @@ func (l *Library) classify(api string, err error) *Error {
 	return &Error{Result: r, Msg: api + ": " + msg, Err: err}
 }
 
-// lookup finds a live communicator. NULL is InvalidArgument (NCCL's
+// find finds a live communicator. NULL is InvalidArgument (NCCL's
 // CommCheck); a destroyed or aborted handle is InvalidArgument with "use
 // after ncclCommDestroy"; an unknown address is InvalidArgument.
-func (l *Library) lookup(h uintptr, api string) (*Comm, *Error) {
+func (l *Library) find(h uintptr, api string) (*Comm, *Error) {
 	if h == 0 {
 		return nil, errorf(InvalidArgument, "%s: comm is NULL", api)
 	}
@@ -138,6 +142,16 @@ func (l *Library) lookup(h uintptr, api string) (*Comm, *Error) {
 		return nil, errorf(InvalidArgument, "%s: comm %#x used after ncclCommAbort", api, h)
 	}
 	return c, nil
+}
+
+// lookup is find, and stops calls made from C with the communicator's
+// replay record (disarmReplay) before the caller acts on it.
+func (l *Library) lookup(h uintptr, api string) (*Comm, *Error) {
+	c, e := l.find(h, api)
+	if c != nil {
+		c.disarmReplay()
+	}
+	return c, e
 }
 
 // usable is lookup plus the states in which data calls are allowed.
@@ -737,7 +751,7 @@ func (l *Library) abortComm(c *Comm) Result {
 // anything else as fatal).
 func (l *Library) GetAsyncError(h uintptr) (Result, Result) {
 	const api = "ncclCommGetAsyncError"
-	c, e := l.lookup(h, api)
+	c, e := l.find(h, api) // no disarm: a client polls it from another thread
 	if e != nil {
 		return Success, l.fail(e)
 	}
@@ -776,7 +790,7 @@ func (l *Library) GetAsyncError(h uintptr) (Result, Result) {
 // ncclCommUserRank. A split or shrink child whose creation has not ended
 // yet has no rank: InvalidUsage (poll ncclCommGetAsyncError first).
 func (l *Library) Count(h uintptr) (int, Result) {
-	c, e := l.lookup(h, "ncclCommCount")
+	c, e := l.find(h, "ncclCommCount")
 	if e != nil {
 		return 0, l.fail(e)
 	}
@@ -787,7 +801,7 @@ func (l *Library) Count(h uintptr) (int, Result) {
 }
 
 func (l *Library) CuDevice(h uintptr) (int, Result) {
-	c, e := l.lookup(h, "ncclCommCuDevice")
+	c, e := l.find(h, "ncclCommCuDevice")
 	if e != nil {
 		return 0, l.fail(e)
 	}
@@ -795,7 +809,7 @@ func (l *Library) CuDevice(h uintptr) (int, Result) {
 }
 
 func (l *Library) UserRank(h uintptr) (int, Result) {
-	c, e := l.lookup(h, "ncclCommUserRank")
+	c, e := l.find(h, "ncclCommUserRank")
 	if e != nil {
 		return 0, l.fail(e)
 	}
@@ -812,6 +826,22 @@ func (l *Library) CommStats(h uintptr) (Stats, Result) {
 		return Stats{}, l.fail(e)
 	}
 	return c.stats(), Success
+}
+
+// LaunchTime is theseusCommLaunchTime: the launches of the communicator's
+// calls that were timed and the nanoseconds spent inside cuLaunchKernel
+// for them (LaunchTimer; zeros when the engine does not time launches).
+func (l *Library) LaunchTime(h uintptr) (launches, ns int64, r Result) {
+	c, e := l.lookup(h, "theseusCommLaunchTime")
+	if e != nil {
+		return 0, 0, l.fail(e)
+	}
+	if eng, _ := c.engine(); eng != nil {
+		if lt, ok := eng.(LaunchTimer); ok {
+			launches, ns = lt.LaunchTime()
+		}
+	}
+	return launches, ns, Success
 }
 
 // StreamSync is theseusStreamSynchronize.
@@ -899,6 +929,9 @@ func (l *Library) Coll(t Thread, h uintptr, op *Op) Result {
 	}
 	if need, _ := needsFallback(op); !need { // the common case: one call a schedule serves
 		if e, done := l.runNative(c, op); done {
+			if e == nil && op.Counts == nil && !log.On(log.Info, log.Coll) {
+				l.armReplay(c, op)
+			}
 			return l.fail(e)
 		}
 	}
@@ -908,6 +941,19 @@ func (l *Library) Coll(t Thread, h uintptr, op *Op) Result {
 	o := *op
 	e, _ = l.runOps([]groupOp{{c, &o}})
 	return l.fail(e)
+}
+
+// armReplay lets the library's C side launch the repeats of op, which
+// the engine has just served outside a group, without entering Go
+// (Replayer): op.Replay is the record's address when the engine armed it.
+// Not for calls whose lines the INFO COLL log shows (a repeat made from C
+// logs nothing) or with a counts matrix (not in the key).
+func (l *Library) armReplay(c *Comm, op *Op) {
+	if eng, _ := c.engine(); eng != nil && l.Replay {
+		if rp, ok := eng.(Replayer); ok {
+			op.Replay = rp.ArmReplay(op, op.ReplayKey())
+		}
+	}
 }
 
 // runNative runs one data call through the engine. done is false when no

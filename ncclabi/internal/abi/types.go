@@ -6,6 +6,7 @@ import (
 	"math/bits"
 
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/replay"
 )
 
 // DataType is ncclDataType_t (NCCL 2.25.1 values: Int8 0 … Float8e5m2 11).
@@ -164,6 +165,11 @@ type Op struct {
 	Counts    []uint64
 	CountsGPU uintptr
 
+	// Replay is filled by Library.Coll when the engine armed its replay
+	// record for this call (Replayer): the record's address, which the C
+	// side uses for the repeats of the call (ReplayKey); 0 otherwise.
+	Replay uintptr
+
 	// Served is filled by the engine or the fallback: what ran the op, for
 	// the INFO COLL log line (formatted only when that line is logged).
 	Served Served
@@ -175,6 +181,16 @@ type Op struct {
 	// recognised from (see fuseAlltoAll); they run on the fallback instead
 	// when no schedule serves the AlltoAll.
 	Fused []Op
+}
+
+// ReplayKey packs op's arguments as ncclabi/abi.c packs a data call's for
+// th_replay_call (runtime/replay): the kind (Coll), send and receive
+// buffers, count, datatype, reduction operator (0 for calls without one),
+// root or peer (-1 for calls without one), and stream. A call's repeats
+// are launched from C only when every word is equal.
+func (o *Op) ReplayKey() replay.Key {
+	return replay.Key{uint64(o.Coll), uint64(o.Send), uint64(o.Recv), o.Count, uint64(int64(o.DataType)),
+		uint64(int64(o.RedOp)), uint64(int64(o.Root)), uint64(o.Stream)}
 }
 
 // Served says what ran an op: Text when set ("the fallback NCCL"),

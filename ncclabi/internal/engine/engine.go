@@ -25,12 +25,14 @@ import (
 
 	"github.com/theseus-ccl/theseus/cuda"
 	"github.com/theseus-ccl/theseus/cuda/driver"
+	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/ncclabi/internal/abi"
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
 	"github.com/theseus-ccl/theseus/runtime/comm"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/host"
+	"github.com/theseus-ccl/theseus/runtime/replay"
 )
 
 const (
@@ -72,6 +74,9 @@ func Open(name string) (*Engine, error) {
 		be = host.Backend()
 	case "cuda":
 		be, err = cuda.Open()
+		if on, _ := env.TimeLaunches.Bool(); on && err == nil {
+			cuda.TimeLaunches(true)
+		}
 	default:
 		err = fmt.Errorf("unknown backend %q (host or cuda)", name)
 	}
@@ -264,6 +269,9 @@ type Comm struct {
 	// lastSt is the backend stream of the last cudaStream_t value this
 	// communicator used (a cache of Engine.streams).
 	lastSt atomic.Pointer[streamRef]
+	// rec is the communicator's replay record (replay.go), made at the
+	// first ArmReplay.
+	rec atomic.Pointer[replay.Record]
 }
 
 type streamRef struct {
@@ -285,11 +293,7 @@ func (c *Comm) Run(op abi.Op) (abi.Served, error) {
 	if err != nil {
 		return abi.Served{}, err
 	}
-	call := comm.Call{Coll: coll, Send: device.Ptr(op.Send), Recv: device.Ptr(op.Recv), Count: int64(op.Count),
-		DataType: op.DataType.IR(), Root: max(op.Root, 0), Stream: st}
-	if op.Coll.Reduces() {
-		call.RedOp = op.RedOp.IR()
-	}
+	call := callOf(&op, coll, st)
 	if err := c.c.Collective(context.Background(), &call); err != nil {
 		if errors.Is(err, comm.ErrNoSchedule) {
 			var ce *comm.Error
@@ -306,6 +310,16 @@ func (c *Comm) Run(op abi.Op) (abi.Served, error) {
 		return abi.Served{Schedule: info.Schedule, Name: info.Name, Launch: info.Launch}, nil
 	}
 	return abi.Served{Text: "Theseus (count 0: nothing to run)"}, nil
+}
+
+// callOf is the runtime's call for op (coll is op.Coll's) on stream st.
+func callOf(op *abi.Op, coll ir.Collective, st device.Stream) comm.Call {
+	call := comm.Call{Coll: coll, Send: device.Ptr(op.Send), Recv: device.Ptr(op.Recv), Count: int64(op.Count),
+		DataType: op.DataType.IR(), Root: max(op.Root, 0), Stream: st}
+	if op.Coll.Reduces() {
+		call.RedOp = op.RedOp.IR()
+	}
+	return call
 }
 
 // Split implements abi.EngineComm.

@@ -1,0 +1,73 @@
+package cuda
+
+import (
+	"unsafe"
+
+	"github.com/theseus-ccl/theseus/cuda/driver"
+	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/replay"
+)
+
+// SetReplay implements device.Replayer: it fills r's launch part with p's
+// launch on s as CaptureLaunch would make it on a stream not being
+// captured (no staging copies; the argument as the last launch left it,
+// with p's fence count when fence is set; the stream's failure record),
+// launched by driver.ReplayLaunchFn. It reports false, filling nothing,
+// when p has staging copies or was last launched on another stream, when
+// several ranks share this process's context (a launch must then respect
+// the reaper: Stream.enter), when s is closed, or while a measurement of
+// the launch path's parts or the capture-query experiment is on.
+//
+// The stream remembers r: Close (and ShareContext, for every stream)
+// poisons and disarms it, so no call made from C uses the failure record
+// once it is freed. The caller arms r after this returns and must not
+// close s meanwhile (the communicator holds its call lock over both; the
+// NCCL engine closes its streams after destroying the communicator).
+func (s *Stream) SetReplay(r *replay.Record, pp device.Prepared, fence bool) bool {
+	p, ok := pp.(*prepared)
+	timing := driver.LaunchTiming(launchTiming.Load())
+	if !ok || r == nil || p.staged || p.st != s || s.b.shared.Load() || noCaptureQuery || timing == driver.TimeLaunchAndPre {
+		return false
+	}
+	a := *p.arg
+	setLaunch(&a, 0, fence, p.nfence)
+	l := replay.Launch{
+		Fn: driver.ReplayLaunchFn(), Ctx: uintptr(s.b.dev.Context()), Stream: uintptr(s.s), Func: uintptr(p.fn),
+		Grid: uint32(p.grid), Threads: uint32(p.threads), Timed: timing == driver.TimeLaunch,
+		Err:       uintptr(s.errHost) + unsafe.Offsetof(ErrorRecord{}.code),
+		Arg:       unsafe.Slice((*byte)(unsafe.Pointer(&a)), unsafe.Sizeof(a)),
+		OffLaunch: int(unsafe.Offsetof(a.launch)),
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return false
+	}
+	b := s.b
+	b.replays.mu.Lock()
+	defer b.replays.mu.Unlock()
+	if !r.SetLaunch(l) {
+		return false
+	}
+	if b.replays.by == nil {
+		b.replays.by = map[*replay.Record]*Stream{}
+	}
+	b.replays.by[r] = s
+	return true
+}
+
+// stopReplays poisons and disarms the replay records filled for stream s
+// (every record when s is nil), and forgets them: no call made from C
+// launches from them after this returns, until their owner fills and
+// arms them again.
+func (b *Backend) stopReplays(s *Stream) {
+	b.replays.mu.Lock()
+	defer b.replays.mu.Unlock()
+	for r, rs := range b.replays.by {
+		if s == nil || rs == s {
+			r.Poison()
+			r.Disarm()
+			delete(b.replays.by, r)
+		}
+	}
+}

@@ -1,0 +1,99 @@
+/* replay.h — the replay record: a collective call that C code may launch
+ * again without entering Go (docs/design/cuda.md, "Replay from C").
+ *
+ * Shared by three parties, each of which includes this file:
+ *   - runtime/replay (Go): allocates records (C memory, never freed), arms
+ *     and disarms them, and takes the count of the calls made from C;
+ *   - a device backend (cuda/driver): fills the launch part and provides
+ *     the launch function;
+ *   - the caller's C side (ncclabi/abi.c): th_replay_call on each data call.
+ *
+ * Protocol. state is 0 (off), 1 (armed) or 2 (busy: one C call is using the
+ * record). Only Go arms a record (0 -> 1, after writing every other field);
+ * a C call moves it 1 -> 2 -> 1; Go disarms it (1 -> 0), waiting while it is
+ * 2. So while a record is armed nothing but th_replay_call writes it, and
+ * once Go has disarmed it no C call is using it and none will until Go arms
+ * it again. poison may be set at any time, from any thread: every call is
+ * then declined until Go arms the record again.
+ */
+#ifndef THESEUS_REPLAY_H_
+#define THESEUS_REPLAY_H_
+
+#include <stdint.h>
+#include <string.h>
+
+#define TH_REPLAY_KEY_WORDS 8
+#define TH_REPLAY_ARG_BYTES 256
+
+enum { TH_REPLAY_OFF = 0, TH_REPLAY_ARMED = 1, TH_REPLAY_BUSY = 2 };
+
+/* What a launch function returns. */
+enum {
+  TH_REPLAY_LAUNCHED = 0, /* enqueued */
+  TH_REPLAY_DECLINED = 1, /* nothing enqueued: the caller's Go path must decide (a capture, another context) */
+  TH_REPLAY_FAILED = 2    /* the launch failed, nothing enqueued: the Go path relaunches and reports */
+};
+
+typedef struct th_replay th_replay;
+typedef int (*th_replay_launch_fn)(th_replay* r);
+
+struct th_replay {
+  /* The protocol's words (atomic). */
+  uint32_t state;
+  uint32_t poison;
+  /* The call this record repeats, packed by the caller (th_replay_call
+   * compares all the words). */
+  uint64_t key[TH_REPLAY_KEY_WORDS];
+  /* left: calls C may still make before Go must see one (the selector's
+   * next epoch); taken: calls made from C since Go last took the count. */
+  int64_t left;
+  int64_t taken;
+  /* The launch counter of the last launch when armed: the n-th call made
+   * from C launches with launch_base + n. */
+  uint64_t launch_base;
+  /* The launch part, filled by the backend. */
+  th_replay_launch_fn launch;
+  void* ctx;    /* the context that must be current */
+  void* stream; /* CUstream */
+  void* fn;     /* CUfunction */
+  uint32_t grid, threads, shmem, timed;
+  /* The launch stream's failure record: a nonzero 32-bit code declines. */
+  const uint32_t* err;
+  /* Byte offset in arg of the 64-bit launch counter. */
+  uint32_t off_launch;
+  uint32_t arg_bytes;
+  /* timed: launches made from C and the ns spent inside cuLaunchKernel for
+   * them (cumulative, never reset); last_result: the last failed launch's
+   * CUresult. */
+  int64_t t_launches, t_ns;
+  int32_t last_result;
+  int32_t pad_;
+  /* The kernel's by-value argument (every field but the launch counter
+   * as the last launch had it). */
+  uint8_t arg[TH_REPLAY_ARG_BYTES] __attribute__((aligned(16)));
+};
+
+/* th_replay_call launches the call that key packs from r, when r is armed,
+ * not poisoned, has calls left, its key is key and its stream has no
+ * recorded failure. It returns 1 when the call was enqueued (the caller
+ * reports success), 0 when the caller must take its usual path. */
+static inline int th_replay_call(th_replay* r, const uint64_t key[TH_REPLAY_KEY_WORDS]) {
+  uint32_t armed = TH_REPLAY_ARMED;
+  if (!__atomic_compare_exchange_n(&r->state, &armed, TH_REPLAY_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+    return 0;
+  int ok = 0;
+  if (r->left > 0 && __atomic_load_n(&r->poison, __ATOMIC_ACQUIRE) == 0 &&
+      memcmp(r->key, key, sizeof r->key) == 0 && __atomic_load_n(r->err, __ATOMIC_ACQUIRE) == 0) {
+    uint64_t n = r->launch_base + (uint64_t)r->taken + 1;
+    memcpy(r->arg + r->off_launch, &n, sizeof n);
+    if (r->launch(r) == TH_REPLAY_LAUNCHED) {
+      r->taken++;
+      r->left--;
+      ok = 1;
+    }
+  }
+  __atomic_store_n(&r->state, TH_REPLAY_ARMED, __ATOMIC_RELEASE);
+  return ok;
+}
+
+#endif
