@@ -80,6 +80,12 @@ func setup() {
 		return
 	}
 	theLib.Eng = eng
+	replay, err := env.Replay.Bool()
+	if err != nil {
+		log.Warnf(log.Init, "THESEUS_REPLAY: %v; repeated calls are launched from C (the default)", err)
+		replay = true
+	}
+	theLib.Replay = replay
 	openFallback()
 	log.Logf(log.Version, log.Init, "Theseus NCCL %d.%d.%d ABI (libtheseus_nccl.so), backend %s, fallback %s, GOMAXPROCS %d",
 		C.NCCL_MAJOR, C.NCCL_MINOR, C.NCCL_PATCH, backend, fallbackDesc(), runtime.GOMAXPROCS(0))

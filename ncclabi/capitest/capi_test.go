@@ -422,7 +422,7 @@ func TestFallback(t *testing.T) {
 			// the reason names the context and says it is empty
 			"no Theseus schedule serves this request: selection context " + empty + " is empty: it has no schedule entries",
 			"served by the fallback NCCL (5 fallback requests on this comm)",
-			"destroyed: 0 requests served natively, 5 by the fallback NCCL, 0 rejected"} {
+			"destroyed: 0 requests served natively (0 of them launched from C), 5 by the fallback NCCL, 0 rejected"} {
 			if !strings.Contains(r.out, want) {
 				t.Errorf("rank %d: log lacks %q", r.rank, want)
 			}

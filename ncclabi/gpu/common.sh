@@ -75,3 +75,32 @@ stop_mps() {
 loaded_nccl() {
   grep -Eo '/[^ ]*(libtheseus_nccl|libnccl)[^ ]*' "/proc/$1/maps" | sort -u || true
 }
+
+# run_pair OUT PROG: runs "PROG 0 2" and "PROG 1 2 ID" (the ctest
+# programs' convention: rank 0 prints "ID <hex>" first), each bounded to
+# 120 s, their output in OUT.0 and OUT.1; returns non-zero when either
+# fails or rank 0 prints no id within 60 s.
+run_pair() {
+  local out=$1 prog=$2
+  timeout 120 "$prog" 0 2 >"$out.0" 2>&1 &
+  local p0=$! id=
+  for _ in $(seq 600); do
+    id=$(sed -n 's/^ID //p' "$out.0")
+    [ -n "$id" ] && break
+    kill -0 $p0 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$id" ]; then
+    echo "rank 0 printed no id:"
+    cat "$out.0"
+    kill $p0 2>/dev/null
+    wait $p0
+    return 1
+  fi
+  timeout 120 "$prog" 1 2 "$id" >"$out.1" 2>&1
+  local rc1=$?
+  wait $p0
+  local rc0=$?
+  echo "rc $rc0/$rc1"
+  [ "$rc0" = 0 ] && [ "$rc1" = 0 ]
+}

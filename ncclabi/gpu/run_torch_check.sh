@@ -42,6 +42,10 @@ for n in $NRANKS; do
   ok=$(grep -o "TORCHCHECK rank [0-9]* done: [0-9]* checks, [0-9]* failures" "$out" | awk '{s += $5 - $7} END {print s + 0}')
   bad=$(grep -c "FAIL\|ERROR" "$out" || true)
   served=$(grep -c "served by Theseus schedule" "$out" || true)
+  if [ "$served" = 0 ]; then # no INFO COLL lines: the destroy lines' counts
+    served=$(grep -o "destroyed: [0-9]* requests served natively ([0-9]* of them launched from C)" "$out" |
+      awk '{ n += $2; c += substr($6, 2) } END { if (n) printf "%d (%d from C)", n, c; else print 0 }')
+  fi
   lib=$(grep -m1 -o "NCCL loaded: .*" "$out" | cut -c15- || echo "?")
   echo "| $n | $rc | $ok | $bad | $served | $lib |" >>"$SUMMARY"
   grep "TORCHCHECK.*\(FAIL\|ERROR\|done\|loaded\)" "$out" || true

@@ -765,11 +765,10 @@ func (c *Comm) Abort() error {
 			break
 		}
 	}
-	// No launch from a replay record after this returns (replay.go).
-	if r := c.replayPoison.Load(); r != nil {
-		r.Poison()
-		r.Disarm()
-	}
+	// No new launch from a replay record (replay.go); one in progress may
+	// wait in cuLaunchKernel for room that only the abort below makes, so
+	// it is waited for after that.
+	c.poisonReplay()
 	// Stop running launches and exchanges first, so that a call in
 	// progress on another goroutine returns; then release.
 	if c.exec != nil {
@@ -777,6 +776,9 @@ func (c *Comm) Abort() error {
 	}
 	if c.boot != nil {
 		c.boot.Abort()
+	}
+	if r := c.replayPoison.Load(); r != nil {
+		r.Disarm()
 	}
 	c.callMu.Lock()
 	defer c.callMu.Unlock()

@@ -20,6 +20,8 @@ type fakeEngine struct {
 	// noSchedule makes Run return ErrNoSchedule for the ops it selects.
 	noSchedule func(*Op) bool
 	runErr     error
+	// replay makes Init return replayComms (abi.Replayer).
+	replay bool
 
 	mu     sync.Mutex
 	worlds map[UniqueID]*fakeWorld
@@ -128,6 +130,9 @@ func (e *fakeEngine) Init(ctx context.Context, p InitParams) (EngineComm, error)
 	w.mu.Unlock()
 	select {
 	case <-w.all:
+		if e.replay {
+			return &replayComm{fakeComm: c}, nil
+		}
 		return c, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()

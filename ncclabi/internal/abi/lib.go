@@ -703,7 +703,12 @@ func (l *Library) Destroy(h uintptr) Result {
 	}
 	if log.On(log.Info, log.Init) {
 		s := c.stats()
-		log.Infof(log.Init, "comm %#x rank %d nranks %d (%s) destroyed: %d requests served natively, %d by the fallback NCCL, %d rejected", h, c.Rank(), c.NRanks(), st, s.Native, s.Fallback, s.Rejected)
+		var fromC uint64
+		if rp, ok := eng.(Replayer); ok {
+			fromC = rp.SyncReplay()
+		}
+		log.Infof(log.Init, "comm %#x rank %d nranks %d (%s) destroyed: %d requests served natively (%d of them launched from C), %d by the fallback NCCL, %d rejected",
+			h, c.Rank(), c.NRanks(), st, s.Native, fromC, s.Fallback, s.Rejected)
 	}
 	return l.fail(first)
 }
@@ -715,7 +720,7 @@ func (l *Library) Abort(h uintptr) Result {
 	if h == 0 {
 		return Success // NCCL 2.25: aborting a NULL comm is a no-op
 	}
-	c, e := l.lookup(h, "ncclCommAbort")
+	c, e := l.find(h, "ncclCommAbort") // no disarm: the engine's Abort stops the record after it has stopped the kernels
 	if e != nil {
 		return l.fail(e)
 	}

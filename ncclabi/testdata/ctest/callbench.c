@@ -25,9 +25,20 @@
  *
  * plus two reference lines: ncclGetVersion (C only) and
  * ncclCommGetAsyncError (one crossing into Go).
+ *
+ * CALLBENCH_CUDA=1 runs on the CUDA backend (on a GPU machine; 2 processes
+ * on one GPU need MPS and THESEUS_ALLOW_SHARED_DEVICE=1): the program makes
+ * device 0's primary context current through libcuda.so.1 (dlopen, as a
+ * CUDA client would through cudaSetDevice), calls on a non-blocking stream
+ * of its own, and with THESEUS_TIME_LAUNCHES=1 also prints, per
+ * measurement, the time the library spent inside cuLaunchKernel per call
+ * (theseusCommLaunchTime) and the host time per call without it:
+ *
+ *   RESULT <coll> <variant> calls <n> wall_ns <w> cpu_ns <c> launch_ns <l> host_ns <w - l> native <n>
  */
 #include "nccl.h"
 
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,15 +80,43 @@ static void read_id(const char* hex, ncclUniqueId* id) {
 
 enum { ALLREDUCE, BROADCAST, ALLGATHER };
 
+static cudaStream_t g_stream; /* NULL on the host backend */
+
 static ncclResult_t call(int coll, const char* s, char* d, size_t count, ncclComm_t c) {
   switch (coll) {
     case ALLREDUCE:
-      return ncclAllReduce(s, d, count, ncclFloat32, ncclSum, c, NULL);
+      return ncclAllReduce(s, d, count, ncclFloat32, ncclSum, c, g_stream);
     case BROADCAST:
-      return ncclBroadcast(s, d, count, ncclFloat32, 0, c, NULL);
+      return ncclBroadcast(s, d, count, ncclFloat32, 0, c, g_stream);
     default:
-      return ncclAllGather(s, d, count, ncclFloat32, c, NULL);
+      return ncclAllGather(s, d, count, ncclFloat32, c, g_stream);
   }
+}
+
+/* cuda_setup makes device 0's primary context current on this thread and
+ * creates a non-blocking stream (CALLBENCH_CUDA=1), through the driver API
+ * loaded with dlopen: no CUDA toolkit is needed to build this program. */
+static void cuda_setup(void) {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+  if (!lib) {
+    printf("FAIL rank %d: dlopen libcuda.so.1: %s\n", g_rank, dlerror());
+    exit(100);
+  }
+  int (*cuInit)(unsigned) = (int (*)(unsigned))dlsym(lib, "cuInit");
+  int (*cuDeviceGet)(int*, int) = (int (*)(int*, int))dlsym(lib, "cuDeviceGet");
+  int (*cuRetain)(void**, int) = (int (*)(void**, int))dlsym(lib, "cuDevicePrimaryCtxRetain");
+  int (*cuSetCurrent)(void*) = (int (*)(void*))dlsym(lib, "cuCtxSetCurrent");
+  int (*cuStreamCreate)(void**, unsigned) = (int (*)(void**, unsigned))dlsym(lib, "cuStreamCreate");
+  int dev = 0, r;
+  void* ctx = NULL;
+  void* st = NULL;
+  if (!cuInit || !cuDeviceGet || !cuRetain || !cuSetCurrent || !cuStreamCreate || (r = cuInit(0)) != 0 ||
+      (r = cuDeviceGet(&dev, 0)) != 0 || (r = cuRetain(&ctx, dev)) != 0 || (r = cuSetCurrent(ctx)) != 0 ||
+      (r = cuStreamCreate(&st, 1 /* CU_STREAM_NON_BLOCKING */)) != 0) {
+    printf("FAIL rank %d: CUDA setup failed\n", g_rank);
+    exit(100);
+  }
+  g_stream = (cudaStream_t)st;
 }
 
 int main(int argc, char** argv) {
@@ -97,13 +136,15 @@ int main(int argc, char** argv) {
     if (argc < 4) return 101;
     read_id(argv[3], &id);
   }
+  int cuda = envl("CALLBENCH_CUDA", 0) != 0;
+  if (cuda) cuda_setup();
   ncclComm_t c;
   OK(ncclCommInitRank(&c, n, id, g_rank));
   size_t total = bytes * (size_t)n; /* the largest buffer: allgather's receive */
   char *A, *B;
   OK(ncclMemAlloc((void**)&A, total * STEPS));
   OK(ncclMemAlloc((void**)&B, total * STEPS));
-  memset(A, 1, total * STEPS);
+  if (!cuda) memset(A, 1, total * STEPS); /* device memory on cuda: left as allocated */
 
   static const char* const names[] = {"allreduce", "broadcast", "allgather"};
   long pos = 0; /* the shift position, continued across measurements */
@@ -120,7 +161,9 @@ int main(int argc, char** argv) {
         size_t off = shift ? msg * (size_t)(pos % nsteps) : 0;
         OK(call(coll, A + off, B + off, bytes / 4, c));
       }
-      OK(theseusStreamSynchronize(c, NULL));
+      OK(theseusStreamSynchronize(c, g_stream));
+      uint64_t l0 = 0, ln0 = 0, l1 = 0, ln1 = 0, nat = 0;
+      OK(theseusCommLaunchTime(c, &l0, &ln0));
       double wall = 0, cpu = 0;
       for (long done = 0; done < iters;) {
         long k = iters - done < BATCH ? iters - done : BATCH;
@@ -132,11 +175,20 @@ int main(int argc, char** argv) {
         }
         wall += clk(CLOCK_MONOTONIC) - w0;
         cpu += clk(CLOCK_THREAD_CPUTIME_ID) - c0;
-        OK(theseusStreamSynchronize(c, NULL));
+        OK(theseusStreamSynchronize(c, g_stream));
         done += k;
       }
-      printf("RESULT %s %s calls %ld wall_ns %.1f cpu_ns %.1f\n", names[coll], variants[v],
-             iters, wall / iters, cpu / iters);
+      OK(theseusCommLaunchTime(c, &l1, &ln1));
+      OK(theseusCommStats(c, &nat, NULL, NULL));
+      if (cuda) {
+        double launch = l1 > l0 ? (double)(ln1 - ln0) / iters : 0;
+        printf("RESULT %s %s calls %ld wall_ns %.1f cpu_ns %.1f launch_ns %.1f host_ns %.1f native %llu launches %llu\n",
+               names[coll], variants[v], iters, wall / iters, cpu / iters, launch, wall / iters - launch,
+               (unsigned long long)nat, (unsigned long long)(l1 - l0));
+      } else {
+        printf("RESULT %s %s calls %ld wall_ns %.1f cpu_ns %.1f\n", names[coll], variants[v], iters, wall / iters,
+               cpu / iters);
+      }
     }
   }
   /* References: a call that stays in C, and one that crosses into Go. */
