@@ -14,8 +14,8 @@ import (
 	"github.com/theseus-ccl/theseus/cuda/driver"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device"
-	"github.com/theseus-ccl/theseus/runtime/replay"
 	"github.com/theseus-ccl/theseus/runtime/env"
+	"github.com/theseus-ccl/theseus/runtime/replay"
 )
 
 func init() {
