@@ -8,36 +8,35 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/replay"
 )
 
-// SetReplay implements device.Replayer: it fills r's launch part with p's
-// launch on s as CaptureLaunch would make it on a stream not being
-// captured (no staging copies; the argument as the last launch left it,
-// with p's fence count when fence is set; the stream's failure record),
-// launched by driver.ReplayLaunchFn. It reports false, filling nothing,
-// when p has staging copies or was last launched on another stream, when
-// several ranks share this process's context (a launch must then respect
-// the reaper: Stream.enter), when s is closed, or while a measurement of
-// the launch path's parts or the capture-query experiment is on.
+// SetReplay implements device.Replayer: it fills r's shared launch part
+// with this stream (its context, its failure record, driver.ReplayLaunchFn)
+// and entry i's launch with p's as CaptureLaunch would make it on a stream
+// not being captured (no staging copies; the argument as the last launch
+// left it; p's fence count for a fenced launch). It reports false, filling
+// nothing, when p has staging copies or was last launched on another
+// stream, when several ranks share this process's context (a launch must
+// then respect the reaper: Stream.enter), when s is closed, or while a
+// measurement of the launch path's parts or the capture-query experiment
+// is on.
 //
 // The stream remembers r: Close (and ShareContext, for every stream)
 // poisons and disarms it, so no call made from C uses the failure record
 // once it is freed. The caller arms r after this returns and must not
 // close s meanwhile (the communicator holds its call lock over both; the
 // NCCL engine closes its streams after destroying the communicator).
-func (s *Stream) SetReplay(r *replay.Record, pp device.Prepared, fence bool) bool {
+func (s *Stream) SetReplay(r *replay.Record, i int, pp device.Prepared) bool {
 	p, ok := pp.(*prepared)
 	timing := driver.LaunchTiming(launchTiming.Load())
 	if !ok || r == nil || p.staged || p.st != s || s.b.shared.Load() || noCaptureQuery || timing == driver.TimeLaunchAndPre {
 		return false
 	}
 	a := *p.arg
-	setLaunch(&a, 0, fence, p.nfence)
-	l := replay.Launch{
-		Fn: driver.ReplayLaunchFn(), Ctx: uintptr(s.b.dev.Context()), Stream: uintptr(s.s), Func: uintptr(p.fn),
-		Grid: uint32(p.grid), Threads: uint32(p.threads), Timed: timing == driver.TimeLaunch,
-		Err:       uintptr(s.errHost) + unsafe.Offsetof(ErrorRecord{}.code),
+	setLaunch(&a, 0, false, 0)
+	l := replay.Launch{Fn: driver.ReplayLaunchFn(), Ctx: uintptr(s.b.dev.Context()), Stream: uintptr(s.s),
+		Timed: timing == driver.TimeLaunch, Err: uintptr(s.errHost) + unsafe.Offsetof(ErrorRecord{}.code)}
+	el := replay.EntryLaunch{Func: uintptr(p.fn), Grid: uint32(p.grid), Threads: uint32(p.threads), NFence: p.nfence,
 		Arg:       unsafe.Slice((*byte)(unsafe.Pointer(&a)), unsafe.Sizeof(a)),
-		OffLaunch: int(unsafe.Offsetof(a.launch)),
-	}
+		OffLaunch: int(unsafe.Offsetof(a.launch)), OffNFence: int(unsafe.Offsetof(a.nfence))}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -46,7 +45,7 @@ func (s *Stream) SetReplay(r *replay.Record, pp device.Prepared, fence bool) boo
 	b := s.b
 	b.replays.mu.Lock()
 	defer b.replays.mu.Unlock()
-	if !r.SetLaunch(l) {
+	if !r.SetLaunch(l) || !r.SetEntryLaunch(i, el) {
 		return false
 	}
 	if b.replays.by == nil {

@@ -282,13 +282,13 @@ static th_launch_out th_launch_checked(CUcontext c, CUstream s, int check, CUfun
 // cuLaunchKernel enqueued nothing: the Go path launches again and
 // reports the error.
 #include "replay.h"
-static int th_replay_launch(th_replay* r) {
+static int th_replay_launch(th_replay* r, th_replay_entry* e) {
   CUcontext cur = 0;
   if (th_cuCtxGetCurrent(&cur) != 0 || cur != (CUcontext)r->ctx) return TH_REPLAY_DECLINED;
   int st = 0;
   if (th_cuStreamIsCapturing((CUstream)r->stream, &st) != 0 || st != 0) return TH_REPLAY_DECLINED;
   int64_t t1 = r->timed ? th_now() : 0;
-  CUresult res = th_dry ? 0 : th_launch1((CUfunction)r->fn, r->grid, r->threads, r->shmem, (CUstream)r->stream, r->arg);
+  CUresult res = th_dry ? 0 : th_launch1((CUfunction)e->fn, e->grid, e->threads, e->shmem, (CUstream)r->stream, e->arg);
   if (res != 0) {
     r->last_result = res;
     return TH_REPLAY_FAILED;

@@ -259,10 +259,12 @@ type Comm struct {
 	ctxStateEpoch uint64
 
 	// replay is the replay record armed by ArmReplay (callMu; nil when
-	// none is armed or its calls were counted); replayPoison the last
-	// record armed, which an asynchronous error or Abort poisons from any
-	// goroutine; replayed counts the calls made from records (replay.go).
+	// none is armed or its calls were counted), rp its entries;
+	// replayPoison the last record armed, which an asynchronous error or
+	// Abort poisons from any goroutine; replayed counts the calls made
+	// from records (replay.go).
 	replay       *replay.Record
+	rp           replayState
 	replayPoison atomic.Pointer[replay.Record]
 	replayed     atomic.Uint64
 }

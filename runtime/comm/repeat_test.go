@@ -103,7 +103,14 @@ func TestRepeatSameAsFullPath(t *testing.T) {
 // [0] is nil: the communicator's own) and 2*bytes of memory per rank.
 func repeatWorld(t *testing.T, n int, bytes int64) ([]*Comm, [][3]device.Stream, []device.Ptr) {
 	t.Helper()
-	comms := localCommsWith(t, n, 10*time.Second, "", 3)
+	return repeatWorldPeriod(t, n, bytes, 3)
+}
+
+// repeatWorldPeriod is repeatWorld with a selector epoch every period
+// requests.
+func repeatWorldPeriod(t *testing.T, n int, bytes int64, period int) ([]*Comm, [][3]device.Stream, []device.Ptr) {
+	t.Helper()
+	comms := localCommsWith(t, n, 10*time.Second, "", period)
 	streams := make([][3]device.Stream, n)
 	bufs := make([]device.Ptr, n)
 	for r, c := range comms {

@@ -4,7 +4,9 @@ package comm
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -15,6 +17,7 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/executor"
 	"github.com/theseus-ccl/theseus/runtime/replay"
 	"github.com/theseus-ccl/theseus/runtime/replay/replaytest"
+	"github.com/theseus-ccl/theseus/runtime/selector"
 )
 
 // replayStream is a host stream that can repeat launches "from C": its
@@ -22,35 +25,54 @@ import (
 // the launch that stands for (replayed), as the CUDA backend's C launch
 // function would enqueue it. It is a device.CaptureLauncher (never
 // capturing), so that the executor's repeat path (launchRepeat) serves it.
+// Each entry's argument carries a tag naming its prepared launch.
 type replayStream struct {
 	device.Stream
-	p     device.Prepared
-	fence bool
-	sets  int
+	preps map[uint64]device.Prepared
 }
 
 func (s *replayStream) CaptureLaunch(p device.Prepared, launch uint64, fence, fenceCaptured bool) (bool, error) {
 	return false, s.Stream.Launch(p, launch, fence)
 }
 
-func (s *replayStream) SetReplay(r *replay.Record, p device.Prepared, fence bool) bool {
-	if !r.SetLaunch(replay.Launch{Fn: replaytest.Fn(), Err: replaytest.ErrWord(), Arg: make([]byte, 16)}) {
+func (s *replayStream) SetReplay(r *replay.Record, i int, p device.Prepared) bool {
+	if s.preps == nil {
+		s.preps = map[uint64]device.Prepared{}
+	}
+	tag := uint64(len(s.preps) + 1)
+	for t, q := range s.preps {
+		if q == p {
+			tag = t
+		}
+	}
+	arg := make([]byte, 24)
+	binary.LittleEndian.PutUint64(arg, tag)
+	if !r.SetLaunch(replay.Launch{Fn: replaytest.Fn(), Err: replaytest.ErrWord()}) ||
+		!r.SetEntryLaunch(i, replay.EntryLaunch{NFence: 1, Arg: arg, OffLaunch: 8, OffNFence: 16}) {
 		return false
 	}
-	s.p, s.fence = p, fence
-	s.sets++
+	s.preps[tag] = p
 	return true
 }
 
 // replayed enqueues the launch r's last call made from C stands for.
 func (s *replayStream) replayed(r *replay.Record) error {
-	return s.Stream.Launch(s.p, replaytest.LastLaunch(r), s.fence)
+	l, ok := replaytest.LastLaunch(r)
+	if !ok {
+		return errors.New("no launch recorded")
+	}
+	p := s.preps[l.Tag]
+	if p == nil {
+		return fmt.Errorf("launch of an unknown tag %d", l.Tag)
+	}
+	return s.Stream.Launch(p, l.Launch, l.NFence != 0)
 }
 
-// replayWorld is repeatWorld with replayStreams.
-func replayWorld(t *testing.T, n int, bytes int64) ([]*Comm, [][3]*replayStream, []device.Ptr) {
+// replayWorld is repeatWorld with replayStreams and a selector epoch
+// every period requests.
+func replayWorld(t *testing.T, n int, bytes int64, period int) ([]*Comm, [][3]*replayStream, []device.Ptr) {
 	t.Helper()
-	comms, hs, bufs := repeatWorld(t, n, bytes)
+	comms, hs, bufs := repeatWorldPeriod(t, n, bytes, period)
 	streams := make([][3]*replayStream, n)
 	for r := range n {
 		for i := 1; i < 3; i++ {
@@ -72,17 +94,32 @@ func TestReplaySameAsCollective(t *testing.T) {
 		count   int64
 		stream  int // 0: the communicator's own (nil), 1 or 2: the rank's streams
 		inPlace bool
-		check   bool // compare Stats after this step
+		check   bool  // compare Stats after this step
+		off     int64 // buffer offset, in 128-element blocks
 	}
-	steps := []step{{64, 1, false, false}, {64, 1, false, false}, {64, 1, false, false}, {64, 1, false, false},
-		{64, 1, false, false}, {64, 1, false, true}, {64, 1, false, false}, {128, 1, false, false},
-		{128, 1, false, false}, {64, 1, false, false}, {64, 1, false, false}, {0, 1, false, false},
-		{64, 1, false, false}, {64, 1, false, true}, {64, 2, false, false}, {64, 2, false, false},
-		{64, 2, false, false}, {64, 0, false, false}, {64, 0, false, false}, {64, 1, true, false},
-		{64, 1, true, false}, {64, 1, true, false}, {64, 1, true, true}}
-	for range 3 {
-		steps = append(steps, step{64, 1, false, false}, step{64, 1, false, false}, step{64, 1, false, false},
-			step{64, 1, false, false})
+	// Calls cycle over buffers (offsets) and counts, as nccl-tests and a
+	// data-parallel job's buckets do: each is an entry of the record.
+	steps := []step{{64, 1, false, false, 0}, {64, 1, false, false, 0}, {64, 1, false, false, 0}, {64, 1, false, false, 0},
+		{64, 1, false, false, 0}, {64, 1, false, true, 0}, {64, 1, false, false, 0}, {128, 1, false, false, 0},
+		{128, 1, false, false, 0}, {64, 1, false, false, 0}, {64, 1, false, false, 0}, {0, 1, false, false, 0},
+		{64, 1, false, false, 0}, {64, 1, false, true, 0}, {64, 2, false, false, 0}, {64, 2, false, false, 0},
+		{64, 2, false, false, 0}, {64, 0, false, false, 0}, {64, 0, false, false, 0}, {64, 1, true, false, 0},
+		{64, 1, true, false, 0}, {64, 1, true, false, 0}, {64, 1, true, true, 0}}
+	for round := range 12 {
+		for off := range int64(3) {
+			steps = append(steps, step{64, 1, false, false, off}, step{32, 1, false, false, off})
+		}
+		steps = append(steps, step{128, 1, false, false, 1})
+		if round == 5 {
+			// A call that grows the scratch buffer: every entry's launch
+			// is dropped (the next calls set theirs up again).
+			steps = append(steps, step{1 << 20, 1, false, false, 0})
+		}
+	}
+	for i := range steps {
+		if i%9 == 8 {
+			steps[i].check = true
+		}
 	}
 	steps[len(steps)-1].check = true
 	replaytest.Reset(replay.Launched)
@@ -91,11 +128,11 @@ func TestReplaySameAsCollective(t *testing.T) {
 		Stats Stats
 		Step  int
 	}
-	run := func(withReplay bool) ([][]seen, []uint64) {
-		const bytes = 128 * 4
-		comms, streams, bufs := replayWorld(t, n, bytes)
+	run := func(withReplay bool, period int) ([][]seen, []int64) {
+		const bytes = 4<<20 + 1024
+		comms, streams, bufs := replayWorld(t, n, bytes, period)
 		recs := make([]*replay.Record, n)
-		fromC := make([]uint64, n)
+		fromC := make([]int64, n)
 		out := make([][]seen, n)
 		for r := range n {
 			recs[r] = replay.New()
@@ -103,7 +140,7 @@ func TestReplaySameAsCollective(t *testing.T) {
 		for i, s := range steps {
 			for r, err := range onEach(n, func(r int) error {
 				c := comms[r]
-				send, recv := bufs[r], bufs[r]+bytes
+				send, recv := bufs[r]+device.Ptr(s.off*512), bufs[r]+bytes+device.Ptr(s.off*512)
 				if s.inPlace {
 					recv = send
 				}
@@ -151,18 +188,41 @@ func TestReplaySameAsCollective(t *testing.T) {
 		}
 		return out, fromC
 	}
-	ref, _ := run(false)
-	got, fromC := run(true)
-	t.Logf("calls made from the records: %v of %d", fromC, len(steps))
-	if fromC[0] < 12 || fromC[0] != fromC[1] {
-		t.Errorf("calls made from the records: %v, want the same on both ranks and at least 12", fromC)
+	for _, period := range []int{3, 1000} {
+		t.Run(fmt.Sprintf("period%d", period), func(t *testing.T) {
+			ref, _ := run(false, period)
+			got, fromC := run(true, period)
+			t.Logf("calls made from the records: %v of %d", fromC, len(steps))
+			// With an epoch every third request, about one call in three
+			// can be made from the record; with one every 1000, all but
+			// the first two of each call (the setup, and the call that
+			// arms it, again after the scratch growth), those on the
+			// communicator's own stream and those after a checkpoint
+			// (Stats disarms the record): about half.
+			want := int64(len(steps)) / 3
+			if period == 1000 {
+				want = int64(len(steps)) / 2
+			}
+			if fromC[0] < want || fromC[0] != fromC[1] {
+				t.Errorf("calls made from the records: %v, want the same on both ranks and at least %d", fromC, want)
+			}
+			compare(t, ref, got)
+		})
 	}
-	ignore := cmpopts.IgnoreFields(executor.Migration{}, "Elapsed")
-	for r := range n {
-		for i := range ref[r] {
-			ref[r][i].Stats.Selector.EpochTime, got[r][i].Stats.Selector.EpochTime = 0, 0
-		}
-		if d := cmp.Diff(ref[r], got[r], ignore); d != "" {
+}
+
+// compare compares the counters of each rank at each checkpoint.
+func compare[S any](t *testing.T, ref, got [][]S) {
+	t.Helper()
+	// The executor counts every call made from C as a hot walk: calls of
+	// another entry than the last would have walked the cache (the same
+	// levels, other counters), so its per-level counters are left out.
+	ignore := cmpopts.IgnoreFields(executor.Stats{}, "StateVisits", "TransitionsTaken", "Calls", "L1Same", "L1Hits",
+		"L2Skips", "L3Hits", "Switches")
+	elapsed := cmpopts.IgnoreFields(executor.Migration{}, "Elapsed")
+	epoch := cmpopts.IgnoreFields(selector.Stats{}, "EpochTime")
+	for r := range ref {
+		if d := cmp.Diff(ref[r], got[r], ignore, elapsed, epoch); d != "" {
 			t.Errorf("rank %d: counters differ (-through Collective +from the record):\n%s", r, d)
 		}
 	}
@@ -174,7 +234,7 @@ func TestReplaySameAsCollective(t *testing.T) {
 func armedWorld(t *testing.T) ([]*Comm, [][3]*replayStream, []*replay.Record, []replay.Key) {
 	t.Helper()
 	const n, bytes = 2, 64 * 4
-	comms, streams, bufs := replayWorld(t, n, bytes)
+	comms, streams, bufs := replayWorld(t, n, bytes, 3)
 	recs := []*replay.Record{replay.New(), replay.New()}
 	keys := make([]replay.Key, n)
 	replaytest.Reset(replay.Launched)

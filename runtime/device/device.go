@@ -155,16 +155,17 @@ type CaptureLauncher interface {
 
 // Replayer is implemented by streams whose launches C code can repeat
 // without Go (runtime/replay; docs/design/cuda.md, "Replay from C").
-// SetReplay fills r's launch part with the launch of p on this stream, as
-// CaptureLaunch(p, launch, fence, true) would make it on a stream that is
-// not being captured, for any launch counter (th_replay_call writes it):
-// the same kernel, grid and argument, with p's fence count when fence is
-// set. r must be off. It reports false, filling nothing, when such a
-// launch cannot be repeated from C (staging copies, ranks sharing the
-// device context, a closed stream, a measurement in progress, an argument
-// too large). The stream poisons and disarms r before it is closed.
+// SetReplay fills r's shared launch part for this stream and entry i's
+// launch with p's, as CaptureLaunch(p, launch, fence, true) would make it
+// on a stream that is not being captured, for any launch counter and
+// fence (th_replay_call writes both): the same kernel, grid and argument,
+// and p's fence count. r must be off. It reports false, filling nothing,
+// when such a launch cannot be repeated from C (staging copies, ranks
+// sharing the device context, a closed stream, a measurement in progress,
+// an argument too large). The stream poisons and disarms r before it is
+// closed.
 type Replayer interface {
-	SetReplay(r *replay.Record, p Prepared, fence bool) bool
+	SetReplay(r *replay.Record, i int, p Prepared) bool
 }
 
 // ContextSharer is implemented by backends whose ranks in one process

@@ -332,10 +332,6 @@ type Executor struct {
 		req Request
 	}
 	streams []device.Stream // streams launched on since the last wait
-	// replayFence is the fence of the launches a replay record repeats
-	// (ArmReplay), which Replayed counts.
-	replayFence bool
-
 	cfg Config
 	dev device.Backend
 	net Net
@@ -477,6 +473,9 @@ type l3Entry struct {
 	// captured: launched into a CUDA graph, whose replays keep using prep's
 	// memory; released only at Close.
 	captured bool
+	// dropped: taken out of its map (dropL3); a replay record must not
+	// launch prep any more (ReplayUsable).
+	dropped bool
 }
 
 // New returns an executor. Nothing is allocated until the first Execute.
@@ -717,40 +716,74 @@ func (e *Executor) launchRepeat(r *Request, s *Schedule, st device.Stream) error
 	return nil
 }
 
-// ArmReplay fills r's launch part (device.Replayer) with the launch that
-// Repeat(tok, ...) on st would make next, when that launch is the usual
-// repeat (launchRepeat, on a stream that is not capturing): the hot
-// entries still the last used, the executor not failed, st the stream of
-// the last launch and one that can repeat launches from C, and the
-// scratch layout the last launch's, so that every later repeat has the
-// same fence. It returns the launch counter of the last launch, which the
-// n-th call made from r adds n to, and ok false when r was not filled.
-// r must be off. The caller counts the calls made from r with Replayed
-// before anything else uses the executor.
-func (e *Executor) ArmReplay(tok uint64, st device.Stream, r *replay.Record) (launchBase uint64, ok bool) {
-	h := &e.hot
-	if tok == 0 || tok != h.tok || h.l3 != e.lastL3.ent || h.l1 != e.lastL1 || e.trace != nil || st == nil ||
-		e.failed.Load() != nil || !e.repeatable(st) || h.l3.sig != e.lastSig {
-		return 0, false
-	}
-	rp, isRp := st.(device.Replayer)
-	if !isRp || !rp.SetReplay(r, h.l3.prep, h.l1.fenceAll) {
-		return 0, false
-	}
-	e.replayFence = h.l1.fenceAll
-	return e.launch, true
+// ReplayEntry is the executor's side of one entry of a replay record
+// (runtime/replay): the cache entries whose launch the entry repeats.
+type ReplayEntry struct {
+	l1  *l1Entry
+	l2  *l2Entry
+	l3  *l3Entry
+	key l3Key
 }
 
-// Replayed counts n launches a replay record made from C (ArmReplay) as
-// launchRepeat counts its own: the walks, the launch counter and the
-// fences.
-func (e *Executor) Replayed(n uint64) {
+// SameLayout reports whether launches of a and b use the same scratch
+// layout: a launch after one of the other layout is fenced (doLaunch's
+// rule).
+func (a ReplayEntry) SameLayout(b ReplayEntry) bool { return a.l3 != nil && b.l3 != nil && a.l3.sig == b.l3.sig }
+
+// FenceAll reports whether every launch of a is fenced.
+func (a ReplayEntry) FenceAll() bool { return a.l1 != nil && a.l1.fenceAll }
+
+// ArmReplay fills entry i of r with the launch that Repeat(tok, ...) on st
+// would make next, when that launch is the usual repeat (launchRepeat, on
+// a stream that is not capturing): the hot entries still the last used,
+// the executor not failed, st the stream of the last launch and one that
+// can repeat launches from C (device.Replayer). It returns the entry's
+// cache entries, and ok false when r was not filled. r must be off. The
+// caller counts the calls made from r with Replayed before anything else
+// uses the executor, and keeps an entry only while ReplayUsable says so.
+func (e *Executor) ArmReplay(tok uint64, st device.Stream, r *replay.Record, i int) (re ReplayEntry, ok bool) {
+	h := &e.hot
+	if tok == 0 || tok != h.tok || h.l3 != e.lastL3.ent || h.l1 != e.lastL1 || e.trace != nil || st == nil ||
+		e.failed.Load() != nil || !e.repeatable(st) {
+		return ReplayEntry{}, false
+	}
+	rp, isRp := st.(device.Replayer)
+	if !isRp || !rp.SetReplay(r, i, h.l3.prep) {
+		return ReplayEntry{}, false
+	}
+	return ReplayEntry{l1: e.lastL3.l1, l2: e.lastL3.l2, l3: h.l3, key: e.lastL3.key}, true
+}
+
+// ReplayUsable reports whether a replay record may still launch re's
+// entry as its last arming filled it: its prepared launch not dropped
+// (scratch growth, a full L3, Close), the executor not failed, no trace,
+// and the layout of the launches captured into CUDA graphs, if any, its
+// own (repeatable's rule). The stream is the caller's to check.
+func (e *Executor) ReplayUsable(re ReplayEntry) bool {
+	return re.l3 != nil && !re.l3.dropped && e.failed.Load() == nil && e.trace == nil &&
+		(e.capSig.l1 == nil || !e.capMixed && re.l3.sig == e.capSig)
+}
+
+// LastLayout reports whether the last launch used re's scratch layout
+// (the next launch of re is not fenced unless re fences every launch).
+func (e *Executor) LastLayout(re ReplayEntry) bool { return re.l3 != nil && e.lastSig == re.l3.sig }
+
+// Replayed counts n launches a replay record made from C, fenced of them
+// fenced, as launchRepeat counts its own (the walks, the launch counter,
+// the fences), and makes last, the entry of the last of them, the last
+// used, as a walk of its request would have left it (the layout of the
+// last launch, the last L1 and L3 entries).
+func (e *Executor) Replayed(n, fenced uint64, last *ReplayEntry) {
 	e.hotRuns += n
 	e.hotWalks += n
 	e.launch += n
-	if e.replayFence {
-		e.fences += n
+	e.fences += fenced
+	if last == nil || last.l3 == nil {
+		return
 	}
+	e.lastSig = last.l3.sig
+	e.lastL1 = last.l1
+	e.lastL3.ent, e.lastL3.l1, e.lastL3.l2, e.lastL3.key = last.l3, last.l1, last.l2, last.key
 }
 
 // walk is one Execute's state.
@@ -1786,6 +1819,7 @@ func (e *Executor) grow(ctx context.Context, w *walk) Event {
 func (e *Executor) dropL3(m map[l3Key]*l3Entry) {
 	e.lastL3.ent = nil
 	for k, v := range m {
+		v.dropped = true
 		if v.captured {
 			e.retained = append(e.retained, v.prep)
 		} else {

@@ -1,35 +1,40 @@
-// Package replay holds the replay record: one collective call that C code
-// may launch again, as many times as the record allows, without entering
-// Go (docs/design/cuda.md, "Replay from C"). The NCCL library's C side
-// (ncclabi/abi.c) uses it so that a repeated ncclAllReduce costs its
-// caller one driver capture query and cuLaunchKernel, not a crossing into
-// Go and the runtime's walk.
+// Package replay holds the replay record: up to Entries collective calls
+// of one communicator on one stream that C code may launch again, as many
+// times as the record allows, without entering Go (docs/design/cuda.md,
+// "Replay from C"). The NCCL library's C side (ncclabi/abi.c) uses it so
+// that a repeated ncclAllReduce costs its caller a driver capture query
+// and cuLaunchKernel, not a crossing into Go and the runtime's walk; with
+// several entries, calls that cycle over a few buffers (a data-parallel
+// job's gradient buckets, nccl-tests' shifted buffers) are served too.
 //
-// A record is C memory laid out as replay.h declares, shared by three
-// parties:
+// A record is memory outside Go's heap laid out as replay.h declares,
+// shared by three parties:
 //
 //   - the owner of the call path (the NCCL engine, through runtime/comm and
-//     runtime/executor) arms a record after a call that took the runtime's
-//     repeat path, with the call's key, how many calls may follow before
-//     the selector's next epoch, and the launch counter;
-//   - the device backend fills its launch part (device.Replayer: the
+//     runtime/executor) adds a call to the record's entries after it took
+//     the runtime's repeat path, and arms the record with how many calls
+//     may follow before the selector's next epoch, the launch counter and
+//     the scratch layout of the last launch;
+//   - the device backend fills the launch parts (device.Replayer: the
 //     kernel, its by-value argument, the stream and the stream's failure
 //     record) and provides the C launch function;
 //   - C code calls th_replay_call, which launches only while the record is
-//     armed, not poisoned, has calls left, matches the key and the stream
-//     has no recorded failure; otherwise the caller takes its Go path.
+//     armed, not poisoned, has calls left, one entry matches the call's key
+//     and the stream has no recorded failure, writing the launch counter
+//     and the fence count (a launch whose scratch layout differs from the
+//     last launch's is fenced); otherwise the caller takes its Go path.
 //
 // Go disarms a record before anything that the calls made from C would
 // make wrong (any other call on the communicator, its destruction), waiting
-// for a C call in progress; the count of calls made from C is then taken
-// and added to the Go side's counters (Take). Poison declines every call
-// from any goroutine at once (an asynchronous error, a closed stream).
+// for a C call in progress; what C did is then taken (Take) and added to
+// the Go side's counters. Poison declines every call from any goroutine at
+// once (an asynchronous error, a closed stream).
 //
-// Records live outside Go's heap (anonymous mappings, 512 bytes each) and
+// Records live outside Go's heap (anonymous mappings, about 5 KiB each) and
 // are never freed: a C caller may keep a record's address in thread-local
 // storage after its communicator is gone (a disarmed record declines every
-// call). The package has no cgo: record mirrors replay.h's struct, and
-// replaytest (a cgo package) checks that the two layouts agree and calls
+// call). The package has no cgo: record mirrors replay.h's structs, and
+// replaytest (a cgo package) checks that the layouts agree and calls
 // th_replay_call for the tests.
 package replay
 
@@ -45,9 +50,12 @@ import (
 // (TH_REPLAY_KEY_WORDS).
 const KeyWords = 8
 
-// ArgBytes is the largest kernel argument a record holds, in bytes
+// ArgBytes is the largest kernel argument an entry holds, in bytes
 // (TH_REPLAY_ARG_BYTES).
 const ArgBytes = 256
+
+// Entries is the number of calls a record holds (TH_REPLAY_ENTRIES).
+const Entries = 16
 
 // Results of a launch function (replay.h).
 const (
@@ -63,61 +71,71 @@ const (
 	stBusy  = 2
 )
 
-// Key is a call's key as the C caller packs it: the record launches only
+// Key is a call's key as the C caller packs it: an entry launches only
 // for a call whose key is equal in every word.
 type Key [KeyWords]uint64
+
+// entry is th_replay_entry of replay.h, field for field.
+type entry struct {
+	key                            Key
+	fn                             uintptr
+	grid, threads, shmem           uint32
+	nfence, sig                    int32
+	fenceAll                       uint32
+	offLaunch, offNFence, argBytes uint32
+	_                              uint32
+	arg                            [ArgBytes]byte
+}
 
 // record is struct th_replay of replay.h, field for field
 // (replaytest.TestLayout checks the offsets).
 type record struct {
-	state, poison               uint32
-	key                         Key
-	left, taken                 int64
-	launchBase                  uint64
-	launch, ctx, stream, fn     uintptr
-	grid, threads, shmem, timed uint32
-	err                         uintptr
-	offLaunch, argBytes         uint32
-	tLaunches, tNs              int64
-	lastResult, _               int32
-	_                           [8]byte // arg is 16-byte aligned in C
-	arg                         [ArgBytes]byte
+	state, poison       uint32
+	left, taken, fenced int64
+	lastEntry, lastSig  int32
+	launchBase          uint64
+	nentries, timed     uint32
+	launch, ctx, stream uintptr
+	err                 uintptr
+	tLaunches, tNs      int64
+	lastResult, _       int32
+	entries             [Entries]entry
 }
 
-// recordBytes is the space each record takes in a slab.
-const recordBytes = 512
-
-// slab hands out records from anonymous mappings.
+// slab hands out records from anonymous mappings (never freed).
 var slab struct {
 	sync.Mutex
 	free []byte
 }
 
 func alloc() *record {
+	size := int(unsafe.Sizeof(record{}))
+	size = (size + 63) &^ 63
 	slab.Lock()
 	defer slab.Unlock()
-	if len(slab.free) < recordBytes {
-		b, err := syscall.Mmap(-1, 0, 64<<10, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if len(slab.free) < size {
+		b, err := syscall.Mmap(-1, 0, max(16*size, 64<<10), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 		if err != nil {
 			return nil
 		}
 		slab.free = b
 	}
 	p := (*record)(unsafe.Pointer(&slab.free[0]))
-	slab.free = slab.free[recordBytes:]
+	slab.free = slab.free[size:]
 	return p
 }
 
 // Record is one replay record.
 type Record struct{ p *record }
 
-// New allocates a disarmed record; nil when the system has no memory for
-// one.
+// New allocates a disarmed record with no entries; nil when the system
+// has no memory for one (about 5 KiB).
 func New() *Record {
 	p := alloc()
 	if p == nil {
 		return nil
 	}
+	p.lastEntry, p.lastSig = -1, -1
 	return &Record{p: p}
 }
 
@@ -149,12 +167,25 @@ func (r *Record) Poison() { atomic.StoreUint32(&r.p.poison, 1) }
 // armed.
 func (r *Record) Poisoned() bool { return atomic.LoadUint32(&r.p.poison) != 0 }
 
-// Take returns how many calls C made from the record since the last Take,
-// and resets the count. The record must be off (Disarm).
-func (r *Record) Take() int64 {
-	n := r.p.taken
-	r.p.taken = 0
-	return n
+// Taken is what C did with a record since the last Take.
+type Taken struct {
+	// Calls is the number of calls launched from C, Fenced how many of
+	// them were fenced.
+	Calls, Fenced int64
+	// Last is the entry of the last of them (-1 when Calls is 0).
+	Last int
+}
+
+// Take returns what C did since the last Take and resets it. The record
+// must be off (Disarm).
+func (r *Record) Take() Taken {
+	p := r.p
+	t := Taken{Calls: p.taken, Fenced: p.fenced, Last: -1}
+	if t.Calls > 0 {
+		t.Last = int(p.lastEntry)
+	}
+	p.taken, p.fenced, p.lastEntry = 0, 0, -1
+	return t
 }
 
 // LaunchTime returns how many launches C timed (Launch.Timed) and the
@@ -166,16 +197,13 @@ func (r *Record) LaunchTime() (launches, ns int64) { return r.p.tLaunches, r.p.t
 // failed (0 if none). The record must be off.
 func (r *Record) LastResult() int { return int(r.p.lastResult) }
 
-// Launch is the launch part of a record, as a backend fills it.
+// Launch is what every entry's launch shares, as a backend fills it.
 type Launch struct {
 	// Fn is the C launch function (a th_replay_launch_fn).
 	Fn uintptr
-	// Ctx, Stream and Func are the CUcontext that must be current, the
-	// CUstream and the CUfunction.
-	Ctx, Stream, Func uintptr
-	// Grid and Threads are the grid and block sizes; Shmem the dynamic
-	// shared memory in bytes.
-	Grid, Threads, Shmem uint32
+	// Ctx and Stream are the CUcontext that must be current and the
+	// CUstream.
+	Ctx, Stream uintptr
 	// Timed asks the launch function to time cuLaunchKernel (LaunchTime).
 	Timed bool
 	// Err is the address of the 32-bit code of the stream's failure
@@ -183,64 +211,117 @@ type Launch struct {
 	// the backend poisons and disarms the record before freeing it). A
 	// nonzero code declines every call.
 	Err uintptr
-	// Arg is the kernel's by-value argument, at most ArgBytes bytes, and
-	// OffLaunch the byte offset in it of the 64-bit launch counter, which
-	// th_replay_call rewrites before each launch.
-	Arg       []byte
-	OffLaunch int
 }
 
-// SetLaunch fills the record's launch part. The record must be off. It
-// reports false, changing nothing, when l does not fit (Arg longer than
-// ArgBytes, the counter outside it, no function or failure record) or the
-// record is not off.
+// EntryLaunch is one entry's launch, as a backend fills it.
+type EntryLaunch struct {
+	// Func is the CUfunction; Grid and Threads the grid and block sizes;
+	// Shmem the dynamic shared memory in bytes.
+	Func                 uintptr
+	Grid, Threads, Shmem uint32
+	// NFence is the fence count a fenced launch writes.
+	NFence int32
+	// Arg is the kernel's by-value argument, at most ArgBytes bytes;
+	// OffLaunch and OffNFence are the byte offsets in it of the 64-bit
+	// launch counter and the 32-bit fence count, which th_replay_call
+	// writes before each launch.
+	Arg                  []byte
+	OffLaunch, OffNFence int
+}
+
+// SetLaunch fills what the entries' launches share. The record must be
+// off. It reports false, changing nothing, when l lacks the function or
+// the failure record, or the record is not off.
 func (r *Record) SetLaunch(l Launch) bool {
-	if l.Fn == 0 || l.Err == 0 || len(l.Arg) > ArgBytes || l.OffLaunch < 0 || l.OffLaunch+8 > len(l.Arg) ||
-		atomic.LoadUint32(&r.p.state) != stOff {
+	if l.Fn == 0 || l.Err == 0 || atomic.LoadUint32(&r.p.state) != stOff {
 		return false
 	}
 	p := r.p
-	p.launch, p.ctx, p.stream, p.fn = l.Fn, l.Ctx, l.Stream, l.Func
-	p.grid, p.threads, p.shmem = l.Grid, l.Threads, l.Shmem
+	p.launch, p.ctx, p.stream, p.err = l.Fn, l.Ctx, l.Stream, l.Err
 	p.timed = 0
 	if l.Timed {
 		p.timed = 1
 	}
-	p.err = l.Err
-	p.offLaunch, p.argBytes = uint32(l.OffLaunch), uint32(len(l.Arg))
-	copy(p.arg[:], l.Arg)
 	return true
 }
 
-// Arm lets C calls whose key is k use the record, at most left of them,
-// the n-th launching with launch counter launchBase+n. The record must be
-// off, with its launch part set (SetLaunch) and its count taken (Take);
-// the poison is cleared. It reports false, arming nothing, when left < 1,
-// the launch part is not set, or the record is not off or its count not
-// taken.
-func (r *Record) Arm(k Key, left int64, launchBase uint64) bool {
-	p := r.p
-	if left < 1 || p.launch == 0 || p.taken != 0 || atomic.LoadUint32(&p.state) != stOff {
+// SetEntryLaunch fills entry i's launch. The record must be off. It
+// reports false, changing nothing, when i is out of 0..Entries-1, l does
+// not fit (Arg longer than ArgBytes, a field outside it) or the record is
+// not off.
+func (r *Record) SetEntryLaunch(i int, l EntryLaunch) bool {
+	if i < 0 || i >= Entries || len(l.Arg) > ArgBytes || l.OffLaunch < 0 || l.OffLaunch+8 > len(l.Arg) ||
+		l.OffNFence < 0 || l.OffNFence+4 > len(l.Arg) || atomic.LoadUint32(&r.p.state) != stOff {
 		return false
 	}
-	p.key = k
+	e := &r.p.entries[i]
+	e.fn, e.grid, e.threads, e.shmem, e.nfence = l.Func, l.Grid, l.Threads, l.Shmem, l.NFence
+	e.offLaunch, e.offNFence, e.argBytes = uint32(l.OffLaunch), uint32(l.OffNFence), uint32(len(l.Arg))
+	copy(e.arg[:], l.Arg)
+	return true
+}
+
+// SetEntryKey sets entry i's key, scratch layout id (sig: launches of
+// entries whose ids differ from the last launch's are fenced) and whether
+// every launch of it is fenced. The record must be off; i in
+// 0..Entries-1.
+func (r *Record) SetEntryKey(i int, k Key, sig int32, fenceAll bool) {
+	if i < 0 || i >= Entries || atomic.LoadUint32(&r.p.state) != stOff {
+		return
+	}
+	e := &r.p.entries[i]
+	e.key, e.sig = k, sig
+	e.fenceAll = 0
+	if fenceAll {
+		e.fenceAll = 1
+	}
+}
+
+// CopyEntry copies entry src over entry dst (compacting the entries). The
+// record must be off.
+func (r *Record) CopyEntry(dst, src int) {
+	if dst < 0 || dst >= Entries || src < 0 || src >= Entries || atomic.LoadUint32(&r.p.state) != stOff {
+		return
+	}
+	r.p.entries[dst] = r.p.entries[src]
+}
+
+// Arm lets C calls use the record's first n entries, at most left calls
+// in all, the k-th launching with launch counter launchBase+k; lastSig is
+// the scratch layout id of the last launch (-1: none of the entries'). The
+// record must be off, with its launch parts set and its count taken
+// (Take); the poison is cleared. It reports false, arming nothing, when n
+// is out of 1..Entries, left < 1, the shared launch part is not set, or
+// the record is not off or its count not taken.
+func (r *Record) Arm(n int, left int64, launchBase uint64, lastSig int32) bool {
+	p := r.p
+	if n < 1 || n > Entries || left < 1 || p.launch == 0 || p.taken != 0 || atomic.LoadUint32(&p.state) != stOff {
+		return false
+	}
+	p.nentries = uint32(n)
 	p.left = left
 	p.launchBase = launchBase
+	p.lastSig = lastSig
+	p.lastEntry = -1
 	atomic.StoreUint32(&p.poison, 0)
 	atomic.StoreUint32(&p.state, stArmed)
 	return true
 }
 
-// Layout returns the offsets of record's fields in replay.h's declaration
-// order (without the padding), then its size: what replaytest.TestLayout
-// compares with C's.
+// Layout returns the offsets of record's and entry's fields in replay.h's
+// declaration order (without the padding), then their sizes: what
+// replaytest.TestLayout compares with C's.
 func Layout() []uintptr {
 	var r record
-	return []uintptr{unsafe.Offsetof(r.state), unsafe.Offsetof(r.poison), unsafe.Offsetof(r.key),
-		unsafe.Offsetof(r.left), unsafe.Offsetof(r.taken), unsafe.Offsetof(r.launchBase),
-		unsafe.Offsetof(r.launch), unsafe.Offsetof(r.ctx), unsafe.Offsetof(r.stream), unsafe.Offsetof(r.fn),
-		unsafe.Offsetof(r.grid), unsafe.Offsetof(r.threads), unsafe.Offsetof(r.shmem), unsafe.Offsetof(r.timed),
-		unsafe.Offsetof(r.err), unsafe.Offsetof(r.offLaunch), unsafe.Offsetof(r.argBytes),
+	var e entry
+	return []uintptr{unsafe.Offsetof(r.state), unsafe.Offsetof(r.poison), unsafe.Offsetof(r.left),
+		unsafe.Offsetof(r.taken), unsafe.Offsetof(r.fenced), unsafe.Offsetof(r.lastEntry), unsafe.Offsetof(r.lastSig),
+		unsafe.Offsetof(r.launchBase), unsafe.Offsetof(r.nentries), unsafe.Offsetof(r.timed),
+		unsafe.Offsetof(r.launch), unsafe.Offsetof(r.ctx), unsafe.Offsetof(r.stream), unsafe.Offsetof(r.err),
 		unsafe.Offsetof(r.tLaunches), unsafe.Offsetof(r.tNs), unsafe.Offsetof(r.lastResult),
-		unsafe.Offsetof(r.arg), unsafe.Sizeof(r)}
+		unsafe.Offsetof(r.entries), unsafe.Sizeof(r),
+		unsafe.Offsetof(e.key), unsafe.Offsetof(e.fn), unsafe.Offsetof(e.grid), unsafe.Offsetof(e.threads),
+		unsafe.Offsetof(e.shmem), unsafe.Offsetof(e.nfence), unsafe.Offsetof(e.sig), unsafe.Offsetof(e.fenceAll),
+		unsafe.Offsetof(e.offLaunch), unsafe.Offsetof(e.offNFence), unsafe.Offsetof(e.argBytes),
+		unsafe.Offsetof(e.arg), unsafe.Sizeof(e)}
 }

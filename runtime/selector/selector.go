@@ -238,6 +238,7 @@ type Selector struct {
 	untilEpoch int
 	stats      Stats
 	vm         vm.VM
+	cacheGen   uint64 // CacheGen
 
 	clockLast int64
 	agreed    agreedPrefix
@@ -447,6 +448,22 @@ func (s *Selector) repeat() int {
 func (s *Selector) clearCache() {
 	clear(s.cache)
 	s.last.ok = false
+	s.cacheGen++
+}
+
+// CacheGen counts the times the request cache was emptied (a new
+// snapshot, a full cache): while it is unchanged, Cached answers a key as
+// it did.
+func (s *Selector) CacheGen() uint64 { return s.cacheGen }
+
+// Cached returns the cached answer for requests with key k, when the
+// cache holds one that Select gives without an agreement step.
+func (s *Selector) Cached(k Key) (id int, ok bool) {
+	v, ok := s.cache[k]
+	if !ok || v == cacheAgree {
+		return None, false
+	}
+	return int(v), true
 }
 
 // verdict is one candidate's evaluation.

@@ -13,6 +13,10 @@
  *   inputs     out-of-place sum whose input the stream rewrites before every
  *              call (cuMemsetD32Async): each result is copied back and
  *              checked;
+ *   cycle      the doubling of four buffers of 256 B to 4 MiB, one call on
+ *              each in turn (as a data-parallel job's gradient buckets, or
+ *              nccl-tests' shifted buffers): several entries of one record,
+ *              possibly of different schedules and scratch layouts;
  *   streams    the doubling on two streams and two buffers in turn, and
  *              after a grouped call;
  *   polling    the doubling while a second thread polls
@@ -84,6 +88,26 @@ static unsigned bits(float f) {
 }
 
 enum { COUNT = 256 };
+
+/* checkn compares the first count elements of the device buffer p with
+ * want. */
+static void checkn(const char* what, int step, void* p, size_t count, float want) {
+  static float* h;
+  static size_t hn;
+  if (hn < count) {
+    free(h);
+    h = malloc(count * sizeof *h);
+    hn = count;
+  }
+  CU(cuMemcpyDtoH_(h, (unsigned long long)(uintptr_t)p, count * sizeof *h));
+  for (size_t i = 0; i < count; i++) {
+    if (h[i] != want) {
+      printf("FAIL rank %d %s step %d: element %zu is %g, want %g\n", g_rank, what, step, i, h[i], want);
+      g_fail = 1;
+      return;
+    }
+  }
+}
 
 /* check compares every element of the device buffer p with want. */
 static void check(const char* what, int step, void* p, float want) {
@@ -170,6 +194,26 @@ int main(int argc, char** argv) {
     }
   }
   printf("CHECK inputs %s\n", g_fail != f0 ? "FAILED" : "ok");
+
+  /* cycle: four buffers of different sizes, one call on each in turn. */
+  f0 = g_fail;
+  {
+    static const size_t counts[4] = {64, 1024, 65536, 1 << 20};
+    float* bufs[4];
+    for (int b = 0; b < 4; b++) OK(ncclMemAlloc((void**)&bufs[b], counts[b] * 4));
+    for (int r = 0; r < 6; r++) {
+      int k = kmax / 2 - r * 3;
+      for (int b = 0; b < 4; b++)
+        CU(cuMemsetD32Async_((unsigned long long)(uintptr_t)bufs[b], bits(1.0f), counts[b], s1));
+      for (int i = 0; i < k; i++)
+        for (int b = 0; b < 4; b++)
+          OK(ncclAllReduce(bufs[b], bufs[b], counts[b], ncclFloat32, ncclSum, c, (cudaStream_t)s1));
+      CU(cuStreamSynchronize_(s1));
+      for (int b = 0; b < 4; b++) checkn("cycle", r * 4 + b, bufs[b], counts[b], powf((float)g_n, (float)k));
+    }
+    for (int b = 0; b < 4; b++) OK(ncclMemFree(bufs[b]));
+  }
+  printf("CHECK cycle %s\n", g_fail != f0 ? "FAILED" : "ok");
 
   /* streams: two streams and two buffers in turn, then after a group. */
   f0 = g_fail;

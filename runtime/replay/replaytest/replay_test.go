@@ -11,85 +11,116 @@ import (
 
 func TestLayout(t *testing.T) {
 	if d := cmp.Diff(Offsets(), replay.Layout()); d != "" {
-		t.Fatalf("struct th_replay (C) against runtime/replay's record (Go), -C +Go:\n%s", d)
+		t.Fatalf("struct th_replay and th_replay_entry (C) against runtime/replay's mirror (Go), -C +Go:\n%s", d)
 	}
 }
 
-// launch is a launch part with the fake launch function and a 64-byte
-// argument whose counter is at byte 16.
-func launch() replay.Launch {
+// entryLaunch is an entry's launch with a 64-byte argument whose counter
+// is at byte 16 and fence count at byte 24.
+func entryLaunch(nfence int32) replay.EntryLaunch {
 	arg := make([]byte, 64)
 	for i := range arg {
 		arg[i] = byte(i)
 	}
-	return replay.Launch{Fn: Fn(), Ctx: 1, Stream: 2, Func: 3, Grid: 4, Threads: 512, Err: ErrWord(), Arg: arg, OffLaunch: 16}
+	return replay.EntryLaunch{Func: 3, Grid: 4, Threads: 512, NFence: nfence, Arg: arg, OffLaunch: 16, OffNFence: 24}
 }
 
-func armed(t *testing.T, k replay.Key, left int64, base uint64) *replay.Record {
+type ent struct {
+	k        replay.Key
+	sig      int32
+	fenceAll bool
+}
+
+// armed returns a record armed with ents (entry i's fence count is i+1),
+// left calls, launch base base and last layout lastSig.
+func armed(t *testing.T, ents []ent, left int64, base uint64, lastSig int32) *replay.Record {
 	t.Helper()
 	r := replay.New()
 	if r == nil {
 		t.Fatal("New: nil")
 	}
-	if !r.SetLaunch(launch()) {
+	if !r.SetLaunch(replay.Launch{Fn: Fn(), Ctx: 1, Stream: 2, Err: ErrWord()}) {
 		t.Fatal("SetLaunch refused a valid launch")
 	}
-	if !r.Arm(k, left, base) {
+	for i, e := range ents {
+		if !r.SetEntryLaunch(i, entryLaunch(int32(i+1))) {
+			t.Fatalf("SetEntryLaunch(%d) refused", i)
+		}
+		r.SetEntryKey(i, e.k, e.sig, e.fenceAll)
+	}
+	if !r.Arm(len(ents), left, base, lastSig) {
 		t.Fatal("Arm refused")
 	}
 	return r
 }
 
-func TestCallsUntilBudget(t *testing.T) {
+func key(w ...uint64) replay.Key {
+	var k replay.Key
+	copy(k[:], w)
+	return k
+}
+
+// Calls launch the entry whose key they carry, with consecutive launch
+// counters, fenced when the entry's layout differs from the last launch's
+// or it fences every launch, until the budget is spent.
+func TestCalls(t *testing.T) {
 	Reset(replay.Launched)
 	SetErr(0)
-	k := replay.Key{0, 0x1000, 0x2000, 256, 7, 0, ^uint64(0), 0x55}
-	r := armed(t, k, 3, 100)
+	a, b, c := key(0, 0x1000), key(0, 0x2000), key(0, 0x3000)
+	r := armed(t, []ent{{a, 0, false}, {b, 1, false}, {c, 0, true}}, 7, 100, 0)
 	var got []bool
-	for range 4 {
+	for _, k := range []replay.Key{a, a, b, b, a, c, key(0, 0x4000), c, a} {
 		got = append(got, Call(r, k))
 	}
-	if d := cmp.Diff([]bool{true, true, true, false}, got); d != "" {
+	if d := cmp.Diff([]bool{true, true, true, true, true, true, false, true, false}, got); d != "" {
 		t.Errorf("calls launched (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff([]uint64{101, 102, 103}, Launches()); d != "" {
-		t.Errorf("launch counters (-want +got):\n%s", d)
+	want := []Launch{
+		{r.Addr(), 0, 101, 0, 0x0706050403020100}, // same layout as the last launch: no fence
+		{r.Addr(), 0, 102, 0, 0x0706050403020100},
+		{r.Addr(), 1, 103, 2, 0x0706050403020100}, // another layout: fenced (entry 1's count 2)
+		{r.Addr(), 1, 104, 0, 0x0706050403020100},
+		{r.Addr(), 0, 105, 1, 0x0706050403020100}, // back: fenced
+		{r.Addr(), 2, 106, 3, 0x0706050403020100}, // fences every launch
+		{r.Addr(), 2, 107, 3, 0x0706050403020100},
 	}
-	if !r.Armed() {
-		t.Error("a call that found no budget left disarmed the record")
+	if d := cmp.Diff(want, Launches()); d != "" {
+		t.Errorf("launches (-want +got):\n%s", d)
 	}
 	r.Disarm()
-	if r.Armed() {
-		t.Error("armed after Disarm")
+	if d := cmp.Diff(replay.Taken{Calls: 7, Fenced: 4, Last: 2}, r.Take()); d != "" {
+		t.Errorf("Take (-want +got):\n%s", d)
 	}
-	if n := r.Take(); n != 3 {
-		t.Errorf("Take = %d, want 3", n)
+	if d := cmp.Diff(replay.Taken{Last: -1}, r.Take()); d != "" {
+		t.Errorf("second Take (-want +got):\n%s", d)
 	}
-	if n := r.Take(); n != 0 {
-		t.Errorf("second Take = %d, want 0", n)
-	}
-	if Call(r, k) {
+	if Call(r, a) {
 		t.Error("a disarmed record launched")
 	}
-	// Armed again: the counters continue from the new base.
-	if !r.Arm(k, 2, 200) {
+	// Armed again: the counters continue from the new base; the last
+	// layout is what Arm says.
+	if !r.Arm(2, 5, 200, 1) {
 		t.Fatal("re-Arm refused")
 	}
-	Call(r, k)
-	if l := Launches(); l[len(l)-1] != 201 {
-		t.Errorf("after re-arming, launch %d, want 201", l[len(l)-1])
+	Call(r, b)
+	if l := Launches(); l[len(l)-1] != (Launch{r.Addr(), 1, 201, 0, 0x0706050403020100}) {
+		t.Errorf("after re-arming, %+v", l[len(l)-1])
+	}
+	Call(r, c) // entry 2 is beyond the 2 armed
+	if n := len(Launches()); n != 8 {
+		t.Errorf("%d launches, want 8 (entry 2 is not armed)", n)
 	}
 }
 
 func TestDeclines(t *testing.T) {
-	k := replay.Key{1, 2, 3, 4, 5, 6, 7, 8}
+	k := key(1, 2, 3, 4, 5, 6, 7, 8)
 	for _, c := range []struct {
 		name   string
 		setup  func(r *replay.Record)
 		result int
 		key    replay.Key
 	}{
-		{name: "another key", key: replay.Key{1, 2, 3, 4, 5, 6, 7, 9}},
+		{name: "another key", key: key(1, 2, 3, 4, 5, 6, 7, 9)},
 		{name: "poisoned", setup: func(r *replay.Record) { r.Poison() }},
 		{name: "stream failure recorded", setup: func(*replay.Record) { SetErr(1) }},
 		{name: "launch declined", result: replay.Declined},
@@ -99,80 +130,91 @@ func TestDeclines(t *testing.T) {
 			Reset(c.result)
 			SetErr(0)
 			defer SetErr(0)
-			r := armed(t, k, 5, 0)
+			r := armed(t, []ent{{k, 0, false}}, 5, 0, 0)
 			if c.setup != nil {
 				c.setup(r)
 			}
-			key := k
+			kk := k
 			if c.key != (replay.Key{}) {
-				key = c.key
+				kk = c.key
 			}
-			if Call(r, key) {
+			if Call(r, kk) {
 				t.Fatal("launched")
 			}
 			if n := len(Launches()); n != 0 {
 				t.Errorf("%d launches recorded", n)
 			}
 			r.Disarm()
-			if n := r.Take(); n != 0 {
-				t.Errorf("Take = %d after a declined call", n)
+			if tk := r.Take(); tk.Calls != 0 || tk.Last != -1 {
+				t.Errorf("Take = %+v after a declined call", tk)
 			}
 		})
 	}
 }
 
 func TestArmRefuses(t *testing.T) {
-	k := replay.Key{1}
+	k := key(1)
 	r := replay.New()
-	if r.Arm(k, 1, 0) {
+	if r.Arm(1, 1, 0, -1) {
 		t.Error("armed without a launch part")
+	}
+	if r.SetLaunch(replay.Launch{Fn: 0, Err: ErrWord()}) || r.SetLaunch(replay.Launch{Fn: Fn()}) {
+		t.Error("SetLaunch accepted a launch without a function or a failure record")
 	}
 	for _, c := range []struct {
 		name string
-		l    func(l *replay.Launch)
+		i    int
+		l    func(l *replay.EntryLaunch)
 	}{
-		{"no function", func(l *replay.Launch) { l.Fn = 0 }},
-		{"no failure record", func(l *replay.Launch) { l.Err = 0 }},
-		{"argument too large", func(l *replay.Launch) { l.Arg = make([]byte, replay.ArgBytes+1) }},
-		{"counter past the argument", func(l *replay.Launch) { l.OffLaunch = 60 }},
-		{"negative offset", func(l *replay.Launch) { l.OffLaunch = -1 }},
+		{"entry -1", -1, func(*replay.EntryLaunch) {}},
+		{"entry 16", replay.Entries, func(*replay.EntryLaunch) {}},
+		{"argument too large", 0, func(l *replay.EntryLaunch) { l.Arg = make([]byte, replay.ArgBytes+1) }},
+		{"counter past the argument", 0, func(l *replay.EntryLaunch) { l.OffLaunch = 60 }},
+		{"fence count past the argument", 0, func(l *replay.EntryLaunch) { l.OffNFence = 62 }},
+		{"negative offset", 0, func(l *replay.EntryLaunch) { l.OffLaunch = -1 }},
 	} {
-		l := launch()
+		l := entryLaunch(1)
 		c.l(&l)
-		if r.SetLaunch(l) {
-			t.Errorf("SetLaunch accepted a launch with %s", c.name)
+		if r.SetEntryLaunch(c.i, l) {
+			t.Errorf("SetEntryLaunch accepted %s", c.name)
 		}
 	}
-	if !r.SetLaunch(launch()) {
-		t.Fatal("SetLaunch refused")
+	if !r.SetLaunch(replay.Launch{Fn: Fn(), Err: ErrWord()}) || !r.SetEntryLaunch(0, entryLaunch(1)) {
+		t.Fatal("a valid launch refused")
 	}
-	if r.Arm(k, 0, 0) {
-		t.Error("armed with no calls left")
+	r.SetEntryKey(0, k, 0, false)
+	for _, c := range []struct {
+		n    int
+		left int64
+	}{{0, 1}, {replay.Entries + 1, 1}, {1, 0}} {
+		if r.Arm(c.n, c.left, 0, -1) {
+			t.Errorf("armed %d entries with %d calls left", c.n, c.left)
+		}
 	}
 	Reset(replay.Launched)
 	SetErr(0)
-	if !r.Arm(k, 2, 0) {
+	if !r.Arm(1, 2, 0, -1) {
 		t.Fatal("Arm refused")
 	}
-	if r.Arm(k, 2, 0) {
+	if r.Arm(1, 2, 0, -1) {
 		t.Error("armed an armed record")
 	}
-	if r.SetLaunch(launch()) {
-		t.Error("SetLaunch changed an armed record")
+	if r.SetEntryLaunch(0, entryLaunch(1)) || r.SetLaunch(replay.Launch{Fn: Fn(), Err: ErrWord()}) {
+		t.Error("changed an armed record")
 	}
 	Call(r, k)
 	r.Disarm()
-	if r.Arm(k, 2, 0) {
+	if r.Arm(1, 2, 0, -1) {
 		t.Error("armed with a count not taken")
 	}
 	r.Take()
-	if !r.Arm(k, 2, 0) {
+	if !r.Arm(1, 2, 0, -1) {
 		t.Error("Arm refused after Take")
 	}
 	r.Poison()
 	r.Disarm()
 	r.Take()
-	if !r.Arm(k, 1, 0) || r.Poisoned() {
+	if !r.Arm(1, 1, 0, -1) || r.Poisoned() {
 		t.Error("Arm did not clear the poison")
 	}
 }
@@ -182,8 +224,8 @@ func TestArmRefuses(t *testing.T) {
 func TestDisarmRace(t *testing.T) {
 	Reset(replay.Launched)
 	SetErr(0)
-	k := replay.Key{3}
-	r := armed(t, k, 1<<40, 0)
+	k := key(3)
+	r := armed(t, []ent{{key(9), 0, false}, {k, 0, false}}, 1<<40, 0, 0)
 	var wg sync.WaitGroup
 	var stop atomic.Bool
 	var launched atomic.Int64
@@ -212,15 +254,14 @@ func TestDisarmRace(t *testing.T) {
 	if n := len(Launches()); n != after {
 		t.Errorf("%d launches after Disarm returned", n-after)
 	}
-	if n := r.Take(); n != int64(after) || n != launched.Load() {
-		t.Errorf("Take = %d, launches recorded %d, calls that reported a launch %d", n, after, launched.Load())
+	if tk := r.Take(); tk.Calls != int64(after) || tk.Calls != launched.Load() || tk.Last != 1 {
+		t.Errorf("Take = %+v, launches recorded %d, calls that reported a launch %d", tk, after, launched.Load())
 	}
-	// Each launch had its own counter, 1..n.
 	seen := map[uint64]bool{}
-	for _, c := range Launches() {
-		if seen[c] || c < 1 || c > uint64(after) {
-			t.Fatalf("launch counter %d repeated or out of 1..%d", c, after)
+	for _, l := range Launches() {
+		if seen[l.Launch] || l.Launch < 1 || l.Launch > uint64(after) {
+			t.Fatalf("launch counter %d repeated or out of 1..%d", l.Launch, after)
 		}
-		seen[c] = true
+		seen[l.Launch] = true
 	}
 }
