@@ -332,10 +332,10 @@ type Executor struct {
 		req Request
 	}
 	streams []device.Stream // streams launched on since the last wait
-	cfg Config
-	dev device.Backend
-	net Net
-	n   int
+	cfg     Config
+	dev     device.Backend
+	net     Net
+	n       int
 
 	l0 l0
 	l1 map[l1Key]*l1Entry
@@ -728,7 +728,9 @@ type ReplayEntry struct {
 // SameLayout reports whether launches of a and b use the same scratch
 // layout: a launch after one of the other layout is fenced (doLaunch's
 // rule).
-func (a ReplayEntry) SameLayout(b ReplayEntry) bool { return a.l3 != nil && b.l3 != nil && a.l3.sig == b.l3.sig }
+func (a ReplayEntry) SameLayout(b ReplayEntry) bool {
+	return a.l3 != nil && b.l3 != nil && a.l3.sig == b.l3.sig
+}
 
 // FenceAll reports whether every launch of a is fenced.
 func (a ReplayEntry) FenceAll() bool { return a.l1 != nil && a.l1.fenceAll }
