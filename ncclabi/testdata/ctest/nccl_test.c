@@ -564,6 +564,13 @@ static void bad_calls(ncclComm_t c) {
   OK(theseusCommStats(c, &nat, &fb, &rej));
   CHECK(nat > 0 && fb == 0 && rej >= 8, "stats native %llu fallback %llu rejected %llu", (unsigned long long)nat,
         (unsigned long long)fb, (unsigned long long)rej);
+  /* Launch timing is the CUDA backend's (THESEUS_TIME_LAUNCHES): zeros here. */
+  uint64_t nl = 1, lns = 1;
+  OK(theseusCommLaunchTime(c, &nl, &lns));
+  CHECK(nl == 0 && lns == 0, "launch time on the host backend: %llu launches, %llu ns", (unsigned long long)nl,
+        (unsigned long long)lns);
+  OK(theseusCommLaunchTime(c, NULL, NULL));
+  EXPECT(theseusCommLaunchTime(NULL, &nl, &lns), ncclInvalidArgument, "launch time of a null comm");
   pass("bad calls");
 }
 
