@@ -27,7 +27,7 @@ import (
 func (s *Stream) SetReplay(r *replay.Record, i int, pp device.Prepared) bool {
 	p, ok := pp.(*prepared)
 	timing := driver.LaunchTiming(launchTiming.Load())
-	if !ok || r == nil || p.staged || p.st != s || s.b.shared.Load() || noCaptureQuery || timing == driver.TimeLaunchAndPre {
+	if !ok || r == nil || p.staged || p.st != s || noCaptureQuery || timing == driver.TimeLaunchAndPre {
 		return false
 	}
 	a := *p.arg
@@ -45,7 +45,10 @@ func (s *Stream) SetReplay(r *replay.Record, i int, pp device.Prepared) bool {
 	b := s.b
 	b.replays.mu.Lock()
 	defer b.replays.mu.Unlock()
-	if !r.SetLaunch(l) || !r.SetEntryLaunch(i, el) {
+	// shared under the lock that ShareContext's stopReplays takes: either
+	// this sees it, or stopReplays poisons r after SetLaunch cleared the
+	// poison, and Arm refuses r.
+	if b.shared.Load() || !r.SetLaunch(l) || !r.SetEntryLaunch(i, el) {
 		return false
 	}
 	if b.replays.by == nil {

@@ -21,8 +21,10 @@ import (
 // it from any goroutine, so that no call made from C follows them.
 //
 // An entry is kept while its call would still take the same path: its
-// executor entries not dropped (executor.ReplayUsable), the selector's
-// cached answer for it unchanged, and the calls on the same stream.
+// executor entries not dropped and its schedule (L1 entry) the last call's
+// (executor.ReplayUsable: a switch between schedules rebases semaphores,
+// which only the Go path does), the selector's cached answer for it
+// unchanged, and the calls on the same stream.
 
 // replayState is a communicator's record and its entries, in the
 // record's order (callMu).

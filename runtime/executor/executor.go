@@ -758,11 +758,14 @@ func (e *Executor) ArmReplay(tok uint64, st device.Stream, r *replay.Record, i i
 
 // ReplayUsable reports whether a replay record may still launch re's
 // entry as its last arming filled it: its prepared launch not dropped
-// (scratch growth, a full L3, Close), the executor not failed, no trace,
-// and the layout of the launches captured into CUDA graphs, if any, its
-// own (repeatable's rule). The stream is the caller's to check.
+// (scratch growth, a full L3, Close), its L1 entry the last used (a launch
+// of another L1 entry is a schedule switch: l1Switch waits and rebases the
+// semaphores the schedules share, which a launch from C would skip), the
+// executor not failed, no trace, and the layout of the launches captured
+// into CUDA graphs, if any, its own (repeatable's rule). The stream is the
+// caller's to check.
 func (e *Executor) ReplayUsable(re ReplayEntry) bool {
-	return re.l3 != nil && !re.l3.dropped && e.failed.Load() == nil && e.trace == nil &&
+	return re.l3 != nil && !re.l3.dropped && re.l1 == e.lastL1 && e.failed.Load() == nil && e.trace == nil &&
 		(e.capSig.l1 == nil || !e.capMixed && re.l3.sig == e.capSig)
 }
 

@@ -159,12 +159,13 @@ func (r *Record) Disarm() {
 	}
 }
 
-// Poison makes every C call decline the record until it is armed again.
-// Safe from any goroutine, at any time.
+// Poison makes every C call decline the record, and Arm refuse it, until
+// its launch part is set again (SetLaunch). Safe from any goroutine, at
+// any time.
 func (r *Record) Poison() { atomic.StoreUint32(&r.p.poison, 1) }
 
-// Poisoned reports whether Poison was called since the record was last
-// armed.
+// Poisoned reports whether Poison was called since the record's launch
+// part was last set (SetLaunch).
 func (r *Record) Poisoned() bool { return atomic.LoadUint32(&r.p.poison) != 0 }
 
 // Taken is what C did with a record since the last Take.
@@ -229,13 +230,16 @@ type EntryLaunch struct {
 	OffLaunch, OffNFence int
 }
 
-// SetLaunch fills what the entries' launches share. The record must be
-// off. It reports false, changing nothing, when l lacks the function or
-// the failure record, or the record is not off.
+// SetLaunch fills what the entries' launches share, and clears the
+// poison: the backend calls it under the lock its own poisoning takes, so
+// that a record it poisons after this stays poisoned (Arm refuses it). The
+// record must be off. It reports false, changing nothing, when l lacks the
+// function or the failure record, or the record is not off.
 func (r *Record) SetLaunch(l Launch) bool {
 	if l.Fn == 0 || l.Err == 0 || atomic.LoadUint32(&r.p.state) != stOff {
 		return false
 	}
+	atomic.StoreUint32(&r.p.poison, 0)
 	p := r.p
 	p.launch, p.ctx, p.stream, p.err = l.Fn, l.Ctx, l.Stream, l.Err
 	p.timed = 0
@@ -289,13 +293,14 @@ func (r *Record) CopyEntry(dst, src int) {
 // Arm lets C calls use the record's first n entries, at most left calls
 // in all, the k-th launching with launch counter launchBase+k; lastSig is
 // the scratch layout id of the last launch (-1: none of the entries'). The
-// record must be off, with its launch parts set and its count taken
-// (Take); the poison is cleared. It reports false, arming nothing, when n
-// is out of 1..Entries, left < 1, the shared launch part is not set, or
-// the record is not off or its count not taken.
+// record must be off, not poisoned since its launch part was last set
+// (SetLaunch), and its count taken (Take). It reports false, arming
+// nothing, when n is out of 1..Entries, left < 1, the shared launch part
+// is not set, or the record is poisoned, not off or its count not taken.
 func (r *Record) Arm(n int, left int64, launchBase uint64, lastSig int32) bool {
 	p := r.p
-	if n < 1 || n > Entries || left < 1 || p.launch == 0 || p.taken != 0 || atomic.LoadUint32(&p.state) != stOff {
+	if n < 1 || n > Entries || left < 1 || p.launch == 0 || p.taken != 0 || atomic.LoadUint32(&p.state) != stOff ||
+		atomic.LoadUint32(&p.poison) != 0 {
 		return false
 	}
 	p.nentries = uint32(n)
@@ -303,7 +308,6 @@ func (r *Record) Arm(n int, left int64, launchBase uint64, lastSig int32) bool {
 	p.launchBase = launchBase
 	p.lastSig = lastSig
 	p.lastEntry = -1
-	atomic.StoreUint32(&p.poison, 0)
 	atomic.StoreUint32(&p.state, stArmed)
 	return true
 }

@@ -211,11 +211,18 @@ func TestArmRefuses(t *testing.T) {
 	if !r.Arm(1, 2, 0, -1) {
 		t.Error("Arm refused after Take")
 	}
+	// A poisoned record stays refused until its launch part is set again.
 	r.Poison()
 	r.Disarm()
 	r.Take()
-	if !r.Arm(1, 1, 0, -1) || r.Poisoned() {
-		t.Error("Arm did not clear the poison")
+	if r.Arm(1, 1, 0, -1) {
+		t.Error("armed a poisoned record")
+	}
+	if !r.SetLaunch(replay.Launch{Fn: Fn(), Err: ErrWord()}) || r.Poisoned() {
+		t.Error("SetLaunch did not clear the poison")
+	}
+	if !r.Arm(1, 1, 0, -1) {
+		t.Error("Arm refused after SetLaunch")
 	}
 }
 
