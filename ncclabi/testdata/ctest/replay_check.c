@@ -13,10 +13,10 @@
  *   inputs     out-of-place sum whose input the stream rewrites before every
  *              call (cuMemsetD32Async): each result is copied back and
  *              checked;
- *   cycle      the doubling of four buffers of 256 B to 4 MiB, one call on
- *              each in turn (as a data-parallel job's gradient buckets, or
- *              nccl-tests' shifted buffers): several entries of one record,
- *              possibly of different schedules and scratch layouts;
+ *   cycle      the doubling of four buffers, one call on each in turn (as a
+ *              data-parallel job's gradient buckets, or nccl-tests' shifted
+ *              buffers): of 256 B to 2 KiB (several entries of one record),
+ *              then of 256 B to 4 MiB (several schedules);
  *   streams    the doubling on two streams and two buffers in turn, and
  *              after a grouped call;
  *   polling    the doubling while a second thread polls
@@ -197,8 +197,11 @@ int main(int argc, char** argv) {
 
   /* cycle: four buffers of different sizes, one call on each in turn. */
   f0 = g_fail;
-  {
-    static const size_t counts[4] = {64, 1024, 65536, 1 << 20};
+  for (int set = 0; set < 2; set++) {
+    /* Set 0: four small buffers (one schedule: all entries of one record);
+     * set 1: 256 B to 4 MiB (several schedules: the switches go through Go). */
+    static const size_t sets[2][4] = {{64, 128, 256, 512}, {64, 1024, 65536, 1 << 20}};
+    const size_t* counts = sets[set];
     float* bufs[4];
     for (int b = 0; b < 4; b++) OK(ncclMemAlloc((void**)&bufs[b], counts[b] * 4));
     for (int r = 0; r < 6; r++) {
