@@ -24,19 +24,40 @@ func init() {
 }
 
 // DefaultThreads is the threads per threadblock when a table does not ask
-// and THESEUS_NTHREADS does not say.
+// and THESEUS_NTHREADS does not say, for blocks of more than
+// SmallBlockBytes.
 const DefaultThreads = 512
 
+// SmallThreads is the threads per threadblock, under the same conditions,
+// for blocks of at most SmallBlockBytes bytes per rank: fewer threads
+// start and synchronise sooner, and a small message has little data to
+// share out (on the H200, a 2-rank LL allreduce of 8 B–2 KiB takes
+// 11.6 µs replayed with 256 threads against 13.9–14.0 µs with 512, and
+// 19.0 against 17.8 µs at 8 KiB: bench/results/2026-11-29-h200-ninth,
+// call 55), as NCCL picks its threads per protocol and size.
+const SmallThreads = 256
+
+// SmallBlockBytes is the largest block (count × datatype size, in bytes
+// per rank) launched with SmallThreads.
+const SmallBlockBytes = 2048
+
 // defaultThreads is THESEUS_NTHREADS (docs/env.md) when it is a multiple
-// of 32 from 32 to 1024 (the kernel's launch bound), and DefaultThreads
-// otherwise. The kernel runs any block size; the number changes how many
-// threads share each op's data, and what a launch costs.
-func defaultThreads() int {
-	n, err := env.NThreads.Int()
-	if err != nil || n < 32 || n > 1024 || n%32 != 0 {
-		return DefaultThreads
+// of 32 from 32 to 1024 (the kernel's launch bound), and otherwise
+// SmallThreads for a block of at most SmallBlockBytes bytes (blockBytes;
+// a negative value means unknown) and DefaultThreads for a larger one.
+// The kernel runs any block size; the number changes how many threads
+// share each op's data, and what a launch costs.
+func defaultThreads(blockBytes int64) int {
+	if raw, set := env.NThreads.Raw(); set && raw != "" {
+		n, err := env.NThreads.Int()
+		if err == nil && n >= 32 && n <= 1024 && n%32 == 0 {
+			return int(n)
+		}
 	}
-	return int(n)
+	if blockBytes >= 0 && blockBytes <= SmallBlockBytes {
+		return SmallThreads
+	}
+	return DefaultThreads
 }
 
 // Backend is the CUDA backend (runtime/device.Backend) of one GPU: the
@@ -574,7 +595,7 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 	p := &prepared{b: b, arg: newLaunch(), grid: len(t.TBs), threads: t.NumThreads, in: a.StageIn, out: a.StageOut,
 		staged: len(a.StageIn)+len(a.StageOut) > 0}
 	if p.threads <= 0 {
-		p.threads = defaultThreads()
+		p.threads = defaultThreads(a.Count * int64(a.DataType.Size()))
 	}
 	if p.grid == 0 {
 		p.grid = 1 // a table without threadblocks still publishes done

@@ -209,19 +209,24 @@ func TestSharedUnitsRefused(t *testing.T) {
 }
 
 // TestDefaultThreads checks THESEUS_NTHREADS: a multiple of 32 from 32
-// to 1024 is taken, anything else keeps DefaultThreads.
+// to 1024 is taken at every block size; otherwise SmallThreads up to
+// SmallBlockBytes per rank and DefaultThreads above (or when the size is
+// unknown).
 func TestDefaultThreads(t *testing.T) {
 	for _, c := range []struct {
-		env  string
-		want int
-	}{{"", DefaultThreads}, {"64", 64}, {"32", 32}, {"1024", 1024}, {"128", 128},
-		{"0", DefaultThreads}, {"16", DefaultThreads}, {"100", DefaultThreads}, {"2048", DefaultThreads},
-		{"-64", DefaultThreads}, {"x", DefaultThreads}} {
+		env   string
+		bytes int64
+		want  int
+	}{{"", 1 << 20, DefaultThreads}, {"", SmallBlockBytes + 1, DefaultThreads}, {"", SmallBlockBytes, SmallThreads},
+		{"", 8, SmallThreads}, {"", 0, SmallThreads}, {"", -1, DefaultThreads},
+		{"64", 1 << 20, 64}, {"64", 8, 64}, {"32", 8, 32}, {"1024", 8, 1024}, {"128", 1 << 20, 128}, {"512", 8, 512},
+		{"0", 1 << 20, DefaultThreads}, {"16", 8, SmallThreads}, {"100", 1 << 20, DefaultThreads},
+		{"2048", 1 << 20, DefaultThreads}, {"-64", 8, SmallThreads}, {"x", 1 << 20, DefaultThreads}} {
 		restore := env.SetLookupForTest(func(k string) (string, bool) { return c.env, k == "THESEUS_NTHREADS" && c.env != "" })
-		got := defaultThreads()
+		got := defaultThreads(c.bytes)
 		restore()
 		if got != c.want {
-			t.Errorf("THESEUS_NTHREADS=%q: %d threads, want %d", c.env, got, c.want)
+			t.Errorf("THESEUS_NTHREADS=%q, %d bytes per rank: %d threads, want %d", c.env, c.bytes, got, c.want)
 		}
 	}
 }
