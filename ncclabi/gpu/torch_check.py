@@ -8,7 +8,8 @@ libtheseus_audit_nccl.so so that PyTorch's libnccl.so.2 is Theseus):
 
 Every rank uses GPU 0 (several ranks on one GPU under MPS). It runs
 all_reduce (sum, avg, max, product; float32, bfloat16, int64), all_gather_into_tensor,
-reduce_scatter_tensor, broadcast, reduce, all_to_all_single (equal splits:
+reduce_scatter_tensor, broadcast, reduce, the same four buckets all-reduced
+step after step (a training loop), all_to_all_single (equal splits:
 grouped ncclSend/ncclRecv or ncclAlltoAll, which Theseus runs as its
 all-to-all), barrier, a new_group of the even ranks (ncclCommSplit or a new
 communicator) with a collective on it, split_group when this PyTorch has it,
@@ -113,6 +114,23 @@ def main():
         recv = torch.empty(world * n, dtype=torch.float32, device=dev)
         dist.all_to_all_single(recv, send)
         c.check(f"all_to_all_single n={n}", recv, torch.cat([inputs(r * 31 + rank, n, torch.float32) for r in range(world)]))
+
+    # A training loop's pattern: the same buckets all-reduced in place, step
+    # after step (the NCCL library launches such repeats from C: docs/ncclabi.md,
+    # "Replay from C"). Every element ends at world**steps, exact in float32: a
+    # lost or repeated call shows.
+    if world & (world - 1) == 0:
+        steps = 100 // max(1, world.bit_length() - 1)
+    else:
+        steps = 1
+        while world ** (steps + 1) < (1 << 24):
+            steps += 1
+    buckets = [torch.ones(n, dtype=torch.float32, device=dev) for n in (256, 512, 1024, 2048)]
+    for _ in range(steps):
+        for b in buckets:
+            dist.all_reduce(b)
+    for b in buckets:
+        c.check(f"repeated all_reduce n={b.numel()} x{steps}", b, torch.full((b.numel(),), float(world ** steps)))
 
     dist.barrier()
     c.check("barrier", torch.ones(1), torch.ones(1))
