@@ -318,6 +318,9 @@ func thsGoResetDebugInit() {
 		sub = log.Init
 	}
 	log.SetLevel(lvl, sub)
+	// A call launched from C logs nothing: stop the replay records, so that
+	// a newly enabled INFO COLL log sees every call from now on.
+	theLib.DisarmReplays()
 	if f := env.DebugFile.String(); f != "" {
 		host, _ := os.Hostname()
 		name := strings.NewReplacer("%h", host, "%p", itoa(os.Getpid())).Replace(f)

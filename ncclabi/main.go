@@ -80,10 +80,13 @@ func setup() {
 		return
 	}
 	theLib.Eng = eng
-	replay, err := env.Replay.Bool()
-	if err != nil {
-		log.Warnf(log.Init, "THESEUS_REPLAY: %v; repeated calls are launched from C (the default)", err)
-		replay = true
+	replay := true // the default; an empty value keeps it
+	if raw, set := env.Replay.Raw(); set && strings.TrimSpace(raw) != "" {
+		var err error
+		if replay, err = env.Replay.Bool(); err != nil {
+			log.Warnf(log.Init, "THESEUS_REPLAY: %v (1, true, yes or on; 0, false, no or off); repeated calls are launched from C (the default)", err)
+			replay = true
+		}
 	}
 	theLib.Replay = replay
 	openFallback()

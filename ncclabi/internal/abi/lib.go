@@ -160,6 +160,21 @@ func (l *Library) usable(h uintptr, api string) (*Comm, *Error) {
 	if e != nil {
 		return nil, e
 	}
+	return l.usableState(c, h, api)
+}
+
+// usableFind is usable without stopping the replay record (find): for
+// calls that neither change nor read what calls made from C change.
+func (l *Library) usableFind(h uintptr, api string) (*Comm, *Error) {
+	c, e := l.find(h, api)
+	if e != nil {
+		return nil, e
+	}
+	return l.usableState(c, h, api)
+}
+
+// usableState is usable's check of c's state.
+func (l *Library) usableState(c *Comm, h uintptr, api string) (*Comm, *Error) {
 	switch st := c.getState(); st {
 	case stFailed:
 		c.mu.Lock()
@@ -833,6 +848,21 @@ func (l *Library) CommStats(h uintptr) (Stats, Result) {
 	return c.stats(), Success
 }
 
+// DisarmReplays stops every communicator's replay record (the next call
+// through Go arms it again if it may): for a change that arming checks,
+// such as the INFO COLL log being turned on (ncclResetDebugInit).
+func (l *Library) DisarmReplays() {
+	l.mu.RLock()
+	cs := make([]*Comm, 0, len(l.comms))
+	for _, c := range l.comms {
+		cs = append(cs, c)
+	}
+	l.mu.RUnlock()
+	for _, c := range cs {
+		c.disarmReplay()
+	}
+}
+
 // LaunchTime is theseusCommLaunchTime: the launches of the communicator's
 // calls that were timed and the nanoseconds spent inside cuLaunchKernel
 // for them (LaunchTimer; zeros when the engine does not time launches).
@@ -852,7 +882,10 @@ func (l *Library) LaunchTime(h uintptr) (launches, ns int64, r Result) {
 // StreamSync is theseusStreamSynchronize.
 func (l *Library) StreamSync(h, stream uintptr) Result {
 	const api = "theseusStreamSynchronize"
-	c, e := l.usable(h, api)
+	// No disarm: waiting for the stream neither changes nor reads what
+	// calls made from C change (a loop that synchronises after every call
+	// keeps them; a launch failure it finds poisons the record).
+	c, e := l.usableFind(h, api)
 	if e != nil {
 		return l.fail(e)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/host"
+	"github.com/theseus-ccl/theseus/runtime/log"
 	"github.com/theseus-ccl/theseus/runtime/replay"
 )
 
@@ -74,7 +75,11 @@ func Open(name string) (*Engine, error) {
 		be = host.Backend()
 	case "cuda":
 		be, err = cuda.Open()
-		if on, _ := env.TimeLaunches.Bool(); on && err == nil {
+		on, terr := env.TimeLaunches.Bool()
+		if terr != nil {
+			log.Warnf(log.Init, "THESEUS_TIME_LAUNCHES: %v; launches are not timed", terr)
+		}
+		if on && err == nil {
 			cuda.TimeLaunches(true)
 		}
 	default:
