@@ -3,7 +3,6 @@
 package comm
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -47,18 +46,8 @@ func runReviewSteps(t *testing.T, dir string, steps []reviewStep, withReplay boo
 			ws := streams[r][1]
 			call := &Call{Coll: ir.AllReduce, Send: send, Recv: recv, Count: s.count, DataType: ir.Float32, RedOp: ir.Sum, Stream: ws}
 			k := replay.Key{uint64(s.count), 1, uint64(send), uint64(recv)}
-			if withReplay && replaytest.Call(recs[r], k) {
-				fromC[r]++
-				if err := ws.replayed(recs[r]); err != nil {
-					return err
-				}
-			} else {
-				if err := c.Collective(context.Background(), call); err != nil {
-					return err
-				}
-				if withReplay {
-					c.ArmReplay(recs[r], call, k)
-				}
+			if err := callOrReplay(c, withReplay, recs[r], ws, call, k, &fromC[r]); err != nil {
+				return err
 			}
 			if err := ws.Synchronize(); err != nil {
 				return err

@@ -68,6 +68,24 @@ func (s *replayStream) replayed(r *replay.Record) error {
 	return s.Stream.Launch(p, l.Launch, l.NFence != 0)
 }
 
+// callOrReplay makes call as the NCCL library would with record rec
+// (when withReplay): from rec when it takes key k (the test then enqueues
+// that launch on ws, as the C launch function would), counting it in
+// *fromC, else through Collective, arming rec afterwards.
+func callOrReplay(c *Comm, withReplay bool, rec *replay.Record, ws *replayStream, call *Call, k replay.Key, fromC *int64) error {
+	if withReplay && ws != nil && replaytest.Call(rec, k) {
+		*fromC++
+		return ws.replayed(rec)
+	}
+	if err := c.Collective(context.Background(), call); err != nil {
+		return err
+	}
+	if withReplay {
+		c.ArmReplay(rec, call, k)
+	}
+	return nil
+}
+
 // replayWorld is repeatWorld with replayStreams and a selector epoch
 // every period requests.
 func replayWorld(t *testing.T, n int, bytes int64, period int) ([]*Comm, [][3]*replayStream, []device.Ptr) {
@@ -155,18 +173,8 @@ func TestReplaySameAsCollective(t *testing.T) {
 				}
 				call := &Call{Coll: ir.AllReduce, Send: send, Recv: recv, Count: s.count, DataType: ir.Float32, RedOp: ir.Sum, Stream: st}
 				k := replay.Key{uint64(s.count), uint64(s.stream), uint64(send), uint64(recv)}
-				if withReplay && ws != nil && replaytest.Call(recs[r], k) {
-					fromC[r]++
-					if err := ws.replayed(recs[r]); err != nil {
-						return err
-					}
-				} else {
-					if err := c.Collective(context.Background(), call); err != nil {
-						return err
-					}
-					if withReplay {
-						c.ArmReplay(recs[r], call, k)
-					}
+				if err := callOrReplay(c, withReplay, recs[r], ws, call, k, &fromC[r]); err != nil {
+					return err
 				}
 				if st != nil {
 					if err := st.Synchronize(); err != nil {

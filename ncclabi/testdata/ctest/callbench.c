@@ -53,6 +53,8 @@
 static int g_rank;
 
 #include "ok.h"
+#include "pair.h"
+#include "cudadl.h"
 
 static double clk(clockid_t id) {
   struct timespec ts;
@@ -70,14 +72,6 @@ static int listed(const char* k, const char* name) {
   return !v || !*v || strstr(v, name) != NULL;
 }
 
-static void read_id(const char* hex, ncclUniqueId* id) {
-  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++) {
-    unsigned x;
-    sscanf(hex + 2 * i, "%2x", &x);
-    id->internal[i] = (char)x;
-  }
-}
-
 enum { ALLREDUCE, BROADCAST, ALLGATHER };
 
 static cudaStream_t g_stream; /* NULL on the host backend */
@@ -93,32 +87,6 @@ static ncclResult_t call(int coll, const char* s, char* d, size_t count, ncclCom
   }
 }
 
-/* cuda_setup makes device 0's primary context current on this thread and
- * creates a non-blocking stream (CALLBENCH_CUDA=1), through the driver API
- * loaded with dlopen: no CUDA toolkit is needed to build this program. */
-static void cuda_setup(void) {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW);
-  if (!lib) {
-    printf("FAIL rank %d: dlopen libcuda.so.1: %s\n", g_rank, dlerror());
-    exit(100);
-  }
-  int (*cuInit)(unsigned) = (int (*)(unsigned))dlsym(lib, "cuInit");
-  int (*cuDeviceGet)(int*, int) = (int (*)(int*, int))dlsym(lib, "cuDeviceGet");
-  int (*cuRetain)(void**, int) = (int (*)(void**, int))dlsym(lib, "cuDevicePrimaryCtxRetain");
-  int (*cuSetCurrent)(void*) = (int (*)(void*))dlsym(lib, "cuCtxSetCurrent");
-  int (*cuStreamCreate)(void**, unsigned) = (int (*)(void**, unsigned))dlsym(lib, "cuStreamCreate");
-  int dev = 0, r;
-  void* ctx = NULL;
-  void* st = NULL;
-  if (!cuInit || !cuDeviceGet || !cuRetain || !cuSetCurrent || !cuStreamCreate || (r = cuInit(0)) != 0 ||
-      (r = cuDeviceGet(&dev, 0)) != 0 || (r = cuRetain(&ctx, dev)) != 0 || (r = cuSetCurrent(ctx)) != 0 ||
-      (r = cuStreamCreate(&st, 1 /* CU_STREAM_NON_BLOCKING */)) != 0) {
-    printf("FAIL rank %d: CUDA setup failed\n", g_rank);
-    exit(100);
-  }
-  g_stream = (cudaStream_t)st;
-}
-
 int main(int argc, char** argv) {
   if (argc < 3) return 102;
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -127,17 +95,12 @@ int main(int argc, char** argv) {
   long iters = envl("CALLBENCH_ITERS", 5000);
   size_t bytes = (size_t)envl("CALLBENCH_BYTES", 1024);
   ncclUniqueId id;
-  if (g_rank == 0) {
-    OK(ncclGetUniqueId(&id));
-    printf("ID ");
-    for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++) printf("%02x", (unsigned char)id.internal[i]);
-    printf("\n");
-  } else {
-    if (argc < 4) return 101;
-    read_id(argv[3], &id);
-  }
+  pair_id(argc > 3 ? argv[3] : NULL, &id);
   int cuda = envl("CALLBENCH_CUDA", 0) != 0;
-  if (cuda) cuda_setup();
+  if (cuda) { /* device 0 current, and a stream of the program's own */
+    cudadl_setup();
+    g_stream = (cudaStream_t)cudadl_stream();
+  }
   ncclComm_t c;
   OK(ncclCommInitRank(&c, n, id, g_rank));
   size_t total = bytes * (size_t)n; /* the largest buffer: allgather's receive */

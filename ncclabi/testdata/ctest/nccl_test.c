@@ -42,6 +42,7 @@ static cudaStream_t g_stream = NULL;
   } while (0)
 
 #include "ok.h"
+#include "pair.h"
 
 /* A call that must fail with want and leave a reason in ncclGetLastError. */
 #define EXPECT(call, want, what)                                                               \
@@ -584,29 +585,10 @@ static void errors_and_version(void) {
   pass("version");
 }
 
-static void read_id(const char* hex, ncclUniqueId* id) {
-  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++) {
-    unsigned x;
-    sscanf(hex + 2 * i, "%2x", &x);
-    id->internal[i] = (char)x;
-  }
-}
-
 static ncclUniqueId get_id(int argc, char** argv, int idx) {
   ncclUniqueId id;
-  if (g_rank == 0) {
-    OK(ncclGetUniqueId(&id));
-    printf("ID ");
-    for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++) printf("%02x", (unsigned char)id.internal[i]);
-    printf("\n");
-    fflush(stdout);
-  } else {
-    if (argc <= idx) {
-      fprintf(stderr, "rank %d needs the id\n", g_rank);
-      exit(101);
-    }
-    read_id(argv[idx], &id);
-  }
+  if (g_rank != 0 && argc <= idx) fprintf(stderr, "rank %d needs the id\n", g_rank);
+  pair_id(argc > idx ? argv[idx] : NULL, &id);
   return id;
 }
 

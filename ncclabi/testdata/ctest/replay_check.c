@@ -36,8 +36,9 @@
 static int g_rank, g_n, g_fail;
 
 #include "ok.h"
+#include "pair.h"
+#include "cudadl.h"
 
-typedef int (*fn_t)();
 static int (*cuMemsetD32Async_)(unsigned long long, unsigned, size_t, void*);
 static int (*cuMemcpyDtoH_)(void*, unsigned long long, size_t);
 static int (*cuStreamSynchronize_)(void*);
@@ -51,34 +52,15 @@ static int (*cuStreamSynchronize_)(void*);
     }                                                                    \
   } while (0)
 
-static void* cuda_setup(void** s2) {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW);
-  if (!lib) {
-    printf("FAIL rank %d: dlopen libcuda.so.1: %s\n", g_rank, dlerror());
-    exit(100);
-  }
-  int (*cuInit)(unsigned) = (int (*)(unsigned))dlsym(lib, "cuInit");
-  int (*cuDeviceGet)(int*, int) = (int (*)(int*, int))dlsym(lib, "cuDeviceGet");
-  int (*cuRetain)(void**, int) = (int (*)(void**, int))dlsym(lib, "cuDevicePrimaryCtxRetain");
-  int (*cuSetCurrent)(void*) = (int (*)(void*))dlsym(lib, "cuCtxSetCurrent");
-  int (*cuStreamCreate)(void**, unsigned) = (int (*)(void**, unsigned))dlsym(lib, "cuStreamCreate");
-  cuMemsetD32Async_ = (int (*)(unsigned long long, unsigned, size_t, void*))dlsym(lib, "cuMemsetD32Async");
-  cuMemcpyDtoH_ = (int (*)(void*, unsigned long long, size_t))dlsym(lib, "cuMemcpyDtoH_v2");
-  cuStreamSynchronize_ = (int (*)(void*))dlsym(lib, "cuStreamSynchronize");
-  if (!cuInit || !cuDeviceGet || !cuRetain || !cuSetCurrent || !cuStreamCreate || !cuMemsetD32Async_ ||
-      !cuMemcpyDtoH_ || !cuStreamSynchronize_) {
-    printf("FAIL rank %d: libcuda.so.1 lacks a function\n", g_rank);
-    exit(100);
-  }
-  int dev = 0;
-  void *ctx = NULL, *s = NULL;
-  CU(cuInit(0));
-  CU(cuDeviceGet(&dev, 0));
-  CU(cuRetain(&ctx, dev));
-  CU(cuSetCurrent(ctx));
-  CU(cuStreamCreate(&s, 1));
-  CU(cuStreamCreate(s2, 1));
-  return s;
+/* cuda_setup makes device 0 current, binds the driver calls the checks
+ * make, and returns two streams of the program's own. */
+static void cuda_setup(void** s1, void** s2) {
+  cudadl_setup();
+  cuMemsetD32Async_ = (int (*)(unsigned long long, unsigned, size_t, void*))cudadl_sym("cuMemsetD32Async");
+  cuMemcpyDtoH_ = (int (*)(void*, unsigned long long, size_t))cudadl_sym("cuMemcpyDtoH_v2");
+  cuStreamSynchronize_ = (int (*)(void*))cudadl_sym("cuStreamSynchronize");
+  *s1 = cudadl_stream();
+  *s2 = cudadl_stream();
 }
 
 static unsigned bits(float f) {
@@ -144,31 +126,15 @@ static void* poller(void* arg) {
   return NULL;
 }
 
-static void read_id(const char* hex, ncclUniqueId* id) {
-  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++) {
-    unsigned x;
-    sscanf(hex + 2 * i, "%2x", &x);
-    id->internal[i] = (char)x;
-  }
-}
-
 int main(int argc, char** argv) {
   if (argc < 3) return 102;
   setvbuf(stdout, NULL, _IOLBF, 0);
   g_rank = atoi(argv[1]);
   g_n = atoi(argv[2]);
-  void* s2 = NULL;
-  void* s1 = cuda_setup(&s2);
+  void *s1 = NULL, *s2 = NULL;
+  cuda_setup(&s1, &s2);
   ncclUniqueId id;
-  if (g_rank == 0) {
-    OK(ncclGetUniqueId(&id));
-    printf("ID ");
-    for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++) printf("%02x", (unsigned char)id.internal[i]);
-    printf("\n");
-  } else {
-    if (argc < 4) return 101;
-    read_id(argv[3], &id);
-  }
+  pair_id(argc > 3 ? argv[3] : NULL, &id);
   ncclComm_t c;
   OK(ncclCommInitRank(&c, g_n, id, g_rank));
   float *A, *B, *C;
