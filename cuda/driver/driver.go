@@ -289,10 +289,7 @@ static int th_replay_launch(th_replay* r, th_replay_entry* e) {
   if (th_cuStreamIsCapturing((CUstream)r->stream, &st) != 0 || st != 0) return TH_REPLAY_DECLINED;
   int64_t t1 = r->timed ? th_now() : 0;
   CUresult res = th_dry ? 0 : th_launch1((CUfunction)e->fn, e->grid, e->threads, e->shmem, (CUstream)r->stream, e->arg);
-  if (res != 0) {
-    r->last_result = res;
-    return TH_REPLAY_FAILED;
-  }
+  if (res != 0) return TH_REPLAY_FAILED;
   if (r->timed) {
     r->t_ns += th_now() - t1;
     r->t_launches++;

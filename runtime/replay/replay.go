@@ -98,7 +98,7 @@ type record struct {
 	launch, ctx, stream uintptr
 	err                 uintptr
 	tLaunches, tNs      int64
-	lastResult, _       int32
+	_                   uint64 // th_replay's pad_
 	entries             [Entries]entry
 }
 
@@ -193,10 +193,6 @@ func (r *Record) Take() Taken {
 // nanoseconds spent inside cuLaunchKernel for them, cumulative over the
 // record's life. The record must be off.
 func (r *Record) LaunchTime() (launches, ns int64) { return r.p.tLaunches, r.p.tNs }
-
-// LastResult is the driver's result of the last launch from C that
-// failed (0 if none). The record must be off.
-func (r *Record) LastResult() int { return int(r.p.lastResult) }
 
 // Launch is what every entry's launch shares, as a backend fills it.
 type Launch struct {
@@ -322,8 +318,7 @@ func Layout() []uintptr {
 		unsafe.Offsetof(r.taken), unsafe.Offsetof(r.fenced), unsafe.Offsetof(r.lastEntry), unsafe.Offsetof(r.lastSig),
 		unsafe.Offsetof(r.launchBase), unsafe.Offsetof(r.nentries), unsafe.Offsetof(r.timed),
 		unsafe.Offsetof(r.launch), unsafe.Offsetof(r.ctx), unsafe.Offsetof(r.stream), unsafe.Offsetof(r.err),
-		unsafe.Offsetof(r.tLaunches), unsafe.Offsetof(r.tNs), unsafe.Offsetof(r.lastResult),
-		unsafe.Offsetof(r.entries), unsafe.Sizeof(r),
+		unsafe.Offsetof(r.tLaunches), unsafe.Offsetof(r.tNs), unsafe.Offsetof(r.entries), unsafe.Sizeof(r),
 		unsafe.Offsetof(e.key), unsafe.Offsetof(e.fn), unsafe.Offsetof(e.grid), unsafe.Offsetof(e.threads),
 		unsafe.Offsetof(e.shmem), unsafe.Offsetof(e.nfence), unsafe.Offsetof(e.sig), unsafe.Offsetof(e.fenceAll),
 		unsafe.Offsetof(e.offLaunch), unsafe.Offsetof(e.offNFence), unsafe.Offsetof(e.argBytes),

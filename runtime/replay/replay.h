@@ -86,11 +86,9 @@ struct th_replay {
   /* The stream's failure record: a nonzero 32-bit code declines. */
   const uint32_t* err;
   /* timed: launches made from C and the ns spent inside cuLaunchKernel for
-   * them (cumulative, never reset); last_result: the last failed launch's
-   * CUresult. */
+   * them (cumulative, never reset). */
   int64_t t_launches, t_ns;
-  int32_t last_result;
-  int32_t pad_;
+  uint64_t pad_; /* the entries start on a 16-byte boundary either way */
   th_replay_entry entries[TH_REPLAY_ENTRIES];
 };
 
