@@ -116,9 +116,10 @@ func (c *Comm) ArmReplay(r *replay.Record, call *Call, k replay.Key) bool {
 			lastSig = sig
 		}
 	}
-	// The poison pointer first, then the checks again after arming: an
-	// asynchronous error or an Abort either sees r (and poisons it after
-	// Arm cleared the poison) or is seen here.
+	// The backend cleared the poison when it filled r (SetLaunch); from
+	// here on an asynchronous error or an Abort sees r and poisons it (Arm
+	// then refuses it, or a C call declines it), or happened before the
+	// check after arming, which poisons it.
 	c.replayPoison.Store(r)
 	if !r.Arm(len(rs.ents), int64(left), c.exec.LaunchCounter(), lastSig) {
 		return false
