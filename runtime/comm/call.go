@@ -154,7 +154,7 @@ func (c *Comm) Validate(call *Call) (inPlace bool, err error) {
 func (c *Comm) Collective(ctx context.Context, call *Call) error {
 	c.callMu.Lock()
 	defer c.callMu.Unlock()
-	if c.replay != nil {
+	if c.hot.armed {
 		c.replaySync()
 	}
 	// A repeat of the last call on the same stream (the usual case): valid

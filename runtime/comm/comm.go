@@ -208,11 +208,14 @@ type Comm struct {
 	// of it needs to take the fast path (Collective). Its schedule is
 	// last's (id and lastSched): every other call clears it.
 	hot struct {
-		ok   bool
-		call validated
-		st   device.Stream // the call's (nil: the communicator's)
-		key  selector.Key
-		tok  uint64 // the executor's (Executor.HotToken)
+		ok bool
+		// armed: a replay record is armed (replay.go), read here by every
+		// call on the line it reads anyway.
+		armed bool
+		call  validated
+		st    device.Stream // the call's (nil: the communicator's)
+		key   selector.Key
+		tok   uint64 // the executor's (Executor.HotToken)
 	}
 	calls     uint64
 	repeats   uint64 // calls that took the fast path (tests)
@@ -258,12 +261,11 @@ type Comm struct {
 	ctxState      string
 	ctxStateEpoch uint64
 
-	// replay is the replay record armed by ArmReplay (callMu; nil when
-	// none is armed or its calls were counted), rp its entries;
-	// replayPoison the last record armed, which an asynchronous error or
-	// Abort poisons from any goroutine; replayed counts the calls made
-	// from records (replay.go).
-	replay       *replay.Record
+	// rp is the replay record ArmReplay arms (hot.armed while armed and
+	// its calls not yet counted) and its entries (callMu); replayPoison the
+	// last record armed, which an asynchronous error or Abort poisons from
+	// any goroutine; replayed counts the calls made from records
+	// (replay.go).
 	rp           replayState
 	replayPoison atomic.Pointer[replay.Record]
 	replayed     atomic.Uint64

@@ -124,7 +124,7 @@ func (c *Comm) ArmReplay(r *replay.Record, call *Call, k replay.Key) bool {
 	if !r.Arm(len(rs.ents), int64(left), c.exec.LaunchCounter(), lastSig) {
 		return false
 	}
-	c.replay = r
+	c.hot.armed = true
 	if commState(c.state.Load()) != live || c.asyncErr.Load() != nil {
 		r.Poison()
 	}
@@ -189,11 +189,11 @@ func (c *Comm) Replayed() uint64 { return c.replayed.Load() }
 // and the executor's counters), with the last of them the last call. The
 // caller holds callMu.
 func (c *Comm) replaySync() {
-	r := c.replay
-	if r == nil {
+	if !c.hot.armed {
 		return
 	}
-	c.replay = nil
+	c.hot.armed = false
+	r := c.rp.rec
 	r.Disarm()
 	t := r.Take()
 	if t.Calls <= 0 {
