@@ -77,16 +77,20 @@ func (c *Comm) setState(s commState) { c.st.Store(int32(s)) }
 // Stats are a communicator's request counters.
 type Stats struct {
 	Native, Fallback, Rejected uint64
+	// FromC is how many of the Native requests were launched from C
+	// (Replayer; docs/ncclabi.md, "Replay from C").
+	FromC uint64
 }
 
 func (c *Comm) stats() Stats {
-	native := c.nNative.Load()
+	s := Stats{Native: c.nNative.Load(), Fallback: c.nFallbk.Load(), Rejected: c.nReject.Load()}
 	if eng, _ := c.engine(); eng != nil {
 		if rp, ok := eng.(Replayer); ok {
-			native += rp.SyncReplay()
+			s.FromC = rp.SyncReplay()
+			s.Native += s.FromC
 		}
 	}
-	return Stats{native, c.nFallbk.Load(), c.nReject.Load()}
+	return s
 }
 
 // disarmReplay stops the engine's replay record, if any, from launching

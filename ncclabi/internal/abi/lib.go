@@ -718,12 +718,8 @@ func (l *Library) Destroy(h uintptr) Result {
 	}
 	if log.On(log.Info, log.Init) {
 		s := c.stats()
-		var fromC uint64
-		if rp, ok := eng.(Replayer); ok {
-			fromC = rp.SyncReplay()
-		}
 		log.Infof(log.Init, "comm %#x rank %d nranks %d (%s) destroyed: %d requests served natively (%d of them launched from C), %d by the fallback NCCL, %d rejected",
-			h, c.Rank(), c.NRanks(), st, s.Native, fromC, s.Fallback, s.Rejected)
+			h, c.Rank(), c.NRanks(), st, s.Native, s.FromC, s.Fallback, s.Rejected)
 	}
 	return l.fail(first)
 }
