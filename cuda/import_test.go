@@ -5,9 +5,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/compiler/frontends/msccl"
 	"github.com/theseus-ccl/theseus/compiler/frontends/mscclpp"
+	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/ir"
 )
 

@@ -10,8 +10,8 @@ import (
 	"slices"
 
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
-	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/compiler/passes"
+	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/ir"
 )
 

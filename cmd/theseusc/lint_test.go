@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
-	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/diag"
 )
 
 func TestMain(m *testing.M) {

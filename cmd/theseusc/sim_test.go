@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
-	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/runtime/interp"
 )
 

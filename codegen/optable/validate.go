@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/ir"
 )
 
@@ -21,7 +21,7 @@ const (
 
 // ValidationError is a table that breaks a rule of docs/optable.md. TB and
 // Step locate it (-1 when not about one op); Code is the diagnostic code of
-// the rule (compiler/diag), so Lower can report it with the op's position.
+// the rule (diag), so Lower can report it with the op's position.
 type ValidationError struct {
 	Code     diag.Code
 	TB, Step int

@@ -3,9 +3,9 @@ package gen
 import (
 	"testing"
 
-	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/compiler/legalize"
 	"github.com/theseus-ccl/theseus/compiler/verify"
+	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/interp"
 )

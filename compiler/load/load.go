@@ -15,10 +15,10 @@ import (
 	"strings"
 
 	"github.com/theseus-ccl/theseus/codegen/bundle"
-	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/compiler/frontends/msccl"
 	"github.com/theseus-ccl/theseus/compiler/frontends/mscclpp"
 	"github.com/theseus-ccl/theseus/compiler/frontends/schedjson"
+	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/ir/irtext"
 )

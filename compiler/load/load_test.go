@@ -3,7 +3,7 @@ package load
 import (
 	"testing"
 
-	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/diag"
 )
 
 func TestDetect(t *testing.T) {

@@ -13,13 +13,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/theseus-ccl/theseus/codegen/bundle"
-	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/compiler/frontends/msccl"
 	"github.com/theseus-ccl/theseus/compiler/frontends/mscclpp"
 	"github.com/theseus-ccl/theseus/compiler/frontends/schedjson"
 	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/compiler/legalize"
 	"github.com/theseus-ccl/theseus/compiler/verify"
+	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/ir"
 )
 

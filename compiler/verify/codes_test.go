@@ -3,8 +3,8 @@ package verify_test
 import (
 	"testing"
 
-	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/compiler/verify"
+	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/ir"
 	. "github.com/theseus-ccl/theseus/ir/irtest"
 )

@@ -19,9 +19,9 @@ import (
 	"strings"
 
 	"github.com/theseus-ccl/theseus/codegen/bundle"
-	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/compiler/passes"
+	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/ir"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
-	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/compiler/frontends/policy"
+	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/runtime/selector/manifest"
 	"github.com/theseus-ccl/theseus/runtime/selector/vm"
 )

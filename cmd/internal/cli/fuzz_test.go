@@ -3,7 +3,7 @@ package cli
 import (
 	"testing"
 
-	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/diag"
 )
 
 // FuzzLoad feeds arbitrary bytes, under every file name the tools tell

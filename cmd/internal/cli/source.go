@@ -5,8 +5,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/compiler/load"
+	"github.com/theseus-ccl/theseus/diag"
 )
 
 // The formats and parsing live in compiler/load (shared with the

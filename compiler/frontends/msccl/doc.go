@@ -27,7 +27,7 @@
 // against buffers, peers, pairing, synchronisation, the postcondition) is
 // the verifier's job (compiler/verify). Every gpu, tb and step keeps its
 // source position, and every diagnostic carries file:line:col (1-based line
-// and byte column), a stable code from compiler/diag and a hint.
+// and byte column), a stable code from diag and a hint.
 //
 // XML is decoded with encoding/xml; positions come from
 // Decoder.InputOffset, mapped to lines and columns.

@@ -3,8 +3,8 @@ package msccl
 import (
 	"testing"
 
-	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/compiler/frontends/internal/importtest"
+	"github.com/theseus-ccl/theseus/diag"
 )
 
 // FuzzParse checks that Parse never panics and that its two results agree:

@@ -5,8 +5,8 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/compiler/frontends/internal/importer"
+	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/ir"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/theseus-ccl/theseus/codegen/bytecode"
-	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/diag"
 )
 
 const (

@@ -4,7 +4,7 @@ import (
 	"math"
 
 	"github.com/theseus-ccl/theseus/codegen/bytecode"
-	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/diag"
 )
 
 // fold replaces constant sub-expressions by their values, bottom-up, so one

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
-	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/diag"
 )
 
 // FuzzCompile: no input makes the frontend panic or hang; every diagnostic

@@ -10,7 +10,7 @@ import (
 
 	"github.com/alecthomas/participle/v2"
 
-	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/diag"
 )
 
 // Limits on untrusted expressions. Exceeding one is a PolicyTooDeep

@@ -2,7 +2,7 @@ package policy
 
 import (
 	"github.com/theseus-ccl/theseus/codegen/bytecode"
-	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/diag"
 )
 
 // Attr is an attribute declaration of the attribute manifest, as the checker

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
-	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/diag"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

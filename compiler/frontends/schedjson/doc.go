@@ -3,7 +3,7 @@
 // docs/design/ir.md gives the semantics of every field).
 //
 //   - Parse decodes a file into an ir.Program, with file:line:col
-//     diagnostics carrying stable codes from compiler/diag (TS0001..TS0012).
+//     diagnostics carrying stable codes from diag (TS0001..TS0012).
 //     It checks the format (syntax, field names, types, value domains, ids,
 //     size limits) but not the schedule: ranges against buffers, channel
 //     pairing, synchronisation, races and the collective's postcondition are

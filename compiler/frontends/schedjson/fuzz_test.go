@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/diag"
 )
 
 // FuzzParse checks that Parse never panics or hangs, that every diagnostic

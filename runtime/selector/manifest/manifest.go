@@ -20,8 +20,8 @@ import (
 	"time"
 
 	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
-	"github.com/theseus-ccl/theseus/compiler/diag"
 	"github.com/theseus-ccl/theseus/compiler/frontends/policy"
+	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/ir"
 )
 

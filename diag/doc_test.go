@@ -10,12 +10,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/theseus-ccl/theseus/compiler/diag"
+	"github.com/theseus-ccl/theseus/diag"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/diagnostics.md from diag.Codes")
 
-const docPath = "../../docs/diagnostics.md"
+const docPath = "../docs/diagnostics.md"
 
 // groups name the code ranges, by their first two digits.
 var groups = []struct{ prefix, title, text string }{
@@ -30,8 +30,8 @@ func generate() string {
 	var b strings.Builder
 	b.WriteString(`# Diagnostic codes
 
-<!-- Generated from compiler/diag/codes.go by compiler/diag/doc_test.go; do not edit.
-     Regenerate with: go test ./compiler/diag -run TestDiagnosticsDoc -update -->
+<!-- Generated from diag/codes.go by diag/doc_test.go; do not edit.
+     Regenerate with: go test ./diag -run TestDiagnosticsDoc -update -->
 
 Every error, warning and note of the schedule compiler carries one of these stable codes, a
 position (file:line:col), the rank / threadblock / step it is about, a message and a one-line
@@ -72,10 +72,10 @@ func TestDiagnosticsDoc(t *testing.T) {
 	}
 	got, err := os.ReadFile(docPath)
 	if err != nil {
-		t.Fatalf("%v (run go test ./compiler/diag -run TestDiagnosticsDoc -update)", err)
+		t.Fatalf("%v (run go test ./diag -run TestDiagnosticsDoc -update)", err)
 	}
 	if d := cmp.Diff(want, string(got)); d != "" {
-		t.Errorf("%s is stale; run go test ./compiler/diag -run TestDiagnosticsDoc -update\n(-want +got):\n%s", filepath.Clean(docPath), d)
+		t.Errorf("%s is stale; run go test ./diag -run TestDiagnosticsDoc -update\n(-want +got):\n%s", filepath.Clean(docPath), d)
 	}
 }
 
