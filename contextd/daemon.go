@@ -207,7 +207,7 @@ func Start(cfg Config) (*Daemon, error) {
 		lock.Close()
 		return nil, fmt.Errorf("%s is in use by another theseus-contextd (%v)", cfg.DataDir, err)
 	}
-	d := &Daemon{cfg: cfg, lock: lock, ctxMu: map[string]*sync.Mutex{}}
+	d := &Daemon{cfg: cfg, lock: lock, ctxMu: map[string]*sync.Mutex{}, lastErr: "starting: the replicated log is not set up yet"}
 	d.cond = sync.NewCond(&d.mu)
 	d.ctx, d.stop = context.WithCancel(context.Background())
 	d.v = publish.Validator{MaxScheduleBytes: cfg.MaxScheduleBytes, MaxVectorLen: cfg.MaxVectorLen, Margin: cfg.Margin,
@@ -298,7 +298,7 @@ func (d *Daemon) startNATS() error {
 // has a quorum) and then runs the materialiser.
 func (d *Daemon) run() {
 	defer d.wg.Done()
-	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, 500*time.Millisecond) {
 		err := d.setup()
 		if err == nil {
 			break
@@ -316,7 +316,9 @@ func (d *Daemon) run() {
 }
 
 func (d *Daemon) setup() error {
-	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
+	// Short: while the cluster elects its leaders a request may go
+	// unanswered, and the next attempt is the quicker way on.
+	ctx, cancel := context.WithTimeout(d.ctx, 2*time.Second)
 	defer cancel()
 	st, err := d.js.Stream(ctx, StreamName)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {

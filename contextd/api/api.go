@@ -98,6 +98,13 @@ type SchedRequest struct {
 	ValidAfter string `json:"valid_after,omitempty"`
 	Name       string `json:"name,omitempty"` // default: the file's base name without extension
 	Comment    string `json:"comment,omitempty"`
+	// Gen names a built-in generator instead of a file (issue 20's
+	// generated-schedule entry: "gen": ALGO plus its parameters as fields);
+	// File and FileName are then empty, and NRanks is required. Params
+	// are the generator's parameters, each written as a JSON number when
+	// it reads as one and as a string otherwise.
+	Gen    string            `json:"gen,omitempty"`
+	Params map[string]string `json:"params,omitempty"`
 }
 
 // ValueRequest appends a value to an exogenous attribute's log

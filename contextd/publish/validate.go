@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -115,10 +116,13 @@ func text(what, s string) *Rejection {
 
 // line marshals the ordered fields of one line and checks it fits.
 func line(fields any) (string, *Rejection) {
-	b, err := json.Marshal(fields)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // "msgsize >= 0", not "msgsize \u003e= 0"
+	if err := enc.Encode(fields); err != nil {
 		return "", reject(api.ReasonBadRequest, "%v", err)
 	}
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if len(b) > manifest.MaxLineBytes {
 		return "", reject(api.ReasonTooLarge, "the entry's line is %d bytes, over the limit of %d", len(b), manifest.MaxLineBytes)
 	}
@@ -276,6 +280,10 @@ func CheckFileName(name string) error {
 // Sched validates a schedule publication against m and returns the entry
 // and the file's bytes (to store under Entry.Object.Name).
 func (v *Validator) Sched(m *Model, r api.SchedRequest) (*Entry, []byte, *Rejection) {
+	if r.Gen != "" {
+		e, rej := v.gen(m, r)
+		return e, nil, rej
+	}
 	if err := CheckFileName(r.FileName); err != nil {
 		return nil, nil, reject(api.ReasonBadName, "%v", err)
 	}
@@ -434,4 +442,75 @@ func (v *Validator) verify(name string, data []byte) (*selector.ScheduleInfo, *R
 		rej.Message = strings.ReplaceAll(err.Error(), tmp, name)
 	}
 	return nil, rej
+}
+
+// gen validates a generated-schedule entry: "gen": ALGO with the
+// generator's parameters as fields, beside the usual collective, nranks
+// and policy fields (the form issue 20 adds to the schedule manifest). The
+// line must be one this build's manifest reader accepts: until the reader
+// knows "gen" it is rejected, with that reason, and nothing is published.
+func (v *Validator) gen(m *Model, r api.SchedRequest) (*Entry, *Rejection) {
+	if len(r.File) > 0 || r.FileName != "" {
+		return nil, reject(api.ReasonBadRequest, "--gen %s names a generator: give no schedule file", r.Gen)
+	}
+	if !policy.ValidName(r.Gen) {
+		return nil, reject(api.ReasonBadName, "generator name %q", r.Gen)
+	}
+	coll, err := ir.ParseCollective(r.Collective)
+	if err != nil {
+		return nil, reject(api.ReasonBadRequest, "--coll: %v", err)
+	}
+	if r.NRanks < 1 || r.NRanks > ir.MaxRanks {
+		return nil, reject(api.ReasonBadRequest, "--gen needs --nranks (1 to %d)", ir.MaxRanks)
+	}
+	usable, pref := r.Usable, r.Preference
+	if usable == "" {
+		usable = "true"
+	}
+	if pref == "" {
+		pref = "0"
+	}
+	u, du := policy.Compile(usable, m, policy.Options{Want: policy.WantBool, File: "usable", Line: 1, Col: 1, MaxVectorLen: v.MaxVectorLen})
+	p, dp := policy.Compile(pref, m, policy.Options{Want: policy.WantNumber, File: "preference", Line: 1, Col: 1, MaxVectorLen: v.MaxVectorLen})
+	if u == nil || p == nil {
+		rej := reject(api.ReasonBadExpression, "the policy does not compile against the attribute manifest of context %q", m.Name)
+		rej.Diagnostics = append(du, dp...)
+		return nil, rej
+	}
+	fields := map[string]json.RawMessage{}
+	put := func(k string, v any) { b, _ := json.Marshal(v); fields[k] = b }
+	put("gen", r.Gen)
+	for k, val := range r.Params {
+		if _, err := ParseValue(val, bc.Float, 0); err == nil {
+			fields[k] = json.RawMessage(strings.TrimSpace(val))
+		} else {
+			put(k, val)
+		}
+	}
+	put("collective", coll.String())
+	put("nranks", r.NRanks)
+	put("usable", usable)
+	put("preference", pref)
+	fields[manifest.UsableProgramField] = manifest.EncodeProgram(u)
+	fields[manifest.PreferenceProgramField] = manifest.EncodeProgram(p)
+	if r.Name != "" {
+		put("name", r.Name)
+	}
+	va, rej := v.validAfter(r.ValidAfter)
+	if rej != nil {
+		return nil, rej
+	}
+	if va != nil {
+		fields["valid_after"] = va
+	}
+	l, rej := line(fields)
+	if rej != nil {
+		return nil, rej
+	}
+	if _, ds := manifest.ParseSchedule(manifest.ScheduleManifest, len(m.scheds)+1, []byte(l), m.mopt); len(ds) > 0 {
+		rej := reject(api.ReasonBadRequest, "this build's schedule manifest reader does not accept the generated entry (%s): generated entries need the runtime of issue 20", ds[0].Msg)
+		rej.Diagnostics = ds
+		return nil, rej
+	}
+	return &Entry{Kind: api.KindSched, Line: l}, nil
 }

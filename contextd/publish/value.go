@@ -137,5 +137,7 @@ func rfc3339(ns int64) string {
 	if ns == manifest.Always {
 		return ""
 	}
-	return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
+	// valid_after is read back from a decimal of seconds (a float64):
+	// show it to the microsecond.
+	return time.Unix(0, ns).Round(time.Microsecond).UTC().Format(time.RFC3339Nano)
 }
