@@ -497,4 +497,3 @@ func (d *Daemon) ctxLock(name string) *sync.Mutex {
 	}
 	return m
 }
-
