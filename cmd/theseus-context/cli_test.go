@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/theseus-ccl/theseus/cmd/internal/cli"
+	"github.com/theseus-ccl/theseus/contextd"
+	"github.com/theseus-ccl/theseus/contextd/api"
+	"github.com/theseus-ccl/theseus/runtime/theseus"
+)
+
+// runCLI runs theseus-context in-process.
+func runCLI(t *testing.T, args ...string) (cli.ExitCode, string, string) {
+	t.Helper()
+	var out, errs bytes.Buffer
+	code := run(args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errs})
+	return code, out.String(), errs.String()
+}
+
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, errs := runCLI(t, args...)
+	if code != cli.ExitOK {
+		t.Fatalf("theseus-context %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errs)
+	}
+	return out
+}
+
+const ring2 = "../../examples/allreduce_pairs_2rank_simple.json"
+
+// startDaemon runs a single-node daemon in-process on a private socket.
+func startDaemon(t *testing.T) *contextd.Daemon {
+	t.Helper()
+	dir := t.TempDir()
+	d, err := contextd.Start(contextd.Config{DataDir: filepath.Join(dir, "data"), ContextsDir: filepath.Join(dir, "contexts"), Margin: -1, Name: "solo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestSingleNodeRuntimePicksUp: a daemon with default settings, then
+// theseus-context new attr and new sched: a communicator reading the
+// daemon's "default" context runs the new schedule.
+func TestSingleNodeRuntimePicksUp(t *testing.T) {
+	d := startDaemon(t)
+	sock := "--socket=" + d.Socket()
+	mustRun(t, sock, "new", "attr", "msgsize", "--origin", "endo", "--path", "request.messagesize")
+	out := mustRun(t, sock, "--json", "new", "sched", ring2, "--coll", "allreduce", "--usability", "msgsize <= 1048576", "--preference", "msgsize")
+	var p api.Published
+	if err := json.Unmarshal([]byte(out), &p); err != nil || !p.Applied || p.ID != 0 {
+		t.Fatalf("new sched: %s (%v)", out, err)
+	}
+	dir := filepath.Join(d.ContextsDir(), api.DefaultContext)
+	comms, err := theseus.NewLocalComms(context.Background(), 2, theseus.Config{Backend: "host", ContextDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Destroy()
+		}
+	}()
+	var wg sync.WaitGroup
+	ids := make([]int, 2)
+	errs := make([]error, 2)
+	for i, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf, err := c.MemAlloc(4096)
+			if err == nil {
+				err = c.AllReduce(buf, buf, 1024, theseus.Float32, theseus.Sum, nil)
+			}
+			errs[i], ids[i] = err, c.LastCall().Schedule
+		}()
+	}
+	wg.Wait()
+	for i := range comms {
+		if errs[i] != nil || ids[i] != p.ID {
+			t.Fatalf("rank %d ran schedule %d (%v), want the published %d", i, ids[i], errs[i], p.ID)
+		}
+	}
+	// list and show read the daemon's copy.
+	if out := mustRun(t, sock, "list"); !strings.Contains(out, "allreduce_pairs_2rank_simple") || !strings.Contains(out, "true") {
+		t.Fatalf("list:\n%s", out)
+	}
+	if out := mustRun(t, sock, "show", "msgsize"); !strings.Contains(out, "endo int from request.messagesize") {
+		t.Fatalf("show:\n%s", out)
+	}
+	if out := mustRun(t, sock, "status"); !strings.Contains(out, "solo") {
+		t.Fatalf("status:\n%s", out)
+	}
+}
+
+// TestLocalMode: the same commands without a daemon, init from the
+// default context, and the rejections' exit code and reasons.
+func TestLocalMode(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ctx")
+	loc := "--local=" + dir
+	out := mustRun(t, loc, "init", "--from", "default")
+	if !strings.Contains(out, "attributes") {
+		t.Fatalf("init: %s", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "slow_rank.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := runCLI(t, loc, "init")
+	if code != cli.ExitFindings || !strings.Contains(errs, "not_empty") {
+		t.Fatalf("init of a seeded context: exit %d, %s", code, errs)
+	}
+	mustRun(t, loc, "set", "slow_rank", "2", "--valid-after", "+0s")
+	out = mustRun(t, loc, "--json", "show", "slow_rank")
+	var a api.Attribute
+	if err := json.Unmarshal([]byte(out), &a); err != nil || a.Value != "2" || a.Values != 1 {
+		t.Fatalf("show slow_rank: %s", out)
+	}
+	for _, tc := range []struct {
+		args   []string
+		reason string
+	}{
+		{[]string{"set", "slow_rank", "two"}, "wrong_type"},
+		{[]string{"set", "nosuch", "1"}, "unknown_attribute"},
+		{[]string{"new", "sched", ring2, "--coll", "allreduce", "--preference", "nosuch + 1"}, "bad_expression"},
+		{[]string{"new", "sched", ring2, "--coll", "allgather"}, "invalid_schedule"},
+		{[]string{"new", "attr", "slow_rank", "--origin", "exo", "--type", "int"}, "duplicate"},
+		{[]string{"new", "sched", "--gen", "ring", "--coll", "allreduce", "--nranks", "4", "--param", "channels=2"}, "bad_request"},
+	} {
+		code, _, errs := runCLI(t, append([]string{loc}, tc.args...)...)
+		if code != cli.ExitFindings || !strings.Contains(errs, "rejected ("+tc.reason+")") {
+			t.Errorf("%v: exit %d, %s; want a rejection for %s", tc.args, code, errs, tc.reason)
+		}
+	}
+	if code, _, errs := runCLI(t, loc, "status"); code != cli.ExitUsage {
+		t.Errorf("status with --local: exit %d, %s", code, errs)
+	}
+	if code, _, errs := runCLI(t, "--socket", filepath.Join(t.TempDir(), "none.sock"), "list"); code != cli.ExitUsage || !strings.Contains(errs, "no theseus-contextd is running") {
+		t.Errorf("no daemon: exit %d, %s", code, errs)
+	}
+}
