@@ -472,6 +472,9 @@ func (d *Daemon) Close() error {
 	}
 	if d.m != nil {
 		d.m.w.Close()
+		if d.m.journal != nil {
+			d.m.journal.Close()
+		}
 	}
 	if d.cfg.Socket != "none" && d.cfg.Socket != "" && len(d.lns) > 0 {
 		os.Remove(d.cfg.Socket)

@@ -207,3 +207,19 @@ func TestClusterInProcess(t *testing.T) {
 		t.Fatalf("status: %+v", st)
 	}
 }
+
+// TestJournal: the checkpoint journal replays its deltas and ignores a
+// torn last line; a first line that is not a checkpoint is an error.
+func TestJournal(t *testing.T) {
+	p := filepath.Join(t.TempDir(), checkpointFile)
+	os.WriteFile(p, []byte(`{"version":1,"seq":3,"sizes":{"c/a.jsonl":10},"attr_seq":{"c":1}}`+"\n"+
+		`{"seq":5,"sizes":{"c/x.jsonl":4}}`+"\n"+`{"seq":9,"sizes":{"c/a.js`), 0o600)
+	cp, err := readJournal(p)
+	if err != nil || cp.Seq != 5 || cp.Sizes["c/a.jsonl"] != 10 || cp.Sizes["c/x.jsonl"] != 4 || cp.AttrSeq["c"] != 1 {
+		t.Fatalf("%+v, %v", cp, err)
+	}
+	os.WriteFile(p, []byte(`{"seq":5}`+"\n"), 0o600)
+	if _, err := readJournal(p); err == nil {
+		t.Fatal("a journal without its header was accepted")
+	}
+}

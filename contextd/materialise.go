@@ -1,6 +1,7 @@
 package contextd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,17 +21,23 @@ import (
 // checkpoint is what the materialiser has applied: the log sequence, the
 // bytes of every file it wrote (by path relative to the contexts root),
 // and per context the sequence of its last attribute entry (the
-// compare-and-set point of declarations). It is written atomically (a
-// temporary file, fsynced, renamed, the directory fsynced) after the
-// files it describes are fsynced.
+// compare-and-set point of declarations). It is kept in a journal,
+// DataDir/materialised.jsonl: the first line the whole state, every later
+// line what one batch changed, each appended and fsynced after the files
+// it describes are fsynced (one fsync per batch). Reading it replays the
+// lines and ignores a torn last one (a crash mid-append: the batch is
+// rolled forward again). Past journalMax bytes the journal is compacted:
+// the whole state written to a temporary file, fsynced, renamed over it.
 type checkpoint struct {
-	Version int               `json:"version"`
+	Version int               `json:"version,omitempty"`
 	Seq     uint64            `json:"seq"`
-	Sizes   map[string]int64  `json:"sizes"`
-	AttrSeq map[string]uint64 `json:"attr_seq"`
+	Sizes   map[string]int64  `json:"sizes,omitempty"`
+	AttrSeq map[string]uint64 `json:"attr_seq,omitempty"`
 }
 
-const checkpointFile = "materialised.json"
+const journalMax = 1 << 20
+
+const checkpointFile = "materialised.jsonl"
 
 // materialiser applies the log to this node's context directories.
 type materialiser struct {
@@ -41,26 +48,16 @@ type materialiser struct {
 	recent  map[uint64]int // seq -> position of the entry in its file, for replies; under d.mu
 	inbox   chan jetstream.Msg
 	cc      jetstream.ConsumeContext
+	journal *os.File
+	attrSeq map[string]uint64 // as recorded
 }
 
 func openMaterialiser(d *Daemon) (*materialiser, error) {
-	m := &materialiser{d: d, models: map[string]*publish.Model{}, recent: map[uint64]int{}, inbox: make(chan jetstream.Msg, 4096)}
-	cp := checkpoint{Sizes: map[string]int64{}, AttrSeq: map[string]uint64{}}
-	b, err := os.ReadFile(filepath.Join(d.cfg.DataDir, checkpointFile))
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
+	m := &materialiser{d: d, models: map[string]*publish.Model{}, recent: map[uint64]int{}, inbox: make(chan jetstream.Msg, 4096),
+		attrSeq: map[string]uint64{}}
+	cp, err := readJournal(filepath.Join(d.cfg.DataDir, checkpointFile))
+	if err != nil {
 		return nil, err
-	default:
-		if err := json.Unmarshal(b, &cp); err != nil || cp.Version != 1 {
-			return nil, fmt.Errorf("%s: not a checkpoint of this daemon (%v)", filepath.Join(d.cfg.DataDir, checkpointFile), err)
-		}
-		if cp.Sizes == nil {
-			cp.Sizes = map[string]int64{}
-		}
-		if cp.AttrSeq == nil {
-			cp.AttrSeq = map[string]uint64{}
-		}
 	}
 	m.applied = cp.Seq
 	m.w = &publish.Writer{Root: d.cfg.ContextsDir, Sizes: cp.Sizes}
@@ -82,7 +79,92 @@ func openMaterialiser(d *Daemon) (*materialiser, error) {
 		mod.AttrSeq = cp.AttrSeq[ctx]
 		m.models[ctx] = mod
 	}
+	for k, v := range cp.AttrSeq {
+		m.attrSeq[k] = v
+	}
+	// Start the journal afresh with the whole state.
+	if err := m.compact(cp); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// readJournal replays the checkpoint journal (an empty state when there
+// is none).
+func readJournal(path string) (checkpoint, error) {
+	cp := checkpoint{Sizes: map[string]int64{}, AttrSeq: map[string]uint64{}}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return cp, nil
+	}
+	if err != nil {
+		return cp, err
+	}
+	for n := 1; len(b) > 0; n++ {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			break // torn by a crash: that batch is rolled forward again
+		}
+		var x checkpoint
+		if err := json.Unmarshal(b[:i], &x); err != nil || n == 1 && x.Version != 1 {
+			return cp, fmt.Errorf("%s:%d: not a checkpoint of this daemon (%v)", path, n, err)
+		}
+		cp.Seq = x.Seq
+		for k, v := range x.Sizes {
+			cp.Sizes[k] = v
+		}
+		for k, v := range x.AttrSeq {
+			cp.AttrSeq[k] = v
+		}
+		b = b[i+1:]
+	}
+	return cp, nil
+}
+
+// compact replaces the journal with one line holding cp.
+func (m *materialiser) compact(cp checkpoint) error {
+	cp.Version = 1
+	b, err := json.Marshal(cp)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(m.d.cfg.DataDir, checkpointFile)
+	if err := writeAtomic(path, append(b, '\n')); err != nil {
+		return err
+	}
+	if m.journal != nil {
+		m.journal.Close()
+	}
+	m.journal, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
+	return err
+}
+
+// record appends what a batch changed to the journal and fsyncs it.
+func (m *materialiser) record(seq uint64, changed map[string]bool, attrSeq map[string]uint64) error {
+	x := checkpoint{Seq: seq, Sizes: map[string]int64{}, AttrSeq: map[string]uint64{}}
+	for rel := range changed {
+		x.Sizes[rel] = m.w.Sizes[rel]
+	}
+	for k, v := range attrSeq {
+		if m.attrSeq[k] != v {
+			x.AttrSeq[k] = v
+			m.attrSeq[k] = v
+		}
+	}
+	b, err := json.Marshal(x)
+	if err != nil {
+		return err
+	}
+	if _, err := m.journal.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	if err := m.journal.Sync(); err != nil {
+		return err
+	}
+	if st, err := m.journal.Stat(); err == nil && st.Size() > journalMax {
+		return m.compact(checkpoint{Seq: seq, Sizes: m.w.Sizes, AttrSeq: m.attrSeq})
+	}
+	return nil
 }
 
 // model returns context name's model (under d.mu), creating an empty one.
@@ -245,6 +327,7 @@ func (m *materialiser) apply(batch []jetstream.Msg) error {
 	if len(dones) == 0 {
 		return failure
 	}
+	changed := m.w.Dirty()
 	if err := m.w.Sync(); err != nil {
 		return err
 	}
@@ -260,16 +343,12 @@ func (m *materialiser) apply(batch []jetstream.Msg) error {
 			mod.AttrSeq = x.seq
 		}
 	}
-	cp := checkpoint{Version: 1, Seq: last, Sizes: m.w.Sizes, AttrSeq: map[string]uint64{}}
+	attrSeq := map[string]uint64{}
 	for name, mod := range m.models {
-		cp.AttrSeq[name] = mod.AttrSeq
+		attrSeq[name] = mod.AttrSeq
 	}
-	b, err := json.Marshal(cp)
 	d.mu.Unlock()
-	if err == nil {
-		err = writeAtomic(filepath.Join(d.cfg.DataDir, checkpointFile), b)
-	}
-	if err != nil {
+	if err := m.record(last, changed, attrSeq); err != nil {
 		return fmt.Errorf("recording the checkpoint: %w", err)
 	}
 	d.mu.Lock()

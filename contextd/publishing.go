@@ -95,9 +95,14 @@ func (d *Daemon) publish(ctx context.Context, name, kind string, build builder) 
 	if err := d.foreign(name); err != nil {
 		return nil, d.rejected(&publish.Rejection{Error: api.Error{Reason: api.ReasonBadRequest, Message: err.Error()}})
 	}
-	mu := d.ctxLock(name)
-	mu.Lock()
-	defer mu.Unlock()
+	if kind == api.KindAttr {
+		// Declarations are compare-and-set on the context's attribute
+		// subject: one at a time per node saves the retries. Schedules and
+		// values need no order among themselves beyond the log's.
+		mu := d.ctxLock(name)
+		mu.Lock()
+		defer mu.Unlock()
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	synced := false

@@ -173,6 +173,16 @@ func (w *Writer) appendLine(rel string, data []byte) error {
 	return nil
 }
 
+// Dirty returns the files (as Sizes names them) appended to since the
+// last Sync.
+func (w *Writer) Dirty() map[string]bool {
+	out := make(map[string]bool, len(w.dirty))
+	for rel := range w.dirty {
+		out[rel] = true
+	}
+	return out
+}
+
 // Sync fsyncs every file appended to since the last Sync.
 func (w *Writer) Sync() error {
 	for rel := range w.dirty {
