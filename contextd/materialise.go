@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -129,7 +128,7 @@ func (m *materialiser) compact(cp checkpoint) error {
 		return err
 	}
 	path := filepath.Join(m.d.cfg.DataDir, checkpointFile)
-	if err := writeAtomic(path, append(b, '\n')); err != nil {
+	if err := publish.WriteFileDurable(path, append(b, '\n'), 0o600); err != nil {
 		return err
 	}
 	if m.journal != nil {
@@ -415,32 +414,3 @@ func (m *materialiser) fetch(name string) ([]byte, error) {
 	}
 }
 
-// writeAtomic replaces path with data: a temporary file in its directory,
-// fsynced, renamed over path, the directory fsynced.
-func writeAtomic(p string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(p), "."+path.Base(filepath.ToSlash(p))+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if e := f.Close(); err == nil {
-		err = e
-	}
-	if err == nil {
-		err = os.Rename(tmp, p)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	dir, err := os.Open(filepath.Dir(p))
-	if err != nil {
-		return err
-	}
-	defer dir.Close()
-	return dir.Sync()
-}

@@ -254,14 +254,22 @@ func writeObject(dir string, o *Object, data func() ([]byte, error)) error {
 	if err := mkdirDurable(filepath.Dir(dst)); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(dst), ".tmp-"+o.Name[:16]+"-*")
+	return WriteFileDurable(dst, b, 0o644)
+}
+
+// WriteFileDurable replaces path with data, durably and atomically: a
+// temporary file in path's directory, given mode, fsynced, renamed over
+// path, the directory fsynced. A reader sees the old file or the whole new
+// one; after a crash, one of them is there.
+func WriteFileDurable(path string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
-	_, err = f.Write(b)
+	_, err = f.Write(data)
 	if err == nil {
-		err = f.Chmod(0o644)
+		err = f.Chmod(mode)
 	}
 	if err == nil {
 		err = f.Sync()
@@ -270,11 +278,11 @@ func writeObject(dir string, o *Object, data func() ([]byte, error)) error {
 		err = e
 	}
 	if err == nil {
-		err = os.Rename(tmp, dst)
+		err = os.Rename(tmp, path)
 	}
 	if err != nil {
 		os.Remove(tmp)
 		return err
 	}
-	return syncDir(filepath.Dir(dst))
+	return syncDir(filepath.Dir(path))
 }
