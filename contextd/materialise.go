@@ -413,4 +413,3 @@ func (m *materialiser) fetch(name string) ([]byte, error) {
 		}
 	}
 }
-
