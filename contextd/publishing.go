@@ -67,7 +67,11 @@ func (d *Daemon) Context(name string) (*api.Context, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	c := d.m.model(name).Context()
+	m := d.m.models[name]
+	if m == nil { // not published to (yet): empty, and not remembered
+		m = publish.NewModel(name, d.contextDir(name), d.cfg.MaxVectorLen)
+	}
+	c := m.Context()
 	return &c, nil
 }
 

@@ -178,15 +178,24 @@ func (g *globals) published(p *api.Published, err error) error {
 	}
 	if !p.Applied {
 		fmt.Fprintf(g.s.Err, "theseus-context: %s acknowledged but not yet applied on this node (see theseus-context status)\n", where)
-		fmt.Fprintf(g.s.Out, "%s published to %s (%s, %s)\n", what, g.context, where, when)
+		fmt.Fprintf(g.s.Out, "%s published to %s (%s, %s)\n", what, g.target(), where, when)
 		return nil
 	}
 	if p.Kind == api.KindSched {
-		fmt.Fprintf(g.s.Out, "schedule %d published to %s (%s, %s): %s\n", p.ID, g.context, where, when, p.File)
+		fmt.Fprintf(g.s.Out, "schedule %d published to %s (%s, %s): %s\n", p.ID, g.target(), where, when, p.File)
 		return nil
 	}
-	fmt.Fprintf(g.s.Out, "%s %d published to %s (%s, %s)\n", what, p.ID, g.context, where, when)
+	fmt.Fprintf(g.s.Out, "%s %d published to %s (%s, %s)\n", what, p.ID, g.target(), where, when)
 	return nil
 }
 
 func ctx() context.Context { return context.Background() }
+
+// target names what the commands address: the --local directory, or the
+// daemon's context.
+func (g *globals) target() string {
+	if g.local != "" {
+		return g.local
+	}
+	return "context " + g.context
+}
