@@ -138,7 +138,7 @@ func TestLocalMode(t *testing.T) {
 		{[]string{"new", "sched", ring2, "--coll", "allreduce", "--preference", "nosuch + 1"}, "bad_expression"},
 		{[]string{"new", "sched", ring2, "--coll", "allgather"}, "invalid_schedule"},
 		{[]string{"new", "attr", "slow_rank", "--origin", "exo", "--type", "int"}, "duplicate"},
-		{[]string{"new", "sched", "--gen", "ring", "--coll", "allreduce", "--nranks", "4", "--param", "channels=2"}, "bad_request"},
+		{[]string{"new", "sched", "--gen", "ring", "--coll", "allreduce", "--channels", "2", "--avoid", "1"}, "bad_request"},
 	} {
 		code, _, errs := runCLI(t, append([]string{loc}, tc.args...)...)
 		if code != cli.ExitFindings || !strings.Contains(errs, "rejected ("+tc.reason+")") {

@@ -21,7 +21,6 @@ import (
 func newSchedCmd(g *globals) *cobra.Command {
 	var r api.SchedRequest
 	var replaces int
-	var params []string
 	cmd := &cobra.Command{
 		Use:   "sched FILE --coll C [--usability EXPR] [--preference EXPR]",
 		Short: "Publish a schedule file and its policy; print its id",
@@ -32,9 +31,12 @@ the file (stored as schedules/<sha256><ext>) and its manifest entry, with the
 compiled programs beside the expressions. It prints the schedule's id.
 
 --gen ALGO publishes a generated-schedule entry instead of a file: a built-in
-generator and its parameters (--param k=v); it needs --nranks.`,
+generator (theseusc gen --list) and its parameters (--protocol, --channels,
+--avoid); the runtime builds its program for each communicator's shape, and
+--nranks is optional (default: any).`,
 		Example: `  theseus-context new sched ring.tsb --coll allreduce --preference 10
-  theseus-context new sched avoid.json --coll allreduce --replaces 1 --usability 'slow_rank >= 0' --preference 12`,
+  theseus-context new sched avoid.json --coll allreduce --replaces 1 --usability 'slow_rank >= 0' --preference 12
+  theseus-context new sched --gen ring --coll allreduce --channels 'clamp(64 / nranks, 1, 32)' --preference 5`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&r.Collective, "coll", "", "the schedule's collective (required): allreduce, allgather, ...")
@@ -48,8 +50,10 @@ generator and its parameters (--param k=v); it needs --nranks.`,
 	f.IntVar(&r.NLocalRanks, "nlocalranks", 0, "ranks per node it needs (default: the file's)")
 	f.Int64Var(&r.MinBytes, "min-bytes", 0, "smallest message size in bytes it serves (default: the file's)")
 	f.Int64Var(&r.MaxBytes, "max-bytes", 0, "largest message size in bytes it serves (default: the file's)")
-	f.StringVar(&r.Gen, "gen", "", "a built-in generator instead of FILE (issue 20's generated entries)")
-	f.StringArrayVar(&params, "param", nil, "a generator parameter, k=v (repeatable; with --gen)")
+	f.StringVar(&r.Gen, "gen", "", "a built-in generator instead of FILE: a generated-schedule entry")
+	f.StringVar(&r.Protocol, "protocol", "", "with --gen: simple (default) or ll")
+	f.StringVar(&r.Channels, "channels", "", "with --gen: parallel lanes, an integer or an expression over nranks and nlocalranks")
+	f.IntSliceVar(&r.Avoid, "avoid", nil, "with --gen: ranks to keep off relaying paths (comma-separated)")
 	cmd.RunE = cli.RunE(func(cmd *cobra.Command, args []string) error {
 		if r.Collective == "" {
 			return cli.Usagef("--coll is required")
@@ -60,19 +64,11 @@ generator and its parameters (--param k=v); it needs --nranks.`,
 		switch {
 		case r.Gen != "" && len(args) > 0:
 			return cli.Usagef("--gen names a generator: give no FILE")
+		case r.Gen == "" && (r.Protocol != "" || r.Channels != "" || len(r.Avoid) > 0):
+			return cli.Usagef("--protocol, --channels and --avoid go with --gen")
 		case r.Gen != "":
-			r.Params = map[string]string{}
-			for _, p := range params {
-				k, v, ok := strings.Cut(p, "=")
-				if !ok || k == "" {
-					return cli.Usagef("--param %q: want k=v", p)
-				}
-				r.Params[k] = v
-			}
 		case len(args) != 1:
 			return cli.Usagef("want one FILE (or --gen ALGO), got %d argument(s)", len(args))
-		case len(params) > 0:
-			return cli.Usagef("--param goes with --gen")
 		default:
 			data, err := readFile(args[0], publish.DefaultMaxScheduleBytes)
 			if err != nil {

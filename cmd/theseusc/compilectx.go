@@ -118,4 +118,3 @@ func compileContext(dir string, check bool, s cli.Streams) error {
 	fmt.Fprintf(s.Err, "compile --context: %s: %d schedule entr%s precompiled\n", sf, done, map[bool]string{true: "y", false: "ies"}[done == 1])
 	return nil
 }
-

@@ -98,13 +98,18 @@ type SchedRequest struct {
 	ValidAfter string `json:"valid_after,omitempty"`
 	Name       string `json:"name,omitempty"` // default: the file's base name without extension
 	Comment    string `json:"comment,omitempty"`
-	// Gen names a built-in generator instead of a file (issue 20's
-	// generated-schedule entry: "gen": ALGO plus its parameters as fields);
-	// File and FileName are then empty, and NRanks is required. Params
-	// are the generator's parameters, each written as a JSON number when
-	// it reads as one and as a string otherwise.
-	Gen    string            `json:"gen,omitempty"`
-	Params map[string]string `json:"params,omitempty"`
+	// Gen names a built-in generator (compiler/gen) instead of a file: a
+	// generated-schedule entry, "gen": ALGO (docs/selection-context.md
+	// §5, issue 20), whose program the runtime builds for the
+	// communicator's shape. File and FileName are then empty; NRanks 0
+	// serves any world size the generator supports. Protocol ("simple",
+	// "ll"), Channels (an integer or a policy expression over nranks and
+	// nlocalranks) and Avoid (ranks kept off relaying paths) are its
+	// parameters, each left out when empty.
+	Gen      string `json:"gen,omitempty"`
+	Protocol string `json:"protocol,omitempty"`
+	Channels string `json:"channels,omitempty"`
+	Avoid    []int  `json:"avoid,omitempty"`
 }
 
 // ValueRequest appends a value to an exogenous attribute's log

@@ -52,6 +52,14 @@ func Seed(fsys fs.FS) ([]Request, error) {
 		return nil, err
 	}
 	err = seedLines(fsys, manifest.ScheduleManifest, func(n int, line []byte) error {
+		if field(line, "gen") != "" {
+			r, err := seedGen(line)
+			if err != nil {
+				return fmt.Errorf("%s:%d: %w", manifest.ScheduleManifest, n, err)
+			}
+			out = append(out, Request{Sched: r})
+			return nil
+		}
 		s, ds := manifest.ParseSchedule(manifest.ScheduleManifest, n, line, manifest.Options{})
 		if len(ds) > 0 {
 			return fmt.Errorf("%s", ds[0])
@@ -142,4 +150,51 @@ func validAfterText(ns int64) string {
 		return api.ValidAlways
 	}
 	return string(raw)
+}
+
+// seedGen reads a generated-schedule entry ("gen": ALGO, issue 20) as a
+// request; the validator builds its line again and checks it with the
+// manifest reader.
+func seedGen(line []byte) (*api.SchedRequest, error) {
+	var g struct {
+		Gen         string          `json:"gen"`
+		Protocol    string          `json:"protocol"`
+		Channels    json.RawMessage `json:"channels"`
+		Avoid       []int           `json:"avoid"`
+		Collective  string          `json:"collective"`
+		NRanks      int             `json:"nranks"`
+		NLocalRanks int             `json:"nlocalranks"`
+		MinBytes    int64           `json:"min_bytes"`
+		MaxBytes    int64           `json:"max_bytes"`
+		InPlace     *bool           `json:"inplace"`
+		OutOfPlace  *bool           `json:"outofplace"`
+		Usable      string          `json:"usable"`
+		Preference  string          `json:"preference"`
+		Replaces    *int            `json:"replaces"`
+		ValidAfter  json.RawMessage `json:"valid_after"`
+		Name        string          `json:"name"`
+		Comment     string          `json:"comment"`
+	}
+	if err := json.Unmarshal(line, &g); err != nil {
+		return nil, fmt.Errorf("generated entry: %v", err)
+	}
+	r := &api.SchedRequest{Gen: g.Gen, Protocol: g.Protocol, Avoid: g.Avoid, Collective: g.Collective, NRanks: g.NRanks,
+		NLocalRanks: g.NLocalRanks, MinBytes: g.MinBytes, MaxBytes: g.MaxBytes, InPlace: g.InPlace, OutOfPlace: g.OutOfPlace,
+		Usable: g.Usable, Preference: g.Preference, Replaces: g.Replaces, Name: g.Name, Comment: g.Comment, ValidAfter: api.ValidAlways}
+	if len(g.Channels) > 0 {
+		var s string
+		if json.Unmarshal(g.Channels, &s) == nil {
+			r.Channels = s
+		} else {
+			r.Channels = string(g.Channels)
+		}
+	}
+	if len(g.ValidAfter) > 0 {
+		var s string
+		if json.Unmarshal(g.ValidAfter, &s) != nil {
+			s = string(g.ValidAfter)
+		}
+		r.ValidAfter = s
+	}
+	return r, nil
 }

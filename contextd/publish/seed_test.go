@@ -70,3 +70,17 @@ func TestSeedRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestSeedGenerated: a generated-schedule entry is seeded as one, with its
+// parameters.
+func TestSeedGenerated(t *testing.T) {
+	reqs, err := Seed(fstest.MapFS{manifest.ScheduleManifest: {Data: []byte(
+		`{"gen":"ring","protocol":"ll","channels":"clamp(64 / nranks, 1, 32)","avoid":[2],"collective":"allreduce","preference":"5","valid_after":1700000000}` + "\n")}})
+	if err != nil || len(reqs) != 1 || reqs[0].Sched == nil {
+		t.Fatalf("%v, %v", reqs, err)
+	}
+	r := reqs[0].Sched
+	if r.Gen != "ring" || r.Protocol != "ll" || r.Channels != "clamp(64 / nranks, 1, 32)" || len(r.Avoid) != 1 || r.ValidAfter != "1700000000" || r.NRanks != 0 {
+		t.Fatalf("%+v", r)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -445,10 +446,12 @@ func (v *Validator) verify(name string, data []byte) (*selector.ScheduleInfo, *R
 }
 
 // gen validates a generated-schedule entry: "gen": ALGO with the
-// generator's parameters as fields, beside the usual collective, nranks
-// and policy fields (the form issue 20 adds to the schedule manifest). The
-// line must be one this build's manifest reader accepts: until the reader
-// knows "gen" it is rejected, with that reason, and nothing is published.
+// generator's parameters (protocol, channels, avoid) beside the usual
+// collective, nranks, constraint and policy fields, the form issue 20 adds
+// to the schedule manifest. The line must read back through this build's
+// manifest reader, which checks the algorithm serves the collective and
+// the parameters; a build whose reader does not know "gen" rejects it with
+// that reason, and nothing is published.
 func (v *Validator) gen(m *Model, r api.SchedRequest) (*Entry, *Rejection) {
 	if len(r.File) > 0 || r.FileName != "" {
 		return nil, reject(api.ReasonBadRequest, "--gen %s names a generator: give no schedule file", r.Gen)
@@ -460,8 +463,18 @@ func (v *Validator) gen(m *Model, r api.SchedRequest) (*Entry, *Rejection) {
 	if err != nil {
 		return nil, reject(api.ReasonBadRequest, "--coll: %v", err)
 	}
-	if r.NRanks < 1 || r.NRanks > ir.MaxRanks {
-		return nil, reject(api.ReasonBadRequest, "--gen needs --nranks (1 to %d)", ir.MaxRanks)
+	if r.NRanks < 0 || r.NRanks > ir.MaxRanks {
+		return nil, reject(api.ReasonBadRequest, "--nranks %d: want 0 (any) to %d", r.NRanks, ir.MaxRanks)
+	}
+	for what, s := range map[string]string{"usable": r.Usable, "preference": r.Preference, "channels": r.Channels} {
+		if len(s) > MaxExprBytes {
+			return nil, reject(api.ReasonTooLarge, "the %s expression is %d bytes, over the limit of %d", what, len(s), MaxExprBytes)
+		}
+	}
+	for what, s := range map[string]string{"name": r.Name, "comment": r.Comment} {
+		if rej := text(what, s); rej != nil {
+			return nil, rej
+		}
 	}
 	usable, pref := r.Usable, r.Preference
 	if usable == "" {
@@ -474,41 +487,57 @@ func (v *Validator) gen(m *Model, r api.SchedRequest) (*Entry, *Rejection) {
 	p, dp := policy.Compile(pref, m, policy.Options{Want: policy.WantNumber, File: "preference", Line: 1, Col: 1, MaxVectorLen: v.MaxVectorLen})
 	if u == nil || p == nil {
 		rej := reject(api.ReasonBadExpression, "the policy does not compile against the attribute manifest of context %q", m.Name)
-		rej.Diagnostics = append(du, dp...)
-		return nil, rej
-	}
-	fields := map[string]json.RawMessage{}
-	put := func(k string, v any) { b, _ := json.Marshal(v); fields[k] = b }
-	put("gen", r.Gen)
-	for k, val := range r.Params {
-		if _, err := ParseValue(val, bc.Float, 0); err == nil {
-			fields[k] = json.RawMessage(strings.TrimSpace(val))
-		} else {
-			put(k, val)
+		for _, d := range append(du, dp...) {
+			if d.Severity == diag.Error {
+				rej.Diagnostics = append(rej.Diagnostics, d)
+				rej.ModelDependent = rej.ModelDependent || d.Code == diag.PolicyUnknown
+			}
 		}
-	}
-	put("collective", coll.String())
-	put("nranks", r.NRanks)
-	put("usable", usable)
-	put("preference", pref)
-	fields[manifest.UsableProgramField] = manifest.EncodeProgram(u)
-	fields[manifest.PreferenceProgramField] = manifest.EncodeProgram(p)
-	if r.Name != "" {
-		put("name", r.Name)
+		return nil, rej
 	}
 	va, rej := v.validAfter(r.ValidAfter)
 	if rej != nil {
 		return nil, rej
 	}
-	if va != nil {
-		fields["valid_after"] = va
+	var channels json.RawMessage
+	if c := strings.TrimSpace(r.Channels); c != "" {
+		if _, err := strconv.ParseInt(c, 10, 64); err == nil {
+			channels = json.RawMessage(c)
+		} else {
+			channels, _ = json.Marshal(r.Channels)
+		}
 	}
+	fields := struct {
+		Gen               string          `json:"gen"`
+		Protocol          string          `json:"protocol,omitempty"`
+		Channels          json.RawMessage `json:"channels,omitempty"`
+		Avoid             []int           `json:"avoid,omitempty"`
+		Collective        string          `json:"collective"`
+		NRanks            int             `json:"nranks,omitempty"`
+		NLocalRanks       int             `json:"nlocalranks,omitempty"`
+		MinBytes          int64           `json:"min_bytes,omitempty"`
+		MaxBytes          int64           `json:"max_bytes,omitempty"`
+		InPlace           *bool           `json:"inplace,omitempty"`
+		OutOfPlace        *bool           `json:"outofplace,omitempty"`
+		Usable            string          `json:"usable"`
+		Preference        string          `json:"preference"`
+		UsableProgram     json.RawMessage `json:"usable_program"`
+		PreferenceProgram json.RawMessage `json:"preference_program"`
+		ValidAfter        json.RawMessage `json:"valid_after,omitempty"`
+		Name              string          `json:"name,omitempty"`
+		Comment           string          `json:"comment,omitempty"`
+	}{r.Gen, r.Protocol, channels, r.Avoid, coll.String(), r.NRanks, r.NLocalRanks, r.MinBytes, r.MaxBytes, r.InPlace, r.OutOfPlace,
+		usable, pref, manifest.EncodeProgram(u), manifest.EncodeProgram(p), va, r.Name, r.Comment}
 	l, rej := line(fields)
 	if rej != nil {
 		return nil, rej
 	}
 	if _, ds := manifest.ParseSchedule(manifest.ScheduleManifest, len(m.scheds)+1, []byte(l), m.mopt); len(ds) > 0 {
-		rej := reject(api.ReasonBadRequest, "this build's schedule manifest reader does not accept the generated entry (%s): generated entries need the runtime of issue 20", ds[0].Msg)
+		why := ds[0].Msg
+		rej := reject(api.ReasonBadRequest, "the generated entry is invalid: %s", why)
+		if strings.Contains(why, `unknown field "gen"`) {
+			rej.Message = "this build's schedule manifest reader does not know generated entries (\"gen\", issue 20): nothing published"
+		}
 		rej.Diagnostics = ds
 		return nil, rej
 	}

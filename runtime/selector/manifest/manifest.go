@@ -111,8 +111,9 @@ type Schedule struct {
 	PreferenceCol int
 	// UsableProgram and PreferenceProgram are the precompiled programs of
 	// the two expressions (bytecode.Marshal, decoded from the base64 of the
-	// usable_program and preference_program fields; nil when absent). The
-	// runtime uses one only when Program and CheckImports accept it.
+	// usable_program and preference_program fields, which ParseSchedule
+	// also reads; nil when absent). The runtime uses one only when Program
+	// and CheckImports accept it.
 	UsableProgram     []byte
 	PreferenceProgram []byte
 	// Replaces is the id of the entry this one replaces, or -1.
@@ -282,10 +283,9 @@ func ParseAttribute(file string, line int, text []byte, opt Options) (Attribute,
 // line-1) of a schedule manifest. Fields (docs/selection-context.md): file,
 // collective, nranks (required); nlocalranks, min_bytes, max_bytes,
 // inplace, outofplace (optional constraints); usable (default "true"),
-// preference (default "0"), usable_program and preference_program (their
-// precompiled programs, base64; see Program); replaces (an earlier id);
-// valid_after; name, comment. The expressions are not compiled here (that
-// needs the attribute manifest). Errors: TS0001–TS0004, TS0012 unknown collective.
+// preference (default "0"); replaces (an earlier id); valid_after; name,
+// comment. The expressions are not compiled here (that needs the attribute
+// manifest). Errors: TS0001–TS0004, TS0012 unknown collective.
 func ParseSchedule(file string, line int, text []byte, opt Options) (Schedule, []diag.Diagnostic) {
 	c := &lineCtx{file: file, line: line, text: text}
 	s := Schedule{Replaces: -1, ValidAfter: Always, Usable: "true", Preference: "0"}
@@ -353,7 +353,7 @@ func ParseSchedule(file string, line int, text []byte, opt Options) (Schedule, [
 				s.Name = v
 			}
 		default:
-			c.errorf(diag.UnknownField, f.KeyOff, "fields: file, collective, nranks, nlocalranks, min_bytes, max_bytes, inplace, outofplace, usable, preference, usable_program, preference_program, replaces, valid_after, name, comment",
+			c.errorf(diag.UnknownField, f.KeyOff, "fields: file, collective, nranks, nlocalranks, min_bytes, max_bytes, inplace, outofplace, usable, preference, replaces, valid_after, name, comment",
 				"unknown field %q in a schedule entry", f.Key)
 		}
 	}
