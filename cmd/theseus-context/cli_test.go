@@ -14,6 +14,7 @@ import (
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 	"github.com/theseus-ccl/theseus/contextd"
 	"github.com/theseus-ccl/theseus/contextd/api"
+	"github.com/theseus-ccl/theseus/runtime/selector/manifest"
 	"github.com/theseus-ccl/theseus/runtime/theseus"
 )
 
@@ -138,12 +139,21 @@ func TestLocalMode(t *testing.T) {
 		{[]string{"new", "sched", ring2, "--coll", "allreduce", "--preference", "nosuch + 1"}, "bad_expression"},
 		{[]string{"new", "sched", ring2, "--coll", "allgather"}, "invalid_schedule"},
 		{[]string{"new", "attr", "slow_rank", "--origin", "exo", "--type", "int"}, "duplicate"},
-		{[]string{"new", "sched", "--gen", "ring", "--coll", "allreduce", "--channels", "2", "--avoid", "1"}, "bad_request"},
 	} {
 		code, _, errs := runCLI(t, append([]string{loc}, tc.args...)...)
 		if code != cli.ExitFindings || !strings.Contains(errs, "rejected ("+tc.reason+")") {
 			t.Errorf("%v: exit %d, %s; want a rejection for %s", tc.args, code, errs, tc.reason)
 		}
+	}
+	// A generated entry: published where the manifest reader knows "gen"
+	// (issue 20), refused with that reason where it does not.
+	_, ds := manifest.ParseSchedule("s", 1, []byte(`{"gen":"ring","collective":"allreduce"}`), manifest.Options{})
+	code, out, errs = runCLI(t, loc, "--json", "new", "sched", "--gen", "ring", "--coll", "allreduce", "--channels", "2", "--preference", "msgsize < 0 ? 0 : 1")
+	switch {
+	case len(ds) == 0 && (code != cli.ExitOK || !strings.Contains(out, `\"gen\":\"ring\"`) || !strings.Contains(out, `\"channels\":2`)):
+		t.Errorf("new sched --gen: exit %d\n%s%s", code, out, errs)
+	case len(ds) > 0 && (code != cli.ExitFindings || !strings.Contains(errs, "does not know generated entries")):
+		t.Errorf("new sched --gen on a build without generated entries: exit %d\n%s%s", code, out, errs)
 	}
 	if code, _, errs := runCLI(t, loc, "status"); code != cli.ExitUsage {
 		t.Errorf("status with --local: exit %d, %s", code, errs)
