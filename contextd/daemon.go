@@ -54,7 +54,9 @@ const (
 // Subject is the log subject of entries of kind in context name.
 func Subject(name, kind string) string { return subjectPrefix + name + "." + kind }
 
-// Config configures a daemon. Zero fields take the documented defaults.
+// Config configures a daemon. Zero fields take the documented defaults,
+// except Margin, whose default is asked for with a negative value (zero
+// means no margin).
 type Config struct {
 	// DataDir holds the JetStream store, the checkpoint, the lock and the
 	// default socket (default ~/.theseus/contextd; created mode 0700).

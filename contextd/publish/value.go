@@ -102,8 +102,8 @@ func ResolveValidAfter(s string, now time.Time, margin time.Duration) (int64, er
 		return manifest.Always, nil
 	case strings.HasPrefix(s, "+"):
 		d, err := time.ParseDuration(s[1:])
-		if err != nil || d < 0 {
-			return 0, fmt.Errorf("valid_after %q: want +DURATION such as +0s, +500ms or +2m", s)
+		if err != nil || d < 0 || d > 100*365*24*time.Hour {
+			return 0, fmt.Errorf("valid_after %q: want +DURATION such as +0s, +500ms or +2m, at most 100 years", s)
 		}
 		return now.Add(d).Round(time.Millisecond).UnixNano(), nil
 	}

@@ -100,3 +100,29 @@ func FuzzParseValue(f *testing.F) {
 		}
 	})
 }
+
+// FuzzResolveValidAfter: --valid-after never panics, and every time it
+// accepts is written as a valid_after the runtime reads back as that time.
+func FuzzResolveValidAfter(f *testing.F) {
+	for _, s := range []string{"", "+0s", "+1h30m", "always", "1700000000.5", "2026-01-02T03:04:05Z", "2026-01-02 03:04", "-5", "+-1s", "9e99"} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, s string) {
+		ns, err := ResolveValidAfter(s, now, time.Second)
+		if err != nil {
+			return
+		}
+		raw, ok := FormatValidAfter(ns)
+		if !ok {
+			if ns != manifest.Always {
+				t.Fatalf("%q: %d has no field", s, ns)
+			}
+			return
+		}
+		got, err := manifest.ParseTime(string(raw), time.UTC)
+		if d := got - ns; err != nil || d > 1000 || d < -1000 {
+			t.Fatalf("%q: %d written %s reads back as %d, %v", s, ns, raw, got, err)
+		}
+	})
+}
