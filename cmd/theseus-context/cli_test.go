@@ -37,37 +37,40 @@ func mustRun(t *testing.T, args ...string) string {
 
 const ring2 = "../../examples/allreduce_pairs_2rank_simple.json"
 
-// startDaemon runs a single-node daemon in-process on a private socket.
-func startDaemon(t *testing.T) *contextd.Daemon {
-	t.Helper()
-	dir := t.TempDir()
-	d, err := contextd.Start(contextd.Config{DataDir: filepath.Join(dir, "data"), ContextsDir: filepath.Join(dir, "contexts"), Margin: -1, Name: "solo"})
+// TestSingleNodeRuntimePicksUp: the single-node default, end to end with
+// no flags anywhere: a daemon with the defaults of theseus-contextd
+// without flags (data in ~/.theseus/contextd, contexts in
+// ~/.theseus/contexts), theseus-context new attr and new sched without
+// flags, and a communicator with no context configured
+// ($HOME/.theseus/contexts/default) runs the new schedule.
+func TestSingleNodeRuntimePicksUp(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("THESEUS_SELECTION_CONTEXT", "")
+	t.Setenv("MSCCLPP_SELECTION_CONTEXT", "")
+	d, err := contextd.Start(contextd.Config{Margin: -1}) // theseus-contextd's flag defaults
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { d.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer d.Close()
+	rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := d.Ready(ctx); err != nil {
+	if err := d.Ready(rctx); err != nil {
 		t.Fatal(err)
 	}
-	return d
-}
-
-// TestSingleNodeRuntimePicksUp: a daemon with default settings, then
-// theseus-context new attr and new sched: a communicator reading the
-// daemon's "default" context runs the new schedule.
-func TestSingleNodeRuntimePicksUp(t *testing.T) {
-	d := startDaemon(t)
-	sock := "--socket=" + d.Socket()
-	mustRun(t, sock, "new", "attr", "msgsize", "--origin", "endo", "--path", "request.messagesize")
-	out := mustRun(t, sock, "--json", "new", "sched", ring2, "--coll", "allreduce", "--usability", "msgsize <= 1048576", "--preference", "msgsize")
+	if want := filepath.Join(home, ".theseus", "contextd", "api.sock"); d.Socket() != want {
+		t.Fatalf("socket %s, want %s", d.Socket(), want)
+	}
+	mustRun(t, "new", "attr", "msgsize", "--origin", "endo", "--path", "request.messagesize")
+	out := mustRun(t, "--json", "new", "sched", ring2, "--coll", "allreduce", "--usability", "msgsize <= 1048576", "--preference", "msgsize")
 	var p api.Published
 	if err := json.Unmarshal([]byte(out), &p); err != nil || !p.Applied || p.ID != 0 {
 		t.Fatalf("new sched: %s (%v)", out, err)
 	}
-	dir := filepath.Join(d.ContextsDir(), api.DefaultContext)
-	comms, err := theseus.NewLocalComms(context.Background(), 2, theseus.Config{Backend: "host", ContextDir: dir})
+	if dir := theseus.DefaultContextDir(); dir != filepath.Join(home, ".theseus", "contexts", "default") {
+		t.Fatalf("the runtime's default context is %s", dir)
+	}
+	comms, err := theseus.NewLocalComms(context.Background(), 2, theseus.Config{Backend: "host"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +99,7 @@ func TestSingleNodeRuntimePicksUp(t *testing.T) {
 			t.Fatalf("rank %d ran schedule %d (%v), want the published %d", i, ids[i], errs[i], p.ID)
 		}
 	}
+	sock := "--socket=" + d.Socket()
 	// list and show read the daemon's copy.
 	if out := mustRun(t, sock, "list"); !strings.Contains(out, "allreduce_pairs_2rank_simple") || !strings.Contains(out, "true") {
 		t.Fatalf("list:\n%s", out)
@@ -103,7 +107,7 @@ func TestSingleNodeRuntimePicksUp(t *testing.T) {
 	if out := mustRun(t, sock, "show", "msgsize"); !strings.Contains(out, "endo int from request.messagesize") {
 		t.Fatalf("show:\n%s", out)
 	}
-	if out := mustRun(t, sock, "status"); !strings.Contains(out, "solo") {
+	if out := mustRun(t, sock, "status"); !strings.Contains(out, d.Name()) || !strings.Contains(out, "default") {
 		t.Fatalf("status:\n%s", out)
 	}
 }
