@@ -319,30 +319,12 @@ func (v *Validator) Sched(m *Model, r api.SchedRequest) (*Entry, []byte, *Reject
 	if nranks == 0 {
 		nranks = info.NRanks
 	}
-	usable, pref := r.Usable, r.Preference
-	if usable == "" {
-		usable = "true"
-	}
-	if pref == "" {
-		pref = "0"
-	}
 	name := r.Name
 	if name == "" {
 		name = strings.TrimSuffix(r.FileName, filepath.Ext(r.FileName))
 	}
-	// The expressions, compiled against the attributes declared now.
-	u, du := policy.Compile(usable, m, policy.Options{Want: policy.WantBool, File: "usable", Line: 1, Col: 1, MaxVectorLen: v.MaxVectorLen})
-	p, dp := policy.Compile(pref, m, policy.Options{Want: policy.WantNumber, File: "preference", Line: 1, Col: 1, MaxVectorLen: v.MaxVectorLen})
-	if u == nil || p == nil {
-		rej := reject(api.ReasonBadExpression, "the policy does not compile against the attribute manifest of context %q", m.Name)
-		for _, d := range append(du, dp...) {
-			if d.Severity == diag.Error {
-				rej.Diagnostics = append(rej.Diagnostics, d)
-				if d.Code == diag.PolicyUnknown {
-					rej.ModelDependent = true
-				}
-			}
-		}
+	usable, pref, u, p, rej := v.policy(m, r.Usable, r.Preference)
+	if rej != nil {
 		return nil, nil, rej
 	}
 	replaces := -1
@@ -476,23 +458,8 @@ func (v *Validator) gen(m *Model, r api.SchedRequest) (*Entry, *Rejection) {
 			return nil, rej
 		}
 	}
-	usable, pref := r.Usable, r.Preference
-	if usable == "" {
-		usable = "true"
-	}
-	if pref == "" {
-		pref = "0"
-	}
-	u, du := policy.Compile(usable, m, policy.Options{Want: policy.WantBool, File: "usable", Line: 1, Col: 1, MaxVectorLen: v.MaxVectorLen})
-	p, dp := policy.Compile(pref, m, policy.Options{Want: policy.WantNumber, File: "preference", Line: 1, Col: 1, MaxVectorLen: v.MaxVectorLen})
-	if u == nil || p == nil {
-		rej := reject(api.ReasonBadExpression, "the policy does not compile against the attribute manifest of context %q", m.Name)
-		for _, d := range append(du, dp...) {
-			if d.Severity == diag.Error {
-				rej.Diagnostics = append(rej.Diagnostics, d)
-				rej.ModelDependent = rej.ModelDependent || d.Code == diag.PolicyUnknown
-			}
-		}
+	usable, pref, u, p, rej := v.policy(m, r.Usable, r.Preference)
+	if rej != nil {
 		return nil, rej
 	}
 	va, rej := v.validAfter(r.ValidAfter)
@@ -542,4 +509,31 @@ func (v *Validator) gen(m *Model, r api.SchedRequest) (*Entry, *Rejection) {
 		return nil, rej
 	}
 	return &Entry{Kind: api.KindSched, Line: l}, nil
+}
+
+// policy compiles a schedule's usable and preference expressions ("" :
+// "true" and "0") against the attributes m declares now, and returns their
+// texts and programs, or the rejection with the compiler's errors (an
+// undeclared attribute makes it ModelDependent: it may be declared on
+// another node a moment ago).
+func (v *Validator) policy(m *Model, usable, pref string) (string, string, *bc.Program, *bc.Program, *Rejection) {
+	if usable == "" {
+		usable = "true"
+	}
+	if pref == "" {
+		pref = "0"
+	}
+	u, du := policy.Compile(usable, m, policy.Options{Want: policy.WantBool, File: "usable", Line: 1, Col: 1, MaxVectorLen: v.MaxVectorLen})
+	p, dp := policy.Compile(pref, m, policy.Options{Want: policy.WantNumber, File: "preference", Line: 1, Col: 1, MaxVectorLen: v.MaxVectorLen})
+	if u != nil && p != nil {
+		return usable, pref, u, p, nil
+	}
+	rej := reject(api.ReasonBadExpression, "the policy does not compile against the attribute manifest of context %q", m.Name)
+	for _, d := range append(du, dp...) {
+		if d.Severity == diag.Error {
+			rej.Diagnostics = append(rej.Diagnostics, d)
+			rej.ModelDependent = rej.ModelDependent || d.Code == diag.PolicyUnknown
+		}
+	}
+	return "", "", nil, nil, rej
 }
