@@ -18,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
+	"github.com/theseus-ccl/theseus/contextd/client"
 	"github.com/theseus-ccl/theseus/examples/contexts"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/theseus"
@@ -40,6 +41,7 @@ type benchCmd struct {
 	plot                          string
 	hotswap                       bool
 	hotswapAttr                   string
+	contextd                      string
 	rootAddr, idFile              string
 	device                        int
 	timeout                       time.Duration
@@ -100,6 +102,7 @@ different schedules, 2 usage error, 3 failure (a collective failed).`,
 	f.BoolVar(&b.csv, "csv", false, "shorthand for --format=csv")
 	f.StringVar(&b.plot, "plot", "", "also draw algbw and busbw against size into this .png file")
 	f.BoolVar(&b.hotswap, "hotswap", true, "run the hot-swap demonstration after the table")
+	f.StringVar(&b.contextd, "contextd", client.DefaultSocket(), `the hot swap publishes through the context daemon on this socket when it serves --context ("none": never)`)
 	f.StringVar(&b.hotswapAttr, "hotswap-attr", hsAuto, "attribute the hot swap flips: auto (slow_rank at 3 ranks or more, else ll_max_bytes), slow_rank or ll_max_bytes")
 	f.StringVar(&b.rootAddr, "root-addr", "", "multi-process mode: host:port where rank 0 serves the unique id (default MASTER_ADDR:MASTER_PORT)")
 	f.StringVar(&b.idFile, "id-file", "", "multi-process mode: a fresh file on a shared file system where rank 0 writes the unique id")
@@ -545,17 +548,25 @@ func (b *benchCmd) hotSwapPhase(ctx context.Context, cfg *config, dir string, w 
 	if skipped != "" {
 		return &HotSwap{Skipped: skipped}, nil
 	}
-	copyDir, err := os.MkdirTemp("", "theseus-bench-hotswap-")
-	if err != nil {
-		return nil, err
-	}
-	unregister := removeOnSignal(copyDir)
-	defer func() {
-		os.RemoveAll(copyDir)
-		unregister()
-	}()
-	if err := copyContext(dir, copyDir); err != nil {
-		return nil, fmt.Errorf("copying the context for the hot swap: %w", err)
+	copyDir := dir
+	publishTo := func(v int) error { return theseus.PublishValue(copyDir, attr, v) }
+	where := hsWhere(cfg.multi, copyDir, attr)
+	if dc, name, ok := daemonFor(b.contextd, dir); ok {
+		// The daemon serves dir: publish through it (hotswap_daemon.go).
+		publishTo, where = daemonPublish(dc, name, attr), "published with theseus-contextd ("+dc.Where()+") to context "+name+", read in "+dir
+	} else {
+		if copyDir, err = os.MkdirTemp("", "theseus-bench-hotswap-"); err != nil {
+			return nil, err
+		}
+		unregister := removeOnSignal(copyDir)
+		defer func() {
+			os.RemoveAll(copyDir)
+			unregister()
+		}()
+		if err := copyContext(dir, copyDir); err != nil {
+			return nil, fmt.Errorf("copying the context for the hot swap: %w", err)
+		}
+		where = hsWhere(cfg.multi, copyDir, attr)
 	}
 	tc := b.theseusConfig(cfg, copyDir)
 	tc.Options.CheckPeriod = hsPeriod
@@ -580,12 +591,11 @@ func (b *benchCmd) hotSwapPhase(ctx context.Context, cfg *config, dir string, w 
 			c.Destroy()
 		}
 	}()
-	where := hsWhere(cfg.multi, copyDir, attr)
 	sums := make([]*HotSwap, len(demo))
 	err = eachComm(demo, func(i int, c *theseus.Comm) error {
-		publish := func(v int) error { return theseus.PublishValue(copyDir, attr, v) }
-		if !cfg.multi && c.Rank() != 0 {
-			publish = func(int) error { return nil } // rank 0 publishes to the shared copy
+		publish := publishTo
+		if !cfg.multi && c.Rank() != 0 || cfg.multi && copyDir == dir && c.Rank() != 0 {
+			publish = func(int) error { return nil } // rank 0 publishes to the shared copy, or through the daemon
 		}
 		rec, err := runHotSwap(c, w.refs, attr, publish)
 		if err != nil {

@@ -24,6 +24,8 @@ type compileCmd struct {
 	printAfter  []string
 	skip        []string
 	maxErrors   *int
+	context     string
+	check       bool
 }
 
 func newCompileCmd(s cli.Streams) *compileCmd {
@@ -44,8 +46,14 @@ reports an error and the pipeline is not stopped early (--stop-after before
 bundle). --print-after and --time-passes write to standard error.`,
 		Example: `  theseusc compile examples/allreduce_ring_8rank_simple.json -o ring8.tsb
   theseusc compile ring.xml --stop-after=legalize --print-after=legalize
-  theseusc compile ring.json --time-passes --verify-each`,
-		Args: cli.ExactArgs(1, "one FILE"),
+  theseusc compile ring.json --time-passes --verify-each
+  theseusc compile --context ./my-context`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if c.context != "" {
+				return cli.ExactArgs(0, "no FILE with --context")(cmd, args)
+			}
+			return cli.ExactArgs(1, "one FILE")(cmd, args)
+		},
 	}
 	f := c.cmd.Flags()
 	f.StringVarP(&c.out, "output", "o", "", `bundle to write ("-": standard output; default: FILE with the extension .tsb)`)
@@ -56,6 +64,8 @@ bundle). --print-after and --time-passes write to standard error.`,
 	f.StringSliceVar(&c.printAfter, "print-after", nil, `print the program after the named passes (comma-separated, or "all")`)
 	f.StringSliceVar(&c.skip, "skip", nil, "skip passes that are not required (verify-input, verify)")
 	f.BoolVarP(&c.verbose, "verbose", "v", false, "say what was written")
+	f.StringVar(&c.context, "context", "", "precompile the policies of this selection context directory instead: write each schedule entry's usable_program and preference_program (docs/selection-context.md §5.1)")
+	f.BoolVar(&c.check, "check", false, "with --context: write nothing; exit 1 when a program is missing or stale")
 	c.maxErrors = cli.AddMaxErrors(c.cmd)
 	c.cmd.RunE = cli.RunE(c.run)
 	return c
@@ -64,6 +74,12 @@ bundle). --print-after and --time-passes write to standard error.`,
 func (c *compileCmd) run(_ *cobra.Command, args []string) error {
 	if err := cli.CheckMaxErrors(*c.maxErrors); err != nil {
 		return err
+	}
+	if c.context != "" {
+		return compileContext(c.context, c.check, c.s)
+	}
+	if c.check {
+		return cli.Usagef("--check goes with --context")
 	}
 	in := args[0]
 	out := c.out

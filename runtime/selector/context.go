@@ -104,6 +104,11 @@ type sched struct {
 	pref      *vm.Program
 	attrs     []int // attribute indices the expressions read
 	rankLocal bool
+	// precompiled: both programs came from the entry's usable_program and
+	// preference_program fields, not from compiling the text; staleLogged
+	// marks the fields whose program was present but not used, logged.
+	precompiled bool
+	staleLogged uint8
 
 	ls     loadState
 	info   *ScheduleInfo
@@ -398,16 +403,46 @@ func (r *reader) addSched(l manifest.Line) {
 	}
 }
 
+// expr returns the program of one of s's expressions: its precompiled
+// program (bin) when manifest.Program and manifest.CheckImports accept it
+// against the attributes declared so far (pre is then true), else the
+// compilation of the text src. A program present but unusable is logged
+// (INFO) once per entry and kind; it costs only the compilation.
+func (r *reader) expr(s *sched, bin []byte, src, what string, opt policy.Options) (p *bc.Program, ds []diag.Diagnostic, pre bool) {
+	if len(bin) > 0 {
+		prog, err := manifest.Program(bin, src, opt.Want, opt.MaxVectorLen)
+		if err == nil {
+			missed := r.missed
+			err = manifest.CheckImports(prog, r)
+			r.missed = missed // the text's compilation decides whether s waits
+		}
+		if err == nil {
+			return prog, nil, true
+		}
+		bit := uint8(1)
+		if opt.Want == policy.WantNumber {
+			bit = 2
+		}
+		if s.staleLogged&bit == 0 {
+			s.staleLogged |= bit
+			r.log.Infof("selection context: schedule %d: %s_program not used (%v); compiling the text", s.id, what, err)
+		}
+	}
+	p, ds = policy.Compile(src, r, opt)
+	return p, ds, false
+}
+
 // compile compiles and links both expressions of s against the attributes
-// declared so far.
+// declared so far: their precompiled programs where usable (expr).
 func (r *reader) compile(s *sched) {
 	r.changes++
 	r.missed = false
 	file := r.schedTail.Path
-	u, du := policy.Compile(s.entry.Usable, r, policy.Options{Want: policy.WantBool, File: file, Line: s.id + 1,
+	u, du, pu := r.expr(s, s.entry.UsableProgram, s.entry.Usable, "usable", policy.Options{Want: policy.WantBool, File: file, Line: s.id + 1,
 		Col: s.entry.UsableCol, MaxVectorLen: r.mopt.MaxVectorLen})
-	p, dp := policy.Compile(s.entry.Preference, r, policy.Options{Want: policy.WantNumber, File: file, Line: s.id + 1,
+	p, dp, pp := r.expr(s, s.entry.PreferenceProgram, s.entry.Preference, "preference", policy.Options{Want: policy.WantNumber, File: file, Line: s.id + 1,
 		Col: s.entry.PreferenceCol, MaxVectorLen: r.mopt.MaxVectorLen})
+	s.precompiled = pu && pp
 	ds := append(du, dp...)
 	if u == nil || p == nil {
 		if r.missed {

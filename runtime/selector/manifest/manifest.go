@@ -109,6 +109,13 @@ type Schedule struct {
 	UsableCol     int
 	Preference    string
 	PreferenceCol int
+	// UsableProgram and PreferenceProgram are the precompiled programs of
+	// the two expressions (bytecode.Marshal, decoded from the base64 of the
+	// usable_program and preference_program fields, which ParseSchedule
+	// also reads; nil when absent). The runtime uses one only when Program
+	// and CheckImports accept it.
+	UsableProgram     []byte
+	PreferenceProgram []byte
 	// Replaces is the id of the entry this one replaces, or -1.
 	Replaces   int
 	ValidAfter int64
@@ -329,6 +336,10 @@ func ParseSchedule(file string, line int, text []byte, opt Options) (Schedule, [
 		case "preference":
 			s.Preference, _ = c.str(f)
 			s.PreferenceCol = c.col(f.ValOff) + 1
+		case UsableProgramField:
+			s.UsableProgram = c.program(f)
+		case PreferenceProgramField:
+			s.PreferenceProgram = c.program(f)
 		case "replaces":
 			v, ok := c.integer(f, 0, math.MaxInt32)
 			if ok && v >= int64(line-1) {

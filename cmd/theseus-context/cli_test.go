@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/theseus-ccl/theseus/cmd/internal/cli"
+	"github.com/theseus-ccl/theseus/contextd"
+	"github.com/theseus-ccl/theseus/contextd/api"
+	"github.com/theseus-ccl/theseus/runtime/selector/manifest"
+	"github.com/theseus-ccl/theseus/runtime/theseus"
+)
+
+// runCLI runs theseus-context in-process.
+func runCLI(t *testing.T, args ...string) (cli.ExitCode, string, string) {
+	t.Helper()
+	var out, errs bytes.Buffer
+	code := run(args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errs})
+	return code, out.String(), errs.String()
+}
+
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, errs := runCLI(t, args...)
+	if code != cli.ExitOK {
+		t.Fatalf("theseus-context %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errs)
+	}
+	return out
+}
+
+const ring2 = "../../examples/allreduce_pairs_2rank_simple.json"
+
+// TestSingleNodeRuntimePicksUp: the single-node default, end to end with
+// no flags anywhere: a daemon with the defaults of theseus-contextd
+// without flags (data in ~/.theseus/contextd, contexts in
+// ~/.theseus/contexts), theseus-context new attr and new sched without
+// flags, and a communicator with no context configured
+// ($HOME/.theseus/contexts/default) runs the new schedule.
+func TestSingleNodeRuntimePicksUp(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("THESEUS_SELECTION_CONTEXT", "")
+	t.Setenv("MSCCLPP_SELECTION_CONTEXT", "")
+	d, err := contextd.Start(contextd.Config{Margin: -1}) // theseus-contextd's flag defaults
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.Ready(rctx); err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(home, ".theseus", "contextd", "api.sock"); d.Socket() != want {
+		t.Fatalf("socket %s, want %s", d.Socket(), want)
+	}
+	mustRun(t, "new", "attr", "msgsize", "--origin", "endo", "--path", "request.messagesize")
+	out := mustRun(t, "--json", "new", "sched", ring2, "--coll", "allreduce", "--usability", "msgsize <= 1048576", "--preference", "msgsize")
+	var p api.Published
+	if err := json.Unmarshal([]byte(out), &p); err != nil || !p.Applied || p.ID != 0 {
+		t.Fatalf("new sched: %s (%v)", out, err)
+	}
+	if dir := theseus.DefaultContextDir(); dir != filepath.Join(home, ".theseus", "contexts", "default") {
+		t.Fatalf("the runtime's default context is %s", dir)
+	}
+	comms, err := theseus.NewLocalComms(context.Background(), 2, theseus.Config{Backend: "host"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Destroy()
+		}
+	}()
+	var wg sync.WaitGroup
+	ids := make([]int, 2)
+	errs := make([]error, 2)
+	for i, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf, err := c.MemAlloc(4096)
+			if err == nil {
+				err = c.AllReduce(buf, buf, 1024, theseus.Float32, theseus.Sum, nil)
+			}
+			errs[i], ids[i] = err, c.LastCall().Schedule
+		}()
+	}
+	wg.Wait()
+	for i := range comms {
+		if errs[i] != nil || ids[i] != p.ID {
+			t.Fatalf("rank %d ran schedule %d (%v), want the published %d", i, ids[i], errs[i], p.ID)
+		}
+	}
+	sock := "--socket=" + d.Socket()
+	// list and show read the daemon's copy.
+	if out := mustRun(t, sock, "list"); !strings.Contains(out, "allreduce_pairs_2rank_simple") || !strings.Contains(out, "true") {
+		t.Fatalf("list:\n%s", out)
+	}
+	if out := mustRun(t, sock, "show", "msgsize"); !strings.Contains(out, "endo int from request.messagesize") {
+		t.Fatalf("show:\n%s", out)
+	}
+	if out := mustRun(t, sock, "status"); !strings.Contains(out, d.Name()) || !strings.Contains(out, "default") {
+		t.Fatalf("status:\n%s", out)
+	}
+}
+
+// TestLocalMode: the same commands without a daemon, init from the
+// default context, and the rejections' exit code and reasons.
+func TestLocalMode(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ctx")
+	loc := "--local=" + dir
+	out := mustRun(t, loc, "init", "--from", "default")
+	if !strings.Contains(out, "attributes") {
+		t.Fatalf("init: %s", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "slow_rank.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := runCLI(t, loc, "init")
+	if code != cli.ExitFindings || !strings.Contains(errs, "not_empty") {
+		t.Fatalf("init of a seeded context: exit %d, %s", code, errs)
+	}
+	mustRun(t, loc, "set", "slow_rank", "2", "--valid-after", "+0s")
+	out = mustRun(t, loc, "--json", "show", "slow_rank")
+	var a api.Attribute
+	if err := json.Unmarshal([]byte(out), &a); err != nil || a.Value != "2" || a.Values != 1 {
+		t.Fatalf("show slow_rank: %s", out)
+	}
+	for _, tc := range []struct {
+		args   []string
+		reason string
+	}{
+		{[]string{"set", "slow_rank", "two"}, "wrong_type"},
+		{[]string{"set", "nosuch", "1"}, "unknown_attribute"},
+		{[]string{"new", "sched", ring2, "--coll", "allreduce", "--preference", "nosuch + 1"}, "bad_expression"},
+		{[]string{"new", "sched", ring2, "--coll", "allgather"}, "invalid_schedule"},
+		{[]string{"new", "attr", "slow_rank", "--origin", "exo", "--type", "int"}, "duplicate"},
+	} {
+		code, _, errs := runCLI(t, append([]string{loc}, tc.args...)...)
+		if code != cli.ExitFindings || !strings.Contains(errs, "rejected ("+tc.reason+")") {
+			t.Errorf("%v: exit %d, %s; want a rejection for %s", tc.args, code, errs, tc.reason)
+		}
+	}
+	// A generated entry: published where the manifest reader knows "gen"
+	// (issue 20), refused with that reason where it does not.
+	_, ds := manifest.ParseSchedule("s", 1, []byte(`{"gen":"ring","collective":"allreduce"}`), manifest.Options{})
+	code, out, errs = runCLI(t, loc, "--json", "new", "sched", "--gen", "ring", "--coll", "allreduce", "--channels", "2", "--preference", "msgsize < 0 ? 0 : 1")
+	switch {
+	case len(ds) == 0 && (code != cli.ExitOK || !strings.Contains(out, `\"gen\":\"ring\"`) || !strings.Contains(out, `\"channels\":2`)):
+		t.Errorf("new sched --gen: exit %d\n%s%s", code, out, errs)
+	case len(ds) > 0 && (code != cli.ExitFindings || !strings.Contains(errs, "does not know generated entries")):
+		t.Errorf("new sched --gen on a build without generated entries: exit %d\n%s%s", code, out, errs)
+	}
+	if code, _, errs := runCLI(t, loc, "status"); code != cli.ExitUsage {
+		t.Errorf("status with --local: exit %d, %s", code, errs)
+	}
+	if code, _, errs := runCLI(t, "--socket", filepath.Join(t.TempDir(), "none.sock"), "list"); code != cli.ExitUsage || !strings.Contains(errs, "no theseus-contextd is running") {
+		t.Errorf("no daemon: exit %d, %s", code, errs)
+	}
+}

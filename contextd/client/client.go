@@ -1,0 +1,203 @@
+// Package client talks to theseus-contextd's API (contextd/api) over its
+// unix socket, or over TCP with TLS and a bearer token: what
+// theseus-context and theseus-bench use. It depends on no NATS code.
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/theseus-ccl/theseus/contextd/api"
+)
+
+// DefaultSocket is the socket a daemon started without flags listens on:
+// ~/.theseus/contextd/api.sock ("" without a home directory).
+func DefaultSocket() string {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return ""
+	}
+	return filepath.Join(home, ".theseus", "contextd", "api.sock")
+}
+
+// Client is a connection to one daemon.
+type Client struct {
+	base  string
+	token string
+	hc    *http.Client
+	where string
+}
+
+// Options choose the daemon. Addr is "" (the unix socket Socket, default
+// DefaultSocket()) or an https:// URL of a daemon's TCP API, which needs
+// Token (the bearer token) and, for a certificate no system root signs,
+// CAFile.
+type Options struct {
+	Socket string
+	Addr   string
+	Token  string
+	CAFile string
+	// Timeout bounds each request (default 60 s: a publication waits for
+	// the log and for this node to apply it).
+	Timeout time.Duration
+}
+
+// New returns a client; it does not connect until the first request.
+func New(o Options) (*Client, error) {
+	if o.Timeout <= 0 {
+		o.Timeout = 60 * time.Second
+	}
+	c := &Client{token: o.Token}
+	if o.Addr == "" {
+		sock := o.Socket
+		if sock == "" {
+			sock = DefaultSocket()
+		}
+		if sock == "" {
+			return nil, errors.New("no home directory: name the daemon's socket")
+		}
+		c.where, c.base = sock, "http://theseus-contextd"
+		c.hc = &http.Client{Timeout: o.Timeout, Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", sock)
+			}}}
+		return c, nil
+	}
+	u, err := url.Parse(o.Addr)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("daemon address %q: want https://host:port (the TCP API is TLS only)", o.Addr)
+	}
+	if o.Token == "" {
+		return nil, errors.New("the TCP API needs the daemon's token")
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.CAFile != "" {
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s holds no PEM certificate", o.CAFile)
+		}
+	}
+	c.where, c.base = o.Addr, strings.TrimSuffix(o.Addr, "/")
+	c.hc = &http.Client{Timeout: o.Timeout, Transport: &http.Transport{TLSClientConfig: tc}}
+	return c, nil
+}
+
+// Where names the daemon (its socket or URL) for messages.
+func (c *Client) Where() string { return c.where }
+
+// ErrNoDaemon is wrapped by errors that mean nothing answers on the socket.
+var ErrNoDaemon = errors.New("no theseus-contextd is running")
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var oe *net.OpError
+		if errors.As(err, &oe) && oe.Op == "dial" {
+			return fmt.Errorf("%w at %s (start it, or use --local DIR): %v", ErrNoDaemon, c.where, oe.Err)
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		e := &api.Error{}
+		if json.Unmarshal(data, e) != nil || e.Message == "" {
+			return fmt.Errorf("%s: %s: %s", c.where, resp.Status, strings.TrimSpace(string(data)))
+		}
+		if resp.StatusCode >= 500 {
+			return fmt.Errorf("%s: %s", c.where, e.Message)
+		}
+		return e
+	}
+	return json.Unmarshal(data, out)
+}
+
+func ctxPath(name, rest string) string {
+	return api.Prefix + "/contexts/" + url.PathEscape(name) + rest
+}
+
+// Attr, Sched and Value publish to context name; a rejection is an
+// *api.Error.
+func (c *Client) Attr(ctx context.Context, name string, r api.AttrRequest) (*api.Published, error) {
+	var p api.Published
+	return &p, c.do(ctx, http.MethodPost, ctxPath(name, "/attributes"), r, &p)
+}
+
+func (c *Client) Sched(ctx context.Context, name string, r api.SchedRequest) (*api.Published, error) {
+	var p api.Published
+	return &p, c.do(ctx, http.MethodPost, ctxPath(name, "/schedules"), r, &p)
+}
+
+func (c *Client) Value(ctx context.Context, name string, r api.ValueRequest) (*api.Published, error) {
+	var p api.Published
+	return &p, c.do(ctx, http.MethodPost, ctxPath(name, "/values"), r, &p)
+}
+
+// Context returns the daemon's copy of context name.
+func (c *Client) Context(ctx context.Context, name string) (*api.Context, error) {
+	var v api.Context
+	return &v, c.do(ctx, http.MethodGet, ctxPath(name, ""), nil, &v)
+}
+
+// Status returns every node's state.
+func (c *Client) Status(ctx context.Context) (*api.Status, error) {
+	var s api.Status
+	return &s, c.do(ctx, http.MethodGet, api.Prefix+"/status", nil, &s)
+}
+
+// Metrics returns the daemon's /metrics text.
+func (c *Client) Metrics(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/metrics", nil)
+	if err != nil {
+		return "", err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
