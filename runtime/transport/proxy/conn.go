@@ -142,33 +142,63 @@ func (c *Conn) Share(ctx context.Context) error {
 	return nil
 }
 
-func (c *Conn) addRemote(pe *peer, m []byte) error {
-	bad := errors.New("malformed region table from the peer")
+// wireRegion is one entry of a Share message.
+type wireRegion struct {
+	id         uint16
+	path       Path
+	base, size uint64
+	key        []byte
+}
+
+// decodeRegions parses a Share message: u32 count, then per region u16 id,
+// u8 path, u64 base, u64 size, u32 key length, the packed key. Ids must
+// continue from have (the peer's regions known so far).
+func decodeRegions(m []byte, have int) ([]wireRegion, error) {
+	bad := func(why string) error { return fmt.Errorf("malformed region table from the peer: %s", why) }
 	if len(m) < 4 {
-		return bad
+		return nil, bad("short header")
 	}
 	n := int(binary.LittleEndian.Uint32(m))
 	m = m[4:]
-	remote := slices.Clone(pe.remoteRegions())
-	defer func() { pe.remote.Store(&remote) }()
-	for range n {
+	if n > len(m)/23 {
+		return nil, bad(fmt.Sprintf("%d regions in %d bytes", n, len(m)))
+	}
+	out := make([]wireRegion, 0, n)
+	for i := range n {
 		if len(m) < 23 {
-			return bad
+			return nil, bad("short entry")
 		}
-		id := int(binary.LittleEndian.Uint16(m))
-		rr := remoteRegion{path: Path(m[2]), base: binary.LittleEndian.Uint64(m[3:]), size: binary.LittleEndian.Uint64(m[11:])}
+		r := wireRegion{id: binary.LittleEndian.Uint16(m), path: Path(m[2]), base: binary.LittleEndian.Uint64(m[3:]), size: binary.LittleEndian.Uint64(m[11:])}
 		kl := int(binary.LittleEndian.Uint32(m[19:]))
 		m = m[23:]
-		if kl > len(m) || id != len(remote) {
-			return bad
+		if int(r.id) != have+i {
+			return nil, bad(fmt.Sprintf("region id %d, want %d", r.id, have+i))
 		}
-		rk, err := pe.ep.UnpackRKey(m[:kl])
+		if r.path > Staged || kl == 0 || kl > len(m) || r.size == 0 || r.base+r.size < r.base {
+			return nil, bad(fmt.Sprintf("region %d: path %d, key of %d bytes (%d left), %d bytes at %#x", r.id, r.path, kl, len(m), r.size, r.base))
+		}
+		r.key, m = m[:kl], m[kl:]
+		out = append(out, r)
+	}
+	if len(m) != 0 {
+		return nil, bad(fmt.Sprintf("%d bytes after the last region", len(m)))
+	}
+	return out, nil
+}
+
+func (c *Conn) addRemote(pe *peer, m []byte) error {
+	remote := slices.Clone(pe.remoteRegions())
+	rs, err := decodeRegions(m, len(remote))
+	if err != nil {
+		return err
+	}
+	defer func() { pe.remote.Store(&remote) }()
+	for _, r := range rs {
+		rk, err := pe.ep.UnpackRKey(r.key)
 		if err != nil {
 			return err
 		}
-		m = m[kl:]
-		rr.rk = rk
-		remote = append(remote, rr)
+		remote = append(remote, remoteRegion{base: r.base, size: r.size, path: r.path, rk: rk})
 	}
 	return nil
 }
@@ -209,23 +239,27 @@ type Stats struct {
 	PutBytes    uint64
 	StagedBytes uint64
 	Signals     uint64
-	Fences      uint64
-	Flushes     uint64
+	Fences      uint64 // ucp_worker_fence ahead of a signal
+	// OrderFlushes: endpoint flushes ahead of a signal, where the
+	// endpoint's lanes are not ordered by a fence (orderedByFence).
+	OrderFlushes uint64
+	Flushes      uint64
 }
 
 type statCounters struct {
-	desc, direct, staged, bytes, stagedBytes, signals, fences, flushes atomic.Uint64
+	desc, direct, staged, bytes, stagedBytes, signals, fences, orderFlushes, flushes atomic.Uint64
 }
 
 // Stats returns the Conn's counters (which path its puts took).
 func (c *Conn) Stats() Stats {
 	s := &c.stats
 	return Stats{Descriptors: s.desc.Load(), DirectPuts: s.direct.Load(), StagedPuts: s.staged.Load(), PutBytes: s.bytes.Load(),
-		StagedBytes: s.stagedBytes.Load(), Signals: s.signals.Load(), Fences: s.fences.Load(), Flushes: s.flushes.Load()}
+		StagedBytes: s.stagedBytes.Load(), Signals: s.signals.Load(), Fences: s.fences.Load(), OrderFlushes: s.orderFlushes.Load(), Flushes: s.flushes.Load()}
 }
 
 // drain executes the FIFO's ready descriptors (at most a batch) in the
-// proxy's goroutine. work: something happened; busy: a flush is in flight.
+// proxy's goroutine. work: something happened; busy: a flush is in flight
+// or the endpoints are full.
 func (c *Conn) drain() (work, busy bool) {
 	start := c.next
 	if c.pending != nil {
@@ -233,7 +267,7 @@ func (c *Conn) drain() (work, busy bool) {
 		if !done {
 			if time.Since(c.pendFrom) > c.p.timeout {
 				c.fail(&Error{Rank: c.rank, Peer: c.pendPeer.rank, Op: fmt.Sprintf("flush (descriptor %d) not complete", c.next), Err: c.peerErr(c.pendPeer, errTimeout(c.p.timeout))})
-				c.pending = nil
+				c.pending, c.pendRest = nil, 0
 				c.next++
 				c.fifo.publish(c.next)
 				return true, false
@@ -241,10 +275,19 @@ func (c *Conn) drain() (work, busy bool) {
 			c.checkPeers()
 			return false, true
 		}
+		c.pending = nil
 		if err != nil {
 			c.fail(&Error{Rank: c.rank, Peer: c.pendPeer.rank, Op: fmt.Sprintf("flush (descriptor %d)", c.next), Err: c.peerErr(c.pendPeer, err)})
+		} else if rest := c.pendRest; rest != 0 {
+			// An ordering flush ahead of a signal completed: the signal (and
+			// a flush after it) still to do.
+			c.pendRest = 0
+			c.exec(c.pendDesc, rest)
+			if c.pending != nil {
+				return true, true
+			}
 		}
-		c.pending = nil
+		c.pendRest = 0
 		c.next++
 	}
 	for range 64 {
@@ -252,9 +295,17 @@ func (c *Conn) drain() (work, busy bool) {
 		if !ok {
 			break
 		}
+		// Hold back while the peer's endpoint has maxInFlight operations
+		// queued in UCX (it queues without bound): the FIFO fills and its
+		// producers wait.
+		if chs := *c.channels.Load(); int(d.Channel) < len(chs) && d.Op&(OpPut|OpSignal) != 0 &&
+			c.failed.Load() == nil && chs[d.Channel].peer.ep.InFlight() >= maxInFlight {
+			busy = true
+			break
+		}
 		c.stats.desc.Add(1)
 		if c.failed.Load() == nil {
-			c.exec(d)
+			c.exec(d, d.Op)
 		}
 		if c.pending != nil {
 			break
@@ -263,11 +314,15 @@ func (c *Conn) drain() (work, busy bool) {
 	}
 	if c.next != start {
 		c.fifo.publish(c.next)
-		return true, c.pending != nil
+		return true, busy || c.pending != nil
 	}
 	c.checkPeers()
-	return false, c.pending != nil
+	return false, busy || c.pending != nil
 }
+
+// maxInFlight bounds the operations a Conn leaves queued in UCX per
+// endpoint before it stops draining its FIFO.
+const maxInFlight = 64
 
 // checkPeers looks at the endpoints' error records every 1024 idle rounds:
 // a lost peer fails the Conn even when no operation is in flight to it.
@@ -293,9 +348,11 @@ func (c *Conn) peerErr(pe *peer, err error) error {
 	return err
 }
 
-// exec runs one descriptor. A malformed descriptor or a UCX error fails
-// the Conn.
-func (c *Conn) exec(d Desc) {
+// exec runs the operations ops of descriptor d (all of d.Op, or what is
+// left after an ordering flush). A malformed descriptor or a UCX error
+// fails the Conn. A flush leaves c.pending set: the descriptor completes
+// when it does.
+func (c *Conn) exec(d Desc, ops Op) {
 	chs := *c.channels.Load()
 	if int(d.Channel) >= len(chs) {
 		c.fail(&Error{Rank: c.rank, Peer: -1, Op: fmt.Sprintf("descriptor %d", c.next), Err: fmt.Errorf("channel %d of %d", d.Channel, len(chs))})
@@ -307,13 +364,22 @@ func (c *Conn) exec(d Desc) {
 		c.fail(&Error{Rank: c.rank, Peer: pe.rank, Op: fmt.Sprintf("descriptor %d", c.next), Err: fmt.Errorf("unknown operation bits %#x", uint8(d.Op))})
 		return
 	}
-	if d.Op&OpPut != 0 && d.Size > 0 {
+	if ops&OpPut != 0 && d.Size > 0 {
 		if err := c.put(pe, d); err != nil {
 			c.fail(&Error{Rank: c.rank, Peer: pe.rank, Op: fmt.Sprintf("put (descriptor %d, %d bytes)", c.next, d.Size), Err: c.peerErr(pe, err)})
 			return
 		}
 	}
-	if d.Op&OpSignal != 0 {
+	if ops&OpSignal != 0 {
+		if pe.dirty && pe.strong {
+			// The endpoint's puts and atomics may take different lanes,
+			// which a fence does not order (docs/transport.md, "Ordering"):
+			// complete the puts first.
+			pe.dirty = false
+			c.stats.orderFlushes.Add(1)
+			c.startFlush(pe, d, ops&^OpPut)
+			return
+		}
 		if pe.dirty {
 			if err := c.p.w.Fence(); err != nil {
 				c.fail(&Error{Rank: c.rank, Peer: pe.rank, Op: fmt.Sprintf("signal (descriptor %d): fence", c.next), Err: err})
@@ -335,15 +401,21 @@ func (c *Conn) exec(d Desc) {
 		}
 		c.stats.signals.Add(1)
 	}
-	if d.Op&OpFlush != 0 {
-		r, err := pe.ep.Flush()
-		if err != nil {
-			c.fail(&Error{Rank: c.rank, Peer: pe.rank, Op: fmt.Sprintf("flush (descriptor %d)", c.next), Err: c.peerErr(pe, err)})
-			return
-		}
+	if ops&OpFlush != 0 {
 		c.stats.flushes.Add(1)
-		c.pending, c.pendPeer, c.pendFrom = r, pe, time.Now()
+		c.startFlush(pe, d, 0)
 	}
+}
+
+// startFlush flushes pe's endpoint; rest are the descriptor's operations
+// to run once it completes.
+func (c *Conn) startFlush(pe *peer, d Desc, rest Op) {
+	r, err := pe.ep.Flush()
+	if err != nil {
+		c.fail(&Error{Rank: c.rank, Peer: pe.rank, Op: fmt.Sprintf("flush (descriptor %d)", c.next), Err: c.peerErr(pe, err)})
+		return
+	}
+	c.pending, c.pendPeer, c.pendFrom, c.pendDesc, c.pendRest = r, pe, time.Now(), d, rest
 }
 
 func (c *Conn) put(pe *peer, d Desc) error {

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -195,6 +194,10 @@ func spinCheck(i int, b waitBound, failed func() error) error {
 	if time.Now().After(b.deadline) {
 		return errTimeout(b.timeout)
 	}
-	runtime.Gosched()
+	osYield()
 	return nil
 }
+
+// osYield gives the processor to another thread (sched_yield): the
+// spinning waiter and the proxy of another process may share a core.
+func osYield() { syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
 	"github.com/theseus-ccl/theseus/runtime/env"
+	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
 )
 
 // In-process tests: n ranks as goroutines of this process, each with its
@@ -354,5 +356,84 @@ func TestUCXMissing(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+func TestOrderedByFence(t *testing.T) {
+	l := func(tl string, uses ...string) ucx.Lane { return ucx.Lane{Transport: tl, Device: "d", Uses: uses} }
+	cases := []struct {
+		name  string
+		lanes []ucx.Lane
+		want  bool
+	}{
+		{"tcp: both emulated on the am lane", []ucx.Lane{l("tcp", "am", "am_bw", "keepalive", "wireup")}, true},
+		{"rc: one lane", []ucx.Lane{l("ud", "am", "wireup"), l("rc_mlx5", "rma_bw", "amo")}, true},
+		{"multi-rail rma", []ucx.Lane{l("rc_mlx5", "am", "rma_bw", "amo"), l("rc_mlx5", "rma_bw")}, false},
+		{"rma on hw, amo emulated", []ucx.Lane{l("tcp", "am"), l("cma", "rma_bw")}, false},
+		{"amo on another lane", []ucx.Lane{l("sysv", "am", "amo"), l("posix", "amo")}, false},
+		{"no lanes", nil, false},
+	}
+	for _, c := range cases {
+		if got := orderedByFence(c.lanes); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestStrongOrder: with signals ordered by a flush of the puts (the path
+// for endpoints whose lanes a fence does not order), a receiver that sees
+// the semaphore reach k sees put k complete.
+func TestStrongOrder(t *testing.T) {
+	forceStrongOrder = true
+	w := newWorld(t, 2, ConnOptions{Capacity: 8})
+	forceStrongOrder = false
+	const slot, n = 64 << 10, 32
+	data := []HostBlock{alloc(t, slot*(n+1)), alloc(t, slot*(n+1))}
+	sem := []HostBlock{alloc(t, 4096), alloc(t, 4096)}
+	each(2, func(r int) {
+		w.cs[r].Register(Mem{Addr: uintptr(data[r].Ptr), Size: data[r].Size})
+		w.cs[r].Register(Mem{Addr: uintptr(sem[r].Ptr), Size: 4096})
+		if err := w.cs[r].Share(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	ch, err := w.cs[0].AddChannel(1, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := bytesOf(data[0])
+	for i := range src {
+		src[i] = byte(i/slot + i)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		dst := bytesOf(data[1])
+		for k := range n {
+			if err := w.cs[1].WaitSignal((*uint64)(sem[1].Ptr), uint64(k+1), 0); err != nil {
+				errc <- err
+				return
+			}
+			for i := range slot {
+				if dst[slot*(k+1)+i] != src[slot*k+i] {
+					errc <- fmt.Errorf("signal %d seen before byte %d of its put", k+1, i)
+					return
+				}
+			}
+		}
+		errc <- nil
+	}()
+	for k := range n {
+		if _, err := w.cs[0].Post(Desc{Op: OpPut | OpSignal, Channel: ch, SrcOff: uint64(slot * k), DstOff: uint64(slot * (k + 1)), Size: slot}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.cs[0].Flush(ch); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if s := w.cs[0].Stats(); s.OrderFlushes != n || s.Fences != 0 || s.Signals != n {
+		t.Fatalf("stats %+v: want %d ordering flushes, no fences", s, n)
 	}
 }

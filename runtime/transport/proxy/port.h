@@ -73,22 +73,25 @@ _Static_assert(sizeof(theseus_port_desc) == 32, "theseus_port_desc");
 _Static_assert(sizeof(theseus_port_ctrl) == 64, "theseus_port_ctrl");
 #endif
 
-#if defined(__CUDACC__)
-// Device-side producer: one thread posts one descriptor. fifo is the
-// block's device-mapped address; head is the FIFO's ticket counter in
-// device memory (zero at creation). Returns the ticket, or ~0 when the
-// proxy reported an error or *abort became nonzero while waiting for space
-// (the caller records the failure; waits are bounded by the caller's
-// abort/timeout word as every spin-wait of the executor kernel is).
-__device__ __forceinline__ uint64_t theseus_port_post(theseus_port_ctrl* fifo, unsigned long long* head,
-                                                      const theseus_port_desc* d, const volatile uint32_t* abort) {
-  uint64_t t = atomicAdd(head, 1ull);
+#if defined(__CUDACC__) || defined(__CUDA__)
+// Device-side producer (CUDA C++; needs no CUDA headers). One thread posts
+// one descriptor. fifo is the block's device-mapped address; head is the
+// FIFO's ticket counter in device memory (zero at creation). Returns the
+// ticket, or ~0 when the proxy reported an error or *abort became nonzero
+// while waiting for space (the caller records the failure and bounds the
+// wait with its abort/timeout word, as every spin-wait of the executor
+// kernel is bounded).
+#define THESEUS_PORT_DEV __attribute__((device)) __attribute__((always_inline)) inline
+THESEUS_PORT_DEV uint64_t theseus_port_post(theseus_port_ctrl* fifo, uint64_t* head, const theseus_port_desc* d,
+                                            const volatile uint32_t* abort) {
+  uint64_t t;
+  asm volatile("atom.relaxed.gpu.global.add.u64 %0, [%1], %2;" : "=l"(t) : "l"(head), "l"((uint64_t)1) : "memory");
   uint64_t cap = ((volatile theseus_port_ctrl*)fifo)->capacity;
   for (;;) {
     uint64_t tail;
     asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(tail) : "l"(&fifo->tail) : "memory");
     if (t - tail < cap) break;
-    if (((volatile theseus_port_ctrl*)fifo)->error != 0 || *abort != 0) return ~0ull;
+    if (((volatile theseus_port_ctrl*)fifo)->error != 0 || *abort != 0) return ~(uint64_t)0;
   }
   theseus_port_desc* s = (theseus_port_desc*)((char*)fifo + THESEUS_PORT_RING_OFFSET) + (t & (cap - 1));
   volatile uint64_t* w = (volatile uint64_t*)s;
@@ -96,6 +99,7 @@ __device__ __forceinline__ uint64_t theseus_port_post(theseus_port_ctrl* fifo, u
   w[1] = d->dst_off;
   w[2] = (uint64_t)d->size | (uint64_t)d->src_region << 32 | (uint64_t)d->dst_region << 48;
   ((volatile uint32_t*)s)[6] = (uint32_t)d->channel | (uint32_t)d->op << 16;
+  // The slot's fields reach host memory before seq does.
   asm volatile("fence.acq_rel.sys;" ::: "memory");
   asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(&s->seq), "r"((uint32_t)(t + 1)) : "memory");
   return t;
@@ -103,7 +107,7 @@ __device__ __forceinline__ uint64_t theseus_port_post(theseus_port_ctrl* fifo, u
 
 // theseus_port_done reports whether ticket t has completed (a flush:
 // complete at the peer).
-__device__ __forceinline__ bool theseus_port_done(const theseus_port_ctrl* fifo, uint64_t t) {
+THESEUS_PORT_DEV bool theseus_port_done(const theseus_port_ctrl* fifo, uint64_t t) {
   uint64_t tail;
   asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(tail) : "l"(&fifo->tail) : "memory");
   return tail > t;

@@ -25,7 +25,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -133,8 +132,8 @@ func (p *Proxy) Close() error {
 }
 
 // loop drains the FIFOs and progresses the worker until Close. Idle, it
-// spins for ~256 rounds, then yields for ~2 ms, then sleeps with a backoff
-// from 10 us to 1 ms, woken by Kick.
+// spins for 256 rounds, then yields the processor (sched_yield) each round
+// for 2 ms, then sleeps with a backoff from 10 us to 1 ms, woken by Kick.
 func (p *Proxy) loop() {
 	defer close(p.done)
 	idleSince := time.Time{}
@@ -170,7 +169,7 @@ func (p *Proxy) loop() {
 			idleSince = time.Now()
 		}
 		if busy || time.Since(idleSince) < 2*time.Millisecond {
-			runtime.Gosched()
+			osYield()
 			continue
 		}
 		t := time.NewTimer(sleep)
@@ -238,12 +237,15 @@ type ConnOptions struct {
 }
 
 type peer struct {
-	rank    int
-	ep      *ucx.Endpoint
-	remote  atomic.Pointer[[]remoteRegion] // by the peer's region id; replaced by Share
-	dirty   bool                           // puts since the last fence
-	lanes   []ucx.Lane
-	lastErr error
+	rank   int
+	ep     *ucx.Endpoint
+	remote atomic.Pointer[[]remoteRegion] // by the peer's region id; replaced by Share
+	dirty  bool                           // puts since the last fence or flush
+	// strong: the endpoint's puts and atomics may take different lanes,
+	// so a signal waits for a flush of its puts instead of a fence
+	// (orderedByFence).
+	strong bool
+	lanes  []ucx.Lane
 }
 
 func (pe *peer) remoteRegions() []remoteRegion {
@@ -285,10 +287,12 @@ type Conn struct {
 	shared   int // regions already sent to the peers
 
 	// Owned by the proxy loop.
-	next     uint64 // next ticket to execute
-	pending  *ucx.Request
+	next     uint64       // next ticket to execute
+	pending  *ucx.Request // a flush in flight; the descriptor completes with it
 	pendPeer *peer
 	pendFrom time.Time
+	pendDesc Desc
+	pendRest Op // the descriptor's operations still to run after the flush
 	stage    *stager
 
 	failed  atomic.Pointer[Error]
@@ -338,18 +342,17 @@ func (p *Proxy) Connect(ctx context.Context, net Net, rank int, peers []int, o C
 		c.peers[r] = &peer{rank: r}
 		c.order = append(c.order, c.peers[r])
 	}
-	hello := binary.LittleEndian.AppendUint32([]byte("THPX1"), uint32(rank))
-	hello = append(hello, p.w.Address()...)
+	hello := encodeHello(rank, p.w.Address())
 	got, err := c.exchange(ctx, "connect", func(*peer) []byte { return hello })
 	if err != nil {
 		return nil, err
 	}
 	for _, pe := range c.order {
-		m := got[pe.rank]
-		if len(m) < 9 || string(m[:5]) != "THPX1" || int(binary.LittleEndian.Uint32(m[5:9])) != pe.rank {
-			return nil, &Error{Rank: rank, Peer: pe.rank, Op: "connect", Err: errors.New("malformed hello from the peer (a different Theseus, or tags crossed)")}
+		addr, err := decodeHello(got[pe.rank], pe.rank)
+		if err != nil {
+			return nil, &Error{Rank: rank, Peer: pe.rank, Op: "connect", Err: err}
 		}
-		if pe.ep, err = p.w.Connect(m[9:], fmt.Sprintf("theseus %d->%d", rank, pe.rank)); err != nil {
+		if pe.ep, err = p.w.Connect(addr, fmt.Sprintf("theseus %d->%d", rank, pe.rank)); err != nil {
 			return nil, &Error{Rank: rank, Peer: pe.rank, Op: "connect", Err: err}
 		}
 	}
@@ -360,8 +363,13 @@ func (p *Proxy) Connect(ctx context.Context, net Net, rank int, peers []int, o C
 			return nil, &Error{Rank: rank, Peer: pe.rank, Op: "connect (flush)", Err: err}
 		}
 		pe.lanes = pe.ep.Lanes()
+		pe.strong = forceStrongOrder || !orderedByFence(pe.lanes)
 		if log.On(log.Info, log.Init) {
-			log.Infof(log.Init, "rank %d -> rank %d: NET/UCX %s", rank, pe.rank, describeLanes(pe.lanes))
+			order := "fence"
+			if pe.strong {
+				order = "flush"
+			}
+			log.Infof(log.Init, "rank %d -> rank %d: NET/UCX %s; signals ordered by %s", rank, pe.rank, describeLanes(pe.lanes), order)
 		}
 	}
 	p.mu.Lock()
@@ -369,6 +377,24 @@ func (p *Proxy) Connect(ctx context.Context, net Net, rank int, peers []int, o C
 	p.mu.Unlock()
 	ok = true
 	return c, nil
+}
+
+// The connect message: "THPX1", u32 rank, the worker address.
+const helloMagic = "THPX1"
+
+func encodeHello(rank int, addr []byte) []byte {
+	return append(binary.LittleEndian.AppendUint32([]byte(helloMagic), uint32(rank)), addr...)
+}
+
+// decodeHello returns the worker address of a connect message from rank.
+func decodeHello(m []byte, rank int) ([]byte, error) {
+	if len(m) <= 9 || string(m[:5]) != helloMagic {
+		return nil, errors.New("malformed hello from the peer (not a Theseus proxy, or tags crossed)")
+	}
+	if r := int(binary.LittleEndian.Uint32(m[5:9])); r != rank {
+		return nil, fmt.Errorf("hello from rank %d on rank %d's connection (tags crossed)", r, rank)
+	}
+	return m[9:], nil
 }
 
 // flushEP flushes one endpoint from a caller's goroutine.
@@ -384,6 +410,39 @@ func (c *Conn) flushEP(pe *peer, deadline time.Time) error {
 		return err
 	}
 	return nil
+}
+
+// forceStrongOrder makes every signal wait for a flush (tests).
+var forceStrongOrder bool
+
+// orderedByFence reports whether ucp_worker_fence orders an endpoint's
+// puts before its atomics: when both travel on one lane. UCX's fence is
+// per transport (weak) in 1.13; from 1.14 it flushes when several lanes
+// carry RMA, but never looks at the atomics' lane. Puts and atomics that
+// UCX emulates go over the active-message lane ("am").
+func orderedByFence(ls []ucx.Lane) bool {
+	var rma, amo []int
+	am := -1
+	for i, l := range ls {
+		for _, u := range l.Uses {
+			switch {
+			case strings.HasPrefix(u, "rma"):
+				rma = append(rma, i)
+			case strings.HasPrefix(u, "amo"):
+				amo = append(amo, i)
+			case u == "am":
+				am = i
+			}
+		}
+	}
+	if len(rma) == 0 {
+		rma = []int{am}
+	}
+	if len(amo) == 0 {
+		amo = []int{am}
+	}
+	rma, amo = slices.Compact(rma), slices.Compact(amo)
+	return len(rma) == 1 && len(amo) == 1 && rma[0] == amo[0] && rma[0] >= 0
 }
 
 // describeLanes is the INIT log's transport text, for example "tcp/lo (RMA

@@ -162,9 +162,9 @@ static int th_fence(th_ucp_worker_h w) { return FN(worker_fence)(w); }
 // error handler (a lost peer) or through the completion of an operation
 // posted without a tracked request. Written inside ucp_worker_progress.
 typedef struct {
-  int err;      // from the endpoint error handler
-  int op_err;   // from a completed operation
-  int closed;
+  int err;       // from the endpoint error handler
+  int op_err;    // from a completed operation
+  int inflight;  // untracked operations not complete yet
 } th_ep_rec;
 
 static void th_err_cb(void* arg, th_ucp_ep_h ep, th_ucs_status_t st) {
@@ -174,10 +174,12 @@ static void th_err_cb(void* arg, th_ucp_ep_h ep, th_ucs_status_t st) {
 static void th_send_cb(void* req, th_ucs_status_t st, void* user) {
   th_ep_rec* r = (th_ep_rec*)user;
   if (st != TH_UCS_OK && r->op_err == 0) __atomic_store_n(&r->op_err, (int)st, __ATOMIC_RELEASE);
+  __atomic_sub_fetch(&r->inflight, 1, __ATOMIC_RELEASE);
   FN(request_free)(req);
 }
 static int th_ep_err(th_ep_rec* r) { return __atomic_load_n(&r->err, __ATOMIC_ACQUIRE); }
 static int th_ep_op_err(th_ep_rec* r) { return __atomic_load_n(&r->op_err, __ATOMIC_ACQUIRE); }
+static int th_ep_inflight(th_ep_rec* r) { return __atomic_load_n(&r->inflight, __ATOMIC_ACQUIRE); }
 
 static int th_ep_create(th_ucp_worker_h w, const void* addr, th_ep_rec* rec, const char* name, th_ucp_ep_h* ep) {
   th_ucp_ep_params_t p;
@@ -272,7 +274,11 @@ static void* th_put(th_ucp_ep_h ep, uintptr_t src, size_t n, uint64_t raddr, th_
     p.memh = memh;
   }
   void* r = th_req(FN(put_nbx)(ep, (const void*)src, n, raddr, rk, &p), st);
-  if (!tracked && r) { *st = TH_UCS_OK; return NULL; }  // th_send_cb frees it
+  if (!tracked && r) {  // th_send_cb frees it
+    __atomic_add_fetch(&rec->inflight, 1, __ATOMIC_RELAXED);
+    *st = TH_UCS_OK;
+    return NULL;
+  }
   return r;
 }
 
@@ -288,7 +294,11 @@ static int th_inc(th_ucp_ep_h ep, uint64_t raddr, th_ucp_rkey_h rk, th_ep_rec* r
   p.datatype = TH_UCP_DT_CONTIG(8);
   int st;
   th_req(FN(atomic_op_nbx)(ep, TH_UCP_ATOMIC_OP_ADD, &th_one, 1, raddr, rk, &p), &st);
-  return st == TH_UCS_INPROGRESS ? TH_UCS_OK : st;
+  if (st == TH_UCS_INPROGRESS) {
+    __atomic_add_fetch(&rec->inflight, 1, __ATOMIC_RELAXED);
+    return TH_UCS_OK;
+  }
+  return st;
 }
 */
 import "C"
@@ -687,6 +697,11 @@ func (e *Endpoint) Err() error {
 	}
 	return nil
 }
+
+// InFlight is the number of the endpoint's untracked operations (Put, Inc)
+// that have not completed locally yet: UCX queues without bound, so a
+// caller that posts faster than the wire drains holds back at a limit.
+func (e *Endpoint) InFlight() int { return int(C.th_ep_inflight(e.rec)) }
 
 // Put writes n bytes from local address src (inside registered memory mem,
 // or nil) to raddr in the peer's memory registered under rk. The source may
