@@ -459,6 +459,7 @@ func (c *Conn) Post(d Desc) (uint64, error) {
 		return 0, c.waitErr("post", err)
 	}
 	c.fifo.post(t, d)
+	c.p.help()
 	c.p.Kick()
 	return t, nil
 }
@@ -534,6 +535,9 @@ func (c *Conn) WaitSignal(sem *uint64, want uint64, peer int) error {
 		return nil
 	}
 	for i := 0; atomic.LoadUint64(sem) < want; i++ {
+		if i&7 == 7 {
+			c.p.help() // the signal may be waiting in this process's worker
+		}
 		if err := spinCheck(i, b, failed); err != nil {
 			return &Error{Rank: c.rank, Peer: peer, Op: fmt.Sprintf("waiting for signal %d from rank %d (have %d)", want, peer, atomic.LoadUint64(sem)), Err: err}
 		}

@@ -85,6 +85,9 @@ type FIFO struct {
 	err  *uint32
 	head *uint64
 	ring unsafe.Pointer
+	// help, when set, runs a round of the proxy from a waiting producer
+	// (Proxy.help).
+	help func()
 }
 
 func newFIFO(blk HostBlock, capacity int) (*FIFO, error) {
@@ -146,6 +149,9 @@ func (f *FIFO) setFailed()          { atomic.StoreUint32(f.err, 1) }
 func (f *FIFO) reserve(b waitBound, failed func() error) (uint64, error) {
 	t := atomic.AddUint64(f.head, 1) - 1
 	for i := 0; t-atomic.LoadUint64(f.tail) >= f.cap; i++ {
+		if i&7 == 7 && f.help != nil {
+			f.help()
+		}
 		if err := spinCheck(i, b, failed); err != nil {
 			if _, ok := err.(errTimeout); ok {
 				return 0, fmt.Errorf("waiting for a free FIFO slot (ticket %d, %d completed of capacity %d): %w", t, f.Tail(), f.cap, err)
@@ -159,6 +165,9 @@ func (f *FIFO) reserve(b waitBound, failed func() error) (uint64, error) {
 // waitDone waits until ticket t has completed.
 func (f *FIFO) waitDone(t uint64, b waitBound, failed func() error) error {
 	for i := 0; atomic.LoadUint64(f.tail) <= t; i++ {
+		if i&7 == 7 && f.help != nil {
+			f.help()
+		}
 		if err := spinCheck(i, b, failed); err != nil {
 			if _, ok := err.(errTimeout); ok {
 				return fmt.Errorf("waiting for descriptor %d (%d completed): %w", t, f.Tail(), err)

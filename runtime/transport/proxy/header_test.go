@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	_ "embed"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,6 +9,20 @@ import (
 	"strings"
 	"testing"
 )
+
+// port.h, embedded so that a compiled test binary run elsewhere checks it.
+//
+//go:embed port.h
+var portHeader string
+
+// headerDir writes port.h into a temporary directory for the compilers.
+func headerDir(t *testing.T) string {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "port.h"), []byte(portHeader), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
 
 // TestPortHeaderLayout compiles port.h with gcc, asserting at compile time
 // that its structs and constants are the ones fifo.go uses.
@@ -33,13 +48,12 @@ func TestPortHeaderLayout(t *testing.T) {
 	} {
 		fmt.Fprintf(&b, "SAME(%s, %s);\n", c[0], c[1])
 	}
-	dir := t.TempDir()
+	dir := headerDir(t)
 	src := filepath.Join(dir, "layout.c")
 	if err := os.WriteFile(src, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	wd, _ := os.Getwd()
-	if out, err := exec.Command(gcc, "-std=c11", "-Wall", "-Werror", "-I", wd, "-c", "-o", filepath.Join(dir, "layout.o"), src).CombinedOutput(); err != nil {
+	if out, err := exec.Command(gcc, "-std=c11", "-Wall", "-Werror", "-I", dir, "-c", "-o", filepath.Join(dir, "layout.o"), src).CombinedOutput(); err != nil {
 		t.Fatalf("port.h differs from fifo.go:\n%s", out)
 	}
 }
@@ -52,7 +66,7 @@ func TestPortHeaderDevice(t *testing.T) {
 	if err != nil {
 		t.Skip("no clang-14 (the kernel compiler, cuda/kernel/build.sh)")
 	}
-	dir := t.TempDir()
+	dir := headerDir(t)
 	src := filepath.Join(dir, "post.cu")
 	if err := os.WriteFile(src, []byte(`#include "port.h"
 extern "C" __attribute__((global)) void post(theseus_port_ctrl* f, uint64_t* head, const volatile uint32_t* abort, uint64_t* out) {
@@ -67,10 +81,9 @@ extern "C" __attribute__((global)) void post(theseus_port_ctrl* f, uint64_t* hea
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	wd, _ := os.Getwd()
 	ptx := filepath.Join(dir, "post.ptx")
 	if out, err := exec.Command(clang, "--cuda-device-only", "-nocudainc", "-nocudalib", "--cuda-gpu-arch=sm_80", "-O3", "-std=c++17",
-		"-Wall", "-Werror", "-Wno-unknown-cuda-version", "-I", wd, "-S", "-o", ptx, src).CombinedOutput(); err != nil {
+		"-Wall", "-Werror", "-Wno-unknown-cuda-version", "-I", dir, "-S", "-o", ptx, src).CombinedOutput(); err != nil {
 		t.Fatalf("port.h does not compile for the device:\n%s", out)
 	}
 	b, err := os.ReadFile(ptx)

@@ -145,17 +145,8 @@ func (p *Proxy) loop() {
 			return
 		default:
 		}
-		work := p.w.Progress() > 0
-		busy := false
 		p.loopMu.Lock()
-		p.mu.Lock()
-		conns := p.conns
-		p.mu.Unlock()
-		for _, c := range conns {
-			w, b := c.drain()
-			work = work || w
-			busy = busy || b
-		}
+		work, busy := p.round()
 		p.loopMu.Unlock()
 		if work {
 			idle, idleSince, sleep = 0, time.Time{}, 10*time.Microsecond
@@ -183,6 +174,34 @@ func (p *Proxy) loop() {
 			sleep = min(2*sleep, time.Millisecond)
 		}
 		t.Stop()
+	}
+}
+
+// round progresses the worker once and drains every Conn's FIFO; the
+// caller holds loopMu. work: something happened; busy: a flush is in
+// flight or an endpoint is full.
+func (p *Proxy) round() (work, busy bool) {
+	work = p.w.Progress() > 0
+	p.mu.Lock()
+	conns := p.conns
+	p.mu.Unlock()
+	for _, c := range conns {
+		w, b := c.drain()
+		work = work || w
+		busy = busy || b
+	}
+	return work, busy
+}
+
+// help runs a round from a producer's or waiter's goroutine when the
+// proxy's goroutine is not in one: a Go producer that posts, or a waiter
+// that spins, does the proxy's work itself instead of handing it over (on
+// a machine with fewer cores than spinning threads, each handover costs a
+// scheduling slice).
+func (p *Proxy) help() {
+	if p.loopMu.TryLock() {
+		p.round()
+		p.loopMu.Unlock()
 	}
 }
 
@@ -327,6 +346,7 @@ func (p *Proxy) Connect(ctx context.Context, net Net, rank int, peers []int, o C
 		return nil, err
 	}
 	c := &Conn{p: p, rank: rank, net: net, opts: o, fifo: fifo, peers: map[int]*peer{}}
+	fifo.help = p.help
 	c.regions.Store(&[]*Region{})
 	c.channels.Store(&[]channel{})
 	ok := false

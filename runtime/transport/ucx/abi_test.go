@@ -1,6 +1,7 @@
 package ucx
 
 import (
+	_ "embed"
 	"flag"
 	"fmt"
 	"os"
@@ -52,6 +53,12 @@ var abiConsts = [][2]string{
 	{"TH_UCP_OP_ATTR_FIELD_MEMORY_TYPE", "UCP_OP_ATTR_FIELD_MEMORY_TYPE"}, {"TH_UCP_OP_ATTR_FIELD_MEMH", "UCP_OP_ATTR_FIELD_MEMH"},
 	{"TH_UCP_ATOMIC_OP_ADD", "UCP_ATOMIC_OP_ADD"}, {"TH_UCP_DT_CONTIG(8)", "ucp_dt_make_contig(8)"},
 }
+
+// The header under test, embedded so that a compiled test binary run
+// elsewhere (bench/gpu/ucx-transport.sh) checks it too.
+//
+//go:embed ucp_abi.h
+var abiHeader string
 
 var abiInclude = flag.String("ucx.include", "/usr/include", "include directory holding ucp/api/ucp.h for TestABILayout (another UCX release's headers)")
 
@@ -105,12 +112,8 @@ func TestABILayout(t *testing.T) {
 #define th_ucp_mem_map_params_t ucp_mem_map_params_t
 #define th_ucp_request_param_t ucp_request_param_t
 `)
-	hdr, err := os.ReadFile("ucp_abi.h")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Only the entry-point typedefs, renamed th2_ so they do not clash.
-	for _, line := range strings.SplitAfter(string(hdr), ";\n") {
+	for _, line := range strings.SplitAfter(abiHeader, ";\n") {
 		if i := strings.Index(line, "typedef"); i >= 0 && strings.Contains(line, "(*th_fn_") {
 			l := line[i:]
 			l = strings.ReplaceAll(l, "(*th_fn_", "(*th2_fn_")
@@ -132,8 +135,10 @@ func TestABILayout(t *testing.T) {
 	if err := os.WriteFile(src, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	wd, _ := os.Getwd()
-	out, err := exec.Command(gcc, "-std=gnu11", "-Werror=incompatible-pointer-types", "-Wall", "-I", wd, "-I", *abiInclude, "-c", "-o", filepath.Join(dir, "abi.o"), src).CombinedOutput()
+	if err := os.WriteFile(filepath.Join(dir, "ucp_abi.h"), []byte(abiHeader), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(gcc, "-std=gnu11", "-Werror=incompatible-pointer-types", "-Wall", "-I", dir, "-I", *abiInclude, "-c", "-o", filepath.Join(dir, "abi.o"), src).CombinedOutput()
 	if err != nil {
 		t.Fatalf("the declarations in ucp_abi.h differ from UCX's headers:\n%s", out)
 	}
