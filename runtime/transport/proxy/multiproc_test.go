@@ -93,42 +93,45 @@ func startRanks(t *testing.T, n int, mode string, extra ...string) []*rankProc {
 	}
 	procs := make([]*rankProc, n)
 	for r := range n {
-		cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.timeout=5m")
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d/%d/%s/%s", rankEnv, r, n, mode, hex.EncodeToString(id[:])),
-			"MSCCLPP_SOCKET_IFNAME=lo")
-		cmd.Env = append(cmd.Env, extra...)
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stderr = cmd.Stdout
-		p := &rankProc{rank: r, cmd: cmd, lines: make(chan string, 1024), done: make(chan error, 1)}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			sc.Buffer(make([]byte, 1<<20), 1<<20)
-			for sc.Scan() {
-				line := sc.Text()
-				p.mu.Lock()
-				p.out.WriteString(line + "\n")
-				p.mu.Unlock()
-				if strings.HasPrefix(line, "MP ") {
-					p.lines <- line
-				}
-			}
-			close(p.lines)
-			p.done <- cmd.Wait()
-		}()
-		procs[r] = p
+		env := append([]string{fmt.Sprintf("%s=%d/%d/%s/%s", rankEnv, r, n, mode, hex.EncodeToString(id[:])), "MSCCLPP_SOCKET_IFNAME=lo"}, extra...)
+		procs[r] = startRank(t, r, nil, env)
 	}
-	t.Cleanup(func() {
-		for _, p := range procs {
-			p.cmd.Process.Kill()
-		}
-	})
 	return procs
+}
+
+// startRank starts the test binary as a rank, under the command prefix
+// wrap (for example ip netns exec), with the extra environment.
+func startRank(t *testing.T, r int, wrap []string, env []string) *rankProc {
+	t.Helper()
+	argv := append(append([]string(nil), wrap...), os.Args[0], "-test.run=^$", "-test.timeout=5m")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	p := &rankProc{rank: r, cmd: cmd, lines: make(chan string, 1024), done: make(chan error, 1)}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.out.WriteString(line + "\n")
+			p.mu.Unlock()
+			if strings.HasPrefix(line, "MP ") {
+				p.lines <- line
+			}
+		}
+		close(p.lines)
+		p.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() { p.cmd.Process.Kill() })
+	return p
 }
 
 // expectOK waits for every rank's final "MP ok" line and a clean exit.
@@ -278,9 +281,20 @@ func rankMain(v string) int {
 	parts := strings.SplitN(v, "/", 4)
 	rank, _ := strconv.Atoi(parts[0])
 	n, _ := strconv.Atoi(parts[1])
-	idb, _ := hex.DecodeString(parts[3])
 	var id bootstrap.UniqueID
-	copy(id[:], idb)
+	if parts[3] == "new" {
+		// This rank makes the id (on MSCCLPP_SOCKET_IFNAME's address) and
+		// prints it for the parent to pass on.
+		var err error
+		if id, err = bootstrap.NewUniqueID(bootstrap.Options{}); err != nil {
+			fmt.Printf("MP failed rank=%d err=%q\n", rank, err.Error())
+			return 1
+		}
+		fmt.Printf("MP id rank=%d id=%s\n", rank, hex.EncodeToString(id[:]))
+	} else {
+		idb, _ := hex.DecodeString(parts[3])
+		copy(id[:], idb)
+	}
 	r := &rankEnvT{rank: rank, n: n, mode: parts[2]}
 	fail := func(err error) int {
 		fmt.Printf("MP failed rank=%d err=%q\n", rank, err.Error())
