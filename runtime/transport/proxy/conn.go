@@ -454,7 +454,9 @@ func (c *Conn) Post(d Desc) (uint64, error) {
 	if err := c.Err(); err != nil {
 		return 0, err
 	}
+	c.p.helping(1)
 	t, err := c.fifo.reserve(c.bound(), c.Err)
+	c.p.helping(-1)
 	if err != nil {
 		return 0, c.waitErr("post", err)
 	}
@@ -466,6 +468,8 @@ func (c *Conn) Post(d Desc) (uint64, error) {
 
 // Wait waits until ticket t has completed (for a flush: at the peer).
 func (c *Conn) Wait(t uint64) error {
+	c.p.helping(1)
+	defer c.p.helping(-1)
 	if err := c.fifo.waitDone(t, c.bound(), c.Err); err != nil {
 		return c.waitErr("wait", err)
 	}
@@ -502,6 +506,8 @@ func (c *Conn) Flush(ch uint16) error {
 	if err != nil {
 		return err
 	}
+	c.p.helping(1)
+	defer c.p.helping(-1)
 	if err := c.fifo.waitDone(t, c.bound(), c.Err); err != nil {
 		peer := -1
 		if chs := *c.channels.Load(); int(ch) < len(chs) {
@@ -534,6 +540,11 @@ func (c *Conn) WaitSignal(sem *uint64, want uint64, peer int) error {
 		}
 		return nil
 	}
+	if atomic.LoadUint64(sem) >= want {
+		return nil
+	}
+	c.p.helping(1)
+	defer c.p.helping(-1)
 	for i := 0; atomic.LoadUint64(sem) < want; i++ {
 		if i&7 == 7 {
 			c.p.help() // the signal may be waiting in this process's worker

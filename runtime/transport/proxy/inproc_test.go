@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -435,5 +436,61 @@ func TestStrongOrder(t *testing.T) {
 	}
 	if s := w.cs[0].Stats(); s.OrderFlushes != n || s.Fences != 0 || s.Signals != n {
 		t.Fatalf("stats %+v: want %d ordering flushes, no fences", s, n)
+	}
+}
+
+// TestForeignProducer: a producer that only writes the FIFO's memory, as a
+// GPU threadblock does (no Post, no Kick, no help): the proxy's goroutine
+// alone drains it, including after it has gone to sleep.
+func TestForeignProducer(t *testing.T) {
+	w := newWorld(t, 2, ConnOptions{Capacity: 4})
+	blks := []HostBlock{alloc(t, 1<<16), alloc(t, 1<<16)}
+	each(2, func(r int) {
+		w.cs[r].Register(Mem{Addr: uintptr(blks[r].Ptr), Size: blks[r].Size})
+		w.cs[r].Share(context.Background())
+	})
+	ch, err := w.cs[0].AddChannel(1, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := bytesOf(blks[0])
+	for i := range src {
+		src[i] = byte(i * 3)
+	}
+	f := w.cs[0].FIFO()
+	time.Sleep(10 * time.Millisecond) // the proxy's goroutine is asleep by now (idle > 2 ms)
+	const n = 100
+	deadline := time.Now().Add(20 * time.Second)
+	for k := range n {
+		tk := atomic.AddUint64(f.head, 1) - 1
+		for tk-f.Tail() >= uint64(f.Capacity()) { // the device's loop: no help
+			if time.Now().After(deadline) {
+				t.Fatalf("no free slot for ticket %d after 20 s", tk)
+			}
+			osYield()
+		}
+		op := OpPut
+		if k == n-1 {
+			op |= OpSignal | OpFlush
+		}
+		f.post(tk, Desc{Op: op, Channel: ch, SrcOff: uint64(64 * k), DstOff: uint64(8 + 64*k), Size: 64})
+	}
+	for f.Tail() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("tail %d of %d after 20 s", f.Tail(), n)
+		}
+		osYield()
+	}
+	if f.Failed() {
+		t.Fatal(w.cs[0].Err())
+	}
+	dst := bytesOf(blks[1])
+	if got := *(*uint64)(blks[1].Ptr); got != 1 {
+		t.Fatalf("semaphore %d, want 1", got)
+	}
+	for i := range 64 * n {
+		if dst[8+i] != src[i] {
+			t.Fatalf("byte %d = %d, want %d", i, dst[8+i], src[i])
+		}
 	}
 }

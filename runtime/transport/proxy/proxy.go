@@ -61,9 +61,13 @@ type Proxy struct {
 	// remove the Conn between two rounds.
 	loopMu sync.Mutex
 	kick   chan struct{}
-	stop   chan struct{}
-	done   chan struct{}
-	closed atomic.Bool
+	// helpers counts the Go goroutines spinning in a wait that run the
+	// proxy's rounds themselves (help); while there are any, the proxy's
+	// goroutine sleeps instead of spinning beside them.
+	helpers atomic.Int32
+	stop    chan struct{}
+	done    chan struct{}
+	closed  atomic.Bool
 }
 
 // New starts a Proxy: it loads UCX (a *ucx.LoadError when libucp is
@@ -145,6 +149,18 @@ func (p *Proxy) loop() {
 			return
 		default:
 		}
+		if p.helpers.Load() > 0 {
+			t := time.NewTimer(100 * time.Microsecond)
+			select {
+			case <-p.stop:
+				t.Stop()
+				return
+			case <-p.kick:
+			case <-t.C:
+			}
+			t.Stop()
+			continue
+		}
 		p.loopMu.Lock()
 		work, busy := p.round()
 		p.loopMu.Unlock()
@@ -191,6 +207,14 @@ func (p *Proxy) round() (work, busy bool) {
 		busy = busy || b
 	}
 	return work, busy
+}
+
+// helping registers (+1) or unregisters (-1) a goroutine that spins in a
+// wait and helps; the last one out wakes the proxy's goroutine.
+func (p *Proxy) helping(d int32) {
+	if p.helpers.Add(d) == 0 && d < 0 {
+		p.Kick()
+	}
 }
 
 // help runs a round from a producer's or waiter's goroutine when the
