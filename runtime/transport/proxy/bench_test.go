@@ -19,10 +19,8 @@ import (
 // docs/transport.md.
 
 type benchPair struct {
-	c    *Conn
-	ch   uint16
-	data HostBlock
-	sem  HostBlock
+	*shared
+	ch uint16
 }
 
 const benchData = 64<<20 + 4096
@@ -66,33 +64,15 @@ func startBenchPeer(b *testing.B) *benchPair {
 	return bp
 }
 
-// benchSetup: region 0 = data, region 1 = semaphores; channel 0 signals
-// the peer's word 0.
+// benchSetup: channel 0 signals the peer's word 0.
 func benchSetup(ctx context.Context, p *Proxy, boot *bootstrap.Bootstrap, rank int) (*benchPair, error) {
-	c, err := p.Connect(ctx, boot, rank, []int{1 - rank}, ConnOptions{})
+	sh, err := connectShared(ctx, p, boot, rank, []int{1 - rank}, ConnOptions{}, benchData)
 	if err != nil {
 		return nil, err
 	}
-	bp := &benchPair{c: c}
-	if bp.data, err = AllocHost(benchData); err != nil {
-		return nil, err
-	}
-	if bp.sem, err = AllocHost(4096); err != nil {
-		return nil, err
-	}
-	if _, err := c.Register(Mem{Addr: uintptr(bp.data.Ptr), Size: bp.data.Size}); err != nil {
-		return nil, err
-	}
-	if _, err := c.Register(Mem{Addr: uintptr(bp.sem.Ptr), Size: bp.sem.Size}); err != nil {
-		return nil, err
-	}
-	if err := c.Share(ctx); err != nil {
-		return nil, err
-	}
-	if bp.ch, err = c.AddChannel(1-rank, 1, 0); err != nil {
-		return nil, err
-	}
-	return bp, nil
+	bp := &benchPair{shared: sh}
+	bp.ch, err = sh.c.AddChannel(1-rank, 1, 0)
+	return bp, err
 }
 
 // benchPeer echoes: each signal from rank 0 is answered with an 8-byte put

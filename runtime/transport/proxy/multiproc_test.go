@@ -338,6 +338,35 @@ func rankMain(v string) int {
 	return 0
 }
 
+// shared is a rank's connection with its two regions shared: region 0 =
+// data (dataBytes), region 1 = 4096 bytes of semaphore words.
+type shared struct {
+	c          *Conn
+	data, sem  HostBlock
+	dreg, sreg *Region
+}
+
+func connectShared(ctx context.Context, p *Proxy, net Net, rank int, peers []int, o ConnOptions, dataBytes int) (*shared, error) {
+	c, err := p.Connect(ctx, net, rank, peers, o)
+	if err != nil {
+		return nil, err
+	}
+	s := &shared{c: c}
+	if s.data, err = AllocHost(dataBytes); err != nil {
+		return nil, err
+	}
+	if s.sem, err = AllocHost(4096); err != nil {
+		return nil, err
+	}
+	if s.dreg, err = c.Register(Mem{Addr: uintptr(s.data.Ptr), Size: s.data.Size}); err != nil {
+		return nil, err
+	}
+	if s.sreg, err = c.Register(Mem{Addr: uintptr(s.sem.Ptr), Size: s.sem.Size}); err != nil {
+		return nil, err
+	}
+	return s, c.Share(ctx)
+}
+
 // pattern is the byte a sender writes at offset i of case k.
 func pattern(sender, k, i int) byte { return byte(sender*31 + k*7 + i + i>>8 + i>>16) }
 
@@ -351,30 +380,12 @@ func (r *rankEnvT) ring(ctx context.Context) (string, error) {
 	if prev != next {
 		peers = append(peers, prev)
 	}
-	c, err := r.p.Connect(ctx, r.boot, r.rank, peers, ConnOptions{})
-	if err != nil {
-		return "", err
-	}
 	const half = 64<<20 + 128
-	data, err := AllocHost(2 * half)
+	sh, err := connectShared(ctx, r.p, r.boot, r.rank, peers, ConnOptions{}, 2*half)
 	if err != nil {
 		return "", err
 	}
-	sem, err := AllocHost(4096)
-	if err != nil {
-		return "", err
-	}
-	dreg, err := c.Register(Mem{Addr: uintptr(data.Ptr), Size: data.Size})
-	if err != nil {
-		return "", err
-	}
-	sreg, err := c.Register(Mem{Addr: uintptr(sem.Ptr), Size: sem.Size})
-	if err != nil {
-		return "", err
-	}
-	if err := c.Share(ctx); err != nil {
-		return "", err
-	}
+	c, data, sem, dreg, sreg := sh.c, sh.data, sh.sem, sh.dreg, sh.sreg
 	toNext, err := c.AddChannel(next, sreg.ID, 0) // next's word 0
 	if err != nil {
 		return "", err
@@ -447,24 +458,12 @@ func (r *rankEnvT) allPairs(ctx context.Context) (string, error) {
 			peers = append(peers, q)
 		}
 	}
-	c, err := r.p.Connect(ctx, r.boot, r.rank, peers, ConnOptions{})
-	if err != nil {
-		return "", err
-	}
 	const slot = 2 << 20
-	data, err := AllocHost(slot * (r.n + 1))
+	sh, err := connectShared(ctx, r.p, r.boot, r.rank, peers, ConnOptions{}, slot*(r.n+1))
 	if err != nil {
 		return "", err
 	}
-	sem, err := AllocHost(4096)
-	if err != nil {
-		return "", err
-	}
-	dreg, _ := c.Register(Mem{Addr: uintptr(data.Ptr), Size: data.Size})
-	sreg, _ := c.Register(Mem{Addr: uintptr(sem.Ptr), Size: sem.Size})
-	if err := c.Share(ctx); err != nil {
-		return "", err
-	}
+	c, data, sem, dreg, sreg := sh.c, sh.data, sh.sem, sh.dreg, sh.sreg
 	buf := unsafe.Slice((*byte)(data.Ptr), data.Size)
 	size := 1<<20 + r.rank
 	for i := range size {
@@ -504,24 +503,12 @@ func (r *rankEnvT) allPairs(ctx context.Context) (string, error) {
 // signal, without waiting; rank 1, on seeing the semaphore reach k, checks
 // slot k at once.
 func (r *rankEnvT) order(ctx context.Context) (string, error) {
-	c, err := r.p.Connect(ctx, r.boot, r.rank, []int{1 - r.rank}, ConnOptions{Capacity: 16})
-	if err != nil {
-		return "", err
-	}
 	const slot, n = 256 << 10, 64
-	data, err := AllocHost(slot * (n + 1))
+	sh, err := connectShared(ctx, r.p, r.boot, r.rank, []int{1 - r.rank}, ConnOptions{Capacity: 16}, slot*(n+1))
 	if err != nil {
 		return "", err
 	}
-	sem, err := AllocHost(4096)
-	if err != nil {
-		return "", err
-	}
-	dreg, _ := c.Register(Mem{Addr: uintptr(data.Ptr), Size: data.Size})
-	sreg, _ := c.Register(Mem{Addr: uintptr(sem.Ptr), Size: sem.Size})
-	if err := c.Share(ctx); err != nil {
-		return "", err
-	}
+	c, data, sem, dreg, sreg := sh.c, sh.data, sh.sem, sh.dreg, sh.sreg
 	ch, err := c.AddChannel(1-r.rank, sreg.ID, 0)
 	if err != nil {
 		return "", err
@@ -562,24 +549,12 @@ func (r *rankEnvT) order(ctx context.Context) (string, error) {
 // goroutines through an 8-slot FIFO, then one signal after a flush; rank 1
 // checks every word.
 func (r *rankEnvT) fifo(ctx context.Context) (string, error) {
-	c, err := r.p.Connect(ctx, r.boot, r.rank, []int{1 - r.rank}, ConnOptions{Capacity: 8})
-	if err != nil {
-		return "", err
-	}
 	const n = 20000
-	data, err := AllocHost(16 * n)
+	sh, err := connectShared(ctx, r.p, r.boot, r.rank, []int{1 - r.rank}, ConnOptions{Capacity: 8}, 16*n)
 	if err != nil {
 		return "", err
 	}
-	sem, err := AllocHost(4096)
-	if err != nil {
-		return "", err
-	}
-	dreg, _ := c.Register(Mem{Addr: uintptr(data.Ptr), Size: data.Size})
-	sreg, _ := c.Register(Mem{Addr: uintptr(sem.Ptr), Size: sem.Size})
-	if err := c.Share(ctx); err != nil {
-		return "", err
-	}
+	c, data, sem, dreg, sreg := sh.c, sh.data, sh.sem, sh.dreg, sh.sreg
 	ch, err := c.AddChannel(1-r.rank, sreg.ID, 0)
 	if err != nil {
 		return "", err
@@ -636,18 +611,11 @@ func (r *rankEnvT) fifo(ctx context.Context) (string, error) {
 // killed or stopped; rank 0 says ready, waits for SIGINT (sent after
 // that), then waits for a signal from rank 1, puts and flushes.
 func (r *rankEnvT) lost(ctx context.Context) (string, error) {
-	c, err := r.p.Connect(ctx, r.boot, r.rank, []int{1 - r.rank}, ConnOptions{})
+	sh, err := connectShared(ctx, r.p, r.boot, r.rank, []int{1 - r.rank}, ConnOptions{}, 1<<20)
 	if err != nil {
 		return "", err
 	}
-	data, err := AllocHost(1 << 20)
-	if err != nil {
-		return "", err
-	}
-	dreg, _ := c.Register(Mem{Addr: uintptr(data.Ptr), Size: data.Size})
-	if err := c.Share(ctx); err != nil {
-		return "", err
-	}
+	c, data, dreg := sh.c, sh.data, sh.dreg
 	ch, err := c.AddChannel(1-r.rank, dreg.ID, 0)
 	if err != nil {
 		return "", err
