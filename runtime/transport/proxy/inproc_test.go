@@ -15,6 +15,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
 	"github.com/theseus-ccl/theseus/runtime/env"
+	"github.com/theseus-ccl/theseus/runtime/log"
 	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
 )
 
@@ -41,6 +42,14 @@ func each(n int, f func(r int)) {
 func newWorld(t *testing.T, n int, o ConnOptions) *world {
 	t.Helper()
 	needUCX(t)
+	// UCX over the loopback interface only (MSCCLPP_SOCKET_IFNAME=lo), as
+	// the multi-process tests have it.
+	t.Cleanup(env.SetLookupForTest(func(k string) (string, bool) {
+		if k == "MSCCLPP_SOCKET_IFNAME" {
+			return "lo", true
+		}
+		return "", false
+	}))
 	id, err := bootstrap.NewLoopbackUniqueID(bootstrap.Options{Timeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -491,6 +500,45 @@ func TestForeignProducer(t *testing.T) {
 	for i := range 64 * n {
 		if dst[8+i] != src[i] {
 			t.Fatalf("byte %d = %d, want %d", i, dst[8+i], src[i])
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestInitLog: the INIT lines name UCX, its version and the transport of
+// each connection (as NCCL's "NET/IB" lines do).
+func TestInitLog(t *testing.T) {
+	var buf syncBuffer
+	log.SetOutput(&buf)
+	log.SetLevel(log.Info, log.Init)
+	defer func() {
+		log.SetLevel(log.Warn, log.Init)
+		log.SetOutput(os.Stderr)
+	}()
+	newWorld(t, 2, ConnOptions{})
+	out := buf.String()
+	maj, min, _ := ucx.Version()
+	for _, want := range []string{fmt.Sprintf("INFO INIT NET/UCX: UCX %d.%d.", maj, min),
+		"INFO INIT rank 0 -> rank 1: NET/UCX tcp/lo (RMA and atomics as active messages); signals ordered by fence",
+		"INFO INIT rank 1 -> rank 0: NET/UCX tcp/lo"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("INIT log lacks %q:\n%s", want, out)
 		}
 	}
 }

@@ -611,6 +611,9 @@ func (r *Request) Test() (done bool, err error) {
 }
 
 func (r *Request) test() (bool, error) {
+	if r.h != nil && r.w.closed { // freed with the worker
+		r.h, r.st = nil, ErrCancel
+	}
 	if r.h != nil {
 		s := Status(C.th_req_status(r.h))
 		if s == InProgress {
@@ -689,6 +692,11 @@ func (w *Worker) Connect(addr []byte, name string) (*Endpoint, error) {
 // Err is the endpoint's first failure: the peer lost (UCX's error handler)
 // or an untracked operation that completed with an error; nil while none.
 func (e *Endpoint) Err() error {
+	e.w.c.mu.Lock()
+	defer e.w.c.mu.Unlock()
+	if e.w.closed { // the record went with the worker
+		return &Error{Op: "endpoint", Status: ErrCancel}
+	}
 	if s := C.th_ep_err(e.rec); s != 0 {
 		return &Error{Op: "endpoint", Status: Status(s)}
 	}
@@ -701,7 +709,14 @@ func (e *Endpoint) Err() error {
 // InFlight is the number of the endpoint's untracked operations (Put, Inc)
 // that have not completed locally yet: UCX queues without bound, so a
 // caller that posts faster than the wire drains holds back at a limit.
-func (e *Endpoint) InFlight() int { return int(C.th_ep_inflight(e.rec)) }
+func (e *Endpoint) InFlight() int {
+	e.w.c.mu.Lock()
+	defer e.w.c.mu.Unlock()
+	if e.w.closed {
+		return 0
+	}
+	return int(C.th_ep_inflight(e.rec))
+}
 
 // Put writes n bytes from local address src (inside registered memory mem,
 // or nil) to raddr in the peer's memory registered under rk. The source may

@@ -175,12 +175,15 @@ func TestPutIncFlush(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r, err := p.ep.Flush()
+	r, err := p.w1.Flush() // the worker's flush: every endpoint
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := p.wait(t, r); err != nil {
 		t.Fatal(err)
+	}
+	if n := p.ep.InFlight(); n != 0 {
+		t.Fatalf("%d operations in flight after the flush", n)
 	}
 	if d := cmp.Diff(src[3:1003], p.dst[5:1005]); d != "" {
 		t.Fatalf("put data (-want +got):\n%s", d)
