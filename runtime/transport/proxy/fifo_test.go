@@ -132,11 +132,11 @@ func FuzzDecodeRegions(f *testing.F) {
 }
 
 func FuzzDecodeHello(f *testing.F) {
-	f.Add(encodeHello(3, []byte("worker address")), 3)
+	f.Add(encodeHello(helloMsg{rank: 3, addr: []byte("worker address"), probe: 0x7f0000001000, key: []byte{1, 2}}), 3)
 	f.Add([]byte("THPX1"), 0)
 	f.Fuzz(func(t *testing.T, m []byte, rank int) {
-		addr, err := decodeHello(m, rank)
-		if err == nil && string(encodeHello(rank, addr)) != string(m) {
+		h, err := decodeHello(m, rank)
+		if err == nil && string(encodeHello(h)) != string(m) {
 			t.Fatalf("round trip of %x", m)
 		}
 	})

@@ -316,14 +316,23 @@ func TestUnreachablePeer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := gone.w.Address()
+	probe := alloc(t, 4096)
+	m, err := gone.ctx.Map(uintptr(probe.Ptr), probe.Size, ucx.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := m.PackRKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Unmap()
+	hello := encodeHello(helloMsg{rank: 1, addr: gone.w.Address(), probe: uint64(uintptr(probe.Ptr)), key: key})
 	gone.Close()
 	p, err := New(Options{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	hello := append([]byte("THPX1\x01\x00\x00\x00"), addr...)
 	start := time.Now()
 	_, err = p.Connect(context.Background(), &fakeNet{hello: hello}, 0, []int{1}, ConnOptions{})
 	if time.Since(start) > 11*time.Second {

@@ -338,6 +338,9 @@ type Conn struct {
 	pendRest Op // the descriptor's operations still to run after the flush
 	stage    *stager
 
+	probe    HostBlock // the word each peer increments at Connect
+	probeMem *ucx.Mem
+
 	failed  atomic.Pointer[Error]
 	closed  atomic.Bool
 	stats   statCounters
@@ -386,25 +389,52 @@ func (p *Proxy) Connect(ctx context.Context, net Net, rank int, peers []int, o C
 		c.peers[r] = &peer{rank: r}
 		c.order = append(c.order, c.peers[r])
 	}
-	hello := encodeHello(rank, p.w.Address())
+	// The probe: a word each peer increments once, so that a completed
+	// flush of that atomic proves the connection up in both directions
+	// (an endpoint flush alone can complete while UCX's wireup is still
+	// running: UCX 1.13 then aborts, on an assertion, if the endpoint is
+	// purged with a wireup reply still queued; the assertion went in 1.14,
+	// UCX commit 9ccaf31bb6).
+	if c.probe, err = AllocHost(4096); err != nil {
+		return nil, err
+	}
+	if c.probeMem, err = p.ctx.Map(uintptr(c.probe.Ptr), c.probe.Size, ucx.Host); err != nil {
+		return nil, &Error{Rank: rank, Peer: -1, Op: "connect (register)", Err: err}
+	}
+	key, err := c.probeMem.PackRKey()
+	if err != nil {
+		return nil, &Error{Rank: rank, Peer: -1, Op: "connect (register)", Err: err}
+	}
+	hello := encodeHello(helloMsg{rank: rank, addr: p.w.Address(), probe: uint64(uintptr(c.probe.Ptr)), key: key})
 	got, err := c.exchange(ctx, "connect", func(*peer) []byte { return hello })
 	if err != nil {
 		return nil, err
 	}
+	probes := map[int]helloMsg{}
 	for _, pe := range c.order {
-		addr, err := decodeHello(got[pe.rank], pe.rank)
+		h, err := decodeHello(got[pe.rank], pe.rank)
 		if err != nil {
 			return nil, &Error{Rank: rank, Peer: pe.rank, Op: "connect", Err: err}
 		}
-		if pe.ep, err = p.w.Connect(addr, fmt.Sprintf("theseus %d->%d", rank, pe.rank)); err != nil {
+		if pe.ep, err = p.w.Connect(h.addr, fmt.Sprintf("theseus %d->%d", rank, pe.rank)); err != nil {
 			return nil, &Error{Rank: rank, Peer: pe.rank, Op: "connect", Err: err}
 		}
+		probes[pe.rank] = h
 	}
-	// Flush every endpoint: wireup completes, or the peer is unreachable.
+	// Increment every peer's probe word and flush: the peer is reachable
+	// and UCX's wireup is complete, or the error names the pair.
 	deadline := time.Now().Add(p.timeout)
 	for _, pe := range c.order {
-		if err := c.flushEP(pe, deadline); err != nil {
-			return nil, &Error{Rank: rank, Peer: pe.rank, Op: "connect (flush)", Err: err}
+		h := probes[pe.rank]
+		rk, err := pe.ep.UnpackRKey(h.key)
+		if err == nil {
+			err = pe.ep.Inc(h.probe, rk)
+		}
+		if err == nil {
+			err = c.flushEP(pe, deadline)
+		}
+		if err != nil {
+			return nil, &Error{Rank: rank, Peer: pe.rank, Op: "connect (probe)", Err: c.peerErr(pe, err)}
 		}
 		pe.lanes = pe.ep.Lanes()
 		pe.strong = forceStrongOrder || !orderedByFence(pe.lanes)
@@ -416,6 +446,10 @@ func (p *Proxy) Connect(ctx context.Context, net Net, rank int, peers []int, o C
 			log.Infof(log.Init, "rank %d -> rank %d: NET/UCX %s; signals ordered by %s", rank, pe.rank, describeLanes(pe.lanes), order)
 		}
 	}
+	// Nobody goes on (and may close) before every peer's probe is done.
+	if _, err := c.exchange(ctx, "connect (ready)", func(*peer) []byte { return []byte("ready") }); err != nil {
+		return nil, err
+	}
 	p.mu.Lock()
 	p.conns = append(slices.Clone(p.conns), c)
 	p.mu.Unlock()
@@ -423,22 +457,41 @@ func (p *Proxy) Connect(ctx context.Context, net Net, rank int, peers []int, o C
 	return c, nil
 }
 
-// The connect message: "THPX1", u32 rank, the worker address.
+// The connect message: "THPX1", u32 rank, u32 address length, the worker
+// address, u64 probe address, the probe's packed rkey.
 const helloMagic = "THPX1"
 
-func encodeHello(rank int, addr []byte) []byte {
-	return append(binary.LittleEndian.AppendUint32([]byte(helloMagic), uint32(rank)), addr...)
+type helloMsg struct {
+	rank  int
+	addr  []byte
+	probe uint64
+	key   []byte
 }
 
-// decodeHello returns the worker address of a connect message from rank.
-func decodeHello(m []byte, rank int) ([]byte, error) {
-	if len(m) <= 9 || string(m[:5]) != helloMagic {
-		return nil, errors.New("malformed hello from the peer (not a Theseus proxy, or tags crossed)")
+func encodeHello(h helloMsg) []byte {
+	m := binary.LittleEndian.AppendUint32([]byte(helloMagic), uint32(h.rank))
+	m = binary.LittleEndian.AppendUint32(m, uint32(len(h.addr)))
+	m = append(m, h.addr...)
+	m = binary.LittleEndian.AppendUint64(m, h.probe)
+	return append(m, h.key...)
+}
+
+// decodeHello parses a connect message from rank.
+func decodeHello(m []byte, rank int) (helloMsg, error) {
+	if len(m) < 13 || string(m[:5]) != helloMagic {
+		return helloMsg{}, errors.New("malformed hello from the peer (not a Theseus proxy, or tags crossed)")
 	}
-	if r := int(binary.LittleEndian.Uint32(m[5:9])); r != rank {
-		return nil, fmt.Errorf("hello from rank %d on rank %d's connection (tags crossed)", r, rank)
+	h := helloMsg{rank: int(binary.LittleEndian.Uint32(m[5:9]))}
+	if h.rank != rank {
+		return helloMsg{}, fmt.Errorf("hello from rank %d on rank %d's connection (tags crossed)", h.rank, rank)
 	}
-	return m[9:], nil
+	n := int(binary.LittleEndian.Uint32(m[9:13]))
+	m = m[13:]
+	if n == 0 || n > len(m) || len(m)-n <= 8 {
+		return helloMsg{}, errors.New("malformed hello from the peer: address or probe key missing")
+	}
+	h.addr, h.probe, h.key = m[:n], binary.LittleEndian.Uint64(m[n:]), m[n+8:]
+	return h, nil
 }
 
 // flushEP flushes one endpoint from a caller's goroutine.
@@ -600,6 +653,12 @@ func (c *Conn) release() {
 	}
 	for _, r := range *c.regions.Load() {
 		r.mem.Unmap()
+	}
+	if c.probeMem != nil {
+		c.probeMem.Unmap()
+	}
+	if c.probe.Free != nil {
+		c.probe.Free()
 	}
 	if c.stage != nil {
 		c.stage.free()

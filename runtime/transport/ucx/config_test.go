@@ -110,6 +110,11 @@ func TestContextSettingsApplied(t *testing.T) {
 	if d := cmp.Diff(want, p.c.Settings()); d != "" {
 		t.Fatalf("settings (-want +got):\n%s", d)
 	}
+	// An atomic and its flush: the connection is up both ways (a flush
+	// alone may complete during UCX's wireup).
+	if err := p.ep.Inc(uint64(addr(p.dst)), p.rk); err != nil {
+		t.Fatal(err)
+	}
 	r, err := p.ep.Flush()
 	if err != nil {
 		t.Fatal(err)
