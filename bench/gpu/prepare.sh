@@ -11,6 +11,9 @@ git rev-parse HEAD >"$D/COMMIT"
 go test -c -ldflags="-s -w" -o "$D/cuda.test" ./cuda
 go test -c -ldflags="-s -w" -o "$D/driver.test" ./cuda/driver
 go build -ldflags="-s -w" -o "$D/theseus-bench" ./cmd/theseus-bench
+# The UCX transport's tests (bench/gpu/ucx-transport.sh; no GPU needed).
+go test -c -ldflags="-s -w" -o "$D/ucx.test" ./runtime/transport/ucx
+go test -c -ldflags="-s -w" -o "$D/proxy.test" ./runtime/transport/proxy
 make -C ncclabi install-shared PREFIX="$D/prefix" >/dev/null
 # Kernel variants for TestBandwidth -bw.variants (never embedded), from
 # BW_VARIANTS: "name:build flags" entries separated by ";", for example

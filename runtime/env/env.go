@@ -66,13 +66,14 @@ var (
 	NThreads     = reg(Param{Name: "NTHREADS", Kind: Int, Doc: "CUDA backend: threads per threadblock for op tables that do not set threads_per_block (as NCCL_NTHREADS sets NCCL's): a multiple of 32 from 32 to 1024, at every message size. Unset (or any other value): 256 for blocks of at most 2 KiB per rank, 512 above.", Listed: "THESEUS_"})
 	Replay       = reg(Param{Name: "REPLAY", Kind: Bool, Default: "1", Doc: "NCCL library on the CUDA backend: a data call that repeats one of the communicator's last 16 calls on the same stream and schedule (same arguments, outside a group, no INFO COLL log, one rank of the communicator per process) is launched from C without entering Go, until the selector's next epoch (docs/ncclabi.md, \"Replay from C\"); 0, false, no or off sends every call through Go. Empty or unparsable: the default.", Listed: "THESEUS_"})
 	TimeLaunches = reg(Param{Name: "TIME_LAUNCHES", Kind: Bool, Default: "0", Doc: "CUDA backend: account the time spent inside cuLaunchKernel per stream (two clock reads per launch), which theseusCommLaunchTime reports: for measuring the host time of a call without the launch.", Listed: "THESEUS_"})
+	UCXLib       = reg(Param{Name: "UCX_LIB", Kind: String, Doc: "Path of the UCX libucp that the cross-node transport opens (dlopen) instead of libucp.so.0 from the system's library path (Debian package libucx0): for another UCX build, for example one with CUDA support.", Listed: "THESEUS_"})
 	SliceBytes   = reg(Param{Name: "SLICE_BYTES", Kind: Size, Default: "1MB", Doc: "Default bytes of one chunk per pipeline slice for Simple schedules that do not set slice_bytes; at least 128.", Listed: "THESEUS_"})
 
-	HCADevices   = reg(Param{Name: "HCA_DEVICES", Kind: String, Doc: "Comma-separated RNIC names; local rank k uses the k-th (cross-node transport; planned).", Listed: "MSCCLPP_"})
-	GIDIndex     = reg(Param{Name: "GID_INDEX", Kind: Int, Default: "0", Doc: "GID index of the RNICs (RoCE).", Listed: "MSCCLPP_"})
+	HCADevices   = reg(Param{Name: "HCA_DEVICES", Kind: String, Doc: "Comma-separated RNIC names (dev or dev:port, port 1 by default); local rank k uses the k-th. The cross-node transport passes the rank's NIC to UCX (UCX_NET_DEVICES, unless that is set); a list shorter than the ranks of a node is an error.", Listed: "MSCCLPP_"})
+	GIDIndex     = reg(Param{Name: "GID_INDEX", Kind: Int, Default: "0", Doc: "GID index of the RNICs (RoCE); when set, the cross-node transport passes it to UCX (UCX_IB_GID_INDEX, unless that is set).", Listed: "MSCCLPP_"})
 	HostID       = reg(Param{Name: "HOSTID", Kind: String, Doc: "Host identity used to group ranks into nodes. Default: the host name plus boot id.", Listed: "MSCCLPP_"})
-	SocketIfname = reg(Param{Name: "SOCKET_IFNAME", Kind: String, Doc: "Network interface of the bootstrap TCP network. Default: auto-detected.", Listed: "MSCCLPP_"})
-	SocketFamily = reg(Param{Name: "SOCKET_FAMILY", Kind: Enum, Values: []string{"AF_INET", "AF_INET6"}, Doc: "Restrict the bootstrap network to IPv4 or IPv6.", Listed: "MSCCLPP_"})
+	SocketIfname = reg(Param{Name: "SOCKET_IFNAME", Kind: String, Doc: "Network interface (a name prefix) of the bootstrap TCP network and of UCX's TCP transport (the matching interfaces go into UCX_NET_DEVICES, unless that is set). Default: auto-detected.", Listed: "MSCCLPP_"})
+	SocketFamily = reg(Param{Name: "SOCKET_FAMILY", Kind: Enum, Values: []string{"AF_INET", "AF_INET6"}, Doc: "Restrict the bootstrap network, and UCX's TCP transport (UCX_TCP_AF_PRIO, unless that is set), to IPv4 or IPv6.", Listed: "MSCCLPP_"})
 )
 
 var (

@@ -1,0 +1,152 @@
+package ucx
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/theseus-ccl/theseus/runtime/env"
+)
+
+// Options configure NewContext.
+type Options struct {
+	// LocalRank is this process's rank among the ranks of its node (0 ..
+	// LocalRanks-1), LocalRanks their number: local rank k uses the k-th
+	// NIC of MSCCLPP_HCA_DEVICES. LocalRanks 0 skips the list-length check.
+	LocalRank, LocalRanks int
+}
+
+// Setting is one change of UCX's configuration that a Theseus/MSCCL++
+// variable maps to.
+type Setting struct {
+	Key   string // UCX's name without the UCX_ prefix (NET_DEVICES, TCP_AF_PRIO, IB_GID_INDEX)
+	Value string
+	From  string // the variable(s) it comes from
+	// Env: applied by setting UCX_<Key> in the environment before ucp_init
+	// (memory-domain options), else with ucp_config_modify.
+	Env bool
+	// Kept: UCX_<Key> is set explicitly, so UCX's own value stays and this
+	// one is not applied.
+	Kept bool
+}
+
+func (s Setting) String() string {
+	if s.Kept {
+		return fmt.Sprintf("UCX_%s kept (set explicitly; %s would give %s)", s.Key, s.From, s.Value)
+	}
+	return fmt.Sprintf("UCX_%s=%s (from %s)", s.Key, s.Value, s.From)
+}
+
+// Hooks for tests: the host's network interfaces (up ones) and RDMA ports.
+var (
+	listInterfaces = func() ([]string, error) {
+		ifs, err := net.Interfaces()
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, i := range ifs {
+			if i.Flags&net.FlagUp != 0 {
+				out = append(out, i.Name)
+			}
+		}
+		return out, nil
+	}
+	listRDMAPorts = func() []string {
+		ports, _ := filepath.Glob("/sys/class/infiniband/*/ports/*")
+		var out []string
+		for _, p := range ports {
+			out = append(out, filepath.Base(filepath.Dir(filepath.Dir(p)))+":"+filepath.Base(p))
+		}
+		sort.Strings(out)
+		return out
+	}
+	lookupEnv = os.LookupEnv
+)
+
+// Settings maps the seed's network variables onto UCX's configuration:
+//
+//   - MSCCLPP_HCA_DEVICES (comma-separated RNICs; local rank k uses the k-th)
+//     and MSCCLPP_SOCKET_IFNAME (an interface-name prefix, as the bootstrap
+//     reads it) give NET_DEVICES: the rank's NIC (port 1 unless "dev:port"
+//     is given) and the matching interfaces. With only the interface set,
+//     every RDMA port stays listed; with only the HCAs, TCP has no device.
+//   - MSCCLPP_SOCKET_FAMILY AF_INET / AF_INET6 gives TCP_AF_PRIO inet / inet6.
+//   - MSCCLPP_GID_INDEX, when set, gives IB_GID_INDEX.
+//
+// An explicit UCX_<key> keeps UCX's value (the Setting is Kept). Errors: an
+// HCA list shorter than o.LocalRanks (or not reaching o.LocalRank), an
+// interface prefix that matches nothing, a bad family or GID index.
+func Settings(o Options) ([]Setting, error) {
+	var out []Setting
+	add := func(s Setting) {
+		if _, ok := lookupEnv("UCX_" + s.Key); ok {
+			s.Kept = true
+		}
+		out = append(out, s)
+	}
+	var devs, from []string
+	if raw, ok := env.HCADevices.Raw(); ok && strings.TrimSpace(raw) != "" {
+		var hcas []string
+		for _, h := range strings.Split(raw, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				hcas = append(hcas, h)
+			}
+		}
+		n := max(o.LocalRanks, o.LocalRank+1)
+		if len(hcas) < n {
+			return nil, fmt.Errorf("ucx: %s lists %d NIC(s) (%s) for %d rank(s) on this node: local rank k uses the k-th NIC, so it needs at least %d", env.HCADevices.Source(), len(hcas), strings.Join(hcas, ","), n, n)
+		}
+		h := hcas[o.LocalRank]
+		if !strings.Contains(h, ":") {
+			h += ":1"
+		}
+		devs = append(devs, h)
+		from = append(from, fmt.Sprintf("%s[%d]", env.HCADevices.Source(), o.LocalRank))
+	}
+	if raw, ok := env.SocketIfname.Raw(); ok && strings.TrimSpace(raw) != "" {
+		pfx := strings.TrimSpace(raw)
+		ifs, err := listInterfaces()
+		if err != nil {
+			return nil, fmt.Errorf("ucx: list network interfaces: %w", err)
+		}
+		var match []string
+		for _, i := range ifs {
+			if strings.HasPrefix(i, pfx) {
+				match = append(match, i)
+			}
+		}
+		if len(match) == 0 {
+			return nil, fmt.Errorf("ucx: %s=%s matches no network interface that is up (have %s)", env.SocketIfname.Source(), pfx, strings.Join(ifs, ", "))
+		}
+		if len(devs) == 0 {
+			devs = append(devs, listRDMAPorts()...)
+		}
+		devs = append(devs, match...)
+		from = append(from, env.SocketIfname.Source())
+	}
+	if len(devs) > 0 {
+		add(Setting{Key: "NET_DEVICES", Value: strings.Join(devs, ","), From: strings.Join(from, ", ")})
+	}
+	fam, err := env.SocketFamily.Enum()
+	if err != nil {
+		return nil, fmt.Errorf("ucx: %w", err)
+	}
+	switch fam {
+	case "AF_INET":
+		add(Setting{Key: "TCP_AF_PRIO", Value: "inet", From: env.SocketFamily.Source(), Env: true})
+	case "AF_INET6":
+		add(Setting{Key: "TCP_AF_PRIO", Value: "inet6", From: env.SocketFamily.Source(), Env: true})
+	}
+	if _, ok := env.GIDIndex.Raw(); ok {
+		g, err := env.GIDIndex.Int()
+		if err != nil || g < 0 {
+			return nil, fmt.Errorf("ucx: %s=%q: want a GID index >= 0", env.GIDIndex.Source(), env.GIDIndex.String())
+		}
+		add(Setting{Key: "IB_GID_INDEX", Value: fmt.Sprint(g), From: env.GIDIndex.Source(), Env: true})
+	}
+	return out, nil
+}

@@ -1,0 +1,130 @@
+package ucx
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/theseus-ccl/theseus/runtime/env"
+)
+
+func fakeSettings(t *testing.T, vars map[string]string, ifs, rdma []string) {
+	t.Helper()
+	t.Cleanup(env.SetLookupForTest(func(k string) (string, bool) { v, ok := vars[k]; return v, ok }))
+	oi, or, ol := listInterfaces, listRDMAPorts, lookupEnv
+	listInterfaces = func() ([]string, error) { return ifs, nil }
+	listRDMAPorts = func() []string { return rdma }
+	lookupEnv = func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	t.Cleanup(func() { listInterfaces, listRDMAPorts, lookupEnv = oi, or, ol })
+}
+
+func TestSettings(t *testing.T) {
+	ifs := []string{"lo", "eth0", "eth1", "ib0"}
+	rdma := []string{"mlx5_0:1", "mlx5_1:1"}
+	cases := []struct {
+		name string
+		vars map[string]string
+		o    Options
+		want []Setting
+	}{
+		{"none", nil, Options{LocalRank: 1, LocalRanks: 2}, nil},
+		{"hca", map[string]string{"MSCCLPP_HCA_DEVICES": "mlx5_0, mlx5_1"}, Options{LocalRank: 1, LocalRanks: 2},
+			[]Setting{{Key: "NET_DEVICES", Value: "mlx5_1:1", From: "MSCCLPP_HCA_DEVICES[1]"}}},
+		{"hca port", map[string]string{"THESEUS_HCA_DEVICES": "mlx5_0:2"}, Options{LocalRanks: 1},
+			[]Setting{{Key: "NET_DEVICES", Value: "mlx5_0:2", From: "THESEUS_HCA_DEVICES[0]"}}},
+		{"ifname keeps rdma", map[string]string{"MSCCLPP_SOCKET_IFNAME": "eth"}, Options{},
+			[]Setting{{Key: "NET_DEVICES", Value: "mlx5_0:1,mlx5_1:1,eth0,eth1", From: "MSCCLPP_SOCKET_IFNAME"}}},
+		{"hca and ifname", map[string]string{"MSCCLPP_SOCKET_IFNAME": "lo", "MSCCLPP_HCA_DEVICES": "mlx5_0,mlx5_1"}, Options{LocalRank: 0, LocalRanks: 2},
+			[]Setting{{Key: "NET_DEVICES", Value: "mlx5_0:1,lo", From: "MSCCLPP_HCA_DEVICES[0], MSCCLPP_SOCKET_IFNAME"}}},
+		{"explicit UCX wins", map[string]string{"MSCCLPP_SOCKET_IFNAME": "lo", "UCX_NET_DEVICES": "eth0"}, Options{},
+			[]Setting{{Key: "NET_DEVICES", Value: "mlx5_0:1,mlx5_1:1,lo", From: "MSCCLPP_SOCKET_IFNAME", Kept: true}}},
+		{"family and gid", map[string]string{"MSCCLPP_SOCKET_FAMILY": "af_inet6", "MSCCLPP_GID_INDEX": "3"}, Options{},
+			[]Setting{{Key: "TCP_AF_PRIO", Value: "inet6", From: "MSCCLPP_SOCKET_FAMILY", Env: true},
+				{Key: "IB_GID_INDEX", Value: "3", From: "MSCCLPP_GID_INDEX", Env: true}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fakeSettings(t, c.vars, ifs, rdma)
+			got, err := Settings(c.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(c.want, got); d != "" {
+				t.Fatalf("settings (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestSettingsErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		vars map[string]string
+		o    Options
+		want []string
+	}{
+		{"hca list too short", map[string]string{"MSCCLPP_HCA_DEVICES": "mlx5_0"}, Options{LocalRank: 0, LocalRanks: 2},
+			[]string{"MSCCLPP_HCA_DEVICES", "lists 1 NIC(s) (mlx5_0) for 2 rank(s)", "local rank k uses the k-th NIC"}},
+		{"hca rank beyond list", map[string]string{"MSCCLPP_HCA_DEVICES": "mlx5_0,mlx5_1"}, Options{LocalRank: 2},
+			[]string{"lists 2 NIC(s)", "needs at least 3"}},
+		{"ifname matches nothing", map[string]string{"MSCCLPP_SOCKET_IFNAME": "enp9"}, Options{},
+			[]string{"MSCCLPP_SOCKET_IFNAME=enp9 matches no network interface", "lo, eth0"}},
+		{"bad family", map[string]string{"MSCCLPP_SOCKET_FAMILY": "AF_UNIX"}, Options{},
+			[]string{"MSCCLPP_SOCKET_FAMILY", "AF_INET, AF_INET6"}},
+		{"bad gid", map[string]string{"MSCCLPP_GID_INDEX": "-1"}, Options{},
+			[]string{"MSCCLPP_GID_INDEX", "GID index"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fakeSettings(t, c.vars, []string{"lo", "eth0"}, nil)
+			_, err := Settings(c.o)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestContextHCATooShort: NewContext refuses before touching UCX.
+func TestContextHCATooShort(t *testing.T) {
+	needUCX(t)
+	fakeSettings(t, map[string]string{"MSCCLPP_HCA_DEVICES": "mlx5_0"}, []string{"lo"}, nil)
+	_, err := NewContext(Options{LocalRank: 1, LocalRanks: 2})
+	if err == nil || !strings.Contains(err.Error(), "MSCCLPP_HCA_DEVICES lists 1 NIC(s)") {
+		t.Fatalf("NewContext: %v", err)
+	}
+}
+
+// TestContextSettingsApplied: the interface setting reaches UCX (a
+// context on the loopback device only works, and its endpoint uses it).
+func TestContextSettingsApplied(t *testing.T) {
+	needUCX(t)
+	fakeSettings(t, map[string]string{"MSCCLPP_SOCKET_IFNAME": "lo"}, []string{"lo", "eth0"}, nil)
+	p := newPair(t, 4096)
+	want := []Setting{{Key: "NET_DEVICES", Value: "lo", From: "MSCCLPP_SOCKET_IFNAME"}}
+	if d := cmp.Diff(want, p.c.Settings()); d != "" {
+		t.Fatalf("settings (-want +got):\n%s", d)
+	}
+	// An atomic and its flush: the connection is up both ways (a flush
+	// alone may complete during UCX's wireup).
+	if err := p.ep.Inc(uint64(addr(p.dst)), p.rk); err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.ep.Flush()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range p.ep.Lanes() {
+		if l.Device != "lo" {
+			t.Fatalf("lane %v: NET_DEVICES=lo not applied", l)
+		}
+	}
+}
