@@ -204,31 +204,19 @@ func WithDevice(f func() error) error {
 }
 
 // launchTiming is the per-stream accounting of the time spent in
-// cuLaunchKernel (a driver.LaunchTiming: TimeLaunches, TimeLaunchParts),
-// for the host-time-per-call benchmark.
+// cuLaunchKernel (a driver.LaunchTiming: TimeLaunches).
 var launchTiming atomic.Int32
 
 // TimeLaunches turns on (or off) the accounting that Stream.LaunchTime
 // reports: the time inside cuLaunchKernel, measured in C around the driver
 // call itself (the cgo crossing is host time). It costs two clock reads
-// per launch while on (driver.ClockCost), and no locked instruction: the
+// per launch while on, and no locked instruction: the
 // counts are plain words, so while it is on a stream's launches must come
 // from one goroutine at a time and LaunchTime must be read by that
 // goroutine or after those launches (it is for benchmarks).
 func TimeLaunches(on bool) {
 	if on {
 		launchTiming.Store(int32(driver.TimeLaunch))
-	} else {
-		launchTiming.Store(int32(driver.TimeNothing))
-	}
-}
-
-// TimeLaunchParts is TimeLaunches that also accounts the time the launch
-// spends in the driver before cuLaunchKernel (context switch and capture
-// query: Stream.PrelaunchTime), for one more clock read per launch.
-func TimeLaunchParts(on bool) {
-	if on {
-		launchTiming.Store(int32(driver.TimeLaunchAndPre))
 	} else {
 		launchTiming.Store(int32(driver.TimeNothing))
 	}
@@ -759,7 +747,7 @@ type Stream struct {
 	errHost unsafe.Pointer // ErrorRecord, host-mapped
 	errDev  driver.Ptr
 	claim   driver.Ptr
-	// cuLaunchKernel accounting (TimeLaunches, TimeLaunchParts): plain
+	// cuLaunchKernel accounting (TimeLaunches): plain
 	// words, so that the accounting adds no locked instruction to the call
 	// it measures. They are written by the stream's launches while the
 	// accounting is on, which is for benchmarks that launch on a stream
@@ -776,30 +764,14 @@ type Stream struct {
 	drained chan struct{} // capacity 1
 	evMu    sync.Mutex
 	ev      driver.Event // recorded by After when a later launch moves to another stream
-	dpre    atomic.Int64
-	dcross  atomic.Int64
-	// The last launch timed with TimeLaunchParts: the clock at its start,
-	// at C's entry and exit, and at its return (LastLaunchClock).
-	lastIn, lastEnter, lastExit, lastOut atomic.Int64
-	_                                    [24]byte // to 192 bytes (TestStreamLayout)
+	_       [72]byte     // to 192 bytes (TestStreamLayout)
 }
 
 // LaunchTime returns how many kernels were launched on the stream while
-// TimeLaunches (or TimeLaunchParts) was on, and the time spent inside
-// cuLaunchKernel for them.
+// TimeLaunches was on, and the time spent inside cuLaunchKernel for them.
 func (s *Stream) LaunchTime() (int64, time.Duration) {
 	return s.nlaunch, time.Duration(s.dlaunch)
 }
-
-// PrelaunchTime is the time those launches spent in the driver before
-// cuLaunchKernel (cuCtxGetCurrent, cuCtxSetCurrent when another context
-// was current, cuStreamIsCapturing) while TimeLaunchParts was on.
-func (s *Stream) PrelaunchTime() time.Duration { return time.Duration(s.dpre.Load()) }
-
-// CrossTime is the time those launches spent crossing from Go to C and
-// back (each call's time measured in Go less its time measured in C)
-// while TimeLaunchParts was on.
-func (s *Stream) CrossTime() time.Duration { return time.Duration(s.dcross.Load()) }
 
 // CUStream is the underlying CUstream.
 func (s *Stream) CUStream() uintptr { return uintptr(s.s) }
@@ -813,11 +785,6 @@ func (s *Stream) Launch(pp device.Prepared, launch uint64, fence bool) error {
 	_, err := s.CaptureLaunch(pp, launch, fence, false)
 	return err
 }
-
-// noCaptureQuery, set only by tests (export_test.go), makes CaptureLaunch
-// skip the capture query: an experiment on what the query costs a call,
-// which reports every launch as not captured.
-var noCaptureQuery bool
 
 // CaptureLaunch implements device.CaptureLauncher: staging copies, then
 // one kernel launch of the rank's table, on the stream; it reports whether
@@ -835,9 +802,6 @@ var noCaptureQuery bool
 // call").
 func (s *Stream) CaptureLaunch(pp device.Prepared, launch uint64, fence, fenceCaptured bool) (capturing bool, err error) {
 	timing := driver.LaunchTiming(launchTiming.Load())
-	if timing == driver.TimeLaunchAndPre {
-		s.lastIn.Store(monotonic())
-	}
 	p, ok := pp.(*prepared)
 	if !ok {
 		return false, fmt.Errorf("cuda: launch of a %T", pp)
@@ -846,7 +810,6 @@ func (s *Stream) CaptureLaunch(pp device.Prepared, launch uint64, fence, fenceCa
 		return false, err
 	}
 	defer s.leave()
-	check := !noCaptureQuery
 	if e := readError(s.errHost); e != nil {
 		err = e
 	} else {
@@ -858,21 +821,18 @@ func (s *Stream) CaptureLaunch(pp device.Prepared, launch uint64, fence, fenceCa
 		setLaunch(a, launch, fence, p.nfence)
 		if !p.staged {
 			var capField unsafe.Pointer
-			if check && fenceCaptured && !fence {
+			if fenceCaptured && !fence {
 				capField = unsafe.Pointer(&a.nfence)
 			}
 			var r driver.LaunchResult
-			r, err = s.b.dev.Launch(s.s, check, p.fn, p.grid, p.threads, unsafe.Pointer(a), capField, p.nfence, timing)
+			r, err = s.b.dev.Launch(s.s, true, p.fn, p.grid, p.threads, unsafe.Pointer(a), capField, p.nfence, timing)
 			if timing != driver.TimeNothing && err == nil {
-				s.account(r, timing)
+				s.account(r)
 			}
 			capturing = r.Capturing
 		} else {
-			capturing, err = s.launchStaged(p, fence, check, fenceCaptured, timing)
+			capturing, err = s.launchStaged(p, fence, fenceCaptured, timing)
 		}
-	}
-	if timing == driver.TimeLaunchAndPre {
-		s.lastOut.Store(monotonic())
 	}
 	return capturing, err
 }
@@ -880,13 +840,13 @@ func (s *Stream) CaptureLaunch(pp device.Prepared, launch uint64, fence, fenceCa
 // launchStaged is CaptureLaunch's launch with staging copies around the
 // kernel, on a held thread with the context current. The caller counted
 // the launch in s.use and filled the argument.
-func (s *Stream) launchStaged(p *prepared, fence, check, fenceCaptured bool, timing driver.LaunchTiming) (capturing bool, err error) {
+func (s *Stream) launchStaged(p *prepared, fence, fenceCaptured bool, timing driver.LaunchTiming) (capturing bool, err error) {
 	a := p.arg
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	// One call into the driver's library for the context and the capture
 	// status (a failed query reads as not capturing, as in Capturing).
-	if capturing, err = s.b.dev.Prelaunch(s.s, check); err != nil {
+	if capturing, err = s.b.dev.Prelaunch(s.s, true); err != nil {
 		return false, err
 	}
 	if capturing && fenceCaptured && !fence {
@@ -903,7 +863,7 @@ func (s *Stream) launchStaged(p *prepared, fence, check, fenceCaptured bool, tim
 	}
 	err = launchKernel(p.fn, p.grid, p.threads, s.s, a)
 	if timing != driver.TimeNothing && err == nil {
-		s.account(driver.LaunchResult{LaunchTime: time.Since(t0)}, driver.TimeLaunch)
+		s.account(driver.LaunchResult{LaunchTime: time.Since(t0)})
 	}
 	if err != nil {
 		return capturing, err
@@ -916,26 +876,10 @@ func (s *Stream) launchStaged(p *prepared, fence, check, fenceCaptured bool, tim
 	return capturing, nil
 }
 
-// account adds a timed launch to the stream's accounting (TimeLaunches),
-// and with TimeLaunchParts its parts: the launch's own host time counts
-// what this adds, so TimeLaunches adds no more than it needs.
-func (s *Stream) account(r driver.LaunchResult, timing driver.LaunchTiming) {
+// account adds a timed launch to the stream's accounting (TimeLaunches).
+func (s *Stream) account(r driver.LaunchResult) {
 	s.nlaunch++
 	s.dlaunch += int64(r.LaunchTime)
-	if timing != driver.TimeLaunchAndPre {
-		return
-	}
-	s.dpre.Add(int64(r.PreTime))
-	s.dcross.Add(int64(r.CrossTime))
-	s.lastEnter.Store(r.Enter)
-	s.lastExit.Store(r.Exit)
-}
-
-// LastLaunchClock is when the stream's last launch timed with
-// TimeLaunchParts started (the backend's Launch), entered C, left C and
-// returned: CLOCK_MONOTONIC in nanoseconds (monotonic).
-func (s *Stream) LastLaunchClock() (in, enter, exit, out int64) {
-	return s.lastIn.Load(), s.lastEnter.Load(), s.lastExit.Load(), s.lastOut.Load()
 }
 
 // The fields of Stream.use.

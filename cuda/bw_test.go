@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/cuda/driver"
+	"github.com/theseus-ccl/theseus/cuda/gputest"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/interp"
@@ -315,7 +316,7 @@ func ptxTarget(ptx []byte) int {
 // separates the kernel's cost from the buffers' placement. Run with -bw on
 // a GPU; "BW best" lines give each operation's best.
 func TestBandwidth(t *testing.T) {
-	requireGPU(t)
+	gputest.Require(t)
 	if !*bwRun {
 		t.Skip("bandwidth report: run with -bw")
 	}
@@ -714,7 +715,7 @@ var (
 // tile size, and without it, at each shared-memory carveout of the
 // executor kernel. Run with -bw.sharing on a GPU.
 func TestBandwidthSharing(t *testing.T) {
-	requireGPU(t)
+	gputest.Require(t)
 	if !*bwSharing {
 		t.Skip("shared-work bandwidth report: run with -bw.sharing")
 	}

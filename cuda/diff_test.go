@@ -3,7 +3,6 @@ package cuda
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -18,7 +17,7 @@ import (
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/compiler/legalize"
-	"github.com/theseus-ccl/theseus/cuda/driver"
+	"github.com/theseus-ccl/theseus/cuda/gputest"
 	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/ir/irtest"
@@ -34,20 +33,6 @@ var (
 	diffPTX     = flag.String("diff.ptx", "", "a folder of kernel variant modules (theseus_<dtype>.ptx, cuda/kernel/build.sh with THESEUS_PTX_OUT) to run instead of the embedded kernel")
 	diffPar     = flag.Bool("diff.parallel", false, "run programs in parallel (each World's ranks must then share the GPU with others': spin-waiting threadblocks of one program can starve another's and time out)")
 )
-
-// requireGPU skips the test, saying why, when there is no GPU.
-func requireGPU(t testing.TB) {
-	t.Helper()
-	if err := driver.Load(); err != nil {
-		if errors.Is(err, driver.ErrNoDriver) {
-			t.Skip("no GPU: libcuda.so.1 not found; the CUDA backend tests need an NVIDIA driver and GPU")
-		}
-		t.Skipf("no GPU: %v", err)
-	}
-	if n, err := driver.DeviceCount(); err != nil || n == 0 {
-		t.Skipf("no GPU: %d devices (%v)", n, err)
-	}
-}
 
 type diffProgram struct {
 	name string
@@ -169,7 +154,7 @@ func diffCases(p *ir.Program, full bool) []diffCase {
 // requires bit-identical outputs on every rank, over two consecutive
 // launches (so scratch halves, semaphores and epochs carry over).
 func TestDifferential(t *testing.T) {
-	requireGPU(t)
+	gputest.Require(t)
 	progs := diffPrograms(t)
 	progs = append(progs, corpusPrograms(t)...)
 	if *diffPTX != "" {

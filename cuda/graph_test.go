@@ -18,7 +18,9 @@ import (
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/theseus-ccl/theseus/cuda"
+	"github.com/theseus-ccl/theseus/cuda/cudabench"
 	"github.com/theseus-ccl/theseus/cuda/driver"
+	"github.com/theseus-ccl/theseus/cuda/gputest"
 	"github.com/theseus-ccl/theseus/examples/contexts"
 	"github.com/theseus-ccl/theseus/internal/ranks"
 	"github.com/theseus-ccl/theseus/runtime/device"
@@ -35,13 +37,9 @@ var latProbe = flag.Bool("lat.probe", false, "with -lat: print the THESEUS_PROBE
 var callhostProf = flag.String("callhost.prof", "", "write a 4 kHz CPU profile of BenchmarkCallHost's timed calls to this file")
 
 var (
-	callhostNoCapture = flag.Bool("callhost.nocapture", false, "BenchmarkCallHost and BenchmarkCallHostDist without the capture query (an experiment: what the query costs a call)")
-	callhostRanks     = flag.Int("callhost.ranks", 2, "ranks (goroutines) of BenchmarkCallHostDist")
-	callhostDry       = flag.Bool("callhost.dry", false, "BenchmarkCallHost and BenchmarkCallHostDist with cuLaunchKernel skipped after the warm-up (an experiment: what the driver's launch work costs the host code around it; nothing runs on the GPU)")
-	callhostPace      = flag.Duration("callhost.pace", 0, "BenchmarkCallHostDist: start a call only this long after the last one started, spinning between (0: back to back)")
+	callhostRanks = flag.Int("callhost.ranks", 2, "ranks (goroutines) of BenchmarkCallHostDist")
+	callhostPace  = flag.Duration("callhost.pace", 0, "BenchmarkCallHostDist: start a call only this long after the last one started, spinning between (0: back to back)")
 )
-
-var callhostParts = flag.Bool("callhost.parts", false, "run BenchmarkCallHostParts and BenchmarkCallHostPaced (host time per call: driver time before cuLaunchKernel; not GPU-bound)")
 
 // localComms makes n ranks of one communicator as goroutines of this
 // process on the CUDA backend, with the embedded default context, and one
@@ -210,7 +208,7 @@ func float64Bufs(t *testing.T, be *cuda.Backend, n int, count int64, val func(r,
 // as nccl-tests -G makes) is set up during the capture and replays right,
 // and an eager call after the replays continues the sequence.
 func TestGraphReplay(t *testing.T) {
-	needGPU(t)
+	gputest.Require(t)
 	const n, replays = 2, 1000
 	comms, streams, be := localComms(t, n)
 	// Every capture mode: in global mode (PyTorch's default) a rank's
@@ -310,7 +308,7 @@ func TestGraphReplay(t *testing.T) {
 // replay and the eager call must each leave the output equal to their
 // input, so neither ran with a stale unit counter or launch counter.
 func TestGraphReplayOneRank(t *testing.T) {
-	needGPU(t)
+	gputest.Require(t)
 	const n, count, replays = 1, 1 << 20, 1000
 	comms, streams, be := localComms(t, n)
 	ins, x0 := float64Bufs(t, be, n, count, func(r, i int64) float64 { return float64(i%1000 - 500) })
@@ -368,7 +366,7 @@ func TestGraphReplayOneRank(t *testing.T) {
 // ranks: after k eager calls the buffer holds S * 2^(k-1), S the sum of the
 // inputs.
 func TestGraphDiscarded(t *testing.T) {
-	needGPU(t)
+	gputest.Require(t)
 	const n = 2
 	comms, streams, be := localComms(t, n)
 	for _, count := range []int64{1024, 1 << 20} { // LL all-pairs and ring in the default context
@@ -421,7 +419,7 @@ func TestGraphDiscarded(t *testing.T) {
 // eager (back-to-back calls, one sync at the end) and replayed from a CUDA
 // graph of 100 captured calls. Run with -lat on a GPU.
 func TestLatency(t *testing.T) {
-	needGPU(t)
+	gputest.Require(t)
 	if !*latRun {
 		t.Skip("latency report: run with -lat")
 	}
@@ -512,8 +510,9 @@ func TestLatency(t *testing.T) {
 // host-ns/call, the slower rank's; epoch-ns/call, the part of it spent in
 // the selector's epochs (reading the context, the agreement, installing);
 // clock-ns, one clock read in C (the accounting adds about one to each
-// call's host time); allocs/call (both ranks').
-func BenchmarkCallHost(b *testing.B) { benchCallHost(b, timeTotal, 0) }
+// call's host time); cgo-ns, one empty cgo call; allocs/call (both
+// ranks').
+func BenchmarkCallHost(b *testing.B) { benchCallHost(b, false, 2, 0) }
 
 // BenchmarkCallHostDist is BenchmarkCallHost with each call timed on its
 // own (two clock reads in Go per call, about one of which lands inside the
@@ -525,71 +524,24 @@ func BenchmarkCallHost(b *testing.B) { benchCallHost(b, timeTotal, 0) }
 // took far longer than the rest: the thread was interrupted or
 // descheduled, an epoch ran, the collector ran. -callhost.ranks and
 // -callhost.pace change the number of ranks and pace the calls (as
-// BenchmarkCallHostPaced does). -callhost.dry (also for BenchmarkCallHost)
-// skips cuLaunchKernel after the warm-up, keeping everything else: the
-// host path without the driver's launch work between calls.
-func BenchmarkCallHostDist(b *testing.B) { benchCallHost(b, timeDist, 0) }
+// BenchmarkCallHostPaced does).
+func BenchmarkCallHostDist(b *testing.B) { benchCallHost(b, true, *callhostRanks, *callhostPace) }
 
-// BenchmarkCallHostParts is BenchmarkCallHost with the driver time before
-// cuLaunchKernel (cuCtxGetCurrent, cuStreamIsCapturing) also measured:
-// pre-ns/call, which host-ns/call includes, and cross-ns/call, the
-// crossing from Go to C and back (each call's time in Go less its time in
-// C: cgo and scheduler work). go-in-ns/call is the time from the call's
-// start to C's first clock reading (the Go code before the launch and the
-// crossing into C), go-out-ns/call from C's last reading to the call's
-// return (the crossing back and the Go code after), above-ns/call the part
-// of both outside the backend's Stream.CaptureLaunch (the runtime's Go code:
-// communicator, selector, executor). Each call is timed on
-// its own, and the extra clock reads make its host-ns/call a few clock-ns
-// higher than BenchmarkCallHost's.
-//
-// It runs only with -callhost.parts, so that -test.bench CallHost measures
-// BenchmarkCallHost alone.
-func BenchmarkCallHostParts(b *testing.B) {
-	if !*callhostParts {
-		b.Skip("run with -callhost.parts")
-	}
-	benchCallHost(b, timeParts, 0)
-}
-
-// BenchmarkCallHostPaced is BenchmarkCallHostParts with each rank starting
-// a call only every 40 µs, spinning in between: slower than the GPU runs
-// the kernels, so that cuLaunchKernel never waits for a full queue and the
-// rank's thread never leaves its core. BenchmarkCallHost is GPU-bound
-// (about 18 µs per call, nearly all of it inside cuLaunchKernel); the
+// BenchmarkCallHostPaced is BenchmarkCallHostDist with each of two ranks
+// starting a call only every 40 µs, spinning in between: slower than the
+// GPU runs the kernels, so that cuLaunchKernel never waits for a full
+// queue and the rank's thread never leaves its core. BenchmarkCallHost is
+// GPU-bound (nearly all of a call's time is inside cuLaunchKernel); the
 // difference between the two host-ns/call is what the time inside the
-// driver costs the host code around it (caches, a thread that slept). Its
-// host-ns/call sums each call's duration, less the launch: one more clock
-// read per call. It runs only with -callhost.parts.
-func BenchmarkCallHostPaced(b *testing.B) {
-	if !*callhostParts {
-		b.Skip("run with -callhost.parts")
-	}
-	benchCallHost(b, timeParts, 40*time.Microsecond)
-}
+// driver costs the host code around it (caches, a thread that slept).
+func BenchmarkCallHostPaced(b *testing.B) { benchCallHost(b, true, 2, 40*time.Microsecond) }
 
-// How benchCallHost times calls.
-type callTiming int
-
-const (
-	timeTotal callTiming = iota // all of a rank's calls together (BenchmarkCallHost)
-	timeParts                   // each call, split at C's clock readings (BenchmarkCallHostParts)
-	timeDist                    // each call, for the distribution (BenchmarkCallHostDist)
-)
-
-func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
-	parts := mode == timeParts
-	needGPU(b)
+// benchCallHost times b.N calls on each of n ranks: all together, or
+// (each) every call on its own for the distribution, started pace apart.
+func benchCallHost(b *testing.B, each bool, n int, pace time.Duration) {
+	gputest.Require(b)
 	const count = 256
-	n := 2
-	if mode == timeDist {
-		n, pace = *callhostRanks, *callhostPace
-	}
 	comms, streams, be := localComms(b, n)
-	if *callhostNoCapture {
-		cuda.SetNoCaptureQuery(true)
-		defer cuda.SetNoCaptureQuery(false)
-	}
 	send, recv := make([]device.Ptr, n), make([]device.Ptr, n)
 	for r := 0; r < n; r++ {
 		send[r], _ = be.Alloc(count * 4)
@@ -599,23 +551,12 @@ func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
 		return comms[r].AllReduce(send[r], recv[r], count, theseus.Float32, theseus.Sum, streams[r])
 	}
 	eagerCalls(b, streams, 100, call)
-	if parts {
-		cuda.TimeLaunchParts(true)
-	} else {
-		cuda.TimeLaunches(true)
-	}
+	cuda.TimeLaunches(true)
 	defer cuda.TimeLaunches(false)
-	if *callhostDry {
-		driver.SetDryLaunch(true)
-		defer driver.SetDryLaunch(false)
-	}
 	host := make([]time.Duration, n)
-	pre := make([]time.Duration, n)
-	cross := make([]time.Duration, n)
 	epoch := make([]time.Duration, n)
-	goIn, goOut, above := make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n)
 	dist := make([][]float64, n)
-	if mode == timeDist {
+	if each {
 		for r := range dist {
 			dist[r] = make([]float64, 0, b.N)
 		}
@@ -644,29 +585,26 @@ func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
 		c, sd, rv := comms[r], send[r], recv[r]
 		var st theseus.Stream = streams[r]
 		k0, d0 := streams[r].LaunchTime()
-		p0 := streams[r].PrelaunchTime()
-		x0 := streams[r].CrossTime()
 		e0 := comms[r].Stats().Selector.EpochTime
 		var total time.Duration
-		switch mode {
-		case timeDist:
+		if each {
 			d := dist[r][:0]
 			_, prev := streams[r].LaunchTime()
 			for i := 0; i < b.N; i++ {
-				t0 := cuda.Clock()
+				t0 := time.Now()
 				if err := c.AllReduce(sd, rv, count, theseus.Float32, theseus.Sum, st); err != nil {
 					return err
 				}
-				t1 := cuda.Clock()
+				el := time.Since(t0)
 				_, l := streams[r].LaunchTime()
-				d = append(d, float64(time.Duration(t1-t0)-(l-prev)))
+				d = append(d, float64(el-(l-prev)))
 				prev = l
-				total += time.Duration(t1 - t0)
-				for pace > 0 && time.Duration(cuda.Clock()-t0) < pace {
+				total += el
+				for pace > 0 && time.Since(t0) < pace {
 				}
 			}
 			dist[r] = d
-		case timeTotal:
+		} else {
 			start := time.Now()
 			for i := 0; i < b.N; i++ {
 				if err := c.AllReduce(sd, rv, count, theseus.Float32, theseus.Sum, st); err != nil {
@@ -674,31 +612,12 @@ func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
 				}
 			}
 			total = time.Since(start)
-		default:
-			// Each call timed on its own (one more clock read per call),
-			// and split at the clock readings C took at its entry and exit.
-			for i := 0; i < b.N; i++ {
-				t0 := cuda.Clock()
-				if err := c.AllReduce(sd, rv, count, theseus.Float32, theseus.Sum, st); err != nil {
-					return err
-				}
-				t1 := cuda.Clock()
-				total += time.Duration(t1 - t0)
-				bin, cin, cout, bout := streams[r].LastLaunchClock()
-				goIn[r] += time.Duration(cin - t0)
-				goOut[r] += time.Duration(t1 - cout)
-				above[r] += time.Duration(bin-t0) + time.Duration(t1-bout)
-				for pace > 0 && time.Duration(cuda.Clock()-t0) < pace {
-				}
-			}
 		}
 		k1, d1 := streams[r].LaunchTime()
 		if k1-k0 != int64(b.N) {
 			return fmt.Errorf("rank %d: %d launches for %d calls", r, k1-k0, b.N)
 		}
 		host[r] = total - (d1 - d0)
-		pre[r] = streams[r].PrelaunchTime() - p0
-		cross[r] = streams[r].CrossTime() - x0
 		epoch[r] = comms[r].Stats().Selector.EpochTime - e0
 		return streams[r].Synchronize()
 	})
@@ -710,10 +629,10 @@ func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
 	perCall := func(d []time.Duration) float64 { return float64(slices.Max(d).Nanoseconds()) / float64(b.N) }
 	b.ReportMetric(perCall(host), "host-ns/call")
 	b.ReportMetric(perCall(epoch), "epoch-ns/call")
-	b.ReportMetric(float64(driver.ClockCost(1000).Nanoseconds()), "clock-ns")
-	b.ReportMetric(float64(driver.CrossingCost(10000).Nanoseconds()), "cgo-ns")
+	b.ReportMetric(float64(cudabench.ClockCost(1000).Nanoseconds()), "clock-ns")
+	b.ReportMetric(float64(cudabench.CrossingCost(10000).Nanoseconds()), "cgo-ns")
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(n*b.N), "allocs/call")
-	if mode == timeDist {
+	if each {
 		slow := dist[slices.Index(host, slices.Max(host))]
 		slices.Sort(slow)
 		b.ReportMetric(slow[0], "min-ns")
@@ -723,12 +642,5 @@ func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
 		}{{0.5, "p50-ns"}, {0.9, "p90-ns"}, {0.99, "p99-ns"}, {1, "max-ns"}} {
 			b.ReportMetric(stat.Quantile(q.p, stat.Empirical, slow, nil), q.name)
 		}
-	}
-	if parts {
-		b.ReportMetric(perCall(pre), "pre-ns/call")
-		b.ReportMetric(perCall(cross), "cross-ns/call")
-		b.ReportMetric(perCall(goIn), "go-in-ns/call")
-		b.ReportMetric(perCall(goOut), "go-out-ns/call")
-		b.ReportMetric(perCall(above), "above-ns/call")
 	}
 }

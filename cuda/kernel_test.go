@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/theseus-ccl/theseus/cuda/driver"
+	"github.com/theseus-ccl/theseus/cuda/gputest"
 	"github.com/theseus-ccl/theseus/ir"
 )
 
@@ -47,7 +48,7 @@ func TestKernelModules(t *testing.T) {
 // compile: the cost of a process's first collective of that datatype) and
 // the registers and local (spill) bytes per thread ptxas chose.
 func TestModuleLoad(t *testing.T) {
-	requireGPU(t)
+	gputest.Require(t)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	currentDevice0(t)

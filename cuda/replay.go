@@ -15,9 +15,7 @@ import (
 // left it; p's fence count for a fenced launch). It reports false, filling
 // nothing, when p has staging copies or was last launched on another
 // stream, when several ranks share this process's context (a launch must
-// then respect the reaper: Stream.enter), when s is closed, or while a
-// measurement of the launch path's parts or the capture-query experiment
-// is on.
+// then respect the reaper: Stream.enter), or when s is closed.
 //
 // The stream remembers r: Close (and ShareContext, for every stream)
 // poisons and disarms it, so no call made from C uses the failure record
@@ -27,7 +25,7 @@ import (
 func (s *Stream) SetReplay(r *replay.Record, i int, pp device.Prepared) bool {
 	p, ok := pp.(*prepared)
 	timing := driver.LaunchTiming(launchTiming.Load())
-	if !ok || r == nil || p.staged || p.st != s || noCaptureQuery || timing == driver.TimeLaunchAndPre {
+	if !ok || r == nil || p.staged || p.st != s {
 		return false
 	}
 	a := *p.arg

@@ -8,6 +8,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/compiler/verify"
+	"github.com/theseus-ccl/theseus/cuda/gputest"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/interp"
 )
@@ -64,7 +65,7 @@ func TestSharedUnitsFewThreads(t *testing.T) {
 // in three datatypes, and compares every output byte with the host
 // interpreter.
 func TestSharedUnitsFewThreadsGPU(t *testing.T) {
-	requireGPU(t)
+	gputest.Require(t)
 	const nops = 12
 	for _, reduce := range []bool{false, true} {
 		for _, threads := range []int{1, 2, 8} {

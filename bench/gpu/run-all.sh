@@ -76,13 +76,13 @@ step runtime 90 "$D/cuda.test" -test.run TestRuntimeCollectives -test.v
 # each unsliced copy also times memcpy and theseus_ref_dyn over its own buffers.
 REFS=; [ -d "$D/bw/refs" ] && REFS="-bw.refs=$D/bw/refs"
 step bandwidth 150 "$D/cuda.test" -test.run 'TestBandwidth$' -bw -bw.variants="$(ls -d "$D"/bw/* 2>/dev/null | paste -sd,)" $REFS -test.v
-step callhost 45 "$D/cuda.test" -test.run xxx -test.bench CallHost -test.benchtime 20000x -test.count 3
-# The parts of a call's host time (pre-ns: the driver calls before cuLaunchKernel) and the same paced
-# (a call every 40 µs: the launch never waits for a full queue, the thread never sleeps).
-step callhost-parts 60 "$D/cuda.test" -test.run xxx -test.bench 'CallHostParts|CallHostPaced' -test.benchtime 20000x -test.count 3 -callhost.parts
+step callhost 45 "$D/cuda.test" -test.run xxx -test.bench 'CallHost$' -test.benchtime 20000x -test.count 3
+# Each call timed on its own (the distribution), and the same paced (a call every 40 µs: the
+# launch never waits for a full queue, the thread never sleeps).
+step callhost-dist 60 "$D/cuda.test" -test.run xxx -test.bench 'CallHostDist|CallHostPaced' -test.benchtime 20000x -test.count 3
 step hostcalls 20 "$D/driver.test" -test.run xxx -test.bench HostCalls
 # The same without the selector's epoch agreement (every 1000 calls by default).
-step callhost-noepoch 30 env THESEUS_CONTEXT_CHECK_PERIOD=1000000000 "$D/cuda.test" -test.run xxx -test.bench CallHost -test.benchtime 20000x -test.count 3
+step callhost-noepoch 30 env THESEUS_CONTEXT_CHECK_PERIOD=1000000000 "$D/cuda.test" -test.run xxx -test.bench 'CallHost$' -test.benchtime 20000x -test.count 3
 step latency 45 "$D/cuda.test" -test.run TestLatency -lat -test.v
 # 4. Sanitizers on a 2-rank allreduce (before MPS: they cannot run under it).
 step memcheck 60 compute-sanitizer --tool memcheck "$D/cuda.test" -test.run 'TestDifferential/programs/ring/allreduce/n2/simple$'
