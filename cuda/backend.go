@@ -15,7 +15,6 @@ import (
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/env"
-	"github.com/theseus-ccl/theseus/runtime/replay"
 )
 
 func init() {
@@ -99,11 +98,11 @@ type Backend struct {
 	// time when its schedule reaches peers' buffers).
 	regions device.RegionSet
 
-	// replays are the replay records SetReplay filled, by their stream
-	// (replay.go).
-	replays struct {
+	// stops are the holders of launch images (LaunchImage), by their
+	// stream (image.go).
+	stops struct {
 		mu sync.Mutex
-		by map[*replay.Record]*Stream
+		by map[device.Stopper]*Stream
 	}
 }
 
@@ -242,7 +241,7 @@ func (b *Backend) with(f func() error) error {
 // until the backend's streams are idle (see Backend.shared).
 func (b *Backend) ShareContext() {
 	b.shared.Store(true)
-	b.stopReplays(nil)
+	b.stopImages(nil)
 }
 
 // idle reports whether every stream of the backend has finished its work
@@ -1007,8 +1006,8 @@ func (s *Stream) Close() error {
 		return nil
 	}
 	s.closed = true
-	// No launch from a replay record on this stream from now on.
-	s.b.stopReplays(s)
+	// No launch made from C from this stream's images from now on.
+	s.b.stopImages(s)
 	// Launches that began before this point finish enqueueing (none waits
 	// for anything but the driver: a full launch queue drains); later ones
 	// see useClosed. The last to leave signals drained.

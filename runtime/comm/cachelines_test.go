@@ -5,8 +5,8 @@ import (
 	"unsafe"
 )
 
-// TestCommLayout checks what the fast path's cache-line layout relies on:
-// every field a repeated call touches (Collective, execute) lies in the
+// TestCommLayout checks what a repeated call's cache-line layout relies
+// on: every field it touches (Collective, planFor, launchPlan) lies in the
 // first three 64-byte lines of a Comm's allocation. A Comm is over 512
 // bytes and holds pointers, so Go's allocator (Go 1.22 and later) puts an
 // 8-byte header before it, at a 64-byte boundary (its size class is a
@@ -21,9 +21,10 @@ func TestCommLayout(t *testing.T) {
 		"callMu":        unsafe.Offsetof(c.callMu) + unsafe.Sizeof(c.callMu),
 		"state":         unsafe.Offsetof(c.state) + unsafe.Sizeof(c.state),
 		"asyncErr":      unsafe.Offsetof(c.asyncErr) + unsafe.Sizeof(c.asyncErr),
-		"hot":           unsafe.Offsetof(c.hot) + unsafe.Sizeof(c.hot),
+		"armed":         unsafe.Offsetof(c.armed) + unsafe.Sizeof(c.armed),
+		"cur":           unsafe.Offsetof(c.cur) + unsafe.Sizeof(c.cur),
 		"calls":         unsafe.Offsetof(c.calls) + unsafe.Sizeof(c.calls),
-		"repeats":       unsafe.Offsetof(c.repeats) + unsafe.Sizeof(c.repeats),
+		"lastUserSt":    unsafe.Offsetof(c.lastUserSt) + unsafe.Sizeof(c.lastUserSt),
 		"sel":           unsafe.Offsetof(c.sel) + unsafe.Sizeof(c.sel),
 		"exec":          unsafe.Offsetof(c.exec) + unsafe.Sizeof(c.exec),
 		"lastSched":     unsafe.Offsetof(c.lastSched) + unsafe.Sizeof(c.lastSched),

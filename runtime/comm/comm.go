@@ -203,30 +203,24 @@ type Comm struct {
 	callMu   sync.Mutex // held by a call in progress; Abort waits for it
 	state    atomic.Int32
 	asyncErr atomic.Pointer[Error]
-	// hot is the last call when it was valid, served by the selector's
-	// cache and by the executor's entries without a lookup: what a repeat
-	// of it needs to take the fast path (Collective). Its schedule is
-	// last's (id and lastSched): every other call clears it.
-	hot struct {
-		ok bool
-		// armed: a replay record is armed (replay.go), read here by every
-		// call on the line it reads anyway.
-		armed bool
-		call  validated
-		st    device.Stream // the call's (nil: the communicator's)
-		key   selector.Key
-		tok   uint64 // the executor's (Executor.HotToken)
-	}
+	// armed: a replay record (the C launcher of plans) is armed and its
+	// calls not yet counted (replay.go), read here by every call on a line
+	// it reads anyway.
+	armed bool
+	// cur is the kept plan of the last call (plans), -1 when there is none.
+	cur       int
 	calls     uint64
-	repeats   uint64 // calls that took the fast path (tests)
 	sel       *selector.Selector
 	exec      *executor.Executor
 	lastSched *executor.Schedule // last's
 	last      CallInfo
-	// The fast path's fields end here, within three cache lines: a Comm is
-	// over 512 bytes and holds pointers, so Go's allocator puts an 8-byte
-	// header before it, at a 64-byte boundary, and they must end by byte
-	// 184 (TestCommLayout).
+	// lastUserSt is the caller's stream of the last call that gave one
+	// (what userSt points at), read by a repeated call.
+	lastUserSt device.Stream
+	// A repeated call's fields end here, within three cache lines: a Comm
+	// is over 512 bytes and holds pointers, so Go's allocator puts an
+	// 8-byte header before it, at a 64-byte boundary, and they must end by
+	// byte 184 (TestCommLayout).
 
 	// valid is the last call that passed Validate, and its answer.
 	valid struct {
@@ -261,14 +255,19 @@ type Comm struct {
 	ctxState      string
 	ctxStateEpoch uint64
 
-	// rp is the replay record ArmReplay arms (hot.armed while armed and
-	// its calls not yet counted) and its entries (callMu); replayPoison the
+	// rp is the replay record ArmReplay arms (armed while armed and its
+	// calls not yet counted) and its entries (callMu); replayPoison the
 	// last record armed, which an asynchronous error or Abort poisons from
 	// any goroutine; replayed counts the calls made from records
 	// (replay.go).
 	rp           replayState
 	replayPoison atomic.Pointer[replay.Record]
 	replayed     atomic.Uint64
+
+	// plans are the kept plans (plans.go), nextPlan the slot the next one
+	// replaces when all are in use.
+	plans    [planSlots]planEntry
+	nextPlan int
 }
 
 // CallInfo describes the last collective call of a communicator: the
@@ -363,7 +362,7 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 		return nil, &Error{Code: SystemError, Op: "init", Rank: rank, Msg: "stream", Err: err}
 	}
 	c.startWatchers()
-	c.last.Schedule = -1
+	c.last.Schedule, c.cur = -1, -1
 	ok = true
 	if log.On(log.Info, log.Init) {
 		log.Infof(log.Init, "comm rank %d/%d: %d node(s) x %d, local rank %d, backend %s, context %s",

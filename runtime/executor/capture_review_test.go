@@ -3,7 +3,6 @@
 package executor
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -227,7 +226,7 @@ func arReq(send, recv device.Ptr, count int64) *Request {
 // call runs req(r) with s on every rank (eager calls are waited for).
 func (g *gworld) call(s *Schedule, req func(r int) *Request) []error {
 	return g.each(func(r int) error {
-		if err := g.ex[r].Execute(context.Background(), req(r), s, g.st[r]); err != nil {
+		if err := g.world.call(r, req(r), s, g.st[r]); err != nil {
 			return err
 		}
 		if g.gs[r].capturing.Load() {
@@ -261,6 +260,7 @@ func TestCaptureL3MissReplays(t *testing.T) {
 	}{{"ring", ir.Simple}, {"ring", ir.LL}, {"oneshot", ir.Simple}} {
 		t.Run(sc.algo+"/"+sc.pr.String(), func(t *testing.T) {
 			g := newGWorld(t, 1<<20)
+			g.usePlans()
 			s := compile(t, 0, sc.algo, gen.Options{Collective: ir.AllReduce, NRanks: n2, Protocol: sc.pr})
 			const count, half, other = 1024, 512, 96
 			buf, out := g.f32(count), g.f32(count)
@@ -307,16 +307,15 @@ func TestCaptureL3MissReplays(t *testing.T) {
 			const replays = 3
 			g.replay(replays) // buf = S*2^3, out[:half] = S*2^3
 			// Eager calls with yet another count (an L3 miss, eager, then
-			// hits: the third takes the hot walk unless the schedule
-			// has L2 entries), each after a replay.
-			hot := g.ex[0].hotRuns
+			// launches of its plan), each after a replay.
+			planned := g.plans[0].launched
 			g.must(g.call(s, inPlace(other)))
 			g.replay(1)
 			g.must(g.call(s, inPlace(other)))
 			g.replay(1)
 			g.must(g.call(s, inPlace(other)))
-			if want := uint64(1); l2Ev(g) == "skip" && g.ex[0].hotRuns-hot != want { // (the hot walk: no L2 entry)
-				t.Errorf("%d hot walks, want %d", g.ex[0].hotRuns-hot, want)
+			if got := g.plans[0].launched - planned; got != 2 {
+				t.Errorf("%d calls launched from their plan, want 2", got)
 			}
 			for r := range n2 {
 				b, o := read(t, buf[r], count), read(t, out[r], count)

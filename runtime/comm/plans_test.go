@@ -19,14 +19,13 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/host"
 )
 
-// A repeat of the last call takes Collective's fast path (the selector's
-// Repeat, the executor's Repeat), and that changes nothing observable:
-// over a sequence of repeats, other shapes, a count of 0, another stream,
-// the communicator's own stream, in place, and epochs every third request,
-// every call's result, LastCall and every counter (the communicator's,
-// the selector's, the executor's) are the same as when every call takes
-// the full path.
-func TestRepeatSameAsFullPath(t *testing.T) {
+// A repeated call is launched from its kept plan, and that changes nothing
+// observable: over a sequence of repeats, other shapes, a count of 0,
+// another stream, the communicator's own stream, in place, and epochs
+// every third request, every call's result, LastCall and every counter
+// (the communicator's, the selector's, the executor's but its walks:
+// sameCounters) are the same as when every call takes the full path.
+func TestPlansSameAsFullPath(t *testing.T) {
 	const n = 2
 	type step struct {
 		count   int64
@@ -56,7 +55,7 @@ func TestRepeatSameAsFullPath(t *testing.T) {
 					return err
 				}
 				if full {
-					c.hot.ok = false
+					forgetPlans(c)
 				}
 				call := &Call{Coll: ir.AllReduce, Send: send, Recv: recv, Count: s.count, DataType: ir.Float32, RedOp: ir.Sum,
 					Stream: streams[r][s.stream]}
@@ -79,23 +78,44 @@ func TestRepeatSameAsFullPath(t *testing.T) {
 				}
 			}
 		}
-		return out, comms[0].repeats
+		return out, comms[0].exec.Stats().PlanLaunches
 	}
-	full, fullHot := run(true)
-	fast, fastHot := run(false)
-	t.Logf("rank 0: %d of %d calls took the fast path", fastHot, len(steps))
-	if fastHot < 5 || fullHot != 0 {
-		t.Errorf("rank 0 took the fast path %d times (%d when told not to)", fastHot, fullHot)
+	full, fullPlanned := run(true)
+	fast, planned := run(false)
+	t.Logf("rank 0: %d of %d calls launched from their plans", planned, len(steps))
+	if planned < 5 || fullPlanned != 0 {
+		t.Errorf("rank 0 launched %d calls from their plans (%d when they were forgotten)", planned, fullPlanned)
 	}
-	ignore := cmpopts.IgnoreFields(executor.Migration{}, "Elapsed")
 	for r := range n {
 		for i := range steps {
-			full[r][i].Stats.Selector.EpochTime, fast[r][i].Stats.Selector.EpochTime = 0, 0
-			if d := cmp.Diff(full[r][i], fast[r][i], ignore); d != "" {
-				t.Errorf("rank %d step %d: differs (-full path +fast path):\n%s", r, i, d)
+			full[r][i].Stats, fast[r][i].Stats = sameCounters(full[r][i].Stats), sameCounters(fast[r][i].Stats)
+			if d := cmp.Diff(full[r][i], fast[r][i], cmpopts.IgnoreFields(executor.Migration{}, "Elapsed")); d != "" {
+				t.Errorf("rank %d step %d: differs (-full path +from plans):\n%s", r, i, d)
 			}
 		}
 	}
+}
+
+// forgetPlans drops c's kept plans: its next call takes the full path.
+func forgetPlans(c *Comm) {
+	c.plans = [planSlots]planEntry{}
+	c.cur = -1
+}
+
+// sameCounters is st with what differs between a call launched from its
+// plan and the same call through the full path taken out: the executor's
+// walk counters (a plan launch is a walk fewer, and that walk's hits; a
+// failed one a walk that failed at Launch), with Walks + PlanLaunches +
+// PlanFailures kept as Walks, and the selector's epoch time.
+func sameCounters(st Stats) Stats {
+	e := &st.Executor
+	e.Walks += e.PlanLaunches + e.PlanFailures
+	e.Failures += e.PlanFailures
+	e.PlanLaunches, e.PlanFailures = 0, 0
+	e.L1Same, e.L2Skips, e.L2Hits, e.L3Hits = 0, 0, 0, 0
+	e.StateVisits, e.TransitionsTaken = [len(e.StateVisits)]uint64{}, 0
+	st.Selector.EpochTime = 0
+	return st
 }
 
 // repeatWorld is n in-process ranks on the host backend with a selector

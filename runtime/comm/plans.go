@@ -1,0 +1,110 @@
+package comm
+
+import (
+	"errors"
+
+	"github.com/theseus-ccl/theseus/runtime/executor"
+)
+
+// The communicator's launch plans (docs/design/runtime.md, "The launch
+// plan"). The full path of a call (Collective: validate, select, the
+// executor's walk) returns the executor's plan of its call shape; the
+// communicator keeps the plans of its last planSlots distinct calls, and
+// a call equal to one of them in every argument but the stream is
+// launched from its plan (executor.Launch) while
+//
+//   - the communicator is live and has no asynchronous error;
+//   - the selector would answer it from its cache, as it did: no epoch is
+//     due (selector.Budget) and the cache generation is the plan's
+//     (an epoch that installs a new snapshot, or a full cache, moves it
+//     on);
+//   - the executor finds the plan valid (executor.Plan's rules: its
+//     generation, the running schedule, the executor not failed, for
+//     plans reaching peers' buffers the identity of the allocations).
+//
+// Such a call is counted as the full path counts it (the communicator's
+// calls, the selector's requests and hits); the executor counts a plan
+// launch instead of a walk. Any other call takes the full path, which
+// builds or finds the plan again. The NCCL layer's C launcher
+// (runtime/replay) repeats the same plans from C (replay.go).
+
+// planSlots is how many calls' plans a communicator keeps: the gradient
+// buckets of a data-parallel step, nccl-tests' shifted buffers (the C
+// launcher's records hold as many).
+const planSlots = 16
+
+// planEntry is one kept plan: the call it serves (every argument but the
+// stream), the plan, what LastCall reports for it, and the selector's
+// cache generation when its schedule was chosen.
+type planEntry struct {
+	call   validated
+	plan   *executor.Plan
+	info   CallInfo // Schedule and Name
+	selGen uint64
+}
+
+// planFor returns the index of the kept plan for call v, or -1. The last
+// call's plan is looked at first.
+func (c *Comm) planFor(v *validated) int {
+	if i := c.cur; i >= 0 && c.plans[i].call == *v && c.plans[i].plan != nil {
+		return i
+	}
+	for i := range c.plans {
+		if c.plans[i].plan != nil && c.plans[i].call == *v {
+			return i
+		}
+	}
+	return -1
+}
+
+// launchPlan launches call from kept plan i when the plan still serves it
+// (the rules above) and returns the call's result; ok is false, with
+// nothing done, when the call must take the full path.
+func (c *Comm) launchPlan(i int, call *Call) (err error, ok bool) {
+	e := &c.plans[i]
+	if commState(c.state.Load()) != live || c.asyncErr.Load() != nil || c.sel.Budget() < 1 || e.selGen != c.sel.CacheGen() {
+		return nil, false
+	}
+	st := call.Stream
+	if st == nil {
+		st = c.stream
+	}
+	err = c.exec.Launch(e.plan, st)
+	if errors.Is(err, executor.ErrStale) {
+		return nil, false
+	}
+	c.calls++
+	c.sel.Served(1)
+	c.cur = i
+	c.last, c.lastSched = e.info, e.plan.Schedule()
+	c.last.Launch = c.exec.LaunchCounter()
+	if err == nil && call.Stream != nil && call.Stream == c.lastUserSt {
+		return nil, true // the usual repeat: nothing else to do
+	}
+	return c.executed(call, st, err), true
+}
+
+// keepPlan keeps p, the plan of call v that the full path has just
+// launched (c.last describes it), replacing the plan kept for v if any,
+// else a free slot, else the slots in turn.
+func (c *Comm) keepPlan(v *validated, p *executor.Plan) {
+	i := -1
+	for j := range c.plans {
+		if c.plans[j].plan == nil {
+			if i < 0 {
+				i = j
+			}
+			continue
+		}
+		if c.plans[j].call == *v {
+			i = j
+			break
+		}
+	}
+	if i < 0 {
+		i = c.nextPlan
+		c.nextPlan = (c.nextPlan + 1) % planSlots
+	}
+	c.plans[i] = planEntry{call: *v, plan: p, info: CallInfo{Schedule: c.last.Schedule, Name: c.last.Name}, selGen: c.sel.CacheGen()}
+	c.cur = i
+}
