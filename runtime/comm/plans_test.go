@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/comm/commtest"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/executor"
 	"github.com/theseus-ccl/theseus/runtime/host"
@@ -176,4 +177,75 @@ func checkSum(p device.Ptr, count int64, n int) error {
 		}
 	}
 	return nil
+}
+
+// A kept plan serves its call only under the selection snapshot its
+// schedule was chosen in: an epoch that installs a new snapshot (here an
+// exogenous attribute's new value, which makes a schedule for large
+// messages usable) sends every kept plan's next call back to Select,
+// even a plan the executor still finds valid (its schedule running). The
+// large call, whose plan is still of the running schedule, must not launch
+// from it: Select now chooses the other schedule.
+func TestPlanStaleAfterSnapshot(t *testing.T) {
+	const n = 2
+	const small, large = 256, 32 << 10 // float32 elements: 1 KiB, 128 KiB
+	dir := t.TempDir()
+	if err := commtest.Write(dir, n, commtest.DefaultAttrs, []commtest.Sched{
+		{Algo: "ring", Coll: ir.AllReduce, Protocol: ir.Simple, Preference: "10", Replaces: -1},
+		{Algo: "ring", Coll: ir.AllReduce, Protocol: ir.Simple, Order: []int{1, 0}, MinBytes: 64 << 10,
+			Usable: "slow_rank >= 0", Preference: "15", Replaces: 0, File: "01_reverse.json"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// An epoch at requests 1, 4, 7, ...
+	comms := localCommsWith(t, n, 10*time.Second, dir, 3)
+	bufs := make([]device.Ptr, n)
+	for r, c := range comms {
+		p, err := c.Backend().Alloc(2 * 4 * large)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs[r] = p
+	}
+	// call makes one allreduce of count elements on every rank and returns
+	// rank 0's schedule and whether it walked.
+	call := func(count int64) (sched int, walked bool) {
+		t.Helper()
+		walks := comms[0].exec.Stats().Walks
+		for r, err := range onEach(n, func(r int) error {
+			c := comms[r]
+			if err := fillRank(bufs[r], count, r); err != nil {
+				return err
+			}
+			recv := bufs[r] + 4*large
+			if err := c.Collective(context.Background(), &Call{Coll: ir.AllReduce, Send: bufs[r], Recv: recv, Count: count,
+				DataType: ir.Float32, RedOp: ir.Sum}); err != nil {
+				return err
+			}
+			return checkSum(recv, count, n)
+		}) {
+			if err != nil {
+				t.Fatalf("rank %d: %v", r, err)
+			}
+		}
+		return comms[0].LastCall().Schedule, comms[0].exec.Stats().Walks != walks
+	}
+	for i, count := range []int64{small, large, small, large, small, large} {
+		s, walked := call(count)
+		if s != 0 {
+			t.Fatalf("request %d: schedule %d before the new snapshot, want 0", i+1, s)
+		}
+		if want := i < 2 || i == 3; walked != want { // the first of each, and the epoch at request 4
+			t.Errorf("request %d: walked %v, want %v", i+1, walked, want)
+		}
+	}
+	if err := PublishValue(dir, "slow_rank", 0); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := call(small); s != 0 { // request 7: the epoch installs the new snapshot
+		t.Fatalf("small call after the new snapshot: schedule %d, want 0", s)
+	}
+	if s, walked := call(large); s != 1 || !walked {
+		t.Errorf("large call after the new snapshot: schedule %d, walked %v; want schedule 1 through a walk", s, walked)
+	}
 }
