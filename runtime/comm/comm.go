@@ -33,7 +33,7 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/executor"
-	"github.com/theseus-ccl/theseus/runtime/interp"
+	"github.com/theseus-ccl/theseus/runtime/launch"
 	"github.com/theseus-ccl/theseus/runtime/log"
 	"github.com/theseus-ccl/theseus/runtime/replay"
 	"github.com/theseus-ccl/theseus/runtime/selector"
@@ -558,7 +558,7 @@ func (c *Comm) wrapErr(op string, err error, inCall bool) *Error {
 	out := &Error{Code: InternalError, Op: op, Rank: c.rank, Msg: "failed", Err: err}
 	var be *bootstrap.Error
 	var ee *executor.Error
-	var ie *interp.Error
+	var ie *launch.Error
 	switch {
 	case errors.As(err, &be):
 		out.Code, out.Peers = RemoteError, be.Missing
@@ -572,7 +572,7 @@ func (c *Comm) wrapErr(op string, err error, inCall bool) *Error {
 		out.Code, out.Msg = InvalidUsage, "graph capture"
 	case errors.Is(err, executor.ErrScratchMismatch):
 		out.Code, out.Msg = InvalidUsage, "scratch"
-	case errors.Is(err, interp.ErrTimeout) || errors.Is(err, interp.ErrAborted):
+	case errors.Is(err, launch.ErrTimeout) || errors.Is(err, launch.ErrAborted):
 		out.Code, out.Msg = RemoteError, "launch stopped"
 		if inCall {
 			out.Peers = c.suspects(err)
@@ -604,7 +604,7 @@ func (c *Comm) suspects(err error) []int {
 	if p := peerRank(err); p >= 0 {
 		return []int{p}
 	}
-	var ie *interp.Error
+	var ie *launch.Error
 	if !errors.As(err, &ie) || c.last.Schedule < 0 || c.last.Schedule >= len(c.scheds) || c.scheds[c.last.Schedule] == nil {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/launch"
 )
 
 type l3Key struct {
@@ -82,14 +83,7 @@ const maxL3 = 4096
 func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
 	r, ent, t := w.r, w.l1, w.l1.table
 	ll := t.Protocol == ir.LL
-	slices := int64(1)
-	if !ll {
-		sb := t.SliceBytes
-		if sb == 0 {
-			sb = e.cfg.SliceBytes
-		}
-		slices = ir.SlicesFor(r.Count, t.ChunksPerBlock, r.DataType, sb)
-	}
+	slices := launch.Slices(t, launch.Request{Count: r.Count, DataType: r.DataType}, e.cfg.SliceBytes)
 	lay, err := ir.NewLayout(r.Count, r.DataType, t.ChunksPerBlock, slices)
 	if err != nil {
 		return e.fail(w, L3Setup, err, false)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/interp/reference"
+	"github.com/theseus-ccl/theseus/runtime/launch"
 )
 
 // Case is one collective request on every rank of a communicator.
@@ -61,29 +62,10 @@ func (c Case) Bytes(rank int) (in, out int64) {
 // of rooted collectives), and then the caller allocates them separately.
 func (c Case) InPlaceLayout(rank int) (size, inOff, outOff int64, ok bool) {
 	in, out := c.Bytes(rank)
-	off := int64(rank) * c.blockBytes()
-	isRoot := rank == c.Root
-	switch c.Coll {
-	case ir.AllReduce, ir.AllToAll, ir.SendRecv:
-		return max(in, out), 0, 0, true
-	case ir.Broadcast, ir.Reduce:
-		if isRoot {
-			return max(in, out), 0, 0, true
-		}
-	case ir.AllGather:
-		return out, off, 0, true
-	case ir.Gather:
-		if isRoot {
-			return out, off, 0, true
-		}
-	case ir.ReduceScatter:
-		return in, 0, off, true
-	case ir.Scatter:
-		if isRoot {
-			return in, 0, off, true
-		}
+	if inOff, outOff, ok = launch.InPlaceOffsets(c.Coll, rank, c.Root, c.blockBytes()); !ok {
+		return 0, 0, 0, false
 	}
-	return 0, 0, 0, false
+	return max(inOff+in, outOff+out), inOff, outOff, true
 }
 
 func splitmix(x uint64) uint64 {
