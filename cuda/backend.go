@@ -713,7 +713,7 @@ func (p *prepared) Release() {
 // table has grid threadblocks of threads each: at least grid, and up to
 // as many threadblocks as the device holds at once when there are units
 // for them (the units do not depend on the grid, and the launch's done word
-// counts the grid it runs: kernel/theseus.cu, launch_done). A one-rank
+// counts the grid it runs: kernel/executor.cuh, launch_done). A one-rank
 // schedule of one threadblock would otherwise copy on one multiprocessor.
 // When the device cannot be asked, grid.
 func unitsGrid(dev *driver.Device, fn driver.Function, grid, threads int, nunits int64) int {

@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,12 +26,10 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/theseus"
 )
 
-var latRun = flag.Bool("lat", false, "report 2-rank allreduce latency, eager and CUDA-graph replayed (8 B - 64 KB)")
-
-// latProbe prints, with -lat, the timestamps a kernel built with
-// THESEUS_PROBE_TIMES=1 (loaded through THESEUS_PTX_DIR) left at each
-// rank's last launch, as ns after its entry.
-var latProbe = flag.Bool("lat.probe", false, "with -lat: print the THESEUS_PROBE_TIMES kernel variant's timestamps of each rank's last launch")
+// latProbe makes BenchmarkLatency report the timestamps a measurement
+// build with THESEUS_PROBE_TIMES=1 (loaded through THESEUS_PTX_DIR) left
+// at rank 0's last launch, as ns after its entry.
+var latProbe = flag.Bool("lat.probe", false, "BenchmarkLatency: report the THESEUS_PROBE_TIMES measurement build's timestamps of rank 0's last launch")
 
 var callhostProf = flag.String("callhost.prof", "", "write a 4 kHz CPU profile of BenchmarkCallHost's timed calls to this file")
 
@@ -415,27 +412,29 @@ func TestGraphDiscarded(t *testing.T) {
 	}
 }
 
-// TestLatency reports the time per 2-rank allreduce (float32, 8 B - 64 KB)
-// eager (back-to-back calls, one sync at the end) and replayed from a CUDA
-// graph of 100 captured calls. Run with -lat on a GPU.
-func TestLatency(t *testing.T) {
-	gputest.Require(t)
-	if !*latRun {
-		t.Skip("latency report: run with -lat")
-	}
+// BenchmarkLatency is the time per 2-rank allreduce (float32, 8 B - 32
+// KiB, two ranks as goroutines on one GPU), eager (back-to-back calls, one
+// sync at the end: sub-benchmark <size>/eager) and replayed from a CUDA
+// graph of 100 captured calls (<size>/graph, the GPU's time per call),
+// reported as us/call. With -lat.probe and a measurement build with
+// THESEUS_PROBE_TIMES=1 loaded through THESEUS_PTX_DIR, the eager
+// sub-benchmarks also report the timestamps rank 0's last launch left
+// (probe<i>-ns: ns after its entry; docs/design/cuda.md, "Small
+// launches").
+func BenchmarkLatency(b *testing.B) {
+	gputest.Require(b)
 	const n = 2
-	comms, streams, be := localComms(t, n)
-	fmt.Printf("LAT %10s %12s %12s  %s\n", "bytes", "eager_us", "graph_us", "schedule")
-	for bytes := int64(8); bytes <= 64<<10; bytes *= 4 {
+	comms, streams, be := localComms(b, n)
+	for bytes := int64(8); bytes <= 32<<10; bytes *= 4 {
 		count := bytes / 4
 		send, recv := make([]device.Ptr, n), make([]device.Ptr, n)
 		for r := 0; r < n; r++ {
 			var err error
 			if send[r], err = be.Alloc(bytes); err != nil {
-				t.Fatal(err)
+				b.Fatal(err)
 			}
 			if recv[r], err = be.Alloc(bytes); err != nil {
-				t.Fatal(err)
+				b.Fatal(err)
 			}
 		}
 		call := func(r int) error {
@@ -451,48 +450,56 @@ func TestLatency(t *testing.T) {
 				return streams[r].Synchronize()
 			})
 		}
-		if err := loop(50); err != nil {
-			t.Fatal(err)
-		}
-		const iters = 1000
-		start := time.Now()
-		if err := loop(iters); err != nil {
-			t.Fatal(err)
-		}
-		eager := time.Since(start) / iters
-		const per = 100
-		execs := capture(t, streams, driver.CaptureModeThreadLocal, func(r int) error {
-			for i := 0; i < per; i++ {
-				if err := call(r); err != nil {
-					return err
-				}
+		size := fmt.Sprintf("%dB", bytes)
+		b.Run(size+"/eager", func(b *testing.B) {
+			if err := loop(50); err != nil {
+				b.Fatal(err)
 			}
-			return nil
-		})
-		if err := replay(streams, execs, 2); err != nil {
-			t.Fatal(err)
-		}
-		start = time.Now()
-		if err := replay(streams, execs, iters/per); err != nil {
-			t.Fatal(err)
-		}
-		graph := time.Since(start) / iters
-		line := fmt.Sprintf("LAT %10d %12.2f %12.2f  %s", bytes, float64(eager.Nanoseconds())/1e3, float64(graph.Nanoseconds())/1e3, comms[0].LastCall().Name)
-		fmt.Println(line)
-		t.Log(line)
-		if *latProbe {
-			for r := 0; r < n; r++ {
-				pt := cuda.ProbeTimes(streams[r])
-				var b strings.Builder
-				fmt.Fprintf(&b, "PROBE %10d rank %d:", bytes, r)
+			b.ResetTimer()
+			start := time.Now()
+			if err := loop(b.N); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(time.Since(start).Nanoseconds())/1e3/float64(b.N), "us/call")
+			b.Logf("%s: schedule %s", size, comms[0].LastCall().Name)
+			if *latProbe {
+				pt := cuda.ProbeTimes(streams[0])
 				for i, v := range pt {
 					if v != 0 && pt[0] != 0 {
-						fmt.Fprintf(&b, " %d=%d", i, int64(v-pt[0]))
+						b.ReportMetric(float64(int64(v-pt[0])), fmt.Sprintf("probe%d-ns", i))
 					}
 				}
-				fmt.Println(b.String())
 			}
-		}
+		})
+		b.Run(size+"/graph", func(b *testing.B) {
+			if err := loop(50); err != nil {
+				b.Fatal(err)
+			}
+			const per = 100
+			execs := capture(b, streams, driver.CaptureModeThreadLocal, func(r int) error {
+				for i := 0; i < per; i++ {
+					if err := call(r); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			defer func() {
+				for _, e := range execs {
+					e.Destroy()
+				}
+			}()
+			if err := replay(streams, execs, 2); err != nil {
+				b.Fatal(err)
+			}
+			reps := (b.N + per - 1) / per
+			b.ResetTimer()
+			start := time.Now()
+			if err := replay(streams, execs, reps); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(time.Since(start).Nanoseconds())/1e3/float64(reps*per), "us/call")
+		})
 		for r := 0; r < n; r++ {
 			be.Free(send[r])
 			be.Free(recv[r])

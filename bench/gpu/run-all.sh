@@ -48,6 +48,16 @@ step() { # step NAME SECONDS CMD...
   grep -E "^(--- FAIL|FAIL|ok|PASS)|mismatched|panic|^(GRAPH|LAT|BW best|BW memcpy|KERNEL|DIFF|RUNTIME|Benchmark)|Wrong elements|ERROR SUMMARY" "$R/$name.txt" | head -24 | sed 's/^/   /'
   pack
 }
+# bwbest prints each variant's and operation's best of-memcpy over its BenchmarkBandwidth shapes.
+bwbest() {
+  awk '$1 ~ /^BenchmarkBandwidth\// {
+    n = split($1, p, "/"); if (n < 4) next
+    v = ""; for (i = 2; i <= NF; i++) if ($i == "of-memcpy") v = $(i - 1)
+    if (v == "") next
+    k = p[2] " " p[3]; at = p[4]; sub(/-[0-9]+$/, "", at)
+    if (!(k in best) || v + 0 > best[k] + 0) { best[k] = v; where[k] = at }
+  } END { for (k in best) printf "BW best %s %s of memcpy (%s)\n", k, best[k], where[k] }' "$1" | sort
+}
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: $(cat "$D/COMMIT" 2>/dev/null || echo '?')"
@@ -71,11 +81,14 @@ step jit 240 "$D/cuda.test" -test.run TestModuleLoad -test.v
 step graph 120 "$D/cuda.test" -test.run TestGraph -test.v
 # 2. Every collective through the runtime on the CUDA backend (4 ranks in one process).
 step runtime 90 "$D/cuda.test" -test.run TestRuntimeCollectives -test.v
-# 3. Timings, alone on the GPU: op bandwidth, host time per call, latency.
-# With a refs variant (BW_VARIANTS="refs:-DTHESEUS_BW_REFS=1 -Xclang -target-feature -Xclang +ptx74"),
-# each unsliced copy also times memcpy and theseus_ref_dyn over its own buffers.
-REFS=; [ -d "$D/bw/refs" ] && REFS="-bw.refs=$D/bw/refs"
-step bandwidth 150 "$D/cuda.test" -test.run 'TestBandwidth$' -bw -bw.variants="$(ls -d "$D"/bw/* 2>/dev/null | paste -sd,)" $REFS -test.v
+# 3. Timings, alone on the GPU: op bandwidth, host time per call, latency (Go benchmarks).
+# The bandwidth benchmarks report GB/s and of-memcpy (the fraction of cuMemcpyDtoD's bandwidth);
+# with the reference build (.device/bench/refs, bench/gpu/prepare.sh) each unsliced copy also
+# reports the block-contiguous copy, memcpy and theseus_ref_dyn over its own buffers, and
+# BenchmarkBandwidthRefs times the reference copies; -bw.variants adds BW_VARIANTS builds.
+REFS=; [ -d "$D/bench/refs" ] && REFS="-bw.refs=$D/bench/refs"
+step bandwidth 150 "$D/cuda.test" -test.run xxx -test.bench 'Bandwidth(Memcpy|Refs)?$' -test.benchtime 50x -bw.variants="$(ls -d "$D"/bw/* 2>/dev/null | paste -sd,)" $REFS
+bwbest "$R/bandwidth.txt" >"$R/bandwidth-best.txt"; sed 's/^/   /' "$R/bandwidth-best.txt"
 step callhost 45 "$D/cuda.test" -test.run xxx -test.bench 'CallHost$' -test.benchtime 20000x -test.count 3
 # Each call timed on its own (the distribution), and the same paced (a call every 40 µs: the
 # launch never waits for a full queue, the thread never sleeps).
@@ -83,7 +96,7 @@ step callhost-dist 60 "$D/cuda.test" -test.run xxx -test.bench 'CallHostDist|Cal
 step hostcalls 20 "$D/driver.test" -test.run xxx -test.bench HostCalls
 # The same without the selector's epoch agreement (every 1000 calls by default).
 step callhost-noepoch 30 env THESEUS_CONTEXT_CHECK_PERIOD=1000000000 "$D/cuda.test" -test.run xxx -test.bench 'CallHost$' -test.benchtime 20000x -test.count 3
-step latency 45 "$D/cuda.test" -test.run TestLatency -lat -test.v
+step latency 45 "$D/cuda.test" -test.run xxx -test.bench Latency -test.benchtime 1000x
 # 4. Sanitizers on a 2-rank allreduce (before MPS: they cannot run under it).
 step memcheck 60 compute-sanitizer --tool memcheck "$D/cuda.test" -test.run 'TestDifferential/programs/ring/allreduce/n2/simple$'
 step racecheck 60 compute-sanitizer --tool racecheck "$D/cuda.test" -test.run 'TestDifferential/programs/ring/allreduce/n2/simple$'

@@ -27,13 +27,13 @@ func (l *reviewLog) Warnf(format string, args ...any) {
 }
 func (l *reviewLog) Infof(string, ...any) {}
 
-// TestReviewLLMaxBytesValues: what an operator may append to
+// TestLLMaxBytesValues: what an operator may append to
 // ll_max_bytes.jsonl (docs/selection-context.md §5.4, §6): extreme integers
 // are used as given; a line that is not a well-formed integer value is
 // warned about at its file:line:col and ignored, the attribute keeping the
 // value of the last well-formed line; a torn last line (no newline yet) is
 // not read. Nothing panics.
-func TestReviewLLMaxBytesValues(t *testing.T) {
+func TestLLMaxBytesValues(t *testing.T) {
 	const small, mid = 1024, 256 << 10 // bytes
 	for _, c := range []struct {
 		name, log string

@@ -6,13 +6,13 @@ import (
 	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
 )
 
-// TestReviewSyntaxColumns: malformed JSON in a value log is reported at
+// TestSyntaxColumns: malformed JSON in a value log is reported at
 // the offending byte, whichever side of it encoding/json's
 // SyntaxError.Offset lands ("garbage" was reported at column 2, {"value":
 // [1,2} at 13, "not json" at 3; fixed by manifest.badByte). Found with
 // theseusc select on a copy of examples/contexts/default, appending to
 // ll_max_bytes.jsonl (2026-11-29 review).
-func TestReviewSyntaxColumns(t *testing.T) {
+func TestSyntaxColumns(t *testing.T) {
 	for _, c := range []struct {
 		line string
 		col  int

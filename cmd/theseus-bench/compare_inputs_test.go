@@ -1,10 +1,10 @@
 package main
 
-// Review of `theseus-bench compare` (2026-11-29): broken inputs, outputs
-// that cannot be written or would destroy an input, values nccl-tests can
-// print (nan, inf, N/A) and values it cannot (1e308), and the problems the
-// review found and that were fixed since (busbw ratios from rounded busbw,
-// a cancelled wait reported instead of the root cause).
+// `theseus-bench compare` on awkward inputs: broken inputs, outputs that
+// cannot be written or would destroy an input, values nccl-tests can print
+// (nan, inf, N/A) and values it cannot (1e308), busbw ratios computed from
+// times rather than rounded busbw, and the root cause reported instead of
+// a cancelled wait.
 
 import (
 	"bytes"
@@ -45,10 +45,10 @@ const (
 	reviewCand = compareData + "/audit/audit-n2-all_reduce.txt"
 )
 
-// TestReviewCompareSameInputTwice: a file given twice, or a directory and a
+// TestCompareSameInputTwice: a file given twice, or a directory and a
 // file in it, is read once (it used to fail with "X and X both hold
 // allreduce, 2 ranks: keep one, or tell them apart by mode").
-func TestReviewCompareSameInputTwice(t *testing.T) {
+func TestCompareSameInputTwice(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		base []string
@@ -74,11 +74,11 @@ func TestReviewCompareSameInputTwice(t *testing.T) {
 	}
 }
 
-// TestReviewCompareOutputClobbers: --markdown or --csv naming an input, or
+// TestCompareOutputClobbers: --markdown or --csv naming an input, or
 // both naming one file, is a usage error and leaves every file as it was
 // (the report used to overwrite the nccl-tests output it was made from,
 // and the CSV the report, with exit 0).
-func TestReviewCompareOutputClobbers(t *testing.T) {
+func TestCompareOutputClobbers(t *testing.T) {
 	dir := t.TempDir()
 	data := readCompareData(t, "ldpath/ldpath-n2-all_reduce.txt")
 	in := reviewFile(t, dir, "nccl-all_reduce.txt", data)
@@ -113,10 +113,10 @@ func TestReviewCompareOutputClobbers(t *testing.T) {
 	}
 }
 
-// TestReviewCompareBrokenInputs: no bad input panics or hangs, and each
+// TestCompareBrokenInputs: no bad input panics or hangs, and each
 // gets the exit code compare --help gives and a message that says what is
 // wrong.
-func TestReviewCompareBrokenInputs(t *testing.T) {
+func TestCompareBrokenInputs(t *testing.T) {
 	dir := t.TempDir()
 	data := readCompareData(t, "ldpath/ldpath-n2-all_reduce.txt")
 	// Cut in the middle of the 4096-byte row, as a killed run leaves it.
@@ -177,9 +177,9 @@ func TestReviewCompareBrokenInputs(t *testing.T) {
 	}
 }
 
-// TestReviewCompareUnwritable: an output that cannot be written is exit 3,
+// TestCompareUnwritable: an output that cannot be written is exit 3,
 // naming it.
-func TestReviewCompareUnwritable(t *testing.T) {
+func TestCompareUnwritable(t *testing.T) {
 	if _, err := os.Stat("/dev/full"); err != nil {
 		t.Skip("no /dev/full")
 	}
@@ -203,11 +203,11 @@ func TestReviewCompareUnwritable(t *testing.T) {
 	}
 }
 
-// TestReviewCompareOddValues: nan, -nan and inf (C's printf of a failed
+// TestCompareOddValues: nan, -nan and inf (C's printf of a failed
 // timing) and N/A (-c 0) compare with "-" ratios; an absurd 1e308 GB/s is
 // written with an exponent, not as a 309-digit number; plots are still
 // drawn.
-func TestReviewCompareOddValues(t *testing.T) {
+func TestCompareOddValues(t *testing.T) {
 	dir := t.TempDir()
 	data := string(readCompareData(t, "audit/audit-n2-all_reduce.txt"))
 	lines := strings.Split(data, "\n")
@@ -263,7 +263,7 @@ func TestReviewCompareOddValues(t *testing.T) {
 	}
 }
 
-// TestReviewKnownBusbwRatioFromRoundedValues: nccl-tests prints busbw with
+// TestBusbwRatioFromRoundedValues: nccl-tests prints busbw with
 // two decimals, and compare divides the printed values, so at small sizes
 // the busbw ratio is noise: real runs (bench/results/2026-11-29-h200x2,
 // allreduce g0, 128 B: NCCL 17.23 us 0.01 GB/s, Theseus 61.00 us 0.00
@@ -274,7 +274,7 @@ func TestReviewCompareOddValues(t *testing.T) {
 // significant digits. The fix changes the golden files and
 // docs/theseus-bench.md ("A ratio is - where the baseline's value is 0"),
 // so it is left to the command's owner.
-func TestReviewBusbwRatioFromTimes(t *testing.T) {
+func TestBusbwRatioFromTimes(t *testing.T) {
 	dir := t.TempDir()
 	hdr := "# nccl-tests version 2.19.6 nccl-headers=22803 nccl-library=22803\n# Collective test starting: all_reduce_perf\n" +
 		"# Using devices\n#  Rank  0 Group  0 Pid 1 on vm device  0 [0000:00:06] NVIDIA H200\n#  Rank  1 Group  0 Pid 2 on vm device  1 [0000:00:07] NVIDIA H200\n"
@@ -292,7 +292,7 @@ func TestReviewBusbwRatioFromTimes(t *testing.T) {
 	}
 }
 
-// TestReviewKnownFirstErrorCanceled: when one in-process rank fails and
+// TestFirstErrorCanceled: when one in-process rank fails and
 // eachComm aborts the others, a rank blocked in the selector's agreement
 // step fails with "context canceled", which firstError does not recognise
 // as an effect of the abort. About one run in eight of
@@ -304,7 +304,7 @@ func TestReviewBusbwRatioFromTimes(t *testing.T) {
 // agreement step: context canceled [ncclInternalError]" instead of the
 // root cause, "... the selection context has no schedule for them ...".
 // firstError is in root.go, outside this review's remit.
-func TestReviewFirstErrorCanceled(t *testing.T) {
+func TestFirstErrorCanceled(t *testing.T) {
 	canceled := fmt.Errorf("rank 0: agreeing on the flags: %w", fmt.Errorf("theseus: rank 0: allreduce: failed: selector: agreement step: %w", context.Canceled))
 	cause := fmt.Errorf("rank 1: the ranks combine their results with small int64 allreduces, and the selection context has no schedule for them: %w", theseus.ErrNoSchedule)
 	if got := firstError([]error{canceled, cause, nil}); !errors.Is(got, theseus.ErrNoSchedule) {
@@ -312,9 +312,9 @@ func TestReviewFirstErrorCanceled(t *testing.T) {
 	}
 }
 
-// TestReviewHotSwapNoSwitchJSON: a demonstration without a switch (1 rank)
+// TestHotSwapNoSwitchJSON: a demonstration without a switch (1 rank)
 // writes "switches": [] in JSON, not null.
-func TestReviewHotSwapNoSwitchJSON(t *testing.T) {
+func TestHotSwapNoSwitchJSON(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the hot swap (a few seconds)")
 	}

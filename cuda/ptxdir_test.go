@@ -10,11 +10,11 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/env"
 )
 
-// TestReviewPTXDir: THESEUS_PTX_DIR (docs/env.md) loads
+// TestPTXDir: THESEUS_PTX_DIR (docs/env.md) loads
 // <dir>/theseus_<datatype>.ptx instead of the embedded module; a datatype
 // missing there is an error that names the variable and the file it
 // looked for. No GPU needed: modulePTX only reads files.
-func TestReviewPTXDir(t *testing.T) {
+func TestPTXDir(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "theseus_float32.ptx"), []byte("// variant\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -7,10 +7,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestReviewCutAtEOF: a row cut by the end of the file (a run killed mid-
+// TestCutAtEOF: a row cut by the end of the file (a run killed mid-
 // line, a partial copy) says so, instead of blaming another program's
 // output; a row cut mid-file keeps rowHint.
-func TestReviewCutAtEOF(t *testing.T) {
+func TestCutAtEOF(t *testing.T) {
 	row := "        4096          1024     float     sum      -1    63.22    0.06    0.06       0    73.24    0.06    0.06       0\n"
 	cut := "        4096          1024     float     sum      -1    63.22    0.06"
 	for _, tc := range []struct {

@@ -10,12 +10,12 @@ import (
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 )
 
-// TestReviewKnownHotSwapDocMigration: docs/theseus-bench.md ("The hot
+// TestHotSwapDocMigration: docs/theseus-bench.md ("The hot
 // swap") says the 4-rank slow_rank switch creates "6 channel ends, 6
 // semaphores, 2 bootstrap messages"; since c81cde5 (bandwidth schedules
 // get 64/n channels) the run creates 96 channel ends and 96 semaphores
 // (48 at 8 ranks). The doc is outside the review's remit.
-func TestReviewHotSwapDocMigration(t *testing.T) {
+func TestHotSwapDocMigration(t *testing.T) {
 	code, out, errs := runBench(t, "--json", "--nranks", "4", "-b", "8", "-e", "8", "--coll", "allreduce")
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d\n%s", code, errs)
