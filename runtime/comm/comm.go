@@ -737,11 +737,17 @@ func (c *Comm) Destroy() error {
 	if commState(c.state.Load()) == live {
 		err = c.Finalize()
 	}
-	st := commState(c.state.Load())
-	if st == destroyed || st == aborted {
-		return nil
+	// Exactly one of Destroy and Abort releases the communicator, however
+	// they interleave: each moves the state on with a compare-and-swap.
+	for {
+		st := commState(c.state.Load())
+		if st == destroyed || st == aborted {
+			return nil
+		}
+		if c.state.CompareAndSwap(int32(st), int32(destroyed)) {
+			break
+		}
 	}
-	c.state.Store(int32(destroyed))
 	c.poisonReplay()
 	c.callMu.Lock()
 	defer c.callMu.Unlock()

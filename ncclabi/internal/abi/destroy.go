@@ -90,6 +90,12 @@ func (l *Library) Destroy(h uintptr) Result {
 	c.mu.Lock()
 	eng, sh := c.engine()
 	st := c.state()
+	if st == stAborted || st == stDestroyed {
+		// Aborted (or destroyed) by another thread since the lookup above:
+		// that call released everything.
+		c.mu.Unlock()
+		return Success
+	}
 	c.setState(stDestroyed)
 	c.mu.Unlock()
 	c.cancel()
