@@ -280,9 +280,11 @@ enum {
   K_ALLTOALL = 5, K_GATHER = 6, K_SCATTER = 7, K_SEND = 8, K_RECV = 9, K_ALLTOALLV = 10
 };
 
-/* Replay from C (runtime/replay/replay.h; docs/ncclabi.md, "Replay from C").
- * After a data call outside a group that the runtime served on its repeat
- * path, Go arms the communicator's replay record and thsGoColl returns its
+/* Launches from C (runtime/replay/replay.h; docs/ncclabi.md, "Launches from
+ * C"): the C launcher of the runtime's launch plans. After a data call
+ * outside a group that the runtime served from a launch plan (or whose full
+ * path kept one), Go arms the communicator's replay record with the plan's
+ * launch and thsGoColl returns its
  * address; this thread keeps it in a small direct-mapped cache keyed by
  * the comm handle's value (the handle is never dereferenced here: an
  * unknown handle must still get ncclInvalidArgument from Go). The next data

@@ -23,8 +23,13 @@
 //     backend.
 //
 // One explicit state machine walks the levels (Table; docs/executor.md is
-// its rendering). A repeated request hits every level and costs a few map
-// lookups and the enqueue.
+// its rendering), and it is the one path that builds launch plans (Plan,
+// plan.go): a repeated call is launched from its plan (Launch) without a
+// walk, by the Go path or by a launcher outside Go (Repeatable,
+// PlansLaunched). Files: walk.go (the walk), l0.go, l1.go, migration.go
+// (delta migration), l2.go, l3.go, scratch.go (growth), launch.go (the
+// launch every walk and plan makes), plan.go, state.go (the table),
+// messages.go (the exchanges' wire format).
 //
 // An Executor belongs to one rank of one communicator and is not safe for
 // concurrent use (a communicator's calls are serialised, as NCCL's are),

@@ -98,7 +98,7 @@ type EngineComm interface {
 
 // Replayer is implemented by engine communicators whose repeated calls
 // the library's C side can launch without entering Go (runtime/replay;
-// docs/ncclabi.md, "Replay from C"). The C side packs each data call's
+// docs/ncclabi.md, "Launches from C"). The C side packs each data call's
 // arguments as Op.ReplayKey does and launches from the record whose
 // address ArmReplay returned while the record accepts that key.
 type Replayer interface {
