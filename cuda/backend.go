@@ -31,9 +31,10 @@ const DefaultThreads = 512
 // SmallThreads is the threads per threadblock, under the same conditions,
 // for blocks of at most SmallBlockBytes bytes per rank: fewer threads
 // start and synchronise sooner, and a small message has little data to
-// share out, while from 8 KiB up 512 threads are faster (docs/design/
-// cuda.md, "Small launches"), as NCCL picks its threads per protocol and
-// size.
+// share out (on the H200, a 2-rank LL allreduce of 8 B–2 KiB takes
+// 11.6 µs replayed with 256 threads against 13.9–14.0 µs with 512, and
+// 19.0 against 17.8 µs at 8 KiB: bench/results/2026-11-29-h200-ninth,
+// call 55), as NCCL picks its threads per protocol and size.
 const SmallThreads = 256
 
 // SmallBlockBytes is the largest block (count × datatype size, in bytes
@@ -260,8 +261,9 @@ func (b *Backend) idle() bool {
 			return false
 		}
 		// A stream being captured into a CUDA graph must not be queried
-		// (cuStreamQuery invalidates the capture), and its graph may name
-		// the memory: not idle.
+		// (cuStreamQuery invalidates the capture: seen on the H200 when
+		// TestLatency captured while scratch of an earlier size waited to
+		// be freed), and its graph may name the memory: not idle.
 		// A query that fails (a broken context) reads as idle: the frees
 		// then fail too, instead of the reaper polling forever.
 		if cs, err := st.s.CaptureStatus(); err == nil && cs != driver.CaptureNone {
@@ -795,7 +797,8 @@ func (s *Stream) Launch(pp device.Prepared, launch uint64, fence bool) error {
 // only if it is captured hands the C side the argument's fence count to
 // restore when it finds the stream capturing. That launch is written out
 // here rather than in a function of its own: one Go frame fewer between a
-// collective call and cuLaunchKernel (docs/design/cuda.md, "Host cost of a
+// collective call and cuLaunchKernel (on the H200 the difference was
+// within the run-to-run spread: docs/design/cuda.md, "Host cost of a
 // call").
 func (s *Stream) CaptureLaunch(pp device.Prepared, launch uint64, fence, fenceCaptured bool) (capturing bool, err error) {
 	timing := driver.LaunchTiming(launchTiming.Load())
