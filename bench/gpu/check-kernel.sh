@@ -19,27 +19,16 @@ D=$ROOT/.device
 R=$(mktemp -d /tmp/kernel-check.XXXXXX)
 FINAL=${OUT:-$ROOT/build}
 mkdir -p "$FINAL"
-pack() { tar czf "$FINAL/kernel-check.tgz.tmp" -C "$R" . && mv "$FINAL/kernel-check.tgz.tmp" "$FINAL/kernel-check.tgz"; }
+PACK=kernel-check.tgz
+SUMMARY="^(--- FAIL|FAIL|ok|PASS)|mismatched|panic|^(GRAPH|KERNEL|DIFF)|^Benchmark(Latency|BandwidthMemcpy)"
+# shellcheck source=bench/gpu/steps.sh
+source "$ROOT/bench/gpu/steps.sh"
 trap pack EXIT
 export GODEBUG=asyncpreemptoff=1 CUDA_CACHE_MAXSIZE=4294967296
 T0=$(date +%s)
 DEADLINE=${DEADLINE:-540}
 OLD=$D/old-ptx
 [ -f "$OLD/theseus_float32.ptx" ] || { echo "no $OLD: run OLD_PTX=<commit> bash bench/gpu/prepare.sh first" >&2; exit 2; }
-log() { echo "== +$(($(date +%s) - T0))s $*" | tee -a "$R/steps.txt"; }
-step() { # step NAME SECONDS CMD...
-  local name=$1 secs=$2; shift 2
-  local left=$((DEADLINE - ($(date +%s) - T0)))
-  if [ "$left" -lt 15 ]; then log "$name skipped: the call's time is spent"; return; fi
-  [ "$secs" -gt "$left" ] && secs=$left
-  log "$name (bound ${secs}s)"
-  timeout "$secs" "$@" >"$R/$name.txt" 2>&1
-  local rc=$?
-  echo "   rc=$rc" | tee -a "$R/steps.txt"
-  grep -E "^(--- FAIL|FAIL|ok|PASS)|mismatched|panic|^(GRAPH|KERNEL|DIFF)|^Benchmark(Latency|BandwidthMemcpy)" "$R/$name.txt" | head -30 | sed 's/^/   /' | tee -a "$R/steps.txt"
-  pack
-}
-source <(sed -n '/^bwbest() {/,/^}/p' "$ROOT/bench/gpu/run-all.sh")
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: $(cat "$D/COMMIT" 2>/dev/null || echo '?'), old modules: $(cat "$OLD/COMMIT" 2>/dev/null || echo '?')"

@@ -24,7 +24,10 @@ D=$ROOT/.device
 R=$(mktemp -d /tmp/gpu-results.XXXXXX)
 FINAL=${OUT:-$ROOT/build}
 mkdir -p "$FINAL"
-pack() { tar czf "$FINAL/gpu-results.tgz.tmp" -C "$R" . && mv "$FINAL/gpu-results.tgz.tmp" "$FINAL/gpu-results.tgz"; }
+PACK=gpu-results.tgz
+SUMMARY="^(--- FAIL|FAIL|ok|PASS)|mismatched|panic|^(GRAPH|LAT|BW best|BW memcpy|KERNEL|DIFF|RUNTIME|Benchmark)|Wrong elements|ERROR SUMMARY"
+# shellcheck source=bench/gpu/steps.sh
+source "$ROOT/bench/gpu/steps.sh"
 trap pack EXIT
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export GODEBUG=asyncpreemptoff=1 CUDA_CACHE_MAXSIZE=4294967296
@@ -35,29 +38,6 @@ T0=$(date +%s)
 DEADLINE=${DEADLINE:-570}
 PART=${1:-all}
 want() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
-log() { echo "== +$(($(date +%s) - T0))s $*" | tee -a "$R/steps.txt"; }
-step() { # step NAME SECONDS CMD...
-  local name=$1 secs=$2; shift 2
-  local left=$((DEADLINE - ($(date +%s) - T0)))
-  if [ "$left" -lt 15 ]; then log "$name skipped: the call's time is spent"; return; fi
-  [ "$secs" -gt "$left" ] && secs=$left
-  log "$name (bound ${secs}s)"
-  timeout "$secs" "$@" >"$R/$name.txt" 2>&1
-  local rc=$?
-  echo "   rc=$rc" | tee -a "$R/steps.txt"
-  grep -E "^(--- FAIL|FAIL|ok|PASS)|mismatched|panic|^(GRAPH|LAT|BW best|BW memcpy|KERNEL|DIFF|RUNTIME|Benchmark)|Wrong elements|ERROR SUMMARY" "$R/$name.txt" | head -24 | sed 's/^/   /'
-  pack
-}
-# bwbest prints each variant's and operation's best of-memcpy over its BenchmarkBandwidth shapes.
-bwbest() {
-  awk '$1 ~ /^BenchmarkBandwidth\// {
-    n = split($1, p, "/"); if (n < 4) next
-    v = ""; for (i = 2; i <= NF; i++) if ($i == "of-memcpy") v = $(i - 1)
-    if (v == "") next
-    k = p[2] " " p[3]; at = p[4]; sub(/-[0-9]+$/, "", at)
-    if (!(k in best) || v + 0 > best[k] + 0) { best[k] = v; where[k] = at }
-  } END { for (k in best) printf "BW best %s %s of memcpy (%s)\n", k, best[k], where[k] }' "$1" | sort
-}
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: $(cat "$D/COMMIT" 2>/dev/null || echo '?')"

@@ -1110,9 +1110,9 @@ DEV void launch_done(u64 lc, u64 ntb) {
 // record, its ops and the refs they use, and the channel records, copied
 // into shared memory by one warp while thread 0 reads the launch state, so
 // that the op loop reads its metadata from shared memory instead of
-// making a chain of dependent global loads per op (each about half a
-// microsecond on the H200 after the launch's acquires; docs/design/cuda.md,
-// "Small launches"). Ops and refs past the bounds stay in global memory.
+// making a chain of dependent global loads per op (each goes to L2 after
+// the launch's acquires; docs/design/cuda.md, "Small launches"). Ops and
+// refs past the bounds stay in global memory.
 #define THESEUS_STAGE_OPS 32
 #define THESEUS_STAGE_REFS 128
 #define THESEUS_STAGE_CHANS 16
