@@ -73,13 +73,10 @@ var forbidden = []struct{ from, to, why string }{
 const contract = "runtime/launch"
 
 // allowed lists edges that break a rule above and are being removed:
-// TEMPORARY, each to be deleted by the change that removes its edge
-// (issue 21: the launch contract moves out of runtime/interp into a
-// package of its own, and runtime/device stops importing runtime/replay).
-var allowed = map[[2]string]string{
-	{"runtime/device", "runtime/replay"}: "issue 21: runtime/device stops importing runtime/replay",
-	{"cuda", "runtime/interp"}:           "issue 21: the launch contract moves out of runtime/interp",
-}
+// TEMPORARY, each to be deleted by the change that removes its edge. None
+// is left (issue 21 moved the launch contract out of runtime/interp and
+// took runtime/replay out of runtime/device).
+var allowed = map[[2]string]string{}
 
 // pkg is what the test reads of `go list -json`.
 type pkg struct {
