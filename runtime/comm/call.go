@@ -164,7 +164,7 @@ func (c *Comm) Collective(ctx context.Context, call *Call) error {
 	}
 	v := validated{call.Send, call.Recv, call.Count, call.Root, call.Coll, call.DataType, call.RedOp}
 	if i := c.planFor(&v); i >= 0 {
-		if err, ok := c.launchPlan(i, call); ok {
+		if served, err := c.launchPlan(i, call); served {
 			return err
 		}
 	}

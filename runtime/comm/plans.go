@@ -58,12 +58,12 @@ func (c *Comm) planFor(v *validated) int {
 }
 
 // launchPlan launches call from kept plan i when the plan still serves it
-// (the rules above) and returns the call's result; ok is false, with
+// (the rules above) and returns the call's result; served is false, with
 // nothing done, when the call must take the full path.
-func (c *Comm) launchPlan(i int, call *Call) (err error, ok bool) {
+func (c *Comm) launchPlan(i int, call *Call) (served bool, err error) {
 	e := &c.plans[i]
 	if commState(c.state.Load()) != live || c.asyncErr.Load() != nil || c.sel.Budget() < 1 || e.selGen != c.sel.CacheGen() {
-		return nil, false
+		return false, nil
 	}
 	st := call.Stream
 	if st == nil {
@@ -71,7 +71,7 @@ func (c *Comm) launchPlan(i int, call *Call) (err error, ok bool) {
 	}
 	err = c.exec.Launch(e.plan, st)
 	if errors.Is(err, executor.ErrStale) {
-		return nil, false
+		return false, nil
 	}
 	c.calls++
 	c.sel.Served(1)
@@ -79,9 +79,9 @@ func (c *Comm) launchPlan(i int, call *Call) (err error, ok bool) {
 	c.last, c.lastSched = e.info, e.plan.Schedule()
 	c.last.Launch = c.exec.LaunchCounter()
 	if err == nil && call.Stream != nil && call.Stream == c.lastUserSt {
-		return nil, true // the usual repeat: nothing else to do
+		return true, nil // the usual repeat: nothing else to do
 	}
-	return c.executed(call, st, err), true
+	return true, c.executed(call, st, err)
 }
 
 // keepPlan keeps p, the plan of call v that the full path has just

@@ -92,9 +92,9 @@ func (e *Executor) newPlan(w *walk, l3 *l3Entry) *Plan {
 	return p
 }
 
-// Valid reports whether p may be launched without a walk (Plan's rules).
-// The caller passes the request p serves: for plans that reach peers'
-// buffers, Valid checks the identity of its allocations.
+// Valid reports whether p may be launched without a walk (Plan's rules;
+// for a plan that reaches peers' buffers this looks up the identity of
+// its request's allocations).
 func (e *Executor) Valid(p *Plan) bool {
 	if p == nil || p.gen != e.gen || p.l1 != e.lastL1 || e.failed.Load() != nil {
 		return false
