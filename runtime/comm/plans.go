@@ -75,8 +75,10 @@ func (c *Comm) launchPlan(i int, call *Call) (served bool, err error) {
 	}
 	c.calls++
 	c.sel.Served(1)
-	c.cur = i
-	c.last, c.lastSched = e.info, e.plan.Schedule()
+	if c.cur != i { // (else the last call was this one: c.last describes it)
+		c.cur = i
+		c.last, c.lastSched = e.info, e.plan.Schedule()
+	}
 	c.last.Launch = c.exec.LaunchCounter()
 	if err == nil && call.Stream != nil && call.Stream == c.lastUserSt {
 		return true, nil // the usual repeat: nothing else to do
