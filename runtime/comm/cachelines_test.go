@@ -18,18 +18,19 @@ const heapHeader = 8
 func TestCommLayout(t *testing.T) {
 	var c Comm
 	for name, end := range map[string]uintptr{
-		"callMu":        unsafe.Offsetof(c.callMu) + unsafe.Sizeof(c.callMu),
-		"state":         unsafe.Offsetof(c.state) + unsafe.Sizeof(c.state),
-		"asyncErr":      unsafe.Offsetof(c.asyncErr) + unsafe.Sizeof(c.asyncErr),
-		"armed":         unsafe.Offsetof(c.armed) + unsafe.Sizeof(c.armed),
-		"cur":           unsafe.Offsetof(c.cur) + unsafe.Sizeof(c.cur),
-		"calls":         unsafe.Offsetof(c.calls) + unsafe.Sizeof(c.calls),
-		"lastUserSt":    unsafe.Offsetof(c.lastUserSt) + unsafe.Sizeof(c.lastUserSt),
-		"sel":           unsafe.Offsetof(c.sel) + unsafe.Sizeof(c.sel),
-		"exec":          unsafe.Offsetof(c.exec) + unsafe.Sizeof(c.exec),
-		"lastSched":     unsafe.Offsetof(c.lastSched) + unsafe.Sizeof(c.lastSched),
-		"last.Schedule": unsafe.Offsetof(c.last) + unsafe.Offsetof(c.last.Schedule) + unsafe.Sizeof(c.last.Schedule),
-		"last.Launch":   unsafe.Offsetof(c.last) + unsafe.Offsetof(c.last.Launch) + unsafe.Sizeof(c.last.Launch),
+		"callMu":      unsafe.Offsetof(c.callMu) + unsafe.Sizeof(c.callMu),
+		"state":       unsafe.Offsetof(c.state) + unsafe.Sizeof(c.state),
+		"asyncErr":    unsafe.Offsetof(c.asyncErr) + unsafe.Sizeof(c.asyncErr),
+		"armed":       unsafe.Offsetof(c.armed) + unsafe.Sizeof(c.armed),
+		"cur":         unsafe.Offsetof(c.cur) + unsafe.Sizeof(c.cur),
+		"curCall":     unsafe.Offsetof(c.curCall) + unsafe.Sizeof(c.curCall),
+		"curPlan":     unsafe.Offsetof(c.curPlan) + unsafe.Sizeof(c.curPlan),
+		"curGen":      unsafe.Offsetof(c.curGen) + unsafe.Sizeof(c.curGen),
+		"calls":       unsafe.Offsetof(c.calls) + unsafe.Sizeof(c.calls),
+		"lastUserSt":  unsafe.Offsetof(c.lastUserSt) + unsafe.Sizeof(c.lastUserSt),
+		"sel":         unsafe.Offsetof(c.sel) + unsafe.Sizeof(c.sel),
+		"exec":        unsafe.Offsetof(c.exec) + unsafe.Sizeof(c.exec),
+		"last.Launch": unsafe.Offsetof(c.last) + unsafe.Offsetof(c.last.Launch) + unsafe.Sizeof(c.last.Launch),
 	} {
 		if end > 3*64-heapHeader {
 			t.Errorf("Comm.%s ends at byte %d, want <= %d", name, end, 3*64-heapHeader)

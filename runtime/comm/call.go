@@ -53,6 +53,19 @@ type validated struct {
 	op         ir.RedOp
 }
 
+// validatedOf is what Validate reads of call.
+func validatedOf(call *Call) validated {
+	return validated{call.Send, call.Recv, call.Count, call.Root, call.Coll, call.DataType, call.RedOp}
+}
+
+// matches reports whether call has v's fields (every field but the
+// stream): field by field, so that a repeated call compares without
+// building its validated first.
+func (v *validated) matches(call *Call) bool {
+	return v.send == call.Send && v.recv == call.Recv && v.count == call.Count && v.root == call.Root &&
+		v.coll == call.Coll && v.dtype == call.DataType && v.op == call.RedOp
+}
+
 // Validate checks c before anything is selected or materialised (the
 // documented per-call errors, docs/runtime.md "Errors"):
 //
@@ -162,18 +175,17 @@ func (c *Comm) Collective(ctx context.Context, call *Call) error {
 	if c.armed {
 		c.replaySync()
 	}
-	v := validated{call.Send, call.Recv, call.Count, call.Root, call.Coll, call.DataType, call.RedOp}
-	if i := c.planFor(&v); i >= 0 {
+	if i := c.planFor(call); i >= 0 {
 		if served, err := c.launchPlan(i, call); served {
 			return err
 		}
 	}
-	return c.collective(ctx, call, &v)
+	return c.collective(ctx, call)
 }
 
 // collective is Collective for a call no valid plan serves: the full path.
-func (c *Comm) collective(ctx context.Context, call *Call, v *validated) error {
-	c.cur = -1
+func (c *Comm) collective(ctx context.Context, call *Call) error {
+	c.setCur(-1, true)
 	if commState(c.state.Load()) != live {
 		e, _ := c.stateErr(call.Coll.String())
 		return e
@@ -182,13 +194,14 @@ func (c *Comm) collective(ctx context.Context, call *Call, v *validated) error {
 		return e
 	}
 	// A repeat of the last valid call is valid in the same way.
+	v := validatedOf(call)
 	inPlace := c.valid.inPlace
-	if !c.valid.ok || *v != c.valid.call {
+	if !c.valid.ok || v != c.valid.call {
 		var err error
 		if inPlace, err = c.Validate(call); err != nil {
 			return err
 		}
-		c.valid.call, c.valid.inPlace, c.valid.ok = *v, inPlace, true
+		c.valid.call, c.valid.inPlace, c.valid.ok = v, inPlace, true
 	}
 	c.calls++
 	if call.Count == 0 {
@@ -225,7 +238,7 @@ func (c *Comm) collective(ctx context.Context, call *Call, v *validated) error {
 	// the same way: from its cache, under this cache generation.
 	if k, ok := selector.KeyOf(&sreq); ok {
 		if cid, ok := c.sel.Cached(k); ok && cid == id {
-			c.keepPlan(v, p)
+			c.keepPlan(&v, p)
 		}
 	}
 	return nil

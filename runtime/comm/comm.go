@@ -200,20 +200,25 @@ type Comm struct {
 	// What every collective call reads or writes comes first, together:
 	// a rank's thread comes back from a launch that waited for the GPU
 	// with cold caches, and every cache line it touches costs.
-	callMu   sync.Mutex // held by a call in progress; Abort waits for it
-	state    atomic.Int32
-	asyncErr atomic.Pointer[Error]
+	callMu sync.Mutex // held by a call in progress; Abort waits for it
+	state  atomic.Int32
 	// armed: a replay record (the C launcher of plans) is armed and its
 	// calls not yet counted (replay.go), read here by every call on a line
 	// it reads anyway.
-	armed bool
-	// cur is the kept plan of the last call (plans), -1 when there is none.
-	cur       int
-	calls     uint64
-	sel       *selector.Selector
-	exec      *executor.Executor
-	lastSched *executor.Schedule // last's
-	last      CallInfo
+	armed    bool
+	asyncErr atomic.Pointer[Error]
+	// cur is the kept plan of the last call (plans), -1 when there is none;
+	// curCall, curPlan and curGen are a copy of its call, plan and selector
+	// generation, so that a repeat of the last call reads only these lines
+	// (setCur).
+	cur     int
+	curCall validated
+	curPlan *executor.Plan
+	curGen  uint64
+	calls   uint64
+	sel     *selector.Selector
+	exec    *executor.Executor
+	last    CallInfo
 	// lastUserSt is the caller's stream of the last call that gave one
 	// (what userSt points at), read by a repeated call.
 	lastUserSt device.Stream
@@ -221,6 +226,8 @@ type Comm struct {
 	// is over 512 bytes and holds pointers, so Go's allocator puts an
 	// 8-byte header before it, at a 64-byte boundary, and they must end by
 	// byte 184 (TestCommLayout).
+
+	lastSched *executor.Schedule // last's
 
 	// valid is the last call that passed Validate, and its answer.
 	valid struct {

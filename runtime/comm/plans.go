@@ -1,8 +1,6 @@
 package comm
 
 import (
-	"errors"
-
 	"github.com/theseus-ccl/theseus/runtime/executor"
 )
 
@@ -43,41 +41,59 @@ type planEntry struct {
 	selGen uint64
 }
 
-// planFor returns the index of the kept plan for call v, or -1. The last
+// planFor returns the index of the kept plan for call, or -1. The last
 // call's plan is looked at first.
-func (c *Comm) planFor(v *validated) int {
-	if i := c.cur; i >= 0 && c.plans[i].call == *v && c.plans[i].plan != nil {
-		return i
+func (c *Comm) planFor(call *Call) int {
+	if c.cur >= 0 && c.curCall.matches(call) {
+		return c.cur
 	}
 	for i := range c.plans {
-		if c.plans[i].plan != nil && c.plans[i].call == *v {
+		if c.plans[i].plan != nil && c.plans[i].call.matches(call) {
 			return i
 		}
 	}
 	return -1
 }
 
+// setCur makes kept plan i (-1: none) the last call's: its copy in the
+// Comm's first lines (cur, curCall, curPlan, curGen) and, unless keep,
+// LastCall's schedule fields.
+func (c *Comm) setCur(i int, keep bool) {
+	c.cur = i
+	if i < 0 {
+		c.curPlan = nil
+		return
+	}
+	e := &c.plans[i]
+	c.curCall, c.curPlan, c.curGen = e.call, e.plan, e.selGen
+	if !keep {
+		c.last, c.lastSched = e.info, e.plan.Schedule()
+	}
+}
+
 // launchPlan launches call from kept plan i when the plan still serves it
 // (the rules above) and returns the call's result; served is false, with
 // nothing done, when the call must take the full path.
 func (c *Comm) launchPlan(i int, call *Call) (served bool, err error) {
-	e := &c.plans[i]
-	if commState(c.state.Load()) != live || c.asyncErr.Load() != nil || c.sel.Budget() < 1 || e.selGen != c.sel.CacheGen() {
+	p, gen := c.curPlan, c.curGen
+	if i != c.cur {
+		p, gen = c.plans[i].plan, c.plans[i].selGen
+	}
+	if commState(c.state.Load()) != live || c.asyncErr.Load() != nil || c.sel.Budget() < 1 || gen != c.sel.CacheGen() {
 		return false, nil
 	}
 	st := call.Stream
 	if st == nil {
 		st = c.stream
 	}
-	err = c.exec.Launch(e.plan, st)
-	if errors.Is(err, executor.ErrStale) {
+	err = c.exec.Launch(p, st)
+	if err == executor.ErrStale { // (never wrapped)
 		return false, nil
 	}
 	c.calls++
 	c.sel.Served(1)
-	if c.cur != i { // (else the last call was this one: c.last describes it)
-		c.cur = i
-		c.last, c.lastSched = e.info, e.plan.Schedule()
+	if i != c.cur { // (else the last call was this one: c.last describes it)
+		c.setCur(i, false)
 	}
 	c.last.Launch = c.exec.LaunchCounter()
 	if err == nil && call.Stream != nil && call.Stream == c.lastUserSt {
@@ -108,5 +124,5 @@ func (c *Comm) keepPlan(v *validated, p *executor.Plan) {
 		c.nextPlan = (c.nextPlan + 1) % planSlots
 	}
 	c.plans[i] = planEntry{call: *v, plan: p, info: CallInfo{Schedule: c.last.Schedule, Name: c.last.Name}, selGen: c.sel.CacheGen()}
-	c.cur = i
+	c.setCur(i, true)
 }

@@ -100,7 +100,7 @@ func TestPlansSameAsFullPath(t *testing.T) {
 // forgetPlans drops c's kept plans: its next call takes the full path.
 func forgetPlans(c *Comm) {
 	c.plans = [planSlots]planEntry{}
-	c.cur = -1
+	c.setCur(-1, true)
 }
 
 // sameCounters is st with what differs between a call launched from its

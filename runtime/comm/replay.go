@@ -59,8 +59,7 @@ func (c *Comm) ArmReplay(r *replay.Record, call *Call, k replay.Key) bool {
 	c.callMu.Lock()
 	defer c.callMu.Unlock()
 	c.replaySync()
-	v := validated{call.Send, call.Recv, call.Count, call.Root, call.Coll, call.DataType, call.RedOp}
-	if c.cur < 0 || c.plans[c.cur].call != v || commState(c.state.Load()) != live || c.asyncErr.Load() != nil {
+	if c.cur < 0 || !c.curCall.matches(call) || commState(c.state.Load()) != live || c.asyncErr.Load() != nil {
 		return false
 	}
 	pe := c.plans[c.cur]
@@ -201,14 +200,15 @@ func (c *Comm) replaySync() {
 		e := &rs.ents[t.Last]
 		last = e.plan
 		c.last, c.lastSched = e.info, e.plan.Schedule()
-		if c.cur < 0 || c.plans[c.cur].plan != e.plan {
-			c.cur = -1
+		if c.cur < 0 || c.curPlan != e.plan {
+			cur := -1
 			for i := range c.plans {
 				if c.plans[i].plan == e.plan {
-					c.cur = i
+					cur = i
 					break
 				}
 			}
+			c.setCur(cur, true)
 		}
 	}
 	c.exec.PlansLaunched(n, uint64(t.Fenced), last)
