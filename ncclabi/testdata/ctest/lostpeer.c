@@ -46,17 +46,6 @@ static int g_rank, g_n, g_fail;
 #include "pair.h"
 #include "cudadl.h"
 
-#define CHECK(cond, ...)                                  \
-  do {                                                    \
-    if (!(cond)) {                                        \
-      printf("FAIL rank %d line %d: ", g_rank, __LINE__); \
-      printf(__VA_ARGS__);                                \
-      printf("\n");                                       \
-      fflush(stdout);                                     \
-      g_fail++;                                           \
-    }                                                     \
-  } while (0)
-
 #define BIG (1u << 20) /* float32 elements of the large call: 4 MiB */
 
 static ncclComm_t g_comm;
