@@ -8,23 +8,31 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/cuda/driver"
+	"github.com/theseus-ccl/theseus/cuda/gputest"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/interp"
 )
 
+// The bandwidth benchmarks (BenchmarkBandwidth*) report bytes moved per
+// second (reads + writes) in GB/s and as a fraction of the device-to-device
+// memcpy ceiling measured in the same process (of-memcpy). The reference
+// copies they compare against are in the measurement build of the kernel
+// (kernel/bench.cu), which -bw.refs names; kernel variants to measure
+// beside the embedded kernel are measurement builds too (-bw.variants).
+// bench/gpu/prepare.sh builds both, bench/gpu/run-all.sh runs them.
 var (
-	bwRun      = flag.Bool("bw", false, "measure op bandwidth against the device-to-device memcpy ceiling")
-	bwVariants = flag.String("bw.variants", "", "comma-separated folders of kernel variant modules (theseus_<dtype>.ptx, built by cuda/kernel/build.sh with THESEUS_PTX_OUT) to measure beside the embedded kernel")
-	bwRefs     = flag.String("bw.refs", "", "folder of a kernel variant built with THESEUS_BW_REFS=1: its theseus_ref_dyn is timed over each unsliced copy's own buffers")
-	bwRepeat   = flag.Int("bw.repeat", 1, "times each executor case is measured, each in a fresh World (new buffers): the spread shows how much buffer placement moves a figure")
+	bwVariants = flag.String("bw.variants", "", "comma-separated folders of measurement builds of the kernel (cuda/kernel/build.sh bench) that BenchmarkBandwidth measures beside the embedded kernel")
+	bwRefs     = flag.String("bw.refs", "", "folder of a measurement build of the kernel (cuda/kernel/build.sh bench): BenchmarkBandwidthRefs times its reference copies; BenchmarkBandwidth and BenchmarkBandwidthSharing time its block-contiguous copy and theseus_ref_dyn over each unsliced copy's own buffers")
+	bwTiles    = flag.String("bw.tile", "65536", "BenchmarkBandwidthSharing: comma-separated unit tile sizes in bytes (multiples of 128)")
+	bwAligns   = flag.String("bw.align", "0", "BenchmarkBandwidthSharing: comma-separated chunk alignments in bytes (0: the layout's own)")
 )
 
 // bwProgram is a one-rank program of tbs threadblocks, each running tiles
@@ -53,7 +61,7 @@ func bwProgram(tbs, threads, tiles int, reduce bool) *ir.Program {
 	return p
 }
 
-// bwBytes is the size of each buffer the bandwidth test moves.
+// bwBytes is the size of each buffer the bandwidth benchmarks move.
 const bwBytes = 1 << 30
 
 // timeLoop runs fn warm times, then iters times, and returns the mean time
@@ -76,161 +84,168 @@ func timeLoop(warm, iters int, fn func() error, sync func() error) (time.Duratio
 	if err := sync(); err != nil {
 		return 0, err
 	}
-	return time.Since(start) / time.Duration(iters), nil
+	return time.Since(start) / time.Duration(max(iters, 1)), nil
 }
 
-// bwReference measures the memcpy ceiling, then the reference copy kernels
-// of the embedded module (bwRefKernels), in bytes moved (read + write) per
-// second; stream is the plain grid-stride copy at its best grid.
-func bwReference(t *testing.T, sms int, a, b driver.Ptr) (memcpy, stream float64) {
-	el, err := timeLoop(3, 50, func() error { return driver.CopyDtoD(b, a, bwBytes) }, driver.Synchronize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	memcpy = 2 * bwBytes / el.Seconds()
-	ptx, err := PTX(ir.Float32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if stream, err = bwRefKernels(t, "", ptx, a, b, sms, memcpy, true); err != nil {
-		t.Fatal(err)
-	}
-	return memcpy, stream
+// bwSetup holds the GPU for a bandwidth benchmark: the calling goroutine
+// locked to its thread with device 0's context current (until the
+// benchmark ends); it returns the device, its multiprocessor count, and
+// the memcpy ceiling.
+func bwSetup(b *testing.B) (d *driver.Device, sms int, ceil float64) {
+	b.Helper()
+	gputest.Require(b)
+	d = onGPU(b)
+	sms, _ = d.Attribute(driver.AttrMultiprocessorCount)
+	return d, sms, memcpyCeiling(b)
 }
 
-// embeddedBlockCopy loads the embedded float32 module once more, for its
-// block-contiguous reference copy (theseus_block_copy), unloaded when the
-// test ends.
-func embeddedBlockCopy(t *testing.T) driver.Function {
-	ptx, err := PTX(ir.Float32)
-	if err != nil {
-		t.Fatal(err)
+// onGPU locks the calling goroutine to its thread and makes device 0's
+// context current there, until the benchmark ends: each sub-benchmark
+// runs on a goroutine of its own, so each calls it before it uses the
+// driver directly.
+func onGPU(b testing.TB) *driver.Device {
+	runtime.LockOSThread()
+	b.Cleanup(runtime.UnlockOSThread)
+	return currentDevice0(b)
+}
+
+var ceiling struct {
+	once sync.Once
+	bw   float64
+	err  error
+}
+
+// memcpyCeiling is cuMemcpyDtoD's bandwidth over bwBytes (bytes read and
+// written per second), measured once per process (3 warm-up and 50 timed
+// copies) with the caller's context current.
+func memcpyCeiling(b *testing.B) float64 {
+	ceiling.once.Do(func() {
+		var a, c driver.Ptr
+		if a, ceiling.err = driver.MemAlloc(bwBytes); ceiling.err != nil {
+			return
+		}
+		defer driver.MemFree(a)
+		if c, ceiling.err = driver.MemAlloc(bwBytes); ceiling.err != nil {
+			return
+		}
+		defer driver.MemFree(c)
+		var el time.Duration
+		el, ceiling.err = timeLoop(3, 50, func() error { return driver.CopyDtoD(c, a, bwBytes) }, driver.Synchronize)
+		ceiling.bw = 2 * bwBytes / el.Seconds()
+	})
+	if ceiling.err != nil {
+		b.Fatal(ceiling.err)
 	}
-	mod, err := driver.LoadModule(ptx)
+	return ceiling.bw
+}
+
+// reportBW reports moved bytes per el as GB/s and as a fraction of ceil.
+func reportBW(b *testing.B, moved float64, el time.Duration, ceil float64) float64 {
+	bw := moved / el.Seconds()
+	b.ReportMetric(bw/1e9, "GB/s")
+	b.ReportMetric(bw/ceil, "of-memcpy")
+	return bw
+}
+
+// BenchmarkBandwidthMemcpy is the ceiling the other bandwidth benchmarks
+// are stated against: cuMemcpyDtoD over 1 GiB.
+func BenchmarkBandwidthMemcpy(b *testing.B) {
+	_, _, ceil := bwSetup(b)
+	a, c := bwRefBuffers(b)
+	el, err := timeLoop(1, b.N, func() error { return driver.CopyDtoD(c, a, bwBytes) }, driver.Synchronize)
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
-	t.Cleanup(func() { mod.Unload() })
-	fn, err := mod.Function("theseus_block_copy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fn
+	reportBW(b, 2*bwBytes, el, ceil)
 }
 
 // bwRefBuffers allocates the reference kernels' two buffers of bwBytes,
-// freed when the test ends.
-func bwRefBuffers(t *testing.T) (a, b driver.Ptr) {
-	for _, p := range []*driver.Ptr{&a, &b} {
+// freed when the benchmark ends.
+func bwRefBuffers(b testing.TB) (x, y driver.Ptr) {
+	for _, p := range []*driver.Ptr{&x, &y} {
 		var err error
 		if *p, err = driver.MemAlloc(bwBytes); err != nil {
-			t.Fatal(err)
+			b.Fatal(err)
 		}
 		q := *p
-		t.Cleanup(func() { driver.MemFree(q) })
+		b.Cleanup(func() { driver.MemFree(q) })
 	}
-	return a, b
+	return x, y
 }
 
-// bwRefKernels times the reference copies of module ptx from a to b
-// (bwBytes): the plain grid-stride copy (theseus_stream_copy), the
-// block-contiguous copy (theseus_block_copy, the executor's partition) and,
-// in a module that has it, the bulk copy (theseus_bulk_copy, the
-// THESEUS_BULK_COPY variant), each as a fraction of memcpy. A variant's
-// reference copies use its loads and stores (cache hints), so they show
-// what a variant does to a plain copy. all: every grid (the embedded
-// module), else the best grids of the embedded module's last runs. Returns
-// the grid-stride copy's best; the error is a module the driver would not
-// load (other failures end the test).
-func bwRefKernels(t *testing.T, name string, ptx []byte, a, b driver.Ptr, sms int, memcpy float64, all bool) (stream float64, err error) {
-	mod, err := driver.LoadModule(ptx)
-	if err != nil {
-		return 0, fmt.Errorf("load module: %w", err)
-	}
-	defer mod.Unload()
-	ctr, err := driver.MemAlloc(16)
-	if err != nil {
-		return 0, err
-	}
-	defer driver.MemFree(ctr)
-	if err := driver.MemsetD8(ctr, 0, 16); err != nil {
-		return 0, err
-	}
-	label := ""
-	if name != "" {
-		label = name + " "
-	}
-	run := func(kernel string, grids [][2]int, moved func(nb, nt int) float64) (best float64) {
-		fn, err := mod.Function(kernel)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The fourth word is theseus_ref_dyn's counters (the others take three).
-		args := new([4]uint64)
-		args[0], args[1], args[2], args[3] = uint64(a), uint64(b), bwBytes/16, uint64(ctr)
-		for _, g := range grids {
-			el, err := timeLoop(3, 50, func() error { return driver.Launch1(fn, g[0], g[1], 0, 0, unsafe.Pointer(args)) }, driver.Synchronize)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bw := moved(g[0], g[1]) / el.Seconds()
-			fmt.Printf("BW %s%s grid=%dx%d: %.1f GB/s = %.3f of memcpy\n", label, strings.ReplaceAll(strings.TrimPrefix(kernel, "theseus_"), "_", "-"), g[0], g[1], bw/1e9, bw/memcpy)
-			best = max(best, bw)
-		}
-		return best
-	}
-	whole := func(int, int) float64 { return 2 * bwBytes }
-	streamGrids := [][2]int{{sms, 1024}, {2 * sms, 1024}, {4 * sms, 512}, {8 * sms, 256}, {16 * sms, 128}}
-	blockGrids := [][2]int{{sms, 512}, {sms, 1024}, {2 * sms, 512}, {4 * sms, 256}}
-	if !all {
-		streamGrids = [][2]int{{2 * sms, 1024}, {4 * sms, 512}}
-		blockGrids = [][2]int{{sms, 512}, {sms, 1024}}
-	}
-	stream = run("theseus_stream_copy", streamGrids, whole)
-	// The executor's pattern: each block through its own contiguous part.
-	run("theseus_block_copy", blockGrids, blockCopyBytes)
-	// The THESEUS_BW_REFS variant's reference copies (bwExtraRefs).
-	for _, r := range bwExtraRefs(sms) {
-		if strings.Contains(string(ptx), ".entry "+r.kernel+"(") {
-			moved := whole
-			if r.blockParts {
-				moved = blockCopyBytes
-			}
-			run(r.kernel, r.grids, moved)
-		}
-	}
-	if strings.Contains(string(ptx), ".entry theseus_bulk_copy(") {
-		// One thread per block drives the copy engine; the block's other
-		// threads only hold the block's place. Blocks per SM: 1 to 6 (the
-		// variant's static shared memory allows 6 on an H200).
-		run("theseus_bulk_copy", [][2]int{{sms, 128}, {2 * sms, 128}, {4 * sms, 128}, {6 * sms, 128}}, whole)
-	}
-	return stream, nil
+// refModule is the -bw.refs build's float32 module, loaded into the
+// current context until the benchmark ends, with theseus_ref_dyn's two
+// counter words (zeroed). ok is false without -bw.refs.
+type refModule struct {
+	mod driver.Module
+	ctr driver.Ptr
 }
 
-// bwExtraRef is a reference copy of the THESEUS_BW_REFS variant
-// (cuda/kernel/theseus.cu) and the grids it is timed at.
-type bwExtraRef struct {
+func loadRefs(b testing.TB) (m refModule, ok bool) {
+	if *bwRefs == "" {
+		return m, false
+	}
+	ptx, err := variantPTX(*bwRefs)(ir.Float32)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if m.mod, err = driver.LoadModule(ptx); err != nil {
+		b.Fatalf("-bw.refs %s: %v", *bwRefs, err)
+	}
+	b.Cleanup(func() { m.mod.Unload() })
+	if m.ctr, err = driver.MemAlloc(16); err == nil {
+		err = driver.MemsetD8(m.ctr, 0, 16)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { driver.MemFree(m.ctr) })
+	return m, true
+}
+
+// time runs reference kernel name of m over n16 16-byte vectors from src to
+// dst on grid x threads: 3 warm-up launches, then iters, and returns the
+// mean time of one.
+func (m refModule) time(b testing.TB, name string, src, dst driver.Ptr, n16 int64, grid, threads, iters int) time.Duration {
+	fn, err := m.mod.Function(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fourth word is theseus_ref_dyn's counters (the others take three).
+	args := new([4]uint64)
+	args[0], args[1], args[2], args[3] = uint64(src), uint64(dst), uint64(n16), uint64(m.ctr)
+	el, err := timeLoop(3, iters, func() error { return driver.Launch1(fn, grid, threads, 0, 0, unsafe.Pointer(args)) }, driver.Synchronize)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return el
+}
+
+// bwRef is a reference copy of the measurement build (kernel/bench.cu) and
+// the grids it is timed at.
+type bwRef struct {
 	kernel     string
 	grids      [][2]int
 	blockParts bool // it copies theseus_block_copy's parts (blockCopyBytes), else all bwBytes
 }
 
-// bwExtraRefs lists the THESEUS_BW_REFS variant's reference copies for a
-// GPU of sms multiprocessors: one tile per block (flat1: one vector per
-// thread; flat4: four), grid-stride with 4 or 8 vectors in flight
-// (stream4, stream8; nc: stream4 on the non-coherent path), tiles dealt
-// round-robin to the blocks (tiles) or to whichever block asks next (dyn),
-// and the block-contiguous copy software-pipelined (pipe).
-func bwExtraRefs(sms int) []bwExtraRef {
+// bwRefList lists the measurement build's reference copies for a GPU of
+// sms multiprocessors: the plain grid-stride copy (stream-copy), the
+// block-contiguous copy (block-copy: the executor's partition), one tile
+// per block (flat1: one vector per thread; flat4: four), grid-stride with
+// 4 or 8 vectors in flight (stream4, stream8), tiles dealt round-robin to
+// the blocks (tiles) or to whichever block asks next (dyn), and the
+// block-contiguous copy software-pipelined (pipe).
+func bwRefList(sms int) []bwRef {
 	n16 := bwBytes / 16
 	stride := [][2]int{{2 * sms, 1024}, {4 * sms, 512}, {8 * sms, 256}, {16 * sms, 128}}
-	return []bwExtraRef{
+	return []bwRef{
+		{kernel: "theseus_stream_copy", grids: [][2]int{{sms, 1024}, {2 * sms, 1024}, {4 * sms, 512}, {8 * sms, 256}, {16 * sms, 128}}},
+		{kernel: "theseus_block_copy", grids: [][2]int{{sms, 512}, {sms, 1024}, {2 * sms, 512}, {4 * sms, 256}}, blockParts: true},
 		{kernel: "theseus_ref_flat1", grids: [][2]int{{n16 / 256, 256}, {n16 / 512, 512}, {n16 / 1024, 1024}}},
 		{kernel: "theseus_ref_flat4", grids: [][2]int{{n16 / 1024, 256}, {n16 / 2048, 512}, {n16 / 4096, 1024}}},
 		{kernel: "theseus_ref_stream4", grids: stride},
 		{kernel: "theseus_ref_stream8", grids: stride},
-		{kernel: "theseus_ref_nc", grids: stride},
 		{kernel: "theseus_ref_tiles", grids: [][2]int{{sms, 1024}, {2 * sms, 1024}, {2 * sms, 512}, {4 * sms, 256}, {8 * sms, 256}}},
 		{kernel: "theseus_ref_dyn", grids: [][2]int{{sms, 1024}, {2 * sms, 512}, {4 * sms, 256}, {8 * sms, 256}}},
 		{kernel: "theseus_ref_pipe", grids: [][2]int{{sms, 512}, {sms, 1024}, {2 * sms, 512}}, blockParts: true},
@@ -246,125 +261,113 @@ func blockCopyBytes(nb, nt int) float64 {
 	return float64(2 * 16 * int64(nb) * (per / span * span))
 }
 
-// bwVariant is a kernel to measure: a name ("embedded", or a variant
-// folder's base name) and its modules.
-type bwVariant struct {
-	name string
-	ptx  func(ir.DataType) ([]byte, error)
+// BenchmarkBandwidthRefs times the reference copies of the -bw.refs
+// measurement build over 1 GiB (sub-benchmarks kernel/grid=blocksxthreads),
+// each as a fraction of memcpy: what a plain copy of each access pattern
+// reaches on this GPU.
+func BenchmarkBandwidthRefs(b *testing.B) {
+	_, sms, ceil := bwSetup(b)
+	m, ok := loadRefs(b)
+	if !ok {
+		b.Skip("reference copies: run with -bw.refs=<a measurement build of the kernel>")
+	}
+	x, y := bwRefBuffers(b)
+	for _, r := range bwRefList(sms) {
+		for _, g := range r.grids {
+			name := fmt.Sprintf("%s/grid=%dx%d", strings.ReplaceAll(strings.TrimPrefix(r.kernel, "theseus_"), "_", "-"), g[0], g[1])
+			b.Run(name, func(b *testing.B) {
+				onGPU(b)
+				el := m.time(b, r.kernel, x, y, bwBytes/16, g[0], g[1], b.N)
+				moved := float64(2 * bwBytes)
+				if r.blockParts {
+					moved = blockCopyBytes(g[0], g[1])
+				}
+				reportBW(b, moved, el, ceil)
+			})
+		}
+	}
 }
 
-// bwVariantList returns the embedded kernel and the -bw.variants folders
-// whose float32 module targets at most compute capability cc (major*10 +
-// minor); others are reported and left out. A folder's flags.txt (written
-// by bench/gpu/prepare.sh) names its build flags in the report.
-func bwVariantList(cc int) []bwVariant {
-	vs := []bwVariant{{"embedded", PTX}}
+// bwVariant is a kernel to measure: a name ("embedded", or a measurement
+// build's folder name) and its folder ("" for the embedded modules).
+type bwVariant struct {
+	name, dir string
+}
+
+// bwVariantList returns the embedded kernel and the -bw.variants folders.
+// A folder's flags.txt (written by bench/gpu/prepare.sh) names its build
+// flags, logged by BenchmarkBandwidth.
+func bwVariantList() []bwVariant {
+	vs := []bwVariant{{"embedded", ""}}
 	if *bwVariants == "" {
 		return vs
 	}
 	for _, dir := range strings.Split(*bwVariants, ",") {
-		name := filepath.Base(dir)
-		ptx, err := variantPTX(dir)(ir.Float32)
-		// "BW best" lines are what bench/gpu/run-all.sh summarises.
-		if err != nil {
-			fmt.Printf("BW best %s: skipped: %v\n", name, err)
-			continue
+		if dir = strings.TrimSpace(dir); dir != "" {
+			vs = append(vs, bwVariant{filepath.Base(dir), dir})
 		}
-		if sm := ptxTarget(ptx); sm > cc {
-			fmt.Printf("BW best %s: skipped: its modules target sm_%d, this GPU is sm_%d\n", name, sm, cc)
-			continue
-		}
-		if flags, err := os.ReadFile(filepath.Join(dir, "flags.txt")); err == nil {
-			fmt.Printf("BW variant %s: built with %s\n", name, strings.TrimSpace(string(flags)))
-		}
-		vs = append(vs, bwVariant{name, variantPTX(dir)})
 	}
 	return vs
 }
 
-// ptxTarget returns the compute capability (major*10 + minor) of a PTX
-// module's .target directive (".target sm_90" and ".target sm_90a": 90), or
-// 0 when it has none (the driver then judges the module when it loads it).
-func ptxTarget(ptx []byte) int {
-	for _, line := range strings.Split(string(ptx), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 || f[0] != ".target" {
-			continue
-		}
-		sm, ok := strings.CutPrefix(f[1], "sm_")
-		if !ok {
-			return 0
-		}
-		digits := len(sm) - len(strings.TrimLeft(sm, "0123456789"))
-		n, err := strconv.Atoi(sm[:digits])
-		if err != nil {
-			return 0
-		}
-		return n
+// useKernel makes the executor modules loaded from now on those of folder
+// dir (THESEUS_PTX_DIR; "" for the embedded ones), shared work off when
+// noSharing (THESEUS_WORK_SHARING=0), dropping every module loaded so far.
+// The returned function restores the environment and drops the modules
+// again.
+func useKernel(b testing.TB, dir string, noSharing bool) (restore func()) {
+	over := map[string]string{}
+	if dir != "" {
+		over[env.PTXDir.Name] = dir
 	}
-	return 0
+	if noSharing {
+		over[env.WorkSharing.Name] = "0"
+	}
+	undo := env.SetLookupForTest(func(k string) (string, bool) {
+		for name, v := range over {
+			if strings.HasSuffix(k, "_"+name) {
+				return v, true
+			}
+		}
+		return os.LookupEnv(k)
+	})
+	unloadModules(b)
+	return func() { undo(); unloadModules(b) }
 }
 
-// TestBandwidth reports copy and reduce op bandwidth (bytes moved: reads +
-// writes) of the executor kernel as a fraction of the memcpy ceiling
-// measured in the same run, for several grid shapes, one slice and the
-// runtime's pipelining, and for the kernel variants named by -bw.variants
-// (a variant whose modules target a newer GPU than this one is reported
-// and skipped). Beside each unsliced copy it times the reference
-// block-contiguous copy over the same buffers at the same grid, which
-// separates the kernel's cost from the buffers' placement. Run with -bw on
-// a GPU; "BW best" lines give each operation's best.
-func TestBandwidth(t *testing.T) {
-	requireGPU(t)
-	if !*bwRun {
-		t.Skip("bandwidth report: run with -bw")
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	d := currentDevice0(t)
-	sms, _ := d.Attribute(driver.AttrMultiprocessorCount)
-	major, _ := d.Attribute(driver.AttrComputeCapMajor)
-	minor, _ := d.Attribute(driver.AttrComputeCapMinor)
-	a, b := bwRefBuffers(t)
-	ceil, stream := bwReference(t, sms, a, b)
-	fmt.Printf("BW memcpy %.1f GB/s; plain grid-stride copy %.3f of it\n", ceil/1e9, stream/ceil)
-	variants := bwVariantList(10*major + minor)
-	// The embedded module's block-contiguous copy, for the same-buffer
-	// comparison.
-	blockFn := embeddedBlockCopy(t)
-	loadRefDyn(t)
-	defer func() { ptxSource = modulePTX; unloadModules(t) }()
-	for _, v := range variants {
-		if v.name != "embedded" {
-			// The variant's own reference copies first; a module the driver
-			// cannot load (its JIT rejects the PTX) is reported and skipped.
-			ptx, err := v.ptx(ir.Float32)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := bwRefKernels(t, v.name, ptx, a, b, sms, ceil, false); err != nil {
-				fmt.Printf("BW best %s: skipped: %v\n", v.name, err)
-				continue
+// BenchmarkBandwidth reports copy and reduce op bandwidth of the executor
+// kernel (one rank, 1 GiB per buffer, in a fresh World per case) as GB/s
+// and a fraction of memcpy, for several grid shapes, pipeline slices,
+// round-robin chunks and with shared work off, and for the measurement
+// builds named by -bw.variants (unsliced shapes only). Sub-benchmarks:
+// variant/op/tbs=N,threads=N,slices=N[,tiles=N][,sharing=off]. With
+// -bw.refs, beside each unsliced copy it also reports, over the same
+// buffers at the same grid, the block-contiguous reference copy
+// (block-copy-same), memcpy (memcpy-same) and theseus_ref_dyn (dyn-same),
+// each a fraction of the memcpy ceiling: that separates the kernel's cost
+// from the buffers' placement. <variant>/kernel reports the loaded
+// modules' registers and local (spill) bytes per thread.
+func BenchmarkBandwidth(b *testing.B) {
+	d, _, ceil := bwSetup(b)
+	refs, _ := loadRefs(b)
+	for _, v := range bwVariantList() {
+		if v.dir != "" {
+			if flags, err := os.ReadFile(filepath.Join(v.dir, "flags.txt")); err == nil {
+				b.Logf("variant %s: built with %s", v.name, strings.TrimSpace(string(flags)))
 			}
 		}
-		ptxSource = v.ptx
-		unloadModules(t)
-		// (ir.Layout starts these chunks on 128-byte lines: no separate
-		// aligned case is needed.)
 		for _, c := range []struct {
 			name   string
 			reduce bool
 			dt     ir.DataType
 			moved  float64 // bytes moved per byte of buffer
-		}{{"copy fp32", false, ir.Float32, 2}, {"reduce fp32 sum", true, ir.Float32, 3}, {"reduce bf16 sum", true, ir.Bfloat16, 3}} {
-			best := 0.0
-			bestAt := ""
+		}{{"copy-fp32", false, ir.Float32, 2}, {"reduce-fp32-sum", true, ir.Float32, 3}, {"reduce-bf16-sum", true, ir.Bfloat16, 3}} {
 			// {slices, tiles, shared}: pipelining (threadblocks interleave
 			// at 1/slices of a chunk), chunks dealt round-robin (tiles), and
 			// shared work (cuda/units.go: on by default; 0 runs each
 			// threadblock's own ops, THESEUS_WORK_SHARING=0).
 			splits := [][3]int{{1, 1, 1}}
-			if v.name == "embedded" {
+			if v.dir == "" {
 				splits = [][3]int{{1, 1, 1}, {1, 1, 0}, {16, 1, 1}, {1, 4, 0}}
 			}
 			// The last two shapes have more threadblocks than the GPU holds
@@ -373,179 +376,115 @@ func TestBandwidth(t *testing.T) {
 			// handing each multiprocessor the next threadblock as one ends.
 			for _, shape := range [][2]int{{132, 512}, {132, 1024}, {264, 512}, {528, 256}, {1056, 512}, {2112, 256}} {
 				for _, split := range splits {
-					for run := 0; run < max(*bwRepeat, 1); run++ {
-						tbs, threads := shape[0], shape[1]
-						slices, tiles, shared := int64(split[0]), split[1], split[2] == 1
-						at := fmt.Sprintf("tbs=%d threads=%d slices=%d", tbs, threads, slices)
-						if tiles > 1 {
-							at += fmt.Sprintf(" tiles=%d", tiles)
-						}
-						if !shared {
-							at += " sharing=off"
-						}
-						restore := env.SetLookupForTest(func(k string) (string, bool) {
-							if strings.HasSuffix(k, "_WORK_SHARING") && !shared {
-								return "0", true
-							}
-							return os.LookupEnv(k)
-						})
-						if *bwRepeat > 1 {
-							at += fmt.Sprintf(" run=%d", run)
-						}
-						bw, note, err := bwOp(tbs, threads, tiles, slices, c.dt, c.reduce, c.moved, blockFn, ceil)
-						restore()
-						if err != nil {
-							// A variant built for fewer threads cannot launch the larger shapes.
-							fmt.Printf("BW %s %s %s: %v\n", v.name, c.name, at, err)
-							continue
-						}
-						fmt.Printf("BW %s %-16s %s: %.1f GB/s = %.3f of memcpy%s\n", v.name, c.name, at, bw/1e9, bw/ceil, note)
-						if bw > best {
-							best, bestAt = bw, at
-						}
+					tbs, threads := shape[0], shape[1]
+					slices, tiles, shared := int64(split[0]), split[1], split[2] == 1
+					name := fmt.Sprintf("%s/%s/tbs=%d,threads=%d,slices=%d", v.name, c.name, tbs, threads, slices)
+					if tiles > 1 {
+						name += fmt.Sprintf(",tiles=%d", tiles)
 					}
+					if !shared {
+						name += ",sharing=off"
+					}
+					b.Run(name, func(b *testing.B) {
+						onGPU(b)
+						defer useKernel(b, v.dir, !shared)()
+						bwOp(b, bwCase{tbs: tbs, threads: threads, tiles: tiles, slices: slices, align: 256 / int64(c.dt.Size()),
+							dt: c.dt, reduce: c.reduce, moved: c.moved}, refs, ceil)
+					})
 				}
 			}
-			fmt.Printf("BW best %s %-16s %.3f of memcpy (%.1f GB/s, %s)\n", v.name, c.name, best/ceil, best/1e9, bestAt)
 		}
-		if err := reportKernelAttributes(v.name); err != nil {
-			t.Log(err)
-		}
+		b.Run(v.name+"/kernel", func(b *testing.B) {
+			onGPU(b)
+			defer useKernel(b, v.dir, false)()
+			reportKernelAttributes(b, d.Context())
+		})
 	}
 }
 
-// bwOp times one op case of TestBandwidth in a fresh World: tbs
-// threadblocks of threads each, one copy (or reduce) op each over its
-// chunk of bwBytes, at the given slices. Returns bytes moved per second and
-// a note for the report line: the time per op and, for an unsliced copy,
-// the block-contiguous reference copy (blockFn) over the same buffers at
-// the same grid, as a fraction of memcpy (ceil).
-//
-// The count is rounded down (by less than 0.01%) so that every chunk starts
-// on a 256-byte boundary, as theseus_block_copy's parts do: ir.Layout
-// starts chunks on 128-byte lines, and on the H200 a copy whose chunks
-// start on odd 128-byte lines runs up to 8% slower
-// (bench/results/2026-11-29-h200-fifth, TestBandwidthSharing -bw.align).
-func bwOp(tbs, threads, tiles int, slices int64, dt ir.DataType, reduce bool, moved float64, blockFn driver.Function, ceil float64) (bw float64, note string, err error) {
-	return bwOpAligned(tbs, threads, tiles, slices, 256/int64(dt.Size()), dt, reduce, moved, blockFn, ceil)
+// bwCase is one executor case of the bandwidth benchmarks: tbs
+// threadblocks of threads each, tiles ops each (bwProgram) over count
+// elements of dt, rounded down to a multiple of tbs*tiles*align (align >
+// 0) so that every chunk starts a multiple of align elements into the
+// buffer, at slices pipeline slices; moved is bytes moved per byte of
+// buffer (2 for a copy, 3 for a reduce).
+type bwCase struct {
+	tbs, threads, tiles int
+	slices, align       int64
+	dt                  ir.DataType
+	reduce              bool
+	moved               float64
 }
 
-// bwOpAligned is bwOp over count elements rounded down to a multiple of
-// tbs*tiles*align (align > 0), so that every chunk starts a multiple of
-// align elements into the buffer.
-func bwOpAligned(tbs, threads, tiles int, slices, align int64, dt ir.DataType, reduce bool, moved float64, blockFn driver.Function, ceil float64) (bw float64, note string, err error) {
-	tables, err := optable.LowerAll(bwProgram(tbs, threads, tiles, reduce))
+// bwOp times b.N launches of case c in a fresh World and reports its
+// bandwidth; an unsliced copy with the -bw.refs build (refs.mod set) also
+// reports the same-buffer references (BenchmarkBandwidth). A table whose
+// shape the kernel cannot launch (a variant built for fewer threads)
+// skips the sub-benchmark, saying so.
+//
+// BenchmarkBandwidth aligns chunks to 256 bytes, as theseus_block_copy's
+// parts are: ir.Layout starts chunks on 128-byte lines, and on the H200 a
+// copy whose chunks start on odd 128-byte lines runs up to 8% slower
+// (docs/design/cuda.md, "The kernel's data paths").
+func bwOp(b *testing.B, c bwCase, refs refModule, ceil float64) {
+	tables, err := optable.LowerAll(bwProgram(c.tbs, c.threads, c.tiles, c.reduce))
 	if err != nil {
-		return 0, "", err
+		b.Fatal(err)
 	}
 	w, err := NewWorld(0, tables)
 	if err != nil {
-		return 0, "", err
+		b.Fatal(err)
 	}
 	defer w.Close()
-	count := int64(bwBytes) / int64(dt.Size())
-	if align > 0 {
-		k := int64(tbs*tiles) * align
+	count := int64(bwBytes) / int64(c.dt.Size())
+	if c.align > 0 {
+		k := int64(c.tbs*c.tiles) * c.align
 		count = count / k * k
 	}
-	el, err := w.Time(interp.Request{Count: count, DataType: dt, RedOp: ir.Sum, Slices: slices}, 3, 50)
+	req := interp.Request{Count: count, DataType: c.dt, RedOp: ir.Sum, Slices: c.slices}
+	if _, err := w.Time(req, 3, 1); err != nil {
+		b.Skipf("%v", err)
+	}
+	b.ResetTimer()
+	el, err := w.Time(req, 0, b.N)
+	b.StopTimer()
 	if err != nil {
-		return 0, "", err
+		b.Fatal(err)
 	}
-	bw = moved * float64(count*int64(dt.Size())) / el.Seconds()
-	note = fmt.Sprintf(" (%v per op)", el)
-	if reduce || slices != 1 || tiles != 1 {
-		return bw, note, nil
-	}
-	// World.Time left the context current on this (locked) thread.
-	args := new([3]uint64)
-	args[0], args[1], args[2] = uint64(w.bufs[0][0]), uint64(w.bufs[0][1]), bwBytes/16
-	bel, err := timeLoop(3, 50, func() error { return driver.Launch1(blockFn, tbs, threads, 0, 0, unsafe.Pointer(args)) }, driver.Synchronize)
-	if err != nil {
-		return 0, "", err
-	}
-	ref := blockCopyBytes(tbs, threads) / bel.Seconds()
-	note = note[:len(note)-1] + fmt.Sprintf("; block-copy on these buffers %.3f", ref/ceil)
-	// memcpy over these same buffers (what their placement allows), and the
-	// -bw.refs module's dynamically balanced copy (theseus_ref_dyn) at this
-	// grid over them: the executor's shared work runs the same loop.
-	opBytes := count * int64(dt.Size())
-	mel, err := timeLoop(3, 50, func() error { return driver.CopyDtoD(w.bufs[0][1], w.bufs[0][0], opBytes) }, driver.Synchronize)
-	if err != nil {
-		return 0, "", err
-	}
-	same := 2 * float64(opBytes) / mel.Seconds()
-	note += fmt.Sprintf("; memcpy on these buffers %.3f, the op %.3f of it", same/ceil, bw/same)
-	if refDyn.fn != 0 {
-		dargs := new([4]uint64)
-		n16 := opBytes / 16
-		dargs[0], dargs[1], dargs[2], dargs[3] = uint64(w.bufs[0][0]), uint64(w.bufs[0][1]), uint64(n16), uint64(refDyn.ctr)
-		del, err := timeLoop(3, 50, func() error { return driver.Launch1(refDyn.fn, tbs, threads, 0, 0, unsafe.Pointer(dargs)) }, driver.Synchronize)
-		if err != nil {
-			return 0, "", err
-		}
-		// It copies whole tiles of 4*threads vectors only.
-		tile := int64(4 * threads)
-		d := float64(2*16*(n16/tile*tile)) / del.Seconds()
-		note += fmt.Sprintf("; ref-dyn on these buffers %.3f, %.3f of their memcpy", d/ceil, d/same)
-	}
-	return bw, note + ")", nil
-}
-
-// refDyn is the -bw.refs module's theseus_ref_dyn and its counter words,
-// loaded by loadRefDyn (fn 0: none).
-var refDyn struct {
-	fn  driver.Function
-	ctr driver.Ptr
-}
-
-// loadRefDyn loads theseus_ref_dyn from the float32 module in folder
-// -bw.refs (a variant built with THESEUS_BW_REFS=1), unloaded when the
-// test ends; with no -bw.refs it does nothing.
-func loadRefDyn(t *testing.T) {
-	if *bwRefs == "" {
+	opBytes := count * int64(c.dt.Size())
+	bw := reportBW(b, c.moved*float64(opBytes), el, ceil)
+	if c.reduce || c.slices != 1 || c.tiles != 1 || refs.mod == 0 {
 		return
 	}
-	ptx, err := variantPTX(*bwRefs)(ir.Float32)
+	// The context is current on this (locked) thread: onGPU.
+	src, dst := w.bufs[0][0], w.bufs[0][1]
+	bel := refs.time(b, "theseus_block_copy", src, dst, bwBytes/16, c.tbs, c.threads, 50)
+	b.ReportMetric(blockCopyBytes(c.tbs, c.threads)/bel.Seconds()/ceil, "block-copy-same")
+	mel, err := timeLoop(3, 50, func() error { return driver.CopyDtoD(dst, src, opBytes) }, driver.Synchronize)
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
-	mod, err := driver.LoadModule(ptx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fn, err := mod.Function("theseus_ref_dyn")
-	if err != nil {
-		mod.Unload()
-		t.Fatal(err)
-	}
-	ctr, err := driver.MemAlloc(16)
-	if err == nil {
-		err = driver.MemsetD8(ctr, 0, 16)
-	}
-	if err != nil {
-		mod.Unload()
-		t.Fatal(err)
-	}
-	refDyn.fn, refDyn.ctr = fn, ctr
-	t.Cleanup(func() {
-		refDyn.fn, refDyn.ctr = 0, 0
-		driver.MemFree(ctr)
-		mod.Unload()
-	})
+	same := 2 * float64(opBytes) / mel.Seconds()
+	b.ReportMetric(same/ceil, "memcpy-same")
+	b.ReportMetric(bw/same, "of-memcpy-same")
+	// theseus_ref_dyn copies whole tiles of 4*threads vectors only.
+	n16 := opBytes / 16
+	tile := int64(4 * c.threads)
+	del := refs.time(b, "theseus_ref_dyn", src, dst, n16, c.tbs, c.threads, 50)
+	b.ReportMetric(float64(2*16*(n16/tile*tile))/del.Seconds()/ceil, "dyn-same")
 }
 
-// variantPTX reads a kernel variant's modules from dir (theseus_<dtype>.ptx,
-// as cuda/kernel/build.sh writes them with THESEUS_PTX_OUT), for ptxSource.
+// variantPTX reads a measurement build's modules from dir
+// (theseus_<dtype>.ptx, as cuda/kernel/build.sh bench writes them).
 func variantPTX(dir string) func(ir.DataType) ([]byte, error) {
 	return func(dt ir.DataType) ([]byte, error) {
 		return os.ReadFile(filepath.Join(dir, "theseus_"+dt.String()+".ptx"))
 	}
 }
 
-// unloadModules drops every loaded executor module (after a test swapped
-// ptxSource; no World may be using them).
-func unloadModules(t *testing.T) {
+// unloadModules drops every loaded executor module (after the modules'
+// source changed; no World may be using them).
+func unloadModules(t testing.TB) {
 	modMu.Lock()
 	defer modMu.Unlock()
 	for k, m := range modules {
@@ -556,107 +495,44 @@ func unloadModules(t *testing.T) {
 	}
 }
 
-// reportKernelAttributes prints the registers, local (spill) bytes and
-// launch bound of the loaded executor modules.
-func reportKernelAttributes(name string) error {
-	modMu.Lock()
-	defer modMu.Unlock()
-	for k, m := range modules {
+// reportKernelAttributes loads the float32 and bfloat16 executor modules
+// (the bandwidth benchmarks' datatypes) in the current context and reports
+// each entry point's registers and local (spill) bytes per thread.
+func reportKernelAttributes(b *testing.B, ctx driver.Context) {
+	for _, dt := range []ir.DataType{ir.Float32, ir.Bfloat16} {
+		k, err := kernel(ctx, dt)
+		if err != nil {
+			b.Fatal(err)
+		}
 		for _, e := range []struct {
 			name string
 			fn   driver.Function
-		}{{KernelName, m.k.exec}, {UnitsKernelName, m.k.units}} {
+		}{{"exec", k.exec}, {"units", k.units}} {
 			regs, err := e.fn.Attribute(driver.FuncAttrNumRegs)
 			if err != nil {
-				return err
+				b.Fatal(err)
 			}
 			local, _ := e.fn.Attribute(driver.FuncAttrLocalSizeBytes)
-			maxT, _ := e.fn.Attribute(driver.FuncAttrMaxThreadsPerBlock)
-			fmt.Printf("KERNEL %s %v %s: %d registers, %d local bytes per thread, at most %d threads\n", name, k.dt, e.name, regs, local, maxT)
-		}
-	}
-	return nil
-}
-
-// TestPTXTarget reads the .target of the embedded modules, of an sm_90
-// variant header as cuda/kernel/build.sh writes it, and of odd inputs (no
-// GPU needed).
-func TestPTXTarget(t *testing.T) {
-	ptx, err := PTX(ir.Float32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		ptx  string
-		want int
-	}{
-		{string(ptx), 80},
-		{"//\n.version 8.0\n.target sm_90\n.address_size 64\n", 90},
-		{".version 8.0\n.target sm_90a, debug\n", 90},
-		{".target sm_100f\n", 100},
-		{"\t.target   sm_75\n", 75},
-		{".version 8.0\n", 0},
-		{".target compute_90\n", 0},
-		{".target sm_\n", 0},
-		{"", 0},
-	} {
-		if got := ptxTarget([]byte(c.ptx)); got != c.want {
-			t.Errorf("ptxTarget(%.40q) = %d, want %d", c.ptx, got, c.want)
+			b.ReportMetric(float64(regs), fmt.Sprintf("%v-%s-registers", dt, e.name))
+			b.ReportMetric(float64(local), fmt.Sprintf("%v-%s-local-bytes", dt, e.name))
 		}
 	}
 }
 
-// TestBWVariantList: -bw.variants folders whose modules target a newer GPU,
-// or that hold no float32 module, are left out of the bandwidth report
-// (no GPU needed).
+// TestBWVariantList: -bw.variants names folders, blanks ignored (no GPU
+// needed).
 func TestBWVariantList(t *testing.T) {
-	root := t.TempDir()
-	write := func(name, target, flags string) string {
-		dir := filepath.Join(root, name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if target != "" {
-			ptx := "//\n.version 8.0\n.target " + target + "\n.address_size 64\n"
-			if err := os.WriteFile(filepath.Join(dir, "theseus_float32.ptx"), []byte(ptx), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if flags != "" {
-			if err := os.WriteFile(filepath.Join(dir, "flags.txt"), []byte(flags+"\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return dir
-	}
-	dirs := []string{write("cs", "sm_80", "-DTHESEUS_LD_HINTS=2"), write("bulk", "sm_90", "-DTHESEUS_BULK_COPY=1"), write("empty", "", "")}
 	old := *bwVariants
-	*bwVariants = strings.Join(dirs, ",")
+	*bwVariants = "/x/u8, /y/t512,"
 	defer func() { *bwVariants = old }()
-	names := func(vs []bwVariant) (out []string) {
-		for _, v := range vs {
-			out = append(out, v.name)
-		}
-		return out
-	}
-	for _, c := range []struct {
-		cc   int
-		want []string
-	}{{80, []string{"embedded", "cs"}}, {90, []string{"embedded", "cs", "bulk"}}, {100, []string{"embedded", "cs", "bulk"}}} {
-		vs := bwVariantList(c.cc)
-		if diff := cmp.Diff(c.want, names(vs)); diff != "" {
-			t.Errorf("sm_%d: variants (-want +got):\n%s", c.cc, diff)
-		}
-		for _, v := range vs[1:] {
-			ptx, err := v.ptx(ir.Float32)
-			if err != nil || ptxTarget(ptx) > c.cc {
-				t.Errorf("sm_%d: %s: module %q, %v", c.cc, v.name, ptx, err)
-			}
-		}
+	got := bwVariantList()
+	want := []bwVariant{{"embedded", ""}, {"u8", "/x/u8"}, {"t512", "/y/t512"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("bwVariantList() = %v, want %v", got, want)
 	}
 }
 
-// TestBWProgram runs the bandwidth test's programs on the host
+// TestBWProgram runs the bandwidth benchmarks' programs on the host
 // interpreter (no GPU needed): every output element is its input (copy)
 // or input plus output (reduce), with chunks dealt one per threadblock and
 // round-robin (tiles 4).
@@ -701,33 +577,13 @@ func TestBWProgram(t *testing.T) {
 	}
 }
 
-var (
-	bwSharing   = flag.Bool("bw.sharing", false, "measure the executor's copy with shared work at each -bw.tile and -bw.carveout")
-	bwTiles     = flag.String("bw.tile", "65536", "comma-separated unit tile sizes in bytes (multiples of 128) for -bw.sharing")
-	bwCarveouts = flag.String("bw.carveout", "-1", "comma-separated shared-memory carveouts (percent; -1: the driver's choice) for -bw.sharing")
-	bwAligns    = flag.String("bw.align", "0", "comma-separated chunk alignments in bytes (0: the layout's own) for -bw.sharing")
-	bwEntries   = flag.String("bw.entry", "units", "comma-separated entry points for shared work (units: theseus_units, exec: theseus_exec) for -bw.sharing")
-)
-
-// TestBandwidthSharing reports the executor's fp32 copy (bwProgram, one op
-// per threadblock) as a fraction of memcpy with shared work at each unit
-// tile size, and without it, at each shared-memory carveout of the
-// executor kernel. Run with -bw.sharing on a GPU.
-func TestBandwidthSharing(t *testing.T) {
-	requireGPU(t)
-	if !*bwSharing {
-		t.Skip("shared-work bandwidth report: run with -bw.sharing")
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	currentDevice0(t)
-	a, b := bwRefBuffers(t)
-	el, err := timeLoop(3, 50, func() error { return driver.CopyDtoD(b, a, bwBytes) }, driver.Synchronize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ceil := 2 * bwBytes / el.Seconds()
-	fmt.Printf("BWS memcpy %.1f GB/s\n", ceil/1e9)
+// BenchmarkBandwidthSharing reports the executor's fp32 copy (bwProgram,
+// one op per threadblock) with shared work at each -bw.tile unit size
+// (tile=0: shared work off) and each -bw.align chunk alignment, on four
+// grid shapes. Sub-benchmarks tile=N,align=N/tbs=N,threads=N.
+func BenchmarkBandwidthSharing(b *testing.B) {
+	_, _, ceil := bwSetup(b)
+	refs, _ := loadRefs(b)
 	ints := func(s string) (out []int64) {
 		for _, f := range strings.Split(s, ",") {
 			if strings.TrimSpace(f) == "" {
@@ -735,43 +591,22 @@ func TestBandwidthSharing(t *testing.T) {
 			}
 			v, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
 			if err != nil {
-				t.Fatalf("%q: %v", s, err)
+				b.Fatalf("%q: %v", s, err)
 			}
 			out = append(out, v)
 		}
 		return out
 	}
-	blockFn := embeddedBlockCopy(t)
-	loadRefDyn(t)
-	defer func() { kernelCarveout, unitTile, unitsEntry = -1, UnitTile, true; unloadModules(t) }()
-	for _, co := range ints(*bwCarveouts) {
-		kernelCarveout = int(co)
-		unloadModules(t)
-		for _, tile := range append([]int64{0}, ints(*bwTiles)...) { // 0: no shared work
-			for i, entry := range strings.Split(*bwEntries, ",") {
-				if tile == 0 && i > 0 {
-					continue // without shared work the entry does not matter
-				}
-				unitsEntry = entry != "exec"
-				unitTile = max(tile, 128)
-				restore := env.SetLookupForTest(func(k string) (string, bool) {
-					if strings.HasSuffix(k, "_WORK_SHARING") && tile == 0 {
-						return "0", true
-					}
-					return os.LookupEnv(k)
+	defer func() { unitTile = UnitTile }()
+	for _, tile := range append([]int64{0}, ints(*bwTiles)...) { // 0: no shared work
+		for _, al := range ints(*bwAligns) {
+			for _, shape := range [][2]int{{132, 512}, {132, 1024}, {264, 512}, {528, 256}} {
+				b.Run(fmt.Sprintf("tile=%d,align=%d/tbs=%d,threads=%d", tile, al, shape[0], shape[1]), func(b *testing.B) {
+					onGPU(b)
+					unitTile = max(tile, 128)
+					defer useKernel(b, "", tile == 0)()
+					bwOp(b, bwCase{tbs: shape[0], threads: shape[1], tiles: 1, slices: 1, align: al / 4, dt: ir.Float32, moved: 2}, refs, ceil)
 				})
-				for _, al := range ints(*bwAligns) {
-					for _, shape := range [][2]int{{132, 512}, {132, 1024}, {264, 512}, {528, 256}} {
-						at := fmt.Sprintf("carveout=%d tile=%d entry=%s align=%d tbs=%d threads=%d", co, tile, entry, al, shape[0], shape[1])
-						bw, note, err := bwOpAligned(shape[0], shape[1], 1, 1, al/4, ir.Float32, false, 2, blockFn, ceil)
-						if err != nil {
-							fmt.Printf("BWS %s: %v\n", at, err)
-							continue
-						}
-						fmt.Printf("BWS %s: %.1f GB/s = %.3f of memcpy%s\n", at, bw/1e9, bw/ceil, note)
-					}
-				}
-				restore()
 			}
 		}
 	}

@@ -2,15 +2,10 @@ package cuda
 
 import "unsafe"
 
-// SetNoCaptureQuery makes CaptureLaunch skip cuStreamIsCapturing (every
-// launch then reads as not captured), for BenchmarkCallHost's
-// -callhost.nocapture experiment; never with a capturing stream.
-func SetNoCaptureQuery(on bool) { noCaptureQuery = on }
-
-// ProbeTimes returns the %globaltimer readings (ns) that a kernel built
-// with THESEUS_PROBE_TIMES=1 left in s's failure record page at its last
-// launch (slot i: the kernel's PROBE_T(..., i)); zero where none was
-// written.
+// ProbeTimes returns the %globaltimer readings (ns) that a measurement
+// build of the kernel with THESEUS_PROBE_TIMES=1 (kernel/bench.cu) left in
+// s's failure record page at its last launch (slot i: the executor's
+// THESEUS_PROBE(..., i)); zero where none was written.
 func ProbeTimes(s *Stream) [16]uint64 {
 	return *(*[16]uint64)(unsafe.Add(s.errHost, 2048))
 }

@@ -11,37 +11,32 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/theseus-ccl/theseus/cuda"
+	"github.com/theseus-ccl/theseus/cuda/cudabench"
 	"github.com/theseus-ccl/theseus/cuda/driver"
+	"github.com/theseus-ccl/theseus/cuda/gputest"
 	"github.com/theseus-ccl/theseus/examples/contexts"
 	"github.com/theseus-ccl/theseus/internal/ranks"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/theseus"
 )
 
-var latRun = flag.Bool("lat", false, "report 2-rank allreduce latency, eager and CUDA-graph replayed (8 B - 64 KB)")
-
-// latProbe prints, with -lat, the timestamps a kernel built with
-// THESEUS_PROBE_TIMES=1 (loaded through THESEUS_PTX_DIR) left at each
-// rank's last launch, as ns after its entry.
-var latProbe = flag.Bool("lat.probe", false, "with -lat: print the THESEUS_PROBE_TIMES kernel variant's timestamps of each rank's last launch")
+// latProbe makes BenchmarkLatency report the timestamps a measurement
+// build with THESEUS_PROBE_TIMES=1 (loaded through THESEUS_PTX_DIR) left
+// at rank 0's last launch, as ns after its entry.
+var latProbe = flag.Bool("lat.probe", false, "BenchmarkLatency: report the THESEUS_PROBE_TIMES measurement build's timestamps of rank 0's last launch")
 
 var callhostProf = flag.String("callhost.prof", "", "write a 4 kHz CPU profile of BenchmarkCallHost's timed calls to this file")
 
 var (
-	callhostNoCapture = flag.Bool("callhost.nocapture", false, "BenchmarkCallHost and BenchmarkCallHostDist without the capture query (an experiment: what the query costs a call)")
-	callhostRanks     = flag.Int("callhost.ranks", 2, "ranks (goroutines) of BenchmarkCallHostDist")
-	callhostDry       = flag.Bool("callhost.dry", false, "BenchmarkCallHost and BenchmarkCallHostDist with cuLaunchKernel skipped after the warm-up (an experiment: what the driver's launch work costs the host code around it; nothing runs on the GPU)")
-	callhostPace      = flag.Duration("callhost.pace", 0, "BenchmarkCallHostDist: start a call only this long after the last one started, spinning between (0: back to back)")
+	callhostRanks = flag.Int("callhost.ranks", 2, "ranks (goroutines) of BenchmarkCallHostDist")
+	callhostPace  = flag.Duration("callhost.pace", 0, "BenchmarkCallHostDist: start a call only this long after the last one started, spinning between (0: back to back)")
 )
-
-var callhostParts = flag.Bool("callhost.parts", false, "run BenchmarkCallHostParts and BenchmarkCallHostPaced (host time per call: driver time before cuLaunchKernel; not GPU-bound)")
 
 // localComms makes n ranks of one communicator as goroutines of this
 // process on the CUDA backend, with the embedded default context, and one
@@ -210,7 +205,7 @@ func float64Bufs(t *testing.T, be *cuda.Backend, n int, count int64, val func(r,
 // as nccl-tests -G makes) is set up during the capture and replays right,
 // and an eager call after the replays continues the sequence.
 func TestGraphReplay(t *testing.T) {
-	needGPU(t)
+	gputest.Require(t)
 	const n, replays = 2, 1000
 	comms, streams, be := localComms(t, n)
 	// Every capture mode: in global mode (PyTorch's default) a rank's
@@ -310,7 +305,7 @@ func TestGraphReplay(t *testing.T) {
 // replay and the eager call must each leave the output equal to their
 // input, so neither ran with a stale unit counter or launch counter.
 func TestGraphReplayOneRank(t *testing.T) {
-	needGPU(t)
+	gputest.Require(t)
 	const n, count, replays = 1, 1 << 20, 1000
 	comms, streams, be := localComms(t, n)
 	ins, x0 := float64Bufs(t, be, n, count, func(r, i int64) float64 { return float64(i%1000 - 500) })
@@ -368,7 +363,7 @@ func TestGraphReplayOneRank(t *testing.T) {
 // ranks: after k eager calls the buffer holds S * 2^(k-1), S the sum of the
 // inputs.
 func TestGraphDiscarded(t *testing.T) {
-	needGPU(t)
+	gputest.Require(t)
 	const n = 2
 	comms, streams, be := localComms(t, n)
 	for _, count := range []int64{1024, 1 << 20} { // LL all-pairs and ring in the default context
@@ -417,27 +412,29 @@ func TestGraphDiscarded(t *testing.T) {
 	}
 }
 
-// TestLatency reports the time per 2-rank allreduce (float32, 8 B - 64 KB)
-// eager (back-to-back calls, one sync at the end) and replayed from a CUDA
-// graph of 100 captured calls. Run with -lat on a GPU.
-func TestLatency(t *testing.T) {
-	needGPU(t)
-	if !*latRun {
-		t.Skip("latency report: run with -lat")
-	}
+// BenchmarkLatency is the time per 2-rank allreduce (float32, 8 B - 32
+// KiB, two ranks as goroutines on one GPU), eager (back-to-back calls, one
+// sync at the end: sub-benchmark <size>/eager) and replayed from a CUDA
+// graph of 100 captured calls (<size>/graph, the GPU's time per call),
+// reported as us/call. With -lat.probe and a measurement build with
+// THESEUS_PROBE_TIMES=1 loaded through THESEUS_PTX_DIR, the eager
+// sub-benchmarks also report the timestamps rank 0's last launch left
+// (probe<i>-ns: ns after its entry; docs/design/cuda.md, "Small
+// launches").
+func BenchmarkLatency(b *testing.B) {
+	gputest.Require(b)
 	const n = 2
-	comms, streams, be := localComms(t, n)
-	fmt.Printf("LAT %10s %12s %12s  %s\n", "bytes", "eager_us", "graph_us", "schedule")
-	for bytes := int64(8); bytes <= 64<<10; bytes *= 4 {
+	comms, streams, be := localComms(b, n)
+	for bytes := int64(8); bytes <= 32<<10; bytes *= 4 {
 		count := bytes / 4
 		send, recv := make([]device.Ptr, n), make([]device.Ptr, n)
 		for r := 0; r < n; r++ {
 			var err error
 			if send[r], err = be.Alloc(bytes); err != nil {
-				t.Fatal(err)
+				b.Fatal(err)
 			}
 			if recv[r], err = be.Alloc(bytes); err != nil {
-				t.Fatal(err)
+				b.Fatal(err)
 			}
 		}
 		call := func(r int) error {
@@ -453,48 +450,56 @@ func TestLatency(t *testing.T) {
 				return streams[r].Synchronize()
 			})
 		}
-		if err := loop(50); err != nil {
-			t.Fatal(err)
-		}
-		const iters = 1000
-		start := time.Now()
-		if err := loop(iters); err != nil {
-			t.Fatal(err)
-		}
-		eager := time.Since(start) / iters
-		const per = 100
-		execs := capture(t, streams, driver.CaptureModeThreadLocal, func(r int) error {
-			for i := 0; i < per; i++ {
-				if err := call(r); err != nil {
-					return err
-				}
+		size := fmt.Sprintf("%dB", bytes)
+		b.Run(size+"/eager", func(b *testing.B) {
+			if err := loop(50); err != nil {
+				b.Fatal(err)
 			}
-			return nil
-		})
-		if err := replay(streams, execs, 2); err != nil {
-			t.Fatal(err)
-		}
-		start = time.Now()
-		if err := replay(streams, execs, iters/per); err != nil {
-			t.Fatal(err)
-		}
-		graph := time.Since(start) / iters
-		line := fmt.Sprintf("LAT %10d %12.2f %12.2f  %s", bytes, float64(eager.Nanoseconds())/1e3, float64(graph.Nanoseconds())/1e3, comms[0].LastCall().Name)
-		fmt.Println(line)
-		t.Log(line)
-		if *latProbe {
-			for r := 0; r < n; r++ {
-				pt := cuda.ProbeTimes(streams[r])
-				var b strings.Builder
-				fmt.Fprintf(&b, "PROBE %10d rank %d:", bytes, r)
+			b.ResetTimer()
+			start := time.Now()
+			if err := loop(b.N); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(time.Since(start).Nanoseconds())/1e3/float64(b.N), "us/call")
+			b.Logf("%s: schedule %s", size, comms[0].LastCall().Name)
+			if *latProbe {
+				pt := cuda.ProbeTimes(streams[0])
 				for i, v := range pt {
 					if v != 0 && pt[0] != 0 {
-						fmt.Fprintf(&b, " %d=%d", i, int64(v-pt[0]))
+						b.ReportMetric(float64(int64(v-pt[0])), fmt.Sprintf("probe%d-ns", i))
 					}
 				}
-				fmt.Println(b.String())
 			}
-		}
+		})
+		b.Run(size+"/graph", func(b *testing.B) {
+			if err := loop(50); err != nil {
+				b.Fatal(err)
+			}
+			const per = 100
+			execs := capture(b, streams, driver.CaptureModeThreadLocal, func(r int) error {
+				for i := 0; i < per; i++ {
+					if err := call(r); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			defer func() {
+				for _, e := range execs {
+					e.Destroy()
+				}
+			}()
+			if err := replay(streams, execs, 2); err != nil {
+				b.Fatal(err)
+			}
+			reps := (b.N + per - 1) / per
+			b.ResetTimer()
+			start := time.Now()
+			if err := replay(streams, execs, reps); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(time.Since(start).Nanoseconds())/1e3/float64(reps*per), "us/call")
+		})
 		for r := 0; r < n; r++ {
 			be.Free(send[r])
 			be.Free(recv[r])
@@ -512,8 +517,9 @@ func TestLatency(t *testing.T) {
 // host-ns/call, the slower rank's; epoch-ns/call, the part of it spent in
 // the selector's epochs (reading the context, the agreement, installing);
 // clock-ns, one clock read in C (the accounting adds about one to each
-// call's host time); allocs/call (both ranks').
-func BenchmarkCallHost(b *testing.B) { benchCallHost(b, timeTotal, 0) }
+// call's host time); cgo-ns, one empty cgo call; allocs/call (both
+// ranks').
+func BenchmarkCallHost(b *testing.B) { benchCallHost(b, false, 2, 0) }
 
 // BenchmarkCallHostDist is BenchmarkCallHost with each call timed on its
 // own (two clock reads in Go per call, about one of which lands inside the
@@ -525,71 +531,24 @@ func BenchmarkCallHost(b *testing.B) { benchCallHost(b, timeTotal, 0) }
 // took far longer than the rest: the thread was interrupted or
 // descheduled, an epoch ran, the collector ran. -callhost.ranks and
 // -callhost.pace change the number of ranks and pace the calls (as
-// BenchmarkCallHostPaced does). -callhost.dry (also for BenchmarkCallHost)
-// skips cuLaunchKernel after the warm-up, keeping everything else: the
-// host path without the driver's launch work between calls.
-func BenchmarkCallHostDist(b *testing.B) { benchCallHost(b, timeDist, 0) }
+// BenchmarkCallHostPaced does).
+func BenchmarkCallHostDist(b *testing.B) { benchCallHost(b, true, *callhostRanks, *callhostPace) }
 
-// BenchmarkCallHostParts is BenchmarkCallHost with the driver time before
-// cuLaunchKernel (cuCtxGetCurrent, cuStreamIsCapturing) also measured:
-// pre-ns/call, which host-ns/call includes, and cross-ns/call, the
-// crossing from Go to C and back (each call's time in Go less its time in
-// C: cgo and scheduler work). go-in-ns/call is the time from the call's
-// start to C's first clock reading (the Go code before the launch and the
-// crossing into C), go-out-ns/call from C's last reading to the call's
-// return (the crossing back and the Go code after), above-ns/call the part
-// of both outside the backend's Stream.CaptureLaunch (the runtime's Go code:
-// communicator, selector, executor). Each call is timed on
-// its own, and the extra clock reads make its host-ns/call a few clock-ns
-// higher than BenchmarkCallHost's.
-//
-// It runs only with -callhost.parts, so that -test.bench CallHost measures
-// BenchmarkCallHost alone.
-func BenchmarkCallHostParts(b *testing.B) {
-	if !*callhostParts {
-		b.Skip("run with -callhost.parts")
-	}
-	benchCallHost(b, timeParts, 0)
-}
-
-// BenchmarkCallHostPaced is BenchmarkCallHostParts with each rank starting
-// a call only every 40 µs, spinning in between: slower than the GPU runs
-// the kernels, so that cuLaunchKernel never waits for a full queue and the
-// rank's thread never leaves its core. BenchmarkCallHost is GPU-bound
-// (about 18 µs per call, nearly all of it inside cuLaunchKernel); the
+// BenchmarkCallHostPaced is BenchmarkCallHostDist with each of two ranks
+// starting a call only every 40 µs, spinning in between: slower than the
+// GPU runs the kernels, so that cuLaunchKernel never waits for a full
+// queue and the rank's thread never leaves its core. BenchmarkCallHost is
+// GPU-bound (nearly all of a call's time is inside cuLaunchKernel); the
 // difference between the two host-ns/call is what the time inside the
-// driver costs the host code around it (caches, a thread that slept). Its
-// host-ns/call sums each call's duration, less the launch: one more clock
-// read per call. It runs only with -callhost.parts.
-func BenchmarkCallHostPaced(b *testing.B) {
-	if !*callhostParts {
-		b.Skip("run with -callhost.parts")
-	}
-	benchCallHost(b, timeParts, 40*time.Microsecond)
-}
+// driver costs the host code around it (caches, a thread that slept).
+func BenchmarkCallHostPaced(b *testing.B) { benchCallHost(b, true, 2, 40*time.Microsecond) }
 
-// How benchCallHost times calls.
-type callTiming int
-
-const (
-	timeTotal callTiming = iota // all of a rank's calls together (BenchmarkCallHost)
-	timeParts                   // each call, split at C's clock readings (BenchmarkCallHostParts)
-	timeDist                    // each call, for the distribution (BenchmarkCallHostDist)
-)
-
-func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
-	parts := mode == timeParts
-	needGPU(b)
+// benchCallHost times b.N calls on each of n ranks: all together, or
+// (each) every call on its own for the distribution, started pace apart.
+func benchCallHost(b *testing.B, each bool, n int, pace time.Duration) {
+	gputest.Require(b)
 	const count = 256
-	n := 2
-	if mode == timeDist {
-		n, pace = *callhostRanks, *callhostPace
-	}
 	comms, streams, be := localComms(b, n)
-	if *callhostNoCapture {
-		cuda.SetNoCaptureQuery(true)
-		defer cuda.SetNoCaptureQuery(false)
-	}
 	send, recv := make([]device.Ptr, n), make([]device.Ptr, n)
 	for r := 0; r < n; r++ {
 		send[r], _ = be.Alloc(count * 4)
@@ -599,23 +558,12 @@ func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
 		return comms[r].AllReduce(send[r], recv[r], count, theseus.Float32, theseus.Sum, streams[r])
 	}
 	eagerCalls(b, streams, 100, call)
-	if parts {
-		cuda.TimeLaunchParts(true)
-	} else {
-		cuda.TimeLaunches(true)
-	}
+	cuda.TimeLaunches(true)
 	defer cuda.TimeLaunches(false)
-	if *callhostDry {
-		driver.SetDryLaunch(true)
-		defer driver.SetDryLaunch(false)
-	}
 	host := make([]time.Duration, n)
-	pre := make([]time.Duration, n)
-	cross := make([]time.Duration, n)
 	epoch := make([]time.Duration, n)
-	goIn, goOut, above := make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n)
 	dist := make([][]float64, n)
-	if mode == timeDist {
+	if each {
 		for r := range dist {
 			dist[r] = make([]float64, 0, b.N)
 		}
@@ -644,29 +592,26 @@ func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
 		c, sd, rv := comms[r], send[r], recv[r]
 		var st theseus.Stream = streams[r]
 		k0, d0 := streams[r].LaunchTime()
-		p0 := streams[r].PrelaunchTime()
-		x0 := streams[r].CrossTime()
 		e0 := comms[r].Stats().Selector.EpochTime
 		var total time.Duration
-		switch mode {
-		case timeDist:
+		if each {
 			d := dist[r][:0]
 			_, prev := streams[r].LaunchTime()
 			for i := 0; i < b.N; i++ {
-				t0 := cuda.Clock()
+				t0 := time.Now()
 				if err := c.AllReduce(sd, rv, count, theseus.Float32, theseus.Sum, st); err != nil {
 					return err
 				}
-				t1 := cuda.Clock()
+				el := time.Since(t0)
 				_, l := streams[r].LaunchTime()
-				d = append(d, float64(time.Duration(t1-t0)-(l-prev)))
+				d = append(d, float64(el-(l-prev)))
 				prev = l
-				total += time.Duration(t1 - t0)
-				for pace > 0 && time.Duration(cuda.Clock()-t0) < pace {
+				total += el
+				for pace > 0 && time.Since(t0) < pace {
 				}
 			}
 			dist[r] = d
-		case timeTotal:
+		} else {
 			start := time.Now()
 			for i := 0; i < b.N; i++ {
 				if err := c.AllReduce(sd, rv, count, theseus.Float32, theseus.Sum, st); err != nil {
@@ -674,31 +619,12 @@ func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
 				}
 			}
 			total = time.Since(start)
-		default:
-			// Each call timed on its own (one more clock read per call),
-			// and split at the clock readings C took at its entry and exit.
-			for i := 0; i < b.N; i++ {
-				t0 := cuda.Clock()
-				if err := c.AllReduce(sd, rv, count, theseus.Float32, theseus.Sum, st); err != nil {
-					return err
-				}
-				t1 := cuda.Clock()
-				total += time.Duration(t1 - t0)
-				bin, cin, cout, bout := streams[r].LastLaunchClock()
-				goIn[r] += time.Duration(cin - t0)
-				goOut[r] += time.Duration(t1 - cout)
-				above[r] += time.Duration(bin-t0) + time.Duration(t1-bout)
-				for pace > 0 && time.Duration(cuda.Clock()-t0) < pace {
-				}
-			}
 		}
 		k1, d1 := streams[r].LaunchTime()
 		if k1-k0 != int64(b.N) {
 			return fmt.Errorf("rank %d: %d launches for %d calls", r, k1-k0, b.N)
 		}
 		host[r] = total - (d1 - d0)
-		pre[r] = streams[r].PrelaunchTime() - p0
-		cross[r] = streams[r].CrossTime() - x0
 		epoch[r] = comms[r].Stats().Selector.EpochTime - e0
 		return streams[r].Synchronize()
 	})
@@ -710,10 +636,10 @@ func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
 	perCall := func(d []time.Duration) float64 { return float64(slices.Max(d).Nanoseconds()) / float64(b.N) }
 	b.ReportMetric(perCall(host), "host-ns/call")
 	b.ReportMetric(perCall(epoch), "epoch-ns/call")
-	b.ReportMetric(float64(driver.ClockCost(1000).Nanoseconds()), "clock-ns")
-	b.ReportMetric(float64(driver.CrossingCost(10000).Nanoseconds()), "cgo-ns")
+	b.ReportMetric(float64(cudabench.ClockCost(1000).Nanoseconds()), "clock-ns")
+	b.ReportMetric(float64(cudabench.CrossingCost(10000).Nanoseconds()), "cgo-ns")
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(n*b.N), "allocs/call")
-	if mode == timeDist {
+	if each {
 		slow := dist[slices.Index(host, slices.Max(host))]
 		slices.Sort(slow)
 		b.ReportMetric(slow[0], "min-ns")
@@ -723,12 +649,5 @@ func benchCallHost(b *testing.B, mode callTiming, pace time.Duration) {
 		}{{0.5, "p50-ns"}, {0.9, "p90-ns"}, {0.99, "p99-ns"}, {1, "max-ns"}} {
 			b.ReportMetric(stat.Quantile(q.p, stat.Empirical, slow, nil), q.name)
 		}
-	}
-	if parts {
-		b.ReportMetric(perCall(pre), "pre-ns/call")
-		b.ReportMetric(perCall(cross), "cross-ns/call")
-		b.ReportMetric(perCall(goIn), "go-in-ns/call")
-		b.ReportMetric(perCall(goOut), "go-out-ns/call")
-		b.ReportMetric(perCall(above), "above-ns/call")
 	}
 }

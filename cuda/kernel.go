@@ -1,6 +1,6 @@
 // Package cuda is the CUDA backend of Theseus: the generic executor kernel
-// (kernel/theseus.cu, compiled to PTX by `go generate` with clang-14 and
-// embedded here), its launch arguments (kernel/launch.h), and the host code
+// (kernel/executor.cuh through kernel/theseus.cu, compiled to PTX by `go
+// generate` with clang-14 and embedded here), its launch arguments (kernel/launch.h), and the host code
 // that allocates, exports and imports memory and launches a rank's op table.
 // It needs no CUDA toolkit to build: the driver is loaded at run time
 // (package cuda/driver).
@@ -33,7 +33,7 @@ const KernelName = "theseus_exec"
 
 // UnitsKernelName is the entry point, in every module, for a launch of
 // shared work (units.go): the same units loop as KernelName's without its
-// prologue (kernel/theseus.cu, theseus_units).
+// prologue (kernel/executor.cuh, theseus_units).
 const UnitsKernelName = "theseus_units"
 
 // PTX returns the executor kernel's module for datatype dt. Errors: a
@@ -46,7 +46,8 @@ func PTX(dt ir.DataType) ([]byte, error) {
 }
 
 // modulePTX is PTX, or with THESEUS_PTX_DIR set the module of that
-// directory (a kernel variant built by kernel/build.sh).
+// directory (docs/env.md: a measurement build of the kernel, `build.sh
+// bench`, run through unchanged clients).
 func modulePTX(dt ir.DataType) ([]byte, error) {
 	dir := env.PTXDir.String()
 	if dir == "" {
@@ -78,14 +79,9 @@ type kernels struct {
 	units driver.Function // UnitsKernelName
 }
 
-// unitsEntry says whether launches of shared work use UnitsKernelName
-// (else KernelName, which runs them too); the bandwidth test compares the
-// two (-bw.entry).
-var unitsEntry = true
-
 // fn is the entry point for a launch with shared work (units) or without.
 func (k kernels) fn(units bool) driver.Function {
-	if units && unitsEntry {
+	if units {
 		return k.units
 	}
 	return k.exec
@@ -94,9 +90,6 @@ func (k kernels) fn(units bool) driver.Function {
 var (
 	modMu   sync.Mutex
 	modules = map[moduleKey]*module{}
-	// ptxSource gives a datatype's module; the bandwidth test swaps in
-	// kernel variants (bw_test.go).
-	ptxSource = modulePTX
 )
 
 // kernel returns the executor kernel's entry points for datatype dt loaded
@@ -109,7 +102,7 @@ func kernel(ctx driver.Context, dt ir.DataType) (kernels, error) {
 	if m, ok := modules[key]; ok {
 		return m.k, nil
 	}
-	ptx, err := ptxSource(dt)
+	ptx, err := modulePTX(dt)
 	if err != nil {
 		return kernels{}, err
 	}
@@ -126,18 +119,7 @@ func kernel(ctx driver.Context, dt ir.DataType) (kernels, error) {
 			mod.Unload()
 			return kernels{}, err
 		}
-		if kernelCarveout >= 0 {
-			if err := e.fn.SetAttribute(driver.FuncAttrPreferredSharedCarveout, kernelCarveout); err != nil {
-				mod.Unload()
-				return kernels{}, err
-			}
-		}
 	}
 	modules[key] = &module{mod: mod, k: k}
 	return k, nil
 }
-
-// kernelCarveout, when 0 to 100, is the shared-memory carveout (percent)
-// set on every executor module loaded from now on (the bandwidth test's
-// -bw.carveout); -1 leaves the driver's choice.
-var kernelCarveout = -1

@@ -29,8 +29,8 @@ const (
 	ChanRTBytes      = C.sizeof_theseus_chan_rt
 	ErrorRecordBytes = C.sizeof_theseus_error
 	// errorPageBytes is what a stream allocates for its failure record: a
-	// page, whose second half the measurement-only kernel variant
-	// THESEUS_PROBE_TIMES writes timestamps into (ProbeTimes in tests).
+	// page, whose second half a measurement build of the kernel
+	// (kernel/bench.cu, THESEUS_PROBE_TIMES) writes timestamps into.
 	errorPageBytes = 4096
 	MaxBarriers    = C.THESEUS_MAX_BARRIERS
 	MaxRefs        = C.THESEUS_MAX_REFS

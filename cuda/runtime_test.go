@@ -2,7 +2,6 @@ package cuda_test
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -12,23 +11,11 @@ import (
 
 	"github.com/theseus-ccl/theseus/cuda"
 	"github.com/theseus-ccl/theseus/cuda/driver"
+	"github.com/theseus-ccl/theseus/cuda/gputest"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/theseus"
 )
-
-func needGPU(t testing.TB) {
-	t.Helper()
-	if err := driver.Load(); err != nil {
-		if errors.Is(err, driver.ErrNoDriver) {
-			t.Skip("no GPU: libcuda.so.1 not found; the CUDA runtime tests need an NVIDIA driver and GPU")
-		}
-		t.Skipf("no GPU: %v", err)
-	}
-	if n, err := driver.DeviceCount(); err != nil || n == 0 {
-		t.Skipf("no GPU: %d devices (%v)", n, err)
-	}
-}
 
 // TestRuntimeCollectives runs every collective through the public API on
 // the CUDA backend with 4 ranks as goroutines of this process (one GPU, one
@@ -38,7 +25,7 @@ func needGPU(t testing.TB) {
 // inputs that are small integers, so every reduction order gives the same
 // sum).
 func TestRuntimeCollectives(t *testing.T) {
-	needGPU(t)
+	gputest.Require(t)
 	for _, n := range []int{4, 1} {
 		t.Run(fmt.Sprintf("nranks=%d", n), func(t *testing.T) { runtimeCollectives(t, n) })
 	}
@@ -202,7 +189,7 @@ func expect(coll ir.Collective, n, r, root int, count, i int64) float32 {
 // bytes read and written, memcpy-fraction divides it by cuMemcpyDtoD's
 // over the same buffers.
 func BenchmarkOneRankAllReduce(b *testing.B) {
-	needGPU(b)
+	gputest.Require(b)
 	const bytes = 1 << 30
 	comms, streams, be := localComms(b, 1)
 	src, err := be.Alloc(bytes)

@@ -11,16 +11,15 @@ import (
 )
 
 // UnitTile is the most bytes one unit of shared work moves per ref: 64 KiB
-// (on the H200, a copy at 132 threadblocks of 1024 threads reached 0.975
-// of memcpy, at 264 of 512 0.957; 32 KiB units are less than one round of
-// a 1024-thread block, 256 KiB and 1 MiB ones leave threadblocks idle at
-// the end: bench/results/2026-11-29-h200-sixth, call 15), a multiple of
-// 128 so that a tile keeps every ref's place within its 128-byte line (the
-// kernel's vector path needs the refs to agree there).
+// (smaller units are less than one round of a 1024-thread block, larger
+// ones leave threadblocks idle at the end: docs/design/cuda.md, "Shared
+// work"), a multiple of 128 so that a tile keeps every ref's place within
+// its 128-byte line (the kernel's vector path needs the refs to agree
+// there).
 const UnitTile = 64 << 10
 
-// unitTile is UnitTile, or what the bandwidth test sets (-bw.tile: a
-// multiple of 128).
+// unitTile is UnitTile, or what tests and BenchmarkBandwidthSharing set
+// (-bw.tile: a multiple of 128).
 var unitTile int64 = UnitTile
 
 // workSharing reports THESEUS_WORK_SHARING (docs/env.md): on unless set to 0.

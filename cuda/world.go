@@ -11,7 +11,7 @@ import (
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/cuda/driver"
 	"github.com/theseus-ccl/theseus/ir"
-	"github.com/theseus-ccl/theseus/runtime/interp"
+	"github.com/theseus-ccl/theseus/runtime/launch"
 )
 
 // World runs every rank of a communicator in this process, on one GPU, each
@@ -46,10 +46,10 @@ type World struct {
 	bufs      [][3]driver.Ptr // per physical rank: input, output, scratch (aliased in place)
 	allocs    []driver.Ptr    // what to free at Close
 	reqAllocs []driver.Ptr    // the current request's buffers
-	req       interp.Request
+	req       launch.Request
 	pl        ir.Placement
 	lay       ir.Layout
-	sizes     []interp.Sizes
+	sizes     []launch.Sizes
 	units     []unitWork // per physical rank: shared work, or none
 	launch    uint64
 	// Timeout bounds every wait of the kernel (default 10 s).
@@ -78,7 +78,7 @@ func NewWorld(ordinal int, tables []*optable.Table) (*World, error) {
 		tableDev: make([]driver.Ptr, n), inbound: make([]driver.Ptr, n), expected: make([]driver.Ptr, n),
 		publish: make([]driver.Ptr, n), barriers: make([]driver.Ptr, n), claim: make([]driver.Ptr, n),
 		chanRT: make([]driver.Ptr, n), streams: make([]driver.Stream, n), bufs: make([][3]driver.Ptr, n),
-		sizes: make([]interp.Sizes, n), units: make([]unitWork, n)}
+		sizes: make([]launch.Sizes, n), units: make([]unitWork, n)}
 	fail := func(err error) (*World, error) { w.closeLocked(); return nil, err }
 	for r, t := range tables {
 		b, err := t.MarshalBinary()
@@ -173,17 +173,17 @@ func (w *World) closeLocked() {
 	w.dev.Close()
 }
 
-func (w *World) placement(req interp.Request) ir.Placement {
+func (w *World) placement(req launch.Request) ir.Placement {
 	return w.tables[0].Placement(req.Root, req.InPlace)
 }
 
 // Run runs one request on every rank: inputs[p] is physical rank p's input
 // (or, in place, the initial content of the buffer that holds it, as
-// interp.NewBuffers lays it out: see Buffers), and it returns every rank's
+// launch.InPlaceOffsets lays it out: see Buffers), and it returns every rank's
 // output buffer (in place: the buffer holding the output). Slices and Launch
 // of req are ignored: the world picks slices as interp does and keeps its
 // own launch counter, which it returns with the outputs.
-func (w *World) Run(req interp.Request, inputs [][]byte, initOut [][]byte) (outs [][]byte, launch uint64, err error) {
+func (w *World) Run(req launch.Request, inputs [][]byte, initOut [][]byte) (outs [][]byte, launch uint64, err error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := w.dev.SetCurrent(); err != nil {
@@ -212,7 +212,7 @@ func (w *World) Run(req interp.Request, inputs [][]byte, initOut [][]byte) (outs
 // Time prepares req once and returns the mean wall time of iters
 // back-to-back launches of every rank (after warm launches), synchronised at
 // the end only: the steady-state time per collective.
-func (w *World) Time(req interp.Request, warm, iters int) (time.Duration, error) {
+func (w *World) Time(req launch.Request, warm, iters int) (time.Duration, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := w.dev.SetCurrent(); err != nil {
@@ -243,7 +243,7 @@ func (w *World) Time(req interp.Request, warm, iters int) (time.Duration, error)
 
 // prepare allocates the request's buffers (freeing the previous request's),
 // fills them and builds the channel records.
-func (w *World) prepare(req interp.Request, inputs [][]byte, initOut [][]byte) (err error) {
+func (w *World) prepare(req launch.Request, inputs [][]byte, initOut [][]byte) (err error) {
 	for _, p := range w.reqAllocs {
 		driver.MemFree(p)
 	}
@@ -252,15 +252,8 @@ func (w *World) prepare(req interp.Request, inputs [][]byte, initOut [][]byte) (
 	w.req = req
 	w.pl = pl
 	t0 := w.tables[0]
-	slices := req.Slices
-	if slices == 0 {
-		slices = 1
-		if t0.Protocol != ir.LL {
-			slices = ir.SlicesFor(req.Count, t0.ChunksPerBlock, req.DataType, t0.SliceBytes)
-		}
-	}
-	req.Slices = slices
-	lay, err := ir.NewLayout(req.Count, req.DataType, t0.ChunksPerBlock, slices)
+	req.Slices = launch.Slices(t0, req, 0)
+	lay, err := ir.NewLayout(req.Count, req.DataType, t0.ChunksPerBlock, req.Slices)
 	if err != nil {
 		return err
 	}
@@ -273,7 +266,7 @@ func (w *World) prepare(req interp.Request, inputs [][]byte, initOut [][]byte) (
 			return err
 		}
 	}
-	// Buffers, laid out as interp.NewBuffers does.
+	// Buffers, laid out as NCCL lays out a request (launch.InPlaceOffsets).
 	alloc := func(n int64) (driver.Ptr, error) {
 		p, err := driver.MemAlloc(max(n, 16))
 		if err == nil {
@@ -284,49 +277,19 @@ func (w *World) prepare(req interp.Request, inputs [][]byte, initOut [][]byte) (
 	}
 	for p := 0; p < w.n; p++ {
 		t := w.tables[pl.Logical(p)]
-		sz, err := interp.BufferSizes(t, p, req)
+		sz, err := launch.BufferSizes(t, p, req)
 		if err != nil {
 			return err
 		}
 		w.sizes[p] = sz
 		var in, out driver.Ptr
-		inOff, outOff := int64(-1), int64(-1) // in place: where one lies inside the other
-		blockB := lay.Count * lay.ElemSize
-		isRoot := p == req.Root
-		if req.InPlace {
-			switch t.Collective {
-			case ir.AllReduce, ir.AllToAll, ir.SendRecv:
-				inOff = 0
-			case ir.Broadcast, ir.Reduce:
-				if isRoot {
-					inOff = 0
-				}
-			case ir.AllGather:
-				inOff = int64(p) * blockB
-			case ir.Gather:
-				if isRoot {
-					inOff = int64(p) * blockB
-				}
-			case ir.ReduceScatter:
-				outOff = int64(p) * blockB
-			case ir.Scatter:
-				if isRoot {
-					outOff = int64(p) * blockB
-				}
-			}
-		}
-		switch {
-		case inOff >= 0:
-			if out, err = alloc(max(sz.Output, sz.Input+inOff)); err != nil {
+		if inOff, outOff, alias := launch.InPlaceOffsets(t.Collective, p, req.Root, lay.Count*lay.ElemSize); req.InPlace && alias {
+			one, err := alloc(max(inOff+sz.Input, outOff+sz.Output))
+			if err != nil {
 				return err
 			}
-			in = out + driver.Ptr(inOff)
-		case outOff >= 0:
-			if in, err = alloc(max(sz.Input, sz.Output+outOff)); err != nil {
-				return err
-			}
-			out = in + driver.Ptr(outOff)
-		default:
+			in, out = one+driver.Ptr(inOff), one+driver.Ptr(outOff)
+		} else {
 			if in, err = alloc(sz.Input); err != nil {
 				return err
 			}

@@ -140,9 +140,9 @@ func NewLayout(count int64, dt DataType, chunksPerBlock, slices int64) (Layout, 
 	stride := (count + pieces - 1) / pieces
 	if stride*es >= LineAlignFrom {
 		// Large pieces start on a 128-byte line: a warp's 16-byte-per-
-		// thread access then covers whole lines (on the H200 a reduce op
-		// over unaligned 8 MB chunks ran at 0.87 of the memcpy ceiling,
-		// over line-aligned ones at 0.93; bench/results/2026-11-29-h200-third).
+		// thread access then covers whole lines, which large ops need to
+		// reach the memory's bandwidth (docs/design/cuda.md, "The kernel's
+		// data paths").
 		unit = LineAlign / es
 	}
 	stride = (stride + unit - 1) / unit * unit

@@ -105,6 +105,44 @@ int ths_fix_signal_handlers(char* names, size_t len) {
   return n;
 }
 
+/* ---- signal stacks ----------------------------------------------------------------
+ *
+ * A C thread that calls into Go gets an alternate signal stack from the Go
+ * runtime when it has none: the 32 KiB of an M's signal goroutine, with no
+ * guard page below it. A handler of the host process that runs there (the
+ * process's handlers get SA_ONSTACK at communicator creation, as Go
+ * requires: ths_fix_signal_handlers) and needs more (a stack-trace printer
+ * on SIGABRT or SIGSEGV, as PyTorch's watchdog thread may raise once it
+ * has polled ncclCommGetAsyncError) writes past it into the Go runtime's
+ * memory. So before a thread first enters Go through this library it gets
+ * one of THS_SIGSTACK_BYTES, with a guard page, which Go then uses; a
+ * thread that has one already keeps it. The stack stays for the thread's
+ * life (Go keeps using it until the thread exits). */
+#include <sys/mman.h>
+
+#define THS_SIGSTACK_BYTES (256u << 10)
+
+static __thread int ths_sigstack_done;
+
+static void ths_sigstack_slow(void) {
+  ths_sigstack_done = 1;
+  stack_t cur;
+  if (sigaltstack(NULL, &cur) != 0 || !(cur.ss_flags & SS_DISABLE)) return; /* one already (or in use) */
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  char* p = (char*)mmap(NULL, THS_SIGSTACK_BYTES + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (p == MAP_FAILED) return;
+  mprotect(p, page, PROT_NONE); /* an overflow faults here instead of writing below */
+  stack_t ss;
+  memset(&ss, 0, sizeof ss);
+  ss.ss_sp = p + page;
+  ss.ss_size = THS_SIGSTACK_BYTES;
+  if (sigaltstack(&ss, NULL) != 0) munmap(p, THS_SIGSTACK_BYTES + page);
+}
+
+static inline void ths_sigstack(void) {
+  if (__builtin_expect(!ths_sigstack_done, 0)) ths_sigstack_slow();
+}
+
 /* ---- the API ------------------------------------------------------------------ */
 
 static __thread int32_t ths_depth; /* this thread's ncclGroupStart depth */
@@ -112,6 +150,7 @@ static __thread int32_t ths_depth; /* this thread's ncclGroupStart depth */
 #define THS_DEF(name, params, body)                                      \
   ncclResult_t p##name params {                                          \
     if (__builtin_expect(ths_forked, 0)) return ths_after_fork(#name);   \
+    ths_sigstack();                                                      \
     body                                                                 \
   }                                                                      \
   ncclResult_t name params __attribute__((weak, alias("p" #name)));
@@ -126,6 +165,7 @@ THS_DEF(ncclMemFree, (void* ptr), { return thsGoMemFree(ptr); })
 ncclResult_t pncclGetVersion(int* version) {
   if (!version) {
     if (ths_forked) return ths_after_fork("ncclGetVersion");
+    ths_sigstack();
     return thsGoFail(ncclInvalidArgument, (char*)"ncclGetVersion: version is NULL");
   }
   *version = NCCL_VERSION_CODE;
@@ -196,6 +236,7 @@ void pncclResetDebugInit(void) {
     ths_after_fork("ncclResetDebugInit");
     return;
   }
+  ths_sigstack();
   thsGoResetDebugInit();
 }
 void ncclResetDebugInit(void) __attribute__((weak, alias("pncclResetDebugInit")));
@@ -239,9 +280,11 @@ enum {
   K_ALLTOALL = 5, K_GATHER = 6, K_SCATTER = 7, K_SEND = 8, K_RECV = 9, K_ALLTOALLV = 10
 };
 
-/* Replay from C (runtime/replay/replay.h; docs/ncclabi.md, "Replay from C").
- * After a data call outside a group that the runtime served on its repeat
- * path, Go arms the communicator's replay record and thsGoColl returns its
+/* Launches from C (runtime/replay/replay.h; docs/ncclabi.md, "Launches from
+ * C"): the C launcher of the runtime's launch plans. After a data call
+ * outside a group that the runtime served from a launch plan (or whose full
+ * path kept one), Go arms the communicator's replay record with the plan's
+ * launch and thsGoColl returns its
  * address; this thread keeps it in a small direct-mapped cache keyed by
  * the comm handle's value (the handle is never dereferenced here: an
  * unknown handle must still get ncclInvalidArgument from Go). The next data
@@ -352,16 +395,19 @@ THS_DEF(ncclGroupSimulateEnd, (ncclSimInfo_t* simInfo), { return thsGoGroupSimul
 /* Theseus extensions (no pnccl twins: not NCCL functions). */
 ncclResult_t theseusStreamSynchronize(ncclComm_t comm, cudaStream_t stream) {
   if (__builtin_expect(ths_forked, 0)) return ths_after_fork("theseusStreamSynchronize");
+  ths_sigstack();
   return thsGoStreamSync(comm, (void*)stream);
 }
 
 ncclResult_t theseusCommLaunchTime(ncclComm_t comm, uint64_t* launches, uint64_t* launchNs) {
   if (__builtin_expect(ths_forked, 0)) return ths_after_fork("theseusCommLaunchTime");
+  ths_sigstack();
   return thsGoCommLaunchTime(comm, launches, launchNs);
 }
 
 ncclResult_t theseusCommStats(ncclComm_t comm, uint64_t* native, uint64_t* fallback, uint64_t* rejected) {
   if (__builtin_expect(ths_forked, 0)) return ths_after_fork("theseusCommStats");
+  ths_sigstack();
   return thsGoCommStats(comm, native, fallback, rejected);
 }
 

@@ -444,7 +444,7 @@ func thsGoRedOpDestroy(op C.int, comm C.ncclComm_t) (rc C.ncclResult_t) {
 
 // thsGoColl is every data call. rec receives the address of the replay
 // record the call armed (0: none), which abi.c uses for the call's repeats
-// (docs/ncclabi.md, "Replay from C").
+// (docs/ncclabi.md, "Launches from C").
 //
 //export thsGoColl
 func thsGoColl(kind C.int, send, recv unsafe.Pointer, count C.size_t, dtype, op, root C.int, comm C.ncclComm_t, stream unsafe.Pointer, cntCPU, cntGPU *C.size_t, depth *C.int32_t, rec *C.uintptr_t) (rc C.ncclResult_t) {

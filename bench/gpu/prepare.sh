@@ -15,17 +15,33 @@ go build -ldflags="-s -w" -o "$D/theseus-bench" ./cmd/theseus-bench
 go test -c -ldflags="-s -w" -o "$D/ucx.test" ./runtime/transport/ucx
 go test -c -ldflags="-s -w" -o "$D/proxy.test" ./runtime/transport/proxy
 make -C ncclabi install-shared PREFIX="$D/prefix" >/dev/null
-# Kernel variants for TestBandwidth -bw.variants (never embedded), from
-# BW_VARIANTS: "name:build flags" entries separated by ";", for example
+# Measurement builds of the kernel (cuda/kernel/bench.cu, `build.sh bench`;
+# never embedded; docs/design/cuda.md, "Measurement builds"):
+#   .device/bench/refs   the executor as embedded plus the reference copies
+#                        (float32, bfloat16): BenchmarkBandwidth* -bw.refs
+#   .device/bench/probe  with THESEUS_PROBE_TIMES=1 (float32): BenchmarkLatency
+#                        -lat.probe, loaded through THESEUS_PTX_DIR
+# and variants for BenchmarkBandwidth -bw.variants from BW_VARIANTS:
+# "name:build flags" entries separated by ";", for example
 #   BW_VARIANTS="u8:-DCOPY_UNROLL=8;t512:-DMAX_THREADS=512" bash bench/gpu/prepare.sh
-#   BW_VARIANTS="hints:-DTHESEUS_LD_HINTS=1 -Xclang -target-feature -Xclang +ptx74" ...
-#   BW_VARIANTS="bulk:-DTHESEUS_BULK_COPY=1" ...   (an sm_90 module: build.sh
-#     raises its header; TestBandwidth skips it on older GPUs)
-# docs/design/cuda.md, "Copy bandwidth variants", lists the knobs.
-# Variants hold the float32 and bfloat16 modules (what TestBandwidth uses);
-# BW_VARIANT_DTYPES="" builds every datatype (for TestDifferential -diff.ptx).
-# Each variant's flags go to its flags.txt, which TestBandwidth prints.
-rm -rf "$D/bw"
+# (the knobs: COPY_UNROLL, REDUCE_UNROLL, MAX_THREADS). Variants hold the
+# float32 and bfloat16 modules (what the bandwidth benchmarks use);
+# BW_VARIANT_DTYPES="" builds every datatype (for TestDifferential
+# -diff.ptx). Each variant's flags go to its flags.txt, which
+# BenchmarkBandwidth logs.
+# OLD_PTX=<commit> also extracts that commit's embedded modules into
+# .device/old-ptx (for bench/gpu/check-kernel.sh: the kernel before and
+# after a change, in one run).
+rm -rf "$D/bw" "$D/bench" "$D/old-ptx"
+THESEUS_PTX_OUT="$D/bench/refs" THESEUS_PTX_DTYPES="float32 bfloat16" bash cuda/kernel/build.sh bench
+THESEUS_PTX_OUT="$D/bench/probe" THESEUS_PTX_DTYPES="float32" THESEUS_KERNEL_FLAGS="-DTHESEUS_PROBE_TIMES=1" bash cuda/kernel/build.sh bench
+if [ -n "${OLD_PTX:-}" ]; then
+  mkdir -p "$D/old-ptx"
+  for f in $(git ls-tree --name-only "$OLD_PTX" cuda/kernel/ptx/); do
+    git show "$OLD_PTX:$f" >"$D/old-ptx/$(basename "$f")"
+  done
+  echo "$OLD_PTX" >"$D/old-ptx/COMMIT"
+fi
 BW_VARIANTS=${BW_VARIANTS:-}
 IFS=';' read -ra variants <<<"${BW_VARIANTS//$'\n'/ }"
 for v in ${variants[@]+"${variants[@]}"}; do
@@ -36,10 +52,9 @@ for v in ${variants[@]+"${variants[@]}"}; do
     echo "prepare.sh: BW_VARIANTS entry '$v' is not name:flags" >&2
     exit 2
   fi
-  THESEUS_PTX_OUT="$D/bw/$name" THESEUS_PTX_DTYPES="${BW_VARIANT_DTYPES-float32 bfloat16}" THESEUS_KERNEL_FLAGS="$flags" bash cuda/kernel/build.sh
+  THESEUS_PTX_OUT="$D/bw/$name" THESEUS_PTX_DTYPES="${BW_VARIANT_DTYPES-float32 bfloat16}" THESEUS_KERNEL_FLAGS="$flags" bash cuda/kernel/build.sh bench
   echo "$flags" >"$D/bw/$name/flags.txt"
-  mods=("$D/bw/$name"/theseus_*.ptx)
-  echo "bw variant $name: $(grep -m1 '^\.target' "${mods[0]}")"
+  echo "bw variant $name: $flags"
 done
 rm -rf "$D/corpus"
 if [ -d ../shared/corpus ]; then cp -r ../shared/corpus "$D/corpus"; fi

@@ -24,7 +24,10 @@ D=$ROOT/.device
 R=$(mktemp -d /tmp/gpu-results.XXXXXX)
 FINAL=${OUT:-$ROOT/build}
 mkdir -p "$FINAL"
-pack() { tar czf "$FINAL/gpu-results.tgz.tmp" -C "$R" . && mv "$FINAL/gpu-results.tgz.tmp" "$FINAL/gpu-results.tgz"; }
+PACK=gpu-results.tgz
+SUMMARY="^(--- FAIL|FAIL|ok|PASS)|mismatched|panic|^(GRAPH|LAT|BW best|BW memcpy|KERNEL|DIFF|RUNTIME|Benchmark)|Wrong elements|ERROR SUMMARY"
+# shellcheck source=bench/gpu/steps.sh
+source "$ROOT/bench/gpu/steps.sh"
 trap pack EXIT
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export GODEBUG=asyncpreemptoff=1 CUDA_CACHE_MAXSIZE=4294967296
@@ -35,19 +38,6 @@ T0=$(date +%s)
 DEADLINE=${DEADLINE:-570}
 PART=${1:-all}
 want() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
-log() { echo "== +$(($(date +%s) - T0))s $*" | tee -a "$R/steps.txt"; }
-step() { # step NAME SECONDS CMD...
-  local name=$1 secs=$2; shift 2
-  local left=$((DEADLINE - ($(date +%s) - T0)))
-  if [ "$left" -lt 15 ]; then log "$name skipped: the call's time is spent"; return; fi
-  [ "$secs" -gt "$left" ] && secs=$left
-  log "$name (bound ${secs}s)"
-  timeout "$secs" "$@" >"$R/$name.txt" 2>&1
-  local rc=$?
-  echo "   rc=$rc" | tee -a "$R/steps.txt"
-  grep -E "^(--- FAIL|FAIL|ok|PASS)|mismatched|panic|^(GRAPH|LAT|BW best|BW memcpy|KERNEL|DIFF|RUNTIME|Benchmark)|Wrong elements|ERROR SUMMARY" "$R/$name.txt" | head -24 | sed 's/^/   /'
-  pack
-}
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: $(cat "$D/COMMIT" 2>/dev/null || echo '?')"
@@ -71,19 +61,22 @@ step jit 240 "$D/cuda.test" -test.run TestModuleLoad -test.v
 step graph 120 "$D/cuda.test" -test.run TestGraph -test.v
 # 2. Every collective through the runtime on the CUDA backend (4 ranks in one process).
 step runtime 90 "$D/cuda.test" -test.run TestRuntimeCollectives -test.v
-# 3. Timings, alone on the GPU: op bandwidth, host time per call, latency.
-# With a refs variant (BW_VARIANTS="refs:-DTHESEUS_BW_REFS=1 -Xclang -target-feature -Xclang +ptx74"),
-# each unsliced copy also times memcpy and theseus_ref_dyn over its own buffers.
-REFS=; [ -d "$D/bw/refs" ] && REFS="-bw.refs=$D/bw/refs"
-step bandwidth 150 "$D/cuda.test" -test.run 'TestBandwidth$' -bw -bw.variants="$(ls -d "$D"/bw/* 2>/dev/null | paste -sd,)" $REFS -test.v
-step callhost 45 "$D/cuda.test" -test.run xxx -test.bench CallHost -test.benchtime 20000x -test.count 3
-# The parts of a call's host time (pre-ns: the driver calls before cuLaunchKernel) and the same paced
-# (a call every 40 µs: the launch never waits for a full queue, the thread never sleeps).
-step callhost-parts 60 "$D/cuda.test" -test.run xxx -test.bench 'CallHostParts|CallHostPaced' -test.benchtime 20000x -test.count 3 -callhost.parts
+# 3. Timings, alone on the GPU: op bandwidth, host time per call, latency (Go benchmarks).
+# The bandwidth benchmarks report GB/s and of-memcpy (the fraction of cuMemcpyDtoD's bandwidth);
+# with the reference build (.device/bench/refs, bench/gpu/prepare.sh) each unsliced copy also
+# reports the block-contiguous copy, memcpy and theseus_ref_dyn over its own buffers, and
+# BenchmarkBandwidthRefs times the reference copies; -bw.variants adds BW_VARIANTS builds.
+REFS=; [ -d "$D/bench/refs" ] && REFS="-bw.refs=$D/bench/refs"
+step bandwidth 150 "$D/cuda.test" -test.run xxx -test.bench 'Bandwidth(Memcpy|Refs)?$' -test.benchtime 50x -bw.variants="$(ls -d "$D"/bw/* 2>/dev/null | paste -sd,)" $REFS
+bwbest "$R/bandwidth.txt" >"$R/bandwidth-best.txt"; sed 's/^/   /' "$R/bandwidth-best.txt"
+step callhost 45 "$D/cuda.test" -test.run xxx -test.bench 'CallHost$' -test.benchtime 20000x -test.count 3
+# Each call timed on its own (the distribution), and the same paced (a call every 40 µs: the
+# launch never waits for a full queue, the thread never sleeps).
+step callhost-dist 60 "$D/cuda.test" -test.run xxx -test.bench 'CallHostDist|CallHostPaced' -test.benchtime 20000x -test.count 3
 step hostcalls 20 "$D/driver.test" -test.run xxx -test.bench HostCalls
 # The same without the selector's epoch agreement (every 1000 calls by default).
-step callhost-noepoch 30 env THESEUS_CONTEXT_CHECK_PERIOD=1000000000 "$D/cuda.test" -test.run xxx -test.bench CallHost -test.benchtime 20000x -test.count 3
-step latency 45 "$D/cuda.test" -test.run TestLatency -lat -test.v
+step callhost-noepoch 30 env THESEUS_CONTEXT_CHECK_PERIOD=1000000000 "$D/cuda.test" -test.run xxx -test.bench 'CallHost$' -test.benchtime 20000x -test.count 3
+step latency 45 "$D/cuda.test" -test.run xxx -test.bench Latency -test.benchtime 1000x
 # 4. Sanitizers on a 2-rank allreduce (before MPS: they cannot run under it).
 step memcheck 60 compute-sanitizer --tool memcheck "$D/cuda.test" -test.run 'TestDifferential/programs/ring/allreduce/n2/simple$'
 step racecheck 60 compute-sanitizer --tool racecheck "$D/cuda.test" -test.run 'TestDifferential/programs/ring/allreduce/n2/simple$'

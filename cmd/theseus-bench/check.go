@@ -7,11 +7,11 @@ import (
 	"sync"
 
 	"github.com/theseus-ccl/theseus/ir"
-	"github.com/theseus-ccl/theseus/runtime/device/devicetest"
 	"github.com/theseus-ccl/theseus/runtime/interp/numeric"
+	collref "github.com/theseus-ccl/theseus/runtime/interp/reference"
 )
 
-// The data check. Every rank's input comes from devicetest.Case.Input: values
+// The data check. Every rank's input comes from collref.Case.Input: values
 // for which every order of reduction gives the same bits (small integers for
 // sum and avg, 0, ±1 and ±2^k for prod, any non-NaN value for max and min,
 // arbitrary bits where nothing is reduced), so the expected result is exact
@@ -40,7 +40,7 @@ type refKey struct {
 // once, on demand, and shared by the ranks of this process.
 type reference struct {
 	rs       *references
-	c        devicetest.Case
+	c        collref.Case
 	inOnce   []sync.Once
 	inputs   [][]byte
 	outOnce  []sync.Once
@@ -51,7 +51,7 @@ type reference struct {
 func newReference(rs *references, k refKey, users int) *reference {
 	n := k.NRanks
 	return &reference{rs: rs,
-		c: devicetest.Case{Coll: k.Coll, DataType: k.DataType, RedOp: k.RedOp, Count: k.Count, NRanks: n,
+		c: collref.Case{Coll: k.Coll, DataType: k.DataType, RedOp: k.RedOp, Count: k.Count, NRanks: n,
 			Root: k.Root, Seed: k.Seed},
 		inOnce: make([]sync.Once, n), inputs: make([][]byte, n),
 		outOnce: make([]sync.Once, n), expected: make([][]byte, n), users: users,
@@ -82,7 +82,7 @@ func (r *reference) Expected(q int) []byte {
 }
 
 // expect computes rank q's expected output from the inputs (NCCL 2.25
-// semantics; devicetest.Case.Expected computes the same, without sharing
+// semantics; collref.Case.Expected computes the same, without sharing
 // the inputs between ranks).
 func (r *reference) expect(q int) []byte {
 	c := r.c
@@ -206,10 +206,10 @@ func (rs *references) Done(k refKey) {
 }
 
 // stream returns at least need bytes of rank q's input stream for case c's
-// class: devicetest's input of an allreduce (reducing collectives) or an
+// class: collref.Case's input of an allreduce (reducing collectives) or an
 // allgather (the others) of that datatype, reduction, size and seed, long
 // enough for the run's largest input.
-func (rs *references) stream(c devicetest.Case, q int, need int64) []byte {
+func (rs *references) stream(c collref.Case, q int, need int64) []byte {
 	ck := classKey{DataType: c.DataType, RedOp: c.RedOp, Reduces: c.Coll.Reduces(), NRanks: c.NRanks, Seed: c.Seed}
 	if !ck.Reduces {
 		ck.RedOp = ir.Sum
@@ -225,7 +225,7 @@ func (rs *references) stream(c devicetest.Case, q int, need int64) []byte {
 	rs.mu.Unlock()
 	s.once.Do(func() {
 		es := int64(c.DataType.Size())
-		gen := devicetest.Case{Coll: ir.AllGather, DataType: c.DataType, RedOp: ck.RedOp, Count: (s.len + es - 1) / es,
+		gen := collref.Case{Coll: ir.AllGather, DataType: c.DataType, RedOp: ck.RedOp, Count: (s.len + es - 1) / es,
 			NRanks: c.NRanks, Seed: c.Seed}
 		if ck.Reduces {
 			gen.Coll = ir.AllReduce

@@ -5,14 +5,14 @@ import (
 	"testing"
 
 	"github.com/theseus-ccl/theseus/ir"
-	"github.com/theseus-ccl/theseus/runtime/device/devicetest"
 	"github.com/theseus-ccl/theseus/runtime/interp/numeric"
+	collref "github.com/theseus-ccl/theseus/runtime/interp/reference"
 )
 
 // TestReferenceMatchesDevicetest: a case's inputs are prefixes of the
-// class streams, which are devicetest's inputs of an allreduce (reducing
+// class streams, which are reference.Case's inputs of an allreduce (reducing
 // collectives) or an allgather (the others); for those two collectives
-// inputs and expected outputs equal devicetest's own, for every datatype and
+// inputs and expected outputs equal reference.Case's own, for every datatype and
 // reduction.
 func TestReferenceMatchesDevicetest(t *testing.T) {
 	const n = 4
@@ -26,7 +26,7 @@ func TestReferenceMatchesDevicetest(t *testing.T) {
 				rs := newReferences(1, 4096) // streams longer than the case
 				k := refKey{Coll: coll, DataType: dt, RedOp: op, Count: 37, NRanks: n, Seed: 9}
 				ref := rs.Get(k)
-				c := devicetest.Case{Coll: coll, DataType: dt, RedOp: op, Count: 37, NRanks: n, Seed: 9}
+				c := collref.Case{Coll: coll, DataType: dt, RedOp: op, Count: 37, NRanks: n, Seed: 9}
 				for r := range n {
 					if !bytes.Equal(ref.Input(r), c.Input(r)) {
 						t.Fatalf("%s %s %s rank %d: input differs", coll, dt, op, r)
@@ -92,8 +92,8 @@ func TestExpectedIsOrderFree(t *testing.T) {
 // is kept.
 func TestStreams(t *testing.T) {
 	rs := newReferences(1, 64)
-	c := func(coll ir.Collective, op ir.RedOp) devicetest.Case {
-		return devicetest.Case{Coll: coll, DataType: ir.Float32, RedOp: op, Count: 4, NRanks: 2, Seed: 1}
+	c := func(coll ir.Collective, op ir.RedOp) collref.Case {
+		return collref.Case{Coll: coll, DataType: ir.Float32, RedOp: op, Count: 4, NRanks: 2, Seed: 1}
 	}
 	a := rs.stream(c(ir.AllReduce, ir.Sum), 0, 16)
 	if len(a) != 64 {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/theseus-ccl/theseus/ir"
-	"github.com/theseus-ccl/theseus/runtime/device/devicetest"
+	collref "github.com/theseus-ccl/theseus/runtime/interp/reference"
 	"github.com/theseus-ccl/theseus/runtime/theseus"
 )
 
@@ -106,7 +106,7 @@ type layout struct {
 	span int64
 }
 
-func (b *rankBench) layoutOf(k devicetest.Case) layout {
+func (b *rankBench) layoutOf(k collref.Case) layout {
 	in, out := k.Bytes(b.c.Rank())
 	if k.InPlace {
 		if size, inOff, outOff, ok := k.InPlaceLayout(b.c.Rank()); ok {
@@ -118,13 +118,13 @@ func (b *rankBench) layoutOf(k devicetest.Case) layout {
 }
 
 // call runs the collective once, synchronously.
-func (b *rankBench) call(k devicetest.Case, l layout, t dtype, o redop) error {
+func (b *rankBench) call(k collref.Case, l layout, t dtype, o redop) error {
 	return b.c.Collective(k.Coll, l.send, l.recv, k.Count, t.T, o.Op, k.Root, nil)
 }
 
 // checkRun writes fresh inputs, runs once and counts the wrong elements of
 // this rank's output.
-func (b *rankBench) checkRun(ref *reference, k devicetest.Case, l layout, t dtype, o redop) (int64, error) {
+func (b *rankBench) checkRun(ref *reference, k collref.Case, l layout, t dtype, o redop) (int64, error) {
 	rank := b.c.Rank()
 	if err := b.mem.Fill(l.base, l.span, poison); err != nil {
 		return 0, err
@@ -146,7 +146,7 @@ func (b *rankBench) checkRun(ref *reference, k devicetest.Case, l layout, t dtyp
 // arrangement runs one arrangement of a row: check runs, warmup runs, timed
 // runs. It returns this rank's time per call, wrong elements (-1 when not
 // checked) and the schedule of the last call.
-func (b *rankBench) arrangement(p *plan, ref *reference, k devicetest.Case, t dtype, o redop, iters, warmup int) (sec float64, wrong int64, sched theseus.CallInfo, err error) {
+func (b *rankBench) arrangement(p *plan, ref *reference, k collref.Case, t dtype, o redop, iters, warmup int) (sec float64, wrong int64, sched theseus.CallInfo, err error) {
 	l := b.layoutOf(k)
 	wrong = -1
 	if p.Check > 0 {
@@ -201,7 +201,7 @@ func (b *rankBench) runRow(p *plan, rs rowSpec) (Row, error) {
 	vec := make([]int64, 0, 8)
 	var infos [2]theseus.CallInfo
 	for i, inPlace := range []bool{false, true} {
-		k := devicetest.Case{Coll: key.Coll, DataType: key.DataType, RedOp: key.RedOp, Count: key.Count, NRanks: n,
+		k := collref.Case{Coll: key.Coll, DataType: key.DataType, RedOp: key.RedOp, Count: key.Count, NRanks: n,
 			Root: key.Root, InPlace: inPlace, Seed: key.Seed}
 		sec, wrong, info, err := b.arrangement(p, ref, k, rs.Type, rs.Op, iters, warmup)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/interp"
+	"github.com/theseus-ccl/theseus/runtime/launch"
 )
 
 // memoryLimit is the default bound, in bytes, on what one simulated case
@@ -55,7 +56,7 @@ func caseBytes(tables []*optable.Table, req interp.Request) (n int64, ok bool) {
 			}
 			t = tables[l]
 		}
-		s, err := interp.BufferSizes(t, p, req)
+		s, err := launch.BufferSizes(t, p, req)
 		if err != nil {
 			return 0, false
 		}

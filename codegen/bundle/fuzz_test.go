@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -14,30 +15,96 @@ import (
 	"github.com/theseus-ccl/theseus/ir/irtest"
 )
 
-// fuzzSeeds are valid bundles of several shapes; the committed corpus in
-// testdata/fuzz/FuzzDecode holds them (written by -update) plus a few
-// malformed inputs.
-func fuzzSeeds(t testing.TB) map[string][]byte {
-	seeds := map[string][]byte{}
-	add := func(name string, p *ir.Program, src []byte) {
+// fuzzBundles are the valid bundles FuzzDecode edits, in a fixed order
+// (FuzzDecode's pick indexes them): rings of 2 ranks in both protocols
+// (one with its source text), a one-rank program with a size window, and
+// an in-place broadcast with no ops.
+func fuzzBundles(t testing.TB) [][]byte {
+	var out [][]byte
+	add := func(p *ir.Program, src []byte) {
 		data, err := Encode(mustNew(t, p, src))
 		if err != nil {
 			t.Fatal(err)
 		}
-		seeds[name] = data
+		out = append(out, data)
 	}
-	add("ring2_simple", legalRing(t, 2, ir.Simple), nil)
-	r3 := legalRing(t, 3, ir.LL)
-	add("ring3_ll_source", r3, []byte(r3.String()))
-	pairs := irtest.PairsAllReducePrimitive(3)
-	pairs.NumThreads, pairs.MinBytes, pairs.MaxBytes, pairs.SliceBytes = 512, 1024, 1<<20, 4096
-	add("pairs3_window", pairs, []byte{})
+	add(legalRing(t, 2, ir.Simple), nil)
+	r2 := legalRing(t, 2, ir.LL)
+	add(r2, []byte(r2.String()))
+	win := irtest.New(ir.AllReduce, 1, 1).Build()
+	win.NumThreads, win.MinBytes, win.MaxBytes, win.SliceBytes = 512, 1024, 1<<20, 4096
+	add(win, []byte{})
 	bc := irtest.New(ir.Broadcast, 2, 1).Root(1).Build()
 	bc.InPlace = true
-	add("broadcast2_empty", bc, nil)
-	seeds["truncated_header"] = []byte(Magic + "\x01\x00")
-	seeds["empty"] = []byte{}
-	return seeds
+	add(bc, nil)
+	return out
+}
+
+// Bounds on one fuzz input's work: the raw bytes tried as a bundle and the
+// edits applied to a seed bundle.
+const (
+	fuzzRawBytes  = 256
+	fuzzEditBytes = 256
+)
+
+// fuzzInput is the bundle FuzzDecode decodes for its arguments: with pick
+// below len(bundles), bundles[pick] edited by edits, taken four bytes at a
+// time (op, offset low byte, offset high byte, value: op%3 0 xors the byte
+// at offset mod the current length with value, 1 inserts value before it,
+// 2 deletes it), then cut bytes dropped from its end; otherwise edits
+// itself, raw. Inputs past the bounds give nil.
+func fuzzInput(bundles [][]byte, pick uint8, cut uint16, edits []byte) []byte {
+	if int(pick) >= len(bundles) {
+		if len(edits) > fuzzRawBytes {
+			return nil
+		}
+		return edits
+	}
+	if len(edits) > fuzzEditBytes {
+		return nil
+	}
+	data := bytes.Clone(bundles[pick])
+	for k := 0; k+4 <= len(edits); k += 4 {
+		op, at, v := edits[k]%3, int(edits[k+1])|int(edits[k+2])<<8, edits[k+3]
+		if len(data) == 0 {
+			data = append(data, v)
+			continue
+		}
+		at %= len(data)
+		switch op {
+		case 0:
+			data[at] ^= v
+		case 1:
+			data = slices.Insert(data, at, v)
+		default:
+			data = slices.Delete(data, at, at+1)
+		}
+	}
+	return data[:len(data)-min(int(cut), len(data))]
+}
+
+// fuzzCorpus is the committed corpus of FuzzDecode (written by -update):
+// each seed bundle as it is and with a few edits, cut short, and raw
+// malformed headers.
+func fuzzCorpus(n int) map[string]fuzzArgs {
+	c := map[string]fuzzArgs{
+		"raw_empty":            {255, 0, []byte{}},
+		"raw_truncated_header": {255, 0, []byte(Magic + "\x01\x00")},
+		"raw_header_only":      {255, 0, append([]byte(Magic), make([]byte, HeaderBytes-len(Magic))...)},
+	}
+	for i := 0; i < n; i++ {
+		c[fmt.Sprintf("bundle%d", i)] = fuzzArgs{uint8(i), 0, []byte{}}
+		c[fmt.Sprintf("bundle%d_edited", i)] = fuzzArgs{uint8(i), 0, []byte{0, 60, 0, 0x80, 1, 90, 0, 7, 2, 120, 0, 0}}
+		c[fmt.Sprintf("bundle%d_cut", i)] = fuzzArgs{uint8(i), 33, []byte{}}
+	}
+	return c
+}
+
+// fuzzArgs are FuzzDecode's arguments.
+type fuzzArgs struct {
+	pick  uint8
+	cut   uint16
+	edits []byte
 }
 
 func TestWriteFuzzSeeds(t *testing.T) {
@@ -45,11 +112,14 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		t.Skip("run with -update to rewrite testdata/fuzz/FuzzDecode")
 	}
 	dir := filepath.Join("testdata", "fuzz", "FuzzDecode")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, data := range fuzzSeeds(t) {
-		body := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(data)))
+	for name, args := range fuzzCorpus(len(fuzzBundles(t))) {
+		body := fmt.Sprintf("go test fuzz v1\nbyte('\\x%02x')\nuint16(%d)\n[]byte(%s)\n", args.pick, args.cut, strconv.Quote(string(args.edits)))
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -84,12 +154,20 @@ func fixChecksums(data []byte) []byte {
 
 // FuzzDecode: Decode never panics, and whatever it accepts is canonical:
 // it re-encodes to the same bytes with the same ID. Each input is decoded
-// as given and with its checksums repaired (fixChecksums).
+// as given and with its checksums repaired (fixChecksums). The fuzzer's
+// inputs stay small (a seed bundle's index and edits to it, or a short raw
+// input: fuzzInput), so that it runs, and minimizes, thousands of them a
+// second: minimizing a raw bundle of a few hundred bytes took seconds.
 func FuzzDecode(f *testing.F) {
-	for _, data := range fuzzSeeds(f) {
-		f.Add(data)
+	bundles := fuzzBundles(f)
+	for _, a := range fuzzCorpus(len(bundles)) {
+		f.Add(a.pick, a.cut, a.edits)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
+	f.Fuzz(func(t *testing.T, pick uint8, cut uint16, edits []byte) {
+		data := fuzzInput(bundles, pick, cut, edits)
+		if data == nil {
+			return
+		}
 		check(t, data)
 		check(t, fixChecksums(data))
 	})

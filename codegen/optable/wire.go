@@ -345,183 +345,20 @@ func derr(off uint64, format string, args ...any) error {
 // allocates in proportion to len(b) only, never panics, and returns a
 // *DecodeError or a *ValidationError.
 func Decode(b []byte) (*Table, error) {
-	if len(b) < HeaderBytes {
-		return nil, derr(0, "%d bytes is shorter than the %d-byte header", len(b), HeaderBytes)
+	h, l, t, err := decodeHeader(b)
+	if err != nil {
+		return nil, err
 	}
-	var h wireHeader
-	h.get(b)
-	switch {
-	case h.Magic != Magic:
-		return nil, derr(0, "bad magic %#x (want %#x, \"TSOT\")", h.Magic, Magic)
-	case h.Version != Version:
-		return nil, derr(4, "unsupported format version %d (this build reads version %d)", h.Version, Version)
-	case h.HeaderBytes != HeaderBytes:
-		return nil, derr(6, "header size %d, want %d", h.HeaderBytes, HeaderBytes)
-	case h.TotalBytes != uint64(len(b)):
-		return nil, derr(8, "header says %d bytes, have %d", h.TotalBytes, len(b))
+	if err := decodeChannels(b, l, h, t); err != nil {
+		return nil, err
 	}
-	sum := crc32.Update(0, castagnoli, b[:crcOffset])
-	sum = crc32.Update(sum, castagnoli, []byte{0, 0, 0, 0})
-	sum = crc32.Update(sum, castagnoli, b[crcOffset+4:])
-	if sum != h.CRC {
-		return nil, derr(crcOffset, "CRC-32C %#08x does not match the contents (%#08x)", h.CRC, sum)
+	d := newOpDecoder(b, l, h)
+	if err := d.tbs(t); err != nil {
+		return nil, err
 	}
-	if h.Reserved0 != 0 || h.Reserved1 != 0 {
-		return nil, derr(34, "reserved header fields are not zero")
-	}
-	if h.Flags&^(FlagInPlace|FlagOutOfPlace|FlagFence) != 0 {
-		return nil, derr(20, "unknown header flags %#x", h.Flags)
-	}
-	l, ok := sectionLayout(uint64(h.NumChannels), uint64(h.NumTBs), h.NumOps, h.NumRefs, h.NumDeps, h.NumChanList, uint64(len(b)))
-	if !ok || l.total != uint64(len(b)) {
-		return nil, derr(88, "record counts (%d channels, %d tbs, %d ops, %d refs, %d deps, %d channel-list entries) do not fill the %d bytes",
-			h.NumChannels, h.NumTBs, h.NumOps, h.NumRefs, h.NumDeps, h.NumChanList, len(b))
-	}
-	if l.offChannels != h.OffChannels || l.offTBs != h.OffTBs || l.offOps != h.OffOps || l.offRefs != h.OffRefs ||
-		l.offDeps != h.OffDeps || l.offChanList != h.OffChanList {
-		return nil, derr(128, "section offsets are not the canonical ones for the counts")
-	}
-	t := &Table{
-		Rank: int(h.Rank), NRanks: int(h.NRanks), Root: int(h.Root), NumThreads: int(h.NumThreads),
-		NLocalRanks: int(h.NLocalRanks), ChunksPerBlock: h.ChunksPerBlock, SliceBytes: h.SliceBytes, MaxScratchChunks: h.MaxScratch,
-		InPlace: h.Flags&FlagInPlace != 0, OutOfPlace: h.Flags&FlagOutOfPlace != 0, FenceLaunches: h.Flags&FlagFence != 0,
-	}
-	t.Chunks[ir.Input], t.Chunks[ir.Output], t.Chunks[ir.Scratch] = h.InputChunks, h.OutputChunks, h.ScratchChunks
-	if t.Collective, ok = fromWire(wireCollectives[:], h.Collective); !ok {
-		return nil, derr(32, "unknown collective code %d", h.Collective)
-	}
-	if t.Protocol, ok = fromWire(wireProtocols[:], h.Protocol); !ok {
-		return nil, derr(33, "unknown protocol code %d", h.Protocol)
-	}
-
-	if h.NumChannels > 0 {
-		t.Channels = make([]Channel, h.NumChannels)
-	}
-	for c := range t.Channels {
-		off := l.offChannels + uint64(c)*ChannelBytes
-		var w wireChannel
-		w.get(b[off:])
-		if w.Reserved0 != [7]uint8{} || w.Reserved1 != 0 {
-			return nil, derr(off, "channel %d: reserved fields are not zero", c)
-		}
-		typ, ok := fromWire(wireChannelTypes[:], w.Type)
-		if !ok {
-			return nil, derr(off+8, "channel %d: unknown channel type %d", c, w.Type)
-		}
-		t.Channels[c] = Channel{Peer: int(w.Peer), PeerChannel: int(w.PeerChannel), Type: typ, Init: w.Init}
-	}
-
-	// Backing arrays, sized by counts already bounded by len(b).
-	var ops []Op
-	var refs []ir.Ref
-	var deps []ir.Dep
-	var chans []int
-	if h.NumOps > 0 {
-		ops = make([]Op, h.NumOps)
-	}
-	if h.NumRefs > 0 {
-		refs = make([]ir.Ref, h.NumRefs)
-	}
-	if h.NumDeps > 0 {
-		deps = make([]ir.Dep, h.NumDeps)
-	}
-	if h.NumChanList > 0 {
-		chans = make([]int, h.NumChanList)
-	}
-	if h.NumTBs > 0 {
-		t.TBs = make([]TB, h.NumTBs)
-	}
-	var opi, refi, depi, chli uint64
-	for ti := range t.TBs {
-		off := l.offTBs + uint64(ti)*TBBytes
-		var w wireTB
-		w.get(b[off:])
-		if w.OpStart != opi || w.OpCount > h.NumOps-opi {
-			return nil, derr(off, "tb %d: ops [%d, +%d) do not follow the previous threadblock's (next op %d of %d)", ti, w.OpStart, w.OpCount, opi, h.NumOps)
-		}
-		if w.OpCount > 0 {
-			t.TBs[ti].Ops = ops[opi : opi+w.OpCount : opi+w.OpCount]
-		}
-		for k := range t.TBs[ti].Ops {
-			ooff := l.offOps + opi*OpBytes
-			var wo wireOp
-			wo.get(b[ooff:])
-			opi++
-			op := &t.TBs[ti].Ops[k]
-			if wo.Reserved0 != 0 || wo.Reserved1 != 0 {
-				return nil, derr(ooff, "tb %d step %d: reserved fields are not zero", ti, k)
-			}
-			if int(wo.Opcode) >= len(irOpcodes) {
-				return nil, derr(ooff, "tb %d step %d: unknown opcode %d", ti, k, wo.Opcode)
-			}
-			if wo.Flags&^OpFlagPublish != 0 {
-				return nil, derr(ooff+1, "tb %d step %d: unknown op flags %#x", ti, k, wo.Flags)
-			}
-			nref := uint64(wo.NSrc) + uint64(wo.NDst)
-			switch {
-			case wo.RefStart != refi || nref > h.NumRefs-refi:
-				return nil, derr(ooff+16, "tb %d step %d: refs [%d, +%d) do not follow the previous op's (next ref %d of %d)", ti, k, wo.RefStart, nref, refi, h.NumRefs)
-			case wo.ChanStart != chli || uint64(wo.NChan) > h.NumChanList-chli:
-				return nil, derr(ooff+32, "tb %d step %d: channel list [%d, +%d) does not follow the previous op's (next entry %d of %d)", ti, k, wo.ChanStart, wo.NChan, chli, h.NumChanList)
-			case wo.DepStart != depi || uint64(wo.NDep) > h.NumDeps-depi:
-				return nil, derr(ooff+40, "tb %d step %d: dependencies [%d, +%d) do not follow the previous op's (next %d of %d)", ti, k, wo.DepStart, wo.NDep, depi, h.NumDeps)
-			}
-			op.Code = irOpcodes[wo.Opcode]
-			op.Publish = wo.Flags&OpFlagPublish != 0
-			op.Count = wo.Count
-			op.Barrier, op.BarrierTBs = int(wo.Barrier), int(wo.BarrierTBs)
-			for i := uint64(0); i < nref; i++ {
-				roff := l.offRefs + (refi+i)*RefBytes
-				var wr wireRef
-				wr.get(b[roff:])
-				buf, ok := fromWire(wireBufKinds[:], wr.Buf)
-				switch {
-				case !ok:
-					return nil, derr(roff, "tb %d step %d: ref %d: unknown buffer code %d", ti, k, i, wr.Buf)
-				case wr.Flags&^(RefFlagRemote|RefFlagPacket) != 0 || wr.Reserved0 != 0:
-					return nil, derr(roff+1, "tb %d step %d: ref %d: unknown flags %#x or reserved bits set", ti, k, i, wr.Flags)
-				case (wr.Flags&RefFlagRemote != 0) != (wr.Channel >= 0):
-					return nil, derr(roff+4, "tb %d step %d: ref %d: remote flag and channel %d disagree", ti, k, i, wr.Channel)
-				case wr.Channel < -1:
-					return nil, derr(roff+4, "tb %d step %d: ref %d: channel %d (want -1 or a channel index)", ti, k, i, wr.Channel)
-				}
-				refs[refi+i] = ir.Ref{Buf: buf, Off: wr.Off, Chan: int(wr.Channel), Packet: wr.Flags&RefFlagPacket != 0}
-			}
-			if wo.NSrc > 0 {
-				op.Srcs = refs[refi : refi+uint64(wo.NSrc) : refi+uint64(wo.NSrc)]
-			}
-			if wo.NDst > 0 {
-				op.Dsts = refs[refi+uint64(wo.NSrc) : refi+nref : refi+nref]
-			}
-			refi += nref
-			for i := uint64(0); i < uint64(wo.NDep); i++ {
-				doff := l.offDeps + (depi+i)*DepBytes
-				var wd wireDep
-				wd.get(b[doff:])
-				if wd.Reserved0 != 0 {
-					return nil, derr(doff, "tb %d step %d: dependency %d: reserved field not zero", ti, k, i)
-				}
-				if wd.Step < 0 || uint64(wd.Step) >= h.NumOps { // Validate checks the exact range
-					return nil, derr(doff+8, "tb %d step %d: dependency %d: step %d out of range", ti, k, i, wd.Step)
-				}
-				deps[depi+i] = ir.Dep{TB: int(wd.TB), Step: int(wd.Step)}
-			}
-			if wo.NDep > 0 {
-				op.Deps = deps[depi : depi+uint64(wo.NDep) : depi+uint64(wo.NDep)]
-			}
-			depi += uint64(wo.NDep)
-			for i := uint64(0); i < uint64(wo.NChan); i++ {
-				chans[chli+i] = int(int32(binary.LittleEndian.Uint32(b[l.offChanList+(chli+i)*ChanListBytes:])))
-			}
-			if wo.NChan > 0 {
-				op.Chans = chans[chli : chli+uint64(wo.NChan) : chli+uint64(wo.NChan)]
-			}
-			chli += uint64(wo.NChan)
-		}
-	}
-	if opi != h.NumOps || refi != h.NumRefs || depi != h.NumDeps || chli != h.NumChanList {
+	if d.opi != h.NumOps || d.refi != h.NumRefs || d.depi != h.NumDeps || d.chli != h.NumChanList {
 		return nil, derr(96, "threadblocks use %d ops, %d refs, %d deps and %d channel-list entries; the header says %d, %d, %d, %d",
-			opi, refi, depi, chli, h.NumOps, h.NumRefs, h.NumDeps, h.NumChanList)
+			d.opi, d.refi, d.depi, d.chli, h.NumOps, h.NumRefs, h.NumDeps, h.NumChanList)
 	}
 	for i := l.offChanList + h.NumChanList*ChanListBytes; i < l.total; i++ {
 		if b[i] != 0 {
@@ -534,6 +371,216 @@ func Decode(b []byte) (*Table, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// decodeHeader checks b's header (the magic, version, sizes, CRC, flags,
+// counts and canonical section offsets) and returns it, the layout of the
+// sections and a Table with the header's fields.
+func decodeHeader(b []byte) (h wireHeader, l layout, t *Table, err error) {
+	if len(b) < HeaderBytes {
+		return h, l, nil, derr(0, "%d bytes is shorter than the %d-byte header", len(b), HeaderBytes)
+	}
+	h.get(b)
+	switch {
+	case h.Magic != Magic:
+		return h, l, nil, derr(0, "bad magic %#x (want %#x, \"TSOT\")", h.Magic, Magic)
+	case h.Version != Version:
+		return h, l, nil, derr(4, "unsupported format version %d (this build reads version %d)", h.Version, Version)
+	case h.HeaderBytes != HeaderBytes:
+		return h, l, nil, derr(6, "header size %d, want %d", h.HeaderBytes, HeaderBytes)
+	case h.TotalBytes != uint64(len(b)):
+		return h, l, nil, derr(8, "header says %d bytes, have %d", h.TotalBytes, len(b))
+	}
+	sum := crc32.Update(0, castagnoli, b[:crcOffset])
+	sum = crc32.Update(sum, castagnoli, []byte{0, 0, 0, 0})
+	sum = crc32.Update(sum, castagnoli, b[crcOffset+4:])
+	if sum != h.CRC {
+		return h, l, nil, derr(crcOffset, "CRC-32C %#08x does not match the contents (%#08x)", h.CRC, sum)
+	}
+	if h.Reserved0 != 0 || h.Reserved1 != 0 {
+		return h, l, nil, derr(34, "reserved header fields are not zero")
+	}
+	if h.Flags&^(FlagInPlace|FlagOutOfPlace|FlagFence) != 0 {
+		return h, l, nil, derr(20, "unknown header flags %#x", h.Flags)
+	}
+	var ok bool
+	l, ok = sectionLayout(uint64(h.NumChannels), uint64(h.NumTBs), h.NumOps, h.NumRefs, h.NumDeps, h.NumChanList, uint64(len(b)))
+	if !ok || l.total != uint64(len(b)) {
+		return h, l, nil, derr(88, "record counts (%d channels, %d tbs, %d ops, %d refs, %d deps, %d channel-list entries) do not fill the %d bytes",
+			h.NumChannels, h.NumTBs, h.NumOps, h.NumRefs, h.NumDeps, h.NumChanList, len(b))
+	}
+	if l.offChannels != h.OffChannels || l.offTBs != h.OffTBs || l.offOps != h.OffOps || l.offRefs != h.OffRefs ||
+		l.offDeps != h.OffDeps || l.offChanList != h.OffChanList {
+		return h, l, nil, derr(128, "section offsets are not the canonical ones for the counts")
+	}
+	t = &Table{
+		Rank: int(h.Rank), NRanks: int(h.NRanks), Root: int(h.Root), NumThreads: int(h.NumThreads),
+		NLocalRanks: int(h.NLocalRanks), ChunksPerBlock: h.ChunksPerBlock, SliceBytes: h.SliceBytes, MaxScratchChunks: h.MaxScratch,
+		InPlace: h.Flags&FlagInPlace != 0, OutOfPlace: h.Flags&FlagOutOfPlace != 0, FenceLaunches: h.Flags&FlagFence != 0,
+	}
+	t.Chunks[ir.Input], t.Chunks[ir.Output], t.Chunks[ir.Scratch] = h.InputChunks, h.OutputChunks, h.ScratchChunks
+	if t.Collective, ok = fromWire(wireCollectives[:], h.Collective); !ok {
+		return h, l, nil, derr(32, "unknown collective code %d", h.Collective)
+	}
+	if t.Protocol, ok = fromWire(wireProtocols[:], h.Protocol); !ok {
+		return h, l, nil, derr(33, "unknown protocol code %d", h.Protocol)
+	}
+	return h, l, t, nil
+}
+
+// decodeChannels decodes the channel records into t.Channels.
+func decodeChannels(b []byte, l layout, h wireHeader, t *Table) error {
+	if h.NumChannels > 0 {
+		t.Channels = make([]Channel, h.NumChannels)
+	}
+	for c := range t.Channels {
+		off := l.offChannels + uint64(c)*ChannelBytes
+		var w wireChannel
+		w.get(b[off:])
+		if w.Reserved0 != [7]uint8{} || w.Reserved1 != 0 {
+			return derr(off, "channel %d: reserved fields are not zero", c)
+		}
+		typ, ok := fromWire(wireChannelTypes[:], w.Type)
+		if !ok {
+			return derr(off+8, "channel %d: unknown channel type %d", c, w.Type)
+		}
+		t.Channels[c] = Channel{Peer: int(w.Peer), PeerChannel: int(w.PeerChannel), Type: typ, Init: w.Init}
+	}
+	return nil
+}
+
+// opDecoder decodes the threadblock, op, ref, dependency and channel-list
+// records into backing arrays sized by the header's counts (bounded by
+// len(b)), each threadblock's and op's slices cut from them in order.
+type opDecoder struct {
+	b                     []byte
+	l                     layout
+	h                     wireHeader
+	ops                   []Op
+	refs                  []ir.Ref
+	deps                  []ir.Dep
+	chans                 []int
+	opi, refi, depi, chli uint64 // the next record of each kind
+}
+
+func newOpDecoder(b []byte, l layout, h wireHeader) *opDecoder {
+	d := &opDecoder{b: b, l: l, h: h}
+	if h.NumOps > 0 {
+		d.ops = make([]Op, h.NumOps)
+	}
+	if h.NumRefs > 0 {
+		d.refs = make([]ir.Ref, h.NumRefs)
+	}
+	if h.NumDeps > 0 {
+		d.deps = make([]ir.Dep, h.NumDeps)
+	}
+	if h.NumChanList > 0 {
+		d.chans = make([]int, h.NumChanList)
+	}
+	return d
+}
+
+// tbs decodes the threadblock records into t.TBs and their ops.
+func (d *opDecoder) tbs(t *Table) error {
+	if d.h.NumTBs > 0 {
+		t.TBs = make([]TB, d.h.NumTBs)
+	}
+	for ti := range t.TBs {
+		off := d.l.offTBs + uint64(ti)*TBBytes
+		var w wireTB
+		w.get(d.b[off:])
+		if w.OpStart != d.opi || w.OpCount > d.h.NumOps-d.opi {
+			return derr(off, "tb %d: ops [%d, +%d) do not follow the previous threadblock's (next op %d of %d)", ti, w.OpStart, w.OpCount, d.opi, d.h.NumOps)
+		}
+		if w.OpCount > 0 {
+			t.TBs[ti].Ops = d.ops[d.opi : d.opi+w.OpCount : d.opi+w.OpCount]
+		}
+		for k := range t.TBs[ti].Ops {
+			if err := d.op(ti, k, &t.TBs[ti].Ops[k]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// op decodes the next op record, step k of threadblock ti, into op, with
+// its refs, dependencies and channel list.
+func (d *opDecoder) op(ti, k int, op *Op) error {
+	ooff := d.l.offOps + d.opi*OpBytes
+	var wo wireOp
+	wo.get(d.b[ooff:])
+	d.opi++
+	if wo.Reserved0 != 0 || wo.Reserved1 != 0 {
+		return derr(ooff, "tb %d step %d: reserved fields are not zero", ti, k)
+	}
+	if int(wo.Opcode) >= len(irOpcodes) {
+		return derr(ooff, "tb %d step %d: unknown opcode %d", ti, k, wo.Opcode)
+	}
+	if wo.Flags&^OpFlagPublish != 0 {
+		return derr(ooff+1, "tb %d step %d: unknown op flags %#x", ti, k, wo.Flags)
+	}
+	nref := uint64(wo.NSrc) + uint64(wo.NDst)
+	switch {
+	case wo.RefStart != d.refi || nref > d.h.NumRefs-d.refi:
+		return derr(ooff+16, "tb %d step %d: refs [%d, +%d) do not follow the previous op's (next ref %d of %d)", ti, k, wo.RefStart, nref, d.refi, d.h.NumRefs)
+	case wo.ChanStart != d.chli || uint64(wo.NChan) > d.h.NumChanList-d.chli:
+		return derr(ooff+32, "tb %d step %d: channel list [%d, +%d) does not follow the previous op's (next entry %d of %d)", ti, k, wo.ChanStart, wo.NChan, d.chli, d.h.NumChanList)
+	case wo.DepStart != d.depi || uint64(wo.NDep) > d.h.NumDeps-d.depi:
+		return derr(ooff+40, "tb %d step %d: dependencies [%d, +%d) do not follow the previous op's (next %d of %d)", ti, k, wo.DepStart, wo.NDep, d.depi, d.h.NumDeps)
+	}
+	op.Code = irOpcodes[wo.Opcode]
+	op.Publish = wo.Flags&OpFlagPublish != 0
+	op.Count = wo.Count
+	op.Barrier, op.BarrierTBs = int(wo.Barrier), int(wo.BarrierTBs)
+	for i := uint64(0); i < nref; i++ {
+		roff := d.l.offRefs + (d.refi+i)*RefBytes
+		var wr wireRef
+		wr.get(d.b[roff:])
+		buf, ok := fromWire(wireBufKinds[:], wr.Buf)
+		switch {
+		case !ok:
+			return derr(roff, "tb %d step %d: ref %d: unknown buffer code %d", ti, k, i, wr.Buf)
+		case wr.Flags&^(RefFlagRemote|RefFlagPacket) != 0 || wr.Reserved0 != 0:
+			return derr(roff+1, "tb %d step %d: ref %d: unknown flags %#x or reserved bits set", ti, k, i, wr.Flags)
+		case (wr.Flags&RefFlagRemote != 0) != (wr.Channel >= 0):
+			return derr(roff+4, "tb %d step %d: ref %d: remote flag and channel %d disagree", ti, k, i, wr.Channel)
+		case wr.Channel < -1:
+			return derr(roff+4, "tb %d step %d: ref %d: channel %d (want -1 or a channel index)", ti, k, i, wr.Channel)
+		}
+		d.refs[d.refi+i] = ir.Ref{Buf: buf, Off: wr.Off, Chan: int(wr.Channel), Packet: wr.Flags&RefFlagPacket != 0}
+	}
+	if wo.NSrc > 0 {
+		op.Srcs = d.refs[d.refi : d.refi+uint64(wo.NSrc) : d.refi+uint64(wo.NSrc)]
+	}
+	if wo.NDst > 0 {
+		op.Dsts = d.refs[d.refi+uint64(wo.NSrc) : d.refi+nref : d.refi+nref]
+	}
+	d.refi += nref
+	for i := uint64(0); i < uint64(wo.NDep); i++ {
+		doff := d.l.offDeps + (d.depi+i)*DepBytes
+		var wd wireDep
+		wd.get(d.b[doff:])
+		if wd.Reserved0 != 0 {
+			return derr(doff, "tb %d step %d: dependency %d: reserved field not zero", ti, k, i)
+		}
+		if wd.Step < 0 || uint64(wd.Step) >= d.h.NumOps { // Validate checks the exact range
+			return derr(doff+8, "tb %d step %d: dependency %d: step %d out of range", ti, k, i, wd.Step)
+		}
+		d.deps[d.depi+i] = ir.Dep{TB: int(wd.TB), Step: int(wd.Step)}
+	}
+	if wo.NDep > 0 {
+		op.Deps = d.deps[d.depi : d.depi+uint64(wo.NDep) : d.depi+uint64(wo.NDep)]
+	}
+	d.depi += uint64(wo.NDep)
+	for i := uint64(0); i < uint64(wo.NChan); i++ {
+		d.chans[d.chli+i] = int(int32(binary.LittleEndian.Uint32(d.b[d.l.offChanList+(d.chli+i)*ChanListBytes:])))
+	}
+	if wo.NChan > 0 {
+		op.Chans = d.chans[d.chli : d.chli+uint64(wo.NChan) : d.chli+uint64(wo.NChan)]
+	}
+	d.chli += uint64(wo.NChan)
+	return nil
 }
 
 // Field access. Each put/get writes or reads every field at its offset in

@@ -1,7 +1,6 @@
 package legalize
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/theseus-ccl/theseus/ir"
@@ -25,12 +24,6 @@ func TestLegalizeInterp(t *testing.T) {
 	}
 	for _, np := range testPrograms() {
 		t.Run(np.name, func(t *testing.T) {
-			if np.p.Protocol == ir.LL && strings.HasPrefix(np.p.Name, "split_ring") {
-				// Ranks of this program have different scratch sizes; the
-				// interpreter places a remote LL write at the writer's
-				// scratch half instead of the reader's (runtime/interp).
-				t.Skip("runtime/interp: LL scratch half of a peer with a different scratch size")
-			}
 			q, ds := Legalize(np.p)
 			if len(ds) > 0 {
 				t.Fatal(ds)

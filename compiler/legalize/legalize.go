@@ -460,167 +460,192 @@ func (l *legalizer) build() *ir.Program {
 		dst.Chunks = src.Chunks
 		dst.Chunks[ir.Scratch] = l.scratch[r]
 		dst.Pos = src.Pos
-		dst.Channels = make([]ir.Channel, len(src.Channels), len(src.Channels)+l.newEnds[r])
-		copy(dst.Channels, src.Channels)
-		for ; endIdx < len(l.ends) && l.ends[endIdx].rank == r; endIdx++ {
-			e := l.ends[endIdx]
-			c := &l.conns[e.conn]
-			ch := ir.Channel{Peer: e.peer, Type: ir.MemoryChannel}
-			if e.recv {
-				ch.PeerChannel = c.sendEnd
-			} else {
-				ch.PeerChannel = c.recvEnd
-				if !l.ll {
-					ch.Init = int64(c.t)
-				}
-			}
-			dst.Channels = append(dst.Channels, ch)
-		}
-
-		// Step offsets and slab sizes.
-		total := 0
-		for t := range src.TBs {
-			total += len(src.TBs[t].Ops) + 1
-		}
-		if cap(offBuf) < total {
-			offBuf = make([]int32, total)
-		}
-		offBuf = offBuf[:total]
-		offs = offs[:0]
-		var nrefs, nchans, ndeps int
-		at := 0
-		for t := range src.TBs {
-			ops := src.TBs[t].Ops
-			off := offBuf[at : at+len(ops)+1]
-			at += len(ops) + 1
-			k := int32(0)
-			for s := range ops {
-				op := &ops[s]
-				off[s] = k
-				k += int32(l.expansion(op.Code))
-				nrefs += len(op.Srcs) + len(op.Dsts)
-				nchans += len(op.Chans)
-				ndeps += len(op.Deps)
-				if op.Code.IsTransfer() {
-					info := op.Code.Info()
-					w := 0
-					if info.Recvs {
-						nrefs++
-						w++
-					}
-					if info.Sends {
-						nrefs++
-						w++
-					}
-					if !l.ll {
-						nchans += 2 * w
-					}
-				}
-			}
-			off[len(ops)] = k
-			offs = append(offs, off)
-		}
-		slab := rankSlab{refs: make([]ir.Ref, nrefs), chans: make([]int, nchans), deps: make([]ir.Dep, ndeps)}
-
+		endIdx = l.buildChannels(r, src, dst, endIdx)
+		var slab rankSlab
+		offBuf, offs, slab = l.stepOffsets(src, offBuf, offs)
 		dst.TBs = make([]ir.Threadblock, len(src.TBs))
 		for t := range src.TBs {
-			stb := &src.TBs[t]
-			dtb := &dst.TBs[t]
-			dtb.SendPeer, dtb.RecvPeer, dtb.Chan, dtb.Pos = -1, -1, -1, stb.Pos
-			dtb.Ops = make([]ir.Op, offs[t][len(stb.Ops)])
-			var in, out *conn
-			if i := l.recvConn[l.tbBase[r]+t]; i >= 0 {
-				in = &l.conns[i]
-			}
-			if i := l.sendConn[l.tbBase[r]+t]; i >= 0 {
-				out = &l.conns[i]
-			}
-			nin, nout := int64(0), int64(0) // transfers so far on in and out
-			for s := range stb.Ops {
-				op := &stb.Ops[s]
-				ops := dtb.Ops[offs[t][s]:offs[t][s+1]]
-				deps := slab.takeDeps(len(op.Deps))
-				for i, d := range op.Deps {
-					deps[i] = ir.Dep{TB: d.TB, Step: int(offs[d.TB][d.Step+1] - 1)}
-				}
-				if !op.Code.IsTransfer() {
-					ops[0] = ir.Op{Code: op.Code, Count: op.Count, Barrier: op.Barrier, BarrierTBs: op.BarrierTBs,
-						Deps: deps, Publish: op.Publish, Pos: op.Pos,
-						Srcs:  append(slab.takeRefs(len(op.Srcs))[:0], op.Srcs...),
-						Dsts:  append(slab.takeRefs(len(op.Dsts))[:0], op.Dsts...),
-						Chans: append(slab.takeChans(len(op.Chans))[:0], op.Chans...)}
-					if len(op.Srcs) == 0 {
-						ops[0].Srcs = nil
-					}
-					if len(op.Dsts) == 0 {
-						ops[0].Dsts = nil
-					}
-					if len(op.Chans) == 0 {
-						ops[0].Chans = nil
-					}
-					continue
-				}
-				info := op.Code.Info()
-				var inSlot, outSlot ir.Ref
-				var waits, signals []int
-				w := 0
-				if info.Recvs {
-					inSlot = ir.Ref{Buf: ir.Scratch, Off: in.base + nin*in.m, Chan: -1, Packet: l.ll}
-					nin++
-					w++
-				}
-				if info.Sends {
-					outSlot = ir.Ref{Buf: ir.Scratch, Off: out.base + nout*out.m, Chan: out.sendEnd, Packet: l.ll}
-					nout++
-					w++
-				}
-				if !l.ll {
-					waits, signals = slab.takeChans(w), slab.takeChans(w)
-					switch {
-					case info.Recvs && info.Sends:
-						waits[0], waits[1] = in.recvEnd, out.sendEnd
-						signals[0], signals[1] = out.sendEnd, in.recvEnd
-					case info.Recvs:
-						waits[0], signals[0] = in.recvEnd, in.recvEnd
-					default:
-						waits[0], signals[0] = out.sendEnd, out.sendEnd
-					}
-				}
-				// The data op: local srcs, then the received value; local
-				// dsts, then the next hop's slot.
-				nsrc := len(op.Srcs)
-				if info.Recvs {
-					nsrc++
-				}
-				ndst := len(op.Dsts)
-				if info.Sends {
-					ndst++
-				}
-				srcs := append(slab.takeRefs(nsrc)[:0], op.Srcs...)
-				if info.Recvs {
-					srcs = append(srcs, inSlot)
-				}
-				dsts := append(slab.takeRefs(ndst)[:0], op.Dsts...)
-				if info.Sends {
-					dsts = append(dsts, outSlot)
-				}
-				code := ir.OpCopy
-				if len(srcs) > 1 {
-					code = ir.OpReduce
-				}
-				data := ir.Op{Code: code, Srcs: srcs, Dsts: dsts, Count: op.Count, Pos: op.Pos}
-				if l.ll {
-					data.Deps, data.Publish = deps, op.Publish
-					ops[0] = data
-					continue
-				}
-				ops[0] = ir.Op{Code: ir.OpWait, Chans: waits, Deps: deps, Pos: op.Pos}
-				ops[1] = data
-				ops[2] = ir.Op{Code: ir.OpSignal, Chans: signals, Publish: op.Publish, Pos: op.Pos}
-			}
+			l.buildTB(r, t, &src.TBs[t], &dst.TBs[t], offs, &slab)
 		}
 	}
 	return &q
+}
+
+// buildChannels copies rank r's channels into dst and appends its new
+// channel ends (l.ends from endIdx on, in rank order); it returns the
+// index of the next rank's first end.
+func (l *legalizer) buildChannels(r int, src, dst *ir.Rank, endIdx int) int {
+	dst.Channels = make([]ir.Channel, len(src.Channels), len(src.Channels)+l.newEnds[r])
+	copy(dst.Channels, src.Channels)
+	for ; endIdx < len(l.ends) && l.ends[endIdx].rank == r; endIdx++ {
+		e := l.ends[endIdx]
+		c := &l.conns[e.conn]
+		ch := ir.Channel{Peer: e.peer, Type: ir.MemoryChannel}
+		if e.recv {
+			ch.PeerChannel = c.sendEnd
+		} else {
+			ch.PeerChannel = c.recvEnd
+			if !l.ll {
+				ch.Init = int64(c.t)
+			}
+		}
+		dst.Channels = append(dst.Channels, ch)
+	}
+	return endIdx
+}
+
+// stepOffsets computes the new steps of every op of rank src (offs, in
+// offBuf, both reused) and returns them with the slab the rank's new ops'
+// refs, channel lists and dependencies are cut from.
+func (l *legalizer) stepOffsets(src *ir.Rank, offBuf []int32, offs [][]int32) ([]int32, [][]int32, rankSlab) {
+	total := 0
+	for t := range src.TBs {
+		total += len(src.TBs[t].Ops) + 1
+	}
+	if cap(offBuf) < total {
+		offBuf = make([]int32, total)
+	}
+	offBuf = offBuf[:total]
+	offs = offs[:0]
+	var nrefs, nchans, ndeps int
+	at := 0
+	for t := range src.TBs {
+		ops := src.TBs[t].Ops
+		off := offBuf[at : at+len(ops)+1]
+		at += len(ops) + 1
+		k := int32(0)
+		for s := range ops {
+			op := &ops[s]
+			off[s] = k
+			k += int32(l.expansion(op.Code))
+			nrefs += len(op.Srcs) + len(op.Dsts)
+			nchans += len(op.Chans)
+			ndeps += len(op.Deps)
+			if op.Code.IsTransfer() {
+				info := op.Code.Info()
+				w := 0
+				if info.Recvs {
+					nrefs++
+					w++
+				}
+				if info.Sends {
+					nrefs++
+					w++
+				}
+				if !l.ll {
+					nchans += 2 * w
+				}
+			}
+		}
+		off[len(ops)] = k
+		offs = append(offs, off)
+	}
+	return offBuf, offs, rankSlab{refs: make([]ir.Ref, nrefs), chans: make([]int, nchans), deps: make([]ir.Dep, ndeps)}
+}
+
+// buildTB writes threadblock t of rank r: its primitive ops as they are,
+// its transfer ops lowered (buildTransfer).
+func (l *legalizer) buildTB(r, t int, stb, dtb *ir.Threadblock, offs [][]int32, slab *rankSlab) {
+	dtb.SendPeer, dtb.RecvPeer, dtb.Chan, dtb.Pos = -1, -1, -1, stb.Pos
+	dtb.Ops = make([]ir.Op, offs[t][len(stb.Ops)])
+	var in, out *conn
+	if i := l.recvConn[l.tbBase[r]+t]; i >= 0 {
+		in = &l.conns[i]
+	}
+	if i := l.sendConn[l.tbBase[r]+t]; i >= 0 {
+		out = &l.conns[i]
+	}
+	nin, nout := int64(0), int64(0) // transfers so far on in and out
+	for s := range stb.Ops {
+		op := &stb.Ops[s]
+		ops := dtb.Ops[offs[t][s]:offs[t][s+1]]
+		deps := slab.takeDeps(len(op.Deps))
+		for i, d := range op.Deps {
+			deps[i] = ir.Dep{TB: d.TB, Step: int(offs[d.TB][d.Step+1] - 1)}
+		}
+		if !op.Code.IsTransfer() {
+			ops[0] = ir.Op{Code: op.Code, Count: op.Count, Barrier: op.Barrier, BarrierTBs: op.BarrierTBs,
+				Deps: deps, Publish: op.Publish, Pos: op.Pos,
+				Srcs:  append(slab.takeRefs(len(op.Srcs))[:0], op.Srcs...),
+				Dsts:  append(slab.takeRefs(len(op.Dsts))[:0], op.Dsts...),
+				Chans: append(slab.takeChans(len(op.Chans))[:0], op.Chans...)}
+			if len(op.Srcs) == 0 {
+				ops[0].Srcs = nil
+			}
+			if len(op.Dsts) == 0 {
+				ops[0].Dsts = nil
+			}
+			if len(op.Chans) == 0 {
+				ops[0].Chans = nil
+			}
+			continue
+		}
+		l.buildTransfer(op, ops, deps, in, out, &nin, &nout, slab)
+	}
+}
+
+// buildTransfer lowers transfer op op (with its dependencies deps, already
+// renumbered) into ops: the data op on the connections' scratch slots
+// (in's next received value, out's next slot), and unless LL the wait
+// before it and the signal after it.
+func (l *legalizer) buildTransfer(op *ir.Op, ops []ir.Op, deps []ir.Dep, in, out *conn, nin, nout *int64, slab *rankSlab) {
+	info := op.Code.Info()
+	var inSlot, outSlot ir.Ref
+	var waits, signals []int
+	w := 0
+	if info.Recvs {
+		inSlot = ir.Ref{Buf: ir.Scratch, Off: in.base + *nin*in.m, Chan: -1, Packet: l.ll}
+		*nin++
+		w++
+	}
+	if info.Sends {
+		outSlot = ir.Ref{Buf: ir.Scratch, Off: out.base + *nout*out.m, Chan: out.sendEnd, Packet: l.ll}
+		*nout++
+		w++
+	}
+	if !l.ll {
+		waits, signals = slab.takeChans(w), slab.takeChans(w)
+		switch {
+		case info.Recvs && info.Sends:
+			waits[0], waits[1] = in.recvEnd, out.sendEnd
+			signals[0], signals[1] = out.sendEnd, in.recvEnd
+		case info.Recvs:
+			waits[0], signals[0] = in.recvEnd, in.recvEnd
+		default:
+			waits[0], signals[0] = out.sendEnd, out.sendEnd
+		}
+	}
+	// The data op: local srcs, then the received value; local dsts, then
+	// the next hop's slot.
+	nsrc := len(op.Srcs)
+	if info.Recvs {
+		nsrc++
+	}
+	ndst := len(op.Dsts)
+	if info.Sends {
+		ndst++
+	}
+	srcs := append(slab.takeRefs(nsrc)[:0], op.Srcs...)
+	if info.Recvs {
+		srcs = append(srcs, inSlot)
+	}
+	dsts := append(slab.takeRefs(ndst)[:0], op.Dsts...)
+	if info.Sends {
+		dsts = append(dsts, outSlot)
+	}
+	code := ir.OpCopy
+	if len(srcs) > 1 {
+		code = ir.OpReduce
+	}
+	data := ir.Op{Code: code, Srcs: srcs, Dsts: dsts, Count: op.Count, Pos: op.Pos}
+	if l.ll {
+		data.Deps, data.Publish = deps, op.Publish
+		ops[0] = data
+		return
+	}
+	ops[0] = ir.Op{Code: ir.OpWait, Chans: waits, Deps: deps, Pos: op.Pos}
+	ops[1] = data
+	ops[2] = ir.Op{Code: ir.OpSignal, Chans: signals, Publish: op.Publish, Pos: op.Pos}
 }
 
 // ScratchCost returns, per rank, the scratch chunks Legalize adds to p: the

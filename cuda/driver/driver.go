@@ -20,12 +20,6 @@ package driver
 #cgo nocallback th_launch_checked
 #cgo noescape th_prelaunch
 #cgo nocallback th_prelaunch
-#cgo nocallback th_clock_cost
-#cgo nocallback th_nop
-#cgo nocallback th_set_dry
-#cgo nocallback th_touch
-#cgo nocallback th_nop_ptr
-#cgo noescape th_nop_ptr
 #cgo noescape th_launch1
 #cgo nocallback th_launch1
 #include <dlfcn.h>
@@ -198,51 +192,25 @@ static int64_t th_now(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
-// th_nop does nothing: CrossingCost times calls of it from Go.
-static void th_nop(void) {}
-// th_nop_ptr does nothing with a pointer (CrossingCostPointer).
-static void th_nop_ptr(void* p) { (void)p; }
-// th_touch reads one byte of every 64-byte line of [p, p+n): other
-// memory traffic, for the host-path experiment (BenchmarkAfterLaunch).
-static uint64_t th_touch(uintptr_t p, size_t n) {
-  uint64_t s = 0;
-  for (size_t i = 0; i < n; i += 64) s += *(volatile uint8_t*)(p + i);
-  return s;
-}
-// th_clock_cost is the mean cost of one th_now over n calls, in ns.
-static double th_clock_cost(int n) {
-  int64_t t0 = th_now();
-  for (int i = 0; i < n; i++) th_now();
-  return (double)(th_now() - t0) / (n + 1);
-}
 // th_launch_out is th_launch_checked's result, returned by value so that
 // the call passes no pointer to Go memory but the kernel argument.
 typedef struct {
   CUresult r;
   int which;      // the failing call: 0 cuCtxGetCurrent, 1 cuCtxSetCurrent, 2 cuLaunchKernel
   int capturing;  // the stream is being captured (check set)
-  int64_t pre_ns; // timed 2: ns in the context switch and capture query
-  int64_t ns;     // timed >= 1: ns inside cuLaunchKernel
-  int64_t total_ns; // timed 2: ns from entry to return
-  int64_t t_in, t_out; // timed 2: CLOCK_MONOTONIC at entry and at return
+  int64_t ns;     // timed: ns inside cuLaunchKernel
 } th_launch_out;
 // th_launch_checked is th_prelaunch then th_launch1, in one crossing from
 // Go: make c current unless it is, read s's capture status when check is
 // set (a failed query reads as not capturing), and when the stream is
 // being captured set the 32-bit word at capfield (a field of arg; may be
-// null) to capval; then launch f with arg. With timed >= 1 the time spent
-// inside cuLaunchKernel is measured (CLOCK_MONOTONIC), with timed 2 also
-// the time before it.
-// th_dry, set only by the host-path experiment (SetDryLaunch), makes
-// th_launch_checked skip cuLaunchKernel and report success.
-static int th_dry;
-static void th_set_dry(int on) { th_dry = on; }
+// null) to capval; then launch f with arg. With timed set the time spent
+// inside cuLaunchKernel is measured (CLOCK_MONOTONIC).
 static th_launch_out th_launch_checked(CUcontext c, CUstream s, int check, CUfunction f, unsigned gx, unsigned bx,
                                        uintptr_t argp, uintptr_t capp, int32_t capval, int timed) {
   void* arg = (void*)argp;
   int32_t* capfield = (int32_t*)capp;
-  th_launch_out o = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t t0 = timed == 2 ? th_now() : 0;
+  th_launch_out o = {0, 0, 0, 0};
   CUcontext cur = 0;
   o.r = th_cuCtxGetCurrent(&cur);
   if (o.r != 0) return o;
@@ -260,17 +228,8 @@ static th_launch_out th_launch_checked(CUcontext c, CUstream s, int check, CUfun
   }
   o.which = 2;
   int64_t t1 = timed ? th_now() : 0;
-  o.r = th_dry ? 0 : th_launch1(f, gx, bx, 0, s, arg);
-  if (timed) {
-    int64_t t2 = th_now();
-    o.ns = t2 - t1;
-    if (timed == 2) {
-      o.pre_ns = t1 - t0;
-      o.total_ns = t2 - t0;
-      o.t_in = t0;
-      o.t_out = t2;
-    }
-  }
+  o.r = th_launch1(f, gx, bx, 0, s, arg);
+  if (timed) o.ns = th_now() - t1;
   return o;
 }
 // th_replay_launch is the launch function of replay records
@@ -288,7 +247,7 @@ static int th_replay_launch(th_replay* r, th_replay_entry* e) {
   int st = 0;
   if (th_cuStreamIsCapturing((CUstream)r->stream, &st) != 0 || st != 0) return TH_REPLAY_DECLINED;
   int64_t t1 = r->timed ? th_now() : 0;
-  CUresult res = th_dry ? 0 : th_launch1((CUfunction)e->fn, e->grid, e->threads, e->shmem, (CUstream)r->stream, e->arg);
+  CUresult res = th_launch1((CUfunction)e->fn, e->grid, e->threads, e->shmem, (CUstream)r->stream, e->arg);
   if (res != 0) return TH_REPLAY_FAILED;
   if (r->timed) {
     r->t_ns += th_now() - t1;
@@ -536,8 +495,8 @@ func (d *Device) Prelaunch(s Stream, checkCapture bool) (capturing bool, err err
 // hundred nanoseconds on a virtual machine, even for a cast.
 func handle[T any](v uintptr) T { return *(*T)(unsafe.Pointer(&v)) }
 
-// LaunchTiming selects what Device.Launch measures (the host-time
-// benchmark's accounting, off otherwise).
+// LaunchTiming selects what Device.Launch measures (the launch-time
+// accounting, off otherwise).
 type LaunchTiming int32
 
 const (
@@ -545,28 +504,14 @@ const (
 	TimeNothing LaunchTiming = iota
 	// TimeLaunch measures the time inside cuLaunchKernel.
 	TimeLaunch
-	// TimeLaunchAndPre also measures the context switch and capture query
-	// before it.
-	TimeLaunchAndPre
 )
 
 // LaunchResult is what Device.Launch reports besides an error.
 type LaunchResult struct {
 	// Capturing: the stream was being captured into a CUDA graph.
 	Capturing bool
-	// LaunchTime is the time inside cuLaunchKernel (TimeLaunch or more).
+	// LaunchTime is the time inside cuLaunchKernel (TimeLaunch).
 	LaunchTime time.Duration
-	// PreTime is the time before it, in cuCtxGetCurrent,
-	// cuCtxSetCurrent and cuStreamIsCapturing (TimeLaunchAndPre).
-	PreTime time.Duration
-	// CrossTime is the call's time measured in Go less its time measured
-	// in C: the cgo crossing there and back, scheduler work included
-	// (TimeLaunchAndPre).
-	CrossTime time.Duration
-	// Enter and Exit are CLOCK_MONOTONIC in nanoseconds (the clock of Go's
-	// runtime nanotime) when the call entered C and when it left
-	// (TimeLaunchAndPre), to split the crossing into its two directions.
-	Enter, Exit int64
 }
 
 // Launch is Prelaunch followed by Launch1, in one call from Go (one cgo
@@ -584,10 +529,6 @@ func (d *Device) Launch(s Stream, checkCapture bool, f Function, grid, block int
 	if checkCapture {
 		ck = 1
 	}
-	var t0 time.Time
-	if timing == TimeLaunchAndPre {
-		t0 = time.Now()
-	}
 	// arg and capField go as integers: cgo would otherwise check each
 	// pointer to Go memory on every launch (tens of nanoseconds). The
 	// memory stays where it is (Go's heap does not move objects) and in use
@@ -596,11 +537,7 @@ func (d *Device) Launch(s Stream, checkCapture bool, f Function, grid, block int
 		C.uintptr_t(uintptr(arg)), C.uintptr_t(uintptr(capField)), C.int32_t(capVal), C.int(timing))
 	runtime.KeepAlive(arg)
 	runtime.KeepAlive(capField)
-	res := LaunchResult{Capturing: o.capturing != 0, LaunchTime: time.Duration(o.ns), PreTime: time.Duration(o.pre_ns),
-		Enter: int64(o.t_in), Exit: int64(o.t_out)}
-	if timing == TimeLaunchAndPre {
-		res.CrossTime = time.Since(t0) - time.Duration(o.total_ns)
-	}
+	res := LaunchResult{Capturing: o.capturing != 0, LaunchTime: time.Duration(o.ns)}
 	if o.r != 0 {
 		return res, check([]string{"cuCtxGetCurrent", "cuCtxSetCurrent", "cuLaunchKernel"}[o.which], o.r)
 	}
@@ -611,60 +548,7 @@ func (d *Device) Launch(s Stream, checkCapture bool, f Function, grid, block int
 // (runtime/replay): make no context current, launch only when the
 // record's context is current and its stream is not being captured, and
 // time cuLaunchKernel when the record asks (replay.Launch.Timed).
-// SetDryLaunch applies to it too.
 func ReplayLaunchFn() uintptr { return uintptr(C.th_replay_fn()) }
-
-// SetDryLaunch makes Launch skip cuLaunchKernel (it still makes the
-// context current and queries capture) and report success: an experiment
-// on what the driver's launch work costs the host code around it
-// (BenchmarkCallHost's -callhost.dry in package cuda). Nothing runs on the
-// GPU while it is on, so peers and streams fall out of step; never outside
-// that benchmark.
-func SetDryLaunch(on bool) {
-	v := C.int(0)
-	if on {
-		v = 1
-	}
-	C.th_set_dry(v)
-}
-
-// ClockCost is the mean cost of one read of CLOCK_MONOTONIC from C (what
-// Launch's timing reads twice per launch), measured over n reads. It
-// needs no driver.
-func ClockCost(n int) time.Duration {
-	return time.Duration(float64(C.th_clock_cost(C.int(max(n, 1)))) + 0.5)
-}
-
-// CrossingCost is the mean cost of one call from Go into an empty C
-// function and back (the cgo crossing every launch makes once), measured
-// over n calls on the calling goroutine. It needs no driver.
-func CrossingCost(n int) time.Duration {
-	n = max(n, 1)
-	t0 := time.Now()
-	for i := 0; i < n; i++ {
-		C.th_nop()
-	}
-	return time.Since(t0) / time.Duration(n)
-}
-
-// nop is one call into an empty C function.
-func nop() { C.th_nop() }
-
-// touch reads one byte of every 64-byte line of n bytes at p, from C (p
-// must stay valid until it returns).
-func touch(p unsafe.Pointer, n int) { C.th_touch(C.uintptr_t(uintptr(p)), C.size_t(n)) }
-
-// CrossingCostPointer is CrossingCost for an empty C function given p, a
-// pointer (to Go memory: the call then pays cgo's pointer check, as every
-// launch does for its argument).
-func CrossingCostPointer(n int, p unsafe.Pointer) time.Duration {
-	n = max(n, 1)
-	t0 := time.Now()
-	for i := 0; i < n; i++ {
-		C.th_nop_ptr(p)
-	}
-	return time.Since(t0) / time.Duration(n)
-}
 
 // Attribute reads a device attribute.
 func (d *Device) Attribute(attr int) (int, error) {

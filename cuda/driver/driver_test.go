@@ -1,4 +1,4 @@
-package driver
+package driver_test
 
 import (
 	"bytes"
@@ -8,23 +8,19 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/theseus-ccl/theseus/cuda/cudabench"
+	"github.com/theseus-ccl/theseus/cuda/driver"
+	"github.com/theseus-ccl/theseus/cuda/gputest"
 )
 
 // requireGPU skips the test, saying why, when this machine has no NVIDIA
-// driver or no GPU.
-func requireGPU(t testing.TB) *Device {
+// driver or no GPU, fails it on any other driver error (gputest.Require),
+// and opens device 0.
+func requireGPU(t testing.TB) *driver.Device {
 	t.Helper()
-	if err := Load(); err != nil {
-		if errors.Is(err, ErrNoDriver) {
-			t.Skip("no GPU: libcuda.so.1 not found (CUDA tests need an NVIDIA driver)")
-		}
-		t.Skipf("no GPU: %v", err)
-	}
-	n, err := DeviceCount()
-	if err != nil || n == 0 {
-		t.Skipf("no GPU: %d devices (%v)", n, err)
-	}
-	d, err := OpenDevice(0)
+	gputest.Require(t)
+	d, err := driver.OpenDevice(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +29,7 @@ func requireGPU(t testing.TB) *Device {
 
 // currentGPU is requireGPU with the device's context current on the
 // calling thread, which it holds until the test ends.
-func currentGPU(t testing.TB) *Device {
+func currentGPU(t testing.TB) *driver.Device {
 	t.Helper()
 	d := requireGPU(t)
 	runtime.LockOSThread()
@@ -45,9 +41,9 @@ func currentGPU(t testing.TB) *Device {
 }
 
 func TestLoadWithoutDriverIsClean(t *testing.T) {
-	err := Load()
-	if err != nil && !errors.Is(err, ErrNoDriver) {
-		var e *Error
+	err := driver.Load()
+	if err != nil && !errors.Is(err, driver.ErrNoDriver) {
+		var e *driver.Error
 		if !errors.As(err, &e) {
 			t.Fatalf("unexpected error type %T: %v", err, err)
 		}
@@ -60,27 +56,27 @@ func TestMemoryRoundTrip(t *testing.T) {
 	if err := d.SetCurrent(); err != nil {
 		t.Fatal(err)
 	}
-	p, err := MemAlloc(1 << 20)
+	p, err := driver.MemAlloc(1 << 20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer MemFree(p)
+	defer driver.MemFree(p)
 	in := bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7, 8}, 1<<17)
-	if err := CopyHtoD(p, in); err != nil {
+	if err := driver.CopyHtoD(p, in); err != nil {
 		t.Fatal(err)
 	}
 	out := make([]byte, len(in))
-	if err := CopyDtoH(out, p); err != nil {
+	if err := driver.CopyDtoH(out, p); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(in, out) {
 		t.Fatal("round trip mismatch")
 	}
-	base, size, err := AddressRange(p + 100)
+	base, size, err := driver.AddressRange(p + 100)
 	if err != nil || base != p || size < 1<<20 {
 		t.Fatalf("address range %x %d %v", base, size, err)
 	}
-	id1, err := BufferID(p)
+	id1, err := driver.BufferID(p)
 	if err != nil || id1 == 0 {
 		t.Fatalf("buffer id %d %v", id1, err)
 	}
@@ -90,8 +86,8 @@ func TestErrorsCarryNames(t *testing.T) {
 	d := requireGPU(t)
 	defer d.Close()
 	d.SetCurrent()
-	err := MemFree(Ptr(0xdead0000))
-	var e *Error
+	err := driver.MemFree(driver.Ptr(0xdead0000))
+	var e *driver.Error
 	if !errors.As(err, &e) || e.Name == "" || e.Text == "" {
 		t.Fatalf("error %v lacks name/text", err)
 	}
@@ -101,7 +97,7 @@ func TestErrorsCarryNames(t *testing.T) {
 // besides cuLaunchKernel (for the ≤ 1 µs host-time goal, issue 6 (b)).
 func BenchmarkHostCalls(b *testing.B) {
 	d := currentGPU(b)
-	s, err := NewStream()
+	s, err := driver.NewStream()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -131,11 +127,11 @@ func BenchmarkHostCalls(b *testing.B) {
 // memory.
 func BenchmarkHostPaths(b *testing.B) {
 	arg := new([26]uint64) // the size of a launch argument, no Go pointers
-	b.Run("cgo", func(b *testing.B) { b.ReportMetric(float64(CrossingCost(b.N).Nanoseconds()), "ns/call") })
+	b.Run("cgo", func(b *testing.B) { b.ReportMetric(float64(cudabench.CrossingCost(b.N).Nanoseconds()), "ns/call") })
 	// One CLOCK_MONOTONIC read from C: what the launch accounting adds.
-	b.Run("clock", func(b *testing.B) { b.ReportMetric(float64(ClockCost(b.N).Nanoseconds()), "ns/read") })
+	b.Run("clock", func(b *testing.B) { b.ReportMetric(float64(cudabench.ClockCost(b.N).Nanoseconds()), "ns/read") })
 	b.Run("cgo-pointer", func(b *testing.B) {
-		b.ReportMetric(float64(CrossingCostPointer(b.N, unsafe.Pointer(arg)).Nanoseconds()), "ns/call")
+		b.ReportMetric(float64(cudabench.CrossingCostPointer(b.N, unsafe.Pointer(arg)).Nanoseconds()), "ns/call")
 	})
 	var sink uint32
 	b.Run("read-go", func(b *testing.B) {
@@ -146,11 +142,11 @@ func BenchmarkHostPaths(b *testing.B) {
 	})
 	b.Run("read-host-mapped", func(b *testing.B) {
 		currentGPU(b)
-		h, _, err := HostAlloc(64)
+		h, _, err := driver.HostAlloc(64)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer FreeHost(h)
+		defer driver.FreeHost(h)
 		p := (*uint32)(h)
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
@@ -199,7 +195,7 @@ WAIT:
 // touch-64K and touch-4M (C code reading 64 KiB or 4 MiB of other memory).
 func BenchmarkAfterLaunch(b *testing.B) {
 	d := currentGPU(b)
-	m, err := LoadModule([]byte(emptyPTX))
+	m, err := driver.LoadModule([]byte(emptyPTX))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -212,7 +208,7 @@ func BenchmarkAfterLaunch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := NewStream()
+	s, err := driver.NewStream()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -229,12 +225,12 @@ func BenchmarkAfterLaunch(b *testing.B) {
 		blocked bool // back to back, not paced
 	}{
 		{"launch", func() {
-			if _, err := d.Launch(s, true, f, 1, 32, unsafe.Pointer(arg), nil, 0, TimeNothing); err != nil {
+			if _, err := d.Launch(s, true, f, 1, 32, unsafe.Pointer(arg), nil, 0, driver.TimeNothing); err != nil {
 				launchErr = err
 			}
 		}, false},
 		{"launch-blocked", func() {
-			if _, err := d.Launch(s, true, spin, 1, 32, unsafe.Pointer(arg), nil, 0, TimeNothing); err != nil {
+			if _, err := d.Launch(s, true, spin, 1, 32, unsafe.Pointer(arg), nil, 0, driver.TimeNothing); err != nil {
 				launchErr = err
 			}
 		}, true},
@@ -242,8 +238,8 @@ func BenchmarkAfterLaunch(b *testing.B) {
 			for t := now(); now()-t < 3000; {
 			}
 		}, false},
-		{"touch-64K", func() { touch(unsafe.Pointer(&junk[0]), 64<<10) }, false},
-		{"touch-4M", func() { touch(unsafe.Pointer(&junk[0]), 4<<20) }, false},
+		{"touch-64K", func() { cudabench.Touch(unsafe.Pointer(&junk[0]), 64<<10) }, false},
+		{"touch-4M", func() { cudabench.Touch(unsafe.Pointer(&junk[0]), 4<<20) }, false},
 	} {
 		for _, atomicFirst := range []bool{false, true} {
 			name := before.name
@@ -264,9 +260,9 @@ func BenchmarkAfterLaunch(b *testing.B) {
 						ta = now() - t
 					}
 					t0 := now()
-					nop()
+					cudabench.Nop()
 					t1 := now()
-					nop()
+					cudabench.Nop()
 					t2 := now()
 					if !atomicFirst {
 						x.Add(1)

@@ -1,5 +1,5 @@
 // The launch arguments of the generic executor kernel, shared by the kernel
-// (cuda/kernel/theseus.cu) and the Go side (package cuda, through cgo).
+// (cuda/kernel/executor.cuh) and the Go side (package cuda, through cgo).
 // docs/design/runtime.md "Launch" describes them; docs/design/ir.md says what
 // a launch computes. Plain C, no CUDA headers.
 #ifndef THESEUS_LAUNCH_H

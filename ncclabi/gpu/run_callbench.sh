@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run_callbench.sh — host time of one ncclAllReduce called from C through
 # libtheseus_nccl.so on the CUDA backend (issue 6 b through the NCCL ABI;
-# docs/ncclabi.md, "Replay from C"): 2 processes on one GPU under MPS,
+# docs/ncclabi.md, "Launches from C"): 2 processes on one GPU under MPS,
 # ncclabi/testdata/ctest/callbench.c built here with the system compiler
 # against the installed nccl.h, a float32 sum of 256 elements per rank,
 # the same buffers and stream every call ("same"), and buffers moved by

@@ -66,7 +66,7 @@ for mode in $MODES; do
       wrong=$(awk '/^ *[0-9]+ +[0-9]+ +[a-z0-9]+ /{ for (i = 9; i <= NF; i += 4) if ($i ~ /^[0-9]+$/ && $i+0 > m) m = $i+0; rows++ } END { printf "%d %d", m+0, rows+0 }' "$OUTD/$name.txt")
       served=$(cat "$logs".* 2>/dev/null | grep -c "served by Theseus schedule" || true)
       # Without INFO COLL lines (THESEUS_DEBUG_SUBSYS=INIT: repeats are then
-      # launched from C, docs/ncclabi.md "Replay from C"), the destroy lines'
+      # launched from C, docs/ncclabi.md "Launches from C"), the destroy lines'
       # counts: "N (M launched from C)".
       if [ "$served" = 0 ]; then
         served=$(cat "$logs".* 2>/dev/null | grep -o "destroyed: [0-9]* requests served natively ([0-9]* of them launched from C)" |

@@ -117,7 +117,7 @@ def main():
 
     # A training loop's pattern: the same buckets all-reduced in place, step
     # after step (the NCCL library launches such repeats from C: docs/ncclabi.md,
-    # "Replay from C"). Every element ends at world**steps, exact in float32: a
+    # "Launches from C"). Every element ends at world**steps, exact in float32: a
     # lost or repeated call shows.
     if world & (world - 1) == 0:
         steps = 100 // max(1, world.bit_length() - 1)

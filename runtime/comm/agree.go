@@ -50,8 +50,8 @@ const (
 // rank's error.
 //
 // (A handoff to a goroutine costs the rank a wakeup; a send over the
-// bootstrap's TCP connection from the rank itself cost about four times
-// as much on the development VM: a write deadline and a loopback write.)
+// bootstrap's TCP connection from the rank itself costs several times
+// more: a write deadline and a loopback write.)
 type epochAgreement struct {
 	boot    *bootstrap.Bootstrap
 	rank, n int

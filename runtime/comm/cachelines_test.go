@@ -5,8 +5,8 @@ import (
 	"unsafe"
 )
 
-// TestCommLayout checks what the fast path's cache-line layout relies on:
-// every field a repeated call touches (Collective, execute) lies in the
+// TestCommLayout checks what a repeated call's cache-line layout relies
+// on: every field it touches (Collective, planFor, launchPlan) lies in the
 // first three 64-byte lines of a Comm's allocation. A Comm is over 512
 // bytes and holds pointers, so Go's allocator (Go 1.22 and later) puts an
 // 8-byte header before it, at a 64-byte boundary (its size class is a
@@ -18,17 +18,19 @@ const heapHeader = 8
 func TestCommLayout(t *testing.T) {
 	var c Comm
 	for name, end := range map[string]uintptr{
-		"callMu":        unsafe.Offsetof(c.callMu) + unsafe.Sizeof(c.callMu),
-		"state":         unsafe.Offsetof(c.state) + unsafe.Sizeof(c.state),
-		"asyncErr":      unsafe.Offsetof(c.asyncErr) + unsafe.Sizeof(c.asyncErr),
-		"hot":           unsafe.Offsetof(c.hot) + unsafe.Sizeof(c.hot),
-		"calls":         unsafe.Offsetof(c.calls) + unsafe.Sizeof(c.calls),
-		"repeats":       unsafe.Offsetof(c.repeats) + unsafe.Sizeof(c.repeats),
-		"sel":           unsafe.Offsetof(c.sel) + unsafe.Sizeof(c.sel),
-		"exec":          unsafe.Offsetof(c.exec) + unsafe.Sizeof(c.exec),
-		"lastSched":     unsafe.Offsetof(c.lastSched) + unsafe.Sizeof(c.lastSched),
-		"last.Schedule": unsafe.Offsetof(c.last) + unsafe.Offsetof(c.last.Schedule) + unsafe.Sizeof(c.last.Schedule),
-		"last.Launch":   unsafe.Offsetof(c.last) + unsafe.Offsetof(c.last.Launch) + unsafe.Sizeof(c.last.Launch),
+		"callMu":      unsafe.Offsetof(c.callMu) + unsafe.Sizeof(c.callMu),
+		"state":       unsafe.Offsetof(c.state) + unsafe.Sizeof(c.state),
+		"asyncErr":    unsafe.Offsetof(c.asyncErr) + unsafe.Sizeof(c.asyncErr),
+		"armed":       unsafe.Offsetof(c.armed) + unsafe.Sizeof(c.armed),
+		"cur":         unsafe.Offsetof(c.cur) + unsafe.Sizeof(c.cur),
+		"curCall":     unsafe.Offsetof(c.curCall) + unsafe.Sizeof(c.curCall),
+		"curPlan":     unsafe.Offsetof(c.curPlan) + unsafe.Sizeof(c.curPlan),
+		"curGen":      unsafe.Offsetof(c.curGen) + unsafe.Sizeof(c.curGen),
+		"calls":       unsafe.Offsetof(c.calls) + unsafe.Sizeof(c.calls),
+		"lastUserSt":  unsafe.Offsetof(c.lastUserSt) + unsafe.Sizeof(c.lastUserSt),
+		"sel":         unsafe.Offsetof(c.sel) + unsafe.Sizeof(c.sel),
+		"exec":        unsafe.Offsetof(c.exec) + unsafe.Sizeof(c.exec),
+		"last.Launch": unsafe.Offsetof(c.last) + unsafe.Offsetof(c.last.Launch) + unsafe.Sizeof(c.last.Launch),
 	} {
 		if end > 3*64-heapHeader {
 			t.Errorf("Comm.%s ends at byte %d, want <= %d", name, end, 3*64-heapHeader)

@@ -53,6 +53,19 @@ type validated struct {
 	op         ir.RedOp
 }
 
+// validatedOf is what Validate reads of call.
+func validatedOf(call *Call) validated {
+	return validated{call.Send, call.Recv, call.Count, call.Root, call.Coll, call.DataType, call.RedOp}
+}
+
+// matches reports whether call has v's fields (every field but the
+// stream): field by field, so that a repeated call compares without
+// building its validated first.
+func (v *validated) matches(call *Call) bool {
+	return v.send == call.Send && v.recv == call.Recv && v.count == call.Count && v.root == call.Root &&
+		v.coll == call.Coll && v.dtype == call.DataType && v.op == call.RedOp
+}
+
 // Validate checks c before anything is selected or materialised (the
 // documented per-call errors, docs/runtime.md "Errors"):
 //
@@ -145,6 +158,11 @@ func (c *Comm) Validate(call *Call) (inPlace bool, err error) {
 // step: agreement at epochs), then walk the executor and launch. With a nil
 // Stream it waits for the launch.
 //
+// A call whose plan the communicator keeps (plans.go) is launched from it
+// while the plan is valid: the same validation, selection and launch as
+// the full path's, without redoing them (docs/design/runtime.md, "The
+// launch plan").
+//
 // Errors (*Error): the Validate errors; ErrState for a communicator that
 // is finalized (InvalidUsage) or destroyed or aborted (InvalidArgument, as
 // NCCL 2.25 reports an invalid comm); InvalidUsage when no schedule serves
@@ -154,35 +172,20 @@ func (c *Comm) Validate(call *Call) (inPlace bool, err error) {
 func (c *Comm) Collective(ctx context.Context, call *Call) error {
 	c.callMu.Lock()
 	defer c.callMu.Unlock()
-	if c.hot.armed {
+	if c.armed {
 		c.replaySync()
 	}
-	// A repeat of the last call on the same stream (the usual case): valid
-	// the same way (Validate depends on nothing else), the same request
-	// (the selector's cache key, the executor's request, c.ereq still),
-	// answered from the selector's cache as long as no epoch is due, and
-	// launched straight from the executor's entries while they are still
-	// the last used (Executor.Repeat). Everything else, and every error,
-	// is collective's: this path is kept short.
-	if h := &c.hot; h.ok && h.st == call.Stream &&
-		h.call == (validated{call.Send, call.Recv, call.Count, call.Root, call.Coll, call.DataType, call.RedOp}) &&
-		commState(c.state.Load()) == live && c.asyncErr.Load() == nil {
-		if id, ok := c.sel.Repeat(h.key); ok {
-			c.calls++
-			c.repeats++
-			if id != c.last.Schedule {
-				h.ok = false
-				return c.run(ctx, call, id)
-			}
-			return c.execute(ctx, call, c.lastSched, h.tok)
+	if i := c.planFor(call); i >= 0 {
+		if served, err := c.launchPlan(i, call); served {
+			return err
 		}
 	}
 	return c.collective(ctx, call)
 }
 
-// collective is Collective for a call that is not a repeat on the fast
-// path: the full path.
+// collective is Collective for a call no valid plan serves: the full path.
 func (c *Comm) collective(ctx context.Context, call *Call) error {
+	c.setCur(-1, true)
 	if commState(c.state.Load()) != live {
 		e, _ := c.stateErr(call.Coll.String())
 		return e
@@ -190,9 +193,8 @@ func (c *Comm) collective(ctx context.Context, call *Call) error {
 	if e := c.asyncErr.Load(); e != nil {
 		return e
 	}
-	v := validated{call.Send, call.Recv, call.Count, call.Root, call.Coll, call.DataType, call.RedOp}
-	c.hot.ok = false
 	// A repeat of the last valid call is valid in the same way.
+	v := validatedOf(call)
 	inPlace := c.valid.inPlace
 	if !c.valid.ok || v != c.valid.call {
 		var err error
@@ -228,59 +230,46 @@ func (c *Comm) collective(ctx context.Context, call *Call) error {
 	// to it, which would put a local on the heap for every call.
 	c.ereq = executor.Request{Coll: call.Coll, Send: call.Send, Recv: call.Recv, Count: call.Count, DataType: call.DataType,
 		RedOp: sreq.RedOp, Root: max(root, 0), InPlace: inPlace, PacketType: sreq.PacketType}
-	if err := c.run(ctx, call, id); err != nil {
+	p, err := c.run(ctx, call, id)
+	if err != nil || p == nil {
 		return err
 	}
-	// The next call takes the fast path above when it repeats this one.
+	// The plan serves the call's repeats while Select would answer them
+	// the same way: from its cache, under this cache generation.
 	if k, ok := selector.KeyOf(&sreq); ok {
-		if tok := c.exec.HotToken(&c.ereq, c.lastSched); tok != 0 {
-			c.hot.call, c.hot.st, c.hot.key, c.hot.tok = v, call.Stream, k, tok
-			c.hot.ok = true
+		if cid, ok := c.sel.Cached(k); ok && cid == id {
+			c.keepPlan(&v, p)
 		}
 	}
 	return nil
 }
 
 // run executes c.ereq, the request of call, with the schedule the selector
-// chose (id).
-func (c *Comm) run(ctx context.Context, call *Call, id int) error {
+// chose (id), and returns the walk's plan.
+func (c *Comm) run(ctx context.Context, call *Call, id int) (*executor.Plan, error) {
 	if id == selector.None {
-		return &Error{Code: InvalidUsage, Op: call.Coll.String(), Rank: c.rank, Msg: c.contextState(), Err: ErrNoSchedule}
+		return nil, &Error{Code: InvalidUsage, Op: call.Coll.String(), Rank: c.rank, Msg: c.contextState(), Err: ErrNoSchedule}
 	}
 	s, err := c.schedule(id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c.last, c.lastSched = CallInfo{Schedule: id, Name: s.Name}, s
-	return c.execute(ctx, call, s, 0)
-}
-
-// execute launches c.ereq with schedule s (c.last's) on the call's stream,
-// and waits for it when the call gave none. tok, when not 0, is the
-// executor's token for a repeat of that request with s (Executor.Repeat).
-func (c *Comm) execute(ctx context.Context, call *Call, s *executor.Schedule, tok uint64) error {
 	st := call.Stream
 	if st == nil {
 		st = c.stream
 	}
-	var err error
-	if tok != 0 {
-		err = c.exec.Repeat(ctx, tok, &c.ereq, s, st)
-	} else {
-		err = c.exec.Execute(ctx, &c.ereq, s, st)
-	}
+	p, err := c.exec.Execute(ctx, &c.ereq, s, st)
 	c.last.Launch = c.exec.LaunchCounter()
-	if err != nil || tok == 0 || call.Stream == nil {
-		return c.executed(call, st, err)
-	}
-	return nil
+	return p, c.executed(call, st, err)
 }
 
-// executed is execute's end for a launch that failed (err), that was not a
-// repeat (tok 0) or that was on the communicator's own stream.
+// executed is the end of a call's launch on st (the call's stream, or the
+// communicator's own), whose error is err: the error classified, the
+// caller's stream remembered for AsyncError, or the launch waited for when
+// the call gave no stream.
 func (c *Comm) executed(call *Call, st device.Stream, err error) error {
 	if err != nil {
-		c.hot.ok = false
 		e := c.wrap(call.Coll.String(), err)
 		if c.exec.Err() != nil {
 			c.setAsync(e)
@@ -292,9 +281,9 @@ func (c *Comm) executed(call *Call, st device.Stream, err error) error {
 	}
 	if call.Stream != nil {
 		// AsyncError reads the failure record of the caller's last stream
-		// (stored only when it changes: the hit path allocates nothing; a
-		// repeat, which does not come here, is on the last call's stream).
-		if p := c.userSt.Load(); p == nil || *p != st {
+		// (stored only when it changes: a repeated call allocates nothing).
+		if c.lastUserSt != st {
+			c.lastUserSt = st
 			sp := new(device.Stream)
 			*sp = st
 			c.userSt.Store(sp)

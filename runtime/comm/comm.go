@@ -33,7 +33,7 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/executor"
-	"github.com/theseus-ccl/theseus/runtime/interp"
+	"github.com/theseus-ccl/theseus/runtime/launch"
 	"github.com/theseus-ccl/theseus/runtime/log"
 	"github.com/theseus-ccl/theseus/runtime/replay"
 	"github.com/theseus-ccl/theseus/runtime/selector"
@@ -200,33 +200,34 @@ type Comm struct {
 	// What every collective call reads or writes comes first, together:
 	// a rank's thread comes back from a launch that waited for the GPU
 	// with cold caches, and every cache line it touches costs.
-	callMu   sync.Mutex // held by a call in progress; Abort waits for it
-	state    atomic.Int32
+	callMu sync.Mutex // held by a call in progress; Abort waits for it
+	state  atomic.Int32
+	// armed: a replay record (the C launcher of plans) is armed and its
+	// calls not yet counted (replay.go), read here by every call on a line
+	// it reads anyway.
+	armed    bool
 	asyncErr atomic.Pointer[Error]
-	// hot is the last call when it was valid, served by the selector's
-	// cache and by the executor's entries without a lookup: what a repeat
-	// of it needs to take the fast path (Collective). Its schedule is
-	// last's (id and lastSched): every other call clears it.
-	hot struct {
-		ok bool
-		// armed: a replay record is armed (replay.go), read here by every
-		// call on the line it reads anyway.
-		armed bool
-		call  validated
-		st    device.Stream // the call's (nil: the communicator's)
-		key   selector.Key
-		tok   uint64 // the executor's (Executor.HotToken)
-	}
-	calls     uint64
-	repeats   uint64 // calls that took the fast path (tests)
-	sel       *selector.Selector
-	exec      *executor.Executor
+	// cur is the kept plan of the last call (plans), -1 when there is none;
+	// curCall, curPlan and curGen are a copy of its call, plan and selector
+	// generation, so that a repeat of the last call reads only these lines
+	// (setCur).
+	cur     int
+	curCall validated
+	curPlan *executor.Plan
+	curGen  uint64
+	calls   uint64
+	sel     *selector.Selector
+	exec    *executor.Executor
+	last    CallInfo
+	// lastUserSt is the caller's stream of the last call that gave one
+	// (what userSt points at), read by a repeated call.
+	lastUserSt device.Stream
+	// A repeated call's fields end here, within three cache lines: a Comm
+	// is over 512 bytes and holds pointers, so Go's allocator puts an
+	// 8-byte header before it, at a 64-byte boundary, and they must end by
+	// byte 184 (TestCommLayout).
+
 	lastSched *executor.Schedule // last's
-	last      CallInfo
-	// The fast path's fields end here, within three cache lines: a Comm is
-	// over 512 bytes and holds pointers, so Go's allocator puts an 8-byte
-	// header before it, at a 64-byte boundary, and they must end by byte
-	// 184 (TestCommLayout).
 
 	// valid is the last call that passed Validate, and its answer.
 	valid struct {
@@ -261,14 +262,19 @@ type Comm struct {
 	ctxState      string
 	ctxStateEpoch uint64
 
-	// rp is the replay record ArmReplay arms (hot.armed while armed and
-	// its calls not yet counted) and its entries (callMu); replayPoison the
+	// rp is the replay record ArmReplay arms (armed while armed and its
+	// calls not yet counted) and its entries (callMu); replayPoison the
 	// last record armed, which an asynchronous error or Abort poisons from
 	// any goroutine; replayed counts the calls made from records
 	// (replay.go).
 	rp           replayState
 	replayPoison atomic.Pointer[replay.Record]
 	replayed     atomic.Uint64
+
+	// plans are the kept plans (plans.go), nextPlan the slot the next one
+	// replaces when all are in use.
+	plans    [planSlots]planEntry
+	nextPlan int
 }
 
 // CallInfo describes the last collective call of a communicator: the
@@ -363,7 +369,7 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 		return nil, &Error{Code: SystemError, Op: "init", Rank: rank, Msg: "stream", Err: err}
 	}
 	c.startWatchers()
-	c.last.Schedule = -1
+	c.last.Schedule, c.cur = -1, -1
 	ok = true
 	if log.On(log.Info, log.Init) {
 		log.Infof(log.Init, "comm rank %d/%d: %d node(s) x %d, local rank %d, backend %s, context %s",
@@ -559,7 +565,7 @@ func (c *Comm) wrapErr(op string, err error, inCall bool) *Error {
 	out := &Error{Code: InternalError, Op: op, Rank: c.rank, Msg: "failed", Err: err}
 	var be *bootstrap.Error
 	var ee *executor.Error
-	var ie *interp.Error
+	var ie *launch.Error
 	switch {
 	case errors.As(err, &be):
 		out.Code, out.Peers = RemoteError, be.Missing
@@ -573,7 +579,7 @@ func (c *Comm) wrapErr(op string, err error, inCall bool) *Error {
 		out.Code, out.Msg = InvalidUsage, "graph capture"
 	case errors.Is(err, executor.ErrScratchMismatch):
 		out.Code, out.Msg = InvalidUsage, "scratch"
-	case errors.Is(err, interp.ErrTimeout) || errors.Is(err, interp.ErrAborted):
+	case errors.Is(err, launch.ErrTimeout) || errors.Is(err, launch.ErrAborted):
 		out.Code, out.Msg = RemoteError, "launch stopped"
 		if inCall {
 			out.Peers = c.suspects(err)
@@ -605,7 +611,7 @@ func (c *Comm) suspects(err error) []int {
 	if p := peerRank(err); p >= 0 {
 		return []int{p}
 	}
-	var ie *interp.Error
+	var ie *launch.Error
 	if !errors.As(err, &ie) || c.last.Schedule < 0 || c.last.Schedule >= len(c.scheds) || c.scheds[c.last.Schedule] == nil {
 		return nil
 	}
@@ -738,11 +744,17 @@ func (c *Comm) Destroy() error {
 	if commState(c.state.Load()) == live {
 		err = c.Finalize()
 	}
-	st := commState(c.state.Load())
-	if st == destroyed || st == aborted {
-		return nil
+	// Exactly one of Destroy and Abort releases the communicator, however
+	// they interleave: each moves the state on with a compare-and-swap.
+	for {
+		st := commState(c.state.Load())
+		if st == destroyed || st == aborted {
+			return nil
+		}
+		if c.state.CompareAndSwap(int32(st), int32(destroyed)) {
+			break
+		}
 	}
-	c.state.Store(int32(destroyed))
 	c.poisonReplay()
 	c.callMu.Lock()
 	defer c.callMu.Unlock()

@@ -4,27 +4,29 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/executor"
 	"github.com/theseus-ccl/theseus/runtime/replay"
-	"github.com/theseus-ccl/theseus/runtime/selector"
 )
 
-// Replay from C (runtime/replay; docs/design/cuda.md, "Replay from C").
+// The C launcher of plans (runtime/replay; docs/design/runtime.md,
+// "Launchers"; docs/ncclabi.md, "Launches from C").
 //
-// After a call that Collective served on its repeat path (or set up for
-// it), ArmReplay adds it to a replay record's entries, which already hold
-// up to replay.Entries-1 earlier such calls on the same stream, and arms
-// the record: C code may then launch any of them again, up to the
-// selector's next epoch, each launch as the repeat path would have made
-// it. Any later use of the communicator (a call, Finalize, Destroy, Split,
-// Stats) disarms the record and counts its calls first, as if each had
-// gone through Collective, and makes the last of them the communicator's
-// last call (replaySync); an asynchronous error, Destroy and Abort poison
-// it from any goroutine, so that no call made from C follows them.
+// After a call that Collective served from a kept plan (or whose full path
+// has just kept one), ArmReplay adds the plan's launch to a replay
+// record's entries, which already hold up to replay.Entries-1 earlier such
+// plans on the same stream, and arms the record: C code may then launch
+// any of them again, up to the selector's next epoch, each launch as
+// executor.Launch would have made it. Any later use of the communicator (a
+// call, Finalize, Destroy, Split, Stats) disarms the record and counts its
+// calls first, as launches of those plans (replaySync: the communicator's
+// calls, the selector's requests, the executor's plan launches), and makes
+// the last of them the communicator's last call; an asynchronous error,
+// Destroy and Abort poison it from any goroutine, so that no call made
+// from C follows them.
 //
-// An entry is kept while its call would still take the same path: its
-// executor entries not dropped and its schedule (L1 entry) the last call's
-// (executor.ReplayUsable: a switch between schedules rebases semaphores,
-// which only the Go path does), the selector's cached answer for it
-// unchanged, and the calls on the same stream.
+// An entry is kept while its plan would still serve its call from C: the
+// executor says a launcher outside Go may repeat it on the record's stream
+// (executor.Repeatable: the plan valid, its schedule the running one, no
+// peer's buffers to check, the stream the last launch's), and the
+// selector's cache generation is the plan's.
 
 // replayState is a communicator's record and its entries, in the
 // record's order (callMu).
@@ -32,28 +34,24 @@ type replayState struct {
 	rec  *replay.Record
 	st   device.Stream
 	ents []replayEntry
-	gen  uint64 // the selector's CacheGen when the entries were last checked
-	cur  int    // the entry of the communicator's last call
-	next int    // the entry the next new call replaces when all are in use
+	next int // the entry the next new call replaces when all are in use
 }
 
-// replayEntry is one entry: the call's C key, its selector key and
-// answer, and its executor entries.
+// replayEntry is one entry: the call's C key and its kept plan.
 type replayEntry struct {
-	key   replay.Key
-	skey  selector.Key
-	info  CallInfo
-	sched *executor.Schedule
-	exec  executor.ReplayEntry
+	key replay.Key
+	planEntry
 }
 
 // ArmReplay adds call, the call Collective has just served, whose C key
-// is k, to r's entries and arms r: call is added when it took the repeat
-// path (or set it up) and its next repeat would too, on a stream that can
-// repeat launches from C (device.Replayer). It reports whether r was
-// armed. A communicator uses one record: r replaces the previous one's
-// entries. The caller must not call any other method of the communicator
-// while r may be used, except AsyncError: each of them disarms it first.
+// is k, to r's entries and arms r: call is added when a kept plan served
+// it (or its full path has just kept one) and a launcher outside Go may
+// repeat that plan on call.Stream (executor.Repeatable), a stream whose
+// launches can be described to C (device.ImageExporter). It reports
+// whether r was armed. A communicator uses one record: r replaces the
+// previous one's entries. The caller must not call any other method of
+// the communicator while r may be used, except AsyncError: each of them
+// disarms it first.
 func (c *Comm) ArmReplay(r *replay.Record, call *Call, k replay.Key) bool {
 	if r == nil || call == nil || call.Stream == nil {
 		return false
@@ -61,19 +59,18 @@ func (c *Comm) ArmReplay(r *replay.Record, call *Call, k replay.Key) bool {
 	c.callMu.Lock()
 	defer c.callMu.Unlock()
 	c.replaySync()
-	h := &c.hot
-	if !h.ok || h.st != call.Stream ||
-		h.call != (validated{call.Send, call.Recv, call.Count, call.Root, call.Coll, call.DataType, call.RedOp}) ||
-		commState(c.state.Load()) != live || c.asyncErr.Load() != nil {
+	if c.cur < 0 || !c.curCall.matches(call) || commState(c.state.Load()) != live || c.asyncErr.Load() != nil {
 		return false
 	}
-	id, left := c.sel.RepeatBudget(h.key)
-	if left < 1 || id != c.last.Schedule {
+	pe := c.plans[c.cur]
+	left := c.sel.Budget()
+	ie, ok := call.Stream.(device.ImageExporter)
+	if !ok || left < 1 || pe.selGen != c.sel.CacheGen() || !c.exec.Repeatable(pe.plan, call.Stream) {
 		return false
 	}
 	rs := &c.rp
 	if rs.rec != r || rs.st != call.Stream {
-		*rs = replayState{rec: r, st: call.Stream, ents: rs.ents[:0], gen: c.sel.CacheGen()}
+		*rs = replayState{rec: r, st: call.Stream, ents: rs.ents[:0]}
 	}
 	c.replayKeep()
 	i := -1
@@ -92,60 +89,56 @@ func (c *Comm) ArmReplay(r *replay.Record, call *Call, k replay.Key) bool {
 			rs.next = i + 1
 		}
 	}
-	re, ok := c.exec.ArmReplay(h.tok, call.Stream, r, i)
-	if !ok {
+	// Cleared before the stream registers r to stop it: a Stop from then
+	// on (the stream closed, ranks sharing the context) sticks, and Arm
+	// refuses r.
+	r.Clear()
+	im, ok := ie.LaunchImage(pe.plan.Prepared(), r)
+	if !ok || !r.SetEntry(i, im) {
 		// Entry i is lost (a new one, or a call that now takes another
 		// path): the record stays off until a call can be armed.
 		c.replayDrop(i)
 		return false
 	}
-	rs.ents[i] = replayEntry{key: k, skey: h.key, info: CallInfo{Schedule: id, Name: c.last.Name}, sched: c.lastSched, exec: re}
-	rs.cur = i
+	rs.ents[i] = replayEntry{key: k, planEntry: pe}
 	// Layout ids: an entry's is the first entry's index with its layout.
 	lastSig := int32(-1)
 	for j := range rs.ents {
 		sig := int32(j)
 		for q := range j {
-			if rs.ents[q].exec.SameLayout(rs.ents[j].exec) {
+			if rs.ents[q].plan.SameLayout(rs.ents[j].plan) {
 				sig = int32(q)
 				break
 			}
 		}
-		r.SetEntryKey(j, rs.ents[j].key, sig, rs.ents[j].exec.FenceAll())
-		if lastSig < 0 && c.exec.LastLayout(rs.ents[j].exec) {
+		r.SetEntryKey(j, rs.ents[j].key, sig, rs.ents[j].plan.FenceAll())
+		if lastSig < 0 && c.exec.LastLayout(rs.ents[j].plan) {
 			lastSig = sig
 		}
 	}
-	// The backend cleared the poison when it filled r (SetLaunch); from
-	// here on an asynchronous error or an Abort sees r and poisons it (Arm
-	// then refuses it, or a C call declines it), or happened before the
-	// check after arming, which poisons it.
+	// From here on an asynchronous error or an Abort sees r and poisons it
+	// (Arm then refuses it, or a C call declines it), or happened before
+	// the check after arming, which poisons it.
 	c.replayPoison.Store(r)
 	if !r.Arm(len(rs.ents), int64(left), c.exec.LaunchCounter(), lastSig) {
 		return false
 	}
-	c.hot.armed = true
+	c.armed = true
 	if commState(c.state.Load()) != live || c.asyncErr.Load() != nil {
 		r.Poison()
 	}
 	return true
 }
 
-// replayKeep drops the entries whose calls would no longer take the path
-// their launches were made for, moving the others up in the record. The
-// record is off.
+// replayKeep drops the entries whose plans would no longer serve their
+// calls from C, moving the others up in the record. The record is off.
 func (c *Comm) replayKeep() {
 	rs := &c.rp
 	gen := c.sel.CacheGen()
 	keep := rs.ents[:0]
 	for j, e := range rs.ents {
-		if !c.exec.ReplayUsable(e.exec) {
+		if e.selGen != gen || !c.exec.Repeatable(e.plan, rs.st) {
 			continue
-		}
-		if gen != rs.gen {
-			if id, ok := c.sel.Cached(e.skey); !ok || id != e.info.Schedule {
-				continue
-			}
 		}
 		if n := len(keep); n != j {
 			rs.rec.CopyEntry(n, j)
@@ -153,7 +146,7 @@ func (c *Comm) replayKeep() {
 		keep = append(keep, e)
 	}
 	clear(rs.ents[len(keep):])
-	rs.ents, rs.gen = keep, gen
+	rs.ents = keep
 }
 
 // replayDrop removes entry i, moving the last entry into its place.
@@ -185,14 +178,14 @@ func (c *Comm) SyncReplay() {
 func (c *Comm) Replayed() uint64 { return c.replayed.Load() }
 
 // replaySync disarms the armed record, if any, and counts its calls as
-// Collective would have counted them (the communicator's, the selector's
-// and the executor's counters), with the last of them the last call. The
-// caller holds callMu.
+// launches of their plans (the communicator's calls, the selector's
+// requests, the executor's plan launches), with the last of them the last
+// call. The caller holds callMu.
 func (c *Comm) replaySync() {
-	if !c.hot.armed {
+	if !c.armed {
 		return
 	}
-	c.hot.armed = false
+	c.armed = false
 	r := c.rp.rec
 	r.Disarm()
 	t := r.Take()
@@ -201,22 +194,24 @@ func (c *Comm) replaySync() {
 	}
 	n := uint64(t.Calls)
 	c.calls += n
-	c.repeats += n
-	c.sel.Repeated(int(n))
-	rs := &c.rp
-	var last *executor.ReplayEntry
-	if t.Last >= 0 && t.Last < len(rs.ents) {
+	c.sel.Served(int(n))
+	var last *executor.Plan
+	if rs := &c.rp; t.Last >= 0 && t.Last < len(rs.ents) {
 		e := &rs.ents[t.Last]
-		last = &e.exec
-		if t.Last != rs.cur {
-			// Another entry's call was the last: the repeat path is for
-			// the communicator's own last call only.
-			c.hot.ok = false
-			c.last, c.lastSched = e.info, e.sched
-			rs.cur = t.Last
+		last = e.plan
+		c.last, c.lastSched = e.info, e.plan.Schedule()
+		if c.cur < 0 || c.curPlan != e.plan {
+			cur := -1
+			for i := range c.plans {
+				if c.plans[i].plan == e.plan {
+					cur = i
+					break
+				}
+			}
+			c.setCur(cur, true)
 		}
 	}
-	c.exec.Replayed(n, uint64(t.Fenced), last)
+	c.exec.PlansLaunched(n, uint64(t.Fenced), last)
 	c.last.Launch = c.exec.LaunchCounter()
 	c.replayed.Add(n)
 }

@@ -26,7 +26,6 @@ import (
 
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/ir"
-	"github.com/theseus-ccl/theseus/runtime/replay"
 )
 
 // Ptr is an address in this process's view of a backend's memory: a device
@@ -153,19 +152,57 @@ type CaptureLauncher interface {
 	CaptureLaunch(p Prepared, launch uint64, fence, fenceCaptured bool) (capturing bool, err error)
 }
 
-// Replayer is implemented by streams whose launches C code can repeat
-// without Go (runtime/replay; docs/design/cuda.md, "Replay from C").
-// SetReplay fills r's shared launch part for this stream and entry i's
-// launch with p's, as CaptureLaunch(p, launch, fence, true) would make it
-// on a stream that is not being captured, for any launch counter and
-// fence (th_replay_call writes both): the same kernel, grid and argument,
-// and p's fence count. r must be off. It reports false, filling nothing,
-// when such a launch cannot be repeated from C (staging copies, ranks
-// sharing the device context, a closed stream, a measurement in progress,
-// an argument too large). The stream poisons and disarms r before it is
-// closed.
-type Replayer interface {
-	SetReplay(r *replay.Record, i int, p Prepared) bool
+// ImageExporter is implemented by streams whose launches a launcher
+// outside Go can repeat: the NCCL layer's C launcher (runtime/replay;
+// docs/design/runtime.md, "Launchers"), fed from the executor's plans.
+// LaunchImage describes p's launch as CaptureLaunch(p, launch, fence, true)
+// would make it on this stream when the stream is not being captured, for
+// any launch counter and fence (the outside launcher writes both): the
+// same kernel, grid and argument, and p's fence count. It reports false,
+// describing nothing, when such a launch cannot be made outside Go
+// (staging copies, ranks sharing the device context, a closed stream).
+//
+// The stream keeps stop until it is closed: before anything the image
+// names goes away (Close, and ShareContext for every stream) it calls
+// stop.Stop, after which the outside launcher launches nothing from the
+// image (Stop waits for a launch in progress). The caller makes stop
+// ready to be stopped (its poison cleared) before it calls LaunchImage,
+// so that a Stop during the call is not lost.
+type ImageExporter interface {
+	LaunchImage(p Prepared, stop Stopper) (LaunchImage, bool)
+}
+
+// Stopper is an outside launcher's handle on the launch images it holds
+// (ImageExporter): Stop makes it launch none of them from now on, waiting
+// for a launch in progress. Safe from any goroutine, at any time.
+type Stopper interface {
+	Stop()
+}
+
+// LaunchImage is a prepared launch as plain data, for a launcher outside
+// Go (ImageExporter).
+type LaunchImage struct {
+	// Fn is the C function that makes the launch (for the CUDA backend, a
+	// th_replay_launch_fn of runtime/replay/replay.h); Ctx and Queue are
+	// what it launches in and on (a CUcontext and a CUstream).
+	Fn, Ctx, Queue uintptr
+	// Err is the address of the stream's 32-bit failure code (memory
+	// outside Go's heap that outlives the image until Stop): a nonzero
+	// code declines every launch.
+	Err uintptr
+	// Timed asks Fn to time its launch call (THESEUS_TIME_LAUNCHES).
+	Timed bool
+	// Func is the kernel; Grid, Threads and Shmem its grid and block sizes
+	// and dynamic shared memory in bytes.
+	Func                 uintptr
+	Grid, Threads, Shmem uint32
+	// NFence is the fence count a fenced launch writes.
+	NFence int32
+	// Arg is the kernel's by-value argument; OffLaunch and OffNFence are
+	// the byte offsets in it of the 64-bit launch counter and the 32-bit
+	// fence count, which the outside launcher writes before each launch.
+	Arg                  []byte
+	OffLaunch, OffNFence int
 }
 
 // ContextSharer is implemented by backends whose ranks in one process

@@ -10,12 +10,13 @@ import (
 
 	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/device/devicetest"
 )
 
-// BenchmarkExecuteHit is the executor's walk for a request that hits all
-// four levels, on the null backend (no run): one rank.
-func BenchmarkExecuteHit(b *testing.B) {
+// hitExecutor is one rank on the null backend (launches do nothing) whose
+// request r of schedule s has been walked once: every level is in place.
+func hitExecutor(b *testing.B) (*Executor, *Request, *Schedule, device.Stream, *Plan) {
 	null := devicetest.NewNull()
 	e, err := New(Config{Rank: 0, NRanks: 1, Backend: null, InitialScratch: 1 << 20})
 	if err != nil {
@@ -26,14 +27,35 @@ func BenchmarkExecuteHit(b *testing.B) {
 	send, _ := null.Alloc(1 << 20)
 	recv, _ := null.Alloc(1 << 20)
 	r := &Request{Coll: ir.AllReduce, Send: send, Recv: recv, Count: 1 << 16, DataType: ir.Float32, RedOp: ir.Sum}
-	ctx := context.Background()
-	if err := e.Execute(ctx, r, s, st); err != nil {
+	p, err := e.Execute(context.Background(), r, s, st)
+	if err != nil {
 		b.Fatal(err)
 	}
+	return e, r, s, st, p
+}
+
+// BenchmarkExecuteHit is the executor's walk for a request that hits all
+// four levels, on the null backend (no run): one rank.
+func BenchmarkExecuteHit(b *testing.B) {
+	e, r, s, st, _ := hitExecutor(b)
+	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if err := e.Execute(ctx, r, s, st); err != nil {
+		if _, err := e.Execute(ctx, r, s, st); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPlanLaunch is the launch of the same request from its plan
+// (Launch), what a repeated call costs the executor.
+func BenchmarkPlanLaunch(b *testing.B) {
+	e, _, _, st, p := hitExecutor(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := e.Launch(p, st); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -102,7 +124,7 @@ func BenchmarkMigration(b *testing.B) {
 					})
 					b.StartTimer()
 					errs := w.each(func(r int) error {
-						return w.ex[r].Execute(context.Background(), request(c, bs[r]), sb, w.st[r])
+						return walkErr(w.ex[r].Execute(context.Background(), request(c, bs[r]), sb, w.st[r]))
 					})
 					b.StopTimer()
 					var slowest time.Duration

@@ -4,6 +4,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -31,6 +32,57 @@ type world struct {
 	// allocations to free at cleanup
 	mu     sync.Mutex
 	allocs []device.Ptr
+	// plans, when set, serve each rank's repeated requests from their plans
+	// (world.call), as the communicator does.
+	plans []*planner
+}
+
+// usePlans makes world.call serve repeated requests from their plans.
+func (w *world) usePlans() {
+	w.plans = make([]*planner, w.n)
+	for r := range w.n {
+		w.plans[r] = &planner{plans: map[Request]*Plan{}}
+	}
+}
+
+// call runs r with s on rank rank's stream st: through its plan when the
+// world uses plans (usePlans), else through a walk.
+func (w *world) call(rank int, r *Request, s *Schedule, st device.Stream) error {
+	if w.plans != nil {
+		return w.plans[rank].run(context.Background(), w.ex[rank], r, s, st)
+	}
+	_, err := w.ex[rank].Execute(context.Background(), r, s, st)
+	return err
+}
+
+// planner serves requests as the communicator does: a request seen before
+// launches its plan while the plan is valid (Launch), and any other walks
+// (Execute), which returns the plan of its shape.
+type planner struct {
+	plans map[Request]*Plan
+	// launched counts the plans launched, stale the plans found stale,
+	// failed the plan launches that failed.
+	launched, stale, failed int
+}
+
+func (p *planner) run(ctx context.Context, e *Executor, r *Request, s *Schedule, st device.Stream) error {
+	if pl := p.plans[*r]; pl != nil && pl.Schedule() == s {
+		err := e.Launch(pl, st)
+		switch {
+		case err == nil:
+			p.launched++
+			return nil
+		case !errors.Is(err, ErrStale):
+			p.failed++
+			return err
+		}
+		p.stale++
+	}
+	pl, err := e.Execute(ctx, r, s, st)
+	if pl != nil {
+		p.plans[*r] = pl
+	}
+	return err
 }
 
 func newWorld(t testing.TB, n int, cfg Config) *world {
@@ -184,7 +236,7 @@ func (w *world) run(s *Schedule, c devicetest.Case, goMem bool) (int64, []error)
 	var wrong int64
 	errs := w.each(func(r int) error {
 		b := w.alloc(c, r, goMem)
-		if err := w.ex[r].Execute(context.Background(), request(c, b), s, w.st[r]); err != nil {
+		if err := w.call(r, request(c, b), s, w.st[r]); err != nil {
 			return err
 		}
 		err := w.st[r].Synchronize()
@@ -204,3 +256,6 @@ func (w *world) run(s *Schedule, c devicetest.Case, goMem bool) (int64, []error)
 	})
 	return wrong, errs
 }
+
+// walkErr is Execute's error, for callers that do not keep the plan.
+func walkErr(_ *Plan, err error) error { return err }

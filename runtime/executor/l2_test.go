@@ -23,7 +23,7 @@ func (w *world) exec(s *Schedule, c devicetest.Case, bs []bufs) ([]error, []time
 	errs := w.each(func(r int) error {
 		start := time.Now()
 		defer func() { took[r] = time.Since(start) }()
-		if err := w.ex[r].Execute(context.Background(), request(c, bs[r]), s, w.st[r]); err != nil {
+		if _, err := w.ex[r].Execute(context.Background(), request(c, bs[r]), s, w.st[r]); err != nil {
 			return err
 		}
 		return w.st[r].Synchronize()

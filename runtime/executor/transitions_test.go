@@ -195,7 +195,7 @@ func (w *fworld) same(t *testing.T, tc *tracer, s *Schedule, c devicetest.Case) 
 	}
 	tc.reset()
 	errs := w.each(func(r int) error {
-		if err := w.ex[r].Execute(context.Background(), request(c, bs[r]), s, w.st[r]); err != nil {
+		if err := w.call(r, request(c, bs[r]), s, w.st[r]); err != nil {
 			return err
 		}
 		return w.st[r].Synchronize()
@@ -291,7 +291,7 @@ func TestTransitions(t *testing.T) {
 			tc.reset()
 			noErr(t, w.each(func(r int) error {
 				req := request(arCase(count, 1), bs[r])
-				if err := w.ex[r].Execute(context.Background(), req, one, w.st[r]); err != nil {
+				if _, err := w.ex[r].Execute(context.Background(), req, one, w.st[r]); err != nil {
 					return err
 				}
 				return w.st[r].Synchronize()
@@ -380,7 +380,7 @@ func TestTransitions(t *testing.T) {
 		}
 		warm := func() []error {
 			return w.each(func(r int) error {
-				if err := w.ex[r].Execute(context.Background(), request(arCase(8, 1), bs[r]), b, w.st[r]); err != nil {
+				if _, err := w.ex[r].Execute(context.Background(), request(arCase(8, 1), bs[r]), b, w.st[r]); err != nil {
 					return err
 				}
 				return w.st[r].Synchronize()
@@ -498,7 +498,7 @@ func TestTransitions(t *testing.T) {
 		}
 		tc.reset()
 		errs = w.each(func(r int) error {
-			return w.ex[r].Execute(context.Background(), request(arCase(1<<20, 1), bs[r]), a, w.st[r])
+			return walkErr(w.ex[r].Execute(context.Background(), request(arCase(1<<20, 1), bs[r]), a, w.st[r]))
 		})
 		wantPath(t, tc.path(0), "Start -ok-> L0Lookup -hit-> L1Lookup -same-> L2Lookup -skip-> L3Lookup -miss-> L3Setup -too-small-> Grow -error-> Fail")
 		if !errors.Is(errs[0], errInjected) {

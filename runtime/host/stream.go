@@ -15,6 +15,7 @@ import (
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/interp"
+	"github.com/theseus-ccl/theseus/runtime/launch"
 )
 
 // prepared is one rank's launch state for one request shape: the
@@ -23,7 +24,7 @@ import (
 type prepared struct {
 	table    *optable.Table
 	rank     int
-	req      interp.Request // Launch is filled per launch
+	req      launch.Request // Launch is filled per launch
 	mem      [2]*interp.RankMem
 	abort    *uint64
 	done     *uint64
@@ -71,7 +72,7 @@ func (b *backend) Prepare(a *device.Args) (device.Prepared, error) {
 		return nil, fmt.Errorf("host: %d channel ends for a table of %d channels", len(a.Ends), len(t.Channels))
 	}
 	p := &prepared{table: t, rank: a.Rank,
-		req: interp.Request{Count: a.Count, DataType: a.DataType, RedOp: a.RedOp, Root: a.Root, InPlace: a.InPlace,
+		req: launch.Request{Count: a.Count, DataType: a.DataType, RedOp: a.RedOp, Root: a.Root, InPlace: a.InPlace,
 			PacketType: a.PacketType, Slices: a.Layout.Slices, Timeout: a.Timeout}}
 	var err error
 	mem := func(m device.Mem) []byte {
@@ -123,7 +124,7 @@ func (b *backend) Prepare(a *device.Args) (device.Prepared, error) {
 		if t.Protocol == ir.LL {
 			oddReq := p.req
 			oddReq.Launch = 1
-			own, herr := interp.ScratchHalfOffset(t, a.Rank, oddReq)
+			own, herr := launch.ScratchHalfOffset(t, a.Rank, oddReq)
 			if herr != nil {
 				return nil, herr
 			}
@@ -312,22 +313,22 @@ func (s *stream) run(t task) error {
 	return nil
 }
 
-// waitFence waits until every peer's done word has reached launch-1,
+// waitFence waits until every peer's done word has reached counter-1,
 // bounded by the request's timeout and stopped by the abort word.
-func (s *stream) waitFence(p *prepared, launch uint64) error {
+func (s *stream) waitFence(p *prepared, counter uint64) error {
 	timeout := p.req.Timeout
 	if timeout <= 0 {
-		timeout = interp.DefaultTimeout
+		timeout = launch.DefaultTimeout
 	}
 	var deadline time.Time
 	for _, f := range p.fence {
 		backoff := time.Duration(0)
-		for spins := 0; atomic.LoadUint64(f.word) < launch-1; spins++ {
+		for spins := 0; atomic.LoadUint64(f.word) < counter-1; spins++ {
 			if atomic.LoadUint64(p.abort) != 0 {
-				return &LaunchError{Rank: p.rank, Launch: launch, Peer: f.peer, Err: fmt.Errorf("fence on rank %d: %w", f.peer, interp.ErrAborted)}
+				return &LaunchError{Rank: p.rank, Launch: counter, Peer: f.peer, Err: fmt.Errorf("fence on rank %d: %w", f.peer, launch.ErrAborted)}
 			}
 			if err := s.ctx.Err(); err != nil {
-				return &LaunchError{Rank: p.rank, Launch: launch, Peer: f.peer, Err: err}
+				return &LaunchError{Rank: p.rank, Launch: counter, Peer: f.peer, Err: err}
 			}
 			switch {
 			case spins < 64:
@@ -337,8 +338,8 @@ func (s *stream) waitFence(p *prepared, launch uint64) error {
 				deadline = time.Now().Add(timeout)
 			case time.Now().After(deadline):
 				atomic.StoreUint64(p.abort, 1)
-				return &LaunchError{Rank: p.rank, Launch: launch, Peer: f.peer,
-					Err: fmt.Errorf("rank %d did not finish launch %d within %v: %w", f.peer, launch-1, timeout, interp.ErrTimeout)}
+				return &LaunchError{Rank: p.rank, Launch: counter, Peer: f.peer,
+					Err: fmt.Errorf("rank %d did not finish launch %d within %v: %w", f.peer, counter-1, timeout, launch.ErrTimeout)}
 			}
 			backoff = min(max(2*backoff, time.Microsecond), time.Millisecond)
 			time.Sleep(backoff)

@@ -74,12 +74,12 @@ func newRankRun(ctx context.Context, t *optable.Table, rank int, g *geometry, me
 				return nil, fail("channel %d: semaphore word not 8-byte aligned", c)
 			}
 		}
-		if g.ll && !aligned16(e.Peer.Scratch) {
+		if g.LL && !aligned16(e.Peer.Scratch) {
 			return nil, fail("channel %d: the peer's scratch is not 16-byte aligned", c)
 		}
-		rr.peerPhys[c] = g.pl.Physical(ch.Peer)
+		rr.peerPhys[c] = g.Placement.Physical(ch.Peer)
 	}
-	if g.ll && !aligned16(mem.Scratch) {
+	if g.LL && !aligned16(mem.Scratch) {
 		return nil, fail("scratch is not 16-byte aligned")
 	}
 	switch {
@@ -157,19 +157,19 @@ func (rr *rankRun) run() error {
 // epilogue is the avg division (ir.md §8) over the rank's result region.
 func (rr *rankRun) epilogue() error {
 	g, t := rr.g, rr.t
-	if g.reduceOp != ir.Avg || !t.Collective.Reduces() || g.lay.Count == 0 {
+	if g.RedOp != ir.Avg || !t.Collective.Reduces() || g.Layout.Count == 0 {
 		return nil
 	}
-	if ir.Blocks(t.Collective, ir.Output, t.NRanks, rr.rank, g.pl.Root) == 0 {
+	if ir.Blocks(t.Collective, ir.Output, t.NRanks, rr.rank, g.Placement.Root) == 0 {
 		return nil // reduce: only the root has a result
 	}
-	kb, chunk := g.pl.Resolve(rr.rank, ir.Output, 0)
-	start := chunk / t.ChunksPerBlock * g.lay.Count * g.es
-	buf, err := rr.bufferBytes(rr.mem.Buffers, kb, start, start+g.lay.Count*g.es, rr.rank)
+	kb, chunk := g.Placement.Resolve(rr.rank, ir.Output, 0)
+	start := chunk / t.ChunksPerBlock * g.Layout.Count * g.ElemSize
+	buf, err := rr.bufferBytes(rr.mem.Buffers, kb, start, start+g.Layout.Count*g.ElemSize, rr.rank)
 	if err != nil {
 		return &Error{Peer: -1, Rank: rr.rank, Logical: t.Rank, TB: -1, Step: -1, Msg: "avg epilogue: " + err.Error()}
 	}
-	if err := numeric.Divide(g.dataType, buf, t.NRanks); err != nil {
+	if err := numeric.Divide(g.DataType, buf, t.NRanks); err != nil {
 		return &Error{Peer: -1, Rank: rr.rank, Logical: t.Rank, TB: -1, Step: -1, Msg: "avg epilogue: " + err.Error()}
 	}
 	return nil
@@ -231,7 +231,7 @@ func (x *tbRun) errf(cause error, format string, args ...any) error {
 
 func (x *tbRun) run() error {
 	g := x.rr.g
-	for s := int64(0); s < g.slices; s++ {
+	for s := int64(0); s < g.Slices; s++ {
 		x.slice = s
 		for k := range x.ops {
 			x.k = k
@@ -266,7 +266,7 @@ func (x *tbRun) run() error {
 				return err
 			}
 			if op.Publish {
-				atomic.StoreUint64(&x.rr.publish[x.ti], g.epoch|uint64(s*int64(len(x.ops))+int64(k)+1))
+				atomic.StoreUint64(&x.rr.publish[x.ti], g.Epoch|uint64(s*int64(len(x.ops))+int64(k)+1))
 			}
 		}
 	}
@@ -296,11 +296,11 @@ func (x *tbRun) wait(cond func() bool, what func() string) error {
 		if err := x.rr.ctx.Err(); err != nil {
 			return x.errf(fmt.Errorf("%w: %w", ErrAborted, err), "%v while waiting for %s", err, what())
 		}
-		if el := time.Since(start); el >= x.rr.g.timeout {
+		if el := time.Since(start); el >= x.rr.g.Timeout {
 			return x.errf(ErrTimeout, "timed out after %v waiting for %s", el.Round(time.Millisecond), what())
 		}
 		backoffSleep(sleep)
-		sleep = min(2*sleep, maxBackoff, max(x.rr.g.timeout/8, minBackoff))
+		sleep = min(2*sleep, maxBackoff, max(x.rr.g.Timeout/8, minBackoff))
 	}
 }
 
@@ -338,7 +338,7 @@ func (x *tbRun) waitDep(d ir.Dep, s int64) error {
 	target := uint64(s*int64(len(x.rr.t.TBs[d.TB].Ops)) + int64(d.Step) + 1)
 	done := func() bool {
 		v := atomic.LoadUint64(w)
-		return v&^progressMask == g.epoch && v&progressMask >= target
+		return v&^progressMask == g.Epoch && v&progressMask >= target
 	}
 	if done() {
 		return nil
@@ -346,7 +346,7 @@ func (x *tbRun) waitDep(d ir.Dep, s int64) error {
 	return x.wait(done, func() string {
 		v := atomic.LoadUint64(w)
 		cur := "nothing yet in this launch"
-		if v&^progressMask == g.epoch {
+		if v&^progressMask == g.Epoch {
 			cur = fmt.Sprintf("progress %d", v&progressMask)
 		}
 		return fmt.Sprintf("tb %d to complete step %d of slice %d (dependency counter at %s, need %d)", d.TB, d.Step, s, cur, target)
@@ -375,17 +375,17 @@ func (x *tbRun) resolveRef(ref ir.Ref, c, s int64) (view, error) {
 		bufs, phys = rr.mem.Ends[ref.Chan].Peer, rr.peerPhys[ref.Chan]
 	}
 	if ref.Buf == ir.Scratch {
-		lo := g.halfOff + c*g.chunkB
+		lo := g.HalfOff + c*g.ChunkBytes
 		if ref.Packet {
-			b, err := rr.bufferBytes(bufs, ir.Scratch, lo, lo+g.chunkB, phys)
-			return view{pkt: b, elems: g.lay.Stride, packet: true}, err
+			b, err := rr.bufferBytes(bufs, ir.Scratch, lo, lo+g.ChunkBytes, phys)
+			return view{pkt: b, elems: g.Layout.Stride, packet: true}, err
 		}
-		b, err := rr.bufferBytes(bufs, ir.Scratch, lo, lo+g.lay.Stride*g.es, phys)
-		return view{buf: b, elems: g.lay.Stride}, err
+		b, err := rr.bufferBytes(bufs, ir.Scratch, lo, lo+g.Layout.Stride*g.ElemSize, phys)
+		return view{buf: b, elems: g.Layout.Stride}, err
 	}
-	kb, chunk := g.pl.Resolve(phys, ref.Buf, c)
-	st, en := g.lay.UserChunk(chunk, s)
-	b, err := rr.bufferBytes(bufs, kb, st*g.es, en*g.es, phys)
+	kb, chunk := g.Placement.Resolve(phys, ref.Buf, c)
+	st, en := g.Layout.UserChunk(chunk, s)
+	b, err := rr.bufferBytes(bufs, kb, st*g.ElemSize, en*g.ElemSize, phys)
 	return view{buf: b, elems: en - st, user: true}, err
 }
 
@@ -403,7 +403,7 @@ func (x *tbRun) staging(i int, n int64) []byte {
 func (x *tbRun) data(op *optable.Op, s int64) error {
 	g := x.rr.g
 	nref := len(op.Srcs) + len(op.Dsts)
-	if g.lay.Stride == 0 {
+	if g.Layout.Stride == 0 {
 		return nil // count 0: every chunk is empty, packet chunks included
 	}
 	// Chunks whose user-buffer pieces are empty do nothing (L_t = 0) unless
@@ -421,8 +421,8 @@ func (x *tbRun) data(op *optable.Op, s int64) error {
 			packetDst = true
 		}
 	}
-	C := g.lay.ChunksPerBlock
-	live := (g.lay.Count+g.lay.Stride-1)/g.lay.Stride - s*C // pieces j < live hold data
+	C := g.Layout.ChunksPerBlock
+	live := (g.Layout.Count+g.Layout.Stride-1)/g.Layout.Stride - s*C // pieces j < live hold data
 	skip := user >= 0 && !packetDst
 	if skip && live <= 0 {
 		return nil
@@ -443,7 +443,7 @@ func (x *tbRun) data(op *optable.Op, s int64) error {
 			}
 		}
 		x.views = x.views[:0]
-		L := g.lay.Stride
+		L := g.Layout.Stride
 		for i := 0; i < nref; i++ {
 			ref := opRef(op, i)
 			v, err := x.resolveRef(ref, ref.Off+t, s)
@@ -455,7 +455,7 @@ func (x *tbRun) data(op *optable.Op, s int64) error {
 			}
 			x.views = append(x.views, v)
 		}
-		nb := L * g.es
+		nb := L * g.ElemSize
 		x.srcs = x.srcs[:0]
 		for i := range op.Srcs {
 			v := &x.views[i]
@@ -481,7 +481,7 @@ func (x *tbRun) data(op *optable.Op, s int64) error {
 			} else {
 				res = x.staging(len(op.Srcs), nb)
 			}
-			if err := numeric.Reduce(g.dataType, g.reduceOp, res, x.srcs); err != nil {
+			if err := numeric.Reduce(g.DataType, g.RedOp, res, x.srcs); err != nil {
 				return x.errf(nil, "%v", err)
 			}
 		}
@@ -567,8 +567,8 @@ func putPayloadWord(p []byte, off int, v uint32) {
 // Stride (len(region)/2 payload bytes), zero data past len(payload), every
 // flag the launch's (ir.md §5.4). Data words are stored before flags.
 func (x *tbRun) writePackets(region, payload []byte) {
-	flag := x.rr.g.flag
-	if x.rr.g.pt == ir.LL16 {
+	flag := x.rr.g.Flag
+	if x.rr.g.PacketType == ir.LL16 {
 		for off := 0; off+16 <= len(region); off += 16 {
 			p := off / 2 // payload bytes of this packet start here
 			atomic.StoreUint32(word32(region, off), payloadWord(payload, p))
@@ -587,8 +587,8 @@ func (x *tbRun) writePackets(region, payload []byte) {
 // readPackets reads len(dst) payload bytes from a chunk's packet region,
 // waiting for each packet's flags to carry this launch's flag.
 func (x *tbRun) readPackets(region, dst []byte) error {
-	flag := x.rr.g.flag
-	ll16 := x.rr.g.pt == ir.LL16
+	flag := x.rr.g.Flag
+	ll16 := x.rr.g.PacketType == ir.LL16
 	step := 8
 	if ll16 {
 		step = 16
@@ -630,6 +630,6 @@ func (x *tbRun) waitPacket(region []byte, off int, ll16 bool, flag uint32) error
 	return x.wait(func() bool { return packetReady(region, off, ll16, flag) }, func() string {
 		size := map[bool]int{true: 16, false: 8}[ll16]
 		return fmt.Sprintf("the flag of LL packet %d of a scratch chunk to be %#x (launch %d), have %#x",
-			off/size, flag, x.rr.g.launchCnt, atomic.LoadUint32(word32(region, off+4)))
+			off/size, flag, x.rr.g.Launch, atomic.LoadUint32(word32(region, off+4)))
 	})
 }

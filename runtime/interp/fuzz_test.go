@@ -13,6 +13,7 @@ import (
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/ir/irtest"
 	"github.com/theseus-ccl/theseus/runtime/interp/internal/progs"
+	"github.com/theseus-ccl/theseus/runtime/launch"
 )
 
 // selfProgram is a 1-rank program that uses every primitive: a channel
@@ -68,7 +69,7 @@ func FuzzRun(f *testing.F) {
 		if tab.Protocol == ir.LL {
 			req.Slices = 0
 		}
-		if s, err := BufferSizes(tab, 0, req); err != nil || s.Input+s.Output+s.Scratch > 16<<20 {
+		if s, err := launch.BufferSizes(tab, 0, req); err != nil || s.Input+s.Output+s.Scratch > 16<<20 {
 			return // tables may ask for any amount of scratch; keep the fuzzer's memory small
 		}
 		if err := w.AllocBuffers(req); err != nil {

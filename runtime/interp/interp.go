@@ -42,278 +42,48 @@ package interp
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"time"
 
 	"github.com/theseus-ccl/theseus/codegen/optable"
-	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/launch"
 )
 
-// DefaultTimeout bounds every wait when Request.Timeout is 0 (the default
-// of THESEUS_TIMEOUT, which the runtime passes in).
-const DefaultTimeout = 60 * time.Second
+// Request is one launch of a collective as every rank sees it: the launch
+// contract's (runtime/launch), which the interpreter runs.
+type Request = launch.Request
 
-// Request is one launch of a collective on the communicator, as every rank
-// sees it (all ranks pass equal requests, except for their buffers).
-type Request struct {
-	// Count is the NCCL count: elements per block (>= 0).
-	Count    int64
-	DataType ir.DataType
-	// RedOp is the reduction of reduce ops (ignored by schedules without
-	// them). Avg runs as sum, then the avg epilogue (ir.md §8).
-	RedOp ir.RedOp
-	// Root is the physical root rank of a rooted collective (broadcast,
-	// reduce, gather, scatter); ignored otherwise.
-	Root int
-	// InPlace selects the in-place arrangement (NCCL: the buffers overlap as
-	// ir.md §3 says); the table must support the chosen arrangement.
-	InPlace bool
-	// PacketType is the LL packet format (LL programs; THESEUS_LL_PROTOCOL).
-	PacketType ir.PacketType
-	// Slices is the number of pipeline slices S (Simple programs). 0 picks
-	// ir.SlicesFor(Count, C, DataType, table.SliceBytes). LL programs are
-	// never sliced: 0 or 1 only.
-	Slices int64
-	// Launch is the communicator's launch counter, >= 1, identical on every
-	// rank and incremented once per launch. It is the LL flag (low 32 bits),
-	// selects the LL scratch half (parity), and is the epoch of the
-	// dependency counters (low 24 bits).
-	Launch uint64
-	// Timeout bounds each wait (semaphore, dependency, barrier, packet
-	// flag); 0 means DefaultTimeout.
-	Timeout time.Duration
-}
+// Error is an execution error of one rank: the launch contract's
+// (runtime/launch.Error).
+type Error = launch.Error
 
-// ErrTimeout and ErrAborted are wrapped by the *Error of a wait that timed
-// out, or that stopped because another threadblock or rank failed (the
-// abort word was set) or the context was cancelled.
+// Sizes are the bytes one physical rank's buffers need for a request
+// (runtime/launch.Sizes).
+type Sizes = launch.Sizes
+
+// DefaultTimeout bounds every wait when Request.Timeout is 0.
+const DefaultTimeout = launch.DefaultTimeout
+
+// ErrTimeout and ErrAborted are the launch contract's (runtime/launch):
+// wrapped by the *Error of a wait that timed out, or that stopped because
+// another threadblock or rank failed or the context was cancelled.
 var (
-	ErrTimeout = errors.New("timed out")
-	ErrAborted = errors.New("aborted")
+	ErrTimeout = launch.ErrTimeout
+	ErrAborted = launch.ErrAborted
 )
 
-// Error is an execution error of one rank: a bad request or memory, a wait
-// that timed out or was aborted, or a reference outside a buffer. Rank is
-// the physical rank and Logical the table's rank; TB and Step are -1 when
-// the error is not about one op.
-type Error struct {
-	Rank, Logical int
-	TB, Step      int
-	Slice         int64
-	Op            ir.Opcode
-	// Peer is the physical rank whose signal a timed-out or aborted
-	// semaphore wait was waiting for; -1 otherwise.
-	Peer int
-	Msg  string
-	Err  error // ErrTimeout, ErrAborted, a context error, or nil
-}
+// geometry is what one rank's launch resolves once (the launch
+// contract's).
+type geometry = launch.Geometry
 
-// PeerRank returns Peer: the physical rank a failed semaphore wait waited
-// for, or -1.
-func (e *Error) PeerRank() int { return e.Peer }
-
-func (e *Error) Error() string {
-	where := fmt.Sprintf("rank %d", e.Rank)
-	if e.Logical != e.Rank {
-		where += fmt.Sprintf(" (logical %d)", e.Logical)
-	}
-	if e.TB >= 0 {
-		where += fmt.Sprintf(" tb %d", e.TB)
-		if e.Step >= 0 {
-			where += fmt.Sprintf(" step %d (%v, slice %d)", e.Step, e.Op, e.Slice)
-		}
-	}
-	return "interp: " + where + ": " + e.Msg
-}
-
-func (e *Error) Unwrap() error { return e.Err }
-
-// geometry is what one rank's launch resolves once.
-type geometry struct {
-	lay       ir.Layout
-	pl        ir.Placement
-	slices    int64
-	es        int64
-	ll        bool
-	pt        ir.PacketType
-	chunkB    int64 // bytes of one scratch chunk (2x payload for LL)
-	halfOff   int64 // byte offset of this launch's LL scratch half (0 for Simple)
-	flag      uint32
-	epoch     uint64 // launch epoch in the dependency counters' high bits
-	timeout   time.Duration
-	reduceOp  ir.RedOp
-	dataType  ir.DataType
-	launchCnt uint64
-}
-
-// LLFlag is the LL packet flag of launch counter launch (>= 1): launch mod
-// (2^32-1), plus 1. It is never 0 (zeroed scratch never looks written) and
-// consecutive launches, and launches two apart (which share a scratch half),
-// always have different flags (docs/design/ir.md §5.4).
-func LLFlag(launch uint64) uint32 { return uint32(launch%0xFFFFFFFF) + 1 }
-
-// Dependency counters hold epoch<<progressBits | progress.
+// Dependency counters hold epoch<<progressBits | progress
+// (runtime/launch).
 const (
-	progressBits = 40
-	progressMask = 1<<progressBits - 1
-	epochMask    = 1<<(64-progressBits) - 1
+	progressBits = launch.ProgressBits
+	progressMask = launch.ProgressMask
+	epochMask    = launch.EpochMask
 )
 
-// resolve checks the request against the table and computes the geometry
-// of the launch on physical rank rank.
 func resolve(t *optable.Table, rank int, req Request) (*geometry, error) {
-	fail := func(format string, args ...any) error {
-		lg := -1
-		if t != nil {
-			lg = t.Rank
-		}
-		return &Error{Peer: -1, Rank: rank, Logical: lg, TB: -1, Step: -1, Msg: fmt.Sprintf(format, args...)}
-	}
-	if t == nil {
-		return nil, fail("nil table")
-	}
-	if err := t.Validate(); err != nil {
-		return nil, fail("invalid table: %v", err)
-	}
-	switch {
-	case rank < 0 || rank >= t.NRanks:
-		return nil, fail("rank outside 0..%d", t.NRanks-1)
-	case req.Count < 0:
-		return nil, fail("count %d < 0", req.Count)
-	case req.DataType >= ir.NumDataTypes:
-		return nil, fail("unknown data type %v", req.DataType)
-	case req.RedOp >= ir.NumRedOps:
-		return nil, fail("unknown reduction op %v", req.RedOp)
-	case t.Collective.Rooted() && (req.Root < 0 || req.Root >= t.NRanks):
-		return nil, fail("root %d outside 0..%d", req.Root, t.NRanks-1)
-	case req.InPlace && !t.InPlace:
-		return nil, fail("the schedule does not support in-place requests")
-	case !req.InPlace && !t.OutOfPlace:
-		return nil, fail("the schedule does not support out-of-place requests")
-	case req.Launch == 0:
-		return nil, fail("launch counter 0 (it starts at 1)")
-	case req.PacketType != ir.LL16 && req.PacketType != ir.LL8:
-		return nil, fail("unknown packet type %v", req.PacketType)
-	case req.Slices < 0:
-		return nil, fail("slices %d < 0", req.Slices)
-	case t.Protocol == ir.LL && req.Slices > 1:
-		return nil, fail("LL schedules are never sliced (slices %d)", req.Slices)
-	}
-	g := &geometry{
-		pl: t.Placement(req.Root, req.InPlace),
-		ll: t.Protocol == ir.LL, pt: req.PacketType, timeout: req.Timeout, reduceOp: req.RedOp,
-		dataType: req.DataType, launchCnt: req.Launch,
-		flag: LLFlag(req.Launch), epoch: (req.Launch & epochMask) << progressBits,
-	}
-	if g.timeout <= 0 {
-		g.timeout = DefaultTimeout
-	}
-	if !t.Collective.Rooted() {
-		g.pl.ProgRoot, g.pl.Root = 0, 0
-	}
-	if g.pl.Logical(rank) != t.Rank {
-		return nil, fail("physical rank %d runs logical rank %d under root %d, but the table is rank %d's", rank, g.pl.Logical(rank), req.Root, t.Rank)
-	}
-	g.slices = req.Slices
-	if g.slices == 0 {
-		g.slices = 1
-		if !g.ll {
-			g.slices = ir.SlicesFor(req.Count, t.ChunksPerBlock, req.DataType, t.SliceBytes)
-		}
-	}
-	lay, err := ir.NewLayout(req.Count, req.DataType, t.ChunksPerBlock, g.slices)
-	if err != nil {
-		return nil, fail("%v", err)
-	}
-	g.lay, g.es = lay, lay.ElemSize
-	maxOps := 0
-	for _, tb := range t.TBs {
-		maxOps = max(maxOps, len(tb.Ops))
-	}
-	if maxOps > 0 && g.slices > progressMask/int64(maxOps) {
-		return nil, fail("%d slices x %d ops overflow the dependency counters", g.slices, maxOps)
-	}
-	g.chunkB = lay.Stride * g.es
-	if g.ll {
-		// Both halves span MaxScratchChunks chunks on every rank, so the
-		// offset of the launch's half is the same in every rank's scratch
-		// (a remote packet write needs the owner's half, not the writer's).
-		g.chunkB *= 2
-		half, ok := mulOK(g.chunkB, t.MaxScratchChunks)
-		if !ok {
-			return nil, fail("scratch size overflows")
-		}
-		g.halfOff = half * int64(req.Launch&1)
-	}
-	return g, nil
-}
-
-func mulOK(a, b int64) (int64, bool) {
-	if a == 0 || b == 0 {
-		return 0, true
-	}
-	c := a * b
-	if c/b != a || c < 0 {
-		return 0, false
-	}
-	return c, true
-}
-
-// Sizes are the bytes one physical rank's buffers need for a request.
-type Sizes struct {
-	// Input and Output are the NCCL buffer sizes (count * size * blocks of
-	// that rank; 0 when the collective gives the rank no such buffer). In
-	// place, one lies inside the other (see NewBuffers).
-	Input, Output int64
-	// Scratch is the scratch the table needs: chunks*Stride*size for Simple;
-	// for LL, two launch halves of MaxScratchChunks*2*Stride*size each (the
-	// same on every rank).
-	Scratch int64
-}
-
-// BufferSizes computes the buffer sizes of physical rank rank for req.
-// Custom collectives size input and output as ceil(chunks/C) blocks.
-// req.Launch and req.Timeout are ignored. Errors: as RunRank's request checks, or an overflow.
-func BufferSizes(t *optable.Table, rank int, req Request) (Sizes, error) {
-	req.Launch = max(req.Launch, 1) // sizes do not depend on it
-	g, err := resolve(t, rank, req)
-	if err != nil {
-		return Sizes{}, err
-	}
-	return g.sizes(t, rank)
-}
-
-func (g *geometry) sizes(t *optable.Table, rank int) (Sizes, error) {
-	var s Sizes
-	blockB := g.lay.Count * g.es
-	for _, k := range []ir.BufKind{ir.Input, ir.Output} {
-		b := ir.Blocks(t.Collective, k, t.NRanks, rank, g.pl.Root)
-		if b < 0 { // custom: declared chunks
-			b = (t.Chunks[k] + t.ChunksPerBlock - 1) / t.ChunksPerBlock
-		}
-		n, ok := mulOK(b, blockB)
-		if !ok {
-			return Sizes{}, &Error{Peer: -1, Rank: rank, Logical: t.Rank, TB: -1, Step: -1, Msg: "buffer size overflows"}
-		}
-		if k == ir.Input {
-			s.Input = n
-		} else {
-			s.Output = n
-		}
-	}
-	sc, ok := mulOK(g.chunkB, t.Chunks[ir.Scratch])
-	if ok && g.ll {
-		sc, ok = mulOK(g.chunkB, t.MaxScratchChunks)
-		if ok {
-			sc, ok = mulOK(sc, 2)
-		}
-	}
-	if !ok {
-		return Sizes{}, &Error{Peer: -1, Rank: rank, Logical: t.Rank, TB: -1, Step: -1, Msg: "scratch size overflows"}
-	}
-	s.Scratch = sc
-	return s, nil
+	return launch.Resolve(t, rank, req)
 }
 
 // RunRank runs one launch of table t on physical rank rank with memory mem,
@@ -341,19 +111,4 @@ func RunRank(ctx context.Context, t *optable.Table, rank int, req Request, mem *
 		return err
 	}
 	return rr.run()
-}
-
-// ScratchHalfOffset is the byte offset RunRank adds to every scratch
-// address (this rank's and its peers') for req.Launch: for LL tables,
-// (Launch mod 2) * MaxScratchChunks * 2 * Stride * size, the start of the
-// launch's half, the same on every rank; 0 for Simple tables. A backend that
-// lays the halves out differently (for example a communicator-wide fixed
-// half) can subtract it from the scratch views it passes. Errors: as
-// RunRank's request checks (req.Launch must be >= 1).
-func ScratchHalfOffset(t *optable.Table, rank int, req Request) (int64, error) {
-	g, err := resolve(t, rank, req)
-	if err != nil {
-		return 0, err
-	}
-	return g.halfOff, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/ir/irtest"
 	"github.com/theseus-ccl/theseus/runtime/interp/internal/progs"
+	"github.com/theseus-ccl/theseus/runtime/launch"
 )
 
 func lower(t *testing.T, p *ir.Program) []*optable.Table {
@@ -115,7 +116,7 @@ func TestPacketLayout(t *testing.T) {
 			}
 			half := s[64*(launch&1):][:32] // slot 0 = chunk 0 of the half
 			var want []int32
-			f := int32(launch + 1) // LLFlag(launch) = launch mod (2^32-1) + 1
+			f := int32(launch + 1) // launch.LLFlag(launch) = launch mod (2^32-1) + 1
 			if pt == ir.LL16 {
 				want = []int32{0x11111111, f, 0x22222222, f, 0x33333333, f, 0x44444444, f}
 			} else {
@@ -140,8 +141,8 @@ func TestLLFlag(t *testing.T) {
 		launch uint64
 		want   uint32
 	}{{1, 2}, {2, 3}, {0xFFFFFFFE, 0xFFFFFFFF}, {0xFFFFFFFF, 1}, {0x100000000, 2}, {1<<64 - 1, 1}} {
-		if got := LLFlag(c.launch); got != c.want {
-			t.Errorf("LLFlag(%#x) = %#x, want %#x", c.launch, got, c.want)
+		if got := launch.LLFlag(c.launch); got != c.want {
+			t.Errorf("launch.LLFlag(%#x) = %#x, want %#x", c.launch, got, c.want)
 		}
 	}
 }
@@ -160,7 +161,7 @@ func TestPacketShortChunk(t *testing.T) {
 	}
 	// Rank 1's scratch: 2 halves x 2 chunks x (2*8*4 = 64 bytes); launch 3 is half 1; slot 0 holds rank 0's.
 	slot := w.Bufs[1].Scratch[128:][:64]
-	want := []int32{1, 4, 2, 4, 3, 4, 4, 4, 5, 4, 0, 4, 0, 4, 0, 4} // flag LLFlag(3) = 4
+	want := []int32{1, 4, 2, 4, 3, 4, 4, 4, 5, 4, 0, 4, 0, 4, 0, 4} // flag launch.LLFlag(3) = 4
 	if d := cmp.Diff(want, getI32(slot)); d != "" {
 		t.Errorf("slot (-want +got):\n%s", d)
 	}
@@ -380,7 +381,7 @@ func TestRunRankSharedWords(t *testing.T) {
 
 func TestBufferSizes(t *testing.T) {
 	tabs := lower(t, progs.AllPairs(ir.AllGather, 4, 1, 0))
-	got, err := BufferSizes(tabs[2], 2, Request{Count: 10, DataType: ir.Float16, Launch: 1})
+	got, err := launch.BufferSizes(tabs[2], 2, Request{Count: 10, DataType: ir.Float16, Launch: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +389,7 @@ func TestBufferSizes(t *testing.T) {
 		t.Errorf("allgather (-want +got):\n%s", d)
 	}
 	ll := lower(t, progs.AllPairsLL(ir.AllReduce, 2, 3))
-	got, err = BufferSizes(ll[0], 0, Request{Count: 10, DataType: ir.Int32, Launch: 1})
+	got, err = launch.BufferSizes(ll[0], 0, Request{Count: 10, DataType: ir.Int32, Launch: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +457,7 @@ func TestLLAsymmetricScratch(t *testing.T) {
 	}
 	// Stride 8 int32: one chunk is 64 bytes of packets; two halves on both ranks.
 	for p := range 2 {
-		if s, _ := BufferSizes(tabs[p], p, req); s.Scratch != 128 {
+		if s, _ := launch.BufferSizes(tabs[p], p, req); s.Scratch != 128 {
 			t.Errorf("rank %d LL scratch %d bytes, want 128", p, s.Scratch)
 		}
 	}
@@ -468,13 +469,13 @@ func TestScratchHalfOffset(t *testing.T) {
 		launch uint64
 		want   int64
 	}{{1, 6 * 2 * 16}, {2, 0}, {7, 6 * 2 * 16}} {
-		got, err := ScratchHalfOffset(ll[1], 1, Request{Count: 10, DataType: ir.Int32, Launch: c.launch})
+		got, err := launch.ScratchHalfOffset(ll[1], 1, Request{Count: 10, DataType: ir.Int32, Launch: c.launch})
 		if err != nil || got != c.want {
 			t.Errorf("launch %d: %d, %v; want %d", c.launch, got, err, c.want)
 		}
 	}
 	simple := lower(t, progs.AllPairs(ir.AllToAll, 2, 1, 0))
-	if got, err := ScratchHalfOffset(simple[0], 0, Request{Count: 10, DataType: ir.Int32, Launch: 3}); err != nil || got != 0 {
+	if got, err := launch.ScratchHalfOffset(simple[0], 0, Request{Count: 10, DataType: ir.Int32, Launch: 3}); err != nil || got != 0 {
 		t.Errorf("simple: %d, %v", got, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/interp/internal/progs"
+	"github.com/theseus-ccl/theseus/runtime/launch"
 )
 
 // Pieces of 8 KiB or more start on a 128-byte line (ir.LineAlign,
@@ -155,14 +156,14 @@ func TestLineAlignEmptyPieces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sz, err := BufferSizes(tabs[0], 0, Request{Count: 1025, DataType: ir.Float64, PacketType: ir.LL16})
+	sz, err := launch.BufferSizes(tabs[0], 0, Request{Count: 1025, DataType: ir.Float64, PacketType: ir.LL16})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := 2 * tabs[0].MaxScratchChunks * 2 * 1040 * 8; sz.Scratch != want {
 		t.Errorf("LL scratch %d bytes, want %d", sz.Scratch, want)
 	}
-	off, err := ScratchHalfOffset(tabs[0], 0, Request{Count: 1025, DataType: ir.Float64, PacketType: ir.LL16, Launch: 3})
+	off, err := launch.ScratchHalfOffset(tabs[0], 0, Request{Count: 1025, DataType: ir.Float64, PacketType: ir.LL16, Launch: 3})
 	if err != nil || off != sz.Scratch/2 {
 		t.Errorf("odd launch's half at %d, %v; want %d", off, err, sz.Scratch/2)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/launch"
 )
 
 // Buffers are one rank's input, output and scratch as byte slices. Input
@@ -105,11 +106,9 @@ func alloc(n int64) []byte {
 
 // NewBuffers allocates physical rank rank's buffers for req, laid out as
 // NCCL lays out a request (ir.md §3): out of place, separate input and
-// output; in place, one allocation with the input inside the output
-// (allgather, gather at the root: input = output + rank*count), the output
-// inside the input (reducescatter, scatter at the root: output = input +
-// rank*count), or the two identical (allreduce, alltoall, sendrecv,
-// broadcast and reduce at the root). Scratch is zeroed and 64-byte aligned.
+// output; in place, one allocation holding both as
+// runtime/launch.InPlaceOffsets arranges them (separate again where the
+// rank's buffers do not alias). Scratch is zeroed and 64-byte aligned.
 // req.Launch and req.Timeout are ignored.
 func NewBuffers(t *optable.Table, rank int, req Request) (Buffers, error) {
 	req.Launch = max(req.Launch, 1) // sizes do not depend on it
@@ -117,7 +116,7 @@ func NewBuffers(t *optable.Table, rank int, req Request) (Buffers, error) {
 	if err != nil {
 		return Buffers{}, err
 	}
-	s, err := g.sizes(t, rank)
+	s, err := g.Sizes(t, rank)
 	if err != nil {
 		return Buffers{}, err
 	}
@@ -127,41 +126,14 @@ func NewBuffers(t *optable.Table, rank int, req Request) (Buffers, error) {
 	}
 	var b Buffers
 	b.Scratch = alloc(s.Scratch)
-	blockB := g.lay.Count * g.es
-	if !req.InPlace {
+	inOff, outOff, alias := launch.InPlaceOffsets(t.Collective, rank, req.Root, g.Layout.Count*g.ElemSize)
+	if !req.InPlace || !alias {
 		b.Input, b.Output = alloc(s.Input), alloc(s.Output)
 		return b, nil
 	}
-	isRoot := rank == req.Root
-	off := int64(rank) * blockB
-	switch t.Collective {
-	case ir.AllReduce, ir.AllToAll, ir.SendRecv:
-		b.Output = alloc(max(s.Input, s.Output))
-		b.Input = b.Output
-	case ir.Broadcast, ir.Reduce:
-		if isRoot {
-			b.Output = alloc(max(s.Input, s.Output))
-			b.Input = b.Output
-		} else {
-			b.Input, b.Output = alloc(s.Input), alloc(s.Output)
-		}
-	case ir.AllGather, ir.Gather:
-		b.Output = alloc(s.Output)
-		if t.Collective == ir.AllGather || isRoot {
-			b.Input = b.Output[off : off+s.Input : off+s.Input]
-		} else {
-			b.Input = alloc(s.Input)
-		}
-	case ir.ReduceScatter, ir.Scatter:
-		b.Input = alloc(s.Input)
-		if t.Collective == ir.ReduceScatter || isRoot {
-			b.Output = b.Input[off : off+s.Output : off+s.Output]
-		} else {
-			b.Output = alloc(s.Output)
-		}
-	default:
-		b.Input, b.Output = alloc(s.Input), alloc(s.Output)
-	}
+	one := alloc(max(inOff+s.Input, outOff+s.Output))
+	b.Input = one[inOff : inOff+s.Input : inOff+s.Input]
+	b.Output = one[outOff : outOff+s.Output : outOff+s.Output]
 	return b, nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/interp/internal/progs"
+	"github.com/theseus-ccl/theseus/runtime/launch"
 )
 
 // The multi-process test: ranks are OS processes (this test binary re-run
@@ -47,7 +48,7 @@ func mpSetup(tabs []*optable.Table, req Request) (mpLayout, error) {
 	off := int64(0)
 	place := func(n int64) int64 { o := off; off += (n + 63) / 64 * 64; return o }
 	for p := range mpRanks {
-		s, err := BufferSizes(tabs[p], p, req)
+		s, err := launch.BufferSizes(tabs[p], p, req)
 		if err != nil {
 			return l, err
 		}

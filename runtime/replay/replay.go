@@ -1,23 +1,27 @@
-// Package replay holds the replay record: up to Entries collective calls
-// of one communicator on one stream that C code may launch again, as many
-// times as the record allows, without entering Go (docs/design/cuda.md,
-// "Replay from C"). The NCCL library's C side (ncclabi/abi.c) uses it so
-// that a repeated ncclAllReduce costs its caller a driver capture query
-// and cuLaunchKernel, not a crossing into Go and the runtime's walk; with
-// several entries, calls that cycle over a few buffers (a data-parallel
-// job's gradient buckets, nccl-tests' shifted buffers) are served too.
+// Package replay is the C launcher of launch plans: a record holds the
+// launches of up to Entries of one communicator's plans on one stream
+// (runtime/executor.Plan, as the communicator's plan cache keeps them),
+// which C code may make again, as many times as the record allows, without
+// entering Go (docs/design/runtime.md, "Launchers"; docs/ncclabi.md,
+// "Launches from C"). The NCCL library's C side (ncclabi/abi.c) uses it so
+// that a repeated ncclAllReduce costs its caller a driver capture query and
+// cuLaunchKernel, not a crossing into Go; with several entries, calls that
+// cycle over a few buffers (a data-parallel job's gradient buckets,
+// nccl-tests' shifted buffers) are served too.
 //
 // A record is memory outside Go's heap laid out as replay.h declares,
 // shared by three parties:
 //
-//   - the owner of the call path (the NCCL engine, through runtime/comm and
-//     runtime/executor) adds a call to the record's entries after it took
-//     the runtime's repeat path, and arms the record with how many calls
-//     may follow before the selector's next epoch, the launch counter and
-//     the scratch layout of the last launch;
-//   - the device backend fills the launch parts (device.Replayer: the
-//     kernel, its by-value argument, the stream and the stream's failure
-//     record) and provides the C launch function;
+//   - the communicator (runtime/comm) fills an entry from a plan it has
+//     just served, when the executor says a launcher outside Go may
+//     repeat it (executor.Repeatable), and arms the record with how many
+//     calls may follow before the selector's next epoch, the launch
+//     counter and the scratch layout of the last launch;
+//   - the device backend describes the plan's prepared launch as plain
+//     data (device.ImageExporter: the kernel, its by-value argument, the
+//     stream and the stream's failure record) and provides the C launch
+//     function, and stops the record (Stop) before what it names goes
+//     away;
 //   - C code calls th_replay_call, which launches only while the record is
 //     armed, not poisoned, has calls left, one entry matches the call's key
 //     and the stream has no recorded failure, writing the launch counter
@@ -26,9 +30,10 @@
 //
 // Go disarms a record before anything that the calls made from C would
 // make wrong (any other call on the communicator, its destruction), waiting
-// for a C call in progress; what C did is then taken (Take) and added to
-// the Go side's counters. Poison declines every call from any goroutine at
-// once (an asynchronous error, a closed stream).
+// for a C call in progress; what C did is then taken (Take) and counted as
+// launches of the entries' plans (executor.PlansLaunched). Poison declines
+// every call from any goroutine at once (an asynchronous error, an abort, a
+// closed stream).
 //
 // Records live outside Go's heap (anonymous mappings, about 5 KiB each) and
 // are never freed: a C caller may keep a record's address in thread-local
@@ -44,6 +49,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"unsafe"
+
+	"github.com/theseus-ccl/theseus/runtime/device"
 )
 
 // KeyWords is the number of 64-bit words of a call's key
@@ -160,12 +167,11 @@ func (r *Record) Disarm() {
 }
 
 // Poison makes every C call decline the record, and Arm refuse it, until
-// its launch part is set again (SetLaunch). Safe from any goroutine, at
-// any time.
+// it is cleared (Clear). Safe from any goroutine, at any time.
 func (r *Record) Poison() { atomic.StoreUint32(&r.p.poison, 1) }
 
-// Poisoned reports whether Poison was called since the record's launch
-// part was last set (SetLaunch).
+// Poisoned reports whether Poison (or Stop) was called since the record
+// was last cleared (Clear).
 func (r *Record) Poisoned() bool { return atomic.LoadUint32(&r.p.poison) != 0 }
 
 // Taken is what C did with a record since the last Take.
@@ -194,70 +200,49 @@ func (r *Record) Take() Taken {
 // record's life. The record must be off.
 func (r *Record) LaunchTime() (launches, ns int64) { return r.p.tLaunches, r.p.tNs }
 
-// Launch is what every entry's launch shares, as a backend fills it.
-type Launch struct {
-	// Fn is the C launch function (a th_replay_launch_fn).
-	Fn uintptr
-	// Ctx and Stream are the CUcontext that must be current and the
-	// CUstream.
-	Ctx, Stream uintptr
-	// Timed asks the launch function to time cuLaunchKernel (LaunchTime).
-	Timed bool
-	// Err is the address of the 32-bit code of the stream's failure
-	// record (memory outside Go's heap that outlives the record's use:
-	// the backend poisons and disarms the record before freeing it). A
-	// nonzero code declines every call.
-	Err uintptr
+// Stop makes every C call decline the record, and Arm refuse it, until
+// it is cleared again (Clear), and waits for a C call in progress
+// (Disarm): device.Stopper, which a stream calls before anything the
+// record's launches name goes away. Safe from any goroutine, at any time.
+func (r *Record) Stop() {
+	r.Poison()
+	r.Disarm()
 }
 
-// EntryLaunch is one entry's launch, as a backend fills it.
-type EntryLaunch struct {
-	// Func is the CUfunction; Grid and Threads the grid and block sizes;
-	// Shmem the dynamic shared memory in bytes.
-	Func                 uintptr
-	Grid, Threads, Shmem uint32
-	// NFence is the fence count a fenced launch writes.
-	NFence int32
-	// Arg is the kernel's by-value argument, at most ArgBytes bytes;
-	// OffLaunch and OffNFence are the byte offsets in it of the 64-bit
-	// launch counter and the 32-bit fence count, which th_replay_call
-	// writes before each launch.
-	Arg                  []byte
-	OffLaunch, OffNFence int
+// Clear clears the record's poison, so that it can be filled and armed
+// again. The caller clears it before it asks a stream for launch images
+// (device.ImageExporter), so that a Stop from then on sticks: Arm refuses
+// a record stopped after Clear. The record must be off.
+func (r *Record) Clear() {
+	if atomic.LoadUint32(&r.p.state) == stOff {
+		atomic.StoreUint32(&r.p.poison, 0)
+	}
 }
 
-// SetLaunch fills what the entries' launches share, and clears the
-// poison: the backend calls it under the lock its own poisoning takes, so
-// that a record it poisons after this stays poisoned (Arm refuses it). The
-// record must be off. It reports false, changing nothing, when l lacks the
-// function or the failure record, or the record is not off.
-func (r *Record) SetLaunch(l Launch) bool {
-	if l.Fn == 0 || l.Err == 0 || atomic.LoadUint32(&r.p.state) != stOff {
+// SetEntry fills entry i's launch from im, and the part every entry's
+// launch shares (the launch function, the context, the stream and its
+// failure word, whether launches are timed): all entries of a record are
+// launches on one stream. The record must be off. It reports false,
+// changing nothing, when i is out of 0..Entries-1, im lacks the function
+// or the failure word, does not fit (Arg longer than ArgBytes, a field
+// outside it), names another stream than the record's other entries (0..
+// n-1 of nentries in use: the caller resets them first), or the record is
+// not off.
+func (r *Record) SetEntry(i int, im device.LaunchImage) bool {
+	p := r.p
+	if i < 0 || i >= Entries || im.Fn == 0 || im.Err == 0 || len(im.Arg) > ArgBytes || im.OffLaunch < 0 ||
+		im.OffLaunch+8 > len(im.Arg) || im.OffNFence < 0 || im.OffNFence+4 > len(im.Arg) || atomic.LoadUint32(&p.state) != stOff {
 		return false
 	}
-	atomic.StoreUint32(&r.p.poison, 0)
-	p := r.p
-	p.launch, p.ctx, p.stream, p.err = l.Fn, l.Ctx, l.Stream, l.Err
+	p.launch, p.ctx, p.stream, p.err = im.Fn, im.Ctx, im.Queue, im.Err
 	p.timed = 0
-	if l.Timed {
+	if im.Timed {
 		p.timed = 1
 	}
-	return true
-}
-
-// SetEntryLaunch fills entry i's launch. The record must be off. It
-// reports false, changing nothing, when i is out of 0..Entries-1, l does
-// not fit (Arg longer than ArgBytes, a field outside it) or the record is
-// not off.
-func (r *Record) SetEntryLaunch(i int, l EntryLaunch) bool {
-	if i < 0 || i >= Entries || len(l.Arg) > ArgBytes || l.OffLaunch < 0 || l.OffLaunch+8 > len(l.Arg) ||
-		l.OffNFence < 0 || l.OffNFence+4 > len(l.Arg) || atomic.LoadUint32(&r.p.state) != stOff {
-		return false
-	}
-	e := &r.p.entries[i]
-	e.fn, e.grid, e.threads, e.shmem, e.nfence = l.Func, l.Grid, l.Threads, l.Shmem, l.NFence
-	e.offLaunch, e.offNFence, e.argBytes = uint32(l.OffLaunch), uint32(l.OffNFence), uint32(len(l.Arg))
-	copy(e.arg[:], l.Arg)
+	e := &p.entries[i]
+	e.fn, e.grid, e.threads, e.shmem, e.nfence = im.Func, im.Grid, im.Threads, im.Shmem, im.NFence
+	e.offLaunch, e.offNFence, e.argBytes = uint32(im.OffLaunch), uint32(im.OffNFence), uint32(len(im.Arg))
+	copy(e.arg[:], im.Arg)
 	return true
 }
 
@@ -289,9 +274,9 @@ func (r *Record) CopyEntry(dst, src int) {
 // Arm lets C calls use the record's first n entries, at most left calls
 // in all, the k-th launching with launch counter launchBase+k; lastSig is
 // the scratch layout id of the last launch (-1: none of the entries'). The
-// record must be off, not poisoned since its launch part was last set
-// (SetLaunch), and its count taken (Take). It reports false, arming
-// nothing, when n is out of 1..Entries, left < 1, the shared launch part
+// record must be off, not poisoned since it was last cleared (Clear), and
+// its count taken (Take). It reports false, arming nothing, when n is out
+// of 1..Entries, left < 1, the shared launch part
 // is not set, or the record is poisoned, not off or its count not taken.
 func (r *Record) Arm(n int, left int64, launchBase uint64, lastSig int32) bool {
 	p := r.p

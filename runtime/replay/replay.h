@@ -1,5 +1,6 @@
 /* replay.h — the replay record: a collective call that C code may launch
- * again without entering Go (docs/design/cuda.md, "Replay from C").
+ * again without entering Go: the C launcher of launch plans (docs/design/cuda.md,
+ * "Launches from C").
  *
  * Shared by three parties, each of which includes this file:
  *   - runtime/replay (Go): allocates records (C memory, never freed), arms

@@ -192,7 +192,7 @@ func (o *Options) fill() error {
 // Key is the endogenous request tuple the cache is indexed by — every
 // request field except the rank-local buffer addresses — packed
 // injectively into two words, so that the map hashes 16 contiguous bytes.
-// KeyOf computes it; Repeat compares it.
+// KeyOf computes it.
 type Key struct {
 	count uint64
 	rest  uint64 // root+1:17 | nranks:17 | nlocal:17 | coll:4 | dtype:4 | redop:3 | packet:1 | inplace:1
@@ -398,35 +398,19 @@ func (s *Selector) Select(ctx context.Context, r *Request) (int, error) {
 	return id, nil
 }
 
-// Repeat is Select for a request whose key is k, when no epoch is due and
-// k is the key of the last request Select answered from its cache: it
-// counts the request and returns that answer, as Select would. ok is
-// false, and nothing is counted, in every other case (the caller then
-// calls Select). The caller's fast path for a repeated call (the
-// communicator's) skips building the request and its key.
-func (s *Selector) Repeat(k Key) (id int, ok bool) {
-	if s.untilEpoch == 0 || !s.last.ok || s.last.k != k {
-		return None, false
-	}
-	return s.repeat(), true
-}
+// Budget is the number of requests Select answers before its next epoch
+// (0: an epoch is due, and the next request must go to Select, which
+// agrees on the snapshot with the other ranks there). A caller that
+// serves repeated requests from launch plans (runtime/comm) serves at most
+// this many, counts them with Served, and sends the next to Select: every
+// rank then runs the epoch at the same request.
+func (s *Selector) Budget() int { return s.untilEpoch }
 
-// RepeatBudget reports how many more requests with key k Repeat would
-// answer, and with which schedule, before the next epoch: left is 0 (and
-// id None) when Repeat would answer none. For a replay record
-// (runtime/replay), whose calls made from C the caller later adds with
-// Repeated.
-func (s *Selector) RepeatBudget(k Key) (id int, left int) {
-	if s.untilEpoch == 0 || !s.last.ok || s.last.k != k {
-		return None, 0
-	}
-	return int(s.last.id), s.untilEpoch
-}
-
-// Repeated counts n requests answered as Repeat would have answered them
-// (calls a replay record launched from C, within RepeatBudget's left).
-// n beyond the epoch's budget is clamped to it.
-func (s *Selector) Repeated(n int) {
+// Served counts n requests answered without Select, each with the answer
+// Select gave a request of the same key under the current cache
+// generation (CacheGen) from its cache (Cached): the plans of repeated
+// calls, launched in Go or from C. n beyond Budget is clamped to it.
+func (s *Selector) Served(n int) {
 	n = min(n, s.untilEpoch)
 	if n <= 0 {
 		return

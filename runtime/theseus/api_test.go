@@ -102,7 +102,7 @@ func TestBadInput(t *testing.T) {
 	if got := host.Segments(); got != segments {
 		t.Errorf("bad calls created %d segments", got-segments)
 	}
-	if st := c.Stats().Executor; st.L0Setups != 0 || st.Calls != 0 {
+	if st := c.Stats().Executor; st.L0Setups != 0 || st.Walks != 0 {
 		t.Errorf("nothing may be materialised: %+v", st)
 	}
 	// count 0: nothing to do, and nothing selected.

@@ -265,7 +265,7 @@ func (s *driverlessStream) Close() error {
 //
 // On the GPU machine a call costs about this model's host-ns/call plus, per
 // crossing, the cgo call itself and the driver calls before
-// cuLaunchKernel (BenchmarkCallHostParts' pre-ns/call).
+// cuLaunchKernel (package cuda/driver's BenchmarkHostCalls, Prelaunch).
 //
 // "default" keeps both cores of a 2-core machine busy with the two ranks,
 // so the epoch agreement's reducer and the bootstrap's readers get a core

@@ -205,8 +205,31 @@ func copies(srcs, dsts []ir.Ref, count int64, pos ir.Pos) []ir.Op {
 	return out
 }
 
+// op07Op is one v0.7 op being mapped: its name, position, channel type
+// and where it lies (rank r, threadblock t and its channels tc).
+type op07Op struct {
+	p     *parser
+	o, nn *jnode
+	s     subj
+	name  string
+	pos   ir.Pos
+	ct    ctype
+	r, t  int
+	tc    *tbChans
+}
+
 // op07 maps one v0.7 op to IR ops (v0.7 execution_kernel.hpp semantics).
 func (p *parser) op07(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
+	x, ok := p.op07Head(o, r, t, j, tc)
+	if !ok {
+		return nil, false
+	}
+	return x.lower()
+}
+
+// op07Head reads and checks the fields every op shares: its keys, name and
+// ctype (NVLink multicast refused).
+func (p *parser) op07Head(o *jnode, r, t, j int, tc *tbChans) (*op07Op, bool) {
 	s := subj{r, t, j}
 	if !p.isObject(o, "an op", s) {
 		return nil, false
@@ -227,70 +250,79 @@ func (p *parser) op07(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 		p.unsupportedNVLS(o, s, "op "+name+" uses NVLink multicast")
 		return nil, false
 	}
-	cnt := func() (int64, bool) { return p.reqInt(o, "cnt", 0, math.MaxInt64, s) }
-	needOuts := func() ([]cref, bool) {
-		outs, ok := p.cids07(o, "o", ct, r, tc, s)
-		if ok && len(outs) == 0 {
-			p.errorAt(diag.MissingField, pos, s, "", "op %s needs o_cids", name)
-			return nil, false
-		}
-		return outs, ok
-	}
-	needIns := func() ([]cref, bool) {
-		ins, ok := p.cids07(o, "i", ct, r, tc, s)
-		if ok && len(ins) == 0 {
-			p.errorAt(diag.MissingField, pos, s, "", "op %s needs i_cids", name)
-			return nil, false
-		}
-		return ins, ok
-	}
-	// putOperands reads the o_cids, srcs (one per o_cids entry) and cnt of
-	// the ops that write to peers (put, pws, pwsf, ppkt, rppkt).
-	putOperands := func() ([]cref, []ir.Ref, int64, bool) {
-		outs, ok1 := needOuts()
-		srcs, ok2 := p.locals07(o, "srcs", s)
-		n, ok3 := cnt()
-		if !ok1 || !ok2 || !ok3 {
-			return nil, nil, 0, false
-		}
-		if len(srcs) != len(outs) {
-			p.errorAt(diag.BadCount, pos, s, "give one srcs entry per o_cids entry",
-				"op %s has %d srcs for %d o_cids", name, len(srcs), len(outs))
-			return nil, nil, 0, false
-		}
-		return outs, srcs, n, true
-	}
-	memoryOnly := func() bool {
-		if ct != ctMemory {
-			p.errorAt(diag.BadValue, pos, s, "use sm/memory channels for this op",
-				"op %s reads or writes peer memory directly and needs memory channels (ctype is %s)", name, ctName(ct))
-			return false
-		}
-		return true
-	}
+	return &op07Op{p: p, o: o, nn: nn, s: s, name: name, pos: pos, ct: ct, r: r, t: t, tc: tc}, true
+}
 
+// cnt reads the op's cnt.
+func (x *op07Op) cnt() (int64, bool) {
+	p, o, s := x.p, x.o, x.s
+	return p.reqInt(o, "cnt", 0, math.MaxInt64, s)
+}
+
+// needOuts reads o_cids, which the op needs.
+func (x *op07Op) needOuts() ([]cref, bool) {
+	p, o, s, name, pos, ct, r, tc := x.p, x.o, x.s, x.name, x.pos, x.ct, x.r, x.tc
+	outs, ok := p.cids07(o, "o", ct, r, tc, s)
+	if ok && len(outs) == 0 {
+		p.errorAt(diag.MissingField, pos, s, "", "op %s needs o_cids", name)
+		return nil, false
+	}
+	return outs, ok
+}
+
+// needIns reads i_cids, which the op needs.
+func (x *op07Op) needIns() ([]cref, bool) {
+	p, o, s, name, pos, ct, r, tc := x.p, x.o, x.s, x.name, x.pos, x.ct, x.r, x.tc
+	ins, ok := p.cids07(o, "i", ct, r, tc, s)
+	if ok && len(ins) == 0 {
+		p.errorAt(diag.MissingField, pos, s, "", "op %s needs i_cids", name)
+		return nil, false
+	}
+	return ins, ok
+}
+
+// putOperands reads the o_cids, srcs (one per o_cids entry) and cnt of
+// the ops that write to peers (put, pws, pwsf, ppkt, rppkt).
+func (x *op07Op) putOperands() ([]cref, []ir.Ref, int64, bool) {
+	p, o, s, name, pos := x.p, x.o, x.s, x.name, x.pos
+	outs, ok1 := x.needOuts()
+	srcs, ok2 := p.locals07(o, "srcs", s)
+	n, ok3 := x.cnt()
+	if !ok1 || !ok2 || !ok3 {
+		return nil, nil, 0, false
+	}
+	if len(srcs) != len(outs) {
+		p.errorAt(diag.BadCount, pos, s, "give one srcs entry per o_cids entry",
+			"op %s has %d srcs for %d o_cids", name, len(srcs), len(outs))
+		return nil, nil, 0, false
+	}
+	return outs, srcs, n, true
+}
+
+// memoryOnly reports whether the op's channels are memory channels, and
+// says why it needs them when not.
+func (x *op07Op) memoryOnly() bool {
+	p, s, name, pos, ct := x.p, x.s, x.name, x.pos, x.ct
+	if ct != ctMemory {
+		p.errorAt(diag.BadValue, pos, s, "use sm/memory channels for this op",
+			"op %s reads or writes peer memory directly and needs memory channels (ctype is %s)", name, ctName(ct))
+		return false
+	}
+	return true
+}
+
+// lower maps the op by its name.
+func (x *op07Op) lower() ([]ir.Op, bool) {
+	p, o, nn, s, name, pos := x.p, x.o, x.nn, x.s, x.name, x.pos
 	switch name {
 	case "nop":
-		// A nop is __syncthreads() of this threadblock; deps are not read.
-		if deps := o.get("deps"); deps != nil && deps.kind == jArray {
-			for _, d := range deps.arr {
-				if d.kind != jObject {
-					continue
-				}
-				if tbn := d.get("tb"); tbn != nil && tbn.kind == jNumber && tbn.str != strconv.Itoa(t) {
-					p.warnAt(diag.ImportNote, p.pos(d), s, "synchronise threadblocks with a barrier op",
-						"nop deps on threadblock %s are not enforced by MSCCL++ v0.7 (a nop is a __syncthreads of its own threadblock); no cross-threadblock order is imported", tbn.str)
-					break
-				}
-			}
-		}
-		return []ir.Op{{Code: ir.OpNop, Pos: pos}}, true
+		return x.nop()
 
 	case "barrier":
 		return p.barrier(o, "nthread_blocks", pos, s)
 
 	case "signal", "flush":
-		outs, ok := needOuts()
+		outs, ok := x.needOuts()
 		if !ok {
 			return nil, false
 		}
@@ -301,53 +333,20 @@ func (p *parser) op07(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 		return []ir.Op{{Code: code, Chans: chansOf(outs), Pos: pos}}, true
 
 	case "wait":
-		ins, ok := needIns()
+		ins, ok := x.needIns()
 		if !ok {
 			return nil, false
 		}
 		return []ir.Op{{Code: ir.OpWait, Chans: chansOf(ins), Pos: pos}}, true
 
 	case "put", "pws", "pwsf", "ppkt":
-		outs, srcs, n, ok := putOperands()
-		if !ok {
-			return nil, false
-		}
-		packet := name == "ppkt"
-		from := make([]ir.Ref, len(outs))
-		to := make([]ir.Ref, len(outs))
-		for k, c := range outs {
-			// The data leaves from the channel's own registered (src)
-			// buffer; srcs only give the offsets.
-			if srcs[k].Buf != c.local && p.first("srcs-buf") {
-				p.warnAt(diag.ImportNote, pos, s, "",
-					"srcs names buffer %s but the channel's local buffer is %s: MSCCL++ reads from the channel's buffer", srcs[k].Buf, c.local)
-			}
-			from[k] = ir.Ref{Buf: c.local, Off: srcs[k].Off, Chan: -1, Packet: packet && ct == ctPort}
-			to[k] = remoteRef(c, packet)
-		}
-		ops := copies(from, to, n, pos)
-		switch {
-		case name == "pws" || name == "pwsf":
-			if ct == ctPort {
-				ops = append(ops, ir.Op{Code: ir.OpSignal, Chans: chansOf(outs), Pos: pos})
-				if name == "pwsf" {
-					ops = append(ops, ir.Op{Code: ir.OpFlush, Chans: chansOf(outs), Pos: pos})
-				}
-			} else if p.first("pws-memory") {
-				p.warnAt(diag.ImportNote, pos, s, "use put followed by signal",
-					"%s on memory channels: MSCCL++ v0.7 puts without signalling (its kernel ignores the signal on memory channels); imported as a put", name)
-			}
-		case name == "ppkt" && ct == ctPort && p.first("ppkt-port"):
-			p.noteAt(diag.ImportNote, pos, s, "",
-				"ppkt on port channels copies packets already in LL layout in local scratch; imported as a packet-to-packet copy")
-		}
-		return ops, true
+		return x.put()
 
 	case "get":
-		ins, ok1 := needIns()
+		ins, ok1 := x.needIns()
 		dsts, ok2 := p.locals07(o, "dsts", s)
-		n, ok3 := cnt()
-		if !ok1 || !ok2 || !ok3 || !memoryOnly() {
+		n, ok3 := x.cnt()
+		if !ok1 || !ok2 || !ok3 || !x.memoryOnly() {
 			return nil, false
 		}
 		if len(dsts) != len(ins) {
@@ -365,7 +364,7 @@ func (p *parser) op07(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 	case "copy", "cpkt", "tpkt":
 		src, ok1 := p.local07(o, "src", s)
 		dst, ok2 := p.local07(o, "dst", s)
-		n, ok3 := cnt()
+		n, ok3 := x.cnt()
 		if !ok1 || !ok2 || !ok3 {
 			return nil, false
 		}
@@ -377,14 +376,14 @@ func (p *parser) op07(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 		src, ok1 := p.local07(o, "src", s)
 		dst, ok2 := p.local07(o, "dst", s)
 		more, ok3 := p.locals07(o, "srcs", s)
-		n, ok4 := cnt()
+		n, ok4 := x.cnt()
 		if !ok1 || !ok2 || !ok3 || !ok4 {
 			return nil, false
 		}
 		dsts := []ir.Ref{dst}
 		if name == "rs" {
-			outs, ok := needOuts()
-			if !ok || !memoryOnly() {
+			outs, ok := x.needOuts()
+			if !ok || !x.memoryOnly() {
 				return nil, false
 			}
 			for _, c := range outs {
@@ -396,9 +395,9 @@ func (p *parser) op07(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 	case "rrc", "rrcs":
 		src, ok1 := p.local07(o, "src", s)
 		dst, ok2 := p.local07(o, "dst", s)
-		ins, ok3 := needIns()
-		n, ok4 := cnt()
-		if !ok1 || !ok2 || !ok3 || !ok4 || !memoryOnly() {
+		ins, ok3 := x.needIns()
+		n, ok4 := x.cnt()
+		if !ok1 || !ok2 || !ok3 || !ok4 || !x.memoryOnly() {
 			return nil, false
 		}
 		srcs := []ir.Ref{src}
@@ -407,7 +406,7 @@ func (p *parser) op07(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 		}
 		dsts := []ir.Ref{dst}
 		if name == "rrcs" {
-			outs, ok := needOuts()
+			outs, ok := x.needOuts()
 			if !ok {
 				return nil, false
 			}
@@ -418,7 +417,7 @@ func (p *parser) op07(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 		return []ir.Op{reduceOp(srcs, dsts, n, pos)}, true
 
 	case "rppkt":
-		outs, srcs, n, ok := putOperands()
+		outs, srcs, n, ok := x.putOperands()
 		if !ok {
 			return nil, false
 		}
@@ -433,34 +432,103 @@ func (p *parser) op07(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 		return copies(from, to, n, pos), true
 
 	case "rspkt", "rpkt":
-		src, ok1 := p.local07(o, "src", s)
-		dst, ok2 := p.local07(o, "dst", s)
-		pk, ok3 := p.locals07(o, "srcs", s)
-		n, ok4 := cnt()
-		if !ok1 || !ok2 || !ok3 || !ok4 {
-			return nil, false
-		}
-		p.scratchOnly(pk, name, pos, s)
-		// MSCCL++ sums the packets first, then adds the local src.
-		var srcs []ir.Ref
-		for _, r := range pk {
-			srcs = append(srcs, ir.Ref{Buf: ir.Scratch, Off: r.Off, Chan: -1, Packet: true})
-		}
-		srcs = append(srcs, src)
-		dsts := []ir.Ref{dst}
-		if name == "rspkt" {
-			outs, ok := needOuts()
-			if !ok || !memoryOnly() {
-				return nil, false
-			}
-			for _, c := range outs {
-				dsts = append(dsts, remoteRef(c, true))
-			}
-		}
-		return []ir.Op{reduceOp(srcs, dsts, n, pos)}, true
+		return x.packetReduce()
 	}
 	p.errorAt(diag.UnknownOp, p.pos(nn), s,
 		"use nop, barrier, put, pws, pwsf, get, copy, signal, wait, flush, re, rs, rrc, rrcs, ppkt, rppkt, rspkt, cpkt, tpkt or rpkt",
 		"unknown v0.7 op %q", name)
 	return nil, false
+}
+
+// packetReduce maps rspkt and rpkt: MSCCL++ sums the packets (read from
+// this rank's scratch) first, then adds the local src; rspkt also writes
+// the peers' buffers.
+func (x *op07Op) packetReduce() ([]ir.Op, bool) {
+	p, o, s, name, pos := x.p, x.o, x.s, x.name, x.pos
+	src, ok1 := p.local07(o, "src", s)
+	dst, ok2 := p.local07(o, "dst", s)
+	pk, ok3 := p.locals07(o, "srcs", s)
+	n, ok4 := x.cnt()
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return nil, false
+	}
+	p.scratchOnly(pk, name, pos, s)
+	// MSCCL++ sums the packets first, then adds the local src.
+	var srcs []ir.Ref
+	for _, r := range pk {
+		srcs = append(srcs, ir.Ref{Buf: ir.Scratch, Off: r.Off, Chan: -1, Packet: true})
+	}
+	srcs = append(srcs, src)
+	dsts := []ir.Ref{dst}
+	if name == "rspkt" {
+		outs, ok := x.needOuts()
+		if !ok || !x.memoryOnly() {
+			return nil, false
+		}
+		for _, c := range outs {
+			dsts = append(dsts, remoteRef(c, true))
+		}
+	}
+	return []ir.Op{reduceOp(srcs, dsts, n, pos)}, true
+}
+
+// nop maps a nop: __syncthreads() of its threadblock, whose deps MSCCL++
+// v0.7 does not read (a dependency on another threadblock is said so).
+func (x *op07Op) nop() ([]ir.Op, bool) {
+	p, o, s, pos, t := x.p, x.o, x.s, x.pos, x.t
+	// A nop is __syncthreads() of this threadblock; deps are not read.
+	if deps := o.get("deps"); deps != nil && deps.kind == jArray {
+		for _, d := range deps.arr {
+			if d.kind != jObject {
+				continue
+			}
+			if tbn := d.get("tb"); tbn != nil && tbn.kind == jNumber && tbn.str != strconv.Itoa(t) {
+				p.warnAt(diag.ImportNote, p.pos(d), s, "synchronise threadblocks with a barrier op",
+					"nop deps on threadblock %s are not enforced by MSCCL++ v0.7 (a nop is a __syncthreads of its own threadblock); no cross-threadblock order is imported", tbn.str)
+				break
+			}
+		}
+	}
+	return []ir.Op{{Code: ir.OpNop, Pos: pos}}, true
+}
+
+// put maps put, pws, pwsf and ppkt: copies from each channel's own buffer
+// to its peer, then for pws and pwsf on port channels the signal (and
+// flush).
+func (x *op07Op) put() ([]ir.Op, bool) {
+	p, s, name, pos, ct := x.p, x.s, x.name, x.pos, x.ct
+	outs, srcs, n, ok := x.putOperands()
+	if !ok {
+		return nil, false
+	}
+	packet := name == "ppkt"
+	from := make([]ir.Ref, len(outs))
+	to := make([]ir.Ref, len(outs))
+	for k, c := range outs {
+		// The data leaves from the channel's own registered (src)
+		// buffer; srcs only give the offsets.
+		if srcs[k].Buf != c.local && p.first("srcs-buf") {
+			p.warnAt(diag.ImportNote, pos, s, "",
+				"srcs names buffer %s but the channel's local buffer is %s: MSCCL++ reads from the channel's buffer", srcs[k].Buf, c.local)
+		}
+		from[k] = ir.Ref{Buf: c.local, Off: srcs[k].Off, Chan: -1, Packet: packet && ct == ctPort}
+		to[k] = remoteRef(c, packet)
+	}
+	ops := copies(from, to, n, pos)
+	switch {
+	case name == "pws" || name == "pwsf":
+		if ct == ctPort {
+			ops = append(ops, ir.Op{Code: ir.OpSignal, Chans: chansOf(outs), Pos: pos})
+			if name == "pwsf" {
+				ops = append(ops, ir.Op{Code: ir.OpFlush, Chans: chansOf(outs), Pos: pos})
+			}
+		} else if p.first("pws-memory") {
+			p.warnAt(diag.ImportNote, pos, s, "use put followed by signal",
+				"%s on memory channels: MSCCL++ v0.7 puts without signalling (its kernel ignores the signal on memory channels); imported as a put", name)
+		}
+	case name == "ppkt" && ct == ctPort && p.first("ppkt-port"):
+		p.noteAt(diag.ImportNote, pos, s, "",
+			"ppkt on port channels copies packets already in LL layout in local scratch; imported as a packet-to-packet copy")
+	}
+	return ops, true
 }

@@ -429,8 +429,33 @@ func (p *parser) memChannel(r, q int, opChans []int, tc *tbChans, pos ir.Pos, s 
 }
 
 // op08 maps one v0.8+ op to IR ops (src/core/include/execution_kernel.hpp
-// semantics).
+// semantics): the fields every op shares (op08Head), then the op's own
+// (op08Op.lower).
 func (p *parser) op08(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
+	x, ok := p.op08Head(o, r, t, j, tc)
+	if !ok {
+		return nil, false
+	}
+	return x.lower()
+}
+
+// op08Op is one v0.8+ op being mapped: its name, position, channel type,
+// channels (channel_ids, as IR channels) and buffer refs.
+type op08Op struct {
+	p          *parser
+	o, nn      *jnode
+	s          subj
+	name       string
+	pos        ir.Pos
+	ct         ctype
+	opChans    []int
+	srcs, dsts []bref
+}
+
+// op08Head reads and checks the fields every op shares: name,
+// channel_type (unsupported kinds refused), tbg_info, reduce_op,
+// channel_ids, src_buff and dst_buff.
+func (p *parser) op08Head(o *jnode, r, t, j int, tc *tbChans) (*op08Op, bool) {
 	s := subj{r, t, j}
 	if !p.isObject(o, "an op", s) {
 		return nil, false
@@ -513,77 +538,95 @@ func (p *parser) op08(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 	if !ok1 || !ok2 {
 		return nil, false
 	}
+	return &op08Op{p: p, o: o, nn: nn, s: s, name: name, pos: pos, ct: ct, opChans: opChans, srcs: srcs, dsts: dsts}, true
+}
 
-	// shape checks the number and locality of refs: want is a pattern of
-	// 'L' (local), 'R' (remote) per position; a trailing '*' repeats the
-	// last letter for any further entries (zero or more).
-	shape := func(list []bref, key, want string) bool {
-		min := len(want)
-		rep := byte(0)
-		if min > 0 && want[min-1] == '*' {
-			rep = want[min-2]
-			min -= 2
+// shape checks the number and locality of refs: want is a pattern of 'L'
+// (local), 'R' (remote) per position; a trailing '*' repeats the last
+// letter for any further entries (zero or more).
+func (x *op08Op) shape(list []bref, key, want string) bool {
+	p, s, name, pos := x.p, x.s, x.name, x.pos
+	min := len(want)
+	rep := byte(0)
+	if min > 0 && want[min-1] == '*' {
+		rep = want[min-2]
+		min -= 2
+	}
+	if len(list) < min || (rep == 0 && len(list) != min) {
+		p.errorAt(diag.BadCount, pos, s, "", "op %s needs %s %s entries, has %d", name, countWords(min, rep != 0), key, len(list))
+		return false
+	}
+	for i, b := range list {
+		w := rep
+		if i < min {
+			w = want[i]
 		}
-		if len(list) < min || (rep == 0 && len(list) != min) {
-			p.errorAt(diag.BadCount, pos, s, "", "op %s needs %s %s entries, has %d", name, countWords(min, rep != 0), key, len(list))
+		if w == 'L' && b.remote() {
+			p.errorAt(diag.BadRef, b.pos, s, "use a local buffer (type) here", "%s entry %d of op %s must be a local buffer", key, i, name)
 			return false
 		}
-		for i, b := range list {
-			w := rep
-			if i < min {
-				w = want[i]
-			}
-			if w == 'L' && b.remote() {
-				p.errorAt(diag.BadRef, b.pos, s, "use a local buffer (type) here", "%s entry %d of op %s must be a local buffer", key, i, name)
-				return false
-			}
-			if w == 'R' && !b.remote() {
-				p.errorAt(diag.BadRef, b.pos, s, "use a remote buffer (buffer_id) here", "%s entry %d of op %s must be a remote buffer", key, i, name)
-				return false
-			}
-		}
-		return true
-	}
-	// count returns the size MSCCL++ uses (the first source's) and warns
-	// once when other entries disagree.
-	count := func(lists ...[]bref) int64 {
-		c := int64(0)
-		if len(lists) > 0 && len(lists[0]) > 0 {
-			c = lists[0][0].size
-		}
-		for _, l := range lists {
-			for _, b := range l {
-				if b.size != c && p.first("size-mismatch") {
-					p.warnAt(diag.BadCount, b.pos, s, "give every buffer of an op one size",
-						"size %d differs from the op's first source size %d, which MSCCL++ uses for the whole op", b.size, c)
-				}
-			}
-		}
-		return c
-	}
-	refs := func(list []bref) []ir.Ref {
-		out := make([]ir.Ref, len(list))
-		for i, b := range list {
-			out[i] = b.ref
-		}
-		return out
-	}
-	memoryOnly := func() bool {
-		if ct != ctMemory {
-			p.errorAt(diag.BadValue, pos, s, "set channel_type to memory",
-				"op %s reads or writes peer memory through pointers and needs channel_type memory (is %s)", name, ctName(ct))
+		if w == 'R' && !b.remote() {
+			p.errorAt(diag.BadRef, b.pos, s, "use a remote buffer (buffer_id) here", "%s entry %d of op %s must be a remote buffer", key, i, name)
 			return false
 		}
-		return true
 	}
-	needChans := func() bool {
-		if len(opChans) == 0 {
-			p.errorAt(diag.MissingField, pos, s, "", "op %s needs channel_ids", name)
-			return false
-		}
-		return true
-	}
+	return true
+}
 
+// count returns the size MSCCL++ uses (the first source's) and warns once
+// when other entries disagree.
+func (x *op08Op) count(lists ...[]bref) int64 {
+	p, s := x.p, x.s
+	c := int64(0)
+	if len(lists) > 0 && len(lists[0]) > 0 {
+		c = lists[0][0].size
+	}
+	for _, l := range lists {
+		for _, b := range l {
+			if b.size != c && p.first("size-mismatch") {
+				p.warnAt(diag.BadCount, b.pos, s, "give every buffer of an op one size",
+					"size %d differs from the op's first source size %d, which MSCCL++ uses for the whole op", b.size, c)
+			}
+		}
+	}
+	return c
+}
+
+// brefRefs are the IR refs of list.
+func brefRefs(list []bref) []ir.Ref {
+	out := make([]ir.Ref, len(list))
+	for i, b := range list {
+		out[i] = b.ref
+	}
+	return out
+}
+
+// memoryOnly reports whether the op's channels are memory channels, and
+// says why it needs them when not.
+func (x *op08Op) memoryOnly() bool {
+	p, s, name, pos, ct := x.p, x.s, x.name, x.pos, x.ct
+	if ct != ctMemory {
+		p.errorAt(diag.BadValue, pos, s, "set channel_type to memory",
+			"op %s reads or writes peer memory through pointers and needs channel_type memory (is %s)", name, ctName(ct))
+		return false
+	}
+	return true
+}
+
+// needChans reports whether the op has channel_ids, and says it needs
+// them when not.
+func (x *op08Op) needChans() bool {
+	p, s, name, pos, opChans := x.p, x.s, x.name, x.pos, x.opChans
+	if len(opChans) == 0 {
+		p.errorAt(diag.MissingField, pos, s, "", "op %s needs channel_ids", name)
+		return false
+	}
+	return true
+}
+
+// lower maps the op by its name.
+func (x *op08Op) lower() ([]ir.Op, bool) {
+	p, o, nn, s, name, pos, opChans, srcs, dsts := x.p, x.o, x.nn, x.s, x.name, x.pos, x.opChans, x.srcs, x.dsts
 	switch name {
 	case "nop":
 		return []ir.Op{{Code: ir.OpNop, Pos: pos}}, true
@@ -592,7 +635,7 @@ func (p *parser) op08(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 		return p.barrier(o, "num_threadblocks", pos, s)
 
 	case "signal", "wait", "flush", "rlxsignal", "rlxwait":
-		if !needChans() {
+		if !x.needChans() {
 			return nil, false
 		}
 		code := map[string]ir.Opcode{"signal": ir.OpSignal, "rlxsignal": ir.OpSignal, "wait": ir.OpWait,
@@ -604,54 +647,10 @@ func (p *parser) op08(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 		return []ir.Op{{Code: code, Chans: opChans, Pos: pos}}, true
 
 	case "put", "pws", "pwsf", "ppkt":
-		if !shape(srcs, "src_buff", "LL*") || !shape(dsts, "dst_buff", "RR*") {
-			return nil, false
-		}
-		if len(srcs) != len(dsts) {
-			p.errorAt(diag.BadCount, pos, s, "give one src_buff entry per dst_buff entry",
-				"op %s has %d src_buff for %d dst_buff entries", name, len(srcs), len(dsts))
-			return nil, false
-		}
-		packet := name == "ppkt"
-		var ops []ir.Op
-		for k := range dsts {
-			src := srcs[k].ref
-			size := dsts[k].size
-			if packet {
-				size = srcs[k].size
-			}
-			if ct == ctMemory {
-				// Memory puts read every source from the first source's buffer.
-				src.Buf = srcs[0].ref.Buf
-			}
-			src.Packet = packet && ct == ctPort
-			dst := dsts[k].ref
-			dst.Packet = packet
-			if len(ops) > 0 && ops[len(ops)-1].Srcs[0] == src && ops[len(ops)-1].Count == size {
-				ops[len(ops)-1].Dsts = append(ops[len(ops)-1].Dsts, dst)
-				continue
-			}
-			ops = append(ops, ir.Op{Code: ir.OpCopy, Srcs: []ir.Ref{src}, Dsts: []ir.Ref{dst}, Count: size, Pos: pos})
-		}
-		if name == "pws" || name == "pwsf" {
-			if ct == ctPort {
-				if !needChans() {
-					return nil, false
-				}
-				ch := opChans[:min(len(opChans), len(dsts))]
-				ops = append(ops, ir.Op{Code: ir.OpSignal, Chans: ch, Pos: pos})
-				if name == "pwsf" {
-					ops = append(ops, ir.Op{Code: ir.OpFlush, Chans: ch, Pos: pos})
-				}
-			} else if p.first("pws-memory") {
-				p.warnAt(diag.ImportNote, pos, s, "use put followed by signal",
-					"%s on memory channels: MSCCL++ puts without signalling (its kernel ignores the signal on memory channels); imported as a put", name)
-			}
-		}
-		return ops, true
+		return x.put()
 
 	case "get":
-		if !shape(srcs, "src_buff", "RR*") || !shape(dsts, "dst_buff", "LL*") || !memoryOnly() {
+		if !x.shape(srcs, "src_buff", "RR*") || !x.shape(dsts, "dst_buff", "LL*") || !x.memoryOnly() {
 			return nil, false
 		}
 		if len(srcs) != len(dsts) {
@@ -672,7 +671,7 @@ func (p *parser) op08(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 		return ops, true
 
 	case "copy", "cpkt", "upkt":
-		if !shape(srcs, "src_buff", "L") || !shape(dsts, "dst_buff", "L") {
+		if !x.shape(srcs, "src_buff", "L") || !x.shape(dsts, "dst_buff", "L") {
 			return nil, false
 		}
 		src, dst := srcs[0].ref, dsts[0].ref
@@ -683,7 +682,7 @@ func (p *parser) op08(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 			p.scratchOnly([]ir.Ref{src}, name, pos, s)
 			src = ir.Ref{Buf: ir.Scratch, Off: src.Off, Chan: -1, Packet: true}
 		}
-		return []ir.Op{{Code: ir.OpCopy, Srcs: []ir.Ref{src}, Dsts: []ir.Ref{dst}, Count: count(srcs, dsts), Pos: pos}}, true
+		return []ir.Op{{Code: ir.OpCopy, Srcs: []ir.Ref{src}, Dsts: []ir.Ref{dst}, Count: x.count(srcs, dsts), Pos: pos}}, true
 
 	case "re", "res", "rre", "rres":
 		srcWant, dstWant := "LL*", "L"
@@ -695,55 +694,115 @@ func (p *parser) op08(o *jnode, r, t, j int, tc *tbChans) ([]ir.Op, bool) {
 		case "rres":
 			srcWant, dstWant = "LR*", "LR*"
 		}
-		if !shape(srcs, "src_buff", srcWant) || !shape(dsts, "dst_buff", dstWant) {
+		if !x.shape(srcs, "src_buff", srcWant) || !x.shape(dsts, "dst_buff", dstWant) {
 			return nil, false
 		}
 		remoteOut := (name == "res" || name == "rres") && len(dsts) > 1
 		remoteIn := (name == "rre" || name == "rres") && len(srcs) > 1
-		if (remoteOut || remoteIn) && !memoryOnly() {
+		if (remoteOut || remoteIn) && !x.memoryOnly() {
 			return nil, false
 		}
-		return []ir.Op{reduceOp(refs(srcs), refs(dsts), count(srcs, dsts[:1]), pos)}, true
+		return []ir.Op{reduceOp(brefRefs(srcs), brefRefs(dsts), x.count(srcs, dsts[:1]), pos)}, true
 
 	case "rppkt":
-		if !shape(srcs, "src_buff", "L") || !shape(dsts, "dst_buff", "RR*") {
+		if !x.shape(srcs, "src_buff", "L") || !x.shape(dsts, "dst_buff", "RR*") {
 			return nil, false
 		}
 		p.scratchOnly([]ir.Ref{srcs[0].ref}, name, pos, s)
 		src := ir.Ref{Buf: ir.Scratch, Off: srcs[0].ref.Off, Chan: -1, Packet: true}
-		to := refs(dsts)
+		to := brefRefs(dsts)
 		for i := range to {
 			to[i].Packet = true
 		}
 		return []ir.Op{{Code: ir.OpCopy, Srcs: []ir.Ref{src}, Dsts: to, Count: srcs[0].size, Pos: pos}}, true
 
 	case "respkt", "repkt", "recspkt", "recpkt":
-		dstWant := map[string]string{"respkt": "LR*", "repkt": "L", "recspkt": "LLR*", "recpkt": "LL"}[name]
-		if !shape(srcs, "src_buff", "LL*") || !shape(dsts, "dst_buff", dstWant) {
-			return nil, false
-		}
-		nLocal := map[string]int{"respkt": 1, "repkt": 1, "recspkt": 2, "recpkt": 2}[name]
-		if len(dsts) > nLocal && !memoryOnly() {
-			return nil, false
-		}
-		// MSCCL++ sums the packets (read from this rank's scratch) first,
-		// then adds the local source.
-		var in []ir.Ref
-		for _, b := range srcs[1:] {
-			in = append(in, ir.Ref{Buf: ir.Scratch, Off: b.ref.Off, Chan: -1, Packet: true})
-		}
-		p.scratchOnly(refs(srcs[1:]), name, pos, s)
-		in = append(in, srcs[0].ref)
-		out := refs(dsts)
-		for i := 1; i < len(out); i++ {
-			out[i].Packet = true
-		}
-		return []ir.Op{reduceOp(in, out, srcs[0].size, pos)}, true
+		return x.packetReduce()
 	}
 	p.errorAt(diag.UnknownOp, p.pos(nn), s,
 		"use nop, barrier, put, pws, pwsf, get, copy, signal, wait, flush, re, res, rre, rres, ppkt, rppkt, respkt, cpkt, upkt, repkt, recpkt, recspkt, rlxsignal, rlxwait or pipeline",
 		"unknown op %q", name)
 	return nil, false
+}
+
+// put maps put, pws, pwsf and ppkt: one copy per destination (merged
+// while they share a source), then for pws and pwsf on port channels the
+// signal (and flush).
+func (x *op08Op) put() ([]ir.Op, bool) {
+	p, s, name, pos, ct, opChans, srcs, dsts := x.p, x.s, x.name, x.pos, x.ct, x.opChans, x.srcs, x.dsts
+	if !x.shape(srcs, "src_buff", "LL*") || !x.shape(dsts, "dst_buff", "RR*") {
+		return nil, false
+	}
+	if len(srcs) != len(dsts) {
+		p.errorAt(diag.BadCount, pos, s, "give one src_buff entry per dst_buff entry",
+			"op %s has %d src_buff for %d dst_buff entries", name, len(srcs), len(dsts))
+		return nil, false
+	}
+	packet := name == "ppkt"
+	var ops []ir.Op
+	for k := range dsts {
+		src := srcs[k].ref
+		size := dsts[k].size
+		if packet {
+			size = srcs[k].size
+		}
+		if ct == ctMemory {
+			// Memory puts read every source from the first source's buffer.
+			src.Buf = srcs[0].ref.Buf
+		}
+		src.Packet = packet && ct == ctPort
+		dst := dsts[k].ref
+		dst.Packet = packet
+		if len(ops) > 0 && ops[len(ops)-1].Srcs[0] == src && ops[len(ops)-1].Count == size {
+			ops[len(ops)-1].Dsts = append(ops[len(ops)-1].Dsts, dst)
+			continue
+		}
+		ops = append(ops, ir.Op{Code: ir.OpCopy, Srcs: []ir.Ref{src}, Dsts: []ir.Ref{dst}, Count: size, Pos: pos})
+	}
+	if name == "pws" || name == "pwsf" {
+		if ct == ctPort {
+			if !x.needChans() {
+				return nil, false
+			}
+			ch := opChans[:min(len(opChans), len(dsts))]
+			ops = append(ops, ir.Op{Code: ir.OpSignal, Chans: ch, Pos: pos})
+			if name == "pwsf" {
+				ops = append(ops, ir.Op{Code: ir.OpFlush, Chans: ch, Pos: pos})
+			}
+		} else if p.first("pws-memory") {
+			p.warnAt(diag.ImportNote, pos, s, "use put followed by signal",
+				"%s on memory channels: MSCCL++ puts without signalling (its kernel ignores the signal on memory channels); imported as a put", name)
+		}
+	}
+	return ops, true
+}
+
+// packetReduce maps respkt, repkt, recspkt and recpkt: MSCCL++ sums the
+// packets (read from this rank's scratch) first, then adds the local
+// source.
+func (x *op08Op) packetReduce() ([]ir.Op, bool) {
+	p, s, name, pos, srcs, dsts := x.p, x.s, x.name, x.pos, x.srcs, x.dsts
+	dstWant := map[string]string{"respkt": "LR*", "repkt": "L", "recspkt": "LLR*", "recpkt": "LL"}[name]
+	if !x.shape(srcs, "src_buff", "LL*") || !x.shape(dsts, "dst_buff", dstWant) {
+		return nil, false
+	}
+	nLocal := map[string]int{"respkt": 1, "repkt": 1, "recspkt": 2, "recpkt": 2}[name]
+	if len(dsts) > nLocal && !x.memoryOnly() {
+		return nil, false
+	}
+	// MSCCL++ sums the packets (read from this rank's scratch) first,
+	// then adds the local source.
+	var in []ir.Ref
+	for _, b := range srcs[1:] {
+		in = append(in, ir.Ref{Buf: ir.Scratch, Off: b.ref.Off, Chan: -1, Packet: true})
+	}
+	p.scratchOnly(brefRefs(srcs[1:]), name, pos, s)
+	in = append(in, srcs[0].ref)
+	out := brefRefs(dsts)
+	for i := 1; i < len(out); i++ {
+		out[i].Packet = true
+	}
+	return []ir.Op{reduceOp(in, out, srcs[0].size, pos)}, true
 }
 
 func countWords(n int, more bool) string {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/ir/irtest"
 )
@@ -21,8 +23,11 @@ func roundTrip(t *testing.T, p *ir.Program) []byte {
 	if len(ds) != 0 {
 		t.Fatalf("Parse(Format(p)): %v\n%s", ds, out)
 	}
-	if d := irtest.Diff(p, q); d != "" {
-		t.Fatalf("Parse(Format(p)) != p (-p +parsed):\n%s\n%s", d, out)
+	// cmp.Equal first: building the diff costs milliseconds (FuzzParse
+	// calls this for every program it parses), and is only needed when
+	// the programs differ.
+	if !cmp.Equal(p, q, irtest.CmpOpts...) {
+		t.Fatalf("Parse(Format(p)) != p (-p +parsed):\n%s\n%s", irtest.Diff(p, q), out)
 	}
 	again, err := Format(q)
 	if err != nil {

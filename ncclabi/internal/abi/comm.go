@@ -78,7 +78,7 @@ func (c *Comm) setState(s commState) { c.st.Store(int32(s)) }
 type Stats struct {
 	Native, Fallback, Rejected uint64
 	// FromC is how many of the Native requests were launched from C
-	// (Replayer; docs/ncclabi.md, "Replay from C").
+	// (Replayer; docs/ncclabi.md, "Launches from C").
 	FromC uint64
 }
 

@@ -97,16 +97,17 @@ type EngineComm interface {
 }
 
 // Replayer is implemented by engine communicators whose repeated calls
-// the library's C side can launch without entering Go (runtime/replay;
-// docs/ncclabi.md, "Replay from C"). The C side packs each data call's
-// arguments as Op.ReplayKey does and launches from the record whose
-// address ArmReplay returned while the record accepts that key.
+// the library's C side can launch without entering Go, from the calls'
+// launch plans (runtime/replay, the C launcher; docs/ncclabi.md, "Launches
+// from C"). The C side packs each data call's arguments as Op.ReplayKey
+// does and launches from the record whose address ArmReplay returned
+// while the record accepts that key.
 type Replayer interface {
 	// ArmReplay arms the communicator's replay record to repeat op, the
 	// call Run has just served outside a group, with C key k. It returns
 	// the record's address (a th_replay*), or 0 when op's repeats cannot
-	// be launched from C (the engine's reasons: no repeat path, another
-	// backend, a capture, an epoch due).
+	// be launched from C (the engine's reasons: no valid plan a launcher
+	// outside Go may repeat, another backend, an epoch due).
 	ArmReplay(op *Op, k replay.Key) uintptr
 	// DisarmReplay stops calls made from C (waiting for one in progress);
 	// the engine counts them at its communicator's next use. Safe from any

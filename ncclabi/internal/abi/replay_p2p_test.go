@@ -6,7 +6,7 @@ import "testing"
 // calls always take the fallback path (needsFallback), so the engine's
 // ArmReplay is never asked for them, with or without a fallback NCCL. The
 // C side's replay try for them therefore always misses, and the list of
-// calls that can be launched from C (docs/ncclabi.md, "Replay from C")
+// calls that can be launched from C (docs/ncclabi.md, "Launches from C")
 // must not include them.
 func TestReplayNeverArmsPointToPoint(t *testing.T) {
 	for _, withFB := range []bool{false, true} {

@@ -8,7 +8,7 @@ import (
 
 // ArmReplay implements abi.Replayer on the CUDA backend: the
 // communicator's record (one per communicator, made at the first call)
-// armed by runtime/comm to repeat op, which Run has just served on the
+// armed by runtime/comm to repeat op from its launch plan, which Run has just served on the
 // stream it used. It returns the record's address, or 0 when the
 // communicator did not arm it (comm.Comm.ArmReplay's reasons) or the
 // backend is not cuda.

@@ -30,17 +30,6 @@
 static int g_rank, g_n, g_fail, g_full;
 static cudaStream_t g_stream = NULL;
 
-#define CHECK(cond, ...)                                                 \
-  do {                                                                   \
-    if (!(cond)) {                                                       \
-      printf("FAIL rank %d line %d: ", g_rank, __LINE__);                \
-      printf(__VA_ARGS__);                                               \
-      printf("\n");                                                      \
-      fflush(stdout);                                                    \
-      g_fail++;                                                          \
-    }                                                                    \
-  } while (0)
-
 #include "ok.h"
 #include "pair.h"
 

@@ -1,5 +1,5 @@
 /* replay_check.c — the repeats of an NCCL data call launched from C
- * (docs/ncclabi.md, "Replay from C") compute what the calls through Go
+ * (docs/ncclabi.md, "Launches from C") compute what the calls through Go
  * compute, on the CUDA backend (a GPU test; ncclabi/gpu/run_replay_check.sh
  * runs it as 2 processes on one GPU under MPS).
  *

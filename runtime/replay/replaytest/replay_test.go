@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/replay"
 )
 
@@ -15,14 +17,15 @@ func TestLayout(t *testing.T) {
 	}
 }
 
-// entryLaunch is an entry's launch with a 64-byte argument whose counter
-// is at byte 16 and fence count at byte 24.
-func entryLaunch(nfence int32) replay.EntryLaunch {
+// entryLaunch is a launch image with the fake launch function, a 64-byte
+// argument whose counter is at byte 16 and fence count at byte 24.
+func entryLaunch(nfence int32) device.LaunchImage {
 	arg := make([]byte, 64)
 	for i := range arg {
 		arg[i] = byte(i)
 	}
-	return replay.EntryLaunch{Func: 3, Grid: 4, Threads: 512, NFence: nfence, Arg: arg, OffLaunch: 16, OffNFence: 24}
+	return device.LaunchImage{Fn: Fn(), Ctx: 1, Queue: 2, Err: ErrWord(), Func: 3, Grid: 4, Threads: 512, NFence: nfence,
+		Arg: arg, OffLaunch: 16, OffNFence: 24}
 }
 
 type ent struct {
@@ -39,12 +42,9 @@ func armed(t *testing.T, ents []ent, left int64, base uint64, lastSig int32) *re
 	if r == nil {
 		t.Fatal("New: nil")
 	}
-	if !r.SetLaunch(replay.Launch{Fn: Fn(), Ctx: 1, Stream: 2, Err: ErrWord()}) {
-		t.Fatal("SetLaunch refused a valid launch")
-	}
 	for i, e := range ents {
-		if !r.SetEntryLaunch(i, entryLaunch(int32(i+1))) {
-			t.Fatalf("SetEntryLaunch(%d) refused", i)
+		if !r.SetEntry(i, entryLaunch(int32(i+1))) {
+			t.Fatalf("SetEntry(%d) refused", i)
 		}
 		r.SetEntryKey(i, e.k, e.sig, e.fenceAll)
 	}
@@ -158,28 +158,27 @@ func TestArmRefuses(t *testing.T) {
 	if r.Arm(1, 1, 0, -1) {
 		t.Error("armed without a launch part")
 	}
-	if r.SetLaunch(replay.Launch{Fn: 0, Err: ErrWord()}) || r.SetLaunch(replay.Launch{Fn: Fn()}) {
-		t.Error("SetLaunch accepted a launch without a function or a failure record")
-	}
 	for _, c := range []struct {
 		name string
 		i    int
-		l    func(l *replay.EntryLaunch)
+		l    func(l *device.LaunchImage)
 	}{
-		{"entry -1", -1, func(*replay.EntryLaunch) {}},
-		{"entry 16", replay.Entries, func(*replay.EntryLaunch) {}},
-		{"argument too large", 0, func(l *replay.EntryLaunch) { l.Arg = make([]byte, replay.ArgBytes+1) }},
-		{"counter past the argument", 0, func(l *replay.EntryLaunch) { l.OffLaunch = 60 }},
-		{"fence count past the argument", 0, func(l *replay.EntryLaunch) { l.OffNFence = 62 }},
-		{"negative offset", 0, func(l *replay.EntryLaunch) { l.OffLaunch = -1 }},
+		{"no launch function", 0, func(l *device.LaunchImage) { l.Fn = 0 }},
+		{"no failure word", 0, func(l *device.LaunchImage) { l.Err = 0 }},
+		{"entry -1", -1, func(*device.LaunchImage) {}},
+		{"entry 16", replay.Entries, func(*device.LaunchImage) {}},
+		{"argument too large", 0, func(l *device.LaunchImage) { l.Arg = make([]byte, replay.ArgBytes+1) }},
+		{"counter past the argument", 0, func(l *device.LaunchImage) { l.OffLaunch = 60 }},
+		{"fence count past the argument", 0, func(l *device.LaunchImage) { l.OffNFence = 62 }},
+		{"negative offset", 0, func(l *device.LaunchImage) { l.OffLaunch = -1 }},
 	} {
 		l := entryLaunch(1)
 		c.l(&l)
-		if r.SetEntryLaunch(c.i, l) {
-			t.Errorf("SetEntryLaunch accepted %s", c.name)
+		if r.SetEntry(c.i, l) {
+			t.Errorf("SetEntry accepted %s", c.name)
 		}
 	}
-	if !r.SetLaunch(replay.Launch{Fn: Fn(), Err: ErrWord()}) || !r.SetEntryLaunch(0, entryLaunch(1)) {
+	if !r.SetEntry(0, entryLaunch(1)) {
 		t.Fatal("a valid launch refused")
 	}
 	r.SetEntryKey(0, k, 0, false)
@@ -199,7 +198,7 @@ func TestArmRefuses(t *testing.T) {
 	if r.Arm(1, 2, 0, -1) {
 		t.Error("armed an armed record")
 	}
-	if r.SetEntryLaunch(0, entryLaunch(1)) || r.SetLaunch(replay.Launch{Fn: Fn(), Err: ErrWord()}) {
+	if r.SetEntry(0, entryLaunch(1)) {
 		t.Error("changed an armed record")
 	}
 	Call(r, k)
@@ -211,18 +210,21 @@ func TestArmRefuses(t *testing.T) {
 	if !r.Arm(1, 2, 0, -1) {
 		t.Error("Arm refused after Take")
 	}
-	// A poisoned record stays refused until its launch part is set again.
-	r.Poison()
-	r.Disarm()
+	// A stopped (poisoned) record stays refused until it is cleared.
+	r.Stop()
 	r.Take()
 	if r.Arm(1, 1, 0, -1) {
-		t.Error("armed a poisoned record")
+		t.Error("armed a stopped record")
 	}
-	if !r.SetLaunch(replay.Launch{Fn: Fn(), Err: ErrWord()}) || r.Poisoned() {
-		t.Error("SetLaunch did not clear the poison")
+	if !r.SetEntry(0, entryLaunch(1)) || !r.Poisoned() {
+		t.Error("filling a stopped record cleared its poison")
+	}
+	r.Clear()
+	if r.Poisoned() {
+		t.Error("Clear did not clear the poison")
 	}
 	if !r.Arm(1, 1, 0, -1) {
-		t.Error("Arm refused after SetLaunch")
+		t.Error("Arm refused after Clear")
 	}
 }
 

@@ -1,0 +1,232 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"errors"
+	"unsafe"
+
+	"github.com/theseus-ccl/theseus/cuda/driver"
+	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/env"
+)
+
+// DefaultThreads is the threads per threadblock when a table does not ask
+// and THESEUS_NTHREADS does not say, for blocks of more than
+// SmallBlockBytes.
+const DefaultThreads = 512
+
+// SmallThreads is the threads per threadblock, under the same conditions,
+// for blocks of at most SmallBlockBytes bytes per rank: fewer threads
+// start and synchronise sooner, and a small message has little data to
+// share out (on the H200, a 2-rank LL allreduce of 8 B–2 KiB takes
+// 11.6 µs replayed with 256 threads against 13.9–14.0 µs with 512, and
+// 19.0 against 17.8 µs at 8 KiB: bench/results/2026-11-29-h200-ninth,
+// call 55), as NCCL picks its threads per protocol and size.
+const SmallThreads = 256
+
+// SmallBlockBytes is the largest block (count × datatype size, in bytes
+// per rank) launched with SmallThreads.
+const SmallBlockBytes = 2048
+
+// defaultThreads is THESEUS_NTHREADS (docs/env.md) when it is a multiple
+// of 32 from 32 to 1024 (the kernel's launch bound), and otherwise
+// SmallThreads for a block of at most SmallBlockBytes bytes (blockBytes;
+// a negative value means unknown) and DefaultThreads for a larger one.
+// The kernel runs any block size; the number changes how many threads
+// share each op's data, and what a launch costs.
+func defaultThreads(blockBytes int64) int {
+	if raw, set := env.NThreads.Raw(); set && raw != "" {
+		n, err := env.NThreads.Int()
+		if err == nil && n >= 32 && n <= 1024 && n%32 == 0 {
+			return int(n)
+		}
+	}
+	if blockBytes >= 0 && blockBytes <= SmallBlockBytes {
+		return SmallThreads
+	}
+	return DefaultThreads
+}
+
+// prepared is the CUDA launch state of one request shape.
+type prepared struct {
+	b  *Backend
+	fn driver.Function // the kernel module of the request's datatype
+	// arg is the launch argument handed to cuLaunchKernel, filled at
+	// Prepare; a launch sets only its per-launch fields (setLaunch). An
+	// object of its own, without Go pointers, as cgo requires of what a
+	// pointer passed to C points into; reused by every launch (the driver
+	// copies it before cuLaunchKernel returns, and the executor launches
+	// one prepared at a time: its communicator's calls are serialised), so
+	// a launch allocates and copies nothing.
+	arg *Launch
+	// st is the stream whose failure record and claim word arg holds
+	// (setStream): a launch on another stream sets them again.
+	st *Stream
+	// nfence is the fence count of a fenced launch (arg's is 0 when a
+	// launch is not fenced).
+	nfence int32
+	// staged: in or out is not empty (the launch takes the staged path).
+	staged  bool
+	grid    int
+	threads int
+	mem     []driver.Ptr // what Release frees
+	in, out []device.Copy
+}
+
+// Prepare implements device.Backend: it uploads the channel records and
+// allocates the rank's barrier, finish and fence words, once per executor
+// L3 entry.
+func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
+	if a == nil || a.Table == nil || a.TableMem.Ptr == 0 {
+		return nil, errors.New("cuda: prepare without a table")
+	}
+	t := a.Table
+	p := &prepared{b: b, arg: newLaunch(), grid: len(t.TBs), threads: t.NumThreads, in: a.StageIn, out: a.StageOut,
+		staged: len(a.StageIn)+len(a.StageOut) > 0}
+	if p.threads <= 0 {
+		p.threads = defaultThreads(a.Count * int64(a.DataType.Size()))
+	}
+	if p.grid == 0 {
+		p.grid = 1 // a table without threadblocks still publishes done
+	}
+	err := b.with(func() (err error) {
+		// Prepare may run while the caller's stream is being captured into a
+		// CUDA graph (an executor L3 setup: docs/design/cuda.md, "CUDA
+		// graphs"). Its allocations, memsets and copies use no captured
+		// stream, only the backend's own non-blocking control stream; the
+		// thread's relaxed capture mode lets cuMemAlloc run during the
+		// capture, as NCCL does for its own allocations.
+		prev, err := driver.ExchangeCaptureMode(driver.CaptureModeRelaxed)
+		if err != nil {
+			return err
+		}
+		defer driver.ExchangeCaptureMode(prev)
+		// On an error, free what was allocated while still relaxed (this
+		// deferred call runs before the mode is restored).
+		defer func() {
+			if err != nil {
+				p.Release()
+			}
+		}()
+		// The first request of a datatype in this process loads (JIT-compiles)
+		// its kernel module.
+		k, err := kernel(b.dev.Context(), a.DataType)
+		if err != nil {
+			return err
+		}
+		p.fn = k.fn(false)
+		alloc := func(n int64) (driver.Ptr, error) {
+			m, err := b.zeroed(max(n, 16))
+			if err == nil {
+				p.mem = append(p.mem, m)
+			}
+			return m, err
+		}
+		chans, err := alloc(ChanRTBytes * int64(max(len(a.Ends), 1)))
+		if err != nil {
+			return err
+		}
+		if len(a.Ends) > 0 {
+			rts := make([]ChanRT, len(a.Ends))
+			for i, e := range a.Ends {
+				var pb [3]driver.Ptr
+				for k := range 3 {
+					pb[k] = driver.Ptr(e.PeerBuf[k].Ptr)
+				}
+				setChanRT(&rts[i], pb, driver.Ptr(e.PeerInbound), driver.Ptr(e.Inbound), driver.Ptr(e.Expected), e.Peer)
+			}
+			if err := driver.CopyHtoDAsync(chans, unsafe.Slice((*byte)(unsafe.Pointer(&rts[0])), len(rts)*ChanRTBytes), b.ctl); err != nil {
+				return err
+			}
+		}
+		barriers, err := alloc(8 * int64(BarrierWords(len(t.TBs))))
+		if err != nil {
+			return err
+		}
+		finish, err := alloc(16)
+		if err != nil {
+			return err
+		}
+		var fence driver.Ptr
+		if len(a.Fence) > 0 {
+			if fence, err = alloc(8 * int64(len(a.Fence))); err != nil {
+				return err
+			}
+			words := make([]byte, 8*len(a.Fence))
+			for i, f := range a.Fence {
+				binary.LittleEndian.PutUint64(words[8*i:], uint64(f.Word))
+			}
+			if err := driver.CopyHtoDAsync(fence, words, b.ctl); err != nil {
+				return err
+			}
+		}
+		var bufs [3]driver.Ptr
+		for k := range 3 {
+			bufs[k] = driver.Ptr(a.Buf[k].Ptr)
+		}
+		root, shift := a.Root, a.Shift
+		if !t.Collective.Rooted() {
+			root, shift = 0, 0
+		}
+		fillLaunch(p.arg, launchFields{
+			table: driver.Ptr(a.TableMem.Ptr), chans: chans, bufs: bufs, publish: driver.Ptr(a.Publish.Ptr),
+			barriers: barriers, abort: driver.Ptr(a.Abort),
+			count: a.Count, stride: a.Layout.Stride, slices: a.Layout.Slices, timeout: a.Timeout,
+			rank: a.Rank, nranks: a.NRanks, root: root, shift: shift, dtype: a.DataType, redop: a.RedOp,
+			inplace: a.InPlace, ll8: a.PacketType == ir.LL8, elemSize: int(a.Layout.ElemSize),
+		})
+		fillHalf(p.arg, a.ScratchHalf)
+		fillDone(p.arg, driver.Ptr(a.Done), finish, fence, len(a.Fence))
+		// Shared work (cuda/units.go) for a launch of independent copies
+		// and reduces of this rank's own buffers.
+		pl := t.Placement(a.Root, a.InPlace)
+		if units := sharedUnits(t, a.Layout, pl, a.Rank, a.Layout.Slices, a.RedOp); units != nil && workSharing() {
+			u, err := placeUnits(units, alloc, func(d driver.Ptr, data []byte) error { return driver.CopyHtoDAsync(d, data, b.ctl) })
+			if err != nil {
+				return err
+			}
+			fillUnits(p.arg, u)
+			p.fn = k.fn(true)
+			if p.fn == k.units {
+				p.grid = unitsGrid(b.dev, k.units, p.grid, p.threads, u.nunits)
+			}
+		}
+		p.nfence = int32(len(a.Fence))
+		// The memsets and copies above run on the control stream: finish
+		// them before any launch on another stream reads these words.
+		return b.ctl.Synchronize()
+	})
+	if err != nil {
+		p.Release()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Release implements device.Prepared.
+func (p *prepared) Release() {
+	for _, m := range p.mem {
+		p.b.free(m)
+	}
+	p.mem = nil
+}
+
+// unitsGrid is the grid of a theseus_units launch of nunits units whose
+// table has grid threadblocks of threads each: at least grid, and up to
+// as many threadblocks as the device holds at once when there are units
+// for them (the units do not depend on the grid, and the launch's done word
+// counts the grid it runs: kernel/executor.cuh, launch_done). A one-rank
+// schedule of one threadblock would otherwise copy on one multiprocessor.
+// When the device cannot be asked, grid.
+func unitsGrid(dev *driver.Device, fn driver.Function, grid, threads int, nunits int64) int {
+	sms, err := dev.Attribute(driver.AttrMultiprocessorCount)
+	if err != nil || sms <= 0 {
+		return grid
+	}
+	per, err := fn.MaxActiveBlocksPerSM(threads, 0)
+	if err != nil || per <= 0 {
+		return grid
+	}
+	return max(grid, int(min(nunits, int64(sms*per))))
+}
