@@ -193,7 +193,7 @@ type Request struct {
 // Stats counts what the executor did and created (cumulative).
 type Stats struct {
 	// Walks are Execute calls: walks of the state machine, the one path
-	// that builds plans. Every counter below but Launches, Fences and
+	// that builds collectives' plans (point-to-point calls count in P2P). Every counter below but Launches, Fences and
 	// PlanLaunches counts what walks did.
 	Walks uint64
 	// Launches are the launches enqueued (= the launch counter): those of
@@ -219,6 +219,9 @@ type Stats struct {
 	Refused                    uint64 // misses refused during graph capture
 	StateVisits                [numStates]uint64
 	TransitionsTaken, Failures uint64
+	// P2P counts the point-to-point engine's work (p2p.go); its launches
+	// are not in Launches.
+	P2P P2PStats
 }
 
 // Created counts the resources the executor created on this rank.
@@ -357,6 +360,8 @@ type Executor struct {
 	abortW  atomic.Uintptr // the control segment once L0 exists, 0 after Close
 	closed  bool
 	stats   Stats
+	// p2p is the point-to-point engine's state (p2p.go).
+	p2p p2pState
 }
 
 // New returns an executor. Nothing is allocated until the first Execute.
@@ -390,6 +395,7 @@ func (e *Executor) SetTrace(f func(Transition)) { e.trace = f }
 func (e *Executor) Stats() Stats {
 	st := e.stats
 	st.Launches, st.Fences, st.PlanLaunches, st.PlanFailures = e.launch, e.fences, e.planLaunches, e.planFailures
+	st.P2P = e.p2p.stats
 	return st
 }
 
@@ -465,6 +471,7 @@ func (e *Executor) Close() error {
 			}
 		}
 	}
+	e.closeP2P()
 	for _, p := range e.retained {
 		p.Release()
 	}

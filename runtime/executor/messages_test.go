@@ -32,6 +32,14 @@ func TestMessagesRoundTrip(t *testing.T) {
 	if got, err := decodeOffsets(om.encode()); err != nil || !cmp.Equal(got, om) {
 		t.Errorf("offsets: %+v, %v", got, err)
 	}
+	pc := p2pConnMsg{ChunkBytes: 1 << 17, Slots: 4, Channels: 8, Handle: h}
+	if got, err := decodeP2PConn(pc.encode()); err != nil || !cmp.Equal(got, pc) {
+		t.Errorf("p2p connection: %+v, %v", got, err)
+	}
+	po := p2pOfferMsg{Gen: 7, Base: 0x7f0000001000, Size: 1 << 20, Handle: h}
+	if got, err := decodeP2POffer(po.encode()); err != nil || !cmp.Equal(got, po) {
+		t.Errorf("p2p offer: %+v, %v", got, err)
+	}
 }
 
 func TestMessagesRejectMalformed(t *testing.T) {
@@ -51,6 +59,10 @@ func TestMessagesRejectMalformed(t *testing.T) {
 		"negative offset":       {4, offMsg{{Kind: 0, Off: -1}}.encode()},
 		"offset entry short":    {4, offMsg{{Kind: 0}}.encode()[:10]},
 		"handle over MaxHandle": {3, append([]byte{0, 0, 0, 0, 0xff, 0xff}, make([]byte, 1<<16)...)},
+		"p2p negative chunk":    {5, p2pConnMsg{ChunkBytes: -1}.encode()},
+		"p2p connection short":  {5, p2pConnMsg{ChunkBytes: 1}.encode()[:9]},
+		"p2p offer empty":       {6, p2pOfferMsg{Gen: 1}.encode()},
+		"p2p offer trailing":    {6, append(p2pOfferMsg{Size: 1}.encode(), 0)},
 	} {
 		if err := decodeKind(tc.kind, tc.data); !errors.Is(err, errMessage) {
 			t.Errorf("%s: %v, want errMessage", name, err)
@@ -60,7 +72,7 @@ func TestMessagesRejectMalformed(t *testing.T) {
 
 // decodeKind decodes data as message kind k and re-encodes it.
 func decodeKindEnc(k byte, data []byte) ([]byte, error) {
-	switch k % 5 {
+	switch k % 7 {
 	case 0:
 		m, err := decodeL0(data)
 		return m.encode(), err
@@ -73,8 +85,14 @@ func decodeKindEnc(k byte, data []byte) ([]byte, error) {
 	case 3:
 		m, err := decodeRegs(data)
 		return m.encode(), err
-	default:
+	case 4:
 		m, err := decodeOffsets(data)
+		return m.encode(), err
+	case 5:
+		m, err := decodeP2PConn(data)
+		return m.encode(), err
+	default:
+		m, err := decodeP2POffer(data)
 		return m.encode(), err
 	}
 }
@@ -90,6 +108,8 @@ func FuzzMessages(f *testing.F) {
 	f.Add(byte(0), l0Msg{Scratch: 4096, Handles: [3]device.Handle{device.Handle("a"), nil, device.Handle("ccc")}}.encode())
 	f.Add(byte(2), slotMsg{Slots: []slotRef{{Channel: 1, Pool: 0, Index: 3}}, Pools: []poolRef{{ID: 1, Handle: device.Handle("p")}}}.encode())
 	f.Add(byte(4), offMsg{{Kind: 1, Off: 64, Size: 28}}.encode())
+	f.Add(byte(5), p2pConnMsg{ChunkBytes: 4096, Slots: 2, Channels: 4, Handle: device.Handle("c")}.encode())
+	f.Add(byte(6), p2pOfferMsg{Gen: 3, Base: 4096, Size: 64, Handle: device.Handle("o")}.encode())
 	f.Fuzz(func(t *testing.T, k byte, data []byte) {
 		enc, err := decodeKindEnc(k, data)
 		if err != nil {
@@ -99,7 +119,7 @@ func FuzzMessages(f *testing.F) {
 			return
 		}
 		if !bytes.Equal(enc, data) && !(len(data) == 0 && len(enc) == 0) {
-			t.Fatalf("kind %d: %x re-encodes to %x", k%5, data, enc)
+			t.Fatalf("kind %d: %x re-encodes to %x", k%7, data, enc)
 		}
 	})
 }

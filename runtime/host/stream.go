@@ -211,6 +211,7 @@ func (e *LaunchError) PeerRank() int { return e.Peer }
 
 type task struct {
 	p      *prepared
+	pp     *p2pPrepared // a launch of the point-to-point engine instead (p2p.go)
 	launch uint64
 	fence  bool
 }
@@ -245,8 +246,14 @@ func (b *backend) NewStream() (device.Stream, error) {
 }
 
 func (s *stream) Launch(p device.Prepared, launch uint64, fence bool) error {
-	hp, ok := p.(*prepared)
-	if !ok || hp == nil {
+	t := task{launch: launch, fence: fence}
+	switch hp := p.(type) {
+	case *prepared:
+		t.p = hp
+	case *p2pPrepared:
+		t.pp, t.fence = hp, false // never fenced: it uses no scratch
+	}
+	if t.p == nil && t.pp == nil {
 		return errors.New("host: launch of state another backend prepared")
 	}
 	if launch == 0 {
@@ -261,7 +268,7 @@ func (s *stream) Launch(p device.Prepared, launch uint64, fence bool) error {
 	}
 	s.submitted++
 	s.mu.Unlock()
-	s.ch <- task{p: hp, launch: launch, fence: fence}
+	s.ch <- t
 	return nil
 }
 
@@ -281,6 +288,14 @@ func (s *stream) loop() {
 }
 
 func (s *stream) run(t task) error {
+	if t.pp != nil {
+		// The point-to-point engine: no fence, no staging, no done word
+		// (its launches are not the communicator's counted launches).
+		if err := s.runP2P(t.pp); err != nil {
+			return &LaunchError{Rank: t.pp.a.Rank, Launch: t.launch, Peer: -1, Err: err}
+		}
+		return nil
+	}
 	p := t.p
 	if t.fence {
 		if err := s.waitFence(p, t.launch); err != nil {
