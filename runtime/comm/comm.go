@@ -75,6 +75,11 @@ type Config struct {
 	Loader selector.ScheduleLoader
 	// Clock is the selector's clock for valid_after (default time.Now).
 	Clock func() time.Time
+	// AlltoAllvCheck is THESEUS_ALLTOALLV_CHECK (nil: the environment):
+	// every ncclAlltoAllv launch compares its GPU matrix with the CPU one.
+	AlltoAllvCheck *bool
+
+	alltoallvCheck bool // *AlltoAllvCheck, filled
 }
 
 func (c *Config) fill() error {
@@ -146,6 +151,14 @@ func (c *Config) fill() error {
 		}
 		c.AllowSharedDevice = &v
 	}
+	if c.AlltoAllvCheck == nil {
+		v, err := env.A2AVCheck.Bool()
+		if err != nil {
+			return err
+		}
+		c.AlltoAllvCheck = &v
+	}
+	c.alltoallvCheck = *c.AlltoAllvCheck
 	if c.ContextDir == "" {
 		c.ContextDir = selector.DefaultContextDir()
 	}
@@ -275,6 +288,9 @@ type Comm struct {
 	// replaces when all are in use.
 	plans    [planSlots]planEntry
 	nextPlan int
+
+	// p2p is the point-to-point state (p2p.go).
+	p2p p2pState
 }
 
 // CallInfo describes the last collective call of a communicator: the
@@ -370,6 +386,12 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 	}
 	c.startWatchers()
 	c.last.Schedule, c.cur = -1, -1
+	// The first epoch now, while every rank is here: point-to-point calls,
+	// which subsets of the ranks issue and which never run an epoch, read
+	// its agreed snapshot even before any collective (p2p.go).
+	if err := c.sel.Prime(ctx); err != nil {
+		return nil, c.wrap("init", err)
+	}
 	ok = true
 	if log.On(log.Info, log.Init) {
 		log.Infof(log.Init, "comm rank %d/%d: %d node(s) x %d, local rank %d, backend %s, context %s",
@@ -575,6 +597,11 @@ func (c *Comm) wrapErr(op string, err error, inCall bool) *Error {
 		}
 	case errors.Is(err, executor.ErrMismatch):
 		out.Code, out.Msg, out.Err = InvalidUsage, mismatchMsg, mismatchErr{err}
+	case p2pIs(err):
+		out.Code, out.Msg, _ = p2pCode(err)
+		if p := peerRank(err); p >= 0 {
+			out.Peers = []int{p}
+		}
 	case errors.Is(err, executor.ErrCapture):
 		out.Code, out.Msg = InvalidUsage, "graph capture"
 	case errors.Is(err, executor.ErrScratchMismatch):

@@ -165,11 +165,15 @@ type p2pState struct {
 // generation is its own, the executor has not failed, and every receive
 // buffer it posts still lies in the allocation it posted (its identity).
 type P2PPlan struct {
-	gen   uint64
-	l3    *p2pL3
-	recvs []p2pIdent
-	sends []int // the peers sent to (whose offers a launch takes up)
+	gen    uint64
+	params P2PParams
+	l3     *p2pL3
+	recvs  []p2pIdent
+	sends  []int // the peers sent to (whose offers a launch takes up)
 }
+
+// Params are the parameters the plan was prepared with.
+func (p *P2PPlan) Params() P2PParams { return p.params }
 
 // p2pIdent is a receive buffer and the allocation identity a plan posts
 // for it.
@@ -643,7 +647,7 @@ func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, rec
 	a := &device.P2PArgs{Rank: me, NRanks: n, Geometry: g, EagerBytes: r.Params.EagerBytes, Direct: r.Params.Direct,
 		Threads: r.Params.Threads, Abort: e.l0.control, Timeout: e.cfg.Timeout}
 	ent := &p2pL3{gen: e.p2p.gen}
-	plan := &P2PPlan{gen: e.p2p.gen, l3: ent, sends: sendPeers}
+	plan := &P2PPlan{gen: e.p2p.gen, params: r.Params, l3: ent, sends: sendPeers}
 	size := g.ConnBytes()
 	peer := func(q int, recv bool) device.P2PPeer {
 		c := e.p2p.conns[q]

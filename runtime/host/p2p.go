@@ -191,6 +191,9 @@ func (r *p2pRun) poison() {
 		pr := &r.p.recvs[i]
 		for ch := range g.Channels {
 			post := pr.remote[g.Post(ch) : g.Post(ch)+launch.P2PLine]
+			if *w(post, 8*launch.P2PPostType)>>32 == launch.P2PPostError {
+				continue // the mismatch says more
+			}
 			*w(post, 8*launch.P2PPostType) = launch.P2PPostAbort << 32
 			atomic.StoreUint64(w(post, 8*launch.P2PPostTSeq), launch.P2PAbortSeq)
 		}
@@ -471,7 +474,7 @@ func (r *p2pRun) postMismatch(ch, step, q int, post []byte, tseq uint64) error {
 	if *w(post, 8*launch.P2PPostType)>>32 == launch.P2PPostAbort {
 		return r.errorf(ch, step, q, launch.ErrP2PAborted, "rank %d's launch failed while this rank's send #%d to it was due (see rank %d's error)", q, tseq, q)
 	}
-	return r.errorf(ch, step, q, launch.ErrP2PMismatch, "rank %d found that its receive #%d from this rank does not match send #%d (it expects %d bytes of %s; NCCL 2.25: a send and its receive must agree on count and datatype, matched in order per pair)",
+	return r.errorf(ch, step, q, launch.ErrP2PMismatch, "rank %d found that its receive #%d from this rank and send #%d disagree (it expects %d bytes of %s; NCCL 2.25: a send and its receive must agree on count and datatype, matched in order per pair)",
 		q, tseq, tseq, *w(post, 8*launch.P2PPostTotal), ir.DataType(*w(post, 8*launch.P2PPostType)&0xffffffff))
 }
 
@@ -554,7 +557,7 @@ func (r *p2pRun) recvPeer(ch, lane int, pr *p2pPeer, next func(*p2pPeer, int, ui
 				return r.errorf(lane, i, q, launch.ErrP2PAborted, "rank %d's launch failed while this rank's receive #%d from it was due (see rank %d's error)", q, tseq, q)
 			}
 			if kind == launch.P2PKindError {
-				return r.errorf(lane, i, q, launch.ErrP2PMismatch, "rank %d found that its send #%d to this rank (%d bytes of %s) does not match receive #%d (%d bytes of %s; NCCL 2.25: a send and its receive must agree on count and datatype, matched in order per pair)",
+				return r.errorf(lane, i, q, launch.ErrP2PMismatch, "rank %d found that its send #%d to this rank (%d bytes of %s) and receive #%d (%d bytes of %s) disagree (NCCL 2.25: a send and its receive must agree on count and datatype, matched in order per pair)",
 					q, sseq, stotal, sdt, tseq, *w(hdr, 8*launch.P2PHdrWant), ir.DataType(*w(hdr, 8*launch.P2PHdrWantT)))
 			}
 			if sseq != tseq || stotal != total || sdt != x.DataType {

@@ -391,7 +391,9 @@ func (r *reader) addSched(l manifest.Line) {
 	s.ok = true
 	r.maxVA = max(r.maxVA, s.entry.ValidAfter)
 	s.path = s.entry.File
-	if !filepath.IsAbs(s.path) {
+	if s.entry.P2P != nil {
+		s.ls = lsLoaded // no file: the engine's parameters (p2p.go)
+	} else if !filepath.IsAbs(s.path) {
 		s.path = filepath.Join(r.dir, s.path)
 	}
 	e := &s.entry

@@ -120,6 +120,9 @@ type Schedule struct {
 	Replaces   int
 	ValidAfter int64
 	Name       string
+	// P2P is set for an entry of the point-to-point engine's parameters
+	// ("gen": "p2p", collective sendrecv; p2p.go), which has no file.
+	P2P *P2PEntry
 }
 
 // ValueEntry is one line of an exogenous attribute's log.
@@ -284,14 +287,19 @@ func ParseAttribute(file string, line int, text []byte, opt Options) (Attribute,
 // collective, nranks (required); nlocalranks, min_bytes, max_bytes,
 // inplace, outofplace (optional constraints); usable (default "true"),
 // preference (default "0"); replaces (an earlier id); valid_after; name,
-// comment. The expressions are not compiled here (that needs the attribute
-// manifest). Errors: TS0001–TS0004, TS0012 unknown collective.
+// comment. An entry "gen": "p2p" is the point-to-point engine's parameters
+// instead (P2PEntry, p2p.go). The expressions are not compiled here (that
+// needs the attribute manifest). Errors: TS0001–TS0004, TS0012 unknown
+// collective.
 func ParseSchedule(file string, line int, text []byte, opt Options) (Schedule, []diag.Diagnostic) {
 	c := &lineCtx{file: file, line: line, text: text}
 	s := Schedule{Replaces: -1, ValidAfter: Always, Usable: "true", Preference: "0"}
 	fs, ok := c.object()
 	if !ok {
 		return s, c.ds
+	}
+	if isP2P(fs) {
+		return c.p2pEntry(fs, line, opt)
 	}
 	have := map[string]bool{}
 	for _, f := range fs {
