@@ -618,7 +618,7 @@ func (c *Comm) wrapErr(op string, err error, inCall bool) *Error {
 	case errors.As(err, &ie):
 		out.Code = InternalError
 	}
-	if lost := c.Lost(); len(lost) > 0 {
+	if lost := c.Lost(); len(lost) > 0 && !p2pIs(err) { // (a mismatch found before the loss says more)
 		out.Code, out.Peers, out.Msg = RemoteError, lost, "lost a peer"
 	}
 	// A launch stopped because a peer found that the ranks issued

@@ -42,6 +42,11 @@ type P2PCall struct {
 	// Stream runs the launch; nil: the communicator's own stream, and the
 	// call waits for it (as Call.Stream).
 	Stream device.Stream
+	// Join are the group's other streams (NCCL lets a group's calls use
+	// several): Stream first waits for each of them, and each then waits
+	// for the launch, on the device (device.StreamOrderer), or on the host
+	// for streams that cannot wait on the device.
+	Join []device.Stream
 }
 
 // AlltoAllvCall is ncclAlltoAllv (the seed's extension): rank i sends
@@ -314,7 +319,46 @@ func (c *Comm) P2P(ctx context.Context, call *P2PCall) error {
 	if len(call.Ops) == 0 {
 		return nil
 	}
-	return c.p2pRun(ctx, call.Ops, nil, call.Stream, func() error { return c.ValidateP2P(call.Ops) })
+	st := call.Stream
+	if st == nil && len(call.Join) > 0 {
+		st = c.stream
+	}
+	for _, s := range call.Join {
+		if s != st {
+			if err := c.after(st, s); err != nil {
+				return err
+			}
+		}
+	}
+	err := c.p2pRun(ctx, call.Ops, nil, st, func() error { return c.ValidateP2P(call.Ops) })
+	for _, s := range call.Join {
+		if s != st {
+			if jerr := c.after(s, st); err == nil {
+				err = jerr
+			}
+		}
+	}
+	if err == nil && call.Stream == nil && len(call.Join) > 0 {
+		if serr := st.Synchronize(); serr != nil {
+			err = c.StreamError("P2P", serr)
+		}
+	}
+	return err
+}
+
+// after makes s wait for what prev has enqueued: on the device when s can
+// (device.StreamOrderer), else on the host.
+func (c *Comm) after(s, prev device.Stream) error {
+	if o, ok := s.(device.StreamOrderer); ok {
+		if err := o.After(prev); err != nil {
+			return &Error{Code: UnhandledCudaError, Op: "P2P", Rank: c.rank, Msg: "joining the group's streams", Err: err}
+		}
+		return nil
+	}
+	if err := prev.Synchronize(); err != nil {
+		return c.StreamError("P2P", err)
+	}
+	return nil
 }
 
 // AlltoAllv runs an ncclAlltoAllv (ValidateAlltoAllv, then the

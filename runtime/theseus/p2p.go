@@ -2,9 +2,9 @@ package theseus
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/theseus-ccl/theseus/runtime/comm"
-	"github.com/theseus-ccl/theseus/runtime/device"
 )
 
 // Point-to-point calls (docs/p2p.md): ncclSend, ncclRecv and their groups,
@@ -59,59 +59,23 @@ func (c *Comm) GroupEnd() error {
 	return c.runP2P(ops, streams)
 }
 
-// runP2P launches ops (their streams: streams) as one group.
+// runP2P launches ops (their streams: streams) as one group: on the first
+// op's stream, joined with the others (comm.P2PCall.Join).
 func (c *Comm) runP2P(ops []comm.P2POp, streams []Stream) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	var st Stream
-	var join []Stream
+	call := comm.P2PCall{Ops: ops}
 	for _, s := range streams {
-		if s != nil && st == nil {
-			st = s
+		switch {
+		case s == nil:
+		case call.Stream == nil:
+			call.Stream = s
+		case s != call.Stream && !slices.Contains(call.Join, s):
+			call.Join = append(call.Join, s)
 		}
 	}
-	for _, s := range streams {
-		if s != nil && s != st && !contains(join, s) {
-			join = append(join, s)
-		}
-	}
-	for _, s := range join {
-		if err := after(st, s); err != nil {
-			return err
-		}
-	}
-	err := c.c.P2P(c.ctx, &comm.P2PCall{Ops: ops, Stream: st})
-	for _, s := range join {
-		if jerr := after(s, st); err == nil {
-			err = jerr
-		}
-	}
-	return err
-}
-
-func contains(l []Stream, s Stream) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// after makes s wait for what prev has enqueued (device.StreamOrderer), or
-// waits for prev when s cannot (the host backend's streams).
-func after(s, prev Stream) error {
-	if o, ok := s.(device.StreamOrderer); ok {
-		if err := o.After(prev); err != nil {
-			return &Error{Code: UnhandledCudaError, Op: "GroupEnd", Rank: -1, Msg: "joining the group's streams", Err: err}
-		}
-		return nil
-	}
-	if err := prev.Synchronize(); err != nil {
-		return &Error{Code: RemoteError, Op: "GroupEnd", Rank: -1, Msg: "joining the group's streams", Err: err}
-	}
-	return nil
+	return c.c.P2P(c.ctx, &call)
 }
 
 func (c *Comm) p2p(recv bool, buf Ptr, count int64, dt DataType, peer int, s Stream) error {
