@@ -77,6 +77,7 @@ type module struct {
 type kernels struct {
 	exec  driver.Function // KernelName
 	units driver.Function // UnitsKernelName
+	p2p   driver.Function // P2PKernelName (the uint8 module's; 0 in the others)
 }
 
 // fn is the entry point for a launch with shared work (units) or without.
@@ -116,6 +117,12 @@ func kernel(ctx driver.Context, dt ir.DataType) (kernels, error) {
 		fn   *driver.Function
 	}{{KernelName, &k.exec}, {UnitsKernelName, &k.units}} {
 		if *e.fn, err = mod.Function(e.name); err != nil {
+			mod.Unload()
+			return kernels{}, err
+		}
+	}
+	if dt == ir.Uint8 {
+		if k.p2p, err = mod.Function(P2PKernelName); err != nil {
 			mod.Unload()
 			return kernels{}, err
 		}

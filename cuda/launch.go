@@ -201,6 +201,20 @@ func (e *KernelError) Error() string {
 	return s + fmt.Sprintf(" in launch %d", e.Launch)
 }
 
+// recordError is the error of a host-mapped failure record: nil when its
+// code is 0, the launch contract's error for a point-to-point launch's
+// failure (p2pError), else the *KernelError.
+func recordError(p unsafe.Pointer) error {
+	e := readError(p)
+	if e == nil {
+		return nil
+	}
+	if pe := p2pError(e); pe != nil {
+		return pe
+	}
+	return e
+}
+
 // readError decodes a host-mapped error record; nil when its code is 0.
 func readError(p unsafe.Pointer) *KernelError {
 	r := (*ErrorRecord)(p)

@@ -1366,3 +1366,4 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_units(theseus_
   if (s_fail) return;
   launch_done(s_launch.launch, __nvvm_read_ptx_sreg_nctaid_x());
 }
+#include "p2p.cuh"
