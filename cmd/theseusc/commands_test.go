@@ -368,7 +368,7 @@ func TestSelect(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	r := theseusc(t, "version").want(t, cli.ExitOK)
-	if !strings.HasPrefix(r.out, "theseusc ") || !strings.Contains(r.out, "formats: schedule JSON v1, bundle v1") {
+	if !strings.HasPrefix(r.out, "theseusc ") || !strings.Contains(r.out, "formats: schedule JSON v1, bundle v2") {
 		t.Errorf("version: %q", r.out)
 	}
 	v := theseusc(t, "--version").want(t, cli.ExitOK)

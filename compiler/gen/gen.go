@@ -197,6 +197,15 @@ func lookup(name string) (*Algorithm, bool) {
 	return nil, false
 }
 
+// Canonical returns the name of algorithm algo (a name or alias), or "" when
+// there is none.
+func Canonical(algo string) string {
+	if a, ok := lookup(algo); ok {
+		return a.Name
+	}
+	return ""
+}
+
 // Supports reports whether algorithm algo (a name or alias) serves
 // collective coll.
 func Supports(algo string, coll ir.Collective) bool {
@@ -250,4 +259,53 @@ func Generate(algo string, opts Options) (*ir.Program, error) {
 		return nil, err
 	}
 	return g.p, nil
+}
+
+// Check reports whether Generate would accept algo and opts as far as that
+// can be told without building the program: the algorithm is known and
+// serves the collective, and every option is in range for opts.NRanks
+// (nlocalranks, channels, root, order, avoid, the op bound MaxOps). It is
+// cheap (no op is built), for matching a generated manifest entry against
+// a communicator's shape. What only building shows — ErrAvoid, and the
+// MaxThreadblocks and MaxTransferChannels limits — Generate reports.
+// Errors are Generate's (wrapped).
+func Check(algo string, opts Options) error {
+	a, ok := lookup(algo)
+	if !ok {
+		return fmt.Errorf("%w %q (want one of %s)", ErrUnknownAlgorithm, algo, algoNames())
+	}
+	if !a.supports(opts.Collective) {
+		return fmt.Errorf("%w: %s does not serve %v", ErrUnsupported, a.Name, opts.Collective)
+	}
+	if a.Name == "hier" && opts.NLocalRanks == 0 {
+		return fmt.Errorf("%w: hier needs NLocalRanks (ranks per node) dividing NRanks", ErrOptions)
+	}
+	_, err := newGen(a, opts)
+	return err
+}
+
+// CheckOptions checks what Check checks that does not depend on the world
+// size: the algorithm serves opts.Collective, the protocol is known, and
+// opts.Avoid lists distinct non-negative ranks. A manifest entry that names
+// a generator is checked with it when it is read. Errors are Generate's
+// (wrapped).
+func CheckOptions(algo string, opts Options) error {
+	a, ok := lookup(algo)
+	if !ok {
+		return fmt.Errorf("%w %q (want one of %s)", ErrUnknownAlgorithm, algo, algoNames())
+	}
+	if !a.supports(opts.Collective) {
+		return fmt.Errorf("%w: %s does not serve %v", ErrUnsupported, a.Name, opts.Collective)
+	}
+	if opts.Protocol >= ir.NumProtocols {
+		return fmt.Errorf("%w: unknown protocol %v", ErrOptions, opts.Protocol)
+	}
+	seen := map[int]bool{}
+	for i, r := range opts.Avoid {
+		if r < 0 || seen[r] {
+			return fmt.Errorf("%w: avoid[%d] = %d: negative or repeated", ErrOptions, i, r)
+		}
+		seen[r] = true
+	}
+	return nil
 }

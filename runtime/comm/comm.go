@@ -166,6 +166,18 @@ type CompilingLoader struct {
 // Load implements selector.ScheduleLoader.
 func (l CompilingLoader) Load(path string) (*selector.ScheduleInfo, error) {
 	info, err := l.Loader.Load(path)
+	return compiled(path, info, err)
+}
+
+// LoadFor implements selector.RankLoader (generated entries, and one
+// rank's section of a bundle).
+func (l CompilingLoader) LoadFor(req selector.LoadRequest) (*selector.ScheduleInfo, error) {
+	info, err := l.Loader.LoadFor(req)
+	return compiled(req.Path, info, err)
+}
+
+// compiled compiles a loaded source schedule to a bundle.
+func compiled(path string, info *selector.ScheduleInfo, err error) (*selector.ScheduleInfo, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +362,7 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 	c.perNode = c.layout.PerNode
 	c.agree = newEpochAgreement(c.boot, rank, nranks, cfg.Timeout)
 	c.sel, err = selector.New(selector.Options{Dir: cfg.ContextDir, CheckPeriod: cfg.CheckPeriod, Agreement: c.agree,
-		Timeout: cfg.Timeout, Loader: cfg.Loader, Clock: cfg.Clock})
+		Timeout: cfg.Timeout, Loader: cfg.Loader, Clock: cfg.Clock, Rank: rank})
 	if err != nil {
 		return nil, &Error{Code: InvalidArgument, Op: "init", Rank: rank, Msg: "selector", Err: err}
 	}

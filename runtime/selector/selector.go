@@ -47,6 +47,7 @@ import (
 	"time"
 
 	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
+	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	rlog "github.com/theseus-ccl/theseus/runtime/log"
@@ -122,6 +123,10 @@ type Options struct {
 	// CacheEntries caps the request cache; it is cleared when full.
 	// Default 4096.
 	CacheEntries int
+	// Rank is this rank of the communicator (0..nranks-1), given to a
+	// RankLoader, which then reads, checks and builds only what this rank
+	// runs. Default 0.
+	Rank int
 }
 
 // DefaultContextDir is THESEUS_SELECTION_CONTEXT when set, else
@@ -521,7 +526,7 @@ func (s *Selector) fault(c *sched, what string, f vm.Fault, p *vm.Program) strin
 	text := fmt.Sprintf("%s: %s", what, msg)
 	if c.faults&bit == 0 {
 		c.faults |= bit
-		s.opt.Logger.Warnf("schedule %d (%s): %s; the schedule is not usable for such requests", c.id, c.entry.File, text)
+		s.opt.Logger.Warnf("schedule %d (%s): %s; the schedule is not usable for such requests", c.id, c.entry.Label(), text)
 	}
 	return text
 }
@@ -595,7 +600,7 @@ func (s *Selector) choose(ctx context.Context, r *Request, out []verdict) (id in
 		if best.ls == lsLoaded {
 			return best.id, agree, nil
 		}
-		if err := s.load(ctx, best); err != nil {
+		if err := s.load(ctx, best, r); err != nil {
 			return None, agree, err
 		}
 		// Loading may have narrowed or excluded the winner: select again.
@@ -676,10 +681,10 @@ const (
 // load loads and verifies c's file on this rank and agrees on the outcome
 // with all ranks: loaded only if it loaded everywhere; missing (retried at
 // the next epoch) if it was missing anywhere; otherwise excluded for good.
-func (s *Selector) load(ctx context.Context, c *sched) error {
+func (s *Selector) load(ctx context.Context, c *sched, r *Request) error {
 	s.stats.Loads++
 	status, reason := int64(loadOK), ""
-	info, err := s.opt.Loader.Load(c.path)
+	info, err := s.loadOne(c, r)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		status, reason = loadMissing, err.Error()
@@ -705,7 +710,7 @@ func (s *Selector) load(ctx context.Context, c *sched) error {
 	case loadOK:
 		c.narrow(info)
 		c.ls, c.info, c.missingLogged = lsLoaded, info, false
-		s.opt.Logger.Infof("schedule %d (%s) loaded: %s, %d ranks", c.id, c.entry.File, info.Collective, info.NRanks)
+		s.opt.Logger.Infof("schedule %d (%s) loaded: %s, %d ranks", c.id, c.entry.Label(), info.Collective, info.NRanks)
 	case loadMissing:
 		c.ls, c.reason = lsMissing, "schedule file missing: "+reason
 		if !c.missingLogged { // retried every epoch: logged once (selection-context.md §8)
@@ -714,16 +719,52 @@ func (s *Selector) load(ctx context.Context, c *sched) error {
 		}
 	default:
 		c.ls, c.reason = lsInvalid, "excluded: "+reason
-		s.opt.Logger.Warnf("schedule %d (%s) %s", c.id, c.entry.File, c.reason)
+		s.opt.Logger.Warnf("schedule %d (%s) %s", c.id, c.entry.Label(), c.reason)
 	}
 	return nil
 }
 
+// loadOne loads c for r's shape on this rank: through LoadFor when the
+// loader is a RankLoader (which a generated entry needs), else Load. A
+// generated entry's channel expression is evaluated here, on the request
+// choose filled in.
+func (s *Selector) loadOne(c *sched, r *Request) (*ScheduleInfo, error) {
+	rl, ranked := s.opt.Loader.(RankLoader)
+	req := LoadRequest{Path: c.path, Collective: c.entry.Collective, NRanks: r.NRanks, NLocalRanks: r.NLocalRanks, Rank: s.opt.Rank}
+	g := c.entry.Gen
+	if g == nil {
+		if ranked {
+			return rl.LoadFor(req)
+		}
+		return s.opt.Loader.Load(c.path)
+	}
+	if !ranked {
+		return nil, fmt.Errorf("the schedule loader cannot build generated entries (gen %s)", g.Algorithm)
+	}
+	k := c.chanK
+	if c.chanProg != nil {
+		v, f := s.vm.Eval(c.chanProg, &s.snap.env)
+		if !f.OK() {
+			return nil, fmt.Errorf("channels: %s", f.Describe(c.chanProg))
+		}
+		x := v.Number()
+		if x != x {
+			return nil, fmt.Errorf("channels: %q is NaN", g.Channels)
+		}
+		k = int(max(1, min(math.Floor(x), gen.MaxChannels)))
+	}
+	req.Gen = &GenSpec{Algorithm: g.Algorithm, Protocol: g.Protocol, Channels: k, Avoid: g.Avoid,
+		NLocalRanks: genLocal(g.Algorithm, r.NLocalRanks)}
+	return rl.LoadFor(req)
+}
+
 // ScheduleRef describes a schedule entry for the executor.
 type ScheduleRef struct {
-	ID       int
-	File     string // as resolved against the context directory
-	Replaces int    // the id this entry replaces, or -1 (delta migration source)
+	ID int
+	// File is the schedule file as resolved against the context directory;
+	// for a generated entry, its label (its name, or gen:ALGORITHM).
+	File     string
+	Replaces int // the id this entry replaces, or -1 (delta migration source)
 	Info     *ScheduleInfo
 }
 
