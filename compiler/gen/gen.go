@@ -113,6 +113,9 @@ type Algorithm struct {
 	// change the program (Avoid is always checked).
 	UsesOrder bool
 	UsesAvoid bool
+	// SimpleOnly: the algorithm writes Simple programs only (Protocol LL
+	// is ErrOptions).
+	SimpleOnly bool
 	// Summary is one line; Constraints says what the options must satisfy
 	// beyond the common rules.
 	Summary     string
@@ -162,6 +165,11 @@ var algorithms = []Algorithm{
 		Summary:     "one step: every rank exchanges its blocks directly with every peer (or the root with every rank)",
 		Constraints: "nranks-1 threadblocks per lane on busy ranks; no relays",
 		build:       buildDirect},
+	{Name: "pull", Aliases: []string{"direct-pull", "allpairs-pull"}, Collectives: []ir.Collective{ir.AllToAll, ir.Gather, ir.Scatter},
+		Level: ir.LevelPrimitive, SimpleOnly: true,
+		Summary:     "one step at the primitive level: every rank reads what it needs from its peers' buffers, many peers per threadblock",
+		Constraints: "Simple only; serves any nranks (direct needs nranks-1 threadblocks per lane); no relays",
+		build:       buildPull},
 	{Name: "chain", Aliases: []string{"pipeline"}, Collectives: []ir.Collective{ir.Broadcast, ir.Reduce},
 		Level: ir.LevelTransfer, UsesOrder: true, UsesAvoid: true,
 		Summary:     "pipelined chain from (broadcast) or to (reduce) the root along Order",
@@ -264,10 +272,12 @@ func Generate(algo string, opts Options) (*ir.Program, error) {
 // Check reports whether Generate would accept algo and opts as far as that
 // can be told without building the program: the algorithm is known and
 // serves the collective, and every option is in range for opts.NRanks
-// (nlocalranks, channels, root, order, avoid, the op bound MaxOps). It is
+// (nlocalranks, channels, root, order, avoid, the op bound MaxOps, the
+// protocol of a SimpleOnly algorithm, and direct's threadblocks). It is
 // cheap (no op is built), for matching a generated manifest entry against
 // a communicator's shape. What only building shows — ErrAvoid, and the
-// MaxThreadblocks and MaxTransferChannels limits — Generate reports.
+// other algorithms' MaxThreadblocks and MaxTransferChannels limits —
+// Generate reports.
 // Errors are Generate's (wrapped).
 func Check(algo string, opts Options) error {
 	a, ok := lookup(algo)
@@ -280,7 +290,16 @@ func Check(algo string, opts Options) error {
 	if a.Name == "hier" && opts.NLocalRanks == 0 {
 		return fmt.Errorf("%w: hier needs NLocalRanks (ranks per node) dividing NRanks", ErrOptions)
 	}
-	_, err := newGen(a, opts)
+	if a.SimpleOnly && opts.Protocol != ir.Simple {
+		return fmt.Errorf("%w: %s writes Simple programs only", ErrOptions, a.Name)
+	}
+	// direct's busiest rank has a threadblock per peer and one of its own
+	// per lane (the one limit that is simple to tell without building).
+	if k := max(opts.Channels, 1); a.Name == "direct" && opts.NRanks > 1 && opts.NRanks*k > MaxThreadblocks {
+		return fmt.Errorf("%w: direct %v on %d ranks with %d channels needs %d threadblocks per rank (limit %d); pull serves any nranks",
+			ErrOptions, opts.Collective, opts.NRanks, k, opts.NRanks*k, MaxThreadblocks)
+	}
+	_, err := checkGen(a, opts, false)
 	return err
 }
 

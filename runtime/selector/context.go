@@ -119,6 +119,9 @@ type sched struct {
 		set  bool
 		why  string // "" when the generator serves the shape
 	}
+	// failed lists the shapes a generated entry failed to build for (on
+	// some rank): excluded for those shapes only.
+	failed []genFailure
 
 	ls     loadState
 	info   *ScheduleInfo
@@ -132,12 +135,11 @@ type sched struct {
 // matches reports whether the schedule's constraints admit the request.
 // (The collective is matched by the snapshot's per-collective index.) A
 // generated entry matches the nranks it gives, or any, when its generator
-// serves the request's shape; once loaded, only the shape it was built for.
+// serves the request's shape and has not failed to build for it.
 func (s *sched) matches(r *Request, msg int64) bool {
 	c := &s.cons
 	if s.entry.Gen != nil {
-		if s.entry.NRanks != 0 && s.entry.NRanks != r.NRanks || s.genWhy(r) != "" ||
-			s.info != nil && s.info.NRanks != r.NRanks {
+		if s.entry.NRanks != 0 && s.entry.NRanks != r.NRanks || s.genWhy(r) != "" || len(s.failed) > 0 && s.failedFor(r) != "" {
 			return false
 		}
 	} else if s.entry.NRanks != r.NRanks {
@@ -150,6 +152,32 @@ func (s *sched) matches(r *Request, msg int64) bool {
 		return c.inplace.allows()
 	}
 	return c.outofplace.allows()
+}
+
+// genFailure is a shape a generated entry failed to build for, and why.
+type genFailure struct {
+	n, l int
+	why  string
+}
+
+// failedFor is why the generated entry failed to build for r's shape, or "".
+func (s *sched) failedFor(r *Request) string {
+	for _, f := range s.failed {
+		if f.n == r.NRanks && f.l == r.NLocalRanks {
+			return f.why
+		}
+	}
+	return ""
+}
+
+// loadedFor reports whether s is loaded for r: a file entry once loaded;
+// a generated one when built for r's shape (a communicator has one shape;
+// a tool asking for several builds each in turn).
+func (s *sched) loadedFor(r *Request) bool {
+	if s.ls != lsLoaded {
+		return false
+	}
+	return s.entry.Gen == nil || s.info.NRanks == r.NRanks && (s.info.NLocalRanks == 0 || s.info.NLocalRanks == r.NLocalRanks)
 }
 
 // genWhy is "" when a generated entry's generator serves r's shape
@@ -193,8 +221,8 @@ func (s *sched) mismatch(r *Request, msg int64) string {
 		return fmt.Sprintf("nranks %d, request has %d", e.NRanks, r.NRanks)
 	case e.Gen != nil && s.genWhy(r) != "":
 		return fmt.Sprintf("generator %s does not serve %d ranks (%d per node): %s", e.Gen.Algorithm, r.NRanks, r.NLocalRanks, s.genWhy(r))
-	case e.Gen != nil && s.info != nil && s.info.NRanks != r.NRanks:
-		return fmt.Sprintf("built for %d ranks, request has %d", s.info.NRanks, r.NRanks)
+	case e.Gen != nil && s.failedFor(r) != "":
+		return "excluded for this shape: " + s.failedFor(r)
 	}
 	whose := func(fromFile bool) string {
 		if fromFile {

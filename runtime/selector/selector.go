@@ -597,7 +597,7 @@ func (s *Selector) choose(ctx context.Context, r *Request, out []verdict) (id in
 		if best == nil {
 			return None, agree, nil
 		}
-		if best.ls == lsLoaded {
+		if best.loadedFor(r) {
 			return best.id, agree, nil
 		}
 		if err := s.load(ctx, best, r); err != nil {
@@ -692,6 +692,8 @@ func (s *Selector) load(ctx context.Context, c *sched, r *Request) error {
 		status, reason = loadInvalid, err.Error()
 	case info == nil:
 		status, reason = loadInvalid, "the loader returned no schedule"
+	case c.entry.Gen != nil:
+		// The generator wrote it for the request: nothing to narrow.
 	default:
 		saved := c.cons
 		if why := c.narrow(info); why != "" {
@@ -706,12 +708,19 @@ func (s *Selector) load(ctx context.Context, c *sched, r *Request) error {
 	if reason == "" && res[0] != loadOK {
 		reason = "it failed to load on another rank"
 	}
-	switch res[0] {
-	case loadOK:
-		c.narrow(info)
+	switch {
+	case res[0] == loadOK:
+		if c.entry.Gen == nil {
+			c.narrow(info)
+		}
 		c.ls, c.info, c.missingLogged = lsLoaded, info, false
 		s.opt.Logger.Infof("schedule %d (%s) loaded: %s, %d ranks", c.id, c.entry.Label(), info.Collective, info.NRanks)
-	case loadMissing:
+	case c.entry.Gen != nil:
+		// A generator that fails for one shape may serve others: excluded
+		// for this shape only (every rank agreed on the outcome).
+		c.failed = append(c.failed, genFailure{n: r.NRanks, l: r.NLocalRanks, why: reason})
+		s.opt.Logger.Warnf("schedule %d (%s) excluded for %d ranks (%d per node): %s", c.id, c.entry.Label(), r.NRanks, r.NLocalRanks, reason)
+	case res[0] == loadMissing:
 		c.ls, c.reason = lsMissing, "schedule file missing: "+reason
 		if !c.missingLogged { // retried every epoch: logged once (selection-context.md §8)
 			c.missingLogged = true
