@@ -18,7 +18,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
-	"github.com/theseus-ccl/theseus/examples/contexts"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/theseus"
 )
@@ -229,11 +228,21 @@ func (b *benchCmd) parse() (*config, error) {
 			return nil, cli.Usagef("--context %s: not a directory", b.context)
 		}
 	default:
-		if _, set := env.SelContext.Raw(); set {
-			cfg.ctxDir, cfg.ctxFrom = theseus.DefaultContextDir(), env.SelContext.Source()
-		} else {
-			cfg.ctxFrom = "embedded default"
+		// The library's resolution (selector.DefaultContext): the
+		// environment, the home context, the installed one, the embedded
+		// default (materialised read-only once per build and user).
+		dir, from, err := theseus.DefaultContext()
+		if err != nil {
+			return nil, err
 		}
+		if v, set := env.SelContext.Raw(); set && v != "" {
+			from = env.SelContext.Source()
+			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+				// The same exit as --context DIR naming no directory.
+				return nil, cli.Usagef("%s=%s: not a directory", from, dir)
+			}
+		}
+		cfg.ctxDir, cfg.ctxFrom = dir, from
 	}
 	cfg.header = Header{NRanks: cfg.nranks, Backend: b.backend, ContextFrom: cfg.ctxFrom, MinBytes: min, MaxBytes: max,
 		StepFactor: b.factor, StepBytes: step, Iters: b.iters, Warmup: b.warmup, Scaled: !p.ItersOK || !p.WarmOK, Check: b.check,
@@ -347,18 +356,6 @@ func (b *benchCmd) deviceOrdinal(cfg *config) int {
 // prints (rank 0). It returns the report on rank 0, nil on other ranks.
 func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 	dir := cfg.ctxDir
-	if dir == "" {
-		d, remove, err := contexts.TempDir("")
-		if err != nil {
-			return nil, fmt.Errorf("materialising the embedded default context: %w", err)
-		}
-		unregister := removeOnSignal(d)
-		defer func() {
-			remove()
-			unregister()
-		}()
-		dir = d
-	}
 	cfg.header.Context = dir
 	tc := b.theseusConfig(cfg, dir)
 	var comms []*theseus.Comm

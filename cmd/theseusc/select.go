@@ -180,6 +180,9 @@ func (c *selectCmd) run(cmd *cobra.Command, _ []string) error {
 	} else if !st.IsDir() {
 		return cli.Usagef("--context: %s is not a directory", dir)
 	}
+	if err := checkContextDir(dir); err != nil {
+		return cli.Usagef("--context: %v", err)
+	}
 	opts := selector.Options{Dir: dir, Loader: schedfile.Loader{}, Agreement: selector.Solo{},
 		Timeout: c.timeout, Logger: &stderrLogger{s: c.s, verbose: c.verbose}, CheckPeriod: 1}
 	if c.at != "" {

@@ -342,6 +342,37 @@ func TestGroupedInitOneThread(t *testing.T) {
 	checkRanks(t, res, []string{"version", "grouped init", "initall"})
 }
 
+// TestNoContextVariable: a C client on the host backend with no
+// THESEUS_SELECTION_CONTEXT and an empty home directory runs (three
+// communicators of one process: grouped init, allreduce, ncclCommInitAll,
+// allgather) on the default context built into the library, which the
+// INIT log names and which is materialised read-only under the home's
+// cache directory.
+func TestNoContextVariable(t *testing.T) {
+	b := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	home := t.TempDir()
+	cmd := exec.CommandContext(ctx, b.test, "grouped", "3")
+	var env []string
+	for _, kv := range b.hostEnv("THESEUS_DEBUG=INFO") {
+		if !strings.HasPrefix(kv, "THESEUS_SELECTION_CONTEXT=") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "XDG_CACHE_HOME=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, "HOME="+home)
+	out, err := cmd.CombinedOutput()
+	res := []rankOut{{rank: 0, out: string(out), err: err}}
+	checkRanks(t, res, []string{"version", "grouped init", "initall"})
+	dirs, _ := filepath.Glob(filepath.Join(home, ".cache", "theseus", "contexts", "default-*"))
+	if len(dirs) != 1 {
+		t.Fatalf("materialised contexts under %s: %v", home, dirs)
+	}
+	if want := "INIT selection context " + dirs[0] + " (embedded default)"; !strings.Contains(string(out), want) {
+		t.Errorf("no %q in:\n%s", want, tail(string(out), 40))
+	}
+}
+
 // TestHostProcessPitfalls: SA_ONSTACK is added to a handler installed
 // without it, and a child after fork() is refused every call (except the
 // pure-C ncclGetVersion) with a reason, while the parent goes on.

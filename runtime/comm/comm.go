@@ -49,8 +49,9 @@ type Config struct {
 	// backend). Every communicator of a process must use the same one.
 	Device int
 	// ContextDir is the selection context (default:
-	// selector.DefaultContextDir(): THESEUS_SELECTION_CONTEXT, else
-	// $HOME/.theseus/contexts/default, else ./theseus_context).
+	// selector.DefaultContext(): THESEUS_SELECTION_CONTEXT, else
+	// $HOME/.theseus/contexts/default if it exists, else the context
+	// installed beside the library, else the embedded default).
 	ContextDir string
 	// HostID groups ranks into nodes (default DefaultHostID()).
 	HostID string
@@ -147,7 +148,11 @@ func (c *Config) fill() error {
 		c.AllowSharedDevice = &v
 	}
 	if c.ContextDir == "" {
-		c.ContextDir = selector.DefaultContextDir()
+		ch, err := selector.DefaultContext()
+		if err != nil {
+			return err
+		}
+		c.ContextDir = ch.Dir
 	}
 	if c.Loader == nil {
 		c.Loader = CompilingLoader{}

@@ -501,7 +501,7 @@ func (r *reader) compile(s *sched) {
 	var ch *bc.Program
 	if g := s.entry.Gen; g != nil {
 		var dc []diag.Diagnostic
-		ch, s.chanK, dc = compileChannels(g, r, file, s.id+1, r.mopt.MaxVectorLen)
+		ch, s.chanK, dc = CompileChannels(g, r, file, s.id+1, r.mopt.MaxVectorLen)
 		ds = append(ds, dc...)
 		if ch == nil && s.chanK == 0 {
 			p = nil // the channel expression failed: so does the entry
@@ -631,12 +631,14 @@ func (s *sched) narrow(info *ScheduleInfo) string {
 	return ""
 }
 
-// compileChannels compiles a generated entry's channel count: an integer
-// literal gives k (prog nil), an expression its program, which may read only
-// the request's nranks and nlocalranks (a schedule is built once per
-// communicator, so its shape is all it can depend on). Both zero: an error
-// (or, with the diagnostics of a missing attribute, pending), reported in ds.
-func compileChannels(g *manifest.Generator, attrs policy.Attrs, file string, line, maxVec int) (prog *bc.Program, k int, ds []diag.Diagnostic) {
+// CompileChannels compiles a generated entry's channel count ("channels",
+// docs/selection-context.md §5.1): an integer literal gives k (prog nil),
+// an expression its program, which may read only the request's nranks and
+// nlocalranks (a schedule is built once per communicator, so its shape is
+// all it can depend on); absent, k = 1. prog nil and k 0: an error (or,
+// with the diagnostics of a missing attribute, pending), reported in ds.
+// theseusc lint applies the same rules.
+func CompileChannels(g *manifest.Generator, attrs policy.Attrs, file string, line, maxVec int) (prog *bc.Program, k int, ds []diag.Diagnostic) {
 	if g.Channels == "" {
 		return nil, 1, nil
 	}

@@ -42,8 +42,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"time"
 
 	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
@@ -127,19 +125,6 @@ type Options struct {
 	// RankLoader, which then reads, checks and builds only what this rank
 	// runs. Default 0.
 	Rank int
-}
-
-// DefaultContextDir is THESEUS_SELECTION_CONTEXT when set, else
-// $HOME/.theseus/contexts/default, else ./theseus_context when there is no
-// home directory (seed README, environment variables).
-func DefaultContextDir() string {
-	if d, ok := env.SelContext.Raw(); ok && d != "" {
-		return d
-	}
-	if home, err := os.UserHomeDir(); err == nil && home != "" {
-		return filepath.Join(home, ".theseus", "contexts", "default")
-	}
-	return "theseus_context"
 }
 
 func (o *Options) fill() error {

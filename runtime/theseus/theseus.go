@@ -191,17 +191,27 @@ type Config struct {
 	// Device is the device ordinal of this process (0 on the host
 	// backend).
 	Device int
-	// ContextDir is the selection context (default
-	// THESEUS_SELECTION_CONTEXT, else $HOME/.theseus/contexts/default, else
-	// ./theseus_context).
+	// ContextDir is the selection context (default: DefaultContext —
+	// THESEUS_SELECTION_CONTEXT, else $HOME/.theseus/contexts/default if it
+	// exists, else the context installed beside the library, else the
+	// embedded default).
 	ContextDir string
 	// The rest override the environment: see comm.Config.
 	Options comm.Config
 }
 
 // DefaultContextDir is the context a communicator reads when Config names
-// none.
+// none (DefaultContext's directory).
 func DefaultContextDir() string { return selector.DefaultContextDir() }
+
+// DefaultContext is the context a communicator reads when Config names
+// none, and where it comes from (selector.DefaultContext: the environment,
+// the home context, the installed one or the embedded default, in that
+// order). Errors: the embedded default could not be written anywhere.
+func DefaultContext() (dir, source string, err error) {
+	c, err := selector.DefaultContext()
+	return c.Dir, c.Source.String(), err
+}
 
 func (cfg Config) comm() (comm.Config, error) {
 	c := cfg.Options
