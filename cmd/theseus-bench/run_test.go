@@ -21,6 +21,7 @@ import (
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 	"github.com/theseus-ccl/theseus/examples/contexts"
 	"github.com/theseus-ccl/theseus/runtime/env"
+	"golang.org/x/sys/unix"
 )
 
 // childEnv marks a test binary re-executed as one rank of a multi-process
@@ -378,7 +379,7 @@ func TestContextWithoutSlowRank(t *testing.T) {
 // ranks cannot even combine results), and one without broadcast schedules.
 func TestNoSchedule(t *testing.T) {
 	code, out, errs := runBench(t, "--context", t.TempDir(), "-e", "8", "--coll", "broadcast", "--timeout", "5s")
-	if code != cli.ExitInternal || !strings.Contains(errs, "no schedule for them") {
+	if code != cli.ExitInternal || !strings.Contains(errs, "has no schedule for an int64 allreduce of 4 ranks") {
 		t.Errorf("empty context: exit %d\n%s\n%s", code, out, errs)
 	}
 	dir, remove, err := contexts.TempDir(t.TempDir())
@@ -550,5 +551,153 @@ func TestProgress(t *testing.T) {
 	_, quiet, _ := runBench(t, "--progress", "never", "-e", "1K", "-f", "32", "--coll", "allreduce")
 	if len(strings.Split(quiet, "\n")) != len(strings.Split(out, "\n")) {
 		t.Errorf("the table changed with the progress bar:\n%s\n---\n%s", out, quiet)
+	}
+}
+
+// contextWithout writes the default context without the schedule entries
+// of collective coll into a new directory and returns it.
+func contextWithout(t *testing.T, coll string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := contexts.Materialize(dir); err != nil {
+		t.Fatal(err)
+	}
+	man := filepath.Join(dir, "schedule_manifest.jsonl")
+	data, _ := os.ReadFile(man)
+	var keep []string
+	for _, l := range strings.SplitAfter(string(data), "\n") {
+		if !strings.Contains(l, `"collective":"`+coll+`"`) {
+			keep = append(keep, l)
+		}
+	}
+	if err := os.WriteFile(man, []byte(strings.Join(keep, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestRoughEdges pins what a new user hit (issue 20): each case is the
+// command line, its exit code and what standard error (or output) says.
+func TestRoughEdges(t *testing.T) {
+	noAllreduce := contextWithout(t, "allreduce")
+	for _, tc := range []struct {
+		name   string
+		env    map[string]string
+		args   []string
+		code   cli.ExitCode
+		stderr string
+	}{
+		// Memory checked up front (it was OOM-killed at 24 GB; by default
+		// the limit is three quarters of physical memory).
+		{"memory", nil, []string{"-b", "16G", "-e", "16G", "--max-memory", "25769803776"}, cli.ExitUsage,
+			"theseus-bench: -e 16GiB at 4 rank(s) (4 in this process) needs about 223338299392 bytes of memory (two 17179869184-byte buffers per rank, and every rank's input for the check), more than the limit of 25769803776 bytes"},
+		{"max-memory", nil, []string{"-b", "1M", "-e", "1M", "--max-memory", "1000000"}, cli.ExitUsage,
+			"more than the limit of 1000000 bytes, set by --max-memory"},
+		// A negative timeout is a usage error naming the flag (it was an
+		// internal executor error).
+		{"timeout", nil, []string{"--timeout", "-5s"}, cli.ExitUsage, "theseus-bench: --timeout -5s: want a positive duration"},
+		// A context that does not exist: the same exit code either way.
+		{"context flag", nil, []string{"--context", "/nonexistent"}, cli.ExitUsage, "--context /nonexistent: not a directory"},
+		{"context variable", map[string]string{"THESEUS_SELECTION_CONTEXT": "/nonexistent"}, []string{"-e", "8"}, cli.ExitUsage,
+			"theseus-bench: THESEUS_SELECTION_CONTEXT=/nonexistent: not a directory"},
+		// What the context lacks (it said the ranks "combine their results
+		// with small int64 allreduces...").
+		{"lacks allreduce", nil, []string{"--context", noAllreduce, "--nranks", "3", "-e", "8", "--coll", "broadcast", "--hotswap=false"},
+			cli.ExitInternal, "selection context " + noAllreduce + " has no schedule for an int64 allreduce of 3 ranks (3 per node), which theseus-bench needs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			env.Reset()
+			defer env.Reset()
+			code, _, errs := runBench(t, tc.args...)
+			if code != tc.code || !strings.Contains(errs, tc.stderr) {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and %q", code, errs, tc.code, tc.stderr)
+			}
+		})
+	}
+}
+
+// TestFDLimit: ranks out of file descriptors are refused up front, naming
+// the limit (32 ranks at ulimit -n 1024 showed as a bootstrap timeout).
+func TestFDLimit(t *testing.T) {
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Skip(err)
+	}
+	low := unix.Rlimit{Cur: 1024, Max: old.Max}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Skip(err)
+	}
+	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &old)
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "theseus-*"))
+	code, _, errs := runBench(t, "--nranks", "32", "-e", "8")
+	if code != cli.ExitUsage || !strings.Contains(errs, "32 rank(s) (32 in this process) need about 3136 file descriptors (connections between the ranks), more than the limit of 1024 (ulimit -n)") {
+		t.Errorf("exit %d:\n%s", code, errs)
+	}
+	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "theseus-*"))
+	if len(after) > len(before) {
+		t.Errorf("temporary directories left: %v", after)
+	}
+}
+
+// TestSelectionContextDiagnostics: a bad policy line and a line cut short
+// in the context are printed once each on standard error with
+// file:line:col, as theseusc select prints them; the run goes on with the
+// good lines.
+func TestSelectionContextDiagnostics(t *testing.T) {
+	dir := t.TempDir()
+	if err := contexts.Materialize(dir); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "schedule_manifest.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"gen":"ring","collective":"allreduce","preference":"msgsize >> 3"}` + "\n" + `{"gen":"ring","collective":"allr` + "\n")
+	f.Close()
+	code, out, errs := runBench(t, "--context", dir, "-e", "64", "--coll", "allreduce", "--hotswap=false")
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	man := filepath.Join(dir, "schedule_manifest.jsonl")
+	for _, want := range []string{man + ":61:63: error[TS0300]", man + ":62:"} {
+		if n := strings.Count(errs, want); n != 1 {
+			t.Errorf("%q printed %d times on standard error (4 ranks), want once:\n%s", want, n, errs)
+		}
+	}
+	if !strings.Contains(out, "allreduce_oneshot_ll") {
+		t.Errorf("the good lines were not used:\n%s", out)
+	}
+}
+
+// TestPartialJSONOnFailure: a run that fails (the context has no
+// broadcast) still writes, with --json, the rows it measured and the
+// error; with --csv, the rows.
+func TestPartialJSONOnFailure(t *testing.T) {
+	dir := contextWithout(t, "broadcast")
+	code, out, errs := runBench(t, "--context", dir, "-e", "8", "--coll", "allreduce,broadcast", "--hotswap=false", "--json")
+	if code != cli.ExitInternal {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	var rep Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(rep.Rows) != 1 || rep.Rows[0].Collective != "allreduce" || !strings.Contains(rep.Error, "no schedule serves the request") {
+		t.Errorf("rows %+v, error %q", rep.Rows, rep.Error)
+	}
+	code, out, _ = runBench(t, "--context", dir, "-e", "8", "--coll", "allreduce,broadcast", "--hotswap=false", "--csv")
+	if code != cli.ExitInternal || strings.Count(out, "\n") != 2 || !strings.HasPrefix(strings.Split(out, "\n")[1], "allreduce,") {
+		t.Errorf("csv: exit %d\n%s", code, out)
+	}
+}
+
+// TestNoCheck: with -c 0 the footer does not claim "0 OK".
+func TestNoCheck(t *testing.T) {
+	code, out, errs := runBench(t, "-e", "64", "-c", "0", "--coll", "allreduce", "--hotswap=false")
+	if code != cli.ExitOK || !strings.Contains(out, "# Wrong elements       : N/A (not checked: -c 0)\n") || strings.Contains(out, "0 OK") {
+		t.Errorf("exit %d:\n%s\n%s", code, out, errs)
 	}
 }

@@ -628,7 +628,9 @@ int main(void) { int v = 0; char id[128]; ncclGetVersion(&v); printf("version %d
 			[]string{"version 22501"}},
 	} {
 		cmd := exec.Command(prog)
-		cmd.Env = baseEnv(c.env...)
+		// The fake NCCL counts its calls in FAKE_NCCL_DIR (without it, it
+		// counts nothing: go test ./... used to leave /tmp/calls.<pid>).
+		cmd.Env = baseEnv(append(c.env, "FAKE_NCCL_DIR="+dir)...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Errorf("%s: %v\n%s", c.name, err, out)
@@ -639,6 +641,9 @@ int main(void) { int v = 0; char id[128]; ncclGetVersion(&v); printf("version %d
 				t.Errorf("%s: output lacks %q:\n%s", c.name, w, out)
 			}
 		}
+	}
+	if calls, _ := filepath.Glob(filepath.Join(dir, "calls.*")); len(calls) == 0 {
+		t.Errorf("the fake NCCL's call counts are not in FAKE_NCCL_DIR %s", dir)
 	}
 }
 

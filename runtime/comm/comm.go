@@ -30,6 +30,7 @@ import (
 	"github.com/theseus-ccl/theseus/compiler/passes"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
+	"github.com/theseus-ccl/theseus/runtime/ctxdir"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/executor"
@@ -49,7 +50,7 @@ type Config struct {
 	// backend). Every communicator of a process must use the same one.
 	Device int
 	// ContextDir is the selection context (default:
-	// selector.DefaultContext(): THESEUS_SELECTION_CONTEXT, else
+	// ctxdir.Default(): THESEUS_SELECTION_CONTEXT, else
 	// $HOME/.theseus/contexts/default if it exists, else the context
 	// installed beside the library, else the embedded default).
 	ContextDir string
@@ -76,6 +77,10 @@ type Config struct {
 	Loader selector.ScheduleLoader
 	// Clock is the selector's clock for valid_after (default time.Now).
 	Clock func() time.Time
+	// SelectorLogger receives the selector's messages: the selection
+	// context's diagnostics (file:line:col) and schedules that fail to
+	// load (default: runtime/log, subsystem SELECTOR).
+	SelectorLogger selector.Logger
 }
 
 func (c *Config) fill() error {
@@ -148,7 +153,7 @@ func (c *Config) fill() error {
 		c.AllowSharedDevice = &v
 	}
 	if c.ContextDir == "" {
-		ch, err := selector.DefaultContext()
+		ch, err := ctxdir.Default()
 		if err != nil {
 			return err
 		}
@@ -367,7 +372,7 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 	c.perNode = c.layout.PerNode
 	c.agree = newEpochAgreement(c.boot, rank, nranks, cfg.Timeout)
 	c.sel, err = selector.New(selector.Options{Dir: cfg.ContextDir, CheckPeriod: cfg.CheckPeriod, Agreement: c.agree,
-		Timeout: cfg.Timeout, Loader: cfg.Loader, Clock: cfg.Clock, Rank: rank})
+		Timeout: cfg.Timeout, Loader: cfg.Loader, Clock: cfg.Clock, Rank: rank, Logger: cfg.SelectorLogger})
 	if err != nil {
 		return nil, &Error{Code: InvalidArgument, Op: "init", Rank: rank, Msg: "selector", Err: err}
 	}

@@ -95,7 +95,8 @@ func (ncclLog) Infof(format string, args ...any) { rlog.Infof(rlog.Selector, for
 
 // Options configure a Selector. Zero fields take the documented defaults.
 type Options struct {
-	// Dir is the selection context directory. Default: DefaultContextDir().
+	// Dir is the selection context directory (required; runtime/ctxdir
+	// resolves the default one).
 	Dir string
 	// CheckPeriod is K: an epoch starts at the first request and every K
 	// requests. Default: THESEUS_CONTEXT_CHECK_PERIOD (1000).
@@ -129,7 +130,7 @@ type Options struct {
 
 func (o *Options) fill() error {
 	if o.Dir == "" {
-		o.Dir = DefaultContextDir()
+		return errors.New("selector: no selection context directory (Options.Dir)")
 	}
 	if o.CheckPeriod == 0 {
 		n, err := env.CheckPeriod.Int()

@@ -39,10 +39,10 @@ import (
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
 	"github.com/theseus-ccl/theseus/runtime/comm"
+	"github.com/theseus-ccl/theseus/runtime/ctxdir"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/host"
-	"github.com/theseus-ccl/theseus/runtime/selector"
 )
 
 // DataType is an element type with ncclDataType_t's values.
@@ -202,14 +202,14 @@ type Config struct {
 
 // DefaultContextDir is the context a communicator reads when Config names
 // none (DefaultContext's directory).
-func DefaultContextDir() string { return selector.DefaultContextDir() }
+func DefaultContextDir() string { return ctxdir.Dir() }
 
 // DefaultContext is the context a communicator reads when Config names
-// none, and where it comes from (selector.DefaultContext: the environment,
+// none, and where it comes from (ctxdir.Default: the environment,
 // the home context, the installed one or the embedded default, in that
 // order). Errors: the embedded default could not be written anywhere.
 func DefaultContext() (dir, source string, err error) {
-	c, err := selector.DefaultContext()
+	c, err := ctxdir.Default()
 	return c.Dir, c.Source.String(), err
 }
 

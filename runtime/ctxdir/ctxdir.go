@@ -1,4 +1,8 @@
-package selector
+// Package ctxdir resolves the selection context a communicator reads when
+// none is configured — one place for the NCCL library (runtime/comm), the
+// Go API (runtime/theseus), theseus-bench and theseusc — and materialises
+// the embedded default context (examples/contexts) when it is the one.
+package ctxdir
 
 import (
 	"bufio"
@@ -15,12 +19,12 @@ import (
 	rlog "github.com/theseus-ccl/theseus/runtime/log"
 )
 
-// ContextSource says where DefaultContext found the selection context.
-type ContextSource uint8
+// Source says where Default found the selection context.
+type Source uint8
 
 const (
 	// FromEnv: THESEUS_SELECTION_CONTEXT.
-	FromEnv ContextSource = iota
+	FromEnv Source = iota
 	// FromHome: $HOME/.theseus/contexts/default, which exists.
 	FromHome
 	// FromInstall: PREFIX/share/theseus/contexts/default beside the library
@@ -35,24 +39,24 @@ const (
 
 var sourceNames = [...]string{"THESEUS_SELECTION_CONTEXT", "home", "installed", "embedded default"}
 
-func (s ContextSource) String() string {
+func (s Source) String() string {
 	if int(s) < len(sourceNames) {
 		return sourceNames[s]
 	}
-	return "ContextSource(" + strconv.Itoa(int(s)) + ")"
+	return "Source(" + strconv.Itoa(int(s)) + ")"
 }
 
-// ContextChoice is the selection context DefaultContext chose.
-type ContextChoice struct {
+// Choice is the selection context Default chose.
+type Choice struct {
 	Dir    string
-	Source ContextSource
+	Source Source
 }
 
 // String is "DIR (SOURCE)", as the INIT log line and theseus-bench's header
 // print it.
-func (c ContextChoice) String() string { return fmt.Sprintf("%s (%s)", c.Dir, c.Source) }
+func (c Choice) String() string { return fmt.Sprintf("%s (%s)", c.Dir, c.Source) }
 
-// DefaultContext is the selection context a communicator reads when none is
+// Default is the selection context a communicator reads when none is
 // configured (docs/selection-context.md, "Which context"), the first of:
 //
 //  1. THESEUS_SELECTION_CONTEXT, when set and not empty (whether or not it
@@ -66,44 +70,45 @@ func (c ContextChoice) String() string { return fmt.Sprintf("%s (%s)", c.Dir, c.
 //     os.TempDir()/theseus-UID) in a directory named after its contents,
 //     shared by every process of the same build.
 //
-// It logs its choice (INIT). The Go API (runtime/theseus), the NCCL library
-// (runtime/comm, through ncclabi) and theseus-bench call it. Errors: the
+// It logs its choice (INIT). The NCCL library (runtime/comm, through
+// ncclabi), the Go API (runtime/theseus), theseus-bench and theseusc select
+// call it. Errors: the
 // embedded default could not be written anywhere (no writable cache or
 // temporary directory).
-func DefaultContext() (ContextChoice, error) {
-	c, err := resolveContext()
+func Default() (Choice, error) {
+	c, err := resolve()
 	if err == nil && rlog.On(rlog.Info, rlog.Init) {
 		rlog.Infof(rlog.Init, "selection context %s", c)
 	}
 	return c, err
 }
 
-func resolveContext() (ContextChoice, error) {
+func resolve() (Choice, error) {
 	if d, ok := env.SelContext.Raw(); ok && d != "" {
-		return ContextChoice{d, FromEnv}, nil
+		return Choice{d, FromEnv}, nil
 	}
 	if home, err := os.UserHomeDir(); err == nil && home != "" {
 		d := filepath.Join(home, ".theseus", "contexts", "default")
 		if isDir(d) {
-			return ContextChoice{d, FromHome}, nil
+			return Choice{d, FromHome}, nil
 		}
 	}
 	if d := installedContext(); d != "" && isDir(d) {
-		return ContextChoice{d, FromInstall}, nil
+		return Choice{d, FromInstall}, nil
 	}
 	d, err := embeddedContext()
 	if err != nil {
-		return ContextChoice{}, err
+		return Choice{}, err
 	}
-	return ContextChoice{d, FromEmbedded}, nil
+	return Choice{d, FromEmbedded}, nil
 }
 
-// DefaultContextDir is DefaultContext's directory, or, when the embedded
+// Dir is Default's directory, or, when the embedded
 // default cannot be written anywhere, $HOME/.theseus/contexts/default
 // (./theseus_context without a home directory), which the first request
 // then reports missing.
-func DefaultContextDir() string {
-	if c, err := resolveContext(); err == nil {
+func Dir() string {
+	if c, err := resolve(); err == nil {
 		return c.Dir
 	}
 	if home, err := os.UserHomeDir(); err == nil && home != "" {
@@ -132,7 +137,7 @@ var embeddedContext = sync.OnceValues(func() (string, error) {
 		}
 		errs = append(errs, err.Error())
 	}
-	return "", fmt.Errorf("selector: writing the embedded default selection context: %s", strings.Join(errs, "; "))
+	return "", fmt.Errorf("ctxdir: writing the embedded default selection context: %s", strings.Join(errs, "; "))
 })
 
 // installedContext is PREFIX/share/theseus/contexts/default for the object
