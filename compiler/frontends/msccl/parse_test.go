@@ -13,8 +13,8 @@ import (
 	"github.com/theseus-ccl/theseus/compiler/verify"
 	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/ir"
-	"github.com/theseus-ccl/theseus/runtime/interp"
 	. "github.com/theseus-ccl/theseus/ir/irtest"
+	"github.com/theseus-ccl/theseus/runtime/interp"
 )
 
 // st writes one <step> with all ten attributes.
