@@ -37,8 +37,8 @@ import (
 //     entry;
 //   - every generated entry's program (gen, docs/selection-context.md
 //     §5.1) built and verified at the shapes it serves among its own
-//     nranks (if it gives one) or 1, 2, 3, 4 and 8 ranks on one node and
-//     4, 6 and 8 ranks on two nodes; an error is reported at the entry's
+//     nranks (if it gives one) or 1, 2, 3, 4, 8 and 16 ranks on one node
+//     and 4, 6, 8 and 16 ranks on two nodes; an error is reported at the entry's
 //     gen field;
 //   - every line of the value log of each exogenous attribute.
 //
@@ -132,7 +132,7 @@ func lintContext(dir string, vo verify.Options) ([]diag.Diagnostic, error) {
 
 // lintShapes are the (nranks, nlocalranks) lint builds a generated entry
 // for when the entry names no nranks.
-var lintShapes = [][2]int{{1, 1}, {2, 2}, {3, 3}, {4, 4}, {8, 8}, {4, 2}, {6, 3}, {8, 4}}
+var lintShapes = [][2]int{{1, 1}, {2, 2}, {3, 3}, {4, 4}, {8, 8}, {16, 16}, {4, 2}, {6, 3}, {8, 4}, {16, 8}}
 
 // lintGenerated builds generated entry s (line of manifest sf) at the
 // shapes it serves and verifies each program.
@@ -175,7 +175,7 @@ func lintGenerated(s *manifest.Schedule, sf string, line int, vo verify.Options)
 	}
 	if served == 0 && len(shapes) > 1 {
 		ds = append(ds, at(diag.Warning, diag.BadValue, "give nranks (and nlocalranks) to lint it at a shape it serves",
-			"%s serves none of the shapes lint builds (1-8 ranks)", s.Gen))
+			"%s serves none of the shapes lint builds (1-16 ranks)", s.Gen))
 	}
 	return ds
 }

@@ -143,7 +143,7 @@ func TestLintContextGenerated(t *testing.T) {
 	write("schedule_manifest.jsonl", `{"gen":"ring","collective":"allreduce","channels":"clamp(64 / nranks, 1, 32)","preference":"1"}
 {"gen":"ring","collective":"allreduce","channels":"msgsize / 1024"}
 {"gen":"ring","collective":"allreduce","nranks":4,"avoid":[1]}
-{"gen":"dbtree","collective":"allreduce","avoid":[9]}
+{"gen":"dbtree","collective":"allreduce","avoid":[20]}
 `)
 	j := theseusc(t, "lint", "--json", dir).want(t, cli.ExitFindings)
 	var rep cli.Report
@@ -157,7 +157,7 @@ func TestLintContextGenerated(t *testing.T) {
 	want := []string{
 		"TS0003 error 2:52",  // channels reads msgsize
 		"TS0003 error 3:9",   // a ring keeps every rank relaying: avoid fails at 4 ranks
-		"TS0003 warning 4:9", // rank 9: none of the shapes lint builds
+		"TS0003 warning 4:9", // rank 20: none of the shapes lint builds
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("diagnostics (-want +got):\n%s\n%s", d, j.out)

@@ -114,7 +114,7 @@ const (
 // count is bounded: a slow rank beyond them demotes the schedules that
 // relay through it, and the best of those is chosen
 // (docs/known-issues.md).
-const avoidRanks = 8
+const avoidRanks = 16
 
 // collectives are the collectives the context serves, in manifest order.
 var collectives = []ir.Collective{ir.AllReduce, ir.AllGather, ir.ReduceScatter, ir.AllToAll,

@@ -135,7 +135,7 @@ func TestBuildAtShapes(t *testing.T) {
 				}
 			}
 		}
-		if served == 0 {
+		if served == 0 && (e.Avoid == nil || e.Avoid[0] < maxN) {
 			t.Errorf("%s serves no shape up to %d ranks", e.Name, maxN)
 		}
 	}
