@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -44,6 +45,8 @@ func TestSignalKeepsOutput(t *testing.T) {
 	}
 	f.WriteString(`{"gen":"ring","collective":"allreduce","preference":"1 +"}` + "\n")
 	f.Close()
+	data, _ := os.ReadFile(filepath.Join(bad, "schedule_manifest.jsonl"))
+	badLine := fmt.Sprintf("schedule_manifest.jsonl:%d:", strings.Count(string(data), "\n"))
 	for _, tc := range []struct {
 		name, args string
 		waitErr    bool // wait for a line on stderr instead of the context line on stdout
@@ -82,7 +85,7 @@ func TestSignalKeepsOutput(t *testing.T) {
 				if !tc.waitErr {
 					out.WriteString(line + "\n")
 				}
-				if tc.waitErr && strings.Contains(line, "schedule_manifest.jsonl:61:") ||
+				if tc.waitErr && strings.Contains(line, badLine) ||
 					!tc.waitErr && strings.HasPrefix(line, "# selection context: ") {
 					started = true
 					break

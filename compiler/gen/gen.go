@@ -280,12 +280,9 @@ func Generate(algo string, opts Options) (*ir.Program, error) {
 // Generate reports.
 // Errors are Generate's (wrapped).
 func Check(algo string, opts Options) error {
-	a, ok := lookup(algo)
-	if !ok {
-		return fmt.Errorf("%w %q (want one of %s)", ErrUnknownAlgorithm, algo, algoNames())
-	}
-	if !a.supports(opts.Collective) {
-		return fmt.Errorf("%w: %s does not serve %v", ErrUnsupported, a.Name, opts.Collective)
+	a, err := serving(algo, opts.Collective)
+	if err != nil {
+		return err
 	}
 	if a.Name == "hier" && opts.NLocalRanks == 0 {
 		return fmt.Errorf("%w: hier needs NLocalRanks (ranks per node) dividing NRanks", ErrOptions)
@@ -299,8 +296,21 @@ func Check(algo string, opts Options) error {
 		return fmt.Errorf("%w: direct %v on %d ranks with %d channels needs %d threadblocks per rank (limit %d); pull serves any nranks",
 			ErrOptions, opts.Collective, opts.NRanks, k, opts.NRanks*k, MaxThreadblocks)
 	}
-	_, err := checkGen(a, opts, false)
+	_, err = checkGen(a, opts, false)
 	return err
+}
+
+// serving is the algorithm algo names when it serves coll; errors are
+// ErrUnknownAlgorithm and ErrUnsupported (wrapped).
+func serving(algo string, coll ir.Collective) (*Algorithm, error) {
+	a, ok := lookup(algo)
+	if !ok {
+		return nil, fmt.Errorf("%w %q (want one of %s)", ErrUnknownAlgorithm, algo, algoNames())
+	}
+	if !a.supports(coll) {
+		return nil, fmt.Errorf("%w: %s does not serve %v", ErrUnsupported, a.Name, coll)
+	}
+	return a, nil
 }
 
 // CheckOptions checks what Check checks that does not depend on the world
@@ -309,12 +319,8 @@ func Check(algo string, opts Options) error {
 // a generator is checked with it when it is read. Errors are Generate's
 // (wrapped).
 func CheckOptions(algo string, opts Options) error {
-	a, ok := lookup(algo)
-	if !ok {
-		return fmt.Errorf("%w %q (want one of %s)", ErrUnknownAlgorithm, algo, algoNames())
-	}
-	if !a.supports(opts.Collective) {
-		return fmt.Errorf("%w: %s does not serve %v", ErrUnsupported, a.Name, opts.Collective)
+	if _, err := serving(algo, opts.Collective); err != nil {
+		return err
 	}
 	if opts.Protocol >= ir.NumProtocols {
 		return fmt.Errorf("%w: unknown protocol %v", ErrOptions, opts.Protocol)
