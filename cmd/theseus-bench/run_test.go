@@ -437,8 +437,8 @@ func TestUsageMessages(t *testing.T) {
 
 // TestMultiProcess runs OS processes, each one rank: 2 ranks joined through
 // MASTER_ADDR/MASTER_PORT (every collective, the CI run), where the hot
-// swap flips ll_max_bytes, and 4 ranks joined through a unique-id file,
-// where it flips slow_rank; either way it switches schedule (each process
+// swap flips ll_max_bytes, and 4, 3, 6, 16 and 8 (2 nodes of 4) ranks joined
+// through a unique-id file, where it flips slow_rank; either way it switches schedule (each process
 // publishes to its own copy of the context, and all switch at the same
 // request). Even ranks
 // take their rank from RANK/WORLD_SIZE (torchrun), odd ones from
@@ -448,6 +448,12 @@ func TestMultiProcess(t *testing.T) {
 	t.Run("2", func(t *testing.T) { multiProcess(t, 2, 0) })
 	t.Run("4", func(t *testing.T) { multiProcess(t, 4, 0) })
 	t.Run("2x2", func(t *testing.T) { multiProcess(t, 4, 2) })
+	// Shapes the default context had no schedule for (issue 20): 3 and 6
+	// ranks, and 2 nodes of 4, which run the hierarchical schedules.
+	t.Run("3", func(t *testing.T) { multiProcess(t, 3, 0) })
+	t.Run("6", func(t *testing.T) { multiProcess(t, 6, 0) })
+	t.Run("16", func(t *testing.T) { multiProcess(t, 16, 0) })
+	t.Run("2x4", func(t *testing.T) { multiProcess(t, 8, 4) })
 }
 
 // multiProcess runs n processes; with perNode > 0 they form nodes of
