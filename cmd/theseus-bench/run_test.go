@@ -49,8 +49,25 @@ func TestMain(m *testing.M) {
 	}
 	os.Unsetenv("THESEUS_SELECTION_CONTEXT")
 	os.Unsetenv("MSCCLPP_SELECTION_CONTEXT")
+	// A home of its own (no ~/.theseus/contexts/default of the user's), in
+	// which the built-in default context is materialised; the child
+	// processes inherit it.
+	home := ""
+	if os.Getenv("THESEUS_BENCH_TEST_HOME") == "" { // not a child of this test binary
+		var err error
+		if home, err = os.MkdirTemp("", "theseus-bench-home-"); err != nil {
+			os.Exit(3)
+		}
+		os.Setenv("THESEUS_BENCH_TEST_HOME", home)
+		os.Setenv("HOME", home)
+		os.Setenv("XDG_CACHE_HOME", filepath.Join(home, ".cache"))
+	}
 	env.Reset()
-	os.Exit(m.Run())
+	code := m.Run()
+	if home != "" {
+		os.RemoveAll(home)
+	}
+	os.Exit(code)
 }
 
 // runBench runs the command in-process and returns its exit code, standard
