@@ -34,6 +34,7 @@ for h in ${HANDLING:-unset 1 2}; do
     port=$((port + 1))
     out=$OUTD/h$h-r$r
     (
+      set +e # the victim's and the survivor's exit statuses are what is measured
       if [ "$h" != unset ]; then export TORCH_NCCL_ASYNC_ERROR_HANDLING=$h; else unset TORCH_NCCL_ASYNC_ERROR_HANDLING; fi
       export LD_AUDIT="$PREFIX/lib/libtheseus_audit_nccl.so" MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=2 LOCAL_RANK=0
       RANK=0 timeout 300 $PY "$ROOT/ncclabi/gpu/torch_lostpeer.py" >"$out.0" 2>&1 &
