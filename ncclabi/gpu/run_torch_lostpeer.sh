@@ -46,10 +46,10 @@ for h in ${HANDLING:-unset 1 2}; do
       echo "$rc0 $rc1" >"$out.rc"
     )
     read -r rc0 rc1 <"$out.rc"
-    last=$(grep -h "TORCHLOST rank 0" "$out.0" | tail -2 | tr '\n' ' ' | cut -c1-200)
+    last=$(grep -h "TORCHLOST rank 0" "$out.0" | tail -2 | tr '\n' ' ' | cut -c1-200 || true)
     echo "| $h | $r | $rc1 | $rc0 | $last |" >>"$SUMMARY"
     echo "handling=$h round $r: victim rc $rc1, survivor rc $rc0"
-    grep -h "TORCHLOST\|Signal\|SIGSEGV\|Segmentation" "$out.0" | sed 's/^/  /' | head -12
+    grep -h "TORCHLOST\|Signal\|SIGSEGV\|Segmentation" "$out.0" | sed 's/^/  /' | head -12 || true
     if [ "$rc1" != 137 ] || { [ "$rc0" != 0 ] && [ "$rc0" != 134 ]; }; then fail=1; fi
   done
 done
