@@ -34,7 +34,7 @@ type benchCmd struct {
 	minBytes, maxBytes, stepBytes string
 	factor                        int64
 	iters, warmup, check, root    int
-	dtype, op, coll               string
+	dtype, op, coll, matrix       string
 	backend                       string
 	nranks                        int
 	context                       string
@@ -96,7 +96,8 @@ different schedules, 2 usage error, 3 failure (a collective failed).`,
 	f.StringVarP(&b.dtype, "datatype", "d", "float", "datatype: "+typeNames()+", a comma-separated list, or all")
 	f.StringVarP(&b.op, "op", "o", "sum", "reduction: sum, prod, max, min, avg, a comma-separated list, or all")
 	f.IntVarP(&b.root, "root", "r", 0, "root rank of broadcast, reduce, gather and scatter")
-	f.StringVar(&b.coll, "coll", "all", "collectives: allreduce, allgather, reducescatter, alltoall, broadcast, reduce, gather, scatter, a list, or all")
+	f.StringVar(&b.coll, "coll", "all", "collectives: allreduce, allgather, reducescatter, alltoall, broadcast, reduce, gather, scatter, a list, or all; and the point-to-point rows sendrecv and alltoallv (not in all)")
+	f.StringVar(&b.matrix, "matrix", "all", "alltoallv's counts matrices: random, skewed (4 hot experts), zero, a list, or all")
 	f.StringVar(&b.backend, "backend", "host", "execution backend: host (the CPU reference) or cuda")
 	f.IntVar(&b.nranks, "nranks", 4, "ranks, as goroutines of this process (in-process mode only)")
 	f.StringVar(&b.context, "context", "", "selection context directory (default: THESEUS_SELECTION_CONTEXT if set, else the embedded default context)")
@@ -163,6 +164,9 @@ func (b *benchCmd) parse() (*config, error) {
 		return nil, cli.Usage(err)
 	}
 	if p.Colls, err = parseColls(b.coll); err != nil {
+		return nil, cli.Usage(err)
+	}
+	if p.Matrices, err = parseMatrices(b.matrix); err != nil {
 		return nil, cli.Usage(err)
 	}
 	cfg.plan = p
@@ -359,8 +363,8 @@ func launchInfo() (li theseus.LaunchInfo, launched bool, err error) {
 // with different flags are told so instead of deadlocking.
 func (c *config) fingerprint() int64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%v|%v|%v|%v|%d|%d|%d|%v|%v|%d|%s|%s", c.plan.Colls, c.plan.Types, c.plan.Ops, c.plan.Sizes,
-		c.plan.Iters, c.plan.Warmup, c.plan.Check, c.plan.ItersOK, c.plan.WarmOK, c.plan.Root, c.backend, c.hsAttr)
+	fmt.Fprintf(h, "%v|%v|%v|%v|%d|%d|%d|%v|%v|%d|%s|%s|%v", c.plan.Colls, c.plan.Types, c.plan.Ops, c.plan.Sizes,
+		c.plan.Iters, c.plan.Warmup, c.plan.Check, c.plan.ItersOK, c.plan.WarmOK, c.plan.Root, c.backend, c.hsAttr, c.plan.Matrices)
 	return int64(h.Sum64() >> 1)
 }
 

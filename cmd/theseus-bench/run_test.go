@@ -719,3 +719,64 @@ func mustReadFile(t *testing.T, path string) []byte {
 	}
 	return data
 }
+
+// TestPointToPoint: the sendrecv and alltoallv rows (each matrix shape;
+// the zero matrix once), every received element checked, in-place N/A,
+// the point-to-point engine in the schedule column; a bad --matrix is a
+// usage error.
+func TestPointToPoint(t *testing.T) {
+	code, out, errs := runBench(t, "--json", "-b", "1K", "-e", "256K", "-f", "16", "--coll", "sendrecv,alltoallv", "-d", "half", "--hotswap=false")
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	var rep Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// 3 sizes of sendrecv, 3 each of random and skewed, 1 zero.
+	if len(rep.Rows) != 3+3+3+1 || rep.Wrong != 0 || rep.Errors != 0 {
+		t.Fatalf("%d rows, wrong %d, errors %d", len(rep.Rows), rep.Wrong, rep.Errors)
+	}
+	kinds := map[string]int{}
+	for _, r := range rep.Rows {
+		kinds[r.Collective+" "+r.RedOp]++
+		x := r.OutOfPlace
+		if x.Wrong == nil || *x.Wrong != 0 || !x.Consistent || x.Schedule != "p2p" || !r.InPlace.NA || r.Root != -1 {
+			t.Errorf("row %+v", r)
+		}
+		if r.RedOp == "zero" && r.Bytes != 0 || r.RedOp != "zero" && (r.Bytes == 0 || x.AlgBW <= 0) {
+			t.Errorf("row %s %s: %d bytes, algbw %v", r.Collective, r.RedOp, r.Bytes, x.AlgBW)
+		}
+	}
+	if want := map[string]int{"sendrecv none": 3, "alltoallv random": 3, "alltoallv skewed": 3, "alltoallv zero": 1}; !cmp.Equal(kinds, want) {
+		t.Errorf("rows %v, want %v", kinds, want)
+	}
+	if code, _, errs := runBench(t, "--coll", "alltoallv", "--matrix", "diagonal"); code != cli.ExitUsage || !strings.Contains(errs, "unknown matrix") {
+		t.Errorf("--matrix diagonal: exit %d, %s", code, errs)
+	}
+}
+
+// alltoallvMatrix's rows each send the row's count in all, in the shape
+// asked for: skewed sends 90% to the 4 hot experts.
+func TestAlltoAllvMatrix(t *testing.T) {
+	const n, count = 8, 1000
+	for _, kind := range matrixKinds {
+		m := alltoallvMatrix(kind, n, count, 1)
+		for i := range n {
+			var sum, hot int64
+			for j := range n {
+				sum += m[i*n+j]
+				if j < 4 {
+					hot += m[i*n+j]
+				}
+			}
+			want := int64(count)
+			if kind == "zero" {
+				want = 0
+			}
+			if sum != want || kind == "skewed" && (hot < 890 || hot > 910) {
+				t.Errorf("%s row %d: %d in all, %d to the hot experts", kind, i, sum, hot)
+			}
+		}
+	}
+}
