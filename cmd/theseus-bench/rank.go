@@ -16,20 +16,20 @@ const poison = 0xA5
 
 // plan is what every rank runs, identical on every rank.
 type plan struct {
-	Colls   []ir.Collective
-	Types   []dtype
-	Ops     []redop
+	Colls []ir.Collective
+	Types []dtype
+	Ops   []redop
 	// Matrices are the alltoallv rows' matrix shapes (p2p.go), shown in
 	// the redop column.
 	Matrices []redop
-	Sizes   []int64
-	Root    int
-	Iters   int
-	Warmup  int
-	ItersOK bool // -n given: no scaling
-	WarmOK  bool // -w given: no scaling
-	Check   int
-	Seed    uint64
+	Sizes    []int64
+	Root     int
+	Iters    int
+	Warmup   int
+	ItersOK  bool // -n given: no scaling
+	WarmOK   bool // -w given: no scaling
+	Check    int
+	Seed     uint64
 }
 
 // rowSpec is one row to run.
