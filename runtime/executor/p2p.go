@@ -153,6 +153,7 @@ type p2pState struct {
 	offered  []map[uint64]bool // [peer]: generations of our allocations offered to it
 	offerSeq []uint64          // [peer]: offers sent to it
 	takeSeq  []uint64          // [peer]: offers taken from it
+	stash    [][][]byte        // [peer]: offers received, not imported yet (a capture was on)
 	imports  [][]device.P2PImport
 	l3       map[string]*p2pL3
 	retired  []*p2pL3 // entries replaced while their launches may run: released at the next wait
@@ -209,6 +210,7 @@ func (e *Executor) p2pInit() {
 	s.offered = make([]map[uint64]bool, e.n)
 	s.offerSeq = make([]uint64, e.n)
 	s.takeSeq = make([]uint64, e.n)
+	s.stash = make([][][]byte, e.n)
 	s.imports = make([][]device.P2PImport, e.n)
 	s.l3 = map[string]*p2pL3{}
 }
@@ -313,8 +315,8 @@ func (e *Executor) ExecuteP2P(ctx context.Context, r *P2PRequest, st device.Stre
 		if err := e.offer(r, recvs); err != nil {
 			return nil, err
 		}
-		e.takeOffers(sends)
 	}
+	e.takeOffers(sends, capturing)
 	key := p2pKey(r)
 	ent := e.p2p.l3[key]
 	if ent != nil && ent.gen == e.p2p.gen {
@@ -536,20 +538,18 @@ func (e *Executor) Offer(q int, reg device.Region) error {
 
 // takeOffers imports the allocations the peers this call sends to have
 // offered since (without waiting: offers not yet here are taken up by a
-// later call). A newer offer of a range supersedes the imports it
-// overlaps (their mappings stay until Close).
-func (e *Executor) takeOffers(sends []int) {
-	tn, ok := e.net.(tryNet)
-	if !ok {
+// later call). During a CUDA graph capture the offers that arrived are
+// kept for later: an import is no call to make then. A newer offer of a
+// range supersedes the imports it overlaps (their mappings stay until
+// Close).
+func (e *Executor) takeOffers(sends []int, capturing bool) {
+	if !e.pendingOffers(sends) || capturing {
 		return
 	}
 	for _, q := range sends {
-		for {
-			b, ok := tn.TryRecv(q, p2pTag(p2pTagOffer, e.p2p.takeSeq[q]))
-			if !ok {
-				break
-			}
-			e.p2p.takeSeq[q]++
+		msgs := e.p2p.stash[q]
+		e.p2p.stash[q] = nil
+		for _, b := range msgs {
 			m, err := decodeP2POffer(b)
 			if err != nil {
 				log.Warnf(log.Executor, "rank %d: rank %d's point-to-point offer: %v; ignored", e.cfg.Rank, q, err)
@@ -574,6 +574,28 @@ func (e *Executor) takeOffers(sends []int) {
 			e.stats.Created.Registrations++
 		}
 	}
+}
+
+// pendingOffers moves the offers that have arrived from the peers sends
+// into the stash (without waiting) and reports whether any is stashed.
+func (e *Executor) pendingOffers(sends []int) bool {
+	tn, ok := e.net.(tryNet)
+	if !ok {
+		return false
+	}
+	any := false
+	for _, q := range sends {
+		for {
+			b, ok := tn.TryRecv(q, p2pTag(p2pTagOffer, e.p2p.takeSeq[q]))
+			if !ok {
+				break
+			}
+			e.p2p.takeSeq[q]++
+			e.p2p.stash[q] = append(e.p2p.stash[q], b)
+		}
+		any = any || len(e.p2p.stash[q]) > 0
+	}
+	return any
 }
 
 // matrixRow and matrixCol are rank me's send and receive totals in
@@ -792,14 +814,18 @@ func (e *Executor) enqueueP2P(ent *p2pL3, st device.Stream) error {
 	return nil
 }
 
-// ValidP2P reports whether p may be launched without a walk (P2PPlan's
-// rules), after taking up the offers of the peers it sends to (which may
-// make it stale: a walk then builds it with the new imports).
-func (e *Executor) ValidP2P(p *P2PPlan) bool {
+// ValidP2P reports whether p may be launched on st without a walk
+// (P2PPlan's rules), after taking up the offers of the peers it sends to
+// (which makes it stale: a walk then builds it with the new imports),
+// unless st is being captured into a CUDA graph (asked only when an offer
+// is there to import).
+func (e *Executor) ValidP2P(p *P2PPlan, st device.Stream) bool {
 	if p == nil || e.failed.Load() != nil {
 		return false
 	}
-	e.takeOffers(p.sends)
+	if e.pendingOffers(p.sends) {
+		e.takeOffers(p.sends, st.Capturing())
+	}
 	if p.gen != e.p2p.gen {
 		return false
 	}
@@ -816,7 +842,7 @@ func (e *Executor) ValidP2P(p *P2PPlan) bool {
 // (ValidP2P): the caller then walks. Errors: ErrStale; the stream's
 // launch failure (*Error, sticky unless the stream was closed).
 func (e *Executor) LaunchP2P(p *P2PPlan, st device.Stream) error {
-	if st == nil || !e.ValidP2P(p) {
+	if st == nil || !e.ValidP2P(p, st) {
 		return ErrStale
 	}
 	if err := e.enqueueP2P(p.l3, st); err != nil {
