@@ -119,6 +119,25 @@ type Backend interface {
 	Prepare(a *Args) (Prepared, error)
 }
 
+// Rebaser is implemented by backends whose prepared launches move to other
+// input and output buffers cheaply (executor level L3: a call whose
+// buffers moved within known allocations, as nccl-tests shifts them and
+// PyTorch's caching allocator hands them out, costs a repeat plus this).
+// Rebase returns the prepared launch of a, where a differs from the Args p
+// was prepared with only in Buf[Input] and Buf[Output] and p has no
+// staging copies. The result shares p's backend state (what Prepare
+// allocated and uploaded): Rebase allocates no backend memory, makes no
+// driver call and waits for nothing, which also makes it safe during a
+// CUDA graph capture; the result's Release releases nothing, and it is
+// valid as long as p is (the executor releases p only after every launch
+// of both). Launches of p and of its rebased launches must not run
+// concurrently (they share p's per-launch device words, as repeated
+// launches of p do: one rank's launches run in order). Errors: a p of
+// another backend, or one with staging copies.
+type Rebaser interface {
+	Rebase(p Prepared, a *Args) (Prepared, error)
+}
+
 // StreamWrapper is implemented by backends whose callers bring their own
 // streams (the NCCL layer passes a cudaStream_t): WrapStream returns a
 // Stream that launches on the foreign stream handle h. Closing it does not

@@ -209,6 +209,7 @@ type Stats struct {
 	L1Cold, L1Migrations       uint64
 	L2Skips, L2Hits, L2Setups  uint64
 	L3Hits, L3Setups           uint64
+	L3Rebases                  uint64 // L3 setups of a shape's entry moved to new buffers (device.Rebaser: no Prepare)
 	Switches, Rebases          uint64 // schedule switches; semaphores rebased
 	Waits                      uint64 // waits for in-flight launches
 	Growths                    uint64 // scratch reallocations

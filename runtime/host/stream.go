@@ -83,26 +83,15 @@ func (b *backend) Prepare(a *device.Args) (device.Prepared, error) {
 		s, err = b.bytes(m.Ptr, m.Size)
 		return s
 	}
-	// local resolves caller memory: a mapping's slice, or nil and the
-	// foreign range.
+	// local resolves caller memory (localMem).
 	local := func(m device.Mem) ([]byte, device.Mem) {
-		if err != nil || m.Size == 0 {
+		if err != nil {
 			return nil, device.Mem{}
 		}
-		if m.Ptr == 0 || m.Size < 0 {
-			err = fmt.Errorf("host: memory %#x+%d", uintptr(m.Ptr), m.Size)
-			return nil, device.Mem{}
-		}
-		b.mu.RLock()
-		mp := b.find(m.Ptr, m.Size)
-		b.mu.RUnlock()
-		if mp == nil {
-			if b.overlapsMapping(m.Ptr, m.Size) {
-				err = fmt.Errorf("host: memory %#x+%d crosses the end of a backend allocation", uintptr(m.Ptr), m.Size)
-			}
-			return nil, m
-		}
-		return mem(m), device.Mem{}
+		var s []byte
+		var f device.Mem
+		s, f, err = b.localMem(m)
+		return s, f
 	}
 	var in, out []byte
 	in, p.foreignIn = local(a.Buf[device.Input])
@@ -188,6 +177,58 @@ func (b *backend) Prepare(a *device.Args) (device.Prepared, error) {
 		return nil, errors.New("host: prepare without abort or done word")
 	}
 	return p, nil
+}
+
+// Rebase implements device.Rebaser: p's launch state with this rank's
+// input and output at a's (their views resolved again; everything else,
+// the scratch views, channel ends, counters and fence words, shared).
+// Errors: a p of another backend or with staging copies, memory that
+// crosses the end of a backend allocation.
+func (b *backend) Rebase(pp device.Prepared, a *device.Args) (device.Prepared, error) {
+	p, ok := pp.(*prepared)
+	if !ok || p == nil {
+		return nil, errors.New("host: rebase of state another backend prepared")
+	}
+	if len(p.stageIn)+len(p.stageOut) > 0 || len(a.StageIn)+len(a.StageOut) > 0 {
+		return nil, errors.New("host: rebase of a launch with staging copies")
+	}
+	q := *p
+	var err error
+	var in, out []byte
+	if in, q.foreignIn, err = b.localMem(a.Buf[device.Input]); err != nil {
+		return nil, err
+	}
+	if out, q.foreignOut, err = b.localMem(a.Buf[device.Output]); err != nil {
+		return nil, err
+	}
+	for parity, m := range p.mem {
+		mm := *m
+		mm.Input, mm.Output = in, out
+		q.mem[parity] = &mm
+	}
+	return &q, nil
+}
+
+// localMem resolves caller memory m: a mapping's bytes, or for foreign
+// memory nil and the range itself (viewed only while a launch runs).
+func (b *backend) localMem(m device.Mem) ([]byte, device.Mem, error) {
+	if m.Size == 0 {
+		return nil, device.Mem{}, nil
+	}
+	if m.Ptr == 0 || m.Size < 0 {
+		return nil, device.Mem{}, fmt.Errorf("host: memory %#x+%d", uintptr(m.Ptr), m.Size)
+	}
+	b.mu.RLock()
+	mp := b.find(m.Ptr, m.Size)
+	b.mu.RUnlock()
+	if mp == nil {
+		if b.overlapsMapping(m.Ptr, m.Size) {
+			return nil, device.Mem{}, fmt.Errorf("host: memory %#x+%d crosses the end of a backend allocation", uintptr(m.Ptr), m.Size)
+		}
+		return nil, m, nil
+	}
+	s, err := b.bytes(m.Ptr, m.Size)
+	return s, device.Mem{}, err
 }
 
 // LaunchError is a failed launch on a host stream.
