@@ -140,6 +140,7 @@ func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
 	if t.Collective.Rooted() {
 		a.Root = r.Root
 	}
+	a.Trace = e.ops
 	a.Buf[device.Scratch] = e.l0.scratch
 	if halves {
 		a.ScratchHalf = capB / 2

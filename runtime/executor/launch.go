@@ -33,6 +33,9 @@ func (e *Executor) waitInflight() error {
 	}
 	e.streams = e.streams[:0]
 	e.tracked = false
+	if e.ops != nil {
+		e.drainOps()
+	}
 	return first
 }
 

@@ -36,7 +36,52 @@ type prepared struct {
 	// never keeps Go memory alive or points the garbage collector at freed
 	// memory.
 	foreignIn, foreignOut device.Mem
+	// trace records the launches' ops (Args.Trace), or nil.
+	trace *opTrace
 }
+
+// opTrace is the host backend's device.OpTrace: the interpreter's op
+// times (interp.OpRecorder), up to a bound.
+type opTrace struct {
+	mu      sync.Mutex
+	spans   []device.OpSpan
+	max     int
+	dropped uint64
+}
+
+// NewOpTrace implements device.OpTracer.
+func (b *backend) NewOpTrace(records int) (device.OpTrace, error) {
+	if records < 1 {
+		return nil, fmt.Errorf("host: op trace of %d records", records)
+	}
+	return &opTrace{max: records}, nil
+}
+
+// RecordOp implements interp.OpRecorder.
+func (t *opTrace) RecordOp(launch uint64, tb, step int, slice int64, op ir.Opcode, begin, end int64) {
+	t.mu.Lock()
+	if len(t.spans) < t.max {
+		t.spans = append(t.spans, device.OpSpan{Launch: launch, TB: tb, Step: step, Slice: slice, Op: op, Begin: begin, End: end})
+	} else {
+		t.dropped++
+	}
+	t.mu.Unlock()
+}
+
+// Drain implements device.OpTrace.
+func (t *opTrace) Drain(f func(device.OpSpan)) uint64 {
+	t.mu.Lock()
+	spans, dropped := t.spans, t.dropped
+	t.spans, t.dropped = nil, 0
+	t.mu.Unlock()
+	for _, s := range spans {
+		f(s)
+	}
+	return dropped
+}
+
+// Close implements device.OpTrace.
+func (t *opTrace) Close() {}
 
 type fenceWord struct {
 	peer int
@@ -74,6 +119,13 @@ func (b *backend) Prepare(a *device.Args) (device.Prepared, error) {
 	p := &prepared{table: t, rank: a.Rank,
 		req: launch.Request{Count: a.Count, DataType: a.DataType, RedOp: a.RedOp, Root: a.Root, InPlace: a.InPlace,
 			PacketType: a.PacketType, Slices: a.Layout.Slices, Timeout: a.Timeout}}
+	if a.Trace != nil {
+		tr, ok := a.Trace.(*opTrace)
+		if !ok {
+			return nil, fmt.Errorf("host: prepare with a %T op trace", a.Trace)
+		}
+		p.trace = tr
+	}
 	var err error
 	mem := func(m device.Mem) []byte {
 		if err != nil || m.Size == 0 {
@@ -334,8 +386,11 @@ func (s *stream) run(t task) error {
 	req := p.req
 	req.Launch = t.launch
 	mem := p.mem[t.launch&1]
-	if p.foreignIn.Size > 0 || p.foreignOut.Size > 0 {
+	if p.foreignIn.Size > 0 || p.foreignOut.Size > 0 || p.trace != nil {
 		m := *mem
+		if p.trace != nil {
+			m.Trace = p.trace
+		}
 		if p.foreignIn.Size > 0 {
 			m.Input = foreign(p.foreignIn.Ptr, p.foreignIn.Size)
 		}
