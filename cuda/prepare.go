@@ -178,6 +178,13 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 			inplace: a.InPlace, ll8: a.PacketType == ir.LL8, elemSize: int(a.Layout.ElemSize),
 		})
 		fillHalf(p.arg, a.ScratchHalf)
+		if a.Trace != nil {
+			tr, ok := a.Trace.(*opTrace)
+			if !ok {
+				return fmt.Errorf("cuda: prepare with a %T op trace", a.Trace)
+			}
+			fillTrace(p.arg, tr.mem)
+		}
 		fillDone(p.arg, driver.Ptr(a.Done), finish, fence, len(a.Fence))
 		// Shared work (cuda/units.go) for a launch of independent copies
 		// and reduces of this rank's own buffers.
