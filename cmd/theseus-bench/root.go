@@ -46,6 +46,7 @@ type benchCmd struct {
 	device                        int
 	timeout                       time.Duration
 	progress                      string
+	trace                         string
 }
 
 func newRoot(s cli.Streams) *cobra.Command {
@@ -109,7 +110,8 @@ different schedules, 2 usage error, 3 failure (a collective failed).`,
 	f.IntVar(&b.device, "device", -1, "device ordinal of this process; -1: LOCAL_RANK or OMPI_COMM_WORLD_LOCAL_RANK, else 0")
 	f.DurationVar(&b.timeout, "timeout", 0, "bound on every wait on a peer (default THESEUS_TIMEOUT, 60s)")
 	f.StringVar(&b.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
-	b.cmd.AddCommand(newCompareCmd(s))
+	f.StringVar(&b.trace, "trace", "", "write a Chrome/Perfetto trace of every call and launch to this file (THESEUS_TRACE; %p: the process id, one file per process in multi-process mode; docs/trace.md)")
+	b.cmd.AddCommand(newCompareCmd(s), newTracePlotCmd(s))
 	return b.cmd
 }
 
@@ -328,6 +330,7 @@ func (b *benchCmd) runE(cmd *cobra.Command, _ []string) error {
 func (b *benchCmd) theseusConfig(cfg *config, dir string) theseus.Config {
 	tc := theseus.Config{Backend: cfg.backend, ContextDir: dir, Device: b.deviceOrdinal(cfg)}
 	tc.Options.Timeout = b.timeout
+	tc.Options.Trace = b.trace
 	return tc
 }
 
