@@ -15,6 +15,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
@@ -85,6 +86,24 @@ different schedules, 2 usage error, 3 failure (a collective failed).`,
 	}
 	f := b.cmd.Flags()
 	f.SortFlags = false
+	b.addRunFlags(f, "all")
+	b.out = cli.AddOutputFlags(b.cmd, printers)
+	f.BoolVar(&b.csv, "csv", false, "shorthand for --format=csv")
+	f.StringVar(&b.plot, "plot", "", "also draw algbw and busbw against size into this .png file")
+	f.BoolVar(&b.hotswap, "hotswap", true, "run the hot-swap demonstration after the table")
+	f.StringVar(&b.contextd, "contextd", client.DefaultSocket(), `the hot swap publishes through the context daemon on this socket when it serves --context ("none": never)`)
+	f.StringVar(&b.hotswapAttr, "hotswap-attr", hsAuto, "attribute the hot swap flips: auto (slow_rank at 3 ranks or more, else ll_max_bytes), slow_rank or ll_max_bytes")
+	b.addJobFlags(f)
+	f.StringVar(&b.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
+	f.StringVar(&b.trace, "trace", "", "write a Chrome/Perfetto trace of every call and launch to this file (THESEUS_TRACE; %p: the process id, one file per process in multi-process mode; docs/trace.md)")
+	b.cmd.AddCommand(newCompareCmd(s), newTracePlotCmd(s), newSweepCmd(s))
+	return b.cmd
+}
+
+// addRunFlags registers what a run measures (sizes, runs, datatypes,
+// reductions, collectives: coll is --coll's default) and on what (backend,
+// ranks, context), shared by the main command and sweep.
+func (b *benchCmd) addRunFlags(f *pflag.FlagSet, coll string) {
 	f.StringVarP(&b.minBytes, "minbytes", "b", "8", "smallest size in bytes (K, M, G suffixes)")
 	f.StringVarP(&b.maxBytes, "maxbytes", "e", "64M", "largest size in bytes (K, M, G suffixes)")
 	f.Int64VarP(&b.factor, "stepfactor", "f", defFactor, "multiply the size by this factor (1: add --stepbytes instead)")
@@ -95,24 +114,19 @@ different schedules, 2 usage error, 3 failure (a collective failed).`,
 	f.StringVarP(&b.dtype, "datatype", "d", "float", "datatype: "+typeNames()+", a comma-separated list, or all")
 	f.StringVarP(&b.op, "op", "o", "sum", "reduction: sum, prod, max, min, avg, a comma-separated list, or all")
 	f.IntVarP(&b.root, "root", "r", 0, "root rank of broadcast, reduce, gather and scatter")
-	f.StringVar(&b.coll, "coll", "all", "collectives: allreduce, allgather, reducescatter, alltoall, broadcast, reduce, gather, scatter, a list, or all")
+	f.StringVar(&b.coll, "coll", coll, "collectives: allreduce, allgather, reducescatter, alltoall, broadcast, reduce, gather, scatter, a list, or all")
 	f.StringVar(&b.backend, "backend", "host", "execution backend: host (the CPU reference) or cuda")
 	f.IntVar(&b.nranks, "nranks", 4, "ranks, as goroutines of this process (in-process mode only)")
 	f.StringVar(&b.context, "context", "", "selection context directory (default: THESEUS_SELECTION_CONTEXT if set, else the embedded default context)")
-	b.out = cli.AddOutputFlags(b.cmd, printers)
-	f.BoolVar(&b.csv, "csv", false, "shorthand for --format=csv")
-	f.StringVar(&b.plot, "plot", "", "also draw algbw and busbw against size into this .png file")
-	f.BoolVar(&b.hotswap, "hotswap", true, "run the hot-swap demonstration after the table")
-	f.StringVar(&b.contextd, "contextd", client.DefaultSocket(), `the hot swap publishes through the context daemon on this socket when it serves --context ("none": never)`)
-	f.StringVar(&b.hotswapAttr, "hotswap-attr", hsAuto, "attribute the hot swap flips: auto (slow_rank at 3 ranks or more, else ll_max_bytes), slow_rank or ll_max_bytes")
+}
+
+// addJobFlags registers how a process joins a multi-process run and its
+// device and timeout, shared by the main command and sweep.
+func (b *benchCmd) addJobFlags(f *pflag.FlagSet) {
 	f.StringVar(&b.rootAddr, "root-addr", "", "multi-process mode: host:port where rank 0 serves the unique id (default MASTER_ADDR:MASTER_PORT)")
 	f.StringVar(&b.idFile, "id-file", "", "multi-process mode: a fresh file on a shared file system where rank 0 writes the unique id")
 	f.IntVar(&b.device, "device", -1, "device ordinal of this process; -1: LOCAL_RANK or OMPI_COMM_WORLD_LOCAL_RANK, else 0")
 	f.DurationVar(&b.timeout, "timeout", 0, "bound on every wait on a peer (default THESEUS_TIMEOUT, 60s)")
-	f.StringVar(&b.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
-	f.StringVar(&b.trace, "trace", "", "write a Chrome/Perfetto trace of every call and launch to this file (THESEUS_TRACE; %p: the process id, one file per process in multi-process mode; docs/trace.md)")
-	b.cmd.AddCommand(newCompareCmd(s), newTracePlotCmd(s))
-	return b.cmd
 }
 
 // config is the validated command line.
@@ -127,9 +141,13 @@ type config struct {
 	ctxFrom string
 	header  Header
 	hsAttr  string // --hotswap-attr
+	// minB, maxB and stepB are -b, -e and -i in bytes.
+	minB, maxB, stepB int64
 }
 
-func (b *benchCmd) parse() (*config, error) {
+// parsePlan reads what a run measures and on which backend (the flags of
+// addRunFlags but the job's and the context's).
+func (b *benchCmd) parsePlan() (*config, error) {
 	cfg := &config{backend: b.backend}
 	fl := b.cmd.Flags()
 	var err error
@@ -168,6 +186,16 @@ func (b *benchCmd) parse() (*config, error) {
 	if b.backend != "host" && b.backend != "cuda" {
 		return nil, cli.Usagef("--backend %q: want host or cuda", b.backend)
 	}
+	cfg.minB, cfg.maxB, cfg.stepB = min, max, step
+	return cfg, nil
+}
+
+func (b *benchCmd) parse() (*config, error) {
+	cfg, err := b.parsePlan()
+	if err != nil {
+		return nil, err
+	}
+	fl := b.cmd.Flags()
 	if cfg.format, err = b.out.Name(); err != nil {
 		return nil, err
 	}
@@ -188,36 +216,6 @@ func (b *benchCmd) parse() (*config, error) {
 	if cfg.hsAttr = b.hotswapAttr; cfg.hsAttr != hsAuto && !slices.Contains(hsAttrs, cfg.hsAttr) {
 		return nil, cli.Usagef("--hotswap-attr %q: want auto, %s", cfg.hsAttr, strings.Join(hsAttrs, " or "))
 	}
-	// Launch mode: a launcher's rank and size make this process one rank.
-	li, launched, err := launchInfo()
-	if err != nil {
-		return nil, err
-	}
-	if launched {
-		cfg.multi, cfg.launch = true, li
-		if b.rootAddr != "" {
-			cfg.launch.RootAddr = b.rootAddr
-		}
-		cfg.launch.IDFile = b.idFile
-		if fl.Changed("nranks") && b.nranks != li.WorldSize {
-			return nil, cli.Usagef("--nranks %d contradicts the launcher's world size %d", b.nranks, li.WorldSize)
-		}
-		if li.WorldSize > 1 && cfg.launch.RootAddr == "" && cfg.launch.IDFile == "" {
-			return nil, cli.Usagef("multi-process mode (rank %d of %d) needs MASTER_ADDR/MASTER_PORT, --root-addr or --id-file", li.Rank, li.WorldSize)
-		}
-		cfg.nranks = li.WorldSize
-	} else {
-		if b.rootAddr != "" || b.idFile != "" {
-			return nil, cli.Usagef("--root-addr and --id-file need a launcher's RANK and WORLD_SIZE (or OMPI_COMM_WORLD_RANK/SIZE)")
-		}
-		if b.nranks < 1 || b.nranks > 1024 {
-			return nil, cli.Usagef("--nranks %d: want 1..1024", b.nranks)
-		}
-		cfg.nranks = b.nranks
-	}
-	if b.root < 0 || b.root >= cfg.nranks {
-		return nil, cli.Usagef("-r %d: want a rank in 0..%d", b.root, cfg.nranks-1)
-	}
 	if b.plot != "" && !strings.HasSuffix(strings.ToLower(b.plot), ".png") {
 		return nil, cli.Usagef("--plot %s: want a .png file", b.plot)
 	}
@@ -227,11 +225,52 @@ func (b *benchCmd) parse() (*config, error) {
 			return nil, cli.Usagef("--plot %s: no such folder %s", b.plot, filepath.Dir(b.plot))
 		}
 	}
+	if err := b.parseJob(cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// parseJob fills cfg's job from the launcher's variables and the job and
+// context flags (addRunFlags, addJobFlags), after the run's plan.
+func (b *benchCmd) parseJob(cfg *config) error {
+	fl := b.cmd.Flags()
+	p := &cfg.plan
+	// Launch mode: a launcher's rank and size make this process one rank.
+	li, launched, err := launchInfo()
+	if err != nil {
+		return err
+	}
+	if launched {
+		cfg.multi, cfg.launch = true, li
+		if b.rootAddr != "" {
+			cfg.launch.RootAddr = b.rootAddr
+		}
+		cfg.launch.IDFile = b.idFile
+		if fl.Changed("nranks") && b.nranks != li.WorldSize {
+			return cli.Usagef("--nranks %d contradicts the launcher's world size %d", b.nranks, li.WorldSize)
+		}
+		if li.WorldSize > 1 && cfg.launch.RootAddr == "" && cfg.launch.IDFile == "" {
+			return cli.Usagef("multi-process mode (rank %d of %d) needs MASTER_ADDR/MASTER_PORT, --root-addr or --id-file", li.Rank, li.WorldSize)
+		}
+		cfg.nranks = li.WorldSize
+	} else {
+		if b.rootAddr != "" || b.idFile != "" {
+			return cli.Usagef("--root-addr and --id-file need a launcher's RANK and WORLD_SIZE (or OMPI_COMM_WORLD_RANK/SIZE)")
+		}
+		if b.nranks < 1 || b.nranks > 1024 {
+			return cli.Usagef("--nranks %d: want 1..1024", b.nranks)
+		}
+		cfg.nranks = b.nranks
+	}
+	if b.root < 0 || b.root >= cfg.nranks {
+		return cli.Usagef("-r %d: want a rank in 0..%d", b.root, cfg.nranks-1)
+	}
 	switch {
 	case b.context != "":
 		cfg.ctxDir, cfg.ctxFrom = b.context, "--context"
 		if st, err := os.Stat(b.context); err != nil || !st.IsDir() {
-			return nil, cli.Usagef("--context %s: not a directory", b.context)
+			return cli.Usagef("--context %s: not a directory", b.context)
 		}
 	default:
 		if _, set := env.SelContext.Raw(); set {
@@ -240,13 +279,13 @@ func (b *benchCmd) parse() (*config, error) {
 			cfg.ctxFrom = "embedded default"
 		}
 	}
-	cfg.header = Header{NRanks: cfg.nranks, Backend: b.backend, ContextFrom: cfg.ctxFrom, MinBytes: min, MaxBytes: max,
-		StepFactor: b.factor, StepBytes: step, Iters: b.iters, Warmup: b.warmup, Scaled: !p.ItersOK || !p.WarmOK, Check: b.check,
+	cfg.header = Header{NRanks: cfg.nranks, Backend: b.backend, ContextFrom: cfg.ctxFrom, MinBytes: cfg.minB, MaxBytes: cfg.maxB,
+		StepFactor: b.factor, StepBytes: cfg.stepB, Iters: b.iters, Warmup: b.warmup, Scaled: !p.ItersOK || !p.WarmOK, Check: b.check,
 		Mode: "in-process"}
 	if cfg.multi {
 		cfg.header.Mode = "multi-process"
 	}
-	return cfg, nil
+	return nil
 }
 
 // launcherPairs are the launchers' rank and world-size variables, in the
