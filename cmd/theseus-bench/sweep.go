@@ -36,6 +36,7 @@ type sweepCmd struct {
 	match     string
 	sync      bool
 	strict    bool
+	save      string
 }
 
 var sweepPrinters = cli.NewPrinters[*SweepReport]().
@@ -95,6 +96,7 @@ failure.`,
 	f.StringVar(&sc.match, "candidates", "", "only the candidates whose name matches this regular expression (Go syntax)")
 	f.BoolVar(&sc.sync, "sync", false, "wait for each call (the main command's timing) instead of one wait per timed loop")
 	f.BoolVar(&sc.strict, "strict", false, "exit 1 when there are findings")
+	f.StringVar(&sc.save, "save", "", "also write the report as JSON to this file (rank 0)")
 	b.addJobFlags(f)
 	return b.cmd
 }
@@ -191,6 +193,16 @@ func (sc *sweepCmd) runE(cmd *cobra.Command, _ []string) error {
 	p, _ := sweepPrinters.Lookup(cfg.format)
 	if err := p(b.s.Out, rep); err != nil {
 		return err
+	}
+	if sc.save != "" {
+		js, _ := sweepPrinters.Lookup(formatJSON)
+		var buf bytes.Buffer
+		if err := js(&buf, rep); err != nil {
+			return err
+		}
+		if err := os.WriteFile(sc.save, buf.Bytes(), 0o644); err != nil {
+			return err
+		}
 	}
 	if rep.Wrong != 0 {
 		return cli.Findingsf("#wrong = %d", rep.Wrong)
