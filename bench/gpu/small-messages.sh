@@ -103,6 +103,8 @@ if [ -x "$NT/all_reduce_perf" ]; then
   # One eager run traced (a file per process), to see where an eager small call's time goes.
   step nccl-traced 45 env RESULTS="$R/nccl-traced" SIZES="-b 8 -e 32K -f 64" ITERS="-n 20 -w 5 -G 0" NRANKS=2 MODES=ldpath \
     TESTS=all_reduce THESEUS_DEBUG_SUBSYS=INIT THESEUS_TRACE="$R/nccl-trace.%p.json" bash "$ROOT/ncclabi/gpu/run_nccl_tests.sh"
+  "$TB" trace-merge "$R/nccl-trace.json" "$R"/nccl-trace.*.json >/dev/null 2>&1 && rm -f "$R"/nccl-trace.*.json &&
+    "$TB" trace-plot "$R/nccl-trace.json" "$R/nccl-trace-8B.png" --calls 3 --call "allreduce 8 B" >/dev/null 2>&1
   # Eager over graph per size: time is nccl-tests' column 6 (out of place) of each data row.
   awk 'FNR == 1 { g = (FILENAME ~ /nccl-g1/) }
        /^ *[0-9]+ +[0-9]+ +float/ { t[g, $1] = $6; sizes[$1] = 1 }

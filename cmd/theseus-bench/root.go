@@ -96,7 +96,7 @@ different schedules, 2 usage error, 3 failure (a collective failed).`,
 	b.addJobFlags(f)
 	f.StringVar(&b.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
 	f.StringVar(&b.trace, "trace", "", "write a Chrome/Perfetto trace of every call and launch to this file (THESEUS_TRACE; %p: the process id, one file per process in multi-process mode; docs/trace.md)")
-	b.cmd.AddCommand(newCompareCmd(s), newTracePlotCmd(s), newSweepCmd(s))
+	b.cmd.AddCommand(newCompareCmd(s), newTracePlotCmd(s), newTraceMergeCmd(s), newSweepCmd(s))
 	return b.cmd
 }
 

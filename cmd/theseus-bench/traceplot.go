@@ -226,3 +226,36 @@ func (sp *spanPlotter) Plot(c draw.Canvas, p *plot.Plot) {
 		}
 	}
 }
+
+func newTraceMergeCmd(s cli.Streams) *cobra.Command {
+	return &cobra.Command{
+		Use:   "trace-merge OUT.json TRACE.json...",
+		Short: "Lay the traces of several processes (THESEUS_TRACE with %p) side by side in one file",
+		Long: `trace-merge reads traces that the processes of one job wrote (THESEUS_TRACE=t.%p.json)
+and writes one trace of them all: each file's times moved to the earliest
+file's epoch (otherData.epoch_unix_ns), its processes renumbered after the
+previous files'. The processes of one host share its clock, so their spans line
+up; across hosts, as well as the hosts' clocks agree.
+
+Exit codes: 0 written; 2 usage error (an input that is not a trace); 3 the
+output could not be written.`,
+		Example: `  theseus-bench trace-merge job.json /tmp/t.*.json`,
+		Args:    cli.MinArgs(2, "OUT.json and at least one TRACE.json"),
+		RunE: cli.RunE(func(cmd *cobra.Command, args []string) error {
+			var fs []*trace.File
+			for _, in := range args[1:] {
+				f, err := trace.Read(in)
+				if err != nil {
+					return cli.Usage(fmt.Errorf("%s: %w", in, err))
+				}
+				fs = append(fs, f)
+			}
+			m := trace.Merge(fs)
+			if err := m.Write(args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(s.Out, "%s: %d traces, %d events\n", args[0], len(fs), len(m.TraceEvents))
+			return nil
+		}),
+	}
+}

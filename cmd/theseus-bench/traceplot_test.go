@@ -49,6 +49,21 @@ func TestTraceFlagAndPlot(t *testing.T) {
 	if err != nil || cfg.Width < 500 || cfg.Height < 100 {
 		t.Errorf("the PNG: %+v, %v", cfg, err)
 	}
+	// trace-merge: the file twice is two processes' worth.
+	merged := filepath.Join(dir, "m.json")
+	if code, out, errs := runBench(t, "trace-merge", merged, tr, tr); code != 0 {
+		t.Fatalf("trace-merge: exit %d\n%s\n%s", code, out, errs)
+	}
+	m, err := trace.Read(merged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mp, _ := m.Names(); len(mp) != 4 || len(m.TraceEvents) != 2*len(f.TraceEvents) {
+		t.Errorf("merged: %d processes, %d events; want 4, %d", len(mp), len(m.TraceEvents), 2*len(f.TraceEvents))
+	}
+	if code, _, _ := runBench(t, "trace-merge", merged, img); code != 2 {
+		t.Errorf("trace-merge of a PNG: exit %d, want 2", code)
+	}
 	for _, bad := range [][]string{
 		{"trace-plot", tr, filepath.Join(dir, "t.jpg")},
 		{"trace-plot", filepath.Join(dir, "missing.json"), img},

@@ -294,13 +294,13 @@ type File struct {
 // Event is one event of a File: ts and dur in microseconds.
 type Event struct {
 	Name string         `json:"name"`
-	Cat  string         `json:"cat"`
+	Cat  string         `json:"cat,omitempty"`
 	Ph   string         `json:"ph"`
 	TS   float64        `json:"ts"`
 	Dur  float64        `json:"dur"`
 	PID  int            `json:"pid"`
 	TID  int            `json:"tid"`
-	Args map[string]any `json:"args"`
+	Args map[string]any `json:"args,omitempty"`
 }
 
 // Read reads a trace file (the object form this package writes; other
@@ -348,4 +348,50 @@ func (f *File) Names() (procs map[int]string, threads map[[2]int]string) {
 		}
 	}
 	return procs, threads
+}
+
+// Merge lays the traces fs side by side in one: each file's times moved
+// to the earliest epoch's (their otherData.epoch_unix_ns), its pids
+// renumbered after the previous files' so that no two processes share
+// one, its dropped events added. The processes of a job, each of which
+// wrote its own file (THESEUS_TRACE with %p), become one timeline.
+func Merge(fs []*File) *File {
+	out := &File{DisplayTimeUnit: "ns", TraceEvents: []Event{}}
+	out.OtherData.Producer = "theseus"
+	if len(fs) == 0 {
+		return out
+	}
+	epoch := fs[0].OtherData.EpochUnixNS
+	for _, f := range fs {
+		epoch = min(epoch, f.OtherData.EpochUnixNS)
+	}
+	out.OtherData.EpochUnixNS = epoch
+	base := 0
+	for _, f := range fs {
+		shift := float64(f.OtherData.EpochUnixNS-epoch) / 1e3
+		top := 0
+		for _, e := range f.TraceEvents {
+			top = max(top, e.PID)
+			e.PID += base
+			if e.Ph != "M" {
+				e.TS += shift
+			}
+			out.TraceEvents = append(out.TraceEvents, e)
+		}
+		base += top
+		out.OtherData.DroppedEvents += f.OtherData.DroppedEvents
+	}
+	return out
+}
+
+// Write writes f to path as JSON (the object form).
+func (f *File) Write(path string) error {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	return nil
 }

@@ -138,3 +138,37 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// Merge: two processes' files on one timeline, the later epoch's times
+// moved by the difference, the pids kept apart, the drops added; the
+// result reads back.
+func TestMerge(t *testing.T) {
+	a := &File{TraceEvents: []Event{{Name: "process_name", Ph: "M", PID: 1, Args: map[string]any{"name": "rank 0"}},
+		{Name: "copy", Ph: "X", TS: 1, Dur: 2, PID: 1, TID: 100}}}
+	a.OtherData.EpochUnixNS, a.OtherData.DroppedEvents = 5000, 1
+	b := &File{TraceEvents: []Event{{Name: "process_name", Ph: "M", PID: 1, Args: map[string]any{"name": "rank 1"}},
+		{Name: "reduce", Ph: "X", TS: 1, Dur: 2, PID: 1, TID: 100}}}
+	b.OtherData.EpochUnixNS, b.OtherData.DroppedEvents = 3000, 2
+	m := Merge([]*File{a, b})
+	if m.OtherData.EpochUnixNS != 3000 || m.OtherData.DroppedEvents != 3 {
+		t.Errorf("otherData %+v", m.OtherData)
+	}
+	procs, _ := m.Names()
+	if d := cmp.Diff(map[int]string{1: "rank 0", 2: "rank 1"}, procs); d != "" {
+		t.Error(d)
+	}
+	for _, e := range m.TraceEvents {
+		want := map[string]float64{"copy": 3, "reduce": 1}[e.Name] // a's epoch is 2 µs later
+		if e.Ph == "X" && e.TS != want {
+			t.Errorf("%s at %g µs, want %g", e.Name, e.TS, want)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "m.json")
+	if err := m.Write(path); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Read(path)
+	if err != nil || len(back.TraceEvents) != 4 {
+		t.Fatalf("read back: %v, %d events", err, len(back.TraceEvents))
+	}
+}
