@@ -304,7 +304,6 @@ func (c *Comm) executed(call *Call, st device.Stream, err error) error {
 		err := st.Synchronize()
 		if c.tr != nil {
 			c.tracePhase("sync")
-			c.exec.Synced(st)
 		}
 		if err != nil {
 			e := c.wrap(call.Coll.String(), err)

@@ -127,6 +127,11 @@ func (c *Comm) traceCall(ctx context.Context, call *Call) error {
 		args.Note = "plan stale: full path"
 	}
 	tr.t.Span(tr.pid, tidCalls, "call", fmt.Sprintf("%s %d B", call.Coll, bytes), tr.call, end, args)
+	if call.Stream == nil && err == nil {
+		// The call waited for its launch: drain the op trace, after the
+		// call's span (the drain's copies are the trace's, not the call's).
+		c.exec.Synced(c.stream)
+	}
 	return err
 }
 

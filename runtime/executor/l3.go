@@ -223,7 +223,9 @@ func (e *Executor) l3Rebase(w *walk, base *l3Entry) (ev Event, ok bool) {
 		// entry in full, and drops the map first.
 		return 0, false
 	}
-	a := new(device.Args)
+	// One allocation for the entry, its arguments and its first plan.
+	re := new(rebasedEntry)
+	a := &re.args
 	*a = *base.args
 	r := w.r
 	a.Buf[device.Input], a.Buf[device.Output] = device.Mem{}, device.Mem{}
@@ -237,11 +239,19 @@ func (e *Executor) l3Rebase(w *walk, base *l3Entry) (ev Event, ok bool) {
 	if err != nil {
 		return 0, false
 	}
-	w.l3 = &l3Entry{prep: prep, args: a, sig: base.sig, base: base}
+	re.l3 = l3Entry{prep: prep, args: a, sig: base.sig, base: base}
+	w.l3 = &re.l3
 	w.l3map[w.l3key] = w.l3
-	w.plan = e.newPlan(w, w.l3)
+	w.plan = e.setPlan(&re.plan, w, w.l3)
 	e.stats.L3Rebases++
 	return EvOK, true
+}
+
+// rebasedEntry is a rebased L3 entry with its arguments and first plan.
+type rebasedEntry struct {
+	l3   l3Entry
+	args device.Args
+	plan Plan
 }
 
 func mulOK(a, b int64) (int64, bool) {
