@@ -388,20 +388,24 @@ func (b *benchCmd) deviceOrdinal(cfg *config) int {
 	return 0
 }
 
-// execute sets up the ranks, runs the benchmark and the hot swap, and
-// prints (rank 0). It returns the report on rank 0, nil on other ranks.
-func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
-	dir := cfg.ctxDir
+// setUp materialises the context (the embedded default when cfg names
+// none: removed by the returned function), creates this process's ranks
+// of the run's communicator on it and their buffers for cfg's rows, and
+// fills the header's context and layout. The caller closes the world
+// (after the communicators, seed Known Issue 1) and then calls done.
+func (b *benchCmd) setUp(ctx context.Context, cfg *config) (w *world, dir string, done func(), err error) {
+	done = func() {}
+	dir = cfg.ctxDir
 	if dir == "" {
 		d, remove, err := contexts.TempDir("")
 		if err != nil {
-			return nil, fmt.Errorf("materialising the embedded default context: %w", err)
+			return nil, "", done, fmt.Errorf("materialising the embedded default context: %w", err)
 		}
 		unregister := removeOnSignal(d)
-		defer func() {
+		done = func() {
 			remove()
 			unregister()
-		}()
+		}
 		dir = d
 	}
 	cfg.header.Context = dir
@@ -410,33 +414,40 @@ func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 	if cfg.multi {
 		c, err := theseus.Join(ctx, cfg.launch, tc)
 		if err != nil {
-			return nil, err
+			return nil, dir, done, err
 		}
 		comms = []*theseus.Comm{c}
-	} else {
-		cs, err := theseus.NewLocalComms(ctx, cfg.nranks, tc)
-		if err != nil {
-			return nil, err
-		}
-		comms = cs
+	} else if comms, err = theseus.NewLocalComms(ctx, cfg.nranks, tc); err != nil {
+		return nil, dir, done, err
 	}
-	rows := cfg.plan.rows()
 	var bufBytes int64
-	for _, r := range rows {
+	for _, r := range cfg.plan.rows() {
 		bufBytes = max(bufBytes, shapeOf(r.Coll, r.Size, r.Type.T.Size(), cfg.nranks).Bytes)
 	}
-	w := &world{comms: comms, refs: newReferences(len(comms), bufBytes)}
-	defer w.close()
+	w = &world{comms: comms, refs: newReferences(len(comms), bufBytes)}
 	cfg.header.NLocalRanks = comms[0].NLocalRanks()
 	cfg.header.Nodes = comms[0].Nodes()
-
 	for _, c := range comms {
 		rb, err := newRankBench(c, w.refs, bufBytes)
 		if err != nil {
-			return nil, err
+			w.close()
+			return nil, dir, done, err
 		}
 		w.rbs = append(w.rbs, rb)
 	}
+	return w, dir, done, nil
+}
+
+// execute sets up the ranks, runs the benchmark and the hot swap, and
+// prints (rank 0). It returns the report on rank 0, nil on other ranks.
+func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
+	w, dir, done, err := b.setUp(ctx, cfg)
+	defer done()
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	comms, rows := w.comms, cfg.plan.rows()
 
 	// Rank 0 prints as the rows come.
 	rank0 := comms[0].Rank() == 0
@@ -475,7 +486,7 @@ func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 	}
 
 	// Phase 1: the table. Every local rank runs the same rows.
-	err := w.each(func(i int, rb *rankBench) error {
+	err = w.each(func(i int, rb *rankBench) error {
 		fp := cfg.fingerprint()
 		got, err := rb.agg.Max([]int64{fp, -fp})
 		if errors.Is(err, theseus.ErrNoSchedule) {

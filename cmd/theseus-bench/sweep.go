@@ -20,7 +20,6 @@ import (
 
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 	"github.com/theseus-ccl/theseus/codegen/bundle"
-	"github.com/theseus-ccl/theseus/examples/contexts"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/selector/manifest"
 	"github.com/theseus-ccl/theseus/runtime/theseus"
@@ -366,21 +365,13 @@ type sweepResult struct {
 // execute runs the sweep on this process's ranks; rank 0 returns the
 // report, the others nil.
 func (sc *sweepCmd) execute(ctx context.Context, cfg *config, re *regexp.Regexp) (*SweepReport, error) {
-	b := sc.b
-	dir := cfg.ctxDir
-	if dir == "" {
-		d, remove, err := contexts.TempDir("")
-		if err != nil {
-			return nil, fmt.Errorf("materialising the embedded default context: %w", err)
-		}
-		unregister := removeOnSignal(d)
-		defer func() {
-			remove()
-			unregister()
-		}()
-		dir = d
+	w, dir, done, err := sc.b.setUp(ctx, cfg)
+	defer done()
+	if err != nil {
+		return nil, err
 	}
-	cfg.header.Context = dir
+	defer w.close()
+	comms := w.comms
 	tmp, err := os.MkdirTemp("", "theseus-sweep-")
 	if err != nil {
 		return nil, err
@@ -390,38 +381,13 @@ func (sc *sweepCmd) execute(ctx context.Context, cfg *config, re *regexp.Regexp)
 		os.RemoveAll(tmp)
 		unregister()
 	}()
-	tc := b.theseusConfig(cfg, dir)
-	var comms []*theseus.Comm
-	if cfg.multi {
-		c, err := theseus.Join(ctx, cfg.launch, tc)
-		if err != nil {
-			return nil, err
-		}
-		comms = []*theseus.Comm{c}
-	} else if comms, err = theseus.NewLocalComms(ctx, cfg.nranks, tc); err != nil {
-		return nil, err
-	}
-	var bufBytes int64
-	rows := cfg.plan.rows()
-	for _, r := range rows {
-		bufBytes = max(bufBytes, shapeOf(r.Coll, r.Size, r.Type.T.Size(), cfg.nranks).Bytes)
-	}
-	w := &world{comms: comms, refs: newReferences(len(comms), bufBytes)}
-	defer w.close()
-	cfg.header.NLocalRanks = comms[0].NLocalRanks()
-	cfg.header.Nodes = comms[0].Nodes()
-	for _, c := range comms {
-		rb, err := newRankBench(c, w.refs, bufBytes)
-		if err != nil {
-			return nil, err
-		}
-		if !sc.sync {
-			if rb.st, err = c.NewStream(); err != nil {
+	if !sc.sync {
+		for _, rb := range w.rbs {
+			if rb.st, err = rb.c.NewStream(); err != nil {
 				return nil, err
 			}
 			defer rb.st.Close()
 		}
-		w.rbs = append(w.rbs, rb)
 	}
 	cands, err := readCandidates(dir, cfg.plan.Colls, cfg.nranks, cfg.header.NLocalRanks, re)
 	if err != nil {

@@ -51,7 +51,7 @@ type Args struct {
 	TB    *int   `json:"tb,omitempty"`
 	Step  *int   `json:"step,omitempty"`
 	Slice *int64 `json:"slice,omitempty"`
-	// Note is free text (the call's error, a rebased L3 entry).
+	// Note is free text (how the call was served, its error).
 	Note string `json:"note,omitempty"`
 }
 
