@@ -365,13 +365,12 @@ type sweepResult struct {
 // execute runs the sweep on this process's ranks; rank 0 returns the
 // report, the others nil.
 func (sc *sweepCmd) execute(ctx context.Context, cfg *config, re *regexp.Regexp) (*SweepReport, error) {
-	w, dir, done, err := sc.b.setUp(ctx, cfg)
-	defer done()
+	w, err := sc.b.setUp(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer w.close()
-	comms := w.comms
+	dir, comms := cfg.ctxDir, w.comms
 	tmp, err := os.MkdirTemp("", "theseus-sweep-")
 	if err != nil {
 		return nil, err
