@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -61,7 +62,8 @@ manifest entries of that collective whose nranks is the run's (or absent:
 generated entries); an entry is forced by a private copy of the context whose
 manifest holds only it, without min_bytes, max_bytes and replaces, at
 preference 1, so that it serves every size its usable expression allows (a
-size where it is not usable is "-").
+size where it is not usable is "-"; a candidate usable at no size, such as a
+fail-slow variant while no rank is slow, is listed under the table).
 
 Times are out of place, in microseconds per call: the timed runs enqueued back
 to back on a stream of each rank and one wait at the end (as nccl-tests times
@@ -116,9 +118,11 @@ type SweepTable struct {
 	Type       string           `json:"type"`
 	RedOp      string           `json:"redop"`
 	Candidates []SweepCandidate `json:"candidates"`
-	Rows       []SweepRow       `json:"rows"`
-	Findings   []string         `json:"findings"`
-	Ranges     []SweepRange     `json:"crossovers"`
+	// Unusable are the candidates usable at no size (not tabled).
+	Unusable []string     `json:"unusable"`
+	Rows     []SweepRow   `json:"rows"`
+	Findings []string     `json:"findings"`
+	Ranges   []SweepRange `json:"crossovers"`
 	// LLMaxBytes is the largest size up to which an LL candidate is the
 	// fastest at every size (nil: no LL candidate, or none is the fastest
 	// at the smallest size).
@@ -425,17 +429,27 @@ func (sc *sweepCmd) execute(ctx context.Context, cfg *config, re *regexp.Regexp)
 			return nil, fmt.Errorf("%s as selected: %w", tab.coll, err)
 		}
 		rep.Wrong += sel.wrong
+		// A candidate usable at no size (a fail-slow variant while no rank
+		// is slow, a multi-node one on one node) is listed, not tabled.
 		var per []*sweepResult
-		for _, c := range mine {
+		all := st.Candidates
+		st.Candidates = nil
+		st.Unusable = []string{}
+		for j, c := range mine {
 			r, err := sc.runCandidate(ctx, cfg, w, tmp, dir, c, specs)
 			if err != nil {
 				return nil, fmt.Errorf("%s forced to %s: %w", tab.coll, c.Name, err)
 			}
 			rep.Wrong += r.wrong
-			per = append(per, r)
-			if j := len(per) - 1; st.Candidates[j].Protocol == "" {
-				st.Candidates[j].Protocol = r.proto
+			if !slices.ContainsFunc(r.times, func(t *float64) bool { return t != nil }) {
+				st.Unusable = append(st.Unusable, c.Name)
+				continue
 			}
+			per = append(per, r)
+			if all[j].Protocol == "" {
+				all[j].Protocol = r.proto
+			}
+			st.Candidates = append(st.Candidates, all[j])
 		}
 		for i, rs := range specs {
 			sh := shapeOf(rs.Coll, rs.Size, rs.Type.T.Size(), cfg.nranks)
@@ -651,6 +665,9 @@ func printSweepText(w io.Writer, rep *SweepReport) error {
 			}
 			cells = append(cells, best, ratio)
 			fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+		}
+		if len(t.Unusable) > 0 {
+			fmt.Fprintf(w, "\nUsable at no size (not tabled): %s\n", strings.Join(t.Unusable, ", "))
 		}
 		fmt.Fprintf(w, "\nFindings: %d\n", len(t.Findings))
 		for _, f := range t.Findings {
