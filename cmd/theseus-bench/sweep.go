@@ -423,7 +423,7 @@ func (sc *sweepCmd) execute(ctx context.Context, cfg *config, re *regexp.Regexp)
 				st.Candidates = append(st.Candidates, c.SweepCandidate)
 			}
 		}
-		specs := tab.rows(&cfg.plan)
+		specs := tab.rows(&cfg.plan, cfg.nranks)
 		sel, err := sc.runSchedule(w.rbs, &cfg.plan, specs)
 		if err != nil {
 			return nil, fmt.Errorf("%s as selected: %w", tab.coll, err)
@@ -484,11 +484,14 @@ type sweepTab struct {
 	op   redop
 }
 
-// rows are the table's rows of p (its sizes).
-func (t sweepTab) rows(p *plan) []rowSpec {
+// rows are the table's rows of p (its sizes) for n ranks, but those of
+// count 0 (a size under one block per rank: nothing runs).
+func (t sweepTab) rows(p *plan, n int) []rowSpec {
 	var out []rowSpec
 	for _, s := range p.Sizes {
-		out = append(out, rowSpec{t.coll, t.typ, t.op, s})
+		if shapeOf(t.coll, s, t.typ.T.Size(), n).Count > 0 {
+			out = append(out, rowSpec{t.coll, t.typ, t.op, s})
+		}
 	}
 	return out
 }
