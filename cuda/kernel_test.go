@@ -16,7 +16,7 @@ import (
 )
 
 // TestKernelModules: one embedded PTX module per datatype, each with the
-// executor's two entry points and no other (the reference copies are in
+// executor's two entry points and the trace's clock (theseus_clock) and no other (the reference copies are in
 // the measurement build, kernel/bench.cu), all different, and nothing else
 // embedded (no GPU needed).
 func TestKernelModules(t *testing.T) {
@@ -34,7 +34,7 @@ func TestKernelModules(t *testing.T) {
 		for _, m := range entry.FindAllSubmatch(ptx, -1) {
 			entries = append(entries, string(m[1]))
 		}
-		if want := []string{KernelName, UnitsKernelName}; !slices.Equal(entries, want) {
+		if want := []string{ClockKernelName, KernelName, UnitsKernelName}; !slices.Equal(entries, want) {
 			t.Errorf("%v: entry points %v, want %v", dt, entries, want)
 		}
 		if prev, dup := seen[string(ptx)]; dup {
@@ -74,7 +74,7 @@ func TestModuleLoad(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", dt, err)
 		}
-		for _, name := range []string{KernelName, UnitsKernelName} {
+		for _, name := range []string{KernelName, UnitsKernelName, ClockKernelName} {
 			fn, err := mod.Function(name)
 			if err != nil {
 				t.Fatalf("%v: %v", dt, err)
