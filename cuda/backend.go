@@ -56,6 +56,10 @@ type Backend struct {
 	// time when its schedule reaches peers' buffers).
 	regions device.RegionSet
 
+	// clock maps the GPU's %globaltimer to the host's clock for op traces
+	// (trace.go).
+	clock clockMap
+
 	// stops are the holders of launch images (LaunchImage), by their
 	// stream (image.go).
 	stops struct {

@@ -36,6 +36,12 @@ const KernelName = "theseus_exec"
 // prologue (kernel/executor.cuh, theseus_units).
 const UnitsKernelName = "theseus_units"
 
+// ClockKernelName is the entry point, in every module, that maps the GPU's
+// %globaltimer to the host's clock for traces (trace.go). A module built
+// before it (THESEUS_PTX_DIR) may lack it: its launches are traced
+// without a clock mapping of their own (trace.go, calibrate).
+const ClockKernelName = "theseus_clock"
+
 // PTX returns the executor kernel's module for datatype dt. Errors: a
 // datatype outside ir.AllDataTypes.
 func PTX(dt ir.DataType) ([]byte, error) {
@@ -78,6 +84,7 @@ type kernels struct {
 	exec  driver.Function // KernelName
 	units driver.Function // UnitsKernelName
 	p2p   driver.Function // P2PKernelName (the uint8 module's; 0 in the others)
+	clock driver.Function // ClockKernelName, 0 when the module has none
 }
 
 // fn is the entry point for a launch with shared work (units) or without.
@@ -126,6 +133,9 @@ func kernel(ctx driver.Context, dt ir.DataType) (kernels, error) {
 			mod.Unload()
 			return kernels{}, err
 		}
+	}
+	if fn, err := mod.Function(ClockKernelName); err == nil {
+		k.clock = fn
 	}
 	modules[key] = &module{mod: mod, k: k}
 	return k, nil

@@ -16,9 +16,10 @@ import (
 )
 
 // TestKernelModules: one embedded PTX module per datatype, each with the
-// executor's two entry points and no other (the reference copies are in
-// the measurement build, kernel/bench.cu) but for the uint8 module's
-// point-to-point engine (kernel/p2p.cuh), all different, and nothing else
+// executor's two entry points and the trace's clock (theseus_clock) and no
+// other (the reference copies are in the measurement build, kernel/bench.cu)
+// but for the uint8 module's point-to-point engine (kernel/p2p.cuh), all
+// different, and nothing else
 // embedded (no GPU needed).
 func TestKernelModules(t *testing.T) {
 	seen := map[string]ir.DataType{}
@@ -35,7 +36,7 @@ func TestKernelModules(t *testing.T) {
 		for _, m := range entry.FindAllSubmatch(ptx, -1) {
 			entries = append(entries, string(m[1]))
 		}
-		want := []string{KernelName, UnitsKernelName}
+		want := []string{ClockKernelName, KernelName, UnitsKernelName}
 		if dt == ir.Uint8 {
 			want = append(want, P2PKernelName)
 		}
@@ -79,7 +80,7 @@ func TestModuleLoad(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", dt, err)
 		}
-		names := []string{KernelName, UnitsKernelName}
+		names := []string{KernelName, UnitsKernelName, ClockKernelName}
 		if dt == ir.Uint8 {
 			names = append(names, P2PKernelName)
 		}

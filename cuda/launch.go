@@ -125,6 +125,12 @@ func fillLaunch(a *Launch, f launchFields) {
 	a.elem_size = C.uint8_t(f.elemSize)
 }
 
+// setBufs sets a launch's input and output bases (Backend.Rebase).
+func setBufs(a *Launch, in, out driver.Ptr) {
+	a.buf[0] = C.uint64_t(in)
+	a.buf[1] = C.uint64_t(out)
+}
+
 func fillHalf(a *Launch, half int64) { a.scratch_half = C.int64_t(half) }
 
 func fillDone(a *Launch, done, finish, fence driver.Ptr, nfence int) {

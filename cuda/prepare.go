@@ -3,6 +3,7 @@ package cuda
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"unsafe"
 
 	"github.com/theseus-ccl/theseus/cuda/driver"
@@ -177,6 +178,13 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 			inplace: a.InPlace, ll8: a.PacketType == ir.LL8, elemSize: int(a.Layout.ElemSize),
 		})
 		fillHalf(p.arg, a.ScratchHalf)
+		if a.Trace != nil {
+			tr, ok := a.Trace.(*opTrace)
+			if !ok {
+				return fmt.Errorf("cuda: prepare with a %T op trace", a.Trace)
+			}
+			fillTrace(p.arg, tr.mem)
+		}
 		fillDone(p.arg, driver.Ptr(a.Done), finish, fence, len(a.Fence))
 		// Shared work (cuda/units.go) for a launch of independent copies
 		// and reduces of this rank's own buffers.
@@ -204,7 +212,33 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 	return p, nil
 }
 
-// Release implements device.Prepared.
+// Rebase implements device.Rebaser: p's launch with this rank's input and
+// output bases at a's. The result shares p's device memory (channel
+// records, barrier, finish, fence and shared-work words: the same request
+// shape at other buffers needs the same, and one rank's launches run in
+// order) and has an argument of its own, a copy of p's with the two buffer
+// words set: no allocation, copy or synchronisation, so a call whose
+// buffers moved within known allocations costs a repeat plus this. The
+// shared-work runs are offsets from the buffers' bases (theseus_run), so
+// they move with them. Errors: a p of another backend or with staging
+// copies.
+func (b *Backend) Rebase(pp device.Prepared, a *device.Args) (device.Prepared, error) {
+	p, ok := pp.(*prepared)
+	if !ok || p == nil || p.b != b {
+		return nil, fmt.Errorf("cuda: rebase of a %T", pp)
+	}
+	if p.staged || len(a.StageIn)+len(a.StageOut) > 0 {
+		return nil, errors.New("cuda: rebase of a launch with staging copies")
+	}
+	q := &prepared{b: b, fn: p.fn, arg: newLaunch(), nfence: p.nfence, grid: p.grid, threads: p.threads}
+	*q.arg = *p.arg
+	setBufs(q.arg, driver.Ptr(a.Buf[device.Input].Ptr), driver.Ptr(a.Buf[device.Output].Ptr))
+	q.st = p.st // the argument's stream fields are p's
+	return q, nil
+}
+
+// Release implements device.Prepared (nothing for a rebased launch: its
+// memory is its base's).
 func (p *prepared) Release() {
 	for _, m := range p.mem {
 		p.b.free(m)

@@ -1106,6 +1106,46 @@ DEV void launch_done(u64 lc, u64 ntb) {
   }
 }
 
+// ---------------------------------------------------------------- trace
+// A traced launch (launch.trace set: THESEUS_TRACE, docs/trace.md) records
+// each op and each block's launch into the trace buffer; an untraced one
+// pays a test of launch.trace per op in thread 0. The start times wait in
+// shared memory (s_trace_t0: the block's entry, s_trace_op: the current
+// op's start), not in registers the op loop would have to keep.
+__shared__ u64 s_trace_t0, s_trace_op;
+
+// trace_rec (thread 0) records [begin, now) as step step of threadblock tb
+// in slice slice of launch lc.
+DEV void trace_rec(u64 trace, u64 begin, u64 lc, u32 tb, u32 step, i64 slice, u32 op) {
+  theseus_trace* h = (theseus_trace*)trace;
+  const u64 i = atom_add_relaxed_gpu(&h->head, 1);
+  if (i >= h->cap) return;
+  theseus_trace_rec* r = (theseus_trace_rec*)((char*)h + THESEUS_TRACE_HEADER) + i;
+  r->begin = begin;
+  r->end = gtime();
+  r->slice = (u32)slice;
+  r->tb = (u16)tb;
+  r->step = (u16)step;
+  r->op = (u8)op;
+  fence_gpu();
+  r->launch = (u32)lc;
+}
+
+// theseus_clock maps %globaltimer to the host's clock (cuda/trace.go):
+// thread 0 stores it into host-mapped memory over and over, each store
+// pushed out with a system fence, while the host reads it.
+extern "C" __global__ void theseus_clock(theseus_clock_arg a) {
+  if (tid() != 0 || bid() != 0) return;
+  volatile u64* out = (volatile u64*)a.out;
+  const u64 t0 = gtime();
+  for (;;) {
+    const u64 t = gtime();
+    *out = t;
+    fence_sys();
+    if (t - t0 >= a.ns) break;
+  }
+}
+
 // Staging: the table header, this block's threadblock
 // record, its ops and the refs they use, and the channel records, copied
 // into shared memory by one warp while thread 0 reads the launch state, so
@@ -1178,6 +1218,7 @@ DEV void stage_meta(const theseus_launch& launch, u32 lane, u32 width, u32 mask)
 // theseus_units does).
 extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_launch launch) {
   THESEUS_PROBE(launch.error, 0);
+  if (launch.trace != 0 && tid() == 0) s_trace_t0 = gtime();
   {
     // Warp 1 stages the metadata while thread 0 reads the launch state;
     // a block of fewer than 64 threads stages with warp 0, after it.
@@ -1237,6 +1278,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
   for (i64 s = 0; launch.units == 0 && s < launch.slices; s++) {
     for (u64 i = 0; i < tbr.op_count; i++) {
       THESEUS_PROBE(launch.error, 4 + 3 * (i & 1));
+      if (s_launch.trace != 0 && tid() == 0) s_trace_op = gtime();
       const theseus_op& op = c.ops[tbr.op_start + i - c.op_base];
       if (op.ndep > 0 && tid() == 0) {
         for (u32 d = 0; d < op.ndep; d++) {
@@ -1306,6 +1348,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
       }
       bar();
       if (s_fail) return;
+      if (s_launch.trace != 0 && tid() == 0) trace_rec(s_launch.trace, s_trace_op, lc, c.tb, (u32)i, s, op.opcode);
     }
   }
   // avg epilogue: after every threadblock of the rank is done, divide the
@@ -1330,6 +1373,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
   THESEUS_PROBE(launch.error, 10);
   launch_done(lc, c.h->num_tbs > 0 ? c.h->num_tbs : 1);
   THESEUS_PROBE(launch.error, 11);
+  if (s_launch.trace != 0 && tid() == 0) trace_rec(s_launch.trace, s_trace_t0, lc, c.tb, THESEUS_TRACE_LAUNCH, 0, 0);
 }
 
 // theseus_units is the executor's entry for a launch of shared work
@@ -1344,6 +1388,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
 // done word.
 extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_units(theseus_launch launch) {
   __shared__ Ctx s_uctx;  // only L and tb: what fail and spin read
+  if (launch.trace != 0 && tid() == 0) s_trace_t0 = gtime();
   if (tid() == 0) {
     launch_begin(launch);
     s_uctx = Ctx{};
@@ -1365,5 +1410,6 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_units(theseus_
   bar();
   if (s_fail) return;
   launch_done(s_launch.launch, __nvvm_read_ptx_sreg_nctaid_x());
+  if (s_launch.trace != 0 && tid() == 0) trace_rec(s_launch.trace, s_trace_t0, s_launch.launch, bid(), THESEUS_TRACE_LAUNCH, 0, 0);
 }
 #include "p2p.cuh"

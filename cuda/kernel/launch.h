@@ -113,8 +113,43 @@ typedef struct theseus_launch {
   uint8_t ll8;           /* 1: LL8 packets, 0: LL16 */
   uint8_t elem_size;
   uint8_t reserved[3];
+  uint64_t trace;        /* theseus_trace* (device memory): op records of a traced launch; 0: none.
+                          * After the fields above, so that a kernel built before it (THESEUS_PTX_DIR) ignores it. */
   uint64_t p2p;          /* const theseus_p2p_launch* : the point-to-point engine's launch (theseus_p2p entry; 0 otherwise) */
 } theseus_launch;
+
+/* The op records of traced launches (docs/trace.md): a header, then cap
+ * records of THESEUS_TRACE_REC bytes. Thread 0 of each block reserves a
+ * record with an atomic add on head at the end of each op and of the
+ * block's launch; a record past cap is not written (head still counts
+ * it). Times are %globaltimer nanoseconds; the host maps them to its
+ * clock (cuda/trace.go). */
+#define THESEUS_TRACE_HEADER 32
+#define THESEUS_TRACE_REC 32
+#define THESEUS_TRACE_LAUNCH 0xffffu /* step of a block's whole-launch record */
+typedef struct theseus_trace {
+  uint64_t head; /* records reserved so far */
+  uint64_t cap;  /* records that fit */
+  uint64_t reserved[2];
+} theseus_trace;
+typedef struct theseus_trace_rec {
+  uint64_t begin;  /* the op's start (before its dependency waits), or the block's entry */
+  uint64_t end;    /* after the op's closing barrier, or after the block's done word */
+  uint32_t slice;  /* pipeline slice */
+  uint16_t tb;     /* threadblock */
+  uint16_t step;   /* the op's index in the threadblock; THESEUS_TRACE_LAUNCH for the launch */
+  uint8_t op;      /* THESEUS_OP_* */
+  uint8_t reserved[3];
+  uint32_t launch; /* the launch counter's low 32 bits, written last: 0 while unwritten */
+} theseus_trace_rec;
+
+/* The argument of theseus_clock, which maps %globaltimer to the host's
+ * clock (cuda/trace.go): thread 0 stores %globaltimer into *out
+ * (host-mapped) over and over for ns nanoseconds. */
+typedef struct theseus_clock_arg {
+  uint64_t out; /* volatile uint64_t* , host-mapped */
+  uint64_t ns;
+} theseus_clock_arg;
 
 /* One run of shared work (cuda/units.go, docs/design/cuda.md, "Shared
  * work"): a copy (nsrc 1) or a two-source reduce (nsrc 2) of nbytes, in a

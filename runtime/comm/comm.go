@@ -77,6 +77,14 @@ type Config struct {
 	Loader selector.ScheduleLoader
 	// Clock is the selector's clock for valid_after (default time.Now).
 	Clock func() time.Time
+	// Trace is THESEUS_TRACE: a file to write a Chrome/Perfetto trace of
+	// the communicator's calls and launches to (docs/trace.md); "" (and
+	// THESEUS_TRACE unset): no trace. Communicators of one process that
+	// name the same file share it.
+	Trace string
+	// TraceOps is THESEUS_TRACE_OPS: the op records a rank's launches may
+	// write between two waits (0: the environment's, 65536).
+	TraceOps int
 	// SelectorLogger receives the selector's messages: the selection
 	// context's diagnostics (file:line:col) and schedules that fail to
 	// load (default: runtime/log, subsystem SELECTOR).
@@ -172,6 +180,19 @@ func (c *Config) fill() error {
 		}
 		c.ContextDir = ch.Dir
 	}
+	if c.Trace == "" {
+		c.Trace = env.Trace.String()
+	}
+	if c.TraceOps == 0 {
+		n, err := env.TraceOps.Int()
+		if err != nil {
+			return err
+		}
+		c.TraceOps = int(n)
+	}
+	if c.TraceOps < 1 {
+		return fmt.Errorf("trace op records %d: want >= 1", c.TraceOps)
+	}
 	if c.Loader == nil {
 		c.Loader = CompilingLoader{}
 	}
@@ -240,7 +261,10 @@ type Comm struct {
 	// armed: a replay record (the C launcher of plans) is armed and its
 	// calls not yet counted (replay.go), read here by every call on a line
 	// it reads anyway.
-	armed    bool
+	armed bool
+	// traced: the calls are traced (tr, trace.go), read by every call on
+	// the same line as armed.
+	traced   bool
 	asyncErr atomic.Pointer[Error]
 	// cur is the kept plan of the last call (plans), -1 when there is none;
 	// curCall, curPlan and curGen are a copy of its call, plan and selector
@@ -313,6 +337,7 @@ type Comm struct {
 
 	// p2p is the point-to-point state (p2p.go).
 	p2p p2pState
+	tr *callTrace // the trace (trace.go), nil when the calls are not traced
 }
 
 // CallInfo describes the last collective call of a communicator: the
@@ -405,6 +430,9 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 	}
 	if c.stream, err = cfg.Backend.NewStream(); err != nil {
 		return nil, &Error{Code: SystemError, Op: "init", Rank: rank, Msg: "stream", Err: err}
+	}
+	if err := c.startTrace(); err != nil {
+		return nil, &Error{Code: SystemError, Op: "init", Rank: rank, Msg: "trace", Err: err}
 	}
 	c.startWatchers()
 	c.last.Schedule, c.cur = -1, -1
@@ -873,6 +901,7 @@ func (c *Comm) release(abort bool) {
 	if c.exec != nil {
 		c.exec.Close()
 	}
+	c.closeTrace()
 	if c.sel != nil {
 		c.sel.Close()
 	}

@@ -119,6 +119,25 @@ type Backend interface {
 	Prepare(a *Args) (Prepared, error)
 }
 
+// Rebaser is implemented by backends whose prepared launches move to other
+// input and output buffers cheaply (executor level L3: a call whose
+// buffers moved within known allocations, as nccl-tests shifts them and
+// PyTorch's caching allocator hands them out, costs a repeat plus this).
+// Rebase returns the prepared launch of a, where a differs from the Args p
+// was prepared with only in Buf[Input] and Buf[Output] and p has no
+// staging copies. The result shares p's backend state (what Prepare
+// allocated and uploaded): Rebase allocates no backend memory, makes no
+// driver call and waits for nothing, which also makes it safe during a
+// CUDA graph capture; the result's Release releases nothing, and it is
+// valid as long as p is (the executor releases p only after every launch
+// of both). Launches of p and of its rebased launches must not run
+// concurrently (they share p's per-launch device words, as repeated
+// launches of p do: one rank's launches run in order). Errors: a p of
+// another backend, or one with staging copies.
+type Rebaser interface {
+	Rebase(p Prepared, a *Args) (Prepared, error)
+}
+
 // StreamWrapper is implemented by backends whose callers bring their own
 // streams (the NCCL layer passes a cudaStream_t): WrapStream returns a
 // Stream that launches on the foreign stream handle h. Closing it does not
@@ -305,6 +324,44 @@ type Args struct {
 	// (user buffers that are not backend allocations, staged through
 	// backend memory because a peer reads or writes them).
 	StageIn, StageOut []Copy
+	// Trace, when set, is the buffer (of this backend's OpTracer) that
+	// every launch records its ops' times into; nil: nothing is recorded.
+	Trace OpTrace
+}
+
+// OpTracer is implemented by backends whose launches can record when each
+// op of each threadblock ran (docs/trace.md): the CUDA kernel with
+// %globaltimer into host-mapped memory, the host interpreter with the
+// host clock. NewOpTrace returns a buffer of records op records for one
+// rank's launches (Args.Trace).
+type OpTracer interface {
+	NewOpTrace(records int) (OpTrace, error)
+}
+
+// OpTrace is the per-op record buffer of one rank's launches.
+type OpTrace interface {
+	// Drain calls f for each record written since the last Drain, and
+	// empties the buffer. The caller makes sure that no launch writing it
+	// runs (it has waited for every stream it launched on); a record a
+	// launch was still writing is skipped. It returns how many records did
+	// not fit the buffer since the last Drain.
+	Drain(f func(OpSpan)) (dropped uint64)
+	// Close frees the buffer, after the launches that write it are done.
+	Close()
+}
+
+// OpSpan is one record of an OpTrace: when one op of one threadblock ran
+// in one pipeline slice of a launch, or (Step -1) the threadblock's whole
+// part of the launch, from its start to its done word.
+type OpSpan struct {
+	Launch uint64 // the launch counter
+	TB     int
+	Step   int // the op's index in the threadblock's list; -1: the whole launch
+	Slice  int64
+	Op     ir.Opcode
+	// Begin and End are host wall-clock times in Unix nanoseconds (the
+	// GPU's %globaltimer mapped to it: docs/trace.md, "Clocks").
+	Begin, End int64
 }
 
 // End is one channel end as this rank's launches see it.

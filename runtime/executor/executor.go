@@ -209,6 +209,7 @@ type Stats struct {
 	L1Cold, L1Migrations       uint64
 	L2Skips, L2Hits, L2Setups  uint64
 	L3Hits, L3Setups           uint64
+	L3Rebases                  uint64 // L3 setups of a shape's entry moved to new buffers (device.Rebaser: no Prepare)
 	Switches, Rebases          uint64 // schedule switches; semaphores rebased
 	Waits                      uint64 // waits for in-flight launches
 	Growths                    uint64 // scratch reallocations
@@ -327,6 +328,13 @@ type Executor struct {
 
 	planFailures uint64 // plans whose launch failed (Stats.PlanFailures)
 	trace        func(Transition)
+	// spans, when set, is told how long each state of a walk took
+	// (SetSpans); ops is the launches' op trace and opSink its reader
+	// (TraceOps).
+	spans  func(s State, begin, end int64)
+	ops    device.OpTrace
+	opSink func(device.OpSpan)
+	opDrop func(uint64)
 	// lastL3 is the L3 entry of the last hit or setup, under its L1 and L2
 	// entries: a walk of the same request finds it without hashing its
 	// key. Cleared whenever L3 entries are dropped (dropL3).
@@ -389,6 +397,54 @@ func roundUp(x, a int64) int64 { return (x + a - 1) / a * a }
 
 // SetTrace installs a function called on every transition (tests).
 func (e *Executor) SetTrace(f func(Transition)) { e.trace = f }
+
+// SetSpans installs a function told, after each state of a walk, the
+// state and when it began and ended (Unix ns): the host spans of a trace
+// (docs/trace.md). nil removes it.
+func (e *Executor) SetSpans(f func(s State, begin, end int64)) { e.spans = f }
+
+// TraceOps makes every launch prepared from now on record its ops' times
+// into a buffer of records op records (device.OpTracer), which the
+// executor drains into sink whenever it knows that no launch writing it
+// runs: after waiting for its in-flight launches (Wait, Close, scratch
+// growth, a migration's rebase) and at Synced; dropped is told how many
+// records did not fit since the last drain. It reports false, recording
+// nothing, when the backend has no op trace. Call it before the first
+// Execute. Errors: the backend's.
+func (e *Executor) TraceOps(records int, sink func(device.OpSpan), dropped func(uint64)) (bool, error) {
+	tr, ok := e.dev.(device.OpTracer)
+	if !ok || sink == nil || records < 1 {
+		return false, nil
+	}
+	ops, err := tr.NewOpTrace(records)
+	if err != nil {
+		return false, err
+	}
+	e.ops, e.opSink, e.opDrop = ops, sink, dropped
+	return true, nil
+}
+
+// Synced tells the executor that every launch it enqueued on st has
+// finished (the communicator waited for st): when st is the only stream
+// launched on since the last wait, the op trace is drained (TraceOps).
+func (e *Executor) Synced(st device.Stream) {
+	if e.ops == nil {
+		return
+	}
+	for _, s := range e.streams {
+		if s != st {
+			return
+		}
+	}
+	e.drainOps()
+}
+
+// drainOps empties the op trace into its sink.
+func (e *Executor) drainOps() {
+	if d := e.ops.Drain(e.opSink); d > 0 && e.opDrop != nil {
+		e.opDrop(d)
+	}
+}
 
 // Stats returns a copy of the counters. Like Execute, it must not run
 // concurrently with other calls.
@@ -476,6 +532,10 @@ func (e *Executor) Close() error {
 		p.Release()
 	}
 	e.retained = nil
+	if e.ops != nil {
+		e.ops.Close()
+		e.ops = nil
+	}
 	for _, p := range e.l0.allImports {
 		e.dev.Unimport(p)
 	}

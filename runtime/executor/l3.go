@@ -17,6 +17,17 @@ type l3Key struct {
 	root       int
 	inplace    bool
 	pt         ir.PacketType
+	// shape marks the key of a request shape without its buffers (send
+	// and recv 0): it indexes the entry whose backend state the shape's
+	// other entries share (l3Rebase). Such a key is an index, not an entry
+	// of its own: dropL3 releases entries through their full keys only.
+	shape bool
+}
+
+// shapeKey is k without its buffers: the key of k's request shape.
+func shapeKey(k l3Key) l3Key {
+	k.send, k.recv, k.shape = 0, 0, true
+	return k
 }
 
 // scratchSig is what decides where a launch puts data in the shared
@@ -39,6 +50,11 @@ type l3Entry struct {
 	// plan is the entry's plan, of the generation it was last hit or set
 	// up in (hit builds a new one when the generation moved on).
 	plan *Plan
+	// base is the entry whose backend state prep shares (a rebased entry:
+	// the same request shape at other buffers, l3Rebase), nil for an entry
+	// that Prepare made. A base captured into a CUDA graph is kept until
+	// Close, and so is the base of a captured rebased entry.
+	base *l3Entry
 }
 
 // hit makes l3 the walk's L3 entry, with its plan of the current
@@ -81,6 +97,13 @@ func (e *Executor) l3Lookup(w *walk) Event {
 const maxL3 = 4096
 
 func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
+	if w.l2 == nil {
+		if base := w.l3map[shapeKey(w.l3key)]; base != nil {
+			if ev, ok := e.l3Rebase(w, base); ok {
+				return ev
+			}
+		}
+	}
 	r, ent, t := w.r, w.l1, w.l1.table
 	ll := t.Protocol == ir.LL
 	slices := launch.Slices(t, launch.Request{Count: r.Count, DataType: r.DataType}, e.cfg.SliceBytes)
@@ -117,6 +140,7 @@ func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
 	if t.Collective.Rooted() {
 		a.Root = r.Root
 	}
+	a.Trace = e.ops
 	a.Buf[device.Scratch] = e.l0.scratch
 	if halves {
 		a.ScratchHalf = capB / 2
@@ -169,9 +193,65 @@ func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
 	}
 	w.l3 = &l3Entry{prep: prep, args: a, sig: scratchSig{l1: ent, chunkBytes: lay.Stride * lay.ElemSize, slices: lay.Slices}}
 	w.l3map[w.l3key] = w.l3
+	if _, ok := e.dev.(device.Rebaser); ok && w.l2 == nil && len(a.StageIn)+len(a.StageOut) == 0 {
+		if sk := shapeKey(w.l3key); w.l3map[sk] == nil {
+			w.l3map[sk] = w.l3
+		}
+	}
 	w.plan = e.newPlan(w, w.l3)
 	e.stats.L3Setups++
 	return EvOK
+}
+
+// l3Rebase sets up w's L3 entry as the entry base of the same request
+// shape (every l3Key field but the buffers) moved to w's buffers: the
+// launch arguments are base's with this rank's input and output replaced,
+// and the backend moves base's prepared launch there without allocating,
+// copying or waiting (device.Rebaser), so a call whose buffers moved
+// within known allocations (nccl-tests' shifting, a caching allocator's
+// new offsets) costs a repeat plus this. Only for schedules that reach no
+// peer's buffers (w.l2 nil): the peers' buffers, which lie in the
+// channel records a backend prepares, do not move with ours. ok is false
+// when the backend declines, and the caller prepares the entry in full.
+func (e *Executor) l3Rebase(w *walk, base *l3Entry) (ev Event, ok bool) {
+	rb, _ := e.dev.(device.Rebaser)
+	if rb == nil {
+		return 0, false
+	}
+	if len(w.l3map) >= maxL3 && !w.st.Capturing() {
+		// Dropping the full map releases base: the caller prepares the
+		// entry in full, and drops the map first.
+		return 0, false
+	}
+	// One allocation for the entry, its arguments and its first plan.
+	re := new(rebasedEntry)
+	a := &re.args
+	*a = *base.args
+	r := w.r
+	a.Buf[device.Input], a.Buf[device.Output] = device.Mem{}, device.Mem{}
+	if n := e.bufBytes(r, ir.Input); n > 0 {
+		a.Buf[device.Input] = device.Mem{Ptr: r.Send, Size: n}
+	}
+	if n := e.bufBytes(r, ir.Output); n > 0 {
+		a.Buf[device.Output] = device.Mem{Ptr: r.Recv, Size: n}
+	}
+	prep, err := rb.Rebase(base.prep, a)
+	if err != nil {
+		return 0, false
+	}
+	re.l3 = l3Entry{prep: prep, args: a, sig: base.sig, base: base}
+	w.l3 = &re.l3
+	w.l3map[w.l3key] = w.l3
+	w.plan = e.setPlan(&re.plan, w, w.l3)
+	e.stats.L3Rebases++
+	return EvOK, true
+}
+
+// rebasedEntry is a rebased L3 entry with its arguments and first plan.
+type rebasedEntry struct {
+	l3   l3Entry
+	args device.Args
+	plan Plan
 }
 
 func mulOK(a, b int64) (int64, bool) {
@@ -192,6 +272,10 @@ func (e *Executor) dropL3(m map[l3Key]*l3Entry) {
 	e.lastL3.ent = nil
 	e.gen++
 	for k, v := range m {
+		if k.shape {
+			delete(m, k) // an index: its entry is released under its own key
+			continue
+		}
 		if v.captured {
 			e.retained = append(e.retained, v.prep)
 		} else {

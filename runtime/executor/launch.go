@@ -36,6 +36,9 @@ func (e *Executor) waitInflight() error {
 	if len(e.p2p.retired) > 0 {
 		e.releaseRetired() // nothing of them runs any more
 	}
+	if e.ops != nil {
+		e.drainOps()
+	}
 	return first
 }
 
@@ -137,6 +140,9 @@ func (e *Executor) launched(p *Plan, st device.Stream, fence, capturing bool, er
 			e.capMixed = true
 		}
 		p.l3.captured, e.captured = true, true
+		if b := p.l3.base; b != nil {
+			b.captured = true // its replays use the base's backend state
+		}
 		e.lastSig = scratchSig{}
 	} else if e.capSig.l1 != nil && (e.capMixed || p.sig != e.capSig) { // (capSig.l1: something was captured)
 		e.lastSig = scratchSig{}

@@ -83,8 +83,11 @@ func (p *Plan) SameLayout(q *Plan) bool { return p != nil && q != nil && p.sig =
 
 // newPlan is the plan of the walk's request at its L3 entry l3 (L3 setup,
 // or an L3 hit whose plan is of an older generation).
-func (e *Executor) newPlan(w *walk, l3 *l3Entry) *Plan {
-	p := &Plan{gen: e.gen, l1: w.l1, prep: l3.prep, sig: l3.sig, fenceAll: w.l1.fenceAll, l3: l3, sched: w.s, req: *w.r}
+func (e *Executor) newPlan(w *walk, l3 *l3Entry) *Plan { return e.setPlan(new(Plan), w, l3) }
+
+// setPlan makes *p the plan of the walk's request at l3 (newPlan).
+func (e *Executor) setPlan(p *Plan, w *walk, l3 *l3Entry) *Plan {
+	*p = Plan{gen: e.gen, l1: w.l1, prep: l3.prep, sig: l3.sig, fenceAll: w.l1.fenceAll, l3: l3, sched: w.s, req: *w.r}
 	if w.l2 != nil {
 		p.l2, p.l2key = w.l2, w.l2key
 	}

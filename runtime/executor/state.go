@@ -110,7 +110,7 @@ var Table = []Transition{
 	{L2Setup, EvError, Fail, "sticky error (a peer that does not exchange: Known Issue 3)"},
 	{L3Lookup, EvHit, Launch, "—"},
 	{L3Lookup, EvMiss, L3Setup, "— (also during graph capture: L3 setup makes no call capture forbids)"},
-	{L3Setup, EvOK, Launch, "layout, slices and launch arguments resolved (for schedules reaching peers' buffers, offsets exchanged with the peers concerned); backend Prepare"},
+	{L3Setup, EvOK, Launch, "the shape met before at other buffers (a schedule reaching no peer's buffers): its entry rebased to these (device.Rebaser: no allocation, copy or wait); else layout, slices and launch arguments resolved (for schedules reaching peers' buffers, offsets exchanged with the peers concerned) and backend Prepare"},
 	{L3Setup, EvTooSmall, Grow, "—"},
 	{L3Setup, EvError, Fail, "error: not sticky for a bad request or a backend's refusal; sticky when the offset exchange failed"},
 	{Grow, EvOK, L3Setup, "wait for in-flight launches; new scratch exported; one allgather; peers re-imported; every L3 entry dropped"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/theseus-ccl/theseus/runtime/device"
 )
@@ -18,6 +19,10 @@ func (e *Executor) Execute(ctx context.Context, r *Request, s *Schedule, st devi
 	w := walk{r: r, s: s, st: st}
 	e.stats.Walks++
 	state := Start
+	var t0 int64
+	if e.spans != nil {
+		t0 = time.Now().UnixNano()
+	}
 	for state != Done {
 		var ev Event
 		switch state {
@@ -51,6 +56,11 @@ func (e *Executor) Execute(ctx context.Context, r *Request, s *Schedule, st devi
 		case Fail:
 			e.stats.Failures++
 			return nil, w.err
+		}
+		if e.spans != nil {
+			t1 := time.Now().UnixNano()
+			e.spans(state, t0, t1)
+			t0 = t1
 		}
 		to := next(state, ev)
 		if to == numStates {

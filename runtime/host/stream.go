@@ -36,7 +36,52 @@ type prepared struct {
 	// never keeps Go memory alive or points the garbage collector at freed
 	// memory.
 	foreignIn, foreignOut device.Mem
+	// trace records the launches' ops (Args.Trace), or nil.
+	trace *opTrace
 }
+
+// opTrace is the host backend's device.OpTrace: the interpreter's op
+// times (interp.OpRecorder), up to a bound.
+type opTrace struct {
+	mu      sync.Mutex
+	spans   []device.OpSpan
+	max     int
+	dropped uint64
+}
+
+// NewOpTrace implements device.OpTracer.
+func (b *backend) NewOpTrace(records int) (device.OpTrace, error) {
+	if records < 1 {
+		return nil, fmt.Errorf("host: op trace of %d records", records)
+	}
+	return &opTrace{max: records}, nil
+}
+
+// RecordOp implements interp.OpRecorder.
+func (t *opTrace) RecordOp(launch uint64, tb, step int, slice int64, op ir.Opcode, begin, end int64) {
+	t.mu.Lock()
+	if len(t.spans) < t.max {
+		t.spans = append(t.spans, device.OpSpan{Launch: launch, TB: tb, Step: step, Slice: slice, Op: op, Begin: begin, End: end})
+	} else {
+		t.dropped++
+	}
+	t.mu.Unlock()
+}
+
+// Drain implements device.OpTrace.
+func (t *opTrace) Drain(f func(device.OpSpan)) uint64 {
+	t.mu.Lock()
+	spans, dropped := t.spans, t.dropped
+	t.spans, t.dropped = nil, 0
+	t.mu.Unlock()
+	for _, s := range spans {
+		f(s)
+	}
+	return dropped
+}
+
+// Close implements device.OpTrace.
+func (t *opTrace) Close() {}
 
 type fenceWord struct {
 	peer int
@@ -74,6 +119,13 @@ func (b *backend) Prepare(a *device.Args) (device.Prepared, error) {
 	p := &prepared{table: t, rank: a.Rank,
 		req: launch.Request{Count: a.Count, DataType: a.DataType, RedOp: a.RedOp, Root: a.Root, InPlace: a.InPlace,
 			PacketType: a.PacketType, Slices: a.Layout.Slices, Timeout: a.Timeout}}
+	if a.Trace != nil {
+		tr, ok := a.Trace.(*opTrace)
+		if !ok {
+			return nil, fmt.Errorf("host: prepare with a %T op trace", a.Trace)
+		}
+		p.trace = tr
+	}
 	var err error
 	mem := func(m device.Mem) []byte {
 		if err != nil || m.Size == 0 {
@@ -83,26 +135,15 @@ func (b *backend) Prepare(a *device.Args) (device.Prepared, error) {
 		s, err = b.bytes(m.Ptr, m.Size)
 		return s
 	}
-	// local resolves caller memory: a mapping's slice, or nil and the
-	// foreign range.
+	// local resolves caller memory (localMem).
 	local := func(m device.Mem) ([]byte, device.Mem) {
-		if err != nil || m.Size == 0 {
+		if err != nil {
 			return nil, device.Mem{}
 		}
-		if m.Ptr == 0 || m.Size < 0 {
-			err = fmt.Errorf("host: memory %#x+%d", uintptr(m.Ptr), m.Size)
-			return nil, device.Mem{}
-		}
-		b.mu.RLock()
-		mp := b.find(m.Ptr, m.Size)
-		b.mu.RUnlock()
-		if mp == nil {
-			if b.overlapsMapping(m.Ptr, m.Size) {
-				err = fmt.Errorf("host: memory %#x+%d crosses the end of a backend allocation", uintptr(m.Ptr), m.Size)
-			}
-			return nil, m
-		}
-		return mem(m), device.Mem{}
+		var s []byte
+		var f device.Mem
+		s, f, err = b.localMem(m)
+		return s, f
 	}
 	var in, out []byte
 	in, p.foreignIn = local(a.Buf[device.Input])
@@ -188,6 +229,58 @@ func (b *backend) Prepare(a *device.Args) (device.Prepared, error) {
 		return nil, errors.New("host: prepare without abort or done word")
 	}
 	return p, nil
+}
+
+// Rebase implements device.Rebaser: p's launch state with this rank's
+// input and output at a's (their views resolved again; everything else,
+// the scratch views, channel ends, counters and fence words, shared).
+// Errors: a p of another backend or with staging copies, memory that
+// crosses the end of a backend allocation.
+func (b *backend) Rebase(pp device.Prepared, a *device.Args) (device.Prepared, error) {
+	p, ok := pp.(*prepared)
+	if !ok || p == nil {
+		return nil, errors.New("host: rebase of state another backend prepared")
+	}
+	if len(p.stageIn)+len(p.stageOut) > 0 || len(a.StageIn)+len(a.StageOut) > 0 {
+		return nil, errors.New("host: rebase of a launch with staging copies")
+	}
+	q := *p
+	var err error
+	var in, out []byte
+	if in, q.foreignIn, err = b.localMem(a.Buf[device.Input]); err != nil {
+		return nil, err
+	}
+	if out, q.foreignOut, err = b.localMem(a.Buf[device.Output]); err != nil {
+		return nil, err
+	}
+	for parity, m := range p.mem {
+		mm := *m
+		mm.Input, mm.Output = in, out
+		q.mem[parity] = &mm
+	}
+	return &q, nil
+}
+
+// localMem resolves caller memory m: a mapping's bytes, or for foreign
+// memory nil and the range itself (viewed only while a launch runs).
+func (b *backend) localMem(m device.Mem) ([]byte, device.Mem, error) {
+	if m.Size == 0 {
+		return nil, device.Mem{}, nil
+	}
+	if m.Ptr == 0 || m.Size < 0 {
+		return nil, device.Mem{}, fmt.Errorf("host: memory %#x+%d", uintptr(m.Ptr), m.Size)
+	}
+	b.mu.RLock()
+	mp := b.find(m.Ptr, m.Size)
+	b.mu.RUnlock()
+	if mp == nil {
+		if b.overlapsMapping(m.Ptr, m.Size) {
+			return nil, device.Mem{}, fmt.Errorf("host: memory %#x+%d crosses the end of a backend allocation", uintptr(m.Ptr), m.Size)
+		}
+		return nil, m, nil
+	}
+	s, err := b.bytes(m.Ptr, m.Size)
+	return s, device.Mem{}, err
 }
 
 // LaunchError is a failed launch on a host stream.
@@ -308,8 +401,11 @@ func (s *stream) run(t task) error {
 	req := p.req
 	req.Launch = t.launch
 	mem := p.mem[t.launch&1]
-	if p.foreignIn.Size > 0 || p.foreignOut.Size > 0 {
+	if p.foreignIn.Size > 0 || p.foreignOut.Size > 0 || p.trace != nil {
 		m := *mem
+		if p.trace != nil {
+			m.Trace = p.trace
+		}
 		if p.foreignIn.Size > 0 {
 			m.Input = foreign(p.foreignIn.Ptr, p.foreignIn.Size)
 		}

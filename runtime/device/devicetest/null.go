@@ -142,6 +142,15 @@ func (b *Null) Prepare(a *device.Args) (device.Prepared, error) {
 	return nullPrepared{}, nil
 }
 
+// Rebase implements device.Rebaser: a launch that does nothing, like
+// Prepare's.
+func (b *Null) Rebase(p device.Prepared, a *device.Args) (device.Prepared, error) {
+	if _, ok := p.(nullPrepared); !ok || a == nil {
+		return nil, errors.New("null: rebase of state another backend prepared")
+	}
+	return nullPrepared{}, nil
+}
+
 type nullStream struct {
 	b      *Null
 	closed atomic.Bool
