@@ -12,6 +12,7 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/executor"
 	"github.com/theseus-ccl/theseus/runtime/launch"
 	"github.com/theseus-ccl/theseus/runtime/selector"
+	"github.com/theseus-ccl/theseus/runtime/trace"
 )
 
 // Point-to-point calls and AlltoAllv (docs/p2p.md): traffic known only at
@@ -382,6 +383,9 @@ func (c *Comm) p2pRun(ctx context.Context, ops []P2POp, m *executor.P2PMatrix, u
 	if m != nil {
 		opName = "AlltoAllv"
 	}
+	if c.tr != nil {
+		defer c.traceP2P(opName, ops, m, now())
+	}
 	c.setCur(-1, true)
 	if e, ok := c.stateErr(opName); ok {
 		return e
@@ -474,6 +478,30 @@ func (c *Comm) executedOn(op string, us, st device.Stream, err error) error {
 		return e
 	}
 	return nil
+}
+
+// traceP2P records a traced communicator's point-to-point call that began
+// at t0 (its bytes: what this rank sends) as one span; its phases are not
+// split.
+func (c *Comm) traceP2P(op string, ops []P2POp, m *executor.P2PMatrix, t0 int64) {
+	tr := c.tr
+	var bytes int64
+	for _, o := range ops {
+		if !o.Recv {
+			bytes += o.Count * int64(o.DataType.Size())
+		}
+	}
+	if m != nil && len(m.Counts) == c.n*c.n {
+		for _, v := range m.Counts[c.rank*c.n : (c.rank+1)*c.n] {
+			bytes += v * int64(m.DataType.Size())
+		}
+	}
+	name := fmt.Sprintf("%s %d B", op, bytes)
+	if m == nil {
+		name = fmt.Sprintf("%s %d ops %d B", op, len(ops), bytes)
+	}
+	args := &trace.Args{Coll: op, Bytes: bytes, Schedule: c.last.Name, Launch: c.last.Launch}
+	tr.t.Span(tr.pid, tidCalls, "call", name, t0, now(), args)
 }
 
 func p2pIs(err error) bool { _, _, ok := p2pCode(err); return ok }
