@@ -337,7 +337,7 @@ type Comm struct {
 
 	// p2p is the point-to-point state (p2p.go).
 	p2p p2pState
-	tr *callTrace // the trace (trace.go), nil when the calls are not traced
+	tr  *callTrace // the trace (trace.go), nil when the calls are not traced
 }
 
 // CallInfo describes the last collective call of a communicator: the
