@@ -52,7 +52,7 @@ var (
 	NCCLLibPath  = reg(Param{Name: "NCCL_LIB_PATH", Kind: String, Doc: "Path of the real NCCL library used as fallback (dlopen).", Listed: "THESEUS_"})
 	SelContext   = reg(Param{Name: "SELECTION_CONTEXT", Kind: String, Doc: "Selection context directory. Unset: $HOME/.theseus/contexts/default if it exists, else PREFIX/share/theseus/contexts/default beside the library, else the built-in default (docs/selection-context.md, Which context).", Listed: "THESEUS_"})
 	NpkitDumpDir = reg(Param{Name: "NPKIT_DUMP_DIR", Kind: String, Doc: "Accepted for compatibility; Theseus has no NPKit build.", Listed: "THESEUS_"})
-	CheckPeriod  = reg(Param{Name: "CONTEXT_CHECK_PERIOD", Kind: Int, Default: "1000", Doc: "Ranks agree on the selection-context snapshot every K requests (and at the first).", Listed: "THESEUS_"})
+	CheckPeriod  = reg(Param{Name: "CONTEXT_CHECK_PERIOD", Kind: Int, Default: "1000", Doc: "Ranks agree on the selection-context snapshot every K collective requests (and when a communicator is created; point-to-point calls are not requests).", Listed: "THESEUS_"})
 	VectorMaxLen = reg(Param{Name: "VECTOR_ATTRIBUTE_MAX_LENGTH", Kind: Int, Default: "1024", Doc: "Maximum number of elements of a vector-valued attribute.", Listed: "THESEUS_"})
 	InitScratch  = reg(Param{Name: "INITIAL_SCRATCH_SIZE", Kind: Size, Default: "16MB", Doc: "Initial size of the communicator's shared scratch buffer; it grows when a request needs more.", Listed: "THESEUS_"})
 	AltScratch   = reg(Param{Name: "ALTERNATE_SCRATCH_BUFFER", Kind: Bool, Default: "0", Doc: "Alternate between two scratch halves so back-to-back requests never share scratch (doubles its size).", Listed: "THESEUS_"})

@@ -9,7 +9,7 @@ import (
 )
 
 // P2PEntry is a schedule manifest entry for the point-to-point engine
-// (docs/selection-context.md §5.4, docs/p2p.md "Parameters"): a generated
+// (docs/selection-context.md §5.7, docs/p2p.md "Parameters"): a generated
 // entry, "gen": "p2p", of collective "sendrecv", whose fields are the
 // engine's parameters. Absent fields (0, nil) keep the built-in value.
 type P2PEntry struct {
