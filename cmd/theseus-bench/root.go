@@ -528,15 +528,11 @@ func (b *benchCmd) setUp(ctx context.Context, cfg *config) (w *world, err error)
 // execute sets up the ranks, runs the benchmark and the hot swap, and
 // prints (rank 0). It returns the report on rank 0, nil on other ranks.
 func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
-	w, err := b.setUp(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer w.close()
-	dir, comms, rows := cfg.ctxDir, w.comms, cfg.plan.rows()
-
-	// Rank 0 prints as the rows come.
-	rank0 := comms[0].Rank() == 0
+	// Rank 0 prints as the rows come. The signal handler is installed
+	// before the ranks are set up: creating a communicator reads the
+	// context (its first epoch), whose diagnostics may be the first output.
+	rank0 := !cfg.multi || cfg.launch.Rank == 0
+	cfg.header.Context = cfg.ctxDir
 	rep := &Report{Header: cfg.header}
 	var repMu sync.Mutex // rep and out: the rows, and a partial report on a signal
 	var out *textPrinter
@@ -567,6 +563,15 @@ func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 		partial(err)
 		fmt.Fprintf(b.s.Err, "theseus-bench: %v\n", err)
 	})()
+	w, err := b.setUp(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	dir, rows := cfg.ctxDir, cfg.plan.rows()
+	repMu.Lock()
+	rep.Header = cfg.header // with what setUp found (context, node shape)
+	repMu.Unlock()
 	if out != nil {
 		repMu.Lock()
 		out.header(cfg.header)

@@ -410,7 +410,7 @@ func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"-d", "float128"}, {"-o", "mulsum"}, {"-b", "1M", "-e", "1K"}, {"-b", "x"}, {"-n", "0"}, {"-w", "-1"},
 		{"--backend", "tpu"}, {"--nranks", "0"}, {"-r", "4"}, {"--plot", "a.svg"}, {"--plot", "/nonexistent-dir/p.png"}, {"--csv", "--json"},
-		{"--format", "xml"}, {"--coll", "sendrecv"}, {"--id-file", "/tmp/x"}, {"--context", "/nonexistent"},
+		{"--format", "xml"}, {"--coll", "alltoallv", "--matrix", "diagonal"}, {"--id-file", "/tmp/x"}, {"--context", "/nonexistent"},
 		{"--progress", "sometimes"}, {"extra"}, {"--bogus"}, {"--hotswap-attr", "root"},
 	} {
 		code, _, errs := runBench(t, args...)
@@ -432,8 +432,8 @@ func TestUsageMessages(t *testing.T) {
 	}{
 		{args: []string{"-f", "0"}, want: "theseus-bench: -f 0: the step factor must be >= 1 (1: add the step in bytes, -i)\n"},
 		{args: []string{"-f", "-2"}, want: "theseus-bench: -f -2: the step factor must be >= 1"},
-		{args: []string{"--coll", "foo"}, want: `theseus-bench: unknown collective "foo" (want allreduce, reducescatter, reduce, allgather, alltoall, broadcast, gather, scatter, a comma-separated list, or all)`},
-		{args: []string{"--coll", "custom"}, want: "theseus-bench: collective custom is not benchmarked (want allreduce, reducescatter, reduce, allgather, alltoall, broadcast, gather, scatter,"},
+		{args: []string{"--coll", "foo"}, want: `theseus-bench: unknown collective "foo" (want allreduce, reducescatter, reduce, allgather, alltoall, broadcast, gather, scatter (and, outside all, sendrecv and alltoallv), a comma-separated list, or all)`},
+		{args: []string{"--coll", "custom"}, want: "theseus-bench: collective custom is not benchmarked (want allreduce, reducescatter, reduce, allgather, alltoall, broadcast, gather, scatter (and, outside all, sendrecv and alltoallv),"},
 		{env: [2]string{"abc", "2"}, want: `theseus-bench: RANK="abc" is not an integer`},
 		{env: [2]string{"0", "two"}, want: `theseus-bench: WORLD_SIZE="two" is not an integer`},
 		{env: [2]string{"5", "2"}, args: []string{"--id-file", filepath.Join(t.TempDir(), "id")}, want: "theseus-bench: RANK=5 is not a rank of WORLD_SIZE=2 (want 0..1)"},
