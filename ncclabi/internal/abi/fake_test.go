@@ -58,8 +58,9 @@ type fakeComm struct {
 	mu     sync.Mutex
 	ops    []Op
 	async  error
-	abortd bool
-	dstr   bool
+	abortd  bool
+	dstr    bool
+	revoked bool
 }
 
 func (e *fakeEngine) Backend() string { return e.backend }
@@ -224,9 +225,11 @@ func (c *fakeComm) Split(ctx context.Context, color, key int, cfg Config) (Engin
 	return c.e.Init(ctx, InitParams{ID: id, Rank: newRank, NRanks: len(members), Device: c.dev})
 }
 
-func (c *fakeComm) Shrink(ctx context.Context, exclude []int, cfg Config) (EngineComm, error) {
+func (c *fakeComm) Shrink(ctx context.Context, exclude []int, abort bool, cfg Config) (EngineComm, error) {
 	return nil, fmt.Errorf("fake: %w", ErrUnsupported)
 }
+
+func (c *fakeComm) Revoke() { c.mu.Lock(); c.revoked = true; c.mu.Unlock() }
 
 func (c *fakeComm) StreamSync(uintptr) error           { return nil }
 func (c *fakeComm) Finalize(ctx context.Context) error { return nil }
@@ -285,7 +288,9 @@ func (f *fakeFallback) CommSplit(p uintptr, color, key int) (uintptr, Result) {
 	}
 	return p + 1, Success
 }
-func (f *fakeFallback) CommShrink(p uintptr, ex []int) (uintptr, Result) { return p + 2, Success }
+func (f *fakeFallback) CommShrink(p uintptr, ex []int, flags int) (uintptr, Result) {
+	return p + 2, Success
+}
 func (f *fakeFallback) CommFinalize(c uintptr) Result                    { f.rec("finalize"); return Success }
 func (f *fakeFallback) CommDestroy(c uintptr) Result                     { f.rec("destroy"); return Success }
 func (f *fakeFallback) CommAbort(c uintptr) Result                       { f.rec("abort"); return Success }
