@@ -50,14 +50,14 @@ type agRound struct {
 }
 
 type fakeComm struct {
-	e      *fakeEngine
-	w      *fakeWorld
-	rank   int
-	dev    int
-	agSeq  int
-	mu     sync.Mutex
-	ops    []Op
-	async  error
+	e       *fakeEngine
+	w       *fakeWorld
+	rank    int
+	dev     int
+	agSeq   int
+	mu      sync.Mutex
+	ops     []Op
+	async   error
 	abortd  bool
 	dstr    bool
 	revoked bool
@@ -291,12 +291,12 @@ func (f *fakeFallback) CommSplit(p uintptr, color, key int) (uintptr, Result) {
 func (f *fakeFallback) CommShrink(p uintptr, ex []int, flags int) (uintptr, Result) {
 	return p + 2, Success
 }
-func (f *fakeFallback) CommFinalize(c uintptr) Result                    { f.rec("finalize"); return Success }
-func (f *fakeFallback) CommDestroy(c uintptr) Result                     { f.rec("destroy"); return Success }
-func (f *fakeFallback) CommAbort(c uintptr) Result                       { f.rec("abort"); return Success }
-func (f *fakeFallback) CommGetAsyncError(c uintptr) (Result, Result)     { return Success, Success }
-func (f *fakeFallback) GroupStart() Result                               { f.rec("groupstart"); return Success }
-func (f *fakeFallback) GroupEnd() Result                                 { f.rec("groupend"); return Success }
+func (f *fakeFallback) CommFinalize(c uintptr) Result                { f.rec("finalize"); return Success }
+func (f *fakeFallback) CommDestroy(c uintptr) Result                 { f.rec("destroy"); return Success }
+func (f *fakeFallback) CommAbort(c uintptr) Result                   { f.rec("abort"); return Success }
+func (f *fakeFallback) CommGetAsyncError(c uintptr) (Result, Result) { return Success, Success }
+func (f *fakeFallback) GroupStart() Result                           { f.rec("groupstart"); return Success }
+func (f *fakeFallback) GroupEnd() Result                             { f.rec("groupend"); return Success }
 func (f *fakeFallback) Run(c uintptr, op *Op) Result {
 	f.rec("%s count %d root %d", op.Coll, op.Count, op.Root)
 	return Success
