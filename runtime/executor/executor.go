@@ -204,15 +204,15 @@ type Stats struct {
 	// PlanFailures the plans whose launch failed (Launch's error).
 	PlanLaunches, PlanFailures uint64
 
-	L0Setups                   uint64
-	L1Same, L1Hits             uint64 // hits on the running schedule / on another materialised one
-	L1Cold, L1Migrations       uint64
-	L2Skips, L2Hits, L2Setups  uint64
-	L3Hits, L3Setups           uint64
-	Switches, Rebases          uint64 // schedule switches; semaphores rebased
-	Waits                      uint64 // waits for in-flight launches
-	Growths                    uint64 // scratch reallocations
-	Fences                     uint64 // fenced launches
+	L0Setups                  uint64
+	L1Same, L1Hits            uint64 // hits on the running schedule / on another materialised one
+	L1Cold, L1Migrations      uint64
+	L2Skips, L2Hits, L2Setups uint64
+	L3Hits, L3Setups          uint64
+	Switches, Rebases         uint64 // schedule switches; semaphores rebased
+	Waits                     uint64 // waits for in-flight launches
+	Growths                   uint64 // scratch reallocations
+	Fences                    uint64 // fenced launches
 	// L2Pushes are walks that told the peers where this rank's buffers
 	// moved (L2Setup); Rebinds the prepared launches this rank's service
 	// goroutines repointed at a peer's moved buffers; PeerRequests the
@@ -222,12 +222,12 @@ type Stats struct {
 	// succeeded; Drops the peers' deregistrations this rank carried out
 	// (their allocations unimported here).
 	Registered, Deregistered, Drops uint64
-	ScratchBytes               int64  // current scratch capacity
-	Created                    Created
-	LastMigration              Migration
-	Refused                    uint64 // misses refused during graph capture
-	StateVisits                [numStates]uint64
-	TransitionsTaken, Failures uint64
+	ScratchBytes                    int64 // current scratch capacity
+	Created                         Created
+	LastMigration                   Migration
+	Refused                         uint64 // misses refused during graph capture
+	StateVisits                     [numStates]uint64
+	TransitionsTaken, Failures      uint64
 }
 
 // Created counts the resources the executor created on this rank.

@@ -38,8 +38,8 @@ type prepared struct {
 	// (device.Args).
 	started, hdone *uint64
 	pair           []fenceWord
-	stageIn  []copyOp
-	stageOut []copyOp
+	stageIn        []copyOp
+	stageOut       []copyOp
 	// Foreign (caller-owned) input and output memory is kept as addresses
 	// and viewed only while a launch runs, so that a cached prepared launch
 	// never keeps Go memory alive or points the garbage collector at freed
