@@ -93,6 +93,19 @@ func (e *Executor) l2Lookup(w *walk) Event {
 	}
 	w.l2, w.l3map = l2, l2.l3
 	w.push = e.pushRefs(w.r, w.l1, l2, w.push[:0])
+	for _, x := range w.push {
+		if x.buf.id.Region.Size == 0 {
+			// A buffer the entry does not export (staged foreign memory
+			// reached in another arrangement): a new entry.
+			e.retireL3(l2.l3)
+			delete(w.l1.l2, w.l2key)
+			w.l2, w.l3map, w.push = nil, nil, w.push[:0]
+			if w.st.Capturing() {
+				return EvCapture
+			}
+			return EvMiss
+		}
+	}
 	if e.peersCurrent(w.push) {
 		e.stats.L2Hits++
 		return EvHit
@@ -201,11 +214,18 @@ func (e *Executor) newL2(w *walk) (*l2Entry, error) {
 		if l2.staged {
 			p, n = l2.local[k].Ptr, l2.local[k].Size
 		}
-		if exp&(1<<k) == 0 || n == 0 {
+		if n == 0 {
 			continue
 		}
 		reg, ok := e.dev.Lookup(p, n)
-		if !ok {
+		if exp&(1<<k) == 0 {
+			// Not reached by this request, but the same allocations in
+			// place reach it (input and output alias): export it too when
+			// it costs only a handle.
+			if !ok || l2.staged {
+				continue
+			}
+		} else if !ok {
 			return nil, fmt.Errorf("%s is not a backend allocation", ir.BufKind(k).LongName())
 		}
 		h, err := e.dev.Export(reg)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/theseus-ccl/theseus/runtime/bootstrap"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/log"
 )
@@ -170,6 +171,9 @@ func (e *Executor) dropAt(ctx context.Context, x device.Region, last uint64) err
 		for id := range ids {
 			if id.Region == x {
 				if err := e.send(q, svcTag, msg); err != nil {
+					if lost(err) {
+						break // its process is gone, and its mappings with it
+					}
 					return fmt.Errorf("drop request to rank %d: %w", q, err)
 				}
 				sent = append(sent, q)
@@ -178,7 +182,7 @@ func (e *Executor) dropAt(ctx context.Context, x device.Region, last uint64) err
 		}
 	}
 	for _, q := range sent {
-		if err := e.awaitAck(ctx, q, "deregistration"); err != nil {
+		if err := e.awaitAck(ctx, q, "deregistration"); err != nil && !lost(err) {
 			return err
 		}
 	}
@@ -208,4 +212,11 @@ func (e *Executor) retireL3(m map[l3Key]*l3Entry) {
 		e.retained = append(e.retained, v.prep)
 		delete(m, k)
 	}
+}
+
+// lost reports whether err says a peer's connection broke (its process
+// died or it aborted).
+func lost(err error) bool {
+	var be *bootstrap.Error
+	return errors.As(err, &be) && be.Lost
 }

@@ -84,6 +84,13 @@ type EngineComm interface {
 	// Shrink until it is finalized, destroyed or aborted. Never blocks on
 	// peers.
 	Revoke()
+	// Register is ncclCommRegister: it records the allocation holding
+	// [buf, buf+size) and returns a nonzero id. Deregister is
+	// ncclCommDeregister of that id: when it returns, every cache entry of
+	// the allocation is gone, on every peer, so that the buffer may be
+	// freed. Engines without them return ErrUnsupported.
+	Register(buf uintptr, size uint64) (uint64, error)
+	Deregister(id uint64) error
 	// AllGather is a small-message allgather among the communicator's
 	// ranks (the shadow NCCL communicator's id travels through it), used at
 	// most once, right after Init. It returns ErrUnsupported (on every rank

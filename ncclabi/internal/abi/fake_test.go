@@ -61,6 +61,7 @@ type fakeComm struct {
 	abortd  bool
 	dstr    bool
 	revoked bool
+	nreg    int
 }
 
 func (e *fakeEngine) Backend() string { return e.backend }
@@ -230,6 +231,22 @@ func (c *fakeComm) Shrink(ctx context.Context, exclude []int, abort bool, cfg Co
 }
 
 func (c *fakeComm) Revoke() { c.mu.Lock(); c.revoked = true; c.mu.Unlock() }
+
+func (c *fakeComm) Register(buf uintptr, size uint64) (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nreg++
+	return uint64(c.nreg), nil
+}
+
+func (c *fakeComm) Deregister(id uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id == 0 || id > uint64(c.nreg) {
+		return fmt.Errorf("fake: registration %d", id)
+	}
+	return nil
+}
 
 func (c *fakeComm) StreamSync(uintptr) error           { return nil }
 func (c *fakeComm) Finalize(ctx context.Context) error { return nil }

@@ -361,6 +361,14 @@ func (c *Comm) Shrink(ctx context.Context, exclude []int, abort bool, cfg abi.Co
 // Revoke implements abi.EngineComm (comm.Comm.Revoke).
 func (c *Comm) Revoke() { c.c.Revoke() }
 
+// Register implements abi.EngineComm (comm.Comm.Register).
+func (c *Comm) Register(buf uintptr, size uint64) (uint64, error) {
+	return c.c.Register(device.Ptr(buf), int64(size))
+}
+
+// Deregister implements abi.EngineComm (comm.Comm.Deregister).
+func (c *Comm) Deregister(id uint64) error { return c.c.Deregister(id) }
+
 // AllGather implements abi.EngineComm over the id's second root, once per
 // communicator; without one it returns ErrUnsupported (no agreement
 // needed: the id's creator had no fallback NCCL).

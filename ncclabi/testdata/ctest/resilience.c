@@ -86,6 +86,11 @@ static float *H, *G;                      /* host: what goes in, what came back 
 
 static void sync_comm(ncclComm_t c) { OK(theseusStreamSynchronize(c, g_stream)); }
 
+/* up4 rounds a float count up to 16 bytes: a receive buffer this far past
+ * a send buffer is congruent with it modulo 16, as schedule-executed
+ * collectives require. */
+static size_t up4(size_t n) { return (n + 3) & ~(size_t)3; }
+
 /* ---- the suite -------------------------------------------------------------- */
 
 /* Element i of rank r's input: small integers, exact as float32 sums of up
@@ -279,9 +284,10 @@ static void reg_round(ncclComm_t c, float* p, const char* tag) {
     size_t cnt = counts[k];
     snprintf(what, sizeof what, "%s allreduce count %zu", tag, cnt);
     fill(p, cnt, g_rank, 0);
-    OK(ncclAllReduce(p, p + cnt + 64, cnt, ncclFloat32, ncclSum, c, g_stream));
+    float* out = p + up4(cnt + 64);
+    OK(ncclAllReduce(p, out, cnt, ncclFloat32, ncclSum, c, g_stream));
     sync_comm(c);
-    CHECKV(what, p + cnt + 64, cnt, sum_at(g_n, i));
+    CHECKV(what, out, cnt, sum_at(g_n, i));
     snprintf(what, sizeof what, "%s allreduce count %zu in place", tag, cnt);
     fill(p, cnt, g_rank + 1, 0);
     OK(ncclAllReduce(p, p, cnt, ncclFloat32, ncclSum, c, g_stream));
@@ -339,9 +345,9 @@ static int mode_pairing(const char* arg, ncclComm_t c) {
     if (g_rank == 1 && it % 7 == 3) {
       /* rank 1 also takes a fresh allocation now and then */
       if (fresh) OK(ncclMemFree(fresh));
-      OK(ncclMemAlloc((void**)&fresh, 2 * cnt * sizeof(float) + 4096));
+      OK(ncclMemAlloc((void**)&fresh, (up4(cnt + 256) + cnt) * sizeof(float)));
       send = fresh;
-      recv = fresh + cnt + 256;
+      recv = fresh + up4(cnt + 256);
     }
     if (inplace) recv = send;
     snprintf(what, sizeof what, "pairing call %d (buffers %d%s)", it, which, inplace ? ", in place" : "");

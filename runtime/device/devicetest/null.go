@@ -134,6 +134,9 @@ type nullPrepared struct{}
 
 func (nullPrepared) Release() {}
 
+// RebindPeer implements device.Rebinder (nothing to repoint).
+func (nullPrepared) RebindPeer(int, int, device.Mem) error { return nil }
+
 // Prepare accepts any arguments with a table.
 func (b *Null) Prepare(a *device.Args) (device.Prepared, error) {
 	if a == nil || a.Table == nil {
