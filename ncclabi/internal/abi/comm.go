@@ -49,7 +49,7 @@ type Comm struct {
 	tail     chan struct{} // closed when the last queued asynchronous job ends
 	userOps  map[RedOp]DataType
 	regs     map[uintptr]*registration // ncclCommRegister handles (mu)
-	ready    chan struct{} // closed when init ends (either way)
+	ready    chan struct{}             // closed when init ends (either way)
 
 	pending atomic.Int32 // queued asynchronous jobs (non-blocking communicators)
 	opCount atomic.Uint64
