@@ -77,6 +77,7 @@ type prepared struct {
 	// (RebindPeer rewrites their peer buffers).
 	chans  driver.Ptr
 	nchans int
+	_      [48]byte // to 192 bytes: a multiple of 64 (TestStreamLayout)
 }
 
 // RebindPeer implements device.Rebinder: one 8-byte copy into the channel
