@@ -3,6 +3,8 @@
 package executor
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -264,4 +266,93 @@ func TestL2KeysByAllocationIdentity(t *testing.T) {
 	if st := w.ex[0].Stats(); st.L2Setups != 2 || st.Created.Registrations != 2 {
 		t.Errorf("replaced allocations at the same addresses: L2 setups %d, registrations %d; want 2, 2", st.L2Setups, st.Created.Registrations)
 	}
+}
+
+// TestDeregister: ncclCommDeregister's semantics at the executor. Rank 1
+// registers its buffers, runs a schedule that reaches them (rank 0
+// imports them), deregisters: before Deregister returns, rank 0's service
+// goroutine has dropped its imports of them (Stats.Drops, and nothing of
+// rank 1's allocation left among rank 0's imports). Rank 1 then frees the
+// buffers, allocates again, and the next call — with new inputs — is exact
+// (rank 1 pushes its new allocation, rank 0 imports it anew). Registered
+// reports registrations; an unknown id is ErrNotRegistered.
+func TestDeregister(t *testing.T) {
+	w := newWorld(t, 2, Config{InitialScratch: 1 << 16, Timeout: 5 * time.Second})
+	one := compile(t, 0, "oneshot", gen.Options{Collective: ir.AllReduce, NRanks: 2, Protocol: ir.Simple})
+	base := devicetest.Case{Coll: ir.AllReduce, DataType: ir.Float32, RedOp: ir.Sum, Count: 512, NRanks: 2}
+	bs := []bufs{w.alloc(base, 0, false), w.alloc(base, 1, false)}
+	step := 0
+	run := func(what string) {
+		t.Helper()
+		step++
+		c := base
+		c.Seed = uint64(step)
+		for r := range 2 {
+			refill(t, c, r, bs[r])
+		}
+		errs, _ := w.exec(one, c, bs)
+		for r, err := range errs {
+			if err == nil {
+				if got := devicetest.Wrong(bs[r].out, c.Expected(r), 4); got != 0 {
+					err = fmt.Errorf("%d wrong", got)
+				}
+			}
+			if err != nil {
+				t.Fatalf("%s, rank %d: %v", what, r, err)
+			}
+		}
+	}
+	ex1 := w.ex[1]
+	reg, err := ex1.Register(bs[1].send, 4*base.Count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := ex1.Registered(bs[1].send+64, 64); !ok || got != reg {
+		t.Errorf("Registered inside the allocation: %+v %v, want %+v", got, ok, reg)
+	}
+	if _, ok := w.ex[0].Registered(bs[0].send, 64); ok {
+		t.Errorf("rank 0's buffer is registered")
+	}
+	run("registered")
+	imported := func() int {
+		n := 0
+		w.ex[0].peers.mu.Lock()
+		defer w.ex[0].peers.mu.Unlock()
+		for k := range w.ex[0].peers.imports {
+			if k.peer == 1 && k.id.Region == reg.Region {
+				n++
+			}
+		}
+		return n
+	}
+	if imported() == 0 {
+		t.Fatal("rank 0 did not import rank 1's registered buffer")
+	}
+	if err := ex1.Deregister(context.Background(), reg.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, st := imported(), w.ex[0].Stats(); n != 0 || st.Drops != 1 {
+		t.Errorf("after Deregister: rank 0 holds %d imports of it, drops %d; want 0, 1", n, st.Drops)
+	}
+	if err := ex1.Deregister(context.Background(), reg.ID); !errors.Is(err, ErrNotRegistered) {
+		t.Errorf("a second Deregister: %v", err)
+	}
+	// Freed and made again (the host backend's mmap usually returns the
+	// same address; the new allocation has a new generation either way).
+	old := bs[1].send
+	if err := w.dev.Free(old); err != nil {
+		t.Fatal(err)
+	}
+	p, err := w.dev.Alloc(4 * base.Count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("freed %#x, allocated %#x", uintptr(old), uintptr(p))
+	bs[1].send = p
+	run("after free and allocation")
+	if _, err := ex1.Register(bs[1].send, 4*base.Count); err != nil {
+		t.Fatal(err)
+	}
+	run("registered again")
+	w.dev.Free(p)
 }
