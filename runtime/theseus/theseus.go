@@ -415,6 +415,19 @@ func (c *Comm) Shrink(exclude []int, flags ShrinkFlags) (*Comm, error) {
 	return wrap(n), nil
 }
 
+// Register is ncclCommRegister: it records the allocation holding
+// [p, p+n bytes) for the communicator (a local call) and returns the
+// registration's id. Errors: InvalidArgument for a null or empty range.
+func (c *Comm) Register(p Ptr, n int64) (uint64, error) { return c.c.Register(p, n) }
+
+// Deregister is ncclCommDeregister: when id was its allocation's last
+// registration, every cache entry of the allocation — this rank's and
+// every peer's import of it — is gone when it returns, so the memory may be
+// freed (on CUDA too: the seed's Known Issue 1). Errors: InvalidArgument
+// for an unknown id; RemoteError when a peer does not confirm within the
+// timeout.
+func (c *Comm) Deregister(id uint64) error { return c.c.Deregister(id) }
+
 // Revoke is ncclCommRevoke (NCCL 2.29 semantics): the communicator's work
 // stops (running launches return at their next wait) and later
 // collectives fail with InvalidUsage; it remains a parent for Split and
