@@ -28,9 +28,10 @@
 # SIGKILL, every other rank exits 0 after "PASS <mode> rank R"), and the
 # last line is "RESILIENCE PASS". PyTorch (torch_shrink.py, 3 ranks, the
 # last killed): "TORCHSHRINK" lines; PASS when the survivors got an error
-# and either shrank and all-reduced correctly, or PyTorch refused the shrink
-# (it checks ncclGetVersion() >= 2.27, and Theseus reports 2.25.1) and the
-# survivors exited cleanly — the log says which. Results:
+# and continued with exact all_reduce results: through shrink_group, or, when
+# PyTorch refuses the shrink (it checks ncclGetVersion() >= 2.27, and Theseus
+# reports 2.25.1), on a process group re-initialised without the victim —
+# the summary says which. Results:
 # $RESULTS/resilience/*.txt and summary.md.
 source "$(dirname "$0")/common.sh"
 set +e # each run's failure is recorded, not fatal
@@ -137,7 +138,7 @@ if [ -z "${SKIP_TORCH:-}" ] && python3 -c "import torch" 2>/dev/null; then
     res=FAIL
     fail=1
   fi
-  how=$(grep -h -o "TORCHSHRINK rank 0 \(shrank.*\|shrink_group .*\)" "$out.0" | head -1 | cut -c1-160)
+  how=$(grep -h -o "TORCHSHRINK rank 0 \(shrank.*\|shrink_group .*\|continued .*\)" "$out.0" | tr '\n' ' ' | cut -c1-240)
   echo "RESULT torch-shrink $res ($how)"
   echo "| torch-shrink | 3 | $res | $how |" >>"$SUMMARY"
 else

@@ -41,6 +41,27 @@ def cleanup(rank):
         print(f"TORCHSHRINK rank {rank} releasing the parent raised {type(e).__name__}: {first_line(e)}", flush=True)
 
 
+def reinit(rank, survivors, dev):
+    """The survivors continue without shrink_group: a new process group of
+    their own (a new store on the next port), an all_reduce checked."""
+    port = int(os.environ["MASTER_PORT"]) + 1
+    me = survivors.index(rank)
+    try:
+        dist.init_process_group("nccl", init_method=f"tcp://{os.environ['MASTER_ADDR']}:{port}", rank=me,
+                                world_size=len(survivors), device_id=dev)
+    except TypeError:
+        dist.init_process_group("nccl", init_method=f"tcp://{os.environ['MASTER_ADDR']}:{port}", rank=me,
+                                world_size=len(survivors))
+    y = torch.full((1 << 16,), float(rank + 1), dtype=torch.float32, device=dev)
+    dist.all_reduce(y)
+    torch.cuda.synchronize()
+    ok = torch.equal(y, torch.full_like(y, float(sum(r + 1 for r in survivors))))
+    print(f"TORCHSHRINK rank {rank} continued on a new group of {len(survivors)} (re-initialised): all_reduce {'ok' if ok else 'WRONG'}", flush=True)
+    dist.destroy_process_group()
+    print(f"TORCHSHRINK rank {rank} exits", flush=True)
+    return ok
+
+
 def main():
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
@@ -80,13 +101,13 @@ def main():
         cleanup(rank)
         sys.exit(0)
     flag = getattr(dist, "SHRINK_ABORT", getattr(dist.distributed_c10d, "SHRINK_ABORT", 1))
+    survivors = [r for r in range(world) if r != victim]
     try:
         g = shrink([victim], shrink_flags=flag)
     except Exception as e:  # noqa: BLE001
         print(f"TORCHSHRINK rank {rank} shrink_group raised {type(e).__name__}: {first_line(e)}", flush=True)
         cleanup(rank)
-        sys.exit(0)
-    survivors = [r for r in range(world) if r != victim]
+        sys.exit(0 if reinit(rank, survivors, dev) else 1)
     y = torch.full((1 << 16,), float(rank + 1), dtype=torch.float32, device=dev)
     for _ in range(5):
         y.fill_(float(rank + 1))
