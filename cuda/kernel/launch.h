@@ -29,6 +29,7 @@
 #define THESEUS_WAIT_PACKET 4u
 #define THESEUS_WAIT_EPILOGUE 5u
 #define THESEUS_WAIT_FENCE 6u
+#define THESEUS_WAIT_PAIR 7u /* a peer's started word (the pairing wait) */
 
 /* The first failure of a launch, written once (code first, by atomic CAS) to
  * host-mapped memory the communicator reads for ncclCommGetAsyncError. */
@@ -47,7 +48,8 @@ typedef struct theseus_error {
 } theseus_error;
 
 /* One channel end as the kernel sees it (device memory, one per channel of
- * the table, rebuilt when the peer's buffers change: executor level L2). */
+ * the table; peer_buf's input and output are rewritten in place when the
+ * peer pushes new buffers: executor level L2, device.Rebinder). */
 typedef struct theseus_chan_rt {
   /* The peer's input, output and scratch bases in this process's address
    * space (IPC-mapped). The scratch base is the start of the peer's whole
@@ -84,6 +86,12 @@ typedef struct theseus_launch {
   int64_t scratch_half;  /* bytes of one scratch half (LL, or alternating scratch); 0: no halves */
   uint64_t launch;       /* launch counter >= 1: LL flag, scratch half, dependency epoch */
   uint64_t timeout_ns;   /* bound of every wait */
+  uint64_t started;      /* uint64_t* : this rank's started word (0: none); the first block raises it to launch */
+  uint64_t hdone;        /* uint64_t* : this rank's finished word (0: none); the last block raises it to launch */
+  uint64_t pair;         /* const uint64_t* const* : npair peers' started words; before reading the channel
+                            records, wait until each >= launch (the peers' pushed buffers are bound) */
+  int32_t npair;
+  int32_t reserved2;
   int32_t rank;          /* physical rank */
   int32_t nranks;
   int32_t root;          /* request root (rooted collectives) */
