@@ -140,6 +140,21 @@ func fillDone(a *Launch, done, finish, fence driver.Ptr, nfence int) {
 	a.nfence = C.int32_t(nfence)
 }
 
+// fillPair sets a launch's started and finished words and the peers'
+// started words its pairing wait reads (npair of them at pair).
+func fillPair(a *Launch, started, hdone, pair driver.Ptr, npair int) {
+	a.started = C.uint64_t(started)
+	a.hdone = C.uint64_t(hdone)
+	a.pair = C.uint64_t(pair)
+	a.npair = C.int32_t(npair)
+}
+
+// chanPeerBufOffset is the byte offset of peer_buf[k] in a channel record.
+func chanPeerBufOffset(k int) int64 {
+	var rt ChanRT
+	return int64(unsafe.Offsetof(rt.peer_buf)) + 8*int64(k)
+}
+
 // fillUnits sets a launch's shared work (the zero unitWork: none).
 func fillUnits(a *Launch, u unitWork) {
 	a.units = C.uint64_t(u.runs)
@@ -165,15 +180,20 @@ func setLaunch(a *Launch, launch uint64, fence bool, nfence int32) {
 	}
 }
 
-// launchBox holds a Launch at the start of a 256-byte object, which Go's
-// allocator places on a 64-byte boundary (its size class is a multiple of
-// 64): the fields a launch writes (setLaunch) then share as few cache
-// lines as the argument's layout allows. No Go pointers, as cgo requires
-// of memory C reads.
+// launchBox holds a Launch in an object whose size is a multiple of 64
+// bytes (Launch is 256 bytes since the point-to-point engine's field: no
+// padding, and none may be added as a zero-length last field, which Go
+// pads), which Go's allocator places on a 64-byte boundary (its size class
+// is a multiple of 64): the fields a launch writes (setLaunch) then share
+// as few cache lines as the argument's layout allows. No Go pointers, as
+// cgo requires of memory C reads. A Launch that grows past 256 bytes
+// fails to compile here: give the box a padding field to 320 then.
 type launchBox struct {
 	a Launch
-	_ [256 - unsafe.Sizeof(Launch{})]byte
 }
+
+// (Launch's size is a multiple of 64: see launchBox.)
+var _ [0]struct{} = [unsafe.Sizeof(Launch{}) % 64]struct{}{}
 
 // newLaunch allocates a zeroed launch argument (launchBox).
 func newLaunch() *Launch { return &new(launchBox).a }
@@ -195,11 +215,11 @@ func (e *KernelError) Error() string {
 	code := map[uint32]string{ErrTimeout: "timed out", ErrAborted: "aborted", ErrBadRef: "bad reference",
 		ErrBadOp: "bad opcode", ErrTooManyRefs: "too many refs in one op"}[e.Code]
 	what := map[uint32]string{1: "a semaphore", 2: "a dependency", 3: "a barrier", 4: "an LL packet flag", 5: "the avg epilogue",
-		6: "a peer's done word (launch fence)"}[e.What]
+		6: "a peer's done word (launch fence)", 7: "a peer's started word (pairing)"}[e.What]
 	s := fmt.Sprintf("cuda kernel: rank %d tb %d step %d slice %d: %s", e.Rank, e.TB, e.Step, e.Slice, code)
-	if e.What == 6 {
-		// The fence's channel field is the index into Args.Fence.
-		return s + fmt.Sprintf(" waiting for %s (fence entry %d, have %d, want %d) in launch %d", what, e.Channel, e.Have, e.Want, e.Launch)
+	if e.What == 6 || e.What == 7 {
+		// The channel field is the index into Args.Fence (Args.Pair).
+		return s + fmt.Sprintf(" waiting for %s (entry %d, have %d, want %d) in launch %d", what, e.Channel, e.Have, e.Want, e.Launch)
 	}
 	if what != "" {
 		s += fmt.Sprintf(" waiting for %s (channel/tb/id %d, have %d, want %d)", what, e.Channel, e.Have, e.Want)

@@ -73,6 +73,31 @@ type prepared struct {
 	threads int
 	mem     []driver.Ptr // what Release frees
 	in, out []device.Copy
+	// chans are the channel records in device memory, nchans of them
+	// (RebindPeer rewrites their peer buffers).
+	chans  driver.Ptr
+	nchans int
+	_      [48]byte // to 192 bytes: a multiple of 64 (TestStreamLayout)
+}
+
+// RebindPeer implements device.Rebinder: one 8-byte copy into the channel
+// record on the control stream, finished before it returns. The executor
+// calls it only while no launch of p is past its pairing wait, and the
+// kernel reads the records of such a launch only after it (kernel
+// launch_pair).
+func (p *prepared) RebindPeer(end, kind int, m device.Mem) error {
+	if end < 0 || end >= p.nchans || kind < 0 || kind > 1 {
+		return fmt.Errorf("cuda: rebind of channel end %d buffer %d of %d ends", end, kind, p.nchans)
+	}
+	var w [8]byte
+	binary.LittleEndian.PutUint64(w[:], uint64(m.Ptr))
+	dst := p.chans + driver.Ptr(int64(end)*ChanRTBytes+chanPeerBufOffset(kind))
+	return p.b.with(func() error {
+		if err := driver.CopyHtoDAsync(dst, w[:], p.b.ctl); err != nil {
+			return err
+		}
+		return p.b.ctl.Synchronize()
+	})
 }
 
 // Prepare implements device.Backend: it uploads the channel records and
@@ -128,6 +153,7 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 		if err != nil {
 			return err
 		}
+		p.chans, p.nchans = chans, len(a.Ends)
 		if len(a.Ends) > 0 {
 			rts := make([]ChanRT, len(a.Ends))
 			for i, e := range a.Ends {
@@ -186,6 +212,20 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 			fillTrace(p.arg, tr.mem)
 		}
 		fillDone(p.arg, driver.Ptr(a.Done), finish, fence, len(a.Fence))
+		var pair driver.Ptr
+		if len(a.Pair) > 0 {
+			if pair, err = alloc(8 * int64(len(a.Pair))); err != nil {
+				return err
+			}
+			words := make([]byte, 8*len(a.Pair))
+			for i, f := range a.Pair {
+				binary.LittleEndian.PutUint64(words[8*i:], uint64(f.Word))
+			}
+			if err := driver.CopyHtoDAsync(pair, words, b.ctl); err != nil {
+				return err
+			}
+		}
+		fillPair(p.arg, driver.Ptr(a.Started), driver.Ptr(a.HDone), pair, len(a.Pair))
 		// Shared work (cuda/units.go) for a launch of independent copies
 		// and reduces of this rank's own buffers.
 		pl := t.Placement(a.Root, a.InPlace)

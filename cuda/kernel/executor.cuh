@@ -1045,6 +1045,7 @@ DEV bool tb_barrier(const Ctx& c, int id, int n, i64 step, i64 slice) {
 // and this rank's done word as the launch found it.
 __shared__ theseus_launch s_launch;
 __shared__ u64 s_prev;
+__shared__ u64 s_hostlc;  // the launch counter the host gave (started, finished and pairing words)
 
 // launch_begin (thread 0) fills s_launch, s_prev and s_fail. The launch
 // counter: the host's, or one past this rank's done word when that is
@@ -1057,6 +1058,7 @@ __shared__ u64 s_prev;
 // less one.
 DEV void launch_begin(const theseus_launch& launch) {
   s_launch = launch;
+  s_hostlc = launch.launch;
   s_prev = launch.launch - 1;
   if (launch.done != 0) {
     s_prev = ld_acquire_sys((const u64*)launch.done);
@@ -1083,6 +1085,32 @@ DEV void launch_fence(const Ctx& c) {
   }
 }
 
+// atom_max_sys raises *p to at least v (relaxed: the word orders nothing
+// but itself).
+DEV void atom_max_sys(u64* p, u64 v) {
+  asm volatile("red.relaxed.sys.global.max.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+// launch_pair (thread 0, after launch_begin): the first block raises this
+// rank's started word to the host's launch counter; then, for a launch
+// that reaches peers' buffers, wait until every such peer has started the
+// same launch, which it does only once the buffers it moved for it are
+// bound here (the channel records rewritten: executor level L2). A
+// timeout or an abort fails the launch (s_fail).
+DEV void launch_pair(const theseus_launch& launch) {
+  if (launch.started != 0 && bid() == 0) atom_max_sys((u64*)launch.started, launch.launch);
+  if (launch.npair <= 0) return;
+  Ctx c = Ctx{};
+  c.L = &s_launch;
+  c.tb = bid();
+  const u64* const* pw = (const u64* const*)launch.pair;
+  const u64 want = launch.launch;
+  for (int i = 0; i < launch.npair; i++) {
+    const u64* w = pw[i];
+    if (!spin(c, [&] { return ld_poll_sys(w) >= want; }, THESEUS_WAIT_PAIR, -1, -1, i, want, w)) break;
+  }
+}
+
 // launch_done (every thread): the last of the launch's ntb threadblocks to
 // finish publishes the launch (counter lc) as done in the rank's done word.
 DEV void launch_done(u64 lc, u64 ntb) {
@@ -1095,6 +1123,7 @@ DEV void launch_done(u64 lc, u64 ntb) {
     // so the count of finished blocks and the full fences add nothing.
     if (ntb == 1) {
       asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(L.done), "l"(lc) : "memory");
+      if (L.hdone != 0) atom_max_sys((u64*)L.hdone, s_hostlc);
       return;
     }
     fence_sys();
@@ -1102,6 +1131,7 @@ DEV void launch_done(u64 lc, u64 ntb) {
     if ((old + 1) % ntb == 0) {
       fence_sys();
       asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(L.done), "l"(lc) : "memory");
+      if (L.hdone != 0) atom_max_sys((u64*)L.hdone, s_hostlc);
     }
   }
 }
@@ -1189,7 +1219,9 @@ DEV void stage_meta(const theseus_launch& launch, u32 lane, u32 width, u32 mask)
     s_tbr.op_start = 0;
     s_tbr.op_count = 0;
   }
-  const bool chans = s_hdr.num_channels <= THESEUS_STAGE_CHANS;
+  // A launch that reaches peers' buffers reads its channel records only
+  // after the pairing wait (launch_pair): they may be rewritten until then.
+  const bool chans = s_hdr.num_channels <= THESEUS_STAGE_CHANS && launch.npair <= 0;
   if (chans) stage_copy(s_chans, (const void*)launch.chans, s_hdr.num_channels * sizeof(theseus_chan_rt) / 8, lane, width);
   warp_sync(mask);
   const bool ops = s_tbr.op_count <= THESEUS_STAGE_OPS;
@@ -1225,10 +1257,19 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
     const u32 w = nthreads() >= 64 ? 1 : 0;
     const u32 width = nthreads() - 32 * w >= 32 ? 32 : nthreads() - 32 * w;
     const u32 mask = width == 32 ? 0xffffffffu : (1u << width) - 1;
-    if (tid() == 0) launch_begin(launch);
+    if (tid() == 0) {
+      launch_begin(launch);
+      launch_pair(launch);
+    }
     if (tid() / 32 == w) stage_meta(launch, tid() & 31, width, mask);
   }
   bar();
+  if (launch.npair > 0 && s_hdr.num_channels <= THESEUS_STAGE_CHANS) {
+    // Past the pairing wait: the channel records are final for this launch.
+    if (tid() < 32) stage_copy(s_chans, (const void*)launch.chans, s_hdr.num_channels * sizeof(theseus_chan_rt) / 8, tid(), 32);
+    if (tid() == 0) s_staged[2] = 1;
+    bar();
+  }
   THESEUS_PROBE(launch.error, 1);
   const u64 lc = s_launch.launch;  // the launch counter
   // The block's context in shared memory, filled by one thread: the
@@ -1391,6 +1432,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_units(theseus_
   if (launch.trace != 0 && tid() == 0) s_trace_t0 = gtime();
   if (tid() == 0) {
     launch_begin(launch);
+    launch_pair(launch);
     s_uctx = Ctx{};
     s_uctx.L = &s_launch;
     s_uctx.tb = bid();

@@ -37,17 +37,18 @@
 #define THESEUS_WAIT_PACKET 4u
 #define THESEUS_WAIT_EPILOGUE 5u
 #define THESEUS_WAIT_FENCE 6u
+#define THESEUS_WAIT_PAIR 7u /* a peer's started word (the pairing wait) */
 /* The point-to-point engine's waits and what its failures say (p2p.cuh). */
-#define THESEUS_WAIT_P2P_CREDIT 7u  /* a free slot of the peer's FIFO */
-#define THESEUS_WAIT_P2P_POST 8u    /* the peer's post of its receive */
-#define THESEUS_WAIT_P2P_HEADER 9u  /* the peer's next header */
-#define THESEUS_P2P_SENDER 10u      /* mismatch found by this rank's send (the post) */
-#define THESEUS_P2P_RECEIVER 11u    /* mismatch found by this rank's receive (a header) */
-#define THESEUS_P2P_BY_RECEIVER 12u /* the peer's receive found it (an error post) */
-#define THESEUS_P2P_BY_SENDER 13u   /* the peer's send found it (an error header) */
-#define THESEUS_P2P_ORDER 14u       /* the peer's receive posted another transfer first */
-#define THESEUS_P2P_CAPACITY 15u
-#define THESEUS_P2P_CHECK 16u
+#define THESEUS_WAIT_P2P_CREDIT 8u  /* a free slot of the peer's FIFO */
+#define THESEUS_WAIT_P2P_POST 9u    /* the peer's post of its receive */
+#define THESEUS_WAIT_P2P_HEADER 10u /* the peer's next header */
+#define THESEUS_P2P_SENDER 11u      /* mismatch found by this rank's send (the post) */
+#define THESEUS_P2P_RECEIVER 12u    /* mismatch found by this rank's receive (a header) */
+#define THESEUS_P2P_BY_RECEIVER 13u /* the peer's receive found it (an error post) */
+#define THESEUS_P2P_BY_SENDER 14u   /* the peer's send found it (an error header) */
+#define THESEUS_P2P_ORDER 15u       /* the peer's receive posted another transfer first */
+#define THESEUS_P2P_CAPACITY 16u
+#define THESEUS_P2P_CHECK 17u
 
 /* The first failure of a launch, written once (code first, by atomic CAS) to
  * host-mapped memory the communicator reads for ncclCommGetAsyncError. */
@@ -66,7 +67,8 @@ typedef struct theseus_error {
 } theseus_error;
 
 /* One channel end as the kernel sees it (device memory, one per channel of
- * the table, rebuilt when the peer's buffers change: executor level L2). */
+ * the table; peer_buf's input and output are rewritten in place when the
+ * peer pushes new buffers: executor level L2, device.Rebinder). */
 typedef struct theseus_chan_rt {
   /* The peer's input, output and scratch bases in this process's address
    * space (IPC-mapped). The scratch base is the start of the peer's whole
@@ -103,6 +105,12 @@ typedef struct theseus_launch {
   int64_t scratch_half;  /* bytes of one scratch half (LL, or alternating scratch); 0: no halves */
   uint64_t launch;       /* launch counter >= 1: LL flag, scratch half, dependency epoch */
   uint64_t timeout_ns;   /* bound of every wait */
+  uint64_t started;      /* uint64_t* : this rank's started word (0: none); the first block raises it to launch */
+  uint64_t hdone;        /* uint64_t* : this rank's finished word (0: none); the last block raises it to launch */
+  uint64_t pair;         /* const uint64_t* const* : npair peers' started words; before reading the channel
+                            records, wait until each >= launch (the peers' pushed buffers are bound) */
+  int32_t npair;
+  int32_t reserved2;
   int32_t rank;          /* physical rank */
   int32_t nranks;
   int32_t root;          /* request root (rooted collectives) */

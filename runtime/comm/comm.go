@@ -249,6 +249,10 @@ const (
 	finalized
 	destroyed
 	aborted
+	// revoked: Revoke (ncclCommRevoke) or Shrink with ShrinkAbort stopped
+	// the communicator's work; it stays a parent for Split and Shrink
+	// and is released by Finalize, Destroy or Abort.
+	revoked
 )
 
 // Comm is one rank of a communicator.
@@ -338,6 +342,10 @@ type Comm struct {
 	// p2p is the point-to-point state (p2p.go).
 	p2p p2pState
 	tr  *callTrace // the trace (trace.go), nil when the calls are not traced
+	// shrinks counts this communicator's Shrink calls: the tag of each
+	// shrink's messages (every survivor makes the same calls in the same
+	// order).
+	shrinks atomic.Uint64
 }
 
 // CallInfo describes the last collective call of a communicator: the
@@ -588,6 +596,8 @@ func (c *Comm) stateErr(op string) (e *Error, ok bool) {
 		return &Error{Code: InvalidUsage, Op: op, Rank: c.rank, Msg: "communicator is finalized", Err: ErrState}, true
 	case destroyed:
 		return &Error{Code: InvalidArgument, Op: op, Rank: c.rank, Msg: "communicator used after Destroy", Err: ErrState}, true
+	case revoked:
+		return &Error{Code: InvalidUsage, Op: op, Rank: c.rank, Msg: "communicator is revoked (ncclCommRevoke, or ncclCommShrink with NCCL_SHRINK_ABORT): only Split, Shrink, Finalize, Destroy and Abort remain", Err: ErrState}, true
 	}
 	return &Error{Code: InvalidArgument, Op: op, Rank: c.rank, Msg: "communicator used after Abort", Err: ErrState}, true
 }
@@ -765,6 +775,9 @@ func (c *Comm) AsyncError() error {
 	if e := c.asyncErr.Load(); e != nil {
 		return e
 	}
+	if commState(c.state.Load()) == revoked {
+		return nil // its launches failed because they were revoked
+	}
 	// A launch's failure (a timed-out wait, an abort) is recorded on the
 	// stream it ran on: the communicator's own, or the caller's last.
 	streams := [2]device.Stream{c.stream}
@@ -797,7 +810,14 @@ func (c *Comm) Finalize() error {
 	defer c.callMu.Unlock()
 	c.replaySync()
 	if !c.state.CompareAndSwap(int32(live), int32(finalized)) {
-		if commState(c.state.Load()) == finalized {
+		switch commState(c.state.Load()) {
+		case finalized:
+			return nil
+		case revoked:
+			// Its launches were stopped: wait for them to end (they stop
+			// at their next wait), reporting nothing.
+			c.exec.Wait()
+			c.stream.Synchronize()
 			return nil
 		}
 		e, _ := c.stateErr("finalize")
@@ -818,7 +838,7 @@ func (c *Comm) Finalize() error {
 // rank as lost.
 func (c *Comm) Destroy() error {
 	var err error
-	if commState(c.state.Load()) == live {
+	if st := commState(c.state.Load()); st == live || st == revoked {
 		err = c.Finalize()
 	}
 	// Exactly one of Destroy and Abort releases the communicator, however

@@ -234,6 +234,24 @@ type ContextSharer interface {
 	ShareContext()
 }
 
+// Rebinder is implemented by prepared launches whose peers' buffers can
+// be moved after Prepare (executor level L2: a peer moved its buffers).
+// RebindPeer makes channel end end's peer buffer kind (Input or Output) m,
+// as mapped in this process (the zero Mem: none), for the launches of p
+// that have not yet passed their pairing wait (Args.Pair). The executor
+// calls it only while no launch of p is between its pairing wait and its
+// end; it may run concurrently with launches of other prepared launches.
+type Rebinder interface {
+	RebindPeer(end, kind int, m Mem) error
+}
+
+// WordLoader is implemented by backends that read an 8-byte word of their
+// memory that launches update concurrently (the host backend: an atomic
+// load). Backends without it are read with Download.
+type WordLoader interface {
+	LoadWord(p Ptr) (uint64, error)
+}
+
 // Prepared is a backend's ready-to-launch state for one request shape.
 type Prepared interface {
 	// Release frees what Prepare allocated. The executor calls it only when
@@ -318,6 +336,22 @@ type Args struct {
 	// Fence are the peers' done words (mapped here) that a fenced launch
 	// waits on.
 	Fence []PeerWord
+	// HDone, when nonzero, is this rank's finished word (8 bytes): a
+	// launch that has finished raises it to its launch counter as the host
+	// gave it (an atomic maximum; the done word holds the device's
+	// counter, which a CUDA graph's replays move on). The executor waits
+	// on it before repointing a prepared launch (Rebinder).
+	HDone Ptr
+	// Started, when nonzero, is this rank's started word (8 bytes): a
+	// launch first raises it to its launch counter (the host's; an atomic
+	// maximum). Pair are the started words of the peers whose input or
+	// output the launch reaches: before it reads its channel ends it waits
+	// until each of them has reached its launch counter (bounded by the
+	// timeout, stopped by the abort word), since a peer starts a launch
+	// only after its new buffers for it were bound here (Rebinder). Set
+	// only for launches that reach peers' buffers.
+	Started Ptr
+	Pair    []PeerWord
 	// Timeout bounds every wait of a launch (THESEUS_TIMEOUT).
 	Timeout time.Duration
 	// StageIn are copies done before the launch's ops, StageOut after them

@@ -204,22 +204,31 @@ type Stats struct {
 	// PlanFailures the plans whose launch failed (Launch's error).
 	PlanLaunches, PlanFailures uint64
 
-	L0Setups                   uint64
-	L1Same, L1Hits             uint64 // hits on the running schedule / on another materialised one
-	L1Cold, L1Migrations       uint64
-	L2Skips, L2Hits, L2Setups  uint64
-	L3Hits, L3Setups           uint64
-	L3Rebases                  uint64 // L3 setups of a shape's entry moved to new buffers (device.Rebaser: no Prepare)
-	Switches, Rebases          uint64 // schedule switches; semaphores rebased
-	Waits                      uint64 // waits for in-flight launches
-	Growths                    uint64 // scratch reallocations
-	Fences                     uint64 // fenced launches
-	ScratchBytes               int64  // current scratch capacity
-	Created                    Created
-	LastMigration              Migration
-	Refused                    uint64 // misses refused during graph capture
-	StateVisits                [numStates]uint64
-	TransitionsTaken, Failures uint64
+	L0Setups                  uint64
+	L1Same, L1Hits            uint64 // hits on the running schedule / on another materialised one
+	L1Cold, L1Migrations      uint64
+	L2Skips, L2Hits, L2Setups uint64
+	L3Hits, L3Setups          uint64
+	L3Rebases                 uint64 // L3 setups of a shape's entry moved to new buffers (device.Rebaser: no Prepare)
+	Switches, Rebases         uint64 // schedule switches; semaphores rebased
+	Waits                     uint64 // waits for in-flight launches
+	Growths                   uint64 // scratch reallocations
+	Fences                    uint64 // fenced launches
+	// L2Pushes are walks that told the peers where this rank's buffers
+	// moved (L2Setup); Rebinds the prepared launches this rank's service
+	// goroutines repointed at a peer's moved buffers; PeerRequests the
+	// peers' pushes and drops they carried out.
+	L2Pushes, Rebinds, PeerRequests uint64
+	// Registered and Deregistered count Register and Deregister calls that
+	// succeeded; Drops the peers' deregistrations this rank carried out
+	// (their allocations unimported here).
+	Registered, Deregistered, Drops uint64
+	ScratchBytes                    int64 // current scratch capacity
+	Created                         Created
+	LastMigration                   Migration
+	Refused                         uint64 // misses refused during graph capture
+	StateVisits                     [numStates]uint64
+	TransitionsTaken, Failures      uint64
 	// P2P counts the point-to-point engine's work (p2p.go); its launches
 	// are not in Launches.
 	P2P P2PStats
@@ -232,7 +241,8 @@ type Created struct {
 	ChannelEnds int
 	// Semaphores are new semaphore slots (each exchanged with its peer).
 	Semaphores int
-	// Registrations are peers' user buffers imported (L2).
+	// Registrations are peers' allocations imported (L2, by the service
+	// goroutines).
 	Registrations int
 	// Exports are local user buffers exported to peers (L2), Staged those
 	// of them that are foreign memory staged through an allocation.
@@ -370,6 +380,20 @@ type Executor struct {
 	stats   Stats
 	// p2p is the point-to-point engine's state (p2p.go).
 	p2p p2pState
+
+	// The peers' side of L2 (peers.go): their imported allocations, their
+	// current buffers, the prepared launches bound to them, the service
+	// goroutines that keep them current.
+	peers peers
+	// pushed[q][k] is what peer q last saw of our buffer k (l2.go,
+	// pushTo); sentHandle[q] the allocations of ours q has imported.
+	pushed     [][2]pushedBuf
+	sentHandle []map[exportID]bool
+	// regs are the registered allocations (register.go).
+	regs registry
+	// lastEager is the launch counter of the last launch not captured
+	// into a CUDA graph (a push names it: peers.go).
+	lastEager uint64
 }
 
 // New returns an executor. Nothing is allocated until the first Execute.
@@ -452,6 +476,9 @@ func (e *Executor) Stats() Stats {
 	st := e.stats
 	st.Launches, st.Fences, st.PlanLaunches, st.PlanFailures = e.launch, e.fences, e.planLaunches, e.planFailures
 	st.P2P = e.p2p.stats
+	st.Rebinds, st.PeerRequests, st.Drops = e.peers.rebinds.Load(), e.peers.served.Load(), e.peers.drops.Load()
+	st.Created.Registrations += int(e.peers.imported.Load())
+	st.Created.BootstrapMessages += int(e.peers.acks.Load())
 	return st
 }
 
@@ -513,6 +540,9 @@ func (e *Executor) Close() error {
 		werr = nil
 	}
 	e.setFailed(ErrClosed)
+	// The service goroutines stop (one waiting for this rank's launches
+	// sees the executor closed), before anything they use is released.
+	e.stopServices()
 	// From here on an Abort writes no abort word: the control segment is
 	// freed below.
 	e.abortMu.Lock()
@@ -522,12 +552,10 @@ func (e *Executor) Close() error {
 		e.dropL3(ent.l3)
 		for _, l2 := range ent.l2 {
 			e.dropL3(l2.l3)
-			for _, p := range l2.imports {
-				e.dev.Unimport(p)
-			}
 		}
 	}
 	e.closeP2P()
+	e.unimportAll()
 	for _, p := range e.retained {
 		p.Release()
 	}

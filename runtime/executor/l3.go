@@ -41,6 +41,7 @@ type scratchSig struct {
 }
 
 type l3Entry struct {
+	key  l3Key
 	prep device.Prepared
 	args *device.Args
 	sig  scratchSig
@@ -55,6 +56,15 @@ type l3Entry struct {
 	// that Prepare made. A base captured into a CUDA graph is kept until
 	// Close, and so is the base of a captured rebased entry.
 	base *l3Entry
+	// peerEnds are the channel ends whose peers' buffers the launches
+	// reach, with what they are bound to (peers.go; under peers.mu).
+	peerEnds []peerEnd
+	// frozenAt: the launch counter of the launch that a CUDA graph
+	// captured, for an entry that reaches peers' buffers (0: none). Such an
+	// entry leaves its L3 map (a later call prepares a new one) and keeps
+	// the peers' buffers of the launches up to it: a graph replays what it
+	// captured (peers.go).
+	frozenAt uint64
 }
 
 // hit makes l3 the walk's L3 entry, with its plan of the current
@@ -136,7 +146,7 @@ func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
 	}
 	a := &device.Args{Table: t, TableMem: ent.tabMem, Rank: e.cfg.Rank, NRanks: e.n, Shift: w.shift,
 		Count: r.Count, DataType: r.DataType, RedOp: r.RedOp, InPlace: r.InPlace, PacketType: r.PacketType,
-		Layout: lay, Publish: ent.publish, Abort: e.l0.control, Done: e.l0.control + 8, Timeout: e.cfg.Timeout}
+		Layout: lay, Publish: ent.publish, Abort: e.l0.control, Done: e.l0.control + ctlDone, Timeout: e.cfg.Timeout}
 	if t.Collective.Rooted() {
 		a.Root = r.Root
 	}
@@ -151,24 +161,14 @@ func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
 	if n := e.bufBytes(r, ir.Output); n > 0 {
 		a.Buf[device.Output] = device.Mem{Ptr: r.Recv, Size: n}
 	}
-	var peerBuf [][2]device.Mem
-	if w.l2 != nil {
-		if w.l2.staged {
-			a.Buf[device.Input], a.Buf[device.Output] = w.l2.local[0], w.l2.local[1]
-			a.StageIn, a.StageOut = w.l2.stageIn, w.l2.stageOut
-		}
-		var err error
-		if peerBuf, err = e.exchangeOffsets(ctx, w, [2]device.Mem{a.Buf[device.Input], a.Buf[device.Output]}); err != nil {
-			return e.fail(w, L3Setup, err, true, bootstrapPeers(err)...)
-		}
+	if w.l2 != nil && w.l2.staged {
+		a.Buf[device.Input], a.Buf[device.Output] = w.l2.local[0], w.l2.local[1]
+		a.StageIn, a.StageOut = w.l2.stageIn, w.l2.stageOut
 	}
 	a.Ends = make([]device.End, len(ent.ends))
 	for c, er := range ent.ends {
 		pe := device.End{Peer: er.peer, Inbound: er.slot.inbound(), PeerInbound: er.peerInbound, Expected: er.slot.expected()}
 		pe.PeerBuf[device.Scratch] = e.l0.peers[er.peer].scratch
-		if peerBuf != nil {
-			pe.PeerBuf[device.Input], pe.PeerBuf[device.Output] = peerBuf[er.peer][0], peerBuf[er.peer][1]
-		}
 		a.Ends[c] = pe
 	}
 	for q := range e.n {
@@ -176,8 +176,28 @@ func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
 			a.Fence = append(a.Fence, device.PeerWord{Peer: q, Word: e.l0.peers[q].done})
 		}
 	}
+	a.HDone = e.l0.control + ctlHDone
+	l3 := &l3Entry{key: w.l3key, args: a, sig: scratchSig{l1: ent, chunkBytes: lay.Stride * lay.ElemSize, slices: lay.Slices}}
+	if w.l2 != nil {
+		// The peers' buffers: as they are now, repointed by the peers'
+		// pushes (peers.go); every launch first waits for the peers it
+		// reaches to have started the same launch, and raises its own
+		// started word.
+		a.Started = e.l0.control + ctlStarted
+		for q, m := range ent.importFrom {
+			if m != 0 && q != e.cfg.Rank {
+				a.Pair = append(a.Pair, device.PeerWord{Peer: q, Word: e.l0.peers[q].started})
+			}
+		}
+		e.bindPeers(ent, a, l3)
+	}
 	prep, err := e.dev.Prepare(a)
 	if err != nil {
+		return e.fail(w, L3Setup, err, false)
+	}
+	l3.prep = prep
+	if err := e.register(l3); err != nil {
+		prep.Release()
 		return e.fail(w, L3Setup, err, false)
 	}
 	// A full map is dropped, which waits for the stream: not during a
@@ -191,7 +211,7 @@ func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
 		}
 		e.dropL3(w.l3map)
 	}
-	w.l3 = &l3Entry{prep: prep, args: a, sig: scratchSig{l1: ent, chunkBytes: lay.Stride * lay.ElemSize, slices: lay.Slices}}
+	w.l3 = l3
 	w.l3map[w.l3key] = w.l3
 	if _, ok := e.dev.(device.Rebaser); ok && w.l2 == nil && len(a.StageIn)+len(a.StageOut) == 0 {
 		if sk := shapeKey(w.l3key); w.l3map[sk] == nil {
@@ -276,6 +296,7 @@ func (e *Executor) dropL3(m map[l3Key]*l3Entry) {
 			delete(m, k) // an index: its entry is released under its own key
 			continue
 		}
+		e.unbind(v)
 		if v.captured {
 			e.retained = append(e.retained, v.prep)
 		} else {

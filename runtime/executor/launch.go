@@ -83,6 +83,10 @@ func (e *Executor) enqueue(p *Plan, st device.Stream) error {
 				e.fences++
 				e.lastSig = p.sig
 			}
+			e.lastEager = e.launch
+			if p.l2 != nil {
+				p.l2.last = e.launch
+			}
 			return nil
 		}
 		return e.launched(p, st, fence || capturing, capturing, err) // (a captured launch is fenced by CaptureLaunch)
@@ -127,6 +131,16 @@ func (e *Executor) launched(p *Plan, st device.Stream, fence, capturing bool, er
 	if fence {
 		e.fences++
 	}
+	if !capturing {
+		e.lastEager = e.launch
+	}
+	if p.l2 != nil {
+		if capturing {
+			e.freeze(p)
+		} else {
+			p.l2.last = e.launch
+		}
+	}
 	if e.lastSt != st {
 		e.lastSt = st
 		e.lastCL, _ = st.(device.CaptureLauncher)
@@ -159,4 +173,26 @@ func (e *Executor) trackStream(st device.Stream) {
 		}
 	}
 	e.streams = append(e.streams, st)
+}
+
+// freeze takes the L3 entry of p, a plan reaching peers' buffers whose
+// launch a CUDA graph captured, out of its map: the graph's replays read
+// the peers' buffers it was bound to, so pushes of later launches no longer
+// repoint it (peers.go), a later call prepares an entry of its own, and the
+// prepared launch is released at Close.
+func (e *Executor) freeze(p *Plan) {
+	l3 := p.l3
+	if l3.frozenAt != 0 {
+		return
+	}
+	e.peers.mu.Lock()
+	l3.frozenAt = e.launch
+	e.peers.mu.Unlock()
+	if p.l2.l3[l3.key] == l3 {
+		delete(p.l2.l3, l3.key)
+		e.retained = append(e.retained, l3.prep)
+	}
+	if e.lastL3.ent == l3 {
+		e.lastL3.ent = nil
+	}
 }

@@ -92,6 +92,9 @@ type walk struct {
 	l2    *l2Entry
 	l3map map[l3Key]*l3Entry
 	l2key l2Key // the identity of the request's allocations (with l2)
+	// push are the request's buffers the peers reach, as each must see
+	// them (with l2).
+	push  []pushRef
 	l3key l3Key
 	l3    *l3Entry
 	plan  *Plan // l3's plan

@@ -22,15 +22,24 @@ import (
 // interpreter's memory for even and odd launches (they differ only in the
 // scratch half), the staging copies, and the words of the fence.
 type prepared struct {
-	table    *optable.Table
-	rank     int
-	req      launch.Request // Launch is filled per launch
-	mem      [2]*interp.RankMem
-	abort    *uint64
-	done     *uint64
-	fence    []fenceWord
-	stageIn  []copyOp
-	stageOut []copyOp
+	table *optable.Table
+	rank  int
+	req   launch.Request // Launch is filled per launch
+	// mu guards mem, which RebindPeer replaces (copy on write) while
+	// launches of other prepared launches run; a launch takes mem under
+	// it once past its pairing wait.
+	mu    sync.Mutex
+	mem   [2]*interp.RankMem
+	abort *uint64
+	done  *uint64
+	fence []fenceWord
+	// started and hdone are this rank's started and finished words (nil:
+	// none); pair the peers' started words a launch waits for
+	// (device.Args).
+	started, hdone *uint64
+	pair           []fenceWord
+	stageIn        []copyOp
+	stageOut       []copyOp
 	// Foreign (caller-owned) input and output memory is kept as addresses
 	// and viewed only while a launch runs, so that a cached prepared launch
 	// never keeps Go memory alive or points the garbage collector at freed
@@ -106,6 +115,35 @@ func (c copyOp) do() {
 }
 
 func (p *prepared) Release() {}
+
+// RebindPeer implements device.Rebinder: channel end end's peer buffer
+// kind becomes m in the memory of both launch parities (new RankMem
+// values: a launch in flight keeps the ones it took).
+func (p *prepared) RebindPeer(end, kind int, m device.Mem) error {
+	if end < 0 || end >= len(p.mem[0].Ends) || kind < 0 || kind > 1 {
+		return fmt.Errorf("host: rebind of channel end %d buffer %d of %d ends", end, kind, len(p.mem[0].Ends))
+	}
+	var b []byte
+	if m.Size > 0 {
+		var err error
+		if b, err = theBackend.bytes(m.Ptr, m.Size); err != nil {
+			return err
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for parity := range p.mem {
+		rm := *p.mem[parity]
+		rm.Ends = append([]interp.End(nil), rm.Ends...)
+		if kind == device.Input {
+			rm.Ends[end].Peer.Input = b
+		} else {
+			rm.Ends[end].Peer.Output = b
+		}
+		p.mem[parity] = &rm
+	}
+	return nil
+}
 
 // Prepare resolves every address of a into this process's memory.
 func (b *backend) Prepare(a *device.Args) (device.Prepared, error) {
@@ -210,6 +248,15 @@ func (b *backend) Prepare(a *device.Args) (device.Prepared, error) {
 	for _, f := range a.Fence {
 		p.fence = append(p.fence, fenceWord{peer: f.Peer, word: word(f.Word)})
 	}
+	if a.Started != 0 {
+		p.started = word(a.Started)
+	}
+	if a.HDone != 0 {
+		p.hdone = word(a.HDone)
+	}
+	for _, f := range a.Pair {
+		p.pair = append(p.pair, fenceWord{peer: f.Peer, word: word(f.Word)})
+	}
 	stage := func(c device.Copy) copyOp {
 		var op copyOp
 		op.dst, op.fdst = local(device.Mem{Ptr: c.Dst, Size: c.N})
@@ -244,7 +291,11 @@ func (b *backend) Rebase(pp device.Prepared, a *device.Args) (device.Prepared, e
 	if len(p.stageIn)+len(p.stageOut) > 0 || len(a.StageIn)+len(a.StageOut) > 0 {
 		return nil, errors.New("host: rebase of a launch with staging copies")
 	}
-	q := *p
+	p.mu.Lock()
+	mem := p.mem
+	p.mu.Unlock()
+	q := prepared{table: p.table, rank: p.rank, req: p.req, abort: p.abort, done: p.done, fence: p.fence,
+		started: p.started, hdone: p.hdone, pair: p.pair, trace: p.trace}
 	var err error
 	var in, out []byte
 	if in, q.foreignIn, err = b.localMem(a.Buf[device.Input]); err != nil {
@@ -253,7 +304,7 @@ func (b *backend) Rebase(pp device.Prepared, a *device.Args) (device.Prepared, e
 	if out, q.foreignOut, err = b.localMem(a.Buf[device.Output]); err != nil {
 		return nil, err
 	}
-	for parity, m := range p.mem {
+	for parity, m := range mem {
 		mm := *m
 		mm.Input, mm.Output = in, out
 		q.mem[parity] = &mm
@@ -390,8 +441,16 @@ func (s *stream) run(t task) error {
 		return nil
 	}
 	p := t.p
+	if p.started != nil {
+		raise(p.started, t.launch)
+	}
 	if t.fence {
-		if err := s.waitFence(p, t.launch); err != nil {
+		if err := s.waitWords(p, p.fence, t.launch, t.launch-1, "fence"); err != nil {
+			return err
+		}
+	}
+	if len(p.pair) > 0 {
+		if err := s.waitWords(p, p.pair, t.launch, t.launch, "pairing"); err != nil {
 			return err
 		}
 	}
@@ -400,7 +459,9 @@ func (s *stream) run(t task) error {
 	}
 	req := p.req
 	req.Launch = t.launch
+	p.mu.Lock()
 	mem := p.mem[t.launch&1]
+	p.mu.Unlock()
 	if p.foreignIn.Size > 0 || p.foreignOut.Size > 0 || p.trace != nil {
 		m := *mem
 		if p.trace != nil {
@@ -421,22 +482,37 @@ func (s *stream) run(t task) error {
 		c.do()
 	}
 	atomic.StoreUint64(p.done, t.launch)
+	if p.hdone != nil {
+		raise(p.hdone, t.launch)
+	}
 	return nil
 }
 
-// waitFence waits until every peer's done word has reached counter-1,
-// bounded by the request's timeout and stopped by the abort word.
-func (s *stream) waitFence(p *prepared, counter uint64) error {
+// raise makes *w at least v (an atomic maximum).
+func raise(w *uint64, v uint64) {
+	for {
+		old := atomic.LoadUint64(w)
+		if old >= v || atomic.CompareAndSwapUint64(w, old, v) {
+			return
+		}
+	}
+}
+
+// waitWords waits until every peer word of ws has reached want — the
+// fence: the peers' done words at counter-1; the pairing: their started
+// words at counter — bounded by the request's timeout and stopped by the
+// abort word; what names the wait in errors ("fence", "pairing").
+func (s *stream) waitWords(p *prepared, ws []fenceWord, counter, want uint64, what string) error {
 	timeout := p.req.Timeout
 	if timeout <= 0 {
 		timeout = launch.DefaultTimeout
 	}
 	var deadline time.Time
-	for _, f := range p.fence {
+	for _, f := range ws {
 		backoff := time.Duration(0)
-		for spins := 0; atomic.LoadUint64(f.word) < counter-1; spins++ {
+		for spins := 0; atomic.LoadUint64(f.word) < want; spins++ {
 			if atomic.LoadUint64(p.abort) != 0 {
-				return &LaunchError{Rank: p.rank, Launch: counter, Peer: f.peer, Err: fmt.Errorf("fence on rank %d: %w", f.peer, launch.ErrAborted)}
+				return &LaunchError{Rank: p.rank, Launch: counter, Peer: f.peer, Err: fmt.Errorf("%s on rank %d: %w", what, f.peer, launch.ErrAborted)}
 			}
 			if err := s.ctx.Err(); err != nil {
 				return &LaunchError{Rank: p.rank, Launch: counter, Peer: f.peer, Err: err}
@@ -449,8 +525,12 @@ func (s *stream) waitFence(p *prepared, counter uint64) error {
 				deadline = time.Now().Add(timeout)
 			case time.Now().After(deadline):
 				atomic.StoreUint64(p.abort, 1)
+				verb := "finish"
+				if what == "pairing" {
+					verb = "start"
+				}
 				return &LaunchError{Rank: p.rank, Launch: counter, Peer: f.peer,
-					Err: fmt.Errorf("rank %d did not finish launch %d within %v: %w", f.peer, counter-1, timeout, launch.ErrTimeout)}
+					Err: fmt.Errorf("rank %d did not %s launch %d within %v (%s): %w", f.peer, verb, want, timeout, what, launch.ErrTimeout)}
 			}
 			backoff = min(max(2*backoff, time.Microsecond), time.Millisecond)
 			time.Sleep(backoff)

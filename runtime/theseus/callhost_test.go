@@ -101,6 +101,11 @@ type driverlessPrepared struct {
 	nfence int32
 }
 
+// RebindPeer implements device.Rebinder (the Null backend's).
+func (p *driverlessPrepared) RebindPeer(end, kind int, m device.Mem) error {
+	return p.Prepared.(device.Rebinder).RebindPeer(end, kind, m)
+}
+
 func (b *driverless) Prepare(a *device.Args) (device.Prepared, error) {
 	p, err := b.Null.Prepare(a)
 	if err != nil {
