@@ -82,11 +82,11 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 			peers = append(peers, C.theseus_p2p_peer{local: C.uint64_t(pr.Local.Ptr), remote: C.uint64_t(pr.Remote.Ptr), peer: C.int32_t(pr.Peer),
 				first: C.uint32_t(len(xfers)), nxfer: C.uint32_t(len(pr.Xfers)), imp_first: C.uint32_t(len(imps)), nimport: C.uint32_t(len(pr.Imports))})
 			for _, x := range pr.Xfers {
-				xfers = append(xfers, C.theseus_p2p_xfer{buf: C.uint64_t(x.Buf), bytes: C.uint64_t(x.Bytes), gen: C.uint64_t(x.Gen),
+				xfers = append(xfers, C.theseus_p2p_xfer{buf: C.uint64_t(x.Buf), bytes: C.uint64_t(x.Bytes), gen: C.uint64_t(x.Offer),
 					dtype: C.uint32_t(x.DataType), matrix: C.uint32_t(b2u8(x.Matrix))})
 			}
 			for _, im := range pr.Imports {
-				imps = append(imps, C.theseus_p2p_import{gen: C.uint64_t(im.Gen), peer_base: C.uint64_t(im.PeerBase), size: C.uint64_t(im.Size), local: C.uint64_t(im.Local)})
+				imps = append(imps, C.theseus_p2p_import{gen: C.uint64_t(im.ID), peer_base: C.uint64_t(im.PeerBase), size: C.uint64_t(im.Size), local: C.uint64_t(im.Local)})
 			}
 		}
 		return nil

@@ -215,8 +215,9 @@ typedef struct theseus_run {
 #define THESEUS_P2P_MAX_MATRIX 1024
 
 /* One transfer: a send (buf the source) or a receive (buf the destination,
- * gen the generation of its allocation, posted). matrix: bytes and the
- * offset from buf come from the counts matrix. */
+ * gen the id under which its allocation was offered to the peer, 0: none;
+ * posted). matrix: bytes and the offset from buf come from the counts
+ * matrix. */
 typedef struct theseus_p2p_xfer {
   uint64_t buf;
   uint64_t bytes;
@@ -225,7 +226,8 @@ typedef struct theseus_p2p_xfer {
   uint32_t matrix;
 } theseus_p2p_xfer;
 
-/* A peer's allocation (in its address space) mapped here at local. */
+/* A peer's allocation (in its address space), offered under id gen, mapped
+ * here at local. */
 typedef struct theseus_p2p_import {
   uint64_t gen;
   uint64_t peer_base;

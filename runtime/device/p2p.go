@@ -72,16 +72,16 @@ type P2PPeer struct {
 }
 
 // P2PXfer is one send (Buf is the source) or receive (Buf the
-// destination): Bytes bytes of DataType. Gen is, for a receive, the
-// generation of the allocation holding Buf (Region.Gen; 0 when the buffer
-// is not a backend allocation), which the receive posts so that a sender
-// that imported it can write directly. Matrix: Bytes and the offset from
+// destination): Bytes bytes of DataType. Offer is, for a receive, the id
+// under which the allocation holding Buf was offered to the peer (0: not
+// offered), which the receive posts so that a sender that imported that
+// offer can write directly. Matrix: Bytes and the offset from
 // Buf come from the launch's counts matrix (P2PArgs.Matrix).
 type P2PXfer struct {
 	Buf      Ptr
 	Bytes    int64
 	DataType ir.DataType
-	Gen      uint64
+	Offer    uint64
 	Matrix   bool
 }
 
@@ -92,10 +92,10 @@ type P2PCopy struct {
 	Matrix   bool
 }
 
-// P2PImport is a peer's allocation (its base, size and generation in the
-// peer's address space) mapped here at Local.
+// P2PImport is a peer's allocation (the id the peer offered it under, its
+// base and size in the peer's address space) mapped here at Local.
 type P2PImport struct {
-	Gen      uint64
+	ID       uint64
 	PeerBase Ptr
 	Size     int64
 	Local    Ptr

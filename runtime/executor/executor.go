@@ -475,7 +475,7 @@ func (e *Executor) drainOps() {
 func (e *Executor) Stats() Stats {
 	st := e.stats
 	st.Launches, st.Fences, st.PlanLaunches, st.PlanFailures = e.launch, e.fences, e.planLaunches, e.planFailures
-	st.P2P = e.p2p.stats
+	st.P2P = e.P2PStats()
 	st.Rebinds, st.PeerRequests, st.Drops = e.peers.rebinds.Load(), e.peers.served.Load(), e.peers.drops.Load()
 	st.Created.Registrations += int(e.peers.imported.Load())
 	st.Created.BootstrapMessages += int(e.peers.acks.Load())

@@ -331,10 +331,11 @@ type p2pConnMsg struct {
 }
 
 // p2pOfferMsg offers the peer one of the sender's allocations, which it
-// receives into, for zero-copy writes: its base and size in the sender's
-// address space, its generation (device.Region.Gen) and its handle.
+// receives into, for zero-copy writes: the offer's id (nonzero, which the
+// sender's receives into it post), its base and size in the sender's
+// address space, and its handle.
 type p2pOfferMsg struct {
-	Gen    uint64
+	ID     uint64
 	Base   uint64
 	Size   int64
 	Handle device.Handle
@@ -360,7 +361,7 @@ func decodeP2PConn(b []byte) (p2pConnMsg, error) {
 
 func (m p2pOfferMsg) encode() []byte {
 	var w writer
-	w.u64(m.Gen)
+	w.u64(m.ID)
 	w.u64(m.Base)
 	w.u64(uint64(m.Size))
 	w.handle(m.Handle)
@@ -369,7 +370,7 @@ func (m p2pOfferMsg) encode() []byte {
 
 func decodeP2POffer(b []byte) (p2pOfferMsg, error) {
 	r := reader{b: b}
-	m := p2pOfferMsg{Gen: r.u64(), Base: r.u64(), Size: int64(r.u64()), Handle: r.handle()}
+	m := p2pOfferMsg{ID: r.u64(), Base: r.u64(), Size: int64(r.u64()), Handle: r.handle()}
 	if m.Size <= 0 && r.err == nil {
 		r.fail("offered allocation of no bytes")
 	}

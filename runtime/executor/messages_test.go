@@ -44,7 +44,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 	if got, err := decodeP2PConn(pc.encode()); err != nil || !cmp.Equal(got, pc) {
 		t.Errorf("p2p connection: %+v, %v", got, err)
 	}
-	po := p2pOfferMsg{Gen: 7, Base: 0x7f0000001000, Size: 1 << 20, Handle: h}
+	po := p2pOfferMsg{ID: 7, Base: 0x7f0000001000, Size: 1 << 20, Handle: h}
 	if got, err := decodeP2POffer(po.encode()); err != nil || !cmp.Equal(got, po) {
 		t.Errorf("p2p offer: %+v, %v", got, err)
 	}
@@ -76,7 +76,7 @@ func TestMessagesRejectMalformed(t *testing.T) {
 		"handle over MaxHandle": {3, append(pushMsg{Bufs: []pushBuf{{}}}.encode()[:len(pushMsg{Bufs: []pushBuf{{}}}.encode())-2], 0xff, 0xff)},
 		"p2p negative chunk":    {5, p2pConnMsg{ChunkBytes: -1}.encode()},
 		"p2p connection short":  {5, p2pConnMsg{ChunkBytes: 1}.encode()[:9]},
-		"p2p offer empty":       {6, p2pOfferMsg{Gen: 1}.encode()},
+		"p2p offer empty":       {6, p2pOfferMsg{ID: 1}.encode()},
 		"p2p offer trailing":    {6, append(p2pOfferMsg{Size: 1}.encode(), 0)},
 	} {
 		if err := decodeKind(tc.kind, tc.data); !errors.Is(err, errMessage) {
@@ -129,7 +129,7 @@ func FuzzMessages(f *testing.F) {
 	f.Add(byte(3), dropMsg{Last: 3, Region: device.Region{Base: 64, Size: 4096, Gen: 1}}.encode())
 	f.Add(byte(4), ackMsg{Err: "no"}.encode())
 	f.Add(byte(5), p2pConnMsg{ChunkBytes: 4096, Slots: 2, Channels: 4, Handle: device.Handle("c")}.encode())
-	f.Add(byte(6), p2pOfferMsg{Gen: 3, Base: 4096, Size: 64, Handle: device.Handle("o")}.encode())
+	f.Add(byte(6), p2pOfferMsg{ID: 3, Base: 4096, Size: 64, Handle: device.Handle("o")}.encode())
 	f.Fuzz(func(t *testing.T, k byte, data []byte) {
 		enc, err := decodeKindEnc(k, data)
 		if err != nil {

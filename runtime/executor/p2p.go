@@ -5,7 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/theseus-ccl/theseus/ir"
@@ -30,8 +33,12 @@ import (
 //   - L2: the peers' allocations offered for zero-copy writes: a rank that
 //     receives into a backend allocation offers it to the sender (a message
 //     the sender takes up at its next call with that peer, without waiting:
-//     Net's TryRecv), which imports it; a registration hook (Offer) lets
-//     ncclCommRegister offer an allocation to every peer at once;
+//     Net's TryRecv), which imports it; Offer is the hook through which a
+//     registration may offer an allocation ahead of use, and a
+//     deregistration (Deregister) withdraws the offers of its allocation:
+//     every peer that imported it drops the import before Deregister
+//     returns (its service goroutine, peers.go), and the offer's id, which
+//     receives post, is not posted again;
 //   - L3: the call shape, prepared by the backend (its transfer descriptor)
 //     and kept as a P2PPlan, valid until a connection or an import changes
 //     (the p2p generation) or a receive buffer's allocation is another one.
@@ -122,7 +129,10 @@ type P2PStats struct {
 	// another geometry); Offers are allocations this rank offered its
 	// peers, Imports peers' allocations it imported.
 	Connects, Reconnects, Offers, Imports uint64
-	L3Hits, L3Setups                      uint64
+	// Withdrawn are offers of ours withdrawn by a deregistration, Drops
+	// the peers' imports dropped here at their deregistrations.
+	Withdrawn, Drops uint64
+	L3Hits, L3Setups uint64
 }
 
 // ErrP2PUnsupported is returned by ExecuteP2P on a backend without the
@@ -147,17 +157,27 @@ type p2pL3 struct {
 // p2pState is the executor's point-to-point state (see the file comment).
 type p2pState struct {
 	conns []*p2pConn // by peer
-	// gen moves on whenever a connection or an import changes: plans of
-	// older generations are stale.
-	gen      uint64
-	offered  []map[uint64]bool // [peer]: generations of our allocations offered to it
-	offerSeq []uint64          // [peer]: offers sent to it
-	takeSeq  []uint64          // [peer]: offers taken from it
-	stash    [][][]byte        // [peer]: offers received, not imported yet (a capture was on)
-	imports  [][]device.P2PImport
+	// gen moves on whenever a connection or an import changes (also from
+	// a service goroutine: a peer's deregistration): plans of older
+	// generations are stale.
+	gen atomic.Uint64
+	// offered[q] maps the generation of each of our allocations we tried
+	// to offer peer q to the offer's id (nonzero; 0: it could not be
+	// exported), which receives into it post; offerIDs counts the ids.
+	offered  []map[uint64]uint64
+	offerIDs uint64
+	offerSeq []uint64   // [peer]: offers sent to it
+	takeSeq  []uint64   // [peer]: offers taken from it
+	stash    [][][]byte // [peer]: offers received, not imported yet (a capture was on)
+	// mu guards imports and mapped, which a service goroutine changes
+	// when a peer deregisters an allocation it offered (p2pDrop).
+	mu       sync.Mutex
+	imports  [][]device.P2PImport // [peer]: its offers imported, by offer id
+	mapped   []device.Ptr         // every import's local mapping (superseded ones too), unimported at Close
+	drops    atomic.Uint64        // imports dropped at the peers' deregistrations
 	l3       map[string]*p2pL3
-	retired  []*p2pL3 // entries replaced while their launches may run: released at the next wait
-	captured bool     // a point-to-point launch went into a CUDA graph: its memory stays until Close
+	retired  []*p2pL3    // entries replaced while their launches may run: released at the next wait
+	captured atomic.Bool // a point-to-point launch went into a CUDA graph: its memory stays until Close
 	stats    P2PStats
 }
 
@@ -207,7 +227,7 @@ func (e *Executor) p2pInit() {
 		return
 	}
 	s.conns = make([]*p2pConn, e.n)
-	s.offered = make([]map[uint64]bool, e.n)
+	s.offered = make([]map[uint64]uint64, e.n)
 	s.offerSeq = make([]uint64, e.n)
 	s.takeSeq = make([]uint64, e.n)
 	s.stash = make([][][]byte, e.n)
@@ -216,7 +236,11 @@ func (e *Executor) p2pInit() {
 }
 
 // P2PStats returns the engine's counters.
-func (e *Executor) P2PStats() P2PStats { return e.p2p.stats }
+func (e *Executor) P2PStats() P2PStats {
+	st := e.p2p.stats
+	st.Drops = e.p2p.drops.Load()
+	return st
+}
 
 // control allocates this rank's control words (abort, done) if L0 has not
 // (l0Setup reuses them).
@@ -319,7 +343,7 @@ func (e *Executor) ExecuteP2P(ctx context.Context, r *P2PRequest, st device.Stre
 	e.takeOffers(sends, capturing)
 	key := p2pKey(r)
 	ent := e.p2p.l3[key]
-	if ent != nil && ent.gen == e.p2p.gen {
+	if ent != nil && ent.gen == e.p2p.gen.Load() {
 		e.p2p.stats.L3Hits++
 	} else {
 		if ent != nil {
@@ -409,7 +433,7 @@ func (e *Executor) connect(ctx context.Context, g launch.P2PGeometry, peers []in
 		if old != nil {
 			c.seq = old.seq + 1
 			s.stats.Reconnects++
-			if !s.captured {
+			if !s.captured.Load() {
 				e.unimport(old.remote)
 				e.freeAlloc(old.local)
 			}
@@ -456,7 +480,7 @@ func (e *Executor) connect(ctx context.Context, g launch.P2PGeometry, peers []in
 		s.stats.Connects++
 		e.stats.Created.Connections++
 	}
-	s.gen++
+	s.gen.Add(1)
 	if log.On(log.Info, log.Executor) {
 		log.Infof(log.Executor, "rank %d: point-to-point connections with ranks %v (%v) in %v", e.cfg.Rank, need, g, time.Since(t0).Round(time.Microsecond))
 	}
@@ -496,13 +520,6 @@ func (e *Executor) offer(r *P2PRequest, recvs []int) error {
 		if !ok {
 			continue
 		}
-		if e.p2p.offered[b.q] == nil {
-			e.p2p.offered[b.q] = map[uint64]bool{}
-		}
-		if e.p2p.offered[b.q][reg.Gen] {
-			continue
-		}
-		e.p2p.offered[b.q][reg.Gen] = true
 		if err := e.Offer(b.q, reg); err != nil {
 			return err
 		}
@@ -511,22 +528,33 @@ func (e *Executor) offer(r *P2PRequest, recvs []int) error {
 }
 
 // Offer offers allocation reg (a Region from Backend.Lookup) to peer q
-// for zero-copy point-to-point writes: q imports it at its next call with
-// this rank and from then on writes transfers this rank receives into it
-// directly. It is the engine's registration hook: receive buffers are
-// offered when first used; a registration (ncclCommRegister) may offer an
-// allocation to every peer ahead of use. An allocation that cannot be
+// for zero-copy point-to-point writes, once (until a deregistration
+// withdraws it): q imports it at its next call with this rank and from
+// then on writes transfers this rank receives into it directly. It is the
+// engine's registration hook: receive buffers are offered when first used;
+// a registration may offer an allocation to its peers ahead of use
+// (Register itself stays local, as in NCCL). An allocation that cannot be
 // exported is not offered (nil). Errors: the message's (sticky).
 func (e *Executor) Offer(q int, reg device.Region) error {
 	if q == e.cfg.Rank || q < 0 || q >= e.n {
 		return nil
 	}
 	e.p2pInit()
+	if e.p2p.offered[q] == nil {
+		e.p2p.offered[q] = map[uint64]uint64{}
+	}
+	if _, done := e.p2p.offered[q][reg.Gen]; done {
+		return nil
+	}
 	h, err := e.dev.Export(reg)
 	if err != nil {
+		e.p2p.offered[q][reg.Gen] = 0
 		return nil // (CUDA VMM memory, for example): the FIFO serves it
 	}
-	msg := p2pOfferMsg{Gen: reg.Gen, Base: uint64(reg.Base), Size: reg.Size, Handle: h}
+	e.p2p.offerIDs++
+	id := e.p2p.offerIDs
+	e.p2p.offered[q][reg.Gen] = id
+	msg := p2pOfferMsg{ID: id, Base: uint64(reg.Base), Size: reg.Size, Handle: h}
 	if err := e.send(q, p2pTag(p2pTagOffer, e.p2p.offerSeq[q]), msg.encode()); err != nil {
 		return e.p2pFail(err, true, q)
 	}
@@ -555,12 +583,17 @@ func (e *Executor) takeOffers(sends []int, capturing bool) {
 				log.Warnf(log.Executor, "rank %d: rank %d's point-to-point offer: %v; ignored", e.cfg.Rank, q, err)
 				continue
 			}
-			reg, err := e.importHandle(m.Handle)
-			if err != nil || reg.Size < m.Size {
+			reg, err := e.dev.Import(m.Handle)
+			if err == nil && reg.Size < m.Size {
+				e.dev.Unimport(reg.Base)
+				err = fmt.Errorf("it maps %d bytes", reg.Size)
+			}
+			if err != nil {
 				log.Warnf(log.Executor, "rank %d: rank %d's point-to-point offer of %d bytes could not be imported (%v): its receives go through the FIFO", e.cfg.Rank, q, m.Size, err)
 				continue
 			}
-			im := device.P2PImport{Gen: m.Gen, PeerBase: device.Ptr(m.Base), Size: m.Size, Local: reg.Base}
+			im := device.P2PImport{ID: m.ID, PeerBase: device.Ptr(m.Base), Size: m.Size, Local: reg.Base}
+			e.p2p.mu.Lock()
 			list := e.p2p.imports[q][:0]
 			for _, o := range e.p2p.imports[q] {
 				if o.PeerBase < im.PeerBase+device.Ptr(im.Size) && im.PeerBase < o.PeerBase+device.Ptr(o.Size) {
@@ -569,7 +602,9 @@ func (e *Executor) takeOffers(sends []int, capturing bool) {
 				list = append(list, o)
 			}
 			e.p2p.imports[q] = append(list, im)
-			e.p2p.gen++
+			e.p2p.mapped = append(e.p2p.mapped, reg.Base)
+			e.p2p.mu.Unlock()
+			e.p2p.gen.Add(1)
 			e.p2p.stats.Imports++
 			e.stats.Created.Registrations++
 		}
@@ -668,17 +703,23 @@ func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, rec
 	g := r.Params.Geometry
 	a := &device.P2PArgs{Rank: me, NRanks: n, Geometry: g, EagerBytes: r.Params.EagerBytes, Direct: r.Params.Direct,
 		Threads: r.Params.Threads, Abort: e.l0.control, Timeout: e.cfg.Timeout}
-	ent := &p2pL3{gen: e.p2p.gen}
-	plan := &P2PPlan{gen: e.p2p.gen, params: r.Params, l3: ent, sends: sendPeers}
+	gen0 := e.p2p.gen.Load() // (before the imports are read: a drop after it makes the plan stale)
+	ent := &p2pL3{gen: gen0}
+	plan := &P2PPlan{gen: gen0, params: r.Params, l3: ent, sends: sendPeers}
 	size := g.ConnBytes()
 	peer := func(q int, recv bool) device.P2PPeer {
 		c := e.p2p.conns[q]
 		pr := device.P2PPeer{Peer: q, Local: device.Mem{Ptr: c.local, Size: size}, Remote: device.Mem{Ptr: c.remote, Size: size}}
 		if !recv {
+			e.p2p.mu.Lock()
 			pr.Imports = append([]device.P2PImport(nil), e.p2p.imports[q]...)
+			e.p2p.mu.Unlock()
 		}
 		return pr
 	}
+	// gen is the generation of the allocation holding a receive buffer
+	// (0: none), recorded for the plan's check; post the id under which it
+	// was offered to peer q (0: not offered, the FIFO serves it).
 	gen := func(p device.Ptr, nb int64) uint64 {
 		if nb == 0 {
 			return 0
@@ -689,6 +730,12 @@ func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, rec
 		}
 		plan.recvs = append(plan.recvs, p2pIdent{p, nb, reg.Gen})
 		return reg.Gen
+	}
+	post := func(q int, g uint64) uint64 {
+		if g == 0 {
+			return 0
+		}
+		return e.p2p.offered[q][g]
 	}
 	sends := map[int]*device.P2PPeer{}
 	recvs := map[int]*device.P2PPeer{}
@@ -708,7 +755,7 @@ func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, rec
 				continue
 			}
 			sends[q].Xfers = []device.P2PXfer{{Buf: m.Send, DataType: m.DataType, Matrix: true}}
-			recvs[q].Xfers = []device.P2PXfer{{Buf: m.Recv, DataType: m.DataType, Gen: rg, Matrix: true}}
+			recvs[q].Xfers = []device.P2PXfer{{Buf: m.Recv, DataType: m.DataType, Offer: post(q, rg), Matrix: true}}
 		}
 		a.Self = []device.P2PCopy{{Src: m.Send, Dst: m.Recv, Matrix: true}}
 		a.Matrix = &device.P2PMatrix{Counts: m.GPU, SendCap: matrixRow(m, n, me) * es, RecvCap: matrixCol(m, n, me) * es, ElemSize: es}
@@ -739,7 +786,7 @@ func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, rec
 			case o.Peer == me:
 				selfS = append(selfS, o)
 			case o.Recv:
-				recvs[o.Peer].Xfers = append(recvs[o.Peer].Xfers, device.P2PXfer{Buf: o.Buf, Bytes: nb, DataType: o.DataType, Gen: gen(o.Buf, nb)})
+				recvs[o.Peer].Xfers = append(recvs[o.Peer].Xfers, device.P2PXfer{Buf: o.Buf, Bytes: nb, DataType: o.DataType, Offer: post(o.Peer, gen(o.Buf, nb))})
 			default:
 				sends[o.Peer].Xfers = append(sends[o.Peer].Xfers, device.P2PXfer{Buf: o.Buf, Bytes: nb, DataType: o.DataType})
 			}
@@ -803,7 +850,8 @@ func (e *Executor) enqueueP2P(ent *p2pL3, st device.Stream) error {
 	}
 	e.p2p.stats.Launches++
 	if capturing {
-		ent.captured, e.p2p.captured = true, true
+		ent.captured = true
+		e.p2p.captured.Store(true)
 	}
 	if e.lastSt != st {
 		e.lastSt = st
@@ -826,7 +874,7 @@ func (e *Executor) ValidP2P(p *P2PPlan, st device.Stream) bool {
 	if e.pendingOffers(p.sends) {
 		e.takeOffers(p.sends, st.Capturing())
 	}
-	if p.gen != e.p2p.gen {
+	if p.gen != e.p2p.gen.Load() {
 		return false
 	}
 	for _, id := range p.recvs {
@@ -862,7 +910,7 @@ func (e *Executor) releaseRetired() {
 }
 
 func (e *Executor) releaseP2P(ent *p2pL3) {
-	if ent.captured || e.p2p.captured {
+	if ent.captured || e.p2p.captured.Load() {
 		e.retained = append(e.retained, ent.prep)
 		return
 	}
@@ -889,4 +937,74 @@ func (e *Executor) closeP2P() {
 		}
 	}
 	e.p2p.l3, e.p2p.retired = nil, nil
+	e.p2p.mu.Lock()
+	for _, p := range e.p2p.mapped {
+		e.dev.Unimport(p)
+	}
+	e.p2p.mapped, e.p2p.imports = nil, nil
+	e.p2p.mu.Unlock()
+}
+
+// p2pWithdraw withdraws the offers of our allocation reg (its last
+// registration is being deregistered) and returns the peers it was
+// offered to: they must drop their imports of it (Deregister asks their
+// service goroutines, p2pDrop). Receives into it no longer post the
+// withdrawn ids (the plans that do are stale); a later receive into it
+// offers it anew, under a new id.
+func (e *Executor) p2pWithdraw(reg device.Region) []int {
+	var peers []int
+	for q, m := range e.p2p.offered {
+		if id := m[reg.Gen]; id != 0 {
+			peers = append(peers, q)
+			e.p2p.stats.Withdrawn++
+		}
+		if _, ok := m[reg.Gen]; ok {
+			delete(m, reg.Gen)
+		}
+	}
+	if len(peers) > 0 {
+		e.p2p.gen.Add(1)
+	}
+	return peers
+}
+
+// p2pDrop drops this rank's imports of peer q's allocation reg (q
+// deregistered it; p2pWithdraw there) and unmaps them: afterwards q may
+// free it. Safe while this rank's launches run: a launch writes into an
+// import only for a receive of q posting its offer's id, and q, which
+// withdrew the id, posts it no more; the transfers it did post finished
+// before its receives did. Run by the service goroutine for q. Errors: a
+// point-to-point launch captured into a CUDA graph (it may post the old
+// id when replayed on q's side): the import stays until Close.
+func (e *Executor) p2pDrop(q int, reg device.Region) error {
+	s := &e.p2p
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q < 0 || q >= len(s.imports) {
+		return nil
+	}
+	var keep, gone []device.P2PImport
+	for _, im := range s.imports[q] {
+		if reg.Contains(im.PeerBase, im.Size) {
+			gone = append(gone, im)
+		} else {
+			keep = append(keep, im)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	if s.captured.Load() {
+		return fmt.Errorf("a point-to-point launch captured into a CUDA graph may write into the allocation %#x+%d: it stays mapped until the communicator is destroyed", uintptr(reg.Base), reg.Size)
+	}
+	s.imports[q] = keep
+	s.gen.Add(1)
+	for _, im := range gone {
+		e.dev.Unimport(im.Local)
+		if i := slices.Index(s.mapped, im.Local); i >= 0 {
+			s.mapped = slices.Delete(s.mapped, i, i+1)
+		}
+		s.drops.Add(1)
+	}
+	return nil
 }

@@ -445,15 +445,15 @@ func (r *p2pRun) sendPeer(ch int, pr *p2pPeer) error {
 	return nil
 }
 
-// directDst is the peer's posted buffer [addr, addr+n) in its allocation
-// gen, as this rank mapped it, or nil when it has not imported that
-// allocation.
+// directDst is the peer's posted buffer [addr, addr+n) in the allocation
+// it offered under id gen, as this rank mapped it, or nil when it has not
+// imported that offer.
 func (r *p2pRun) directDst(pr *p2pPeer, gen uint64, addr device.Ptr, n int64) []byte {
 	if gen == 0 {
 		return nil
 	}
 	for _, im := range pr.Imports {
-		if im.Gen == gen && addr >= im.PeerBase && int64(addr-im.PeerBase) <= im.Size-n {
+		if im.ID == gen && addr >= im.PeerBase && int64(addr-im.PeerBase) <= im.Size-n {
 			b, err := r.b.bytes(im.Local+(addr-im.PeerBase), n)
 			if err != nil {
 				return nil
@@ -494,7 +494,7 @@ func (r *p2pRun) recvLane(ch, lane int) error {
 				*w(post, 8*launch.P2PPostTotal) = uint64(total)
 				*w(post, 8*launch.P2PPostType) = uint64(x.DataType)
 				*w(post, 8*launch.P2PPostAddr) = uint64(buf)
-				*w(post, 8*launch.P2PPostGen) = x.Gen
+				*w(post, 8*launch.P2PPostGen) = x.Offer
 				atomic.StoreUint64(w(post, 8*launch.P2PPostTSeq), tseq)
 				return
 			}

@@ -96,7 +96,7 @@ func (w *p2pWorld) args(r int, ops []p2pOp, direct bool, eager int64) *device.P2
 		}
 		x := device.P2PXfer{Buf: o.buf, Bytes: o.bytes, DataType: o.dt}
 		if reg, ok := Backend().Lookup(o.buf, o.bytes); ok && o.recv {
-			x.Gen = reg.Gen
+			x.Offer = reg.Gen // (the test offers every allocation under its generation)
 		}
 		pr.Xfers = append(pr.Xfers, x)
 	}
@@ -223,7 +223,7 @@ func TestP2PHostPatterns(t *testing.T) {
 						for _, o := range ops[pr.Peer] {
 							if o.recv && o.peer == r {
 								reg, _ := Backend().Lookup(o.buf, o.bytes)
-								pr.Imports = append(pr.Imports, device.P2PImport{Gen: reg.Gen, PeerBase: reg.Base, Size: reg.Size, Local: reg.Base})
+								pr.Imports = append(pr.Imports, device.P2PImport{ID: reg.Gen, PeerBase: reg.Base, Size: reg.Size, Local: reg.Base})
 							}
 						}
 					}
@@ -261,7 +261,7 @@ func TestP2PHostMismatch(t *testing.T) {
 			imports = func(r int, a *device.P2PArgs) {
 				for i := range a.Sends {
 					reg, _ := Backend().Lookup(rb, 1)
-					a.Sends[i].Imports = []device.P2PImport{{Gen: reg.Gen, PeerBase: reg.Base, Size: reg.Size, Local: reg.Base}}
+					a.Sends[i].Imports = []device.P2PImport{{ID: reg.Gen, PeerBase: reg.Base, Size: reg.Size, Local: reg.Base}}
 				}
 			}
 		}

@@ -137,7 +137,7 @@ const (
 	P2PPostTotal = 1 // the bytes this receive expects
 	P2PPostType  = 2 // its datatype (ir.DataType), | P2PPostError << 32 for an error post
 	P2PPostAddr  = 3 // the receive buffer's address, in the receiver's address space
-	P2PPostGen   = 4 // the generation of the allocation holding it (device.Region.Gen; 0: none known)
+	P2PPostGen   = 4 // the id under which the allocation holding it was offered to the sender (0: none)
 )
 
 // Header kinds.

@@ -547,3 +547,93 @@ func appendLine(dir, line string) error {
 	}
 	return f.Close()
 }
+
+// TestP2PDeregisterDropsImports: a registered receive buffer is offered to
+// its sender like any allocation (zero-copy from the second call); its
+// deregistration withdraws the offer and the sender drops its import
+// before Deregister returns (so the memory may be freed), and later
+// receives into it are exact (through the FIFO, then offered anew). On a
+// communicator that has run no collective there is no service to drop the
+// import: Deregister still succeeds and the import stays until Destroy.
+func TestP2PDeregisterDropsImports(t *testing.T) {
+	for _, collective := range []bool{true, false} {
+		t.Run(fmt.Sprintf("collective=%v", collective), func(t *testing.T) {
+			comms, _ := localComms(t, 2, nil)
+			const n = 1 << 18 // above the eager bytes: the sender waits for the post and writes directly
+			bufs := make([]Ptr, 2)
+			var reg uint64
+			for r, err := range onEach(comms, func(c *Comm) error {
+				b, err := c.MemAlloc(n)
+				if err != nil {
+					return err
+				}
+				bufs[c.Rank()] = b
+				if collective {
+					if err := c.AllReduce(b, b, 64, Float32, Sum, nil); err != nil {
+						return err
+					}
+				}
+				if c.Rank() == 1 {
+					reg, err = c.Register(b, n)
+				}
+				return err
+			}) {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+			round := func(rep int) {
+				t.Helper()
+				for r, err := range onEach(comms, func(c *Comm) error {
+					hb, _ := c.HostBytes(bufs[c.Rank()], n)
+					if c.Rank() == 0 {
+						for i := range hb {
+							hb[i] = p2pByte(0, 1, 0, rep, int64(i))
+						}
+						return c.Send(bufs[0], n, Uint8, 1, nil)
+					}
+					clear(hb)
+					if err := c.Recv(bufs[1], n, Uint8, 0, nil); err != nil {
+						return err
+					}
+					for i := range hb {
+						if want := p2pByte(0, 1, 0, rep, int64(i)); hb[i] != want {
+							return fmt.Errorf("rep %d: byte %d = %d, want %d", rep, i, hb[i], want)
+						}
+					}
+					return nil
+				}) {
+					if err != nil {
+						t.Fatalf("rank %d: %v", r, err)
+					}
+				}
+			}
+			// The sender takes an offer up at a call after it has arrived
+			// (without waiting for it): rounds until it has, each exact.
+			rep := 0
+			until := func(imports uint64) {
+				t.Helper()
+				for ; rep < 100 && comms[0].Stats().Executor.P2P.Imports < imports; rep++ {
+					round(rep)
+				}
+				if st := comms[0].Stats().Executor.P2P; st.Imports != imports {
+					t.Fatalf("sender after %d rounds: %+v, want %d imports", rep, st, imports)
+				}
+			}
+			until(1)
+			if err := comms[1].Deregister(reg); err != nil {
+				t.Fatal(err)
+			}
+			s0, s1 := comms[0].Stats().Executor.P2P, comms[1].Stats().Executor.P2P
+			wantDrops := uint64(0)
+			if collective {
+				wantDrops = 1
+			}
+			if s1.Withdrawn != 1 || s0.Drops != wantDrops {
+				t.Errorf("after deregistration: receiver withdrew %d offers (want 1), sender dropped %d imports (want %d)", s1.Withdrawn, s0.Drops, wantDrops)
+			}
+			until(2) // offered anew, under a new id
+			round(rep)
+		})
+	}
+}
