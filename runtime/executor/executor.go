@@ -85,7 +85,22 @@ type Config struct {
 	// NoMigration materialises every schedule cold, never as a delta of
 	// another (for measuring what delta migration saves).
 	NoMigration bool
+	// Executor is how launches reach the device: ModeLaunch (a kernel
+	// launch per call) or ModePersistent (a resident executor fed through
+	// a queue: device.ResidentBackend; a backend without one launches);
+	// "" reads THESEUS_EXECUTOR.
+	Executor string
+	// Resident configures the persistent executor; its zero Blocks,
+	// Threads and Idle read THESEUS_PERSISTENT_BLOCKS, _THREADS and
+	// _IDLE_US (Rank, Abort and Timeout are the executor's own).
+	Resident device.ResidentConfig
 }
+
+// The executor modes (Config.Executor, THESEUS_EXECUTOR).
+const (
+	ModeLaunch     = "launch"
+	ModePersistent = "persistent"
+)
 
 // MinEnvSliceBytes is the smallest THESEUS_SLICE_BYTES ConfigFromEnv
 // takes: one 128-byte line. Smaller slices were correct but made a 4 MiB
@@ -129,6 +144,47 @@ func ConfigFromEnv(c Config) (Config, error) {
 			return c, err
 		}
 		c.Timeout = env.TimeoutDuration(ms)
+	}
+	if c.Executor == "" {
+		v, err := env.Executor.Enum()
+		if err != nil {
+			return c, err
+		}
+		c.Executor = v
+	}
+	if c.Executor != ModeLaunch && c.Executor != ModePersistent {
+		return c, fmt.Errorf("executor: mode %q (want %s or %s)", c.Executor, ModeLaunch, ModePersistent)
+	}
+	if c.Executor == ModePersistent {
+		r := &c.Resident
+		for _, f := range []struct {
+			v      *int
+			p      *env.Param
+			lo, hi int64
+			step   int64
+		}{{&r.Blocks, env.PersistBlocks, 1, 32, 1}, {&r.Threads, env.PersistThreads, 32, 1024, 32}} {
+			if *f.v != 0 {
+				continue
+			}
+			n, err := f.p.Int()
+			if err != nil {
+				return c, err
+			}
+			if n < f.lo || n > f.hi || n%f.step != 0 {
+				return c, fmt.Errorf("THESEUS_%s=%d: want a multiple of %d from %d to %d", f.p.Name, n, f.step, f.lo, f.hi)
+			}
+			*f.v = int(n)
+		}
+		if r.Idle == 0 {
+			us, err := env.PersistIdle.Int()
+			if err != nil {
+				return c, err
+			}
+			if us < 0 {
+				return c, fmt.Errorf("THESEUS_PERSISTENT_IDLE_US=%d: want 0 or more", us)
+			}
+			r.Idle = time.Duration(us) * time.Microsecond
+		}
 	}
 	return c, nil
 }
@@ -204,19 +260,21 @@ type Stats struct {
 	// PlanFailures the plans whose launch failed (Launch's error).
 	PlanLaunches, PlanFailures uint64
 
-	L0Setups                   uint64
-	L1Same, L1Hits             uint64 // hits on the running schedule / on another materialised one
-	L1Cold, L1Migrations       uint64
-	L2Skips, L2Hits, L2Setups  uint64
-	L3Hits, L3Setups           uint64
-	Switches, Rebases          uint64 // schedule switches; semaphores rebased
-	Waits                      uint64 // waits for in-flight launches
-	Growths                    uint64 // scratch reallocations
-	Fences                     uint64 // fenced launches
-	ScratchBytes               int64  // current scratch capacity
-	Created                    Created
-	LastMigration              Migration
-	Refused                    uint64 // misses refused during graph capture
+	L0Setups                  uint64
+	L1Same, L1Hits            uint64 // hits on the running schedule / on another materialised one
+	L1Cold, L1Migrations      uint64
+	L2Skips, L2Hits, L2Setups uint64
+	L3Hits, L3Setups          uint64
+	Switches, Rebases         uint64 // schedule switches; semaphores rebased
+	Waits                     uint64 // waits for in-flight launches
+	Growths                   uint64 // scratch reallocations
+	Fences                    uint64 // fenced launches
+	ScratchBytes              int64  // current scratch capacity
+	Created                   Created
+	LastMigration             Migration
+	Refused                   uint64 // misses refused during graph capture
+	// Resident counts the persistent executor's work (Config.Executor).
+	Resident                   device.ResidentStats
 	StateVisits                [numStates]uint64
 	TransitionsTaken, Failures uint64
 }
@@ -314,8 +372,9 @@ type Executor struct {
 	planLaunches uint64
 	lastSig      scratchSig // the scratch layout of the last launch
 	// capMixed: the launches captured into CUDA graphs had more than one
-	// scratch layout (capSig).
-	tracked, capMixed bool
+	// scratch layout (capSig). persistent: launches go through the
+	// resident executor (res: Config.Executor).
+	tracked, capMixed, persistent bool
 	// capSig is the scratch layout of the launches captured into CUDA
 	// graphs, capMixed set once they had more than one: a graph's replay
 	// may run before any eager launch (enqueue). A launch reads capSig.l1
@@ -357,6 +416,12 @@ type Executor struct {
 	abortW  atomic.Uintptr // the control segment once L0 exists, 0 after Close
 	closed  bool
 	stats   Stats
+	// res is the persistent executor (Config.Executor), started at L0
+	// setup; resUser and resSt are the caller's stream of the last launch
+	// and its stream through res.
+	res     device.Resident
+	resUser device.Stream
+	resSt   device.Stream
 }
 
 // New returns an executor. Nothing is allocated until the first Execute.
@@ -390,6 +455,9 @@ func (e *Executor) SetTrace(f func(Transition)) { e.trace = f }
 func (e *Executor) Stats() Stats {
 	st := e.stats
 	st.Launches, st.Fences, st.PlanLaunches, st.PlanFailures = e.launch, e.fences, e.planLaunches, e.planFailures
+	if e.res != nil {
+		st.Resident = e.res.Stats()
+	}
 	return st
 }
 
@@ -447,6 +515,15 @@ func (e *Executor) Close() error {
 	// this memory (aborted launches stop at their next wait).
 	aborted := e.Err() != nil
 	werr := e.waitInflight()
+	if e.res != nil {
+		// The consumer has run every launch (the streams waited for
+		// them): it stops, and its queue goes, before the memory its
+		// launches name.
+		if err := e.res.Close(); err != nil && werr == nil {
+			werr = err
+		}
+		e.res, e.persistent, e.resUser, e.resSt = nil, false, nil, nil
+	}
 	if aborted {
 		werr = nil
 	}
