@@ -67,7 +67,12 @@ type prepared struct {
 	// launch is not fenced).
 	nfence int32
 	// staged: in or out is not empty (the launch takes the staged path).
-	staged  bool
+	staged bool
+	// units: the launch is shared work (the theseus_units entry).
+	units bool
+	// dev is arg in device memory, for the persistent executor's kernel
+	// (resident.go: uploaded once; 0 until then).
+	dev     driver.Ptr
 	grid    int
 	threads int
 	mem     []driver.Ptr // what Release frees
@@ -187,12 +192,19 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 				return err
 			}
 			fillUnits(p.arg, u)
-			p.fn = k.fn(true)
+			p.fn, p.units = k.fn(true), true
 			if p.fn == k.units {
 				p.grid = unitsGrid(b.dev, k.units, p.grid, p.threads, u.nunits)
 			}
 		}
 		p.nfence = int32(len(a.Fence))
+		// With a persistent executor in the process its kernel reads the
+		// argument from device memory (resident.go).
+		if b.residents.Load() > 0 && !p.units {
+			if err := p.uploadArg(); err != nil {
+				return err
+			}
+		}
 		// The memsets and copies above run on the control stream: finish
 		// them before any launch on another stream reads these words.
 		return b.ctl.Synchronize()

@@ -1173,10 +1173,11 @@ DEV void stage_meta(const theseus_launch& launch, u32 lane, u32 width, u32 mask)
   }
 }
 
-// theseus_exec runs a rank's op table: each block walks its threadblock's
-// ops for every pipeline slice (or, with shared work, takes units as
-// theseus_units does).
-extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_launch launch) {
+// exec_block runs launch's op table on this block: it walks its
+// threadblock's ops for every pipeline slice (or, with shared work, takes
+// units as theseus_units does). The body of theseus_exec, and of the
+// persistent executor's items (resident.cuh), inlined into each.
+DEV void exec_block(const theseus_launch& launch) {
   THESEUS_PROBE(launch.error, 0);
   {
     // Warp 1 stages the metadata while thread 0 reads the launch state;
@@ -1332,6 +1333,15 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
   THESEUS_PROBE(launch.error, 11);
 }
 
+// The module's entry points. The product's modules (theseus.cu) and the
+// measurement builds (bench.cu) have theseus_exec and theseus_units; a
+// module of the persistent executor (THESEUS_RESIDENT) has only
+// theseus_resident (resident.cuh), which runs exec_block per item.
+#ifndef THESEUS_RESIDENT
+
+// theseus_exec runs a rank's op table (exec_block).
+extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_launch launch) { exec_block(launch); }
+
 // theseus_units is the executor's entry for a launch of shared work
 // (launch.units set: cuda/units.go; docs/design/cuda.md, "Shared work"):
 // theseus_exec's launch counter, fence and done word around the units
@@ -1366,3 +1376,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_units(theseus_
   if (s_fail) return;
   launch_done(s_launch.launch, __nvvm_read_ptx_sreg_nctaid_x());
 }
+
+#else
+#include "resident.cuh"
+#endif

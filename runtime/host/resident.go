@@ -127,17 +127,19 @@ func (s *residentStream) Launch(p device.Prepared, counter uint64, fence bool) e
 	if fence {
 		d.NFence = int32(len(hp.fence))
 	}
-	resident.Write(slot, seq, d)
-	if err := s.st.memOps(task{mem: memWrite, word: &r.doorbell[seq&uint32(r.q.Slots()-1)], val: seq},
-		task{mem: memWait, word: &r.done, val: seq}); err != nil {
+	// Issued (and the consumer started) before the release and the wait
+	// are on the stream, as the CUDA backend must.
+	start, err := r.q.Commit(seq)
+	if err != nil {
 		return err
 	}
-	r.queued.Add(1)
-	start, err := r.q.Commit(seq)
 	if start {
 		r.start()
 	}
-	return err
+	resident.Write(slot, seq, d)
+	r.queued.Add(1)
+	return s.st.memOps(task{mem: memWrite, word: &r.doorbell[seq&uint32(r.q.Slots()-1)], val: seq},
+		task{mem: memWait, word: &r.done, val: seq})
 }
 
 // arg is p's index in the table of prepared launches the consumer reads.

@@ -213,10 +213,14 @@ func Read(slot unsafe.Pointer, seq uint32) (Desc, bool) {
 		NFence: *(*int32)(unsafe.Add(slot, SlotNFence)), Grid: *(*uint32)(unsafe.Add(slot, SlotGrid))}, true
 }
 
-// Commit issues item seq (Reserve's, written and released on its stream)
-// and reports whether the caller must start a consumer: the queue was
-// Stopped (the caller then starts one, which takes the items from
-// Completed + 1 on). A consumer that is deciding to exit is waited for
+// Commit issues item seq (Reserve's, whose descriptor the caller writes
+// and whose release it enqueues, before or after Commit) and reports
+// whether the caller must start a consumer: the queue was Stopped (the
+// caller then starts one, which takes the items from Completed + 1 on; a
+// consumer waits for an issued item's descriptor and release however long
+// they take, so the CUDA backend starts the kernel before the item's
+// stream wait is enqueued, which a kernel launch queued behind it on the
+// same hardware queue would wait for). A consumer that is deciding to exit is waited for
 // (it decides at once). Errors: ErrStopped (the consumer stopped on the
 // abort word; the item's wait returns, its launch does not run).
 func (q *Queue) Commit(seq uint32) (start bool, err error) {
