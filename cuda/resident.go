@@ -209,24 +209,25 @@ func (q *rqueue) stop() error {
 	return q.r.b.with(func() error { return q.st.Synchronize() })
 }
 
-// free releases what queue allocated. The kernel must have ended.
+// free releases what queue allocated (b.release: with several ranks in
+// the process, once the backend is idle). The kernel must have ended.
 func (q *rqueue) free() {
-	b := q.r.b
-	b.with(func() error {
-		if q.st != 0 {
-			q.st.Synchronize()
-			q.st.Destroy()
+	st, words, host, errHost := q.st, q.words, q.host, q.errHost
+	q.st, q.words, q.host, q.errHost = 0, 0, nil, nil
+	q.r.b.release(func() {
+		if st != 0 {
+			st.Synchronize()
+			st.Destroy()
 		}
-		if q.words != 0 {
-			driver.MemFree(q.words)
+		if words != 0 {
+			driver.MemFree(words)
 		}
-		if q.host != nil {
-			driver.FreeHost(q.host)
+		if host != nil {
+			driver.FreeHost(host)
 		}
-		if q.errHost != nil {
-			driver.FreeHost(q.errHost)
+		if errHost != nil {
+			driver.FreeHost(errHost)
 		}
-		return nil
 	})
 	if q.arg != nil {
 		C.free(unsafe.Pointer(q.arg))
@@ -322,7 +323,6 @@ func (r *residentExec) Close() error {
 		delete(b.rqueues, q)
 		b.rmu.Unlock()
 		q.closed = true
-		b.stopResidents()
 		q.free()
 	}
 	b.residents.Add(-1)

@@ -461,6 +461,10 @@ func (e *Executor) Stats() Stats {
 	return st
 }
 
+// Resident is the persistent executor (Config.Executor), nil before L0 or
+// in launch mode.
+func (e *Executor) Resident() device.Resident { return e.res }
+
 // Err returns the executor's sticky error: a failure that leaves the ranks
 // out of step (an exchange, allocation or launch failure), Abort or Close.
 func (e *Executor) Err() error {
