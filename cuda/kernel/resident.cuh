@@ -183,7 +183,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_resident(these
     bar();
     // After a failure the queue's later items are skipped, as a failed
     // stream skips its later launches.
-    if (ld_volatile_u32((const volatile u32*)R.claim) == 0) exec_block(s_item);
+    if (ld_volatile_u32((const volatile u32*)R.claim) == 0) exec_block<-1>(s_item);
     bar();
     if (tid() == 0) {
       fence_sys();
