@@ -18,6 +18,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/cuda/driver"
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/env"
 )
 
@@ -128,7 +129,42 @@ func (k kernels) fn(units bool) driver.Function {
 var (
 	modMu   sync.Mutex
 	modules = map[moduleKey]*module{}
+	// specs are the specialised modules loaded, by context and key.
+	specs = map[specKey]driver.Function{}
 )
+
+// SpecKernelName is the one entry point of a specialised module
+// (codegen/specialize; kernel/executor.cuh, theseus_spec): it takes the
+// generic kernel's launch argument.
+const SpecKernelName = "theseus_spec"
+
+type specKey struct {
+	ctx driver.Context
+	key [32]byte
+}
+
+// specKernel returns the entry point of specialised module k (a bundle's:
+// device.Args.Kernel) loaded in the calling thread's current context ctx,
+// loading (and JIT-compiling) it on first use per context.
+func specKernel(ctx driver.Context, k *device.Kernel) (driver.Function, error) {
+	modMu.Lock()
+	defer modMu.Unlock()
+	key := specKey{ctx, k.Key}
+	if fn, ok := specs[key]; ok {
+		return fn, nil
+	}
+	mod, err := driver.LoadModule(k.PTX)
+	if err != nil {
+		return 0, fmt.Errorf("cuda: load specialised kernel: %w", err)
+	}
+	fn, err := mod.Function(SpecKernelName)
+	if err != nil {
+		mod.Unload()
+		return 0, err
+	}
+	specs[key] = fn
+	return fn, nil
+}
 
 // kernel returns the executor kernel's entry points for datatype dt loaded
 // in the calling thread's current context ctx, loading (and JIT-compiling)

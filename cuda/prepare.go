@@ -68,8 +68,9 @@ type prepared struct {
 	nfence int32
 	// staged: in or out is not empty (the launch takes the staged path).
 	staged bool
-	// units: the launch is shared work (the theseus_units entry).
-	units bool
+	// units: the launch is shared work (the theseus_units entry); spec:
+	// it runs the table's specialised kernel (Args.Kernel).
+	units, spec bool
 	// dev is arg in device memory, for the persistent executor's kernel
 	// (resident.go: uploaded once; 0 until then).
 	dev     driver.Ptr
@@ -122,6 +123,14 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 			return err
 		}
 		p.fn = k.fn(false)
+		if a.Kernel != nil {
+			// The table's specialised kernel (the bundle's): the same
+			// argument, its table compiled in.
+			if p.fn, err = specKernel(b.dev.Context(), a.Kernel); err != nil {
+				return err
+			}
+			p.spec = true
+		}
 		alloc := func(n int64) (driver.Ptr, error) {
 			m, err := b.zeroed(max(n, 16))
 			if err == nil {
@@ -193,7 +202,7 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 				return err
 			}
 			fillUnits(p.arg, u)
-			p.fn, p.units = k.fn(true), true
+			p.fn, p.units, p.spec = k.fn(true), true, false
 			if p.fn == k.units {
 				p.grid = unitsGrid(b.dev, k.units, p.grid, p.threads, u.nunits)
 			}

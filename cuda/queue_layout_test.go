@@ -13,8 +13,7 @@ func TestQueueLayout(t *testing.T) {
 	for name, want := range map[string]uintptr{
 		"state": resident.OffState, "completed": resident.OffCompleted, "issued": resident.OffIssued,
 		"exit": resident.OffExit, "aborted": resident.OffAborted, "starts": resident.OffStarts,
-		"blocks": resident.OffBlocks, "smid": resident.OffSMs, "status": resident.StatusBytes,
-		"maxblocks": resident.MaxBlocks,
+		"blocks": resident.OffBlocks, "smid": resident.OffSMs, "status": resident.StatusBytes, "maxblocks": resident.MaxBlocks,
 		"arg": resident.SlotArg, "launch": resident.SlotLaunch, "nfence": resident.SlotNFence,
 		"seq": resident.SlotSeq, "grid": resident.SlotGrid, "flags": resident.SlotFlags, "slot": resident.SlotBytes,
 		"stopped": resident.Stopped, "running": resident.Running, "exiting": resident.Exiting,

@@ -601,8 +601,7 @@ func queueCLayout() map[string]uintptr {
 	return map[string]uintptr{
 		"state": unsafe.Offsetof(st.state), "completed": unsafe.Offsetof(st.completed), "issued": unsafe.Offsetof(st.issued),
 		"exit": unsafe.Offsetof(st.exit), "aborted": unsafe.Offsetof(st.aborted), "starts": unsafe.Offsetof(st.starts),
-		"blocks": unsafe.Offsetof(st.blocks), "smid": unsafe.Offsetof(st.smid), "status": unsafe.Sizeof(st),
-		"maxblocks": uintptr(C.THESEUS_Q_MAX_BLOCKS),
+		"blocks": unsafe.Offsetof(st.blocks), "smid": unsafe.Offsetof(st.smid), "status": unsafe.Sizeof(st), "maxblocks": uintptr(C.THESEUS_Q_MAX_BLOCKS),
 		"arg": unsafe.Offsetof(sl.arg), "launch": unsafe.Offsetof(sl.launch), "nfence": unsafe.Offsetof(sl.nfence),
 		"seq": unsafe.Offsetof(sl.seq), "grid": unsafe.Offsetof(sl.grid), "flags": unsafe.Offsetof(sl.flags), "slot": unsafe.Sizeof(sl),
 		"stopped": uintptr(C.THESEUS_Q_STOPPED), "running": uintptr(C.THESEUS_Q_RUNNING), "exiting": uintptr(C.THESEUS_Q_EXITING),

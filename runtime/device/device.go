@@ -376,6 +376,22 @@ type Args struct {
 	// (user buffers that are not backend allocations, staged through
 	// backend memory because a peer reads or writes them).
 	StageIn, StageOut []Copy
+	// Kernel, when not nil, is the table's specialised kernel for the
+	// request's datatype (the schedule's bundle carries it: `theseusc
+	// compile --specialize`, docs/specialize.md): a backend that can load
+	// it launches it instead of its generic executor, with the same
+	// arguments. Others ignore it.
+	Kernel *Kernel
+}
+
+// Kernel is a specialised kernel of one rank's op table (Args.Kernel).
+type Kernel struct {
+	// Key identifies the code (the SHA-256 of PTX): a backend loads each
+	// key once.
+	Key [32]byte
+	// PTX is the module (CUDA: sm_80 PTX whose one entry takes the generic
+	// executor's launch argument).
+	PTX []byte
 }
 
 // End is one channel end as this rank's launches see it.

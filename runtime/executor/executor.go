@@ -90,6 +90,9 @@ type Config struct {
 	// a queue: device.ResidentBackend; a backend without one launches);
 	// "" reads THESEUS_EXECUTOR.
 	Executor string
+	// GenericOnly runs the generic executor even where the schedule's
+	// bundle carries specialised kernels (THESEUS_SPECIALIZED=0).
+	GenericOnly bool
 	// Resident configures the persistent executor; its zero Blocks,
 	// Threads and Idle read THESEUS_PERSISTENT_BLOCKS, _THREADS and
 	// _IDLE_US (Rank, Abort and Timeout are the executor's own).
@@ -144,6 +147,13 @@ func ConfigFromEnv(c Config) (Config, error) {
 			return c, err
 		}
 		c.Timeout = env.TimeoutDuration(ms)
+	}
+	if !c.GenericOnly {
+		on, err := env.Specialized.Bool()
+		if err != nil {
+			return c, err
+		}
+		c.GenericOnly = !on
 	}
 	if c.Executor == "" {
 		v, err := env.Executor.Enum()
