@@ -349,6 +349,9 @@ func ResidentSMs(res device.Resident) map[ir.DataType][]int {
 	}
 	out := map[ir.DataType][]int{}
 	for _, q := range r.list() {
+		if q.host == nil {
+			continue
+		}
 		for i := range resident.MaxBlocks {
 			if v := atomic.LoadUint32((*uint32)(unsafe.Add(q.host, resident.OffSMs+4*i))); v != 0 {
 				out[q.dt] = append(out[q.dt], int(v-1))

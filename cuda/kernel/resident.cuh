@@ -92,9 +92,11 @@ NOINLINE u64 resident_take(const theseus_resident_args& R, theseus_qstatus* st, 
   u64 t0 = gtime();
   // The descriptor: written by the host before it enqueues the release,
   // so it is here ahead of the release (each poll of host memory is a
-  // round trip over the bus, which paces this loop).
-  for (;;) {
+  // round trip over the bus, which paces this loop; the words that end it
+  // are read every 16th).
+  for (u32 n = 1;; n++) {
     if (ld_acquire_sys_u32(&sl->seq) == seq) break;
+    if ((n & 15) != 0) continue;  // every 16th poll: abort, exit, idle time
     if (*abort != 0) {
       resident_abandon(R, st, seq);
       return disp_word(R.instance, seq, 0);
