@@ -56,6 +56,10 @@ type Backend struct {
 	// time when its schedule reaches peers' buffers).
 	regions device.RegionSet
 
+	// clock maps the GPU's %globaltimer to the host's clock for op traces
+	// (trace.go).
+	clock clockMap
+
 	// residents counts the persistent executors (resident.go) of the
 	// process, rqueues their queues: every free stops their kernels first.
 	residents atomic.Int64

@@ -36,6 +36,12 @@ var latProbe = flag.Bool("lat.probe", false, "BenchmarkLatency: report the THESE
 // whose bundles carry specialised kernels (bench/gpu/make-spec-context.sh).
 var commsContext = flag.String("comms.context", "", "selection context directory of the tests' local communicators (default: the embedded default context)")
 
+// latShift is how many positions BenchmarkLatency's <size>/shift moves the
+// buffers over: more than a communicator keeps plans for (16), fewer than
+// the executor's L3 keeps entries (4096), as nccl-tests' startColl
+// (steps = maxbytes/size) at the sizes of a sweep to 64 KiB and beyond.
+const latShift = 1024
+
 var callhostProf = flag.String("callhost.prof", "", "write a 4 kHz CPU profile of BenchmarkCallHost's timed calls to this file")
 
 var (
@@ -422,7 +428,10 @@ func TestGraphDiscarded(t *testing.T) {
 
 // BenchmarkLatency is the time per 2-rank allreduce (float32, 8 B - 32
 // KiB, two ranks as goroutines on one GPU), eager (back-to-back calls, one
-// sync at the end: sub-benchmark <size>/eager) and replayed from a CUDA
+// sync at the end: sub-benchmark <size>/eager), eager with the buffers
+// moved by one message per call within their allocations over latShift
+// positions, as nccl-tests moves them (<size>/shift: every call a new pair
+// of buffers, an executor L3 rebase) and replayed from a CUDA
 // graph of 100 captured calls (<size>/graph, the GPU's time per call),
 // reported as us/call. With -lat.probe and a measurement build with
 // THESEUS_PROBE_TIMES=1 loaded through THESEUS_PTX_DIR, the eager
@@ -438,15 +447,22 @@ func BenchmarkLatency(b *testing.B) {
 		send, recv := make([]device.Ptr, n), make([]device.Ptr, n)
 		for r := 0; r < n; r++ {
 			var err error
-			if send[r], err = be.Alloc(bytes); err != nil {
+			if send[r], err = be.Alloc(bytes * latShift); err != nil {
 				b.Fatal(err)
 			}
-			if recv[r], err = be.Alloc(bytes); err != nil {
+			if recv[r], err = be.Alloc(bytes * latShift); err != nil {
 				b.Fatal(err)
 			}
 		}
+		pos := make([]int64, n) // <size>/shift: the next position
+		shift := false
 		call := func(r int) error {
-			return comms[r].AllReduce(send[r], recv[r], count, theseus.Float32, theseus.Sum, streams[r])
+			var off device.Ptr
+			if shift {
+				off = device.Ptr(pos[r] * bytes)
+				pos[r] = (pos[r] + 1) % latShift
+			}
+			return comms[r].AllReduce(send[r]+off, recv[r]+off, count, theseus.Float32, theseus.Sum, streams[r])
 		}
 		loop := func(k int) error {
 			return onEach(n, func(r int) error {
@@ -478,6 +494,23 @@ func BenchmarkLatency(b *testing.B) {
 					}
 				}
 			}
+		})
+		b.Run(size+"/shift", func(b *testing.B) {
+			shift = true
+			defer func() { shift = false }()
+			if err := loop(50); err != nil {
+				b.Fatal(err)
+			}
+			st0 := comms[0].Stats().Executor
+			b.ResetTimer()
+			start := time.Now()
+			if err := loop(b.N); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(time.Since(start).Nanoseconds())/1e3/float64(b.N), "us/call")
+			st := comms[0].Stats().Executor
+			b.ReportMetric(float64(st.L3Rebases-st0.L3Rebases)/float64(b.N), "rebases/call")
+			b.ReportMetric(float64(st.L3Setups-st0.L3Setups)/float64(b.N), "setups/call")
 		})
 		b.Run(size+"/graph", func(b *testing.B) {
 			if err := loop(50); err != nil {

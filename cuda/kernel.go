@@ -42,6 +42,12 @@ const UnitsKernelName = "theseus_units"
 // modules (kernel/resident.cuh; ResidentPTX).
 const ResidentKernelName = "theseus_resident"
 
+// ClockKernelName is the entry point, in every module, that maps the GPU's
+// %globaltimer to the host's clock for traces (trace.go). A module built
+// before it (THESEUS_PTX_DIR) may lack it: its launches are traced
+// without a clock mapping of their own (trace.go, calibrate).
+const ClockKernelName = "theseus_clock"
+
 // PTX returns the executor kernel's module for datatype dt. Errors: a
 // datatype outside ir.AllDataTypes.
 func PTX(dt ir.DataType) ([]byte, error) { return embeddedPTX(moduleExec, dt) }
@@ -115,6 +121,7 @@ type module struct {
 type kernels struct {
 	exec     driver.Function // KernelName
 	units    driver.Function // UnitsKernelName
+	clock    driver.Function // ClockKernelName, 0 when the module has none
 	resident driver.Function // ResidentKernelName (a resident module)
 }
 
@@ -204,6 +211,9 @@ func loadKernel(ctx driver.Context, dt ir.DataType, kind moduleKind) (kernels, e
 			mod.Unload()
 			return kernels{}, err
 		}
+	}
+	if fn, err := mod.Function(ClockKernelName); err == nil {
+		k.clock = fn
 	}
 	modules[key] = &module{mod: mod, k: k}
 	return k, nil

@@ -16,10 +16,11 @@ import (
 )
 
 // TestKernelModules: one embedded PTX module per datatype with the
-// executor's two entry points, and one per ResidentDataTypes with the
-// persistent executor's one, and no other (the reference copies are in the measurement
-// build, kernel/bench.cu), all different, and nothing else embedded (no
-// GPU needed).
+// executor's two entry points and the trace's clock (theseus_clock), and
+// one per ResidentDataTypes with the persistent executor's one, and no
+// other (the reference copies are in the measurement build,
+// kernel/bench.cu), all different, and nothing else embedded (no GPU
+// needed).
 func TestKernelModules(t *testing.T) {
 	seen := map[string]string{}
 	entry := regexp.MustCompile(`(?m)^\.visible \.entry (\w+)\(`)
@@ -27,7 +28,7 @@ func TestKernelModules(t *testing.T) {
 		kinds := []struct {
 			ptx     func(ir.DataType) ([]byte, error)
 			entries []string
-		}{{PTX, []string{KernelName, UnitsKernelName}}, {ResidentPTX, []string{ResidentKernelName}}}
+		}{{PTX, []string{ClockKernelName, KernelName, UnitsKernelName}}, {ResidentPTX, []string{ResidentKernelName}}}
 		if !hasResident(dt) {
 			if _, err := ResidentPTX(dt); err == nil {
 				t.Errorf("%v: a resident module, but not in ResidentDataTypes", dt)
@@ -88,7 +89,7 @@ func TestModuleLoad(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", dt, err)
 		}
-		for _, name := range []string{KernelName, UnitsKernelName} {
+		for _, name := range []string{KernelName, UnitsKernelName, ClockKernelName} {
 			fn, err := mod.Function(name)
 			if err != nil {
 				t.Fatalf("%v: %v", dt, err)

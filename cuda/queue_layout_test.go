@@ -16,6 +16,7 @@ func TestQueueLayout(t *testing.T) {
 		"blocks": resident.OffBlocks, "smid": resident.OffSMs, "status": resident.StatusBytes, "maxblocks": resident.MaxBlocks,
 		"arg": resident.SlotArg, "launch": resident.SlotLaunch, "nfence": resident.SlotNFence,
 		"seq": resident.SlotSeq, "grid": resident.SlotGrid, "flags": resident.SlotFlags, "slot": resident.SlotBytes,
+		"in": resident.SlotIn, "out": resident.SlotOut,
 		"stopped": resident.Stopped, "running": resident.Running, "exiting": resident.Exiting,
 	} {
 		if c[name] != want {

@@ -456,6 +456,15 @@ func (s *residentStream) CaptureLaunch(pp device.Prepared, counter uint64, fence
 	if e := q.err(); e != nil {
 		return false, e
 	}
+	// The capture query first, before anything is uploaded or reserved: a
+	// captured call is a kernel launch, and an item, once issued, must be
+	// written and released.
+	if capturing, err := r.b.dev.Prelaunch(s.st.s, true); err != nil {
+		return false, err
+	} else if capturing {
+		r.fallback.Add(1)
+		return s.st.CaptureLaunch(pp, counter, fence, fenceCaptured)
+	}
 	dev, err := p.deviceArg()
 	if err != nil {
 		return false, err
@@ -470,14 +479,6 @@ func (s *residentStream) CaptureLaunch(pp device.Prepared, counter uint64, fence
 	})
 	if err != nil {
 		return false, err
-	}
-	// The capture query first: a captured call is a kernel launch, and an
-	// item, once issued, must be written and released.
-	if capturing, err := r.b.dev.Prelaunch(s.st.s, true); err != nil {
-		return false, err
-	} else if capturing {
-		r.fallback.Add(1)
-		return s.st.CaptureLaunch(pp, counter, fence, fenceCaptured)
 	}
 	// Issue the item, starting the kernel if it is not running, before its
 	// release and wait go on the caller's stream: a kernel launch queued
@@ -497,11 +498,14 @@ func (s *residentStream) CaptureLaunch(pp device.Prepared, counter uint64, fence
 	if fence {
 		nfence = p.nfence
 	}
-	res, err := r.b.dev.QueueLaunch(s.st.s, false, slot, seq, uint64(dev), counter, nfence, uint32(p.grid), q.bell(seq), q.done)
+	d := resident.Desc{Arg: uint64(dev), Launch: counter, NFence: nfence, Grid: uint32(p.grid),
+		In: uint64(p.arg.buf[device.Input]), Out: uint64(p.arg.buf[device.Output])}
+	res, err := r.b.dev.QueueLaunch(s.st.s, false, slot, seq, d.Arg, d.Launch, d.NFence, d.Grid, driver.Ptr(d.In), driver.Ptr(d.Out), q.bell(seq), q.done)
 	if err != nil && !res.Enqueued {
-		// The descriptor is in its slot but its release is not on the
-		// stream: release it from here, so that the kernel does not wait
-		// for it forever (the executor fails for good on this error).
+		// The item is issued but its release is not on the stream: write
+		// and release it from here, so that the kernel does not wait for
+		// it forever (the executor fails for good on this error).
+		resident.Write(slot, seq, d)
 		var w [4]byte
 		binary.LittleEndian.PutUint32(w[:], seq)
 		r.b.Upload(device.Ptr(q.bell(seq)), w[:])
@@ -607,6 +611,7 @@ func queueCLayout() map[string]uintptr {
 		"blocks": unsafe.Offsetof(st.blocks), "smid": unsafe.Offsetof(st.smid), "status": unsafe.Sizeof(st), "maxblocks": uintptr(C.THESEUS_Q_MAX_BLOCKS),
 		"arg": unsafe.Offsetof(sl.arg), "launch": unsafe.Offsetof(sl.launch), "nfence": unsafe.Offsetof(sl.nfence),
 		"seq": unsafe.Offsetof(sl.seq), "grid": unsafe.Offsetof(sl.grid), "flags": unsafe.Offsetof(sl.flags), "slot": unsafe.Sizeof(sl),
+		"in": unsafe.Offsetof(sl.in), "out": unsafe.Offsetof(sl.out),
 		"stopped": uintptr(C.THESEUS_Q_STOPPED), "running": uintptr(C.THESEUS_Q_RUNNING), "exiting": uintptr(C.THESEUS_Q_EXITING),
 	}
 }

@@ -35,8 +35,10 @@ SPEC_DTYPES=${SPEC_DTYPES:-float32} THESEUSC="$D/theseusc" bash bench/gpu/make-s
 # -diff.ptx). Each variant's flags go to its flags.txt, which
 # BenchmarkBandwidth logs.
 # OLD_PTX=<commit> also extracts that commit's embedded modules into
-# .device/old-ptx (for bench/gpu/check-kernel.sh: the kernel before and
-# after a change, in one run).
+# .device/old-ptx (for bench/gpu/check-kernel.sh and small-messages.sh: the
+# kernel before and after a change, in one run). small-messages.sh needs
+# nothing else than the above (cuda.test, theseus-bench, the prefix) and,
+# for nccl-tests, third_party/nccl-tests and .device/build_nccl_tests.sh.
 rm -rf "$D/bw" "$D/bench" "$D/old-ptx"
 THESEUS_PTX_OUT="$D/bench/refs" THESEUS_PTX_DTYPES="float32 bfloat16" bash cuda/kernel/build.sh bench
 THESEUS_PTX_OUT="$D/bench/probe" THESEUS_PTX_DTYPES="float32" THESEUS_KERNEL_FLAGS="-DTHESEUS_PROBE_TIMES=1" bash cuda/kernel/build.sh bench

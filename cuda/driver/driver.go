@@ -289,7 +289,7 @@ typedef struct {
 // ordered after the stream's earlier work (a memory barrier first), the
 // wait compares in sequence order (GEQ).
 static th_queue_out th_queue_launch(CUcontext c, CUstream s, int check, uintptr_t slotp, uint32_t seq, uint64_t arg, uint64_t launch,
-                                    int32_t nfence, uint32_t grid, CUdeviceptr bell, CUdeviceptr done) {
+                                    int32_t nfence, uint32_t grid, uint64_t in, uint64_t out, CUdeviceptr bell, CUdeviceptr done) {
   th_queue_out o = {0, 0, 0};
   CUcontext cur = 0;
   o.r = th_cuCtxGetCurrent(&cur);
@@ -310,6 +310,8 @@ static th_queue_out th_queue_launch(CUcontext c, CUstream s, int check, uintptr_
   *(volatile int32_t*)(slot + 16) = nfence;
   *(volatile uint32_t*)(slot + 24) = grid;
   *(volatile uint32_t*)(slot + 28) = 0;
+  *(volatile uint64_t*)(slot + 32) = in;
+  *(volatile uint64_t*)(slot + 40) = out;
   __atomic_store_n((uint32_t*)(slot + 20), seq, __ATOMIC_RELEASE);
   o.which = 2;
   o.r = th_cuStreamWriteValue32(s, bell, seq, 0);
@@ -634,12 +636,12 @@ func HasMemOps() bool {
 // (cuda/resident.go, kernel/queue.h) in one call from Go: the device's
 // context made current unless it is; when checkCapture is set and stream
 // s is being captured, nothing more (Capturing); else the item's
-// descriptor (arg, launch, nfence, grid) written into slot, host memory
+// descriptor (arg, launch, nfence, grid, input and output bases) written into slot, host memory
 // the resident kernel reads, with seq last, then on s the release
 // (cuStreamWriteValue32 of seq into bell) and the wait for the item's
 // completion (cuStreamWaitValue32 until done reaches seq in sequence
 // order). Errors: the failing driver call's, ErrNoMemOps.
-func (d *Device) QueueLaunch(s Stream, checkCapture bool, slot unsafe.Pointer, seq uint32, arg, launch uint64, nfence int32, grid uint32, bell, done Ptr) (QueueResult, error) {
+func (d *Device) QueueLaunch(s Stream, checkCapture bool, slot unsafe.Pointer, seq uint32, arg, launch uint64, nfence int32, grid uint32, in, out, bell, done Ptr) (QueueResult, error) {
 	if !HasMemOps() {
 		return QueueResult{}, ErrNoMemOps
 	}
@@ -648,7 +650,7 @@ func (d *Device) QueueLaunch(s Stream, checkCapture bool, slot unsafe.Pointer, s
 		ck = 1
 	}
 	o := C.th_queue_launch(d.ctx, handle[C.CUstream](uintptr(s)), ck, C.uintptr_t(uintptr(slot)), C.uint32_t(seq), C.uint64_t(arg),
-		C.uint64_t(launch), C.int32_t(nfence), C.uint32_t(grid), C.CUdeviceptr(bell), C.CUdeviceptr(done))
+		C.uint64_t(launch), C.int32_t(nfence), C.uint32_t(grid), C.uint64_t(in), C.uint64_t(out), C.CUdeviceptr(bell), C.CUdeviceptr(done))
 	res := QueueResult{Capturing: o.capturing != 0, Enqueued: o.which == 3}
 	if o.r != 0 {
 		return res, check([]string{"cuCtxGetCurrent", "cuCtxSetCurrent", "cuStreamWriteValue32", "cuStreamWaitValue32"}[o.which], o.r)

@@ -1084,6 +1084,7 @@ DEV bool tb_barrier(const Ctx& c, int id, int n, i64 step, i64 slice) {
 // and this rank's done word as the launch found it.
 __shared__ theseus_launch s_launch;
 __shared__ u64 s_prev;
+__shared__ u64 s_hostlc;  // the launch counter the host gave (started, finished and pairing words)
 
 // launch_begin (thread 0) fills s_launch, s_prev and s_fail. The launch
 // counter: the host's, or one past this rank's done word when that is
@@ -1096,6 +1097,7 @@ __shared__ u64 s_prev;
 // less one.
 DEV void launch_begin(const theseus_launch& launch) {
   s_launch = launch;
+  s_hostlc = launch.launch;
   s_prev = launch.launch - 1;
   if (launch.done != 0) {
     s_prev = ld_acquire_sys((const u64*)launch.done);
@@ -1122,6 +1124,32 @@ DEV void launch_fence(const Ctx& c) {
   }
 }
 
+// atom_max_sys raises *p to at least v (relaxed: the word orders nothing
+// but itself).
+DEV void atom_max_sys(u64* p, u64 v) {
+  asm volatile("red.relaxed.sys.global.max.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+// launch_pair (thread 0, after launch_begin): the first block raises this
+// rank's started word to the host's launch counter; then, for a launch
+// that reaches peers' buffers, wait until every such peer has started the
+// same launch, which it does only once the buffers it moved for it are
+// bound here (the channel records rewritten: executor level L2). A
+// timeout or an abort fails the launch (s_fail).
+DEV void launch_pair(const theseus_launch& launch) {
+  if (launch.started != 0 && bid() == 0) atom_max_sys((u64*)launch.started, launch.launch);
+  if (launch.npair <= 0) return;
+  Ctx c = Ctx{};
+  c.L = &s_launch;
+  c.tb = bid();
+  const u64* const* pw = (const u64* const*)launch.pair;
+  const u64 want = launch.launch;
+  for (int i = 0; i < launch.npair; i++) {
+    const u64* w = pw[i];
+    if (!spin(c, [&] { return ld_poll_sys(w) >= want; }, THESEUS_WAIT_PAIR, -1, -1, i, want, w)) break;
+  }
+}
+
 // launch_done (every thread): the last of the launch's ntb threadblocks to
 // finish publishes the launch (counter lc) as done in the rank's done word.
 DEV void launch_done(u64 lc, u64 ntb) {
@@ -1134,6 +1162,7 @@ DEV void launch_done(u64 lc, u64 ntb) {
     // so the count of finished blocks and the full fences add nothing.
     if (ntb == 1) {
       asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(L.done), "l"(lc) : "memory");
+      if (L.hdone != 0) atom_max_sys((u64*)L.hdone, s_hostlc);
       return;
     }
     fence_sys();
@@ -1141,9 +1170,52 @@ DEV void launch_done(u64 lc, u64 ntb) {
     if ((old + 1) % ntb == 0) {
       fence_sys();
       asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(L.done), "l"(lc) : "memory");
+      if (L.hdone != 0) atom_max_sys((u64*)L.hdone, s_hostlc);
     }
   }
 }
+
+// ---------------------------------------------------------------- trace
+// A traced launch (launch.trace set: THESEUS_TRACE, docs/trace.md) records
+// each op and each block's launch into the trace buffer; an untraced one
+// pays a test of launch.trace per op in thread 0. The start times wait in
+// shared memory (s_trace_t0: the block's entry, s_trace_op: the current
+// op's start), not in registers the op loop would have to keep.
+__shared__ u64 s_trace_t0, s_trace_op;
+
+// trace_rec (thread 0) records [begin, now) as step step of threadblock tb
+// in slice slice of launch lc.
+DEV void trace_rec(u64 trace, u64 begin, u64 lc, u32 tb, u32 step, i64 slice, u32 op) {
+  theseus_trace* h = (theseus_trace*)trace;
+  const u64 i = atom_add_relaxed_gpu(&h->head, 1);
+  if (i >= h->cap) return;
+  theseus_trace_rec* r = (theseus_trace_rec*)((char*)h + THESEUS_TRACE_HEADER) + i;
+  r->begin = begin;
+  r->end = gtime();
+  r->slice = (u32)slice;
+  r->tb = (u16)tb;
+  r->step = (u16)step;
+  r->op = (u8)op;
+  fence_gpu();
+  r->launch = (u32)lc;
+}
+
+#if !defined(THESEUS_RESIDENT) && !defined(THESEUS_SPECIALIZED)  // (the executor's modules' entries: below)
+// theseus_clock maps %globaltimer to the host's clock (cuda/trace.go):
+// thread 0 stores it into host-mapped memory over and over, each store
+// pushed out with a system fence, while the host reads it.
+extern "C" __global__ void theseus_clock(theseus_clock_arg a) {
+  if (tid() != 0 || bid() != 0) return;
+  volatile u64* out = (volatile u64*)a.out;
+  const u64 t0 = gtime();
+  for (;;) {
+    const u64 t = gtime();
+    *out = t;
+    fence_sys();
+    if (t - t0 >= a.ns) break;
+  }
+}
+#endif
 
 // Staging: the table header, this block's threadblock
 // record, its ops and the refs they use, and the channel records, copied
@@ -1188,7 +1260,9 @@ DEV void stage_meta(const theseus_launch& launch, u32 lane, u32 width, u32 mask,
     s_tbr.op_start = 0;
     s_tbr.op_count = 0;
   }
-  const bool chans = s_hdr.num_channels <= THESEUS_STAGE_CHANS;
+  // A launch that reaches peers' buffers reads its channel records only
+  // after the pairing wait (launch_pair): they may be rewritten until then.
+  const bool chans = s_hdr.num_channels <= THESEUS_STAGE_CHANS && launch.npair <= 0;
   if (chans) stage_copy(s_chans, (const void*)launch.chans, s_hdr.num_channels * sizeof(theseus_chan_rt) / 8, lane, width);
   warp_sync(mask);
 #ifdef THESEUS_SPECIALIZED
@@ -1229,16 +1303,26 @@ DEV void exec_block(const theseus_launch& launch) {
 #endif
   const u32 tbi = TB >= 0 ? (u32)TB : bid();
   THESEUS_PROBE(launch.error, 0);
+  if (launch.trace != 0 && tid() == 0) s_trace_t0 = gtime();
   {
     // Warp 1 stages the metadata while thread 0 reads the launch state;
     // a block of fewer than 64 threads stages with warp 0, after it.
     const u32 w = nthreads() >= 64 ? 1 : 0;
     const u32 width = nthreads() - 32 * w >= 32 ? 32 : nthreads() - 32 * w;
     const u32 mask = width == 32 ? 0xffffffffu : (1u << width) - 1;
-    if (tid() == 0) launch_begin(launch);
+    if (tid() == 0) {
+      launch_begin(launch);
+      launch_pair(launch);
+    }
     if (tid() / 32 == w) stage_meta(launch, tid() & 31, width, mask, tbi);
   }
   bar();
+  if (launch.npair > 0 && s_hdr.num_channels <= THESEUS_STAGE_CHANS) {
+    // Past the pairing wait: the channel records are final for this launch.
+    if (tid() < 32) stage_copy(s_chans, (const void*)launch.chans, s_hdr.num_channels * sizeof(theseus_chan_rt) / 8, tid(), 32);
+    if (tid() == 0) s_staged[2] = 1;
+    bar();
+  }
   THESEUS_PROBE(launch.error, 1);
   const u64 lc = s_launch.launch;  // the launch counter
   // The block's context in shared memory, filled by one thread: the
@@ -1297,6 +1381,7 @@ DEV void exec_block(const theseus_launch& launch) {
     T_UNROLL
     for (u64 i = 0; i < tbr.op_count; i++) {
       THESEUS_PROBE(launch.error, 4 + 3 * (i & 1));
+      if (s_launch.trace != 0 && tid() == 0) s_trace_op = gtime();
       const theseus_op& op = T_OPS(c)[tbr.op_start + i - T_OP_BASE(c)];
       if (op.ndep > 0 && tid() == 0) {
         T_UNROLL
@@ -1369,6 +1454,7 @@ DEV void exec_block(const theseus_launch& launch) {
       }
       bar();
       if (s_fail) return;
+      if (s_launch.trace != 0 && tid() == 0) trace_rec(s_launch.trace, s_trace_op, lc, c.tb, (u32)i, s, op.opcode);
     }
   }
   // avg epilogue: after every threadblock of the rank is done, divide the
@@ -1393,6 +1479,7 @@ DEV void exec_block(const theseus_launch& launch) {
   THESEUS_PROBE(launch.error, 10);
   launch_done(lc, T_HDR(c)->num_tbs > 0 ? T_HDR(c)->num_tbs : 1);
   THESEUS_PROBE(launch.error, 11);
+  if (s_launch.trace != 0 && tid() == 0) trace_rec(s_launch.trace, s_trace_t0, lc, c.tb, THESEUS_TRACE_LAUNCH, 0, 0);
 }
 
 // The module's entry points. The product's modules (theseus.cu) and the
@@ -1431,8 +1518,10 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
 // done word.
 extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_units(theseus_launch launch) {
   __shared__ Ctx s_uctx;  // only L and tb: what fail and spin read
+  if (launch.trace != 0 && tid() == 0) s_trace_t0 = gtime();
   if (tid() == 0) {
     launch_begin(launch);
+    launch_pair(launch);
     s_uctx = Ctx{};
     s_uctx.L = &s_launch;
     s_uctx.tb = bid();
@@ -1452,6 +1541,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_units(theseus_
   bar();
   if (s_fail) return;
   launch_done(s_launch.launch, __nvvm_read_ptx_sreg_nctaid_x());
+  if (s_launch.trace != 0 && tid() == 0) trace_rec(s_launch.trace, s_trace_t0, s_launch.launch, bid(), THESEUS_TRACE_LAUNCH, 0, 0);
 }
 
 #endif

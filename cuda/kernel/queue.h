@@ -39,6 +39,8 @@ typedef struct theseus_qslot {
   uint32_t seq;
   uint32_t grid;    /* threadblocks the launch runs on (<= the kernel's) */
   uint32_t flags;
+  uint64_t in;      /* the launch's input and output bases (buf[0], buf[1]): a launch */
+  uint64_t out;     /* rebased to other buffers shares its base's argument */
 } theseus_qslot;
 
 /* The resident kernel's by-value argument. */

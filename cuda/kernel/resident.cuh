@@ -46,14 +46,15 @@ DEV u64 disp_word(u32 instance, u32 seq, u32 grid) {
   return (u64)(instance & 0xffffu) << 48 | (u64)seq << 16 | (grid & 0xffffu);
 }
 
-// The item a block runs: the prepared launch with the descriptor's fields.
+// The item a block runs: the prepared launch with the descriptor's fields
+// (counter, fence, input and output bases) and the queue's failure record.
 __shared__ theseus_launch s_item;
 __shared__ u64 s_disp;
 
 // The dispatch area (theseus_resident_args.dispatch): the item word, the count
 // of the item's blocks finished, then the item's descriptor for the other
 // blocks.
-enum { D_WORD = 0, D_FIN = 1, D_ARG = 2, D_LAUNCH = 3, D_NFENCE = 4 };
+enum { D_WORD = 0, D_FIN = 1, D_ARG = 2, D_LAUNCH = 3, D_NFENCE = 4, D_IN = 5, D_OUT = 6 };
 
 // resident_abandon (block 0, thread 0) is the exit on the abort word:
 // issued items that will not run fail (the first failure of the queue),
@@ -116,6 +117,7 @@ NOINLINE u64 resident_take(const theseus_resident_args& R, theseus_qstatus* st, 
     }
   }
   const u64 arg = ld_volatile_u64(&sl->arg), launch = ld_volatile_u64(&sl->launch);
+  const u64 in = ld_volatile_u64(&sl->in), out = ld_volatile_u64(&sl->out);
   const u32 nfence = ld_volatile_u32((const volatile u32*)&sl->nfence), grid = ld_volatile_u32(&sl->grid);
   // The release: the caller's stream reached the item.
   const u32* bell = (const u32*)R.doorbell + (seq & (R.nslots - 1));
@@ -131,6 +133,8 @@ NOINLINE u64 resident_take(const theseus_resident_args& R, theseus_qstatus* st, 
   d[D_ARG] = arg;
   d[D_LAUNCH] = launch;
   d[D_NFENCE] = nfence;
+  d[D_IN] = in;
+  d[D_OUT] = out;
   d[D_FIN] = 0;
   return disp_word(R.instance, seq, grid);
 }
@@ -181,6 +185,8 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_resident(these
       s_item.nfence = (i32)(u32)d[D_NFENCE];
       s_item.error = R.error;
       s_item.claim = R.claim;
+      s_item.buf[THESEUS_BUF_INPUT] = d[D_IN];
+      s_item.buf[THESEUS_BUF_OUTPUT] = d[D_OUT];
     }
     bar();
     // After a failure the queue's later items are skipped, as a failed

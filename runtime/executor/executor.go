@@ -275,14 +275,24 @@ type Stats struct {
 	L1Cold, L1Migrations      uint64
 	L2Skips, L2Hits, L2Setups uint64
 	L3Hits, L3Setups          uint64
+	L3Rebases                 uint64 // L3 setups of a shape's entry moved to new buffers (device.Rebaser: no Prepare)
 	Switches, Rebases         uint64 // schedule switches; semaphores rebased
 	Waits                     uint64 // waits for in-flight launches
 	Growths                   uint64 // scratch reallocations
 	Fences                    uint64 // fenced launches
-	ScratchBytes              int64  // current scratch capacity
-	Created                   Created
-	LastMigration             Migration
-	Refused                   uint64 // misses refused during graph capture
+	// L2Pushes are walks that told the peers where this rank's buffers
+	// moved (L2Setup); Rebinds the prepared launches this rank's service
+	// goroutines repointed at a peer's moved buffers; PeerRequests the
+	// peers' pushes and drops they carried out.
+	L2Pushes, Rebinds, PeerRequests uint64
+	// Registered and Deregistered count Register and Deregister calls that
+	// succeeded; Drops the peers' deregistrations this rank carried out
+	// (their allocations unimported here).
+	Registered, Deregistered, Drops uint64
+	ScratchBytes                    int64 // current scratch capacity
+	Created                         Created
+	LastMigration                   Migration
+	Refused                         uint64 // misses refused during graph capture
 	// Resident counts the persistent executor's work (Config.Executor).
 	Resident                   device.ResidentStats
 	StateVisits                [numStates]uint64
@@ -296,7 +306,8 @@ type Created struct {
 	ChannelEnds int
 	// Semaphores are new semaphore slots (each exchanged with its peer).
 	Semaphores int
-	// Registrations are peers' user buffers imported (L2).
+	// Registrations are peers' allocations imported (L2, by the service
+	// goroutines).
 	Registrations int
 	// Exports are local user buffers exported to peers (L2), Staged those
 	// of them that are foreign memory staged through an allocation.
@@ -393,6 +404,13 @@ type Executor struct {
 
 	planFailures uint64 // plans whose launch failed (Stats.PlanFailures)
 	trace        func(Transition)
+	// spans, when set, is told how long each state of a walk took
+	// (SetSpans); ops is the launches' op trace and opSink its reader
+	// (TraceOps).
+	spans  func(s State, begin, end int64)
+	ops    device.OpTrace
+	opSink func(device.OpSpan)
+	opDrop func(uint64)
 	// lastL3 is the L3 entry of the last hit or setup, under its L1 and L2
 	// entries: a walk of the same request finds it without hashing its
 	// key. Cleared whenever L3 entries are dropped (dropL3).
@@ -426,6 +444,20 @@ type Executor struct {
 	abortW  atomic.Uintptr // the control segment once L0 exists, 0 after Close
 	closed  bool
 	stats   Stats
+
+	// The peers' side of L2 (peers.go): their imported allocations, their
+	// current buffers, the prepared launches bound to them, the service
+	// goroutines that keep them current.
+	peers peers
+	// pushed[q][k] is what peer q last saw of our buffer k (l2.go,
+	// pushTo); sentHandle[q] the allocations of ours q has imported.
+	pushed     [][2]pushedBuf
+	sentHandle []map[exportID]bool
+	// regs are the registered allocations (register.go).
+	regs registry
+	// lastEager is the launch counter of the last launch not captured
+	// into a CUDA graph (a push names it: peers.go).
+	lastEager uint64
 	// res is the persistent executor (Config.Executor), started at L0
 	// setup; resUser and resSt are the caller's stream of the last launch
 	// and its stream through res.
@@ -460,11 +492,62 @@ func roundUp(x, a int64) int64 { return (x + a - 1) / a * a }
 // SetTrace installs a function called on every transition (tests).
 func (e *Executor) SetTrace(f func(Transition)) { e.trace = f }
 
+// SetSpans installs a function told, after each state of a walk, the
+// state and when it began and ended (Unix ns): the host spans of a trace
+// (docs/trace.md). nil removes it.
+func (e *Executor) SetSpans(f func(s State, begin, end int64)) { e.spans = f }
+
+// TraceOps makes every launch prepared from now on record its ops' times
+// into a buffer of records op records (device.OpTracer), which the
+// executor drains into sink whenever it knows that no launch writing it
+// runs: after waiting for its in-flight launches (Wait, Close, scratch
+// growth, a migration's rebase) and at Synced; dropped is told how many
+// records did not fit since the last drain. It reports false, recording
+// nothing, when the backend has no op trace. Call it before the first
+// Execute. Errors: the backend's.
+func (e *Executor) TraceOps(records int, sink func(device.OpSpan), dropped func(uint64)) (bool, error) {
+	tr, ok := e.dev.(device.OpTracer)
+	if !ok || sink == nil || records < 1 {
+		return false, nil
+	}
+	ops, err := tr.NewOpTrace(records)
+	if err != nil {
+		return false, err
+	}
+	e.ops, e.opSink, e.opDrop = ops, sink, dropped
+	return true, nil
+}
+
+// Synced tells the executor that every launch it enqueued on st has
+// finished (the communicator waited for st): when st is the only stream
+// launched on since the last wait, the op trace is drained (TraceOps).
+func (e *Executor) Synced(st device.Stream) {
+	if e.ops == nil {
+		return
+	}
+	for _, s := range e.streams {
+		if s != st {
+			return
+		}
+	}
+	e.drainOps()
+}
+
+// drainOps empties the op trace into its sink.
+func (e *Executor) drainOps() {
+	if d := e.ops.Drain(e.opSink); d > 0 && e.opDrop != nil {
+		e.opDrop(d)
+	}
+}
+
 // Stats returns a copy of the counters. Like Execute, it must not run
 // concurrently with other calls.
 func (e *Executor) Stats() Stats {
 	st := e.stats
 	st.Launches, st.Fences, st.PlanLaunches, st.PlanFailures = e.launch, e.fences, e.planLaunches, e.planFailures
+	st.Rebinds, st.PeerRequests, st.Drops = e.peers.rebinds.Load(), e.peers.served.Load(), e.peers.drops.Load()
+	st.Created.Registrations += int(e.peers.imported.Load())
+	st.Created.BootstrapMessages += int(e.peers.acks.Load())
 	if e.res != nil {
 		st.Resident = e.res.Stats()
 	}
@@ -542,6 +625,9 @@ func (e *Executor) Close() error {
 		werr = nil
 	}
 	e.setFailed(ErrClosed)
+	// The service goroutines stop (one waiting for this rank's launches
+	// sees the executor closed), before anything they use is released.
+	e.stopServices()
 	// From here on an Abort writes no abort word: the control segment is
 	// freed below.
 	e.abortMu.Lock()
@@ -551,15 +637,17 @@ func (e *Executor) Close() error {
 		e.dropL3(ent.l3)
 		for _, l2 := range ent.l2 {
 			e.dropL3(l2.l3)
-			for _, p := range l2.imports {
-				e.dev.Unimport(p)
-			}
 		}
 	}
+	e.unimportAll()
 	for _, p := range e.retained {
 		p.Release()
 	}
 	e.retained = nil
+	if e.ops != nil {
+		e.ops.Close()
+		e.ops = nil
+	}
 	for _, p := range e.l0.allImports {
 		e.dev.Unimport(p)
 	}

@@ -34,6 +34,9 @@ func (e *Executor) waitInflight() error {
 	}
 	e.streams = e.streams[:0]
 	e.tracked = false
+	if e.ops != nil {
+		e.drainOps()
+	}
 	return first
 }
 
@@ -84,6 +87,10 @@ func (e *Executor) enqueue(p *Plan, st device.Stream) error {
 				e.fences++
 				e.lastSig = p.sig
 			}
+			e.lastEager = e.launch
+			if p.l2 != nil {
+				p.l2.last = e.launch
+			}
 			return nil
 		}
 		return e.launched(p, st, fence || capturing, capturing, err) // (a captured launch is fenced by CaptureLaunch)
@@ -128,6 +135,16 @@ func (e *Executor) launched(p *Plan, st device.Stream, fence, capturing bool, er
 	if fence {
 		e.fences++
 	}
+	if !capturing {
+		e.lastEager = e.launch
+	}
+	if p.l2 != nil {
+		if capturing {
+			e.freeze(p)
+		} else {
+			p.l2.last = e.launch
+		}
+	}
 	if e.lastSt != st {
 		e.lastSt = st
 		e.lastCL, _ = st.(device.CaptureLauncher)
@@ -141,6 +158,9 @@ func (e *Executor) launched(p *Plan, st device.Stream, fence, capturing bool, er
 			e.capMixed = true
 		}
 		p.l3.captured, e.captured = true, true
+		if b := p.l3.base; b != nil {
+			b.captured = true // its replays use the base's backend state
+		}
 		e.lastSig = scratchSig{}
 	} else if e.capSig.l1 != nil && (e.capMixed || p.sig != e.capSig) { // (capSig.l1: something was captured)
 		e.lastSig = scratchSig{}
@@ -198,4 +218,26 @@ func (e *Executor) trackStream(st device.Stream) {
 		}
 	}
 	e.streams = append(e.streams, st)
+}
+
+// freeze takes the L3 entry of p, a plan reaching peers' buffers whose
+// launch a CUDA graph captured, out of its map: the graph's replays read
+// the peers' buffers it was bound to, so pushes of later launches no longer
+// repoint it (peers.go), a later call prepares an entry of its own, and the
+// prepared launch is released at Close.
+func (e *Executor) freeze(p *Plan) {
+	l3 := p.l3
+	if l3.frozenAt != 0 {
+		return
+	}
+	e.peers.mu.Lock()
+	l3.frozenAt = e.launch
+	e.peers.mu.Unlock()
+	if p.l2.l3[l3.key] == l3 {
+		delete(p.l2.l3, l3.key)
+		e.retained = append(e.retained, l3.prep)
+	}
+	if e.lastL3.ent == l3 {
+		e.lastL3.ent = nil
+	}
 }

@@ -50,7 +50,7 @@ func (b *backend) NewResident(cfg device.ResidentConfig) (device.Resident, error
 		return nil, err
 	}
 	return &residentExec{cfg: cfg, mem: mem, q: q, abort: abort, doorbell: make([]uint32, cfg.Slots),
-		index: map[*prepared]uint64{}, streams: map[device.Stream]*residentStream{}}, nil
+		preps: make([]*prepared, cfg.Slots), streams: map[device.Stream]*residentStream{}}, nil
 }
 
 // residentExec is one rank's resident executor on the host backend.
@@ -62,9 +62,12 @@ type residentExec struct {
 	doorbell []uint32 // per slot: the seq of the last item released (the stream's memWrite)
 	done     uint32   // the seq of the last item finished
 
+	// preps[slot] is the prepared launch of the item in the slot, set
+	// before the slot's seq is written (resident.Write: the consumer reads
+	// it after the seq), so Desc.Arg is unused on the host backend.
+	preps []*prepared
+
 	mu      sync.Mutex
-	preps   []*prepared // by Desc.Arg
-	index   map[*prepared]uint64
 	streams map[device.Stream]*residentStream
 	exited  chan struct{} // closed when the running consumer returns; nil before the first
 	closed  bool
@@ -123,7 +126,8 @@ func (s *residentStream) Launch(p device.Prepared, counter uint64, fence bool) e
 	if err != nil {
 		return err
 	}
-	d := resident.Desc{Arg: r.arg(hp), Launch: counter, Grid: uint32(max(len(hp.table.TBs), 1))}
+	d := resident.Desc{Launch: counter, Grid: uint32(max(len(hp.table.TBs), 1))}
+	r.preps[seq&uint32(r.q.Slots()-1)] = hp
 	if fence {
 		d.NFence = int32(len(hp.fence))
 	}
@@ -140,25 +144,6 @@ func (s *residentStream) Launch(p device.Prepared, counter uint64, fence bool) e
 	r.queued.Add(1)
 	return s.st.memOps(task{mem: memWrite, word: &r.doorbell[seq&uint32(r.q.Slots()-1)], val: seq},
 		task{mem: memWait, word: &r.done, val: seq})
-}
-
-// arg is p's index in the table of prepared launches the consumer reads.
-func (r *residentExec) arg(p *prepared) uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if i, ok := r.index[p]; ok {
-		return i
-	}
-	i := uint64(len(r.preps))
-	r.preps = append(r.preps, p)
-	r.index[p] = i
-	return i
-}
-
-func (r *residentExec) prep(i uint64) *prepared {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.preps[i]
 }
 
 // start runs a consumer (Commit found the queue stopped). The previous
@@ -209,7 +194,7 @@ func (r *residentExec) serve() {
 			continue
 		}
 		if r.err.Load() == nil {
-			t := task{p: r.prep(d.Arg), launch: d.Launch, fence: d.NFence > 0}
+			t := task{p: r.preps[seq&uint32(r.q.Slots()-1)], launch: d.Launch, fence: d.NFence > 0}
 			if err := runLaunch(context.Background(), t); err != nil {
 				r.err.CompareAndSwap(nil, &err)
 			}

@@ -80,7 +80,9 @@ const (
 	SlotSeq    = 20 // uint32: seq of the item the slot holds; written last
 	SlotGrid   = 24 // uint32: threadblocks the launch runs on
 	SlotFlags  = 28 // uint32: reserved (0)
-	SlotBytes  = 32
+	SlotIn     = 32 // uint64: the launch's input base (a prepared launch rebased to other buffers shares its base's argument)
+	SlotOut    = 40 // uint64: its output base
+	SlotBytes  = 48
 )
 
 // States of the queue (OffState).
@@ -124,6 +126,10 @@ type Desc struct {
 	Launch uint64
 	NFence int32
 	Grid   uint32
+	// In and Out are the launch's input and output bases, which the
+	// consumer sets in the argument Arg names (CUDA: a launch rebased to
+	// other buffers, device.Rebaser, shares its base's argument).
+	In, Out uint64
 }
 
 // Queue is the producer's and the consumer's view of one queue's memory.
@@ -198,6 +204,8 @@ func Write(slot unsafe.Pointer, seq uint32, d Desc) {
 	*(*int32)(unsafe.Add(slot, SlotNFence)) = d.NFence
 	*(*uint32)(unsafe.Add(slot, SlotGrid)) = d.Grid
 	*(*uint32)(unsafe.Add(slot, SlotFlags)) = 0
+	*(*uint64)(unsafe.Add(slot, SlotIn)) = d.In
+	*(*uint64)(unsafe.Add(slot, SlotOut)) = d.Out
 	atomic.StoreUint32((*uint32)(unsafe.Add(slot, SlotSeq)), seq)
 }
 
@@ -210,7 +218,8 @@ func Read(slot unsafe.Pointer, seq uint32) (Desc, bool) {
 		return Desc{}, false
 	}
 	return Desc{Arg: *(*uint64)(unsafe.Add(slot, SlotArg)), Launch: *(*uint64)(unsafe.Add(slot, SlotLaunch)),
-		NFence: *(*int32)(unsafe.Add(slot, SlotNFence)), Grid: *(*uint32)(unsafe.Add(slot, SlotGrid))}, true
+		NFence: *(*int32)(unsafe.Add(slot, SlotNFence)), Grid: *(*uint32)(unsafe.Add(slot, SlotGrid)),
+		In: *(*uint64)(unsafe.Add(slot, SlotIn)), Out: *(*uint64)(unsafe.Add(slot, SlotOut))}, true
 }
 
 // Commit issues item seq (Reserve's, whose descriptor the caller writes
