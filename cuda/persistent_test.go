@@ -13,6 +13,7 @@ import (
 	"github.com/theseus-ccl/theseus/examples/contexts"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/comm"
+	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/executor"
 	"github.com/theseus-ccl/theseus/runtime/theseus"
 )
@@ -139,6 +140,42 @@ func TestPersistent(t *testing.T) {
 				count, comms[0].LastCall().Name, k, wrong, st.Resident.Queued, st.Resident.Fallback, st.Resident.Starts)
 		})
 	}
+	// Buffers that move: calls alternate between the two halves of one
+	// allocation (each a rebased launch of the other's prepared state,
+	// device.Rebaser, which the queue item gives its own buffers).
+	t.Run("moving", func(t *testing.T) {
+		const count, calls = 256, 300
+		bufs, x0 := float64Bufs(t, be, n, 2*count, func(r, i int64) float64 { return float64((r*7+i*5)%13 - 6) })
+		if err := onEach(n, func(r int) error {
+			for i := range calls {
+				off := device.Ptr(8 * count * (i % 2))
+				if err := comms[r].AllReduce(bufs[r]+off, bufs[r]+off, count, theseus.Float64, theseus.Sum, streams[r][0]); err != nil {
+					return err
+				}
+			}
+			return streams[r][0].Synchronize()
+		}); err != nil {
+			t.Fatal(err)
+		}
+		wrong := 0
+		for r := range bufs {
+			b := make([]byte, 16*count)
+			if err := be.Download(b, bufs[r]); err != nil {
+				t.Fatal(err)
+			}
+			for i := int64(0); i < 2*count; i++ {
+				want := (x0[0][i] + x0[1][i]) * math.Ldexp(1, calls/2-1)
+				if got := math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])); got != want {
+					if wrong < 5 {
+						t.Errorf("rank %d element %d: got %g, want %g", r, i, got, want)
+					}
+					wrong++
+				}
+			}
+		}
+		st := comms[0].Stats().Executor
+		fmt.Printf("PERSISTENT moving buffers: calls=%d wrong=%d queued=%d rebases=%d\n", calls, wrong, st.Resident.Queued, st.L3Rebases)
+	})
 	for r, c := range comms {
 		sms := cuda.ResidentSMs(c.Internal().Resident())
 		for dt, list := range sms {
