@@ -31,6 +31,11 @@ import (
 // at rank 0's last launch, as ns after its entry.
 var latProbe = flag.Bool("lat.probe", false, "BenchmarkLatency: report the THESEUS_PROBE_TIMES measurement build's timestamps of rank 0's last launch")
 
+// commsContext replaces the embedded default context of localComms (the
+// graph tests, BenchmarkLatency, BenchmarkCallHost): for example a context
+// whose bundles carry specialised kernels (bench/gpu/make-spec-context.sh).
+var commsContext = flag.String("comms.context", "", "selection context directory of the tests' local communicators (default: the embedded default context)")
+
 // latShift is how many positions BenchmarkLatency's <size>/shift moves the
 // buffers over: more than a communicator keeps plans for (16), fewer than
 // the executor's L3 keeps entries (4096), as nccl-tests' startColl
@@ -45,13 +50,16 @@ var (
 )
 
 // localComms makes n ranks of one communicator as goroutines of this
-// process on the CUDA backend, with the embedded default context, and one
-// stream of their own each.
+// process on the CUDA backend, with the embedded default context (or
+// -comms.context's), and one stream of their own each.
 func localComms(t testing.TB, n int) ([]*theseus.Comm, []*cuda.Stream, *cuda.Backend) {
 	t.Helper()
-	dir := t.TempDir()
-	if err := contexts.Materialize(dir); err != nil {
-		t.Fatal(err)
+	dir := *commsContext
+	if dir == "" {
+		dir = t.TempDir()
+		if err := contexts.Materialize(dir); err != nil {
+			t.Fatal(err)
+		}
 	}
 	comms, err := theseus.NewLocalComms(context.Background(), n, theseus.Config{Backend: "cuda", ContextDir: dir})
 	if err != nil {
@@ -477,7 +485,7 @@ func BenchmarkLatency(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(time.Since(start).Nanoseconds())/1e3/float64(b.N), "us/call")
-			b.Logf("%s: schedule %s", size, comms[0].LastCall().Name)
+			b.Logf("%s: schedule %s, resident executor %+v", size, comms[0].LastCall().Name, comms[0].Stats().Executor.Resident)
 			if *latProbe {
 				pt := cuda.ProbeTimes(streams[0])
 				for i, v := range pt {

@@ -68,7 +68,13 @@ type prepared struct {
 	// launch is not fenced).
 	nfence int32
 	// staged: in or out is not empty (the launch takes the staged path).
-	staged  bool
+	staged bool
+	// units: the launch is shared work (the theseus_units entry); spec:
+	// it runs the table's specialised kernel (Args.Kernel).
+	units, spec bool
+	// dev is arg in device memory, for the persistent executor's kernel
+	// (resident.go: uploaded once; 0 until then).
+	dev     driver.Ptr
 	grid    int
 	threads int
 	mem     []driver.Ptr // what Release frees
@@ -77,7 +83,7 @@ type prepared struct {
 	// (RebindPeer rewrites their peer buffers).
 	chans  driver.Ptr
 	nchans int
-	_      [48]byte // to 192 bytes: a multiple of 64 (TestStreamLayout)
+	_      [40]byte // to 192 bytes: a multiple of 64 (TestStreamLayout)
 }
 
 // RebindPeer implements device.Rebinder: one 8-byte copy into the channel
@@ -142,6 +148,14 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 			return err
 		}
 		p.fn = k.fn(false)
+		if a.Kernel != nil {
+			// The table's specialised kernel (the bundle's): the same
+			// argument, its table compiled in.
+			if p.fn, err = specKernel(b.dev.Context(), a.Kernel); err != nil {
+				return err
+			}
+			p.spec = true
+		}
 		alloc := func(n int64) (driver.Ptr, error) {
 			m, err := b.zeroed(max(n, 16))
 			if err == nil {
@@ -235,12 +249,19 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 				return err
 			}
 			fillUnits(p.arg, u)
-			p.fn = k.fn(true)
+			p.fn, p.units, p.spec = k.fn(true), true, false
 			if p.fn == k.units {
 				p.grid = unitsGrid(b.dev, k.units, p.grid, p.threads, u.nunits)
 			}
 		}
 		p.nfence = int32(len(a.Fence))
+		// With a persistent executor in the process its kernel reads the
+		// argument from device memory (resident.go).
+		if b.residents.Load() > 0 && !p.units {
+			if err := p.uploadArg(); err != nil {
+				return err
+			}
+		}
 		// The memsets and copies above run on the control stream: finish
 		// them before any launch on another stream reads these words.
 		return b.ctl.Synchronize()
@@ -270,7 +291,10 @@ func (b *Backend) Rebase(pp device.Prepared, a *device.Args) (device.Prepared, e
 	if p.staged || len(a.StageIn)+len(a.StageOut) > 0 {
 		return nil, errors.New("cuda: rebase of a launch with staging copies")
 	}
-	q := &prepared{b: b, fn: p.fn, arg: newLaunch(), nfence: p.nfence, grid: p.grid, threads: p.threads}
+	// A rebased launch through the persistent executor's queue shares p's
+	// argument in device memory (dev): the queue item carries its buffers.
+	q := &prepared{b: b, fn: p.fn, arg: newLaunch(), nfence: p.nfence, grid: p.grid, threads: p.threads,
+		units: p.units, spec: p.spec, dev: p.dev}
 	*q.arg = *p.arg
 	setBufs(q.arg, driver.Ptr(a.Buf[device.Input].Ptr), driver.Ptr(a.Buf[device.Output].Ptr))
 	q.st = p.st // the argument's stream fields are p's

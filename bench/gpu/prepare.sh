@@ -17,6 +17,11 @@ go build -ldflags="-s -w" -o "$D/theseus-bench" ./cmd/theseus-bench
 go test -c -ldflags="-s -w" -o "$D/ucx.test" ./runtime/transport/ucx
 go test -c -ldflags="-s -w" -o "$D/proxy.test" ./runtime/transport/proxy
 make -C ncclabi install-shared PREFIX="$D/prefix" >/dev/null
+# The default context plus its LL schedules with specialised kernels
+# (float32; bench/gpu/small-calls-b.sh, TestDifferentialSpecialized
+# -diff.spec): theseusc compile --specialize runs clang-14 here.
+go build -ldflags="-s -w" -o "$D/theseusc" ./cmd/theseusc
+SPEC_DTYPES=${SPEC_DTYPES:-float32} THESEUSC="$D/theseusc" bash bench/gpu/make-spec-context.sh "$D/spec-context" >/dev/null
 # Measurement builds of the kernel (cuda/kernel/bench.cu, `build.sh bench`;
 # never embedded; docs/design/cuda.md, "Measurement builds"):
 #   .device/bench/refs   the executor as embedded plus the reference copies

@@ -339,6 +339,37 @@ struct Ctx {
   u64 ref_base;  // index of refs[0] in the table's ref section (staged refs; else 0)
 };
 
+// The op table's records as the executor reads them: the launch's table
+// (staged in shared memory, or in global memory: Ctx), or, in a
+// specialised module (THESEUS_SPECIALIZED: one rank's table compiled in by
+// `theseusc compile --specialize`, codegen/specialize), the generated
+// file's constant arrays spec_hdr, spec_tbs, spec_ops, spec_refs,
+// spec_deps and spec_chan_list. There exec_block is instantiated per
+// threadblock and its op loops are unrolled (T_UNROLL), so every op's
+// fields are constants the compiler folds: the same code, evaluated over
+// one table.
+#ifdef THESEUS_SPECIALIZED
+#define T_HDR(c) (&spec_hdr)
+#define T_OPS(c) spec_ops
+#define T_OP_BASE(c) 0
+#define T_REFS(c) spec_refs
+#define T_REF_BASE(c) 0
+#define T_DEPS(c) spec_deps
+#define T_CHAN_LIST(c) spec_chan_list
+#define T_TBS(c) spec_tbs
+#define T_UNROLL _Pragma("unroll")
+#else
+#define T_HDR(c) ((c).h)
+#define T_OPS(c) ((c).ops)
+#define T_OP_BASE(c) ((c).op_base)
+#define T_REFS(c) ((c).refs)
+#define T_REF_BASE(c) ((c).ref_base)
+#define T_DEPS(c) ((c).deps)
+#define T_CHAN_LIST(c) ((c).chan_list)
+#define T_TBS(c) ((c).tbs)
+#define T_UNROLL
+#endif
+
 __shared__ int s_fail;
 
 DEV theseus_error* err_rec(const Ctx& c) { return (theseus_error*)c.L->error; }
@@ -396,7 +427,7 @@ DEV bool spin(const Ctx& c, F cond, u32 what, i64 step, i64 slice, i32 ch, u64 w
 // storage buffer and chunk (ir.Placement.Resolve).
 DEV void resolve(const Ctx& c, int p, int& k, i64& chunk) {
   if (k == THESEUS_BUF_SCRATCH) return;
-  const theseus_optable_header* h = c.h;
+  const theseus_optable_header* h = T_HDR(c);
   i64 C = h->chunks_per_block;
   i64 n = c.L->nranks;
   int coll = h->collective;
@@ -475,7 +506,7 @@ DEV Place place(const Ctx& c, const theseus_ref& r, i64 t, i64 s) {
     pl.bytes = -1;
     return pl;
   }
-  i64 C = c.h->chunks_per_block;
+  i64 C = T_HDR(c)->chunks_per_block;
   i64 b = chunk / C, j = chunk % C;
   i64 piece = s * C + j;
   i64 cnt = c.L->count, st = c.L->stride;
@@ -947,12 +978,20 @@ DEV void data_op_t(const Ctx& c, const theseus_op* opp, i64 step, i64 s) {
     if (tid() == 0) fail(c, THESEUS_ERR_TOOMANYREFS, 0, step, s, -1, nref, THESEUS_MAX_REFS);
     return;
   }
-  const theseus_ref* r = c.refs + (op.ref_start - c.ref_base);
+  const theseus_ref* r = T_REFS(c) + (op.ref_start - T_REF_BASE(c));
   const i64 strideB = c.L->stride * c.es;
   for (i64 t = 0; t < op.count; t++) {
     bar();  // the previous chunk's users of the staged refs are done
     THESEUS_PROBE(c.L->error, 12);
+#ifdef THESEUS_SPECIALIZED
+    // Unrolled, so that each ref is a constant: ref i is placed by thread
+    // i mod nthreads, as below.
+    T_UNROLL
+    for (int i = 0; i < nref; i++) {
+      if ((u32)i % nthreads() != tid()) continue;
+#else
     for (int i = tid(); i < nref; i += nthreads()) {
+#endif
       Place p = place(c, r[i], t, s);
       s_ptr[i] = p.p;
       s_len[i] = p.bytes;
@@ -1161,6 +1200,7 @@ DEV void trace_rec(u64 trace, u64 begin, u64 lc, u32 tb, u32 step, i64 slice, u3
   r->launch = (u32)lc;
 }
 
+#if !defined(THESEUS_RESIDENT) && !defined(THESEUS_SPECIALIZED)  // (the executor's modules' entries: below)
 // theseus_clock maps %globaltimer to the host's clock (cuda/trace.go):
 // thread 0 stores it into host-mapped memory over and over, each store
 // pushed out with a system fence, while the host reads it.
@@ -1175,6 +1215,7 @@ extern "C" __global__ void theseus_clock(theseus_clock_arg a) {
     if (t - t0 >= a.ns) break;
   }
 }
+#endif
 
 // Staging: the table header, this block's threadblock
 // record, its ops and the refs they use, and the channel records, copied
@@ -1207,12 +1248,12 @@ DEV void stage_copy(void* dst, const void* src, u64 n, u32 lane, u32 width) {
 }
 
 // stage_meta runs on the lanes of one warp (mask: its lanes, width of
-// them).
-DEV void stage_meta(const theseus_launch& launch, u32 lane, u32 width, u32 mask) {
+// them) of threadblock tb. A specialised module's table is constants: only
+// the channel records are staged there.
+DEV void stage_meta(const theseus_launch& launch, u32 lane, u32 width, u32 mask, u32 tb) {
   const u8* base = (const u8*)launch.table;
   stage_copy(&s_hdr, base, sizeof(theseus_optable_header) / 8, lane, width);
   warp_sync(mask);
-  const u32 tb = bid();
   if (tb < s_hdr.num_tbs) {
     stage_copy(&s_tbr, base + s_hdr.off_tbs + (u64)tb * sizeof(theseus_tb), sizeof(theseus_tb) / 8, lane, width);
   } else if (lane == 0) {
@@ -1224,7 +1265,11 @@ DEV void stage_meta(const theseus_launch& launch, u32 lane, u32 width, u32 mask)
   const bool chans = s_hdr.num_channels <= THESEUS_STAGE_CHANS && launch.npair <= 0;
   if (chans) stage_copy(s_chans, (const void*)launch.chans, s_hdr.num_channels * sizeof(theseus_chan_rt) / 8, lane, width);
   warp_sync(mask);
+#ifdef THESEUS_SPECIALIZED
+  const bool ops = false;
+#else
   const bool ops = s_tbr.op_count <= THESEUS_STAGE_OPS;
+#endif
   if (ops) stage_copy(s_ops, base + s_hdr.off_ops + s_tbr.op_start * sizeof(theseus_op), s_tbr.op_count * sizeof(theseus_op) / 8, lane, width);
   warp_sync(mask);
   u64 lo = ~0ull, hi = 0;
@@ -1245,10 +1290,18 @@ DEV void stage_meta(const theseus_launch& launch, u32 lane, u32 width, u32 mask)
   }
 }
 
-// theseus_exec runs a rank's op table: each block walks its threadblock's
-// ops for every pipeline slice (or, with shared work, takes units as
-// theseus_units does).
-extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_launch launch) {
+// exec_block runs launch's op table on this block: it walks its
+// threadblock's ops for every pipeline slice (or, with shared work, takes
+// units as theseus_units does). The body of theseus_exec, and of the
+// persistent executor's items (resident.cuh), inlined into each. TB is the
+// threadblock, or -1 for the block's own (bid()); a specialised module
+// instantiates it per threadblock of its table.
+template <int TB>
+DEV void exec_block(const theseus_launch& launch) {
+#ifdef THESEUS_SPECIALIZED
+  static_assert(TB >= 0, "a specialised module runs its table's threadblocks");
+#endif
+  const u32 tbi = TB >= 0 ? (u32)TB : bid();
   THESEUS_PROBE(launch.error, 0);
   if (launch.trace != 0 && tid() == 0) s_trace_t0 = gtime();
   {
@@ -1261,7 +1314,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
       launch_begin(launch);
       launch_pair(launch);
     }
-    if (tid() / 32 == w) stage_meta(launch, tid() & 31, width, mask);
+    if (tid() / 32 == w) stage_meta(launch, tid() & 31, width, mask, tbi);
   }
   bar();
   if (launch.npair > 0 && s_hdr.num_channels <= THESEUS_STAGE_CHANS) {
@@ -1283,6 +1336,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
     const u8* base = (const u8*)launch.table;
     const theseus_optable_header* h = &s_hdr;
     c.h = h;
+#ifndef THESEUS_SPECIALIZED  // (the table's records are constants there: T_*)
     c.ops = s_staged[0] ? s_ops : (const theseus_op*)(base + h->off_ops);
     c.op_base = s_staged[0] ? s_tbr.op_start : 0;
     c.refs = s_staged[1] ? s_refs : (const theseus_ref*)(base + h->off_refs);
@@ -1290,13 +1344,16 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
     c.deps = (const theseus_dep*)(base + h->off_deps);
     c.chan_list = (const i32*)(base + h->off_chan_list);
     c.tbs = (const theseus_tb*)(base + h->off_tbs);
+#else
+    (void)base;
+#endif
     c.chans = s_staged[2] ? s_chans : (const theseus_chan_rt*)launch.chans;
     c.es = launch.elem_size;
     c.ll = h->protocol == THESEUS_PROTO_LL;
     c.chunkB = launch.stride * c.es * (c.ll ? 2 : 1);
     c.half = launch.scratch_half ? (i64)(lc & 1) * launch.scratch_half : 0;
     c.flag = (u32)(lc % 0xFFFFFFFFull) + 1;  // interp.LLFlag
-    c.tb = bid();
+    c.tb = tbi;
   }
   bar();
   THESEUS_PROBE(launch.error, 2);
@@ -1305,7 +1362,11 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
   THESEUS_PROBE(launch.error, 3);
   if (s_fail) return;
   theseus_tb tbr = {};
+#ifdef THESEUS_SPECIALIZED
+  tbr = T_TBS(c)[TB];  // the generated table ends with an empty threadblock for blocks past its own
+#else
   tbr = s_tbr;  // zero for a table without threadblocks
+#endif
   const u64 epoch = (lc & ((1ull << 24) - 1)) << 40;
   u64* publish = (u64*)launch.publish;
   // Shared work replaces the threadblocks' own op lists (the host builds
@@ -1317,14 +1378,16 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
     if (s_fail) return;
   }
   for (i64 s = 0; launch.units == 0 && s < launch.slices; s++) {
+    T_UNROLL
     for (u64 i = 0; i < tbr.op_count; i++) {
       THESEUS_PROBE(launch.error, 4 + 3 * (i & 1));
       if (s_launch.trace != 0 && tid() == 0) s_trace_op = gtime();
-      const theseus_op& op = c.ops[tbr.op_start + i - c.op_base];
+      const theseus_op& op = T_OPS(c)[tbr.op_start + i - T_OP_BASE(c)];
       if (op.ndep > 0 && tid() == 0) {
+        T_UNROLL
         for (u32 d = 0; d < op.ndep; d++) {
-          const theseus_dep dep = c.deps[op.dep_start + d];
-          u64 target = epoch | (u64)(s * (i64)c.tbs[dep.tb].op_count + dep.step + 1);
+          const theseus_dep dep = T_DEPS(c)[op.dep_start + d];
+          u64 target = epoch | (u64)(s * (i64)T_TBS(c)[dep.tb].op_count + dep.step + 1);
           u64* w = &publish[dep.tb];
           if (!spin(c, [&] { u64 v = ld_acquire_gpu(w); return v >= target && (v >> 40) == (epoch >> 40); },
                     THESEUS_WAIT_DEPENDENCY, (i64)i, s, dep.tb, target, w))
@@ -1345,16 +1408,18 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
           bar();  // every thread's writes before the signal
           if (tid() == 0) {
             fence_sys();
+            T_UNROLL
             for (u32 k = 0; k < op.nchan; k++) {
-              const theseus_chan_rt& ch = c.chans[c.chan_list[op.chan_start + k]];
+              const theseus_chan_rt& ch = c.chans[T_CHAN_LIST(c)[op.chan_start + k]];
               red_add_release_sys((u64*)ch.peer_inbound, 1);
             }
           }
           break;
         case THESEUS_OP_WAIT:
           if (tid() == 0) {
+            T_UNROLL
             for (u32 k = 0; k < op.nchan; k++) {
-              i32 cid = c.chan_list[op.chan_start + k];
+              i32 cid = T_CHAN_LIST(c)[op.chan_start + k];
               const theseus_chan_rt& ch = c.chans[cid];
               u64* exp = (u64*)ch.expected;
               u64 want = *exp + 1;
@@ -1384,7 +1449,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
         bar();
         if (tid() == 0) {
           fence_gpu();
-          st_release_gpu(&publish[c.tb], epoch | (u64)(s * (i64)tbr.op_count + (i64)i + 1));
+          st_release_gpu(&publish[tbi], epoch | (u64)(s * (i64)tbr.op_count + (i64)i + 1));
         }
       }
       bar();
@@ -1394,12 +1459,12 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
   }
   // avg epilogue: after every threadblock of the rank is done, divide the
   // result region by nranks (ir.md §8).
-  int coll = c.h->collective;
+  int coll = T_HDR(c)->collective;
   bool reduces = coll == THESEUS_COLL_ALLREDUCE || coll == THESEUS_COLL_REDUCESCATTER || coll == THESEUS_COLL_REDUCE;
   if (launch.redop == RAVG && reduces && !(coll == THESEUS_COLL_REDUCE && launch.rank != launch.root)) {
     if (tid() == 0) {
       fence_gpu();
-      tb_barrier(c, THESEUS_EPILOGUE_BARRIER, (int)c.h->num_tbs, -1, -1);
+      tb_barrier(c, THESEUS_EPILOGUE_BARRIER, (int)T_HDR(c)->num_tbs, -1, -1);
     }
     bar();
     if (s_fail) return;
@@ -1412,10 +1477,34 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
     divide(c, p, launch.count);
   }
   THESEUS_PROBE(launch.error, 10);
-  launch_done(lc, c.h->num_tbs > 0 ? c.h->num_tbs : 1);
+  launch_done(lc, T_HDR(c)->num_tbs > 0 ? T_HDR(c)->num_tbs : 1);
   THESEUS_PROBE(launch.error, 11);
   if (s_launch.trace != 0 && tid() == 0) trace_rec(s_launch.trace, s_trace_t0, lc, c.tb, THESEUS_TRACE_LAUNCH, 0, 0);
 }
+
+// The module's entry points. The product's modules (theseus.cu) and the
+// measurement builds (bench.cu) have theseus_exec and theseus_units; a
+// module of the persistent executor (THESEUS_RESIDENT) has only
+// theseus_resident (resident.cuh), which runs exec_block per item; a
+// specialised module (THESEUS_SPECIALIZED) only theseus_spec.
+#if defined(THESEUS_SPECIALIZED)
+
+// theseus_spec runs the one rank's table the module was generated for
+// (exec_block per threadblock: THESEUS_SPEC_CASES, from the generated
+// file, is `case k: exec_block<k>(L); break;` for each, and blocks past
+// them run its empty threadblock THESEUS_SPEC_NTBS).
+extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_spec(theseus_launch launch) {
+  switch (bid()) {
+    THESEUS_SPEC_CASES(launch)
+    default:
+      exec_block<THESEUS_SPEC_NTBS>(launch);
+  }
+}
+
+#elif !defined(THESEUS_RESIDENT)
+
+// theseus_exec runs a rank's op table (exec_block).
+extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_launch launch) { exec_block<-1>(launch); }
 
 // theseus_units is the executor's entry for a launch of shared work
 // (launch.units set: cuda/units.go; docs/design/cuda.md, "Shared work"):
@@ -1454,4 +1543,14 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_units(theseus_
   launch_done(s_launch.launch, __nvvm_read_ptx_sreg_nctaid_x());
   if (s_launch.trace != 0 && tid() == 0) trace_rec(s_launch.trace, s_trace_t0, s_launch.launch, bid(), THESEUS_TRACE_LAUNCH, 0, 0);
 }
+
+#endif
+
+// The point-to-point engine (the uint8 module's theseus_p2p entry).
+#if !defined(THESEUS_RESIDENT) && !defined(THESEUS_SPECIALIZED)
 #include "p2p.cuh"
+#endif
+
+#if defined(THESEUS_RESIDENT) && !defined(THESEUS_SPECIALIZED)
+#include "resident.cuh"
+#endif

@@ -63,6 +63,9 @@ type Config struct {
 	CheckPeriod int
 	// InitialScratch is THESEUS_INITIAL_SCRATCH_SIZE in bytes.
 	InitialScratch int64
+	// Executor is the executor mode, executor.ModeLaunch or
+	// ModePersistent ("": THESEUS_EXECUTOR).
+	Executor string
 	// Alternate is THESEUS_ALTERNATE_SCRATCH_BUFFER (nil: the environment).
 	Alternate *bool
 	// PacketType is the LL packet format (nil: THESEUS_LL_PROTOCOL).
@@ -432,7 +435,8 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 		return nil, &Error{Code: InvalidArgument, Op: "init", Rank: rank, Msg: "selector", Err: err}
 	}
 	c.exec, err = executor.New(executor.Config{Rank: rank, NRanks: nranks, Backend: cfg.Backend, Net: c.boot,
-		InitialScratch: cfg.InitialScratch, Alternate: *cfg.Alternate, SliceBytes: cfg.SliceBytes, Timeout: cfg.Timeout})
+		InitialScratch: cfg.InitialScratch, Alternate: *cfg.Alternate, SliceBytes: cfg.SliceBytes, Timeout: cfg.Timeout,
+		Executor: cfg.Executor})
 	if err != nil {
 		return nil, &Error{Code: InvalidArgument, Op: "init", Rank: rank, Msg: "executor", Err: err}
 	}
@@ -753,6 +757,11 @@ func (c *Comm) Stream() device.Stream { return c.stream }
 
 // LastCall describes the last collective call.
 func (c *Comm) LastCall() CallInfo { return c.last }
+
+// Resident is the communicator's persistent executor (THESEUS_EXECUTOR=
+// persistent), nil before its first collective and in launch mode. Not
+// concurrent with calls.
+func (c *Comm) Resident() device.Resident { return c.exec.Resident() }
 
 // Stats returns the communicator's counters, with the calls a replay
 // record made (replay.go). Not concurrent with calls.

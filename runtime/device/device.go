@@ -224,6 +224,77 @@ type LaunchImage struct {
 	OffLaunch, OffNFence int
 }
 
+// ResidentBackend is implemented by backends that can run a persistent
+// executor for a communicator rank (THESEUS_EXECUTOR=persistent;
+// docs/design/runtime.md, "The persistent executor"): a resident
+// consumer (CUDA: a kernel of Blocks threadblocks; host: a goroutine)
+// fed with the rank's launches through a queue in host memory, each
+// launch ordered with the caller's stream by stream memory operations
+// instead of a kernel launch. NewResident allocates the queue; the
+// consumer starts with the first launch and exits when idle, when
+// stopped and on the abort word.
+type ResidentBackend interface {
+	NewResident(cfg ResidentConfig) (Resident, error)
+}
+
+// ResidentConfig configures a Resident.
+type ResidentConfig struct {
+	// Rank is the physical rank (for messages).
+	Rank int
+	// Blocks and Threads are the resident kernel's threadblocks (1 to
+	// resident.MaxBlocks) and threads per block (a multiple of 32 up to
+	// 1024) on CUDA; the host backend ignores them. A launch of more
+	// threadblocks than Blocks is made as a kernel launch instead
+	// (Resident's streams fall back to their own launch); every launch
+	// runs with Threads threads (the kernel computes the same results at
+	// any block size).
+	Blocks, Threads int
+	// Slots is the queue's depth (a power of two; 0: the default): how far
+	// the launching thread may run ahead of the device.
+	Slots int
+	// Idle is how long the consumer waits without work before it exits
+	// (0: until Stop, Close or the abort word): a kernel that spins on
+	// its queue holds threadblocks, and every cuMemFree of the process
+	// waits for it to end.
+	Idle time.Duration
+	// Abort is the communicator's abort word (8 bytes): nonzero ends the
+	// consumer, and the queue's waits return.
+	Abort Ptr
+	// Timeout bounds the launching thread's wait for a free queue slot.
+	Timeout time.Duration
+}
+
+// Resident is a persistent executor of one communicator rank
+// (ResidentBackend). Its methods are called by the rank's launching
+// goroutine (the executor's), except Stats.
+type Resident interface {
+	// Stream returns the stream that launches on st through the queue:
+	// its Launch and CaptureLaunch describe the prepared launch in the
+	// queue and order it with st; a launch the consumer cannot take (more
+	// threadblocks than Blocks, staging copies, a capture into a CUDA
+	// graph: a graph is replayed without the host, so a captured launch
+	// is a kernel launch) is st's own. Synchronize, Err and Capturing are
+	// st's, with the failures of the queue's launches. The same st gives
+	// the same Stream; closing it does not close st.
+	Stream(st Stream) (Stream, error)
+	// Stop waits until the consumer has run every launch issued so far,
+	// then ends it; the next launch starts another. Errors: a consumer
+	// that does not end within the timeout.
+	Stop() error
+	// Close stops the consumer and frees the queue. The streams of
+	// Stream must not be used afterwards.
+	Close() error
+	// Stats counts the queue's work.
+	Stats() ResidentStats
+}
+
+// ResidentStats are a Resident's counters.
+type ResidentStats struct {
+	// Queued are launches made through the queue, Fallback launches its
+	// streams made as kernel launches, Starts consumers started.
+	Queued, Fallback, Starts uint64
+}
+
 // ContextSharer is implemented by backends whose ranks in one process
 // share one device context (CUDA). ShareContext tells the backend that
 // several ranks of a communicator run as goroutines of this process, so a
@@ -358,9 +429,25 @@ type Args struct {
 	// (user buffers that are not backend allocations, staged through
 	// backend memory because a peer reads or writes them).
 	StageIn, StageOut []Copy
+	// Kernel, when not nil, is the table's specialised kernel for the
+	// request's datatype (the schedule's bundle carries it: `theseusc
+	// compile --specialize`, docs/specialize.md): a backend that can load
+	// it launches it instead of its generic executor, with the same
+	// arguments. Others ignore it.
+	Kernel *Kernel
 	// Trace, when set, is the buffer (of this backend's OpTracer) that
 	// every launch records its ops' times into; nil: nothing is recorded.
 	Trace OpTrace
+}
+
+// Kernel is a specialised kernel of one rank's op table (Args.Kernel).
+type Kernel struct {
+	// Key identifies the code (the SHA-256 of PTX): a backend loads each
+	// key once.
+	Key [32]byte
+	// PTX is the module (CUDA: sm_80 PTX whose one entry takes the generic
+	// executor's launch argument).
+	PTX []byte
 }
 
 // OpTracer is implemented by backends whose launches can record when each

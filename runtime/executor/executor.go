@@ -85,7 +85,25 @@ type Config struct {
 	// NoMigration materialises every schedule cold, never as a delta of
 	// another (for measuring what delta migration saves).
 	NoMigration bool
+	// Executor is how launches reach the device: ModeLaunch (a kernel
+	// launch per call) or ModePersistent (a resident executor fed through
+	// a queue: device.ResidentBackend; a backend without one launches);
+	// "" reads THESEUS_EXECUTOR.
+	Executor string
+	// GenericOnly runs the generic executor even where the schedule's
+	// bundle carries specialised kernels (THESEUS_SPECIALIZED=0).
+	GenericOnly bool
+	// Resident configures the persistent executor; its zero Blocks,
+	// Threads and Idle read THESEUS_PERSISTENT_BLOCKS, _THREADS and
+	// _IDLE_US (Rank, Abort and Timeout are the executor's own).
+	Resident device.ResidentConfig
 }
+
+// The executor modes (Config.Executor, THESEUS_EXECUTOR).
+const (
+	ModeLaunch     = "launch"
+	ModePersistent = "persistent"
+)
 
 // MinEnvSliceBytes is the smallest THESEUS_SLICE_BYTES ConfigFromEnv
 // takes: one 128-byte line. Smaller slices were correct but made a 4 MiB
@@ -129,6 +147,54 @@ func ConfigFromEnv(c Config) (Config, error) {
 			return c, err
 		}
 		c.Timeout = env.TimeoutDuration(ms)
+	}
+	if !c.GenericOnly {
+		on, err := env.Specialized.Bool()
+		if err != nil {
+			return c, err
+		}
+		c.GenericOnly = !on
+	}
+	if c.Executor == "" {
+		v, err := env.Executor.Enum()
+		if err != nil {
+			return c, err
+		}
+		c.Executor = v
+	}
+	if c.Executor != ModeLaunch && c.Executor != ModePersistent {
+		return c, fmt.Errorf("executor: mode %q (want %s or %s)", c.Executor, ModeLaunch, ModePersistent)
+	}
+	if c.Executor == ModePersistent {
+		r := &c.Resident
+		for _, f := range []struct {
+			v      *int
+			p      *env.Param
+			lo, hi int64
+			step   int64
+		}{{&r.Blocks, env.PersistBlocks, 1, 32, 1}, {&r.Threads, env.PersistThreads, 32, 1024, 32}} {
+			if *f.v != 0 {
+				continue
+			}
+			n, err := f.p.Int()
+			if err != nil {
+				return c, err
+			}
+			if n < f.lo || n > f.hi || n%f.step != 0 {
+				return c, fmt.Errorf("THESEUS_%s=%d: want a multiple of %d from %d to %d", f.p.Name, n, f.step, f.lo, f.hi)
+			}
+			*f.v = int(n)
+		}
+		if r.Idle == 0 {
+			us, err := env.PersistIdle.Int()
+			if err != nil {
+				return c, err
+			}
+			if us < 0 {
+				return c, fmt.Errorf("THESEUS_PERSISTENT_IDLE_US=%d: want 0 or more", us)
+			}
+			r.Idle = time.Duration(us) * time.Microsecond
+		}
 	}
 	return c, nil
 }
@@ -227,8 +293,10 @@ type Stats struct {
 	Created                         Created
 	LastMigration                   Migration
 	Refused                         uint64 // misses refused during graph capture
-	StateVisits                     [numStates]uint64
-	TransitionsTaken, Failures      uint64
+	// Resident counts the persistent executor's work (Config.Executor).
+	Resident                   device.ResidentStats
+	StateVisits                [numStates]uint64
+	TransitionsTaken, Failures uint64
 	// P2P counts the point-to-point engine's work (p2p.go); its launches
 	// are not in Launches.
 	P2P P2PStats
@@ -328,8 +396,9 @@ type Executor struct {
 	planLaunches uint64
 	lastSig      scratchSig // the scratch layout of the last launch
 	// capMixed: the launches captured into CUDA graphs had more than one
-	// scratch layout (capSig).
-	tracked, capMixed bool
+	// scratch layout (capSig). persistent: launches go through the
+	// resident executor (res: Config.Executor).
+	tracked, capMixed, persistent bool
 	// capSig is the scratch layout of the launches captured into CUDA
 	// graphs, capMixed set once they had more than one: a graph's replay
 	// may run before any eager launch (enqueue). A launch reads capSig.l1
@@ -394,6 +463,12 @@ type Executor struct {
 	// lastEager is the launch counter of the last launch not captured
 	// into a CUDA graph (a push names it: peers.go).
 	lastEager uint64
+	// res is the persistent executor (Config.Executor), started at L0
+	// setup; resUser and resSt are the caller's stream of the last launch
+	// and its stream through res.
+	res     device.Resident
+	resUser device.Stream
+	resSt   device.Stream
 }
 
 // New returns an executor. Nothing is allocated until the first Execute.
@@ -479,8 +554,15 @@ func (e *Executor) Stats() Stats {
 	st.Rebinds, st.PeerRequests, st.Drops = e.peers.rebinds.Load(), e.peers.served.Load(), e.peers.drops.Load()
 	st.Created.Registrations += int(e.peers.imported.Load())
 	st.Created.BootstrapMessages += int(e.peers.acks.Load())
+	if e.res != nil {
+		st.Resident = e.res.Stats()
+	}
 	return st
 }
+
+// Resident is the persistent executor (Config.Executor), nil before L0 or
+// in launch mode.
+func (e *Executor) Resident() device.Resident { return e.res }
 
 // Err returns the executor's sticky error: a failure that leaves the ranks
 // out of step (an exchange, allocation or launch failure), Abort or Close.
@@ -536,6 +618,15 @@ func (e *Executor) Close() error {
 	// this memory (aborted launches stop at their next wait).
 	aborted := e.Err() != nil
 	werr := e.waitInflight()
+	if e.res != nil {
+		// The consumer has run every launch (the streams waited for
+		// them): it stops, and its queue goes, before the memory its
+		// launches name.
+		if err := e.res.Close(); err != nil && werr == nil {
+			werr = err
+		}
+		e.res, e.persistent, e.resUser, e.resSt = nil, false, nil, nil
+	}
 	if aborted {
 		werr = nil
 	}

@@ -240,6 +240,9 @@ func (e *Executor) l0Setup(ctx context.Context, w *walk) Event {
 	e.l0.ready = true
 	e.abortW.Store(uintptr(e.l0.control))
 	e.startServices()
+	if err := e.startResident(); err != nil {
+		return e.fail(w, L0Setup, fmt.Errorf("persistent executor: %w", err), true)
+	}
 	if log.On(log.Info, log.Executor) {
 		log.Infof(log.Executor, "rank %d: L0: scratch %d bytes, %d peers imported", rank, capB, e.stats.Created.Connections)
 	}

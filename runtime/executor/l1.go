@@ -41,6 +41,9 @@ type l1Entry struct {
 	importFrom []uint8
 	l2         map[l2Key]*l2Entry
 	l3         map[l3Key]*l3Entry // when !needL2
+	// kernels are the table's specialised kernels by datatype, read from
+	// the bundle at the first L3 setup of each (nil: none).
+	kernels map[ir.DataType]*device.Kernel
 }
 
 func (e *Executor) shiftOf(w *walk) int {

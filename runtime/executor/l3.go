@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 
 	"github.com/theseus-ccl/theseus/ir"
@@ -151,6 +152,9 @@ func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
 		a.Root = r.Root
 	}
 	a.Trace = e.ops
+	if a.Kernel, err = e.kernel(ent, r.DataType); err != nil {
+		return e.fail(w, L3Setup, err, false)
+	}
 	a.Buf[device.Scratch] = e.l0.scratch
 	if halves {
 		a.ScratchHalf = capB / 2
@@ -283,6 +287,30 @@ func mulOK(a, b int64) (int64, bool) {
 		return 0, false
 	}
 	return c, true
+}
+
+// kernel is the specialised kernel of ent's table for datatype dt, when
+// its bundle has one and they are in use (Config.GenericOnly).
+func (e *Executor) kernel(ent *l1Entry, dt ir.DataType) (*device.Kernel, error) {
+	if e.cfg.GenericOnly || ent.sched.Bundle == nil || !ent.sched.Bundle.HasKernels() {
+		return nil, nil
+	}
+	if k, ok := ent.kernels[dt]; ok {
+		return k, nil
+	}
+	ptx, err := ent.sched.Bundle.Kernel(ent.logical, dt)
+	if err != nil {
+		return nil, err
+	}
+	var k *device.Kernel
+	if ptx != nil {
+		k = &device.Kernel{Key: sha256.Sum256(ptx), PTX: ptx}
+	}
+	if ent.kernels == nil {
+		ent.kernels = map[ir.DataType]*device.Kernel{}
+	}
+	ent.kernels[dt] = k
+	return k, nil
 }
 
 // dropL3 empties m, releasing each prepared launch (or, if a CUDA graph

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/log"
 )
 
 // The launch: what the walk's Launch state and a plan's launch (Launch)
@@ -72,6 +73,12 @@ func (e *Executor) plain(p *Plan, st device.Stream) bool {
 // after an eager launch whose layout differs from a captured one's: the
 // application may replay a graph between any two launches.
 func (e *Executor) enqueue(p *Plan, st device.Stream) error {
+	if e.persistent {
+		var err error
+		if st, err = e.residentStream(st); err != nil {
+			return &Error{Rank: e.cfg.Rank, State: Launch, Err: err}
+		}
+	}
 	fence := e.launch > 0 && (p.sig != e.lastSig || p.fenceAll)
 	if e.plain(p, st) {
 		// The usual repeat. The capture check and the launch are one
@@ -162,6 +169,47 @@ func (e *Executor) launched(p *Plan, st device.Stream, fence, capturing bool, er
 		e.lastSig = scratchSig{}
 	}
 	e.trackStream(st)
+	return nil
+}
+
+// residentStream is the stream through the persistent executor that
+// launches on the caller's stream st (device.Resident.Stream), the last
+// one remembered.
+func (e *Executor) residentStream(st device.Stream) (device.Stream, error) {
+	if st == e.resUser {
+		return e.resSt, nil
+	}
+	rs, err := e.res.Stream(st)
+	if err != nil {
+		return nil, err
+	}
+	e.resUser, e.resSt = st, rs
+	return rs, nil
+}
+
+// startResident starts the persistent executor (Config.Executor) once L0
+// exists, when the backend has one; without one the executor launches.
+func (e *Executor) startResident() error {
+	if e.cfg.Executor != ModePersistent || e.res != nil {
+		return nil
+	}
+	rb, ok := e.dev.(device.ResidentBackend)
+	if !ok {
+		if log.On(log.Info, log.Executor) {
+			log.Infof(log.Executor, "rank %d: backend %s has no persistent executor: kernel launches", e.cfg.Rank, e.dev.Name())
+		}
+		return nil
+	}
+	cfg := e.cfg.Resident
+	cfg.Rank, cfg.Abort, cfg.Timeout = e.cfg.Rank, e.l0.control, e.cfg.Timeout
+	r, err := rb.NewResident(cfg)
+	if err != nil {
+		return err
+	}
+	e.res, e.persistent = r, true
+	if log.On(log.Info, log.Executor) {
+		log.Infof(log.Executor, "rank %d: persistent executor: %d threadblocks of %d threads, idle exit after %v", e.cfg.Rank, cfg.Blocks, cfg.Threads, cfg.Idle)
+	}
 	return nil
 }
 

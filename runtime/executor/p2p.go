@@ -828,12 +828,23 @@ func (e *Executor) enqueueP2P(ent *p2pL3, st device.Stream) error {
 	var capturing bool
 	var err error
 	ctr := max(e.launch, 1) // ignored by the engine
-	if cl, ok := st.(device.CaptureLauncher); ok && (e.lastSt == nil || e.lastSt == st) {
+	// The point-to-point launch is st's own kernel launch, also with the
+	// persistent executor (its queue serves the collectives' op tables);
+	// the order with the rank's other launches is kept on the stream the
+	// collectives use for st (the persistent executor's wrapper of st,
+	// whose queued launches are st's stream memory operations).
+	ord := st
+	if e.persistent {
+		if w, werr := e.residentStream(st); werr == nil {
+			ord = w
+		}
+	}
+	if cl, ok := st.(device.CaptureLauncher); ok && (e.lastSt == nil || e.lastSt == ord) {
 		capturing, err = cl.CaptureLaunch(ent.prep, ctr, false, false)
 	} else {
 		capturing = st.Capturing()
-		if prev := e.lastSt; prev != nil && prev != st && !capturing {
-			if o, ok := st.(device.StreamOrderer); ok && !prev.Capturing() {
+		if prev := e.lastSt; prev != nil && prev != ord && !capturing {
+			if o, ok := ord.(device.StreamOrderer); ok && !prev.Capturing() {
 				if err := o.After(prev); err != nil {
 					return &Error{Rank: e.cfg.Rank, State: P2P, Err: err}
 				}
@@ -853,12 +864,12 @@ func (e *Executor) enqueueP2P(ent *p2pL3, st device.Stream) error {
 		ent.captured = true
 		e.p2p.captured.Store(true)
 	}
-	if e.lastSt != st {
-		e.lastSt = st
-		e.lastCL, _ = st.(device.CaptureLauncher)
+	if e.lastSt != ord {
+		e.lastSt = ord
+		e.lastCL, _ = ord.(device.CaptureLauncher)
 		e.tracked = false
 	}
-	e.trackStream(st)
+	e.trackStream(ord)
 	return nil
 }
 

@@ -127,8 +127,8 @@ func (r *p2pRun) errorf(lane, step, peer int, sentinel error, format string, arg
 
 // runP2P runs one launch: the matrix (AlltoAllv) read and checked, then
 // every lane.
-func (s *stream) runP2P(p *p2pPrepared) error {
-	r := &p2pRun{ctx: s.ctx, b: theBackend, p: p, a: p.a, g: p.a.Geometry}
+func runP2P(ctx context.Context, p *p2pPrepared) error {
+	r := &p2pRun{ctx: ctx, b: theBackend, p: p, a: p.a, g: p.a.Geometry}
 	if p.a.Matrix != nil {
 		if err := r.matrix(); err != nil {
 			atomic.StoreUint64(p.abort, 1)

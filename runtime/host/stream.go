@@ -16,6 +16,7 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/interp"
 	"github.com/theseus-ccl/theseus/runtime/launch"
+	"github.com/theseus-ccl/theseus/runtime/resident"
 )
 
 // prepared is one rank's launch state for one request shape: the
@@ -358,7 +359,26 @@ type task struct {
 	pp     *p2pPrepared // a launch of the point-to-point engine instead (p2p.go)
 	launch uint64
 	fence  bool
+	// A stream memory operation instead of a launch (p nil): store val
+	// into word (memWrite), or wait until word reaches val in sequence
+	// order (memWait), as cuStreamWriteValue32 and cuStreamWaitValue32
+	// do on CUDA (a resident executor's queue: resident.go).
+	mem  memOp
+	word *uint32
+	val  uint32
+	// memAfter: wait until stream prev has completed val tasks.
+	prev *stream
+	upTo uint64
 }
+
+type memOp uint8
+
+const (
+	memNone memOp = iota
+	memWrite
+	memWait
+	memAfter
+)
 
 // stream runs launches on one goroutine, in order.
 type stream struct {
@@ -416,11 +436,32 @@ func (s *stream) Launch(p device.Prepared, launch uint64, fence bool) error {
 	return nil
 }
 
+// memOps enqueues stream memory operations (task.mem), which run even
+// after a launch of the stream failed: a resident executor's item is
+// released and waited for whatever the stream's own launches did.
+func (s *stream) memOps(ts ...task) error {
+	s.sendMu.RLock()
+	defer s.sendMu.RUnlock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return device.ErrClosed
+	}
+	s.submitted += uint64(len(ts))
+	s.mu.Unlock()
+	for _, t := range ts {
+		s.ch <- t
+	}
+	return nil
+}
+
 func (s *stream) loop() {
 	defer close(s.exited)
 	for t := range s.ch {
-		if s.err.Load() == nil {
-			if err := s.run(t); err != nil {
+		if t.mem != memNone {
+			s.memOp(t)
+		} else if s.err.Load() == nil {
+			if err := runLaunch(s.ctx, t); err != nil {
 				s.err.CompareAndSwap(nil, &err)
 			}
 		}
@@ -431,11 +472,41 @@ func (s *stream) loop() {
 	}
 }
 
-func (s *stream) run(t task) error {
+// memOp runs a stream memory operation. A wait polls, yielding and then
+// sleeping (at most 50 µs between polls); it ends when the word reaches
+// the value or the stream is cancelled (Close after its goroutine exited
+// cannot reach here, so in practice when the word arrives: a resident
+// executor always completes or abandons what it was issued).
+func (s *stream) memOp(t task) {
+	switch t.mem {
+	case memWrite:
+		atomic.StoreUint32(t.word, t.val)
+		return
+	case memAfter:
+		p := t.prev
+		p.mu.Lock()
+		for p.completed < t.upTo && !p.closed {
+			p.cond.Wait()
+		}
+		p.mu.Unlock()
+		return
+	}
+	for polls := 0; int32(atomic.LoadUint32(t.word)-t.val) < 0; polls++ {
+		if s.ctx.Err() != nil {
+			return
+		}
+		resident.Backoff(polls, time.Time{}, 50*time.Microsecond)
+	}
+}
+
+// runLaunch runs one launch of t.p (a stream's, or a resident executor's
+// queued one): the fence, the staging copies, the interpreter, the done
+// word.
+func runLaunch(ctx context.Context, t task) error {
 	if t.pp != nil {
 		// The point-to-point engine: no fence, no staging, no done word
 		// (its launches are not the communicator's counted launches).
-		if err := s.runP2P(t.pp); err != nil {
+		if err := runP2P(ctx, t.pp); err != nil {
 			return &LaunchError{Rank: t.pp.a.Rank, Launch: t.launch, Peer: -1, Err: err}
 		}
 		return nil
@@ -445,12 +516,12 @@ func (s *stream) run(t task) error {
 		raise(p.started, t.launch)
 	}
 	if t.fence {
-		if err := s.waitWords(p, p.fence, t.launch, t.launch-1, "fence"); err != nil {
+		if err := waitWords(ctx, p, p.fence, t.launch, t.launch-1, "fence"); err != nil {
 			return err
 		}
 	}
 	if len(p.pair) > 0 {
-		if err := s.waitWords(p, p.pair, t.launch, t.launch, "pairing"); err != nil {
+		if err := waitWords(ctx, p, p.pair, t.launch, t.launch, "pairing"); err != nil {
 			return err
 		}
 	}
@@ -475,7 +546,7 @@ func (s *stream) run(t task) error {
 		}
 		mem = &m
 	}
-	if err := interp.RunRank(s.ctx, p.table, p.rank, req, mem); err != nil {
+	if err := interp.RunRank(ctx, p.table, p.rank, req, mem); err != nil {
 		return &LaunchError{Rank: p.rank, Launch: t.launch, Peer: -1, Err: err}
 	}
 	for _, c := range p.stageOut {
@@ -502,7 +573,7 @@ func raise(w *uint64, v uint64) {
 // fence: the peers' done words at counter-1; the pairing: their started
 // words at counter — bounded by the request's timeout and stopped by the
 // abort word; what names the wait in errors ("fence", "pairing").
-func (s *stream) waitWords(p *prepared, ws []fenceWord, counter, want uint64, what string) error {
+func waitWords(ctx context.Context, p *prepared, ws []fenceWord, counter, want uint64, what string) error {
 	timeout := p.req.Timeout
 	if timeout <= 0 {
 		timeout = launch.DefaultTimeout
@@ -514,7 +585,7 @@ func (s *stream) waitWords(p *prepared, ws []fenceWord, counter, want uint64, wh
 			if atomic.LoadUint64(p.abort) != 0 {
 				return &LaunchError{Rank: p.rank, Launch: counter, Peer: f.peer, Err: fmt.Errorf("%s on rank %d: %w", what, f.peer, launch.ErrAborted)}
 			}
-			if err := s.ctx.Err(); err != nil {
+			if err := ctx.Err(); err != nil {
 				return &LaunchError{Rank: p.rank, Launch: counter, Peer: f.peer, Err: err}
 			}
 			switch {
@@ -537,6 +608,24 @@ func (s *stream) waitWords(p *prepared, ws []fenceWord, counter, want uint64, wh
 		}
 	}
 	return nil
+}
+
+// After implements device.StreamOrderer: s runs nothing more until prev
+// has run what was enqueued on it so far (a prev of another backend, or
+// a closed one, is ignored), so that one rank's launches on two streams
+// never overlap, as on CUDA.
+func (s *stream) After(prev device.Stream) error {
+	p, ok := prev.(*stream)
+	if !ok || p == s {
+		return nil
+	}
+	p.mu.Lock()
+	upTo, closed := p.submitted, p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil
+	}
+	return s.memOps(task{mem: memAfter, prev: p, upTo: upTo})
 }
 
 func (s *stream) Synchronize() error {

@@ -637,3 +637,27 @@ func TestP2PDeregisterDropsImports(t *testing.T) {
 		})
 	}
 }
+
+// TestP2PPersistent: with the persistent executor (THESEUS_EXECUTOR=
+// persistent), the collectives go through its queue and the point-to-point
+// launches are their streams' own, in call order with them: every pattern
+// (collectives in groups included) and matrix exact at 4 ranks.
+func TestP2PPersistent(t *testing.T) {
+	comms, _ := localComms(t, 4, func(c *Config) { c.Options.Executor = "persistent" })
+	for r, err := range onEach(comms, func(c *Comm) error {
+		if err := c.AllReduce(0, 0, 0, Float32, Sum, nil); err != nil { // (count 0: nothing)
+			return err
+		}
+		return runP2PSuite(c)
+	}) {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	for r, c := range comms {
+		st := c.Stats().Executor
+		if st.Resident.Queued == 0 || st.P2P.Launches == 0 {
+			t.Errorf("rank %d: %d launches through the queue, %d point-to-point launches; want both", r, st.Resident.Queued, st.P2P.Launches)
+		}
+	}
+}
