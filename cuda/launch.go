@@ -180,15 +180,20 @@ func setLaunch(a *Launch, launch uint64, fence bool, nfence int32) {
 	}
 }
 
-// launchBox holds a Launch at the start of a 256-byte object, which Go's
-// allocator places on a 64-byte boundary (its size class is a multiple of
-// 64): the fields a launch writes (setLaunch) then share as few cache
-// lines as the argument's layout allows. No Go pointers, as cgo requires
-// of memory C reads.
+// launchBox holds a Launch in an object whose size is a multiple of 64
+// bytes (Launch is 256 bytes since the point-to-point engine's field: no
+// padding, and none may be added as a zero-length last field, which Go
+// pads), which Go's allocator places on a 64-byte boundary (its size class
+// is a multiple of 64): the fields a launch writes (setLaunch) then share
+// as few cache lines as the argument's layout allows. No Go pointers, as
+// cgo requires of memory C reads. A Launch that grows past 256 bytes
+// fails to compile here: give the box a padding field to 320 then.
 type launchBox struct {
 	a Launch
-	_ [256 - unsafe.Sizeof(Launch{})]byte
 }
+
+// (Launch's size is a multiple of 64: see launchBox.)
+var _ [0]struct{} = [unsafe.Sizeof(Launch{}) % 64]struct{}{}
 
 // newLaunch allocates a zeroed launch argument (launchBox).
 func newLaunch() *Launch { return &new(launchBox).a }
@@ -220,6 +225,20 @@ func (e *KernelError) Error() string {
 		s += fmt.Sprintf(" waiting for %s (channel/tb/id %d, have %d, want %d)", what, e.Channel, e.Have, e.Want)
 	}
 	return s + fmt.Sprintf(" in launch %d", e.Launch)
+}
+
+// recordError is the error of a host-mapped failure record: nil when its
+// code is 0, the launch contract's error for a point-to-point launch's
+// failure (p2pError), else the *KernelError.
+func recordError(p unsafe.Pointer) error {
+	e := readError(p)
+	if e == nil {
+		return nil
+	}
+	if pe := p2pError(e); pe != nil {
+		return pe
+	}
+	return e
 }
 
 // readError decodes a host-mapped error record; nil when its code is 0.
