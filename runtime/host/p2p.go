@@ -390,56 +390,108 @@ func (r *p2pRun) sendPeer(ch int, pr *p2pPeer) error {
 		if err != nil {
 			return err
 		}
-		var dst []byte
-		if total > r.a.EagerBytes && r.a.Direct && len(pr.Imports) > 0 {
-			err := r.wait(func() bool { return atomic.LoadUint64(w(post, 8*launch.P2PPostTSeq)) >= tseq }, ch, i, q, func() string {
-				return fmt.Sprintf("rank %d to post its receive #%d on channel %d (for send #%d of %d bytes to it)", q, tseq, ch, tseq, total)
-			})
-			if err != nil {
-				return err
+		// A transfer above the eager bytes to a peer whose offers this
+		// rank imported goes straight into the receiver's buffer from the
+		// first chunk at which the receiver has posted it (the chunks
+		// before go through the FIFO): the send never waits for the post,
+		// so that it completes into the receiver's FIFO while that has
+		// room, also when the receive comes in a later launch (NCCL's
+		// ungrouped send, then receive, on both ranks).
+		look := total > r.a.EagerBytes && r.a.Direct && len(pr.Imports) > 0
+		// take looks at the receiver's post for tseq: posted reports
+		// whether it is there; dst is the posted buffer as this rank
+		// imported it (nil: in no import, the FIFO for the rest).
+		take := func() (dst []byte, posted bool, err error) {
+			if atomic.LoadUint64(w(post, 8*launch.P2PPostTSeq)) < tseq {
+				return nil, false, nil
 			}
 			pt := *w(post, 8*launch.P2PPostType)
 			ptotal, pdt := int64(*w(post, 8*launch.P2PPostTotal)), ir.DataType(pt&0xffffffff)
 			pseq := atomic.LoadUint64(w(post, 8*launch.P2PPostTSeq))
 			if pt>>32 != 0 {
-				return r.postMismatch(ch, i, q, post, tseq)
+				return nil, true, r.postMismatch(ch, i, q, post, tseq)
 			}
 			if pseq != tseq {
 				// The receiver is past this transfer on this channel: its
 				// receive tseq had nothing here, so the two disagree.
-				return r.errorf(ch, i, q, launch.ErrP2PMismatch, "send #%d to rank %d has %d bytes of %s, but rank %d's receives do not match it (its receive #%d posts here first; NCCL 2.25: a send and its receive must agree on count and datatype; each pair's calls are matched in order)",
+				return nil, true, r.errorf(ch, i, q, launch.ErrP2PMismatch, "send #%d to rank %d has %d bytes of %s, but rank %d's receives do not match it (its receive #%d posts here first; NCCL 2.25: a send and its receive must agree on count and datatype; each pair's calls are matched in order)",
 					tseq, q, total, x.DataType, q, pseq)
 			}
 			if ptotal != total || pdt != x.DataType {
-				if hdr, _, err := slot(i, tseq); err == nil {
+				if s := *sent; s-atomic.LoadUint64(credit) < uint64(g.Slots) { // tell the receive, if a slot is free
+					k := int(s % uint64(g.Slots))
+					hdr := pr.remote[g.Header(ch, k) : g.Header(ch, k)+launch.P2PLine]
 					*w(hdr, 8*launch.P2PHdrWant) = uint64(ptotal)
 					*w(hdr, 8*launch.P2PHdrWantT) = uint64(pdt)
 					publish(hdr, tseq, total, 0, 0, launch.P2PKindError, x.DataType)
 				}
-				return r.errorf(ch, i, q, launch.ErrP2PMismatch, "send #%d to rank %d has %d bytes of %s, but rank %d's receive #%d from this rank expects %d bytes of %s (NCCL 2.25: a send and its receive must agree on count and datatype; each pair's calls are matched in order)",
+				return nil, true, r.errorf(ch, i, q, launch.ErrP2PMismatch, "send #%d to rank %d has %d bytes of %s, but rank %d's receive #%d from this rank expects %d bytes of %s (NCCL 2.25: a send and its receive must agree on count and datatype; each pair's calls are matched in order)",
 					tseq, q, total, x.DataType, q, tseq, ptotal, pdt)
 			}
-			dst = r.directDst(pr, *w(post, 8*launch.P2PPostGen), device.Ptr(*w(post, 8*launch.P2PPostAddr)), total)
+			return r.directDst(pr, *w(post, 8*launch.P2PPostGen), device.Ptr(*w(post, 8*launch.P2PPostAddr)), total), true, nil
 		}
+		// next waits for a free slot of the FIFO or, while looking, for
+		// the post: it returns the destination the post gives (no slot
+		// taken) or a free slot's header and data.
+		next := func() (dst, hdr, data []byte, err error) {
+			for {
+				if look {
+					d, posted, err := take()
+					if err != nil {
+						return nil, nil, nil, err
+					}
+					if posted {
+						look = false
+						if d != nil {
+							return d, nil, nil, nil
+						}
+					}
+				}
+				s, lk := *sent, look
+				err := r.wait(func() bool {
+					return s-atomic.LoadUint64(credit) < uint64(g.Slots) || postError(post, tseq) || lk && atomic.LoadUint64(w(post, 8*launch.P2PPostTSeq)) >= tseq
+				}, ch, i, q, func() string {
+					return fmt.Sprintf("rank %d to free a slot of channel %d (send #%d to it; it consumed %d of %d chunks)", q, ch, tseq, atomic.LoadUint64(credit), s)
+				})
+				if err != nil {
+					return nil, nil, nil, err
+				}
+				if postError(post, tseq) {
+					return nil, nil, nil, r.postMismatch(ch, i, q, post, tseq)
+				}
+				if lk && atomic.LoadUint64(w(post, 8*launch.P2PPostTSeq)) >= tseq {
+					continue // the post first, then (if it gives no destination) a slot
+				}
+				if s-atomic.LoadUint64(credit) < uint64(g.Slots) {
+					k := int(s % uint64(g.Slots))
+					return nil, pr.remote[g.Header(ch, k) : g.Header(ch, k)+launch.P2PLine], pr.remote[g.Data(ch, k) : g.Data(ch, k)+g.ChunkBytes], nil
+				}
+			}
+		}
+		var dst []byte
+		var dlo int64 // the first byte written directly
 		for j := int64(ch); j*g.ChunkBytes < total; j += used {
 			lo, hi := j*g.ChunkBytes, min((j+1)*g.ChunkBytes, total)
-			if dst != nil {
-				copy(dst[lo:hi], src[lo:hi])
-				continue
+			if dst == nil {
+				d, hdr, data, err := next()
+				if err != nil {
+					return err
+				}
+				if d == nil {
+					copy(data, src[lo:hi])
+					publish(hdr, tseq, total, lo, hi-lo, launch.P2PKindData, x.DataType)
+					continue
+				}
+				dst, dlo = d, lo
 			}
-			hdr, data, err := slot(i, tseq)
-			if err != nil {
-				return err
-			}
-			copy(data, src[lo:hi])
-			publish(hdr, tseq, total, lo, hi-lo, launch.P2PKindData, x.DataType)
+			copy(dst[lo:hi], src[lo:hi])
 		}
 		if dst != nil {
 			hdr, _, err := slot(i, tseq)
 			if err != nil {
 				return err
 			}
-			publish(hdr, tseq, total, 0, g.Share(total, ch), launch.P2PKindDirect, x.DataType)
+			publish(hdr, tseq, total, dlo, g.Share(total, ch)-(dlo/g.ChunkBytes-int64(ch))/used*g.ChunkBytes, launch.P2PKindDirect, x.DataType)
 		}
 	}
 	return nil
@@ -565,11 +617,13 @@ func (r *p2pRun) recvPeer(ch, lane int, pr *p2pPeer, next func(*p2pPeer, int, ui
 			}
 			*recvd++
 			if kind == launch.P2PKindDirect {
+				// The rest of the channel's share, from chunk j on, is in place.
 				atomic.StoreUint64(credit, *recvd)
-				if n := int64(*w(hdr, 8*launch.P2PHdrLen)); n != g.Share(total, ch) {
-					return r.errorf(lane, i, q, nil, "receive #%d from rank %d: %d bytes written directly on channel %d where %d were due (a broken peer)", tseq, q, n, ch, g.Share(total, ch))
+				rest := g.Share(total, ch) - (j-int64(ch))/used*g.ChunkBytes
+				if lo, n := int64(*w(hdr, 8*launch.P2PHdrOff)), int64(*w(hdr, 8*launch.P2PHdrLen)); lo != j*g.ChunkBytes || n != rest {
+					return r.errorf(lane, i, q, nil, "receive #%d from rank %d: %d bytes written directly on channel %d from byte %d where %d were due from byte %d (a broken peer)", tseq, q, n, ch, lo, rest, j*g.ChunkBytes)
 				}
-				break // the channel's share is in place
+				break
 			}
 			lo, n := int64(*w(hdr, 8*launch.P2PHdrOff)), int64(*w(hdr, 8*launch.P2PHdrLen))
 			if lo != j*g.ChunkBytes || n != min(g.ChunkBytes, total-lo) {
