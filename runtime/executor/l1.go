@@ -18,6 +18,10 @@ type endRes struct {
 	peerInbound device.Ptr
 	peer        int // physical
 	init        int64
+	// port is the connection of an end to a peer on another node, and
+	// portChan its channel there (port.go); nil for a mapped end.
+	port     *portPeer
+	portChan uint16
 }
 
 type l1Entry struct {
@@ -118,6 +122,13 @@ func (e *Executor) l1Switch(w *walk) Event {
 	var buf [8]byte
 	for _, c := range todo {
 		er := &w.l1.ends[c]
+		if er.slot.pool.port {
+			w := er.slot.pool.word(int(er.slot.expected() - er.slot.pool.base))
+			*w += uint64(er.slot.curInit - er.init)
+			er.slot.curInit = er.init
+			e.stats.Rebases++
+			continue
+		}
 		if err := e.dev.Download(buf[:], er.slot.expected()); err != nil {
 			return e.fail(w, L1Switch, err, true)
 		}

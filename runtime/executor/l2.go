@@ -22,6 +22,10 @@ type l2Entry struct {
 	stageIn  []device.Copy      // staged: copies before each launch
 	stageOut []device.Copy      // staged: copies after each launch
 	peerReg  [][2]device.Region // [peer][input/output] imported
+	// peerPort are the allocations of peers on other nodes as regions of
+	// the connection to them ([peer][input/output]; Off 0, Size the
+	// allocation's), learnt instead of imported.
+	peerPort [][2]device.PortBuf
 	imports  []device.Ptr
 	l3       map[l3Key]*l3Entry
 }
@@ -83,7 +87,7 @@ func (e *Executor) l2Setup(ctx context.Context, w *walk) Event {
 	r, ent := w.r, w.l1
 	sizes := [2]int64{e.bufBytes(r, ir.Input), e.bufBytes(r, ir.Output)}
 	user := [2]device.Ptr{r.Send, r.Recv}
-	l2 := &l2Entry{peerReg: make([][2]device.Region, e.n), l3: map[l3Key]*l3Entry{}}
+	l2 := &l2Entry{peerReg: make([][2]device.Region, e.n), peerPort: make([][2]device.PortBuf, e.n), l3: map[l3Key]*l3Entry{}}
 	var exp uint8
 	for _, m := range ent.exportTo {
 		exp |= both(m, r.InPlace)
@@ -113,6 +117,36 @@ func (e *Executor) l2Setup(ctx context.Context, w *walk) Event {
 			e.stats.Created.Exports++
 		}
 	}
+	// Peers on other nodes: our allocations they reach become regions of
+	// the connection, shared with every such peer that reaches ours or
+	// whose we reach (both sides share: one exchange per pair, in rank
+	// order on every rank, so that no two pairs wait on each other).
+	portIDs := map[int][2]uint16{}
+	for q := range e.n {
+		if !e.crossNode(q) || ent.exportTo[q]|ent.importFrom[q] == 0 {
+			continue
+		}
+		pp := e.port.peers[q]
+		if pp == nil {
+			return e.fail(w, L2Setup, fmt.Errorf("no connection to rank %d on another node, whose buffers the schedule reaches", q), true, q)
+		}
+		var ids [2]uint16
+		m := both(ent.exportTo[q], r.InPlace)
+		for k := range 2 {
+			if m&(1<<k) == 0 || handles[k] == nil {
+				continue
+			}
+			id, err := e.portDest(pp, l2.region[k])
+			if err != nil {
+				return e.fail(w, L2Setup, err, true, q)
+			}
+			ids[k] = id
+		}
+		portIDs[q] = ids
+		if err := pp.conn.Share(ctx); err != nil {
+			return e.fail(w, L2Setup, err, true, q)
+		}
+	}
 	tag := e.tag(tagL2)
 	for q, m := range ent.exportTo {
 		m = both(m, r.InPlace)
@@ -124,7 +158,13 @@ func (e *Executor) l2Setup(ctx context.Context, w *walk) Event {
 			if m&(1<<k) == 0 || handles[k] == nil {
 				continue
 			}
-			msg = append(msg, regRef{Kind: uint32(k), Handle: handles[k]})
+			h := handles[k]
+			if e.crossNode(q) {
+				// Across nodes the allocation is a region of the
+				// connection (shared above): its id travels instead.
+				h = portHandle(portIDs[q][k], l2.region[k].Size)
+			}
+			msg = append(msg, regRef{Kind: uint32(k), Handle: h})
 		}
 		if err := e.send(q, tag, msg.encode()); err != nil {
 			return e.fail(w, L2Setup, err, true, q)
@@ -145,6 +185,16 @@ func (e *Executor) l2Setup(ctx context.Context, w *walk) Event {
 		regs, err := decodeRegs(msg)
 		if err != nil {
 			return e.fail(w, L2Setup, fmt.Errorf("rank %d's registration message: %w", q, err), true, q)
+		}
+		if e.crossNode(q) {
+			for _, g := range regs {
+				id, size, err := decodePortHandle(g.Handle)
+				if err != nil {
+					return e.fail(w, L2Setup, fmt.Errorf("rank %d's registration message: %w", q, err), true, q)
+				}
+				l2.peerPort[q][g.Kind] = device.PortBuf{Region: id, Size: size}
+			}
+			continue
 		}
 		for _, g := range regs {
 			reg, err := e.dev.Import(g.Handle)
@@ -221,8 +271,10 @@ func (e *Executor) stage(l2 *l2Entry, exp uint8, sizes [2]int64, user [2]device.
 
 // exchangeOffsets tells the peers that reach our buffers where this
 // request's buffers lie in the allocations they imported, and learns the
-// same of the peers we reach (one message each way per peer concerned).
-func (e *Executor) exchangeOffsets(ctx context.Context, w *walk, local [2]device.Mem) ([][2]device.Mem, error) {
+// same of the peers we reach (one message each way per peer concerned):
+// peer are the mapped buffers of peers on this node, far the places of
+// those of peers on other nodes in the connections' regions.
+func (e *Executor) exchangeOffsets(ctx context.Context, w *walk, local [2]device.Mem) (peer [][2]device.Mem, far [][2]device.PortBuf, err error) {
 	r, ent, l2 := w.r, w.l1, w.l2
 	tag := e.tag(tagL3)
 	for q, m := range ent.exportTo {
@@ -238,10 +290,11 @@ func (e *Executor) exchangeOffsets(ctx context.Context, w *walk, local [2]device
 			msg = append(msg, offRef{Kind: uint32(k), Off: int64(local[k].Ptr - l2.region[k].Base), Size: local[k].Size})
 		}
 		if err := e.send(q, tag, msg.encode()); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	peer := make([][2]device.Mem, e.n)
+	peer = make([][2]device.Mem, e.n)
+	far = make([][2]device.PortBuf, e.n)
 	for q, m := range ent.importFrom {
 		if m == 0 {
 			continue
@@ -252,19 +305,27 @@ func (e *Executor) exchangeOffsets(ctx context.Context, w *walk, local [2]device
 		}
 		msg, err := e.recv(ctx, q, tag)
 		if err != nil {
-			return nil, fmt.Errorf("waiting for rank %d's buffer offsets (Known Issue 3 if the ranks' buffers are not paired stably): %w", q, err)
+			return nil, nil, fmt.Errorf("waiting for rank %d's buffer offsets (Known Issue 3 if the ranks' buffers are not paired stably): %w", q, err)
 		}
 		offs, err := decodeOffsets(msg)
 		if err != nil {
-			return nil, fmt.Errorf("rank %d's offset message: %w", q, err)
+			return nil, nil, fmt.Errorf("rank %d's offset message: %w", q, err)
 		}
 		for _, o := range offs {
+			if e.crossNode(q) {
+				pb := l2.peerPort[q][o.Kind]
+				if pb.Size == 0 || o.Off > pb.Size-o.Size {
+					return nil, nil, fmt.Errorf("rank %d's %s (offset %d, %d bytes) lies outside the allocation it registered", q, ir.BufKind(o.Kind).LongName(), o.Off, o.Size)
+				}
+				far[q][o.Kind] = device.PortBuf{Region: pb.Region, Off: o.Off, Size: o.Size}
+				continue
+			}
 			reg := l2.peerReg[q][o.Kind]
 			if reg.Size == 0 || o.Off > reg.Size-o.Size {
-				return nil, fmt.Errorf("rank %d's %s (offset %d, %d bytes) lies outside the allocation it registered", q, ir.BufKind(o.Kind).LongName(), o.Off, o.Size)
+				return nil, nil, fmt.Errorf("rank %d's %s (offset %d, %d bytes) lies outside the allocation it registered", q, ir.BufKind(o.Kind).LongName(), o.Off, o.Size)
 			}
 			peer[q][o.Kind] = device.Mem{Ptr: reg.Base + device.Ptr(o.Off), Size: o.Size}
 		}
 	}
-	return peer, nil
+	return peer, far, nil
 }

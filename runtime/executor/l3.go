@@ -128,19 +128,34 @@ func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
 		a.Buf[device.Output] = device.Mem{Ptr: r.Recv, Size: n}
 	}
 	var peerBuf [][2]device.Mem
+	var farBuf [][2]device.PortBuf
 	if w.l2 != nil {
 		if w.l2.staged {
 			a.Buf[device.Input], a.Buf[device.Output] = w.l2.local[0], w.l2.local[1]
 			a.StageIn, a.StageOut = w.l2.stageIn, w.l2.stageOut
 		}
 		var err error
-		if peerBuf, err = e.exchangeOffsets(ctx, w, [2]device.Mem{a.Buf[device.Input], a.Buf[device.Output]}); err != nil {
+		if peerBuf, farBuf, err = e.exchangeOffsets(ctx, w, [2]device.Mem{a.Buf[device.Input], a.Buf[device.Output]}); err != nil {
 			return e.fail(w, L3Setup, err, true, bootstrapPeers(err)...)
 		}
 	}
 	a.Ends = make([]device.End, len(ent.ends))
-	for c, er := range ent.ends {
+	for c := range ent.ends {
+		er := &ent.ends[c]
 		pe := device.End{Peer: er.peer, Inbound: er.slot.inbound(), PeerInbound: er.peerInbound, Expected: er.slot.expected()}
+		if er.port != nil {
+			var far [2]device.PortBuf
+			if farBuf != nil {
+				far = farBuf[er.peer]
+			}
+			p, err := e.portEnd(er, a.Buf, far)
+			if err != nil {
+				return e.fail(w, L3Setup, err, false, er.peer)
+			}
+			pe.Port = p
+			a.Ends[c] = pe
+			continue
+		}
 		pe.PeerBuf[device.Scratch] = e.l0.peers[er.peer].scratch
 		if peerBuf != nil {
 			pe.PeerBuf[device.Input], pe.PeerBuf[device.Output] = peerBuf[er.peer][0], peerBuf[er.peer][1]
@@ -148,10 +163,11 @@ func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
 		a.Ends[c] = pe
 	}
 	for q := range e.n {
-		if q != e.cfg.Rank {
+		if q != e.cfg.Rank && !e.crossNode(q) {
 			a.Fence = append(a.Fence, device.PeerWord{Peer: q, Word: e.l0.peers[q].done})
 		}
 	}
+	a.PortFence = e.portFences()
 	prep, err := e.dev.Prepare(a)
 	if err != nil {
 		return e.fail(w, L3Setup, err, false)

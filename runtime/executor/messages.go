@@ -248,3 +248,23 @@ func decodeOffsets(b []byte) (offMsg, error) {
 	}
 	return m, r.done()
 }
+
+// portHandle stands for a device handle in a registration message to a
+// peer on another node (regMsg): the allocation's region id on the
+// connection and its size.
+func portHandle(id uint16, size int64) device.Handle {
+	var w writer
+	w.u32(uint32(id))
+	w.u64(uint64(size))
+	return device.Handle(w)
+}
+
+func decodePortHandle(h device.Handle) (uint16, int64, error) {
+	r := reader{b: h}
+	id := r.u32()
+	size := int64(r.u64())
+	if r.err == nil && (id > 0xffff || size <= 0 || len(r.b) != 0) {
+		r.fail("region id or size out of range")
+	}
+	return uint16(id), size, r.err
+}

@@ -337,6 +337,10 @@ type Conn struct {
 	pendDesc Desc
 	pendRest Op // the descriptor's operations still to run after the flush
 	stage    *stager
+	// held are the puts whose sources UCX still reads; published is the
+	// tail last stored.
+	held      []heldPut
+	published uint64
 
 	probe    HostBlock // the word each peer increments at Connect
 	probeMem *ucx.Mem
@@ -646,13 +650,19 @@ func (c *Conn) Close() error {
 
 func (c *Conn) release() {
 	deadline := time.Now().Add(time.Second)
+	for _, h := range c.held {
+		h.req.Wait(deadline)
+	}
+	c.held = nil
 	for _, pe := range c.order {
 		if pe.ep != nil {
 			pe.ep.Close(deadline)
 		}
 	}
 	for _, r := range *c.regions.Load() {
-		r.mem.Unmap()
+		if r.mem != nil {
+			r.mem.Unmap()
+		}
 	}
 	if c.probeMem != nil {
 		c.probeMem.Unmap()
@@ -666,4 +676,50 @@ func (c *Conn) release() {
 	if f := c.fifo.blk.Free; f != nil {
 		f()
 	}
+}
+
+// The process's proxies by key (Shared).
+var sharedProxies struct {
+	sync.Mutex
+	m map[string]*sharedProxy
+}
+
+type sharedProxy struct {
+	p    *Proxy
+	refs int
+}
+
+// Shared returns the Proxy of this process for key, starting it with o on
+// first use, and a release function that closes it when its last user
+// releases it. The executor keys by node and local rank, so that the
+// communicators of one rank share one proxy (one UCX context and worker
+// per process), while ranks of different simulated nodes in one process
+// (tests) get their own, as separate processes would. Errors: New's.
+func Shared(key string, o Options) (*Proxy, func(), error) {
+	sharedProxies.Lock()
+	defer sharedProxies.Unlock()
+	if sharedProxies.m == nil {
+		sharedProxies.m = map[string]*sharedProxy{}
+	}
+	sp := sharedProxies.m[key]
+	if sp == nil {
+		p, err := New(o)
+		if err != nil {
+			return nil, nil, err
+		}
+		sp = &sharedProxy{p: p}
+		sharedProxies.m[key] = sp
+	}
+	sp.refs++
+	var once sync.Once
+	return sp.p, func() {
+		once.Do(func() {
+			sharedProxies.Lock()
+			defer sharedProxies.Unlock()
+			if sp.refs--; sp.refs == 0 {
+				delete(sharedProxies.m, key)
+				sp.p.Close()
+			}
+		})
+	}, nil
 }

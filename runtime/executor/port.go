@@ -1,0 +1,597 @@
+package executor
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/log"
+	"github.com/theseus-ccl/theseus/runtime/transport/proxy"
+	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
+)
+
+// Ranks on different nodes (Config.Node) never map each other's memory:
+// their channels are port channels, executed by the process's proxy over
+// UCX (runtime/transport/proxy, docs/transport.md "Integration"). The
+// executor keeps one proxy connection per peer on another node, made at
+// the first materialisation with a channel end toward it (the peer makes
+// its own at the same request: channel ends pair), and reuses it for every
+// later schedule, as it reuses imported memory for memory channels:
+//
+//   - L1: the connection (Connect), this rank's scratch registered and
+//     shared, a fence channel (fenced launches meet across nodes through
+//     it: the proxy has no done words of the peer's); per channel end, a
+//     semaphore slot of a port pool (host memory; on CUDA pinned and
+//     mapped into the device) registered with the connection, its region
+//     and offset sent to the peer, which adds the channel (AddChannel);
+//   - L2: the user allocations a peer on another node reaches are
+//     registered and shared, their region ids sent in place of handles;
+//   - L3: where the request's buffers lie in those regions (the offsets
+//     message, as for imports); this rank's own buffers, the sources of its
+//     puts, are registered locally.
+//
+// ErrCrossNode is wrapped by the error of a schedule with a memory channel
+// between ranks of different nodes.
+var ErrCrossNode = errors.New("executor: a memory channel between nodes")
+
+// node is physical rank q's node.
+func (e *Executor) node(q int) int {
+	if q < len(e.cfg.Node) {
+		return e.cfg.Node[q]
+	}
+	return 0
+}
+
+// crossNode reports whether physical rank q is on another node than this
+// rank.
+func (e *Executor) crossNode(q int) bool { return e.node(q) != e.node(e.cfg.Rank) }
+
+// layoutText describes the job layout for messages.
+func (e *Executor) layoutText() string {
+	nodes := 0
+	for q := range e.n {
+		nodes = max(nodes, e.node(q)+1)
+	}
+	per := 0
+	for q := range e.n {
+		if e.node(q) == 0 {
+			per++
+		}
+	}
+	return fmt.Sprintf("%d nodes of %d ranks (MSCCLPP_HOSTID)", nodes, per)
+}
+
+// checkCrossNode refuses a schedule whose memory channels join ranks of
+// different nodes under the root rotation shift. Every rank checks every
+// rank's channels (the bundle's resource summaries), so every rank fails
+// the same request before any exchange, and none waits for a peer that
+// gave up.
+func (e *Executor) checkCrossNode(s *Schedule, shift int) error {
+	if len(e.cfg.Node) == 0 {
+		return nil
+	}
+	n := e.n
+	phys := func(l int) int { return (l + shift) % n }
+	for l, rr := range s.Bundle.Ranks {
+		for c, ch := range rr.Channels {
+			a, b := phys(l), phys(ch.Peer)
+			if ch.Type == ir.MemoryChannel && e.node(a) != e.node(b) {
+				return fmt.Errorf("%w: schedule %q: channel %d of rank %d (logical %d) is a memory channel to rank %d (logical %d), and rank %d is on node %d, rank %d on node %d (%s): ranks of different nodes share no memory, so across nodes a schedule needs port channels (the generators emit them for the job's nlocalranks)",
+					ErrCrossNode, s.Name, c, a, l, b, ch.Peer, a, e.node(a), b, e.node(b), e.layoutText())
+			}
+		}
+	}
+	return nil
+}
+
+// portState is the executor's side of the proxy: the process's Proxy,
+// a connection per peer on another node, and the port semaphore pools.
+type portState struct {
+	prx     *proxy.Proxy
+	release func()
+	peers   map[int]*portPeer
+	pools   []*pool
+	// logged: the INIT line naming the path of device memory was written.
+	logged bool
+}
+
+// portPeer is the connection to one peer on another node.
+type portPeer struct {
+	q    int
+	conn *proxy.Conn
+	pc   *portConn
+	// head is the FIFO's ticket counter for device producers (8 bytes of
+	// device memory; 0 without a HostMapper).
+	head device.Ptr
+	// scratch is this rank's scratch as a region of conn (re-registered at
+	// growth), peerScratch the peer's.
+	scratch     uint16
+	scratchMem  device.Mem
+	mirror      device.MappedMem // the scratch's mirror (staged path)
+	peerScratch device.PortBuf
+	// pools: this rank's port pools registered with conn (pool id ->
+	// region id).
+	pools map[uint32]uint16
+	// regs: this rank's allocations registered with conn (sources and
+	// destinations of puts), by identity.
+	regs map[device.Region]uint16
+	// dests are the regions of regs shared as destinations of the peer's
+	// puts (portDest).
+	dests map[uint16]bool
+	// fence is the channel of fenced launches (fenceSlot its semaphore).
+	fence     uint16
+	fenceSlot *slot
+}
+
+// portConn adapts a proxy connection to device.PortConn.
+type portConn struct {
+	c    *proxy.Conn
+	fifo device.Ptr
+}
+
+func (p *portConn) Put(ch, src uint16, srcOff uint64, dst uint16, dstOff uint64, size uint32, signal bool) (uint64, error) {
+	op := proxy.OpPut
+	if signal {
+		op |= proxy.OpSignal
+	}
+	return p.c.Post(proxy.Desc{Op: op, Channel: ch, SrcRegion: src, SrcOff: srcOff, DstRegion: dst, DstOff: dstOff, Size: size})
+}
+func (p *portConn) Wait(t uint64) error      { return p.c.Wait(t) }
+func (p *portConn) Signal(ch uint16) error   { return p.c.Signal(ch) }
+func (p *portConn) Flush(ch uint16) error    { return p.c.Flush(ch) }
+func (p *portConn) Help()                    { p.c.Help() }
+func (p *portConn) Kick()                    { p.c.Kick() }
+func (p *portConn) Err() error               { return p.c.Err() }
+func (p *portConn) FIFO() device.Ptr         { return p.fifo }
+func (p *portConn) conn() *proxy.Conn        { return p.c }
+func (p *portConn) String() string           { return "port connection of rank " + strconv.Itoa(p.c.Rank()) }
+func (p *portConn) WaitSignal(sem *uint64, want uint64, peer int, stop func() error) error {
+	return p.c.WaitSignalStop(sem, want, peer, stop)
+}
+
+// mapper is the backend's HostMapper, or nil (host backend: its memory is
+// host memory).
+func (e *Executor) mapper() device.HostMapper {
+	m, _ := e.dev.(device.HostMapper)
+	return m
+}
+
+// theProxy starts (or joins) the process's proxy for this rank: one per
+// node and local rank, so that a process's communicators share it.
+func (e *Executor) theProxy() (*proxy.Proxy, error) {
+	if e.port.prx != nil {
+		return e.port.prx, nil
+	}
+	key := fmt.Sprintf("%s/%d", e.cfg.HostID, e.cfg.LocalRank)
+	p, rel, err := proxy.Shared(key, proxy.Options{LocalRank: e.cfg.LocalRank, LocalRanks: e.cfg.LocalRanks, Timeout: e.cfg.Timeout})
+	if err != nil {
+		var le *ucx.LoadError
+		if errors.As(err, &le) {
+			return nil, fmt.Errorf("ranks on other nodes need the cross-node transport: %w", err)
+		}
+		return nil, err
+	}
+	e.port.prx, e.port.release = p, rel
+	e.port.peers = map[int]*portPeer{}
+	return p, nil
+}
+
+// deviceStager is the CUDA backend's device-to-host copy as the proxy's
+// Stager.
+type deviceStager struct{ m device.HostMapper }
+
+func (s deviceStager) ToHost(dst unsafe.Pointer, src uintptr, n int) error {
+	return s.m.ToHost(dst, device.Ptr(src), int64(n))
+}
+
+// connOptions are the proxy's options for this backend: on CUDA the FIFO
+// and the staging buffers in pinned, device-mapped memory and the
+// device-to-host copy as the stager.
+func (e *Executor) connOptions() proxy.ConnOptions {
+	m := e.mapper()
+	if m == nil {
+		return proxy.ConnOptions{}
+	}
+	return proxy.ConnOptions{
+		Alloc: func(size int) (proxy.HostBlock, error) {
+			mm, err := m.AllocMapped(int64(size))
+			if err != nil {
+				return proxy.HostBlock{}, err
+			}
+			return proxy.HostBlock{Ptr: mm.Host, Device: uintptr(mm.Dev), Size: size, Free: func() error { return m.FreeMapped(mm) }}, nil
+		},
+		Stager: deviceStager{m},
+	}
+}
+
+// wireMem describes [p, p+n) of this rank's memory for registration: host
+// memory on the host backend; device memory on CUDA, with a mirror (pinned
+// host memory that the peers' puts land in) when the UCX build lacks CUDA
+// support and peers put into it (dest).
+func (e *Executor) wireMem(pp *portPeer, p device.Ptr, n int64, dest bool) (proxy.Mem, device.MappedMem, error) {
+	m := e.mapper()
+	if m == nil {
+		return proxy.Mem{Addr: uintptr(p), Size: int(n)}, device.MappedMem{}, nil
+	}
+	pm := proxy.Mem{Addr: uintptr(p), Size: int(n), Kind: proxy.DeviceMem}
+	if e.port.prx.CUDA() {
+		return pm, device.MappedMem{}, nil
+	}
+	if !dest {
+		pm.SourceOnly = true
+		return pm, device.MappedMem{}, nil
+	}
+	mm, err := m.AllocMapped(n)
+	if err != nil {
+		return proxy.Mem{}, device.MappedMem{}, err
+	}
+	pm.Mirror = uintptr(mm.Host)
+	return pm, mm, nil
+}
+
+// logPath writes, once, which path device memory takes across nodes.
+func (e *Executor) logPath() {
+	if e.port.logged || !log.On(log.Info, log.Init) {
+		return
+	}
+	e.port.logged = true
+	path := "host memory, direct"
+	if e.mapper() != nil {
+		if e.port.prx.CUDA() {
+			path = "device memory direct (UCX has CUDA support)"
+		} else {
+			path = "device memory staged through pinned host memory (this UCX build has no CUDA support)"
+		}
+	}
+	log.Infof(log.Init, "rank %d: NET/UCX: port channels across nodes: %s", e.cfg.Rank, path)
+}
+
+// portPeers makes sure a connection exists to every peer in qs (physical
+// ranks on other nodes), in increasing rank order on every rank, so that
+// the pairwise setups never wait on each other in a cycle.
+func (e *Executor) portPeers(ctx context.Context, qs []int) error {
+	sort.Ints(qs)
+	for _, q := range qs {
+		if _, err := e.portPeer(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// portMsg is the setup message of a connection: the sender's scratch
+// region and size, and its fence semaphore (region, byte offset).
+type portMsg struct {
+	Scratch        uint16
+	ScratchBytes   int64
+	FenceRegion    uint16
+	FenceOff       uint64
+	ScratchChanged bool
+}
+
+func (m portMsg) encode() []byte {
+	var w writer
+	w.u32(uint32(m.Scratch))
+	w.u64(uint64(m.ScratchBytes))
+	w.u32(uint32(m.FenceRegion))
+	w.u64(m.FenceOff)
+	return w
+}
+
+func decodePort(b []byte) (portMsg, error) {
+	r := reader{b: b}
+	var m portMsg
+	s := r.u32()
+	m.ScratchBytes = int64(r.u64())
+	f := r.u32()
+	m.FenceOff = r.u64()
+	if r.err == nil && (s > 0xffff || f > 0xffff || m.ScratchBytes <= 0 || m.FenceOff%8 != 0) {
+		r.fail("region out of range")
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("trailing bytes")
+	}
+	m.Scratch, m.FenceRegion = uint16(s), uint16(f)
+	return m, r.err
+}
+
+const tagPort = 4
+
+// portPeer returns the connection to physical rank q (on another node),
+// making it on first use: Connect over the bootstrap, this rank's scratch
+// and a fence semaphore registered and shared, the peer's learnt, the
+// fence channel added. The peer does the same at the same request.
+func (e *Executor) portPeer(ctx context.Context, q int) (*portPeer, error) {
+	if pp := e.port.peers[q]; pp != nil {
+		return pp, nil
+	}
+	prx, err := e.theProxy()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := prx.Connect(ctx, e.net, e.cfg.Rank, []int{q}, e.connOptions())
+	if err != nil {
+		return nil, err
+	}
+	pp := &portPeer{q: q, conn: conn, pools: map[uint32]uint16{}, regs: map[device.Region]uint16{}}
+	pp.pc = &portConn{c: conn, fifo: device.Ptr(conn.FIFO().Block().Device)}
+	e.port.peers[q] = pp
+	e.stats.Created.Connections++
+	e.logPath()
+	if e.mapper() != nil {
+		if pp.head, err = e.small(8); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.portScratch(pp); err != nil {
+		return nil, err
+	}
+	if pp.fenceSlot, err = e.newSlot(0, true); err != nil {
+		return nil, err
+	}
+	freg, foff, err := e.portSlotRef(pp, pp.fenceSlot)
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.Share(ctx); err != nil {
+		return nil, err
+	}
+	m, err := e.portExchange(ctx, q, portMsg{Scratch: pp.scratch, ScratchBytes: pp.scratchMem.Size, FenceRegion: freg, FenceOff: foff})
+	if err != nil {
+		return nil, err
+	}
+	pp.peerScratch = device.PortBuf{Region: m.Scratch, Size: m.ScratchBytes}
+	if pp.fence, err = conn.AddChannel(q, m.FenceRegion, m.FenceOff); err != nil {
+		return nil, err
+	}
+	if log.On(log.Info, log.Init) {
+		log.Infof(log.Init, "rank %d -> rank %d: port channels across nodes over NET/UCX %s", e.cfg.Rank, q, conn.Transports(q))
+	}
+	return pp, nil
+}
+
+// portExchange sends m to q and receives q's (tagPort of this request).
+func (e *Executor) portExchange(ctx context.Context, q int, m portMsg) (portMsg, error) {
+	tag := e.tag(tagPort)
+	if err := e.send(q, tag, m.encode()); err != nil {
+		return portMsg{}, err
+	}
+	b, err := e.recv(ctx, q, tag)
+	if err != nil {
+		return portMsg{}, err
+	}
+	got, err := decodePort(b)
+	if err != nil {
+		return portMsg{}, fmt.Errorf("rank %d's port setup message: %w", q, err)
+	}
+	return got, nil
+}
+
+// portScratch registers this rank's current scratch with pp's connection
+// (a destination of the peer's puts; on the staged path its mirror).
+func (e *Executor) portScratch(pp *portPeer) error {
+	sc := e.l0.scratch
+	pm, mirror, err := e.wireMem(pp, sc.Ptr, sc.Size, true)
+	if err != nil {
+		return err
+	}
+	r, err := pp.conn.Register(pm)
+	if err != nil {
+		if mirror.Size > 0 {
+			e.mapper().FreeMapped(mirror)
+		}
+		return err
+	}
+	if pp.mirror.Size > 0 {
+		e.mapper().FreeMapped(pp.mirror)
+	}
+	pp.scratch, pp.scratchMem, pp.mirror = r.ID, sc, mirror
+	return nil
+}
+
+// portGrow re-registers the grown scratch with every connection, shares
+// it and learns the peers' (growth is collective: every rank grows at the
+// same request), then releases the old scratch's registrations.
+func (e *Executor) portGrow(ctx context.Context) error {
+	qs := make([]int, 0, len(e.port.peers))
+	for q := range e.port.peers {
+		qs = append(qs, q)
+	}
+	sort.Ints(qs)
+	for _, q := range qs {
+		pp := e.port.peers[q]
+		old := pp.scratch
+		oldMirror := pp.mirror
+		pp.mirror = device.MappedMem{}
+		if err := e.portScratch(pp); err != nil {
+			return err
+		}
+		if err := pp.conn.Share(ctx); err != nil {
+			return err
+		}
+		m, err := e.portExchange(ctx, q, portMsg{Scratch: pp.scratch, ScratchBytes: pp.scratchMem.Size, FenceRegion: 0, FenceOff: 0})
+		if err != nil {
+			return err
+		}
+		pp.peerScratch = device.PortBuf{Region: m.Scratch, Size: m.ScratchBytes}
+		if err := pp.conn.Release(old); err != nil {
+			return err
+		}
+		if oldMirror.Size > 0 && !e.captured {
+			e.mapper().FreeMapped(oldMirror)
+		}
+	}
+	return nil
+}
+
+// newPortPool allocates a pool of semaphore slots that the proxy writes:
+// host memory (on CUDA pinned, device-mapped).
+func (e *Executor) newPortPool() (*pool, error) {
+	n := int64(16 * poolSlots)
+	p := &pool{id: uint32(len(e.port.pools)), n: poolSlots, port: true}
+	if m := e.mapper(); m != nil {
+		mm, err := m.AllocMapped(n)
+		if err != nil {
+			return nil, err
+		}
+		p.base, p.host, p.mapped = mm.Dev, mm.Host, mm
+	} else {
+		base, err := e.alloc(n)
+		if err != nil {
+			return nil, err
+		}
+		p.base = base
+		p.host = *(*unsafe.Pointer)(unsafe.Pointer(&base)) // host backend: the address is host memory
+	}
+	e.port.pools = append(e.port.pools, p)
+	return p, nil
+}
+
+// portSlotRef registers the pool of sl with pp's connection (once) and
+// returns its region and the slot's inbound word's byte offset in it.
+func (e *Executor) portSlotRef(pp *portPeer, sl *slot) (uint16, uint64, error) {
+	id, ok := pp.pools[sl.pool.id]
+	if !ok {
+		r, err := pp.conn.Register(proxy.Mem{Addr: uintptr(sl.pool.host), Size: 16 * sl.pool.n})
+		if err != nil {
+			return 0, 0, err
+		}
+		id = r.ID
+		pp.pools[sl.pool.id] = id
+	}
+	return id, uint64(8 * sl.idx), nil
+}
+
+// word is the host view of a port pool's word at byte off.
+func (p *pool) word(off int) *uint64 { return (*uint64)(unsafe.Add(p.host, off)) }
+
+// setWord stores v in the 8-byte word of slot sl at byte off of its pool:
+// through the host view for port pools, else by upload.
+func (e *Executor) setWord(sl *slot, at device.Ptr, v uint64) error {
+	if sl.pool.port {
+		atomic.StoreUint64(sl.pool.word(int(at-sl.pool.base)), v)
+		return nil
+	}
+	var w [8]byte
+	binary.LittleEndian.PutUint64(w[:], v)
+	return e.dev.Upload(at, w[:])
+}
+
+// portSource returns the place of this rank's buffer m (a put source)
+// among pp's regions, registering its allocation (or, for memory that is
+// not a backend allocation, the range itself) on first use.
+func (e *Executor) portSource(pp *portPeer, m device.Mem) (device.PortBuf, error) {
+	if m.Size == 0 {
+		return device.PortBuf{}, nil
+	}
+	reg := e.identify(m.Ptr, m.Size)
+	id, ok := pp.regs[reg]
+	if !ok {
+		pm, _, err := e.wireMem(pp, reg.Base, reg.Size, false)
+		if err != nil {
+			return device.PortBuf{}, err
+		}
+		r, err := pp.conn.Register(pm)
+		if err != nil {
+			return device.PortBuf{}, err
+		}
+		id = r.ID
+		pp.regs[reg] = id
+		e.stats.Created.Registrations++
+	}
+	return device.PortBuf{Region: id, Off: int64(m.Ptr - reg.Base), Size: m.Size}, nil
+}
+
+// portDest registers this rank's allocation reg as a destination of pp's
+// peer's puts (L2: the peer reaches our user buffers) and returns its
+// region id. The caller shares it (Conn.Share) before telling the peer.
+func (e *Executor) portDest(pp *portPeer, reg device.Region) (uint16, error) {
+	if id, ok := pp.regs[reg]; ok && pp.dests != nil && pp.dests[id] {
+		return id, nil
+	}
+	pm, mirror, err := e.wireMem(pp, reg.Base, reg.Size, true)
+	if err != nil {
+		return 0, err
+	}
+	if mirror.Size > 0 {
+		e.mapper().FreeMapped(mirror)
+		return 0, fmt.Errorf("rank %d's %d-byte buffer is the destination of puts from rank %d on another node, and this UCX build has no CUDA support: the staged path puts into scratch only (point THESEUS_UCX_LIB at a UCX built with CUDA, or use a schedule that puts into scratch)", e.cfg.Rank, reg.Size, pp.q)
+	}
+	r, err := pp.conn.Register(pm)
+	if err != nil {
+		return 0, err
+	}
+	pp.regs[reg] = r.ID
+	if pp.dests == nil {
+		pp.dests = map[uint16]bool{}
+	}
+	pp.dests[r.ID] = true
+	e.stats.Created.Registrations++
+	return r.ID, nil
+}
+
+// portEnd is the device.PortEnd of channel end er of ent for a launch
+// with this rank's buffers local and the peer's user buffers peer (L3).
+func (e *Executor) portEnd(er *endRes, local [3]device.Mem, peer [2]device.PortBuf) (*device.PortEnd, error) {
+	pp := er.port
+	pe := &device.PortEnd{Conn: pp.pc, Channel: er.portChan, Head: pp.head}
+	for k := range 2 {
+		b, err := e.portSource(pp, local[k])
+		if err != nil {
+			return nil, err
+		}
+		pe.Local[k] = b
+		pe.Peer[k] = peer[k]
+	}
+	pe.Local[device.Scratch] = device.PortBuf{Region: pp.scratch, Size: pp.scratchMem.Size}
+	pe.Peer[device.Scratch] = pp.peerScratch
+	return pe, nil
+}
+
+// portFences are the fences of a launch with the peers of other nodes
+// this rank has connections to.
+func (e *Executor) portFences() []device.PortFence {
+	if len(e.port.peers) == 0 {
+		return nil
+	}
+	qs := make([]int, 0, len(e.port.peers))
+	for q := range e.port.peers {
+		qs = append(qs, q)
+	}
+	sort.Ints(qs)
+	out := make([]device.PortFence, 0, len(qs))
+	for _, q := range qs {
+		pp := e.port.peers[q]
+		out = append(out, device.PortFence{Peer: q, Conn: pp.pc, Channel: pp.fence, Inbound: pp.fenceSlot.inbound(),
+			Expected: pp.fenceSlot.expected(), Head: pp.head})
+	}
+	return out
+}
+
+// closePorts closes the connections and releases the proxy.
+func (e *Executor) closePorts() {
+	for _, pp := range e.port.peers {
+		pp.conn.Close()
+		if pp.mirror.Size > 0 {
+			e.mapper().FreeMapped(pp.mirror)
+		}
+	}
+	e.port.peers = nil
+	if m := e.mapper(); m != nil {
+		for _, p := range e.port.pools {
+			m.FreeMapped(p.mapped)
+		}
+	}
+	e.port.pools = nil
+	if e.port.release != nil {
+		e.port.release()
+		e.port.prx, e.port.release = nil, nil
+	}
+}
