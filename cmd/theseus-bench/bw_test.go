@@ -1,7 +1,9 @@
 package main
 
 import (
+	"image/color"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -85,5 +87,28 @@ func TestShape(t *testing.T) {
 		if d := cmp.Diff(c.want, shapeOf(c.coll, c.bytes, c.es, c.n), cmp.AllowUnexported(shape{})); d != "" {
 			t.Errorf("shapeOf(%s, %d, %d, %d) (-want +got):\n%s", c.coll, c.bytes, c.es, c.n, d)
 		}
+	}
+}
+
+// TestPlotAxesAndColors: the plot gives each of the eight collectives its
+// own color (allreduce and scatter shared plotutil's red) and labels the
+// log2 size axis as compare does: 16, 256, 4K, 64K, 1M, 16M from 8 B to
+// 64 MiB.
+func TestPlotAxesAndColors(t *testing.T) {
+	seen := map[color.Color]int{}
+	for i := range 8 {
+		if j, dup := seen[seriesColor(i)]; dup {
+			t.Errorf("series %d and %d share a color", j, i)
+		}
+		seen[seriesColor(i)] = i
+	}
+	var labels []string
+	for _, tk := range (log2Ticks{}).Ticks(8, 64<<20) {
+		if tk.Label != "" {
+			labels = append(labels, tk.Label)
+		}
+	}
+	if got, want := strings.Join(labels, " "), "16 256 4K 64K 1M 16M"; got != want {
+		t.Errorf("size axis labels %q, want %q", got, want)
 	}
 }

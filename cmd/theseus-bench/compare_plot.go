@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"image/color"
 	"math"
 	"path/filepath"
 	"sort"
@@ -14,6 +15,19 @@ import (
 
 	"github.com/theseus-ccl/theseus/internal/nccltests"
 )
+
+// palette is Tableau 10: ten colors far enough apart that the eight
+// collectives of a theseus-bench run each get their own (plotutil's seven
+// repeat at the eighth, so allreduce and scatter shared a red).
+var palette = []color.Color{
+	color.RGBA{0x1f, 0x77, 0xb4, 0xff}, color.RGBA{0xff, 0x7f, 0x0e, 0xff}, color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
+	color.RGBA{0xd6, 0x27, 0x28, 0xff}, color.RGBA{0x94, 0x67, 0xbd, 0xff}, color.RGBA{0x8c, 0x56, 0x4b, 0xff},
+	color.RGBA{0xe3, 0x77, 0xc2, 0xff}, color.RGBA{0x7f, 0x7f, 0x7f, 0xff}, color.RGBA{0xbc, 0xbd, 0x22, 0xff},
+	color.RGBA{0x17, 0xbe, 0xcf, 0xff},
+}
+
+// seriesColor is series i's color (the palette repeats after ten).
+func seriesColor(i int) color.Color { return palette[i%len(palette)] }
 
 // log2Ticks marks every power of two of a byte axis and labels some of
 // them (at most about ten) with sizeLabel: 8, 1K, 64M, 1G.
@@ -199,10 +213,10 @@ func drawPlot(path, title, what string, g *plotGroup, cr *comparison, a int) (ok
 			if err != nil {
 				return false, err
 			}
-			l.Color = plotutil.Color(si)
+			l.Color = seriesColor(si)
 			l.Width = vg.Points(1.5)
 			l.Dashes = plotutil.Dashes(mi)
-			s.Color = plotutil.Color(si)
+			s.Color = seriesColor(si)
 			s.Shape = plotutil.Shape(mi)
 			p.Add(l, s)
 			label := side.name

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -8,26 +10,34 @@ import (
 	"testing"
 )
 
-// TestDocsBundleCount: docs/theseus-bench.md states how many bundles the
-// default context (which this command embeds) holds; every mention must
-// match examples/contexts/default/schedules (it said 111 when there were 105).
-func TestDocsBundleCount(t *testing.T) {
-	files, err := os.ReadDir("../../examples/contexts/default/schedules")
+// TestDocsEntryCount: docs/theseus-bench.md and docs/selection-context.md
+// state how many generated entries the default context (which this
+// command embeds) has; every mention must match its schedule manifest (a
+// count of bundles went stale before: it said 111 when there were 105).
+func TestDocsEntryCount(t *testing.T) {
+	data, err := os.ReadFile("../../examples/contexts/default/schedule_manifest.jsonl")
 	if err != nil {
 		t.Skipf("no default context: %v", err)
 	}
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "theseus-bench.md"))
-	if err != nil {
-		t.Fatal(err)
+	n := 0
+	for sc := bufio.NewScanner(bytes.NewReader(data)); sc.Scan(); {
+		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
+			n++
+		}
 	}
-	ms := regexp.MustCompile(`(\d+) bundles|runs all (\d+) over`).FindAllSubmatch(doc, -1)
-	if len(ms) < 2 {
-		t.Fatalf("docs/theseus-bench.md: %d mentions of the bundle count, want 2", len(ms))
-	}
-	for _, m := range ms {
-		n, _ := strconv.Atoi(string(m[1]) + string(m[2]))
-		if n != len(files) {
-			t.Errorf("docs/theseus-bench.md: %q, but the default context has %d bundles", m[0], len(files))
+	for _, doc := range []string{"theseus-bench.md", "selection-context.md"} {
+		text, err := os.ReadFile(filepath.Join("..", "..", "docs", doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms := regexp.MustCompile(`(\d+) generated (?:schedule )?entries`).FindAllSubmatch(text, -1)
+		if len(ms) == 0 {
+			t.Errorf("docs/%s does not state the entry count", doc)
+		}
+		for _, m := range ms {
+			if k, _ := strconv.Atoi(string(m[1])); k != n {
+				t.Errorf("docs/%s: %q, but the default context has %d entries", doc, m[0], n)
+			}
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -17,7 +16,8 @@ import (
 
 // writePlot draws algbw (top) and busbw (bottom) against the size column,
 // one line per collective, datatype and reduction (out of place solid, in
-// place dashed), with a logarithmic size axis, as a PNG (gonum/plot). Rows
+// place dashed; colors from palette, distinct for the eight collectives),
+// with a log2 size axis (log2Ticks, as compare's), as a PNG (gonum/plot). Rows
 // of size 0 are left out (the axis is logarithmic).
 func writePlot(w io.Writer, rep *Report) error {
 	type series struct {
@@ -61,7 +61,7 @@ func writePlot(w io.Writer, rep *Report) error {
 		p.X.Label.Text = "size (bytes)"
 		p.Y.Label.Text = what + " (GB/s)"
 		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.X.Tick.Marker = log2Ticks{} // as compare draws it: 16, 256, 4K, 64K, 1M, ...
 		p.Y.Min = 0
 		p.Legend.Top = true
 		p.Legend.Left = true
@@ -73,7 +73,7 @@ func writePlot(w io.Writer, rep *Report) error {
 				if err != nil {
 					return err
 				}
-				l.Color = plotutil.Color(j)
+				l.Color = seriesColor(j)
 				l.Width = vg.Points(1.5)
 				label := name
 				if k == 1 {

@@ -85,6 +85,9 @@ type Report struct {
 	// Errors counts consistency failures (ranks that ran different
 	// schedules).
 	Errors int `json:"errors"`
+	// Error is what ended the run early (a failed collective, a signal):
+	// the report then holds the rows measured before it.
+	Error string `json:"error,omitempty"`
 }
 
 // Switch is a request at which the ranks' schedule changed.
@@ -268,12 +271,20 @@ func (p *textPrinter) footer(rep *Report) {
 	}
 	fmt.Fprintln(w, "#")
 	ok := "OK"
-	if rep.Wrong != 0 || rep.Errors != 0 {
+	if rep.Wrong != 0 || rep.Errors != 0 || rep.Error != "" {
 		ok = "FAILED"
 	}
-	fmt.Fprintf(w, "# Wrong elements       : %d %s\n", rep.Wrong, ok)
+	if rep.Header.Check == 0 {
+		// Nothing was compared: no count to vouch for.
+		fmt.Fprintf(w, "# Wrong elements       : N/A (not checked: -c 0)\n")
+	} else {
+		fmt.Fprintf(w, "# Wrong elements       : %d %s\n", rep.Wrong, ok)
+	}
 	if rep.Errors != 0 {
 		fmt.Fprintf(w, "# Consistency failures : %d\n", rep.Errors)
+	}
+	if rep.Error != "" {
+		fmt.Fprintf(w, "# Stopped              : %s\n", rep.Error)
 	}
 	fmt.Fprintf(w, "# Avg bus bandwidth    : %.4g\n", rep.AvgBusBW)
 	fmt.Fprintln(w, "#")

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,7 +21,6 @@ import (
 
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 	"github.com/theseus-ccl/theseus/contextd/client"
-	"github.com/theseus-ccl/theseus/examples/contexts"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/theseus"
 )
@@ -46,6 +47,7 @@ type benchCmd struct {
 	device                        int
 	timeout                       time.Duration
 	progress                      string
+	maxMem                        int64
 }
 
 func newRoot(s cli.Streams) *cobra.Command {
@@ -109,6 +111,7 @@ different schedules, 2 usage error, 3 failure (a collective failed).`,
 	f.IntVar(&b.device, "device", -1, "device ordinal of this process; -1: LOCAL_RANK or OMPI_COMM_WORLD_LOCAL_RANK, else 0")
 	f.DurationVar(&b.timeout, "timeout", 0, "bound on every wait on a peer (default THESEUS_TIMEOUT, 60s)")
 	f.StringVar(&b.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
+	f.Int64Var(&b.maxMem, "max-memory", 0, "bound in bytes on the memory this process's ranks need (buffers, the check's inputs), checked before anything is allocated (default: three quarters of physical memory, half of ulimit -v)")
 	b.cmd.AddCommand(newCompareCmd(s))
 	return b.cmd
 }
@@ -216,6 +219,12 @@ func (b *benchCmd) parse() (*config, error) {
 	if b.root < 0 || b.root >= cfg.nranks {
 		return nil, cli.Usagef("-r %d: want a rank in 0..%d", b.root, cfg.nranks-1)
 	}
+	if b.timeout < 0 {
+		return nil, cli.Usagef("--timeout %v: want a positive duration (0: THESEUS_TIMEOUT)", b.timeout)
+	}
+	if err := b.checkLimits(cfg); err != nil {
+		return nil, err
+	}
 	if b.plot != "" && !strings.HasSuffix(strings.ToLower(b.plot), ".png") {
 		return nil, cli.Usagef("--plot %s: want a .png file", b.plot)
 	}
@@ -232,11 +241,21 @@ func (b *benchCmd) parse() (*config, error) {
 			return nil, cli.Usagef("--context %s: not a directory", b.context)
 		}
 	default:
-		if _, set := env.SelContext.Raw(); set {
-			cfg.ctxDir, cfg.ctxFrom = theseus.DefaultContextDir(), env.SelContext.Source()
-		} else {
-			cfg.ctxFrom = "embedded default"
+		// The library's resolution (selector.DefaultContext): the
+		// environment, the home context, the installed one, the embedded
+		// default (materialised read-only once per build and user).
+		dir, from, err := theseus.DefaultContext()
+		if err != nil {
+			return nil, err
 		}
+		if v, set := env.SelContext.Raw(); set && v != "" {
+			from = env.SelContext.Source()
+			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+				// The same exit as --context DIR naming no directory.
+				return nil, cli.Usagef("%s=%s: not a directory", from, dir)
+			}
+		}
+		cfg.ctxDir, cfg.ctxFrom = dir, from
 	}
 	cfg.header = Header{NRanks: cfg.nranks, Backend: b.backend, ContextFrom: cfg.ctxFrom, MinBytes: min, MaxBytes: max,
 		StepFactor: b.factor, StepBytes: step, Iters: b.iters, Warmup: b.warmup, Scaled: !p.ItersOK || !p.WarmOK, Check: b.check,
@@ -245,6 +264,54 @@ func (b *benchCmd) parse() (*config, error) {
 		cfg.header.Mode = "multi-process"
 	}
 	return cfg, nil
+}
+
+// checkLimits refuses, before anything is allocated or connected, a run
+// that this process's memory or file descriptors cannot hold: a Go program
+// that runs out of memory dies (or the kernel kills it, on a shared
+// machine), and ranks out of file descriptors show as a bootstrap timeout.
+// Usage errors name the need and the limit.
+func (b *benchCmd) checkLimits(cfg *config) error {
+	local := 1 // ranks of this process
+	if !cfg.multi {
+		local = cfg.nranks
+	}
+	// Per rank two buffers of the largest size (send, receive); for the
+	// check, every rank's input stream and one expected output (shared by
+	// the ranks of this process).
+	var buf int64
+	for _, r := range cfg.plan.rows() {
+		buf = max(buf, shapeOf(r.Coll, r.Size, r.Type.T.Size(), cfg.nranks).Bytes)
+	}
+	need := satMul(buf, int64(2*local+cfg.nranks+1))
+	limit, why := cli.MemoryLimit(math.MaxInt64, "")
+	if b.maxMem > 0 {
+		limit, why = b.maxMem, "set by --max-memory"
+	}
+	if b.maxMem < 0 {
+		return cli.Usagef("--max-memory %d: want >= 0", b.maxMem)
+	}
+	if need > limit {
+		return cli.Usagef("-e %s at %d rank(s) (%d in this process) needs about %d bytes of memory (two %d-byte buffers per rank, and every rank's input for the check), more than the limit of %d bytes, %s; lower -e or --nranks, or set --max-memory",
+			humanBytes(cfg.plan.Sizes[len(cfg.plan.Sizes)-1]), cfg.nranks, local, need, buf, limit, why)
+	}
+	// Bootstrap connections: in one process every pair of ranks (about 3n²
+	// descriptors measured at 4 to 16 ranks); one rank per process, about
+	// 3n.
+	fds := int64(3*local*cfg.nranks + 64)
+	if lim := cli.FileLimit(); lim > 0 && fds > lim {
+		return cli.Usagef("%d rank(s) (%d in this process) need about %d file descriptors (connections between the ranks), more than the limit of %d (ulimit -n); raise it (ulimit -n %d) or run fewer ranks in one process",
+			cfg.nranks, local, fds, lim, fds*2)
+	}
+	return nil
+}
+
+// satMul multiplies non-negative a and b, saturating at MaxInt64.
+func satMul(a, b int64) int64 {
+	if b != 0 && a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
 }
 
 // launcherPairs are the launchers' rank and world-size variables, in the
@@ -331,6 +398,35 @@ func (b *benchCmd) theseusConfig(cfg *config, dir string) theseus.Config {
 	return tc
 }
 
+// ctxLogger receives the main communicator's selector messages and prints
+// each warning once on standard error (the ranks of this process share it;
+// in multi-process mode only rank 0 prints): a bad manifest or policy line
+// (file:line:col, as theseusc select and lint report it), a schedule that
+// does not load. Without it they would go to the NCCL-style log, off by
+// default, and a bad policy line would silently change the schedule.
+type ctxLogger struct {
+	mu    sync.Mutex
+	w     io.Writer
+	quiet bool
+	seen  map[string]bool
+}
+
+func (l *ctxLogger) Warnf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.quiet || l.seen[msg] {
+		return
+	}
+	if l.seen == nil {
+		l.seen = map[string]bool{}
+	}
+	l.seen[msg] = true
+	fmt.Fprintf(l.w, "theseus-bench: %s\n", msg)
+}
+
+func (l *ctxLogger) Infof(string, ...any) {}
+
 // deviceOrdinal is --device, else the launcher's local rank, else 0.
 func (b *benchCmd) deviceOrdinal(cfg *config) int {
 	if b.device >= 0 || !cfg.multi || cfg.backend == "host" {
@@ -350,20 +446,9 @@ func (b *benchCmd) deviceOrdinal(cfg *config) int {
 // prints (rank 0). It returns the report on rank 0, nil on other ranks.
 func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 	dir := cfg.ctxDir
-	if dir == "" {
-		d, remove, err := contexts.TempDir("")
-		if err != nil {
-			return nil, fmt.Errorf("materialising the embedded default context: %w", err)
-		}
-		unregister := removeOnSignal(d)
-		defer func() {
-			remove()
-			unregister()
-		}()
-		dir = d
-	}
 	cfg.header.Context = dir
 	tc := b.theseusConfig(cfg, dir)
+	tc.Options.SelectorLogger = &ctxLogger{w: b.s.Err, quiet: cfg.multi && cfg.launch.Rank != 0}
 	var comms []*theseus.Comm
 	if cfg.multi {
 		c, err := theseus.Join(ctx, cfg.launch, tc)
@@ -399,10 +484,39 @@ func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 	// Rank 0 prints as the rows come.
 	rank0 := comms[0].Rank() == 0
 	rep := &Report{Header: cfg.header}
+	var repMu sync.Mutex // rep and out: the rows, and a partial report on a signal
 	var out *textPrinter
 	if rank0 && cfg.format == formatText {
 		out = &textPrinter{w: b.s.Out}
+	}
+	// partial prints, on rank 0, what was measured before err ended the
+	// run (a failed collective, SIGINT): the text footer, or the JSON or
+	// CSV report, with the error.
+	partial := func(err error) {
+		if !rank0 {
+			return
+		}
+		repMu.Lock()
+		defer repMu.Unlock()
+		rep.Error = err.Error()
+		summarize(rep)
+		if out != nil {
+			out.footer(rep)
+			return
+		}
+		if p, perr := printers.Lookup(cfg.format); perr == nil {
+			p(b.s.Out, rep)
+		}
+	}
+	defer printOnSignal(func(sig os.Signal) {
+		err := fmt.Errorf("interrupted by %v after %d row(s)", sig, len(rep.Rows))
+		partial(err)
+		fmt.Fprintf(b.s.Err, "theseus-bench: %v\n", err)
+	})()
+	if out != nil {
+		repMu.Lock()
 		out.header(cfg.header)
+		repMu.Unlock()
 	}
 	steps := len(rows)
 	if b.hotswap {
@@ -416,6 +530,7 @@ func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 		}
 	}
 	emit := func(r Row) {
+		repMu.Lock()
 		rep.Rows = append(rep.Rows, r)
 		if out != nil {
 			if bar != nil {
@@ -423,6 +538,7 @@ func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 			}
 			out.row(r)
 		}
+		repMu.Unlock()
 		tick(fmt.Sprintf("%s %s", r.Collective, humanBytes(r.Bytes)))
 	}
 	finish := func() {
@@ -437,7 +553,8 @@ func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 		fp := cfg.fingerprint()
 		got, err := rb.agg.Max([]int64{fp, -fp})
 		if errors.Is(err, theseus.ErrNoSchedule) {
-			return fmt.Errorf("the ranks combine their results with small int64 allreduces, and the selection context has no schedule for them: %w", err)
+			return fmt.Errorf("selection context %s has no schedule for an int64 allreduce of %d ranks (%d per node), which theseus-bench needs to combine the ranks' results: %w",
+				dir, cfg.nranks, rb.c.NLocalRanks(), err)
 		}
 		if err != nil {
 			return fmt.Errorf("agreeing on the flags: %w", err)
@@ -458,6 +575,7 @@ func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 	})
 	if err != nil {
 		finish()
+		partial(err)
 		return nil, err
 	}
 	// Phase 2: the hot swap.
@@ -465,6 +583,7 @@ func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 		hs, err := b.hotSwapPhase(ctx, cfg, dir, w)
 		if err != nil {
 			finish()
+			partial(err)
 			return nil, err
 		}
 		rep.HotSwap = hs

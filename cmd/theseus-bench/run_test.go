@@ -21,6 +21,7 @@ import (
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 	"github.com/theseus-ccl/theseus/examples/contexts"
 	"github.com/theseus-ccl/theseus/runtime/env"
+	"golang.org/x/sys/unix"
 )
 
 // childEnv marks a test binary re-executed as one rank of a multi-process
@@ -48,8 +49,25 @@ func TestMain(m *testing.M) {
 	}
 	os.Unsetenv("THESEUS_SELECTION_CONTEXT")
 	os.Unsetenv("MSCCLPP_SELECTION_CONTEXT")
+	// A home of its own (no ~/.theseus/contexts/default of the user's), in
+	// which the built-in default context is materialised; the child
+	// processes inherit it.
+	home := ""
+	if os.Getenv("THESEUS_BENCH_TEST_HOME") == "" { // not a child of this test binary
+		var err error
+		if home, err = os.MkdirTemp("", "theseus-bench-home-"); err != nil {
+			os.Exit(3)
+		}
+		os.Setenv("THESEUS_BENCH_TEST_HOME", home)
+		os.Setenv("HOME", home)
+		os.Setenv("XDG_CACHE_HOME", filepath.Join(home, ".cache"))
+	}
 	env.Reset()
-	os.Exit(m.Run())
+	code := m.Run()
+	if home != "" {
+		os.RemoveAll(home)
+	}
+	os.Exit(code)
 }
 
 // runBench runs the command in-process and returns its exit code, standard
@@ -108,11 +126,11 @@ func checkTable(t *testing.T, out string, nranks int, base string) {
 	wants := []string{"every rank ran the same schedule at every request; #wrong = 0"}
 	switch nranks {
 	case 4:
-		wants = append(wants, "published slow_rank = 2", "request   25: "+base+" -> allreduce_n4_dbtree_avoid2 on every rank",
-			"request   49: allreduce_n4_dbtree_avoid2 -> "+base+" on every rank")
+		wants = append(wants, "published slow_rank = 2", "request   25: "+base+" -> allreduce_dbtree_avoid2 on every rank",
+			"request   49: allreduce_dbtree_avoid2 -> "+base+" on every rank")
 	case 2:
-		wants = append(wants, "published ll_max_bytes = 1048576", "request   25: "+base+" -> allreduce_n2_oneshot_ll on every rank",
-			"published ll_max_bytes = 65536", "request   49: allreduce_n2_oneshot_ll -> "+base+" on every rank")
+		wants = append(wants, "published ll_max_bytes = 1048576", "request   25: "+base+" -> allreduce_oneshot_ll on every rank",
+			"published ll_max_bytes = 65536", "request   49: allreduce_oneshot_ll -> "+base+" on every rank")
 	}
 	if nranks == 2 || nranks == 4 {
 		wants = append(wants, "time per request, max over ranks: before ", "(median of requests 2-24), at the switch ",
@@ -137,7 +155,7 @@ func TestNoArgs(t *testing.T) {
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
-	checkTable(t, out, 4, "allreduce_n4_ring")
+	checkTable(t, out, 4, "allreduce_ring")
 	if !strings.Contains(out, "    67108864 ") {
 		t.Errorf("no 64 MiB row:\n%s", out)
 	}
@@ -150,8 +168,8 @@ func TestSmallRun(t *testing.T) {
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
-	checkTable(t, out, 4, "allreduce_n4_ring")
-	for _, want := range []string{"allreduce_n4_oneshot_ll", "allreduce_n4_ring", "broadcast_n4_direct", "broadcast_n4_tree", "alltoall_n4_direct_ll"} {
+	checkTable(t, out, 4, "allreduce_ring")
+	for _, want := range []string{"allreduce_oneshot_ll", "allreduce_ring", "broadcast_direct", "broadcast_tree", "alltoall_direct_ll"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no row ran %s:\n%s", want, out)
 		}
@@ -166,7 +184,7 @@ func TestAllTypesAndOps(t *testing.T) {
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
-	if n := strings.Count(out, "allreduce_n2_"); n != 12*5*3 {
+	if n := strings.Count(out, "allreduce_"); n != 12*5*3 {
 		t.Errorf("%d allreduce rows, want 12 types x 5 ops x 3 sizes", n)
 	}
 	if !strings.Contains(out, "# Wrong elements       : 0 OK") {
@@ -244,9 +262,9 @@ func TestHotSwap(t *testing.T) {
 		base, away string
 		values     [2]int
 	}{
-		{2, "auto", "ll_max_bytes", "allreduce_n2_ring", "allreduce_n2_oneshot_ll", [2]int{1 << 20, 65536}},
-		{4, "auto", "slow_rank", "allreduce_n4_ring", "allreduce_n4_dbtree_avoid2", [2]int{2, -1}},
-		{4, "ll_max_bytes", "ll_max_bytes", "allreduce_n4_ring", "allreduce_n4_oneshot_ll", [2]int{1 << 20, 65536}},
+		{2, "auto", "ll_max_bytes", "allreduce_ring", "allreduce_oneshot_ll", [2]int{1 << 20, 65536}},
+		{4, "auto", "slow_rank", "allreduce_ring", "allreduce_dbtree_avoid2", [2]int{2, -1}},
+		{4, "ll_max_bytes", "ll_max_bytes", "allreduce_ring", "allreduce_oneshot_ll", [2]int{1 << 20, 65536}},
 	} {
 		t.Run(fmt.Sprintf("%d_%s", c.n, c.flag), func(t *testing.T) {
 			code, out, errs := runBench(t, "--json", "--nranks", fmt.Sprint(c.n), "-b", "8", "-e", "8", "--coll", "allreduce",
@@ -367,7 +385,7 @@ func TestContextWithoutSlowRank(t *testing.T) {
 		if code != cli.ExitOK {
 			t.Fatalf("%s: exit %d\n%s\n%s", c.what, code, out, errs)
 		}
-		if !strings.Contains(out, c.want) || !strings.Contains(out, "allreduce_n4_oneshot_ll") || !strings.Contains(out, "(--context)") {
+		if !strings.Contains(out, c.want) || !strings.Contains(out, "allreduce_oneshot_ll") || !strings.Contains(out, "(--context)") {
 			t.Errorf("%s, --hotswap-attr %s: no %q in\n%s", c.what, c.flag, c.want, out)
 		}
 	}
@@ -378,25 +396,10 @@ func TestContextWithoutSlowRank(t *testing.T) {
 // ranks cannot even combine results), and one without broadcast schedules.
 func TestNoSchedule(t *testing.T) {
 	code, out, errs := runBench(t, "--context", t.TempDir(), "-e", "8", "--coll", "broadcast", "--timeout", "5s")
-	if code != cli.ExitInternal || !strings.Contains(errs, "no schedule for them") {
+	if code != cli.ExitInternal || !strings.Contains(errs, "has no schedule for an int64 allreduce of 4 ranks") {
 		t.Errorf("empty context: exit %d\n%s\n%s", code, out, errs)
 	}
-	dir, remove, err := contexts.TempDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer remove()
-	man := filepath.Join(dir, "schedule_manifest.jsonl")
-	data, _ := os.ReadFile(man)
-	var keep []string
-	for _, l := range strings.SplitAfter(string(data), "\n") {
-		if !strings.Contains(l, `"collective":"broadcast"`) {
-			keep = append(keep, l)
-		}
-	}
-	if err := os.WriteFile(man, []byte(strings.Join(keep, "")), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := contextWithout(t, "broadcast")
 	code, out, errs = runBench(t, "--context", dir, "-e", "8", "--coll", "allreduce,broadcast", "--timeout", "5s")
 	if code != cli.ExitInternal || !strings.Contains(errs, "broadcast 8 B float none out of place") || !strings.Contains(errs, "no schedule serves the request") {
 		t.Errorf("no broadcast: exit %d\n%s\n%s", code, out, errs)
@@ -451,8 +454,8 @@ func TestUsageMessages(t *testing.T) {
 
 // TestMultiProcess runs OS processes, each one rank: 2 ranks joined through
 // MASTER_ADDR/MASTER_PORT (every collective, the CI run), where the hot
-// swap flips ll_max_bytes, and 4 ranks joined through a unique-id file,
-// where it flips slow_rank; either way it switches schedule (each process
+// swap flips ll_max_bytes, and 4, 3, 6, 16 and 8 (2 nodes of 4) ranks joined
+// through a unique-id file, where it flips slow_rank; either way it switches schedule (each process
 // publishes to its own copy of the context, and all switch at the same
 // request). Even ranks
 // take their rank from RANK/WORLD_SIZE (torchrun), odd ones from
@@ -462,6 +465,12 @@ func TestMultiProcess(t *testing.T) {
 	t.Run("2", func(t *testing.T) { multiProcess(t, 2, 0) })
 	t.Run("4", func(t *testing.T) { multiProcess(t, 4, 0) })
 	t.Run("2x2", func(t *testing.T) { multiProcess(t, 4, 2) })
+	// Shapes the default context had no schedule for (issue 20): 3 and 6
+	// ranks, and 2 nodes of 4, which run the hierarchical schedules.
+	t.Run("3", func(t *testing.T) { multiProcess(t, 3, 0) })
+	t.Run("6", func(t *testing.T) { multiProcess(t, 6, 0) })
+	t.Run("16", func(t *testing.T) { multiProcess(t, 16, 0) })
+	t.Run("2x4", func(t *testing.T) { multiProcess(t, 8, 4) })
 }
 
 // multiProcess runs n processes; with perNode > 0 they form nodes of
@@ -513,11 +522,11 @@ func multiProcess(t *testing.T, n, perNode int) {
 		}
 	}
 	out := outs[0].String()
-	base := fmt.Sprintf("allreduce_n%d_ring", n)
+	base := "allreduce_ring"
 	if perNode > 0 {
-		base = fmt.Sprintf("allreduce_n%d_hier_l%d", n, perNode)
+		base = "allreduce_hier"
 		for _, c := range []string{"allreduce", "allgather", "reducescatter"} {
-			if !strings.Contains(out, fmt.Sprintf("%s_n%d_hier_l%d", c, n, perNode)) {
+			if !strings.Contains(out, c+"_hier") {
 				t.Errorf("no row ran %s's hierarchical schedule:\n%s", c, out)
 			}
 		}
@@ -551,4 +560,162 @@ func TestProgress(t *testing.T) {
 	if len(strings.Split(quiet, "\n")) != len(strings.Split(out, "\n")) {
 		t.Errorf("the table changed with the progress bar:\n%s\n---\n%s", out, quiet)
 	}
+}
+
+// contextWithout writes the default context without the schedule entries
+// of collective coll into a new directory and returns it.
+func contextWithout(t *testing.T, coll string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := contexts.Materialize(dir); err != nil {
+		t.Fatal(err)
+	}
+	man := filepath.Join(dir, "schedule_manifest.jsonl")
+	data, _ := os.ReadFile(man)
+	var keep []string
+	for _, l := range strings.SplitAfter(string(data), "\n") {
+		if !strings.Contains(l, `"collective":"`+coll+`"`) {
+			keep = append(keep, l)
+		}
+	}
+	if err := os.WriteFile(man, []byte(strings.Join(keep, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestRoughEdges pins what a new user hit (issue 20): each case is the
+// command line, its exit code and what standard error (or output) says.
+func TestRoughEdges(t *testing.T) {
+	noAllreduce := contextWithout(t, "allreduce")
+	for _, tc := range []struct {
+		name   string
+		env    map[string]string
+		args   []string
+		code   cli.ExitCode
+		stderr string
+	}{
+		// Memory checked up front (it was OOM-killed at 24 GB; by default
+		// the limit is three quarters of physical memory).
+		{"memory", nil, []string{"-b", "16G", "-e", "16G", "--max-memory", "25769803776"}, cli.ExitUsage,
+			"theseus-bench: -e 16GiB at 4 rank(s) (4 in this process) needs about 223338299392 bytes of memory (two 17179869184-byte buffers per rank, and every rank's input for the check), more than the limit of 25769803776 bytes"},
+		{"max-memory", nil, []string{"-b", "1M", "-e", "1M", "--max-memory", "1000000"}, cli.ExitUsage,
+			"more than the limit of 1000000 bytes, set by --max-memory"},
+		// A negative timeout is a usage error naming the flag (it was an
+		// internal executor error).
+		{"timeout", nil, []string{"--timeout", "-5s"}, cli.ExitUsage, "theseus-bench: --timeout -5s: want a positive duration"},
+		// A context that does not exist: the same exit code either way.
+		{"context flag", nil, []string{"--context", "/nonexistent"}, cli.ExitUsage, "--context /nonexistent: not a directory"},
+		{"context variable", map[string]string{"THESEUS_SELECTION_CONTEXT": "/nonexistent"}, []string{"-e", "8"}, cli.ExitUsage,
+			"theseus-bench: THESEUS_SELECTION_CONTEXT=/nonexistent: not a directory"},
+		// What the context lacks (it said the ranks "combine their results
+		// with small int64 allreduces...").
+		{"lacks allreduce", nil, []string{"--context", noAllreduce, "--nranks", "3", "-e", "8", "--coll", "broadcast", "--hotswap=false"},
+			cli.ExitInternal, "selection context " + noAllreduce + " has no schedule for an int64 allreduce of 3 ranks (3 per node), which theseus-bench needs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			env.Reset()
+			defer env.Reset()
+			code, _, errs := runBench(t, tc.args...)
+			if code != tc.code || !strings.Contains(errs, tc.stderr) {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and %q", code, errs, tc.code, tc.stderr)
+			}
+		})
+	}
+}
+
+// TestFDLimit: ranks out of file descriptors are refused up front, naming
+// the limit (32 ranks at ulimit -n 1024 showed as a bootstrap timeout).
+func TestFDLimit(t *testing.T) {
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Skip(err)
+	}
+	low := unix.Rlimit{Cur: 1024, Max: old.Max}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Skip(err)
+	}
+	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &old)
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "theseus-*"))
+	code, _, errs := runBench(t, "--nranks", "32", "-e", "8")
+	if code != cli.ExitUsage || !strings.Contains(errs, "32 rank(s) (32 in this process) need about 3136 file descriptors (connections between the ranks), more than the limit of 1024 (ulimit -n)") {
+		t.Errorf("exit %d:\n%s", code, errs)
+	}
+	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "theseus-*"))
+	if len(after) > len(before) {
+		t.Errorf("temporary directories left: %v", after)
+	}
+}
+
+// TestSelectionContextDiagnostics: a bad policy line and a line cut short
+// in the context are printed once each on standard error with
+// file:line:col, as theseusc select prints them; the run goes on with the
+// good lines.
+func TestSelectionContextDiagnostics(t *testing.T) {
+	dir := t.TempDir()
+	if err := contexts.Materialize(dir); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "schedule_manifest.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"gen":"ring","collective":"allreduce","preference":"msgsize >> 3"}` + "\n" + `{"gen":"ring","collective":"allr` + "\n")
+	f.Close()
+	code, out, errs := runBench(t, "--context", dir, "-e", "64", "--coll", "allreduce", "--hotswap=false")
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	man := filepath.Join(dir, "schedule_manifest.jsonl")
+	lines := strings.Count(string(mustReadFile(t, man)), "\n") // the two appended lines are the last
+	for _, want := range []string{fmt.Sprintf("%s:%d:63: error[TS0300]", man, lines-1), fmt.Sprintf("%s:%d:", man, lines)} {
+		if n := strings.Count(errs, want); n != 1 {
+			t.Errorf("%q printed %d times on standard error (4 ranks), want once:\n%s", want, n, errs)
+		}
+	}
+	if !strings.Contains(out, "allreduce_oneshot_ll") {
+		t.Errorf("the good lines were not used:\n%s", out)
+	}
+}
+
+// TestPartialJSONOnFailure: a run that fails (the context has no
+// broadcast) still writes, with --json, the rows it measured and the
+// error; with --csv, the rows.
+func TestPartialJSONOnFailure(t *testing.T) {
+	dir := contextWithout(t, "broadcast")
+	code, out, errs := runBench(t, "--context", dir, "-e", "8", "--coll", "allreduce,broadcast", "--hotswap=false", "--json")
+	if code != cli.ExitInternal {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	var rep Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(rep.Rows) != 1 || rep.Rows[0].Collective != "allreduce" || !strings.Contains(rep.Error, "no schedule serves the request") {
+		t.Errorf("rows %+v, error %q", rep.Rows, rep.Error)
+	}
+	code, out, _ = runBench(t, "--context", dir, "-e", "8", "--coll", "allreduce,broadcast", "--hotswap=false", "--csv")
+	if code != cli.ExitInternal || strings.Count(out, "\n") != 2 || !strings.HasPrefix(strings.Split(out, "\n")[1], "allreduce,") {
+		t.Errorf("csv: exit %d\n%s", code, out)
+	}
+}
+
+// TestNoCheck: with -c 0 the footer does not claim "0 OK".
+func TestNoCheck(t *testing.T) {
+	code, out, errs := runBench(t, "-e", "64", "-c", "0", "--coll", "allreduce", "--hotswap=false")
+	if code != cli.ExitOK || !strings.Contains(out, "# Wrong elements       : N/A (not checked: -c 0)\n") || strings.Contains(out, "0 OK") {
+		t.Errorf("exit %d:\n%s\n%s", code, out, errs)
+	}
+}
+
+func mustReadFile(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

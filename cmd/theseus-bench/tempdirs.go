@@ -7,37 +7,34 @@ import (
 	"syscall"
 )
 
-// tempDirs are the directories the benchmark created for itself (the
-// materialised default context, the hot swap's copy of it). Deferred
-// removals do not run when SIGINT or SIGTERM ends the process, so the first
-// registration installs a handler that removes every registered directory
-// and exits with 128 plus the signal's number, as a shell reports it.
-var tempDirs struct {
+// onSignal holds what SIGINT or SIGTERM must do before the process ends:
+// remove the directories the benchmark created for itself (the hot swap's
+// copy of the context) and print what was measured. Deferred functions do
+// not run when a signal ends the process, so a handler, installed once,
+// runs the registered actions, removes the directories and exits with 128
+// plus the signal's number, as a shell reports it.
+var onSignal struct {
 	sync.Mutex
 	dirs    map[string]bool
+	last    func(sig os.Signal) // the run's partial output
 	handler sync.Once
 }
 
-// removeOnSignal registers dir for removal if SIGINT or SIGTERM ends the
-// process. The returned function unregisters it; call it once the
-// directory has been removed in the ordinary way.
-func removeOnSignal(dir string) (unregister func()) {
-	tempDirs.Lock()
-	if tempDirs.dirs == nil {
-		tempDirs.dirs = map[string]bool{}
-	}
-	tempDirs.dirs[dir] = true
-	tempDirs.Unlock()
-	tempDirs.handler.Do(func() {
+// installSignalHandler installs the handler (once per process).
+func installSignalHandler() {
+	onSignal.handler.Do(func() {
 		c := make(chan os.Signal, 1)
 		signal.Notify(c, os.Interrupt, syscall.SIGTERM)
 		go func() {
 			s := <-c
-			tempDirs.Lock()
-			for d := range tempDirs.dirs {
+			onSignal.Lock()
+			if onSignal.last != nil {
+				onSignal.last(s)
+			}
+			for d := range onSignal.dirs {
 				os.RemoveAll(d)
 			}
-			tempDirs.Unlock()
+			onSignal.Unlock()
 			code := 128 + int(syscall.SIGINT)
 			if s == syscall.SIGTERM {
 				code = 128 + int(syscall.SIGTERM)
@@ -45,9 +42,37 @@ func removeOnSignal(dir string) (unregister func()) {
 			os.Exit(code)
 		}()
 	})
+}
+
+// removeOnSignal registers dir for removal if SIGINT or SIGTERM ends the
+// process. The returned function unregisters it; call it once the
+// directory has been removed in the ordinary way.
+func removeOnSignal(dir string) (unregister func()) {
+	onSignal.Lock()
+	if onSignal.dirs == nil {
+		onSignal.dirs = map[string]bool{}
+	}
+	onSignal.dirs[dir] = true
+	onSignal.Unlock()
+	installSignalHandler()
 	return func() {
-		tempDirs.Lock()
-		delete(tempDirs.dirs, dir)
-		tempDirs.Unlock()
+		onSignal.Lock()
+		delete(onSignal.dirs, dir)
+		onSignal.Unlock()
+	}
+}
+
+// printOnSignal registers f to print the run's partial output if SIGINT or
+// SIGTERM ends the process (f runs under the handler's lock, before the
+// directories are removed). The returned function unregisters it.
+func printOnSignal(f func(sig os.Signal)) (unregister func()) {
+	onSignal.Lock()
+	onSignal.last = f
+	onSignal.Unlock()
+	installSignalHandler()
+	return func() {
+		onSignal.Lock()
+		onSignal.last = nil
+		onSignal.Unlock()
 	}
 }

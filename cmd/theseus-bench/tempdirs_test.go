@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -12,61 +14,118 @@ import (
 	"testing"
 
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
+	"github.com/theseus-ccl/theseus/examples/contexts"
 )
 
-// TestSignalRemovesTempDirs runs the benchmark in a child process (this
-// test binary, re-executed), interrupts it once it has printed the
-// selection context it materialised, and checks that the child removed
-// that directory and exited with 130 (128 + SIGINT).
-func TestSignalRemovesTempDirs(t *testing.T) {
+// TestSignalKeepsOutput runs the benchmark in a child process (this test
+// binary, re-executed) and interrupts it mid-run: the child exits with 130
+// (128 + SIGINT), leaves nothing in TMPDIR, and prints what it measured —
+// in text, the footer with the reason; with --json, the report of the rows
+// so far with an "error". (The JSON child's context has a bad manifest
+// line, whose diagnostic on standard error shows that the run started.)
+func TestSignalKeepsOutput(t *testing.T) {
 	if os.Getenv("THESEUS_BENCH_SIGNAL_CHILD") == "1" {
 		// Long enough to be interrupted mid-run: every collective to 64 MiB.
-		os.Exit(int(run([]string{"--backend", "host", "--progress", "never", "-e", "64M", "-n", "50", "--hotswap=false"},
-			cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})))
+		args := []string{"--backend", "host", "--progress", "never", "-e", "64M", "-n", "50", "--hotswap=false"}
+		if v := os.Getenv("THESEUS_BENCH_SIGNAL_ARGS"); v != "" {
+			args = append(args, strings.Fields(v)...)
+		}
+		os.Exit(int(run(args, cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})))
 	}
 	if testing.Short() {
-		t.Skip("starts a child process that runs the benchmark")
+		t.Skip("starts child processes that run the benchmark")
 	}
-	tmp := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestSignalRemovesTempDirs$")
-	cmd.Env = append(os.Environ(), "THESEUS_BENCH_SIGNAL_CHILD=1", "TMPDIR="+tmp)
-	out, err := cmd.StdoutPipe()
+	bad := t.TempDir()
+	if err := contexts.Materialize(bad); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(bad, "schedule_manifest.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	var dir string
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "# selection context: "); ok {
-			dir, _, _ = strings.Cut(rest, " (")
-			break
-		}
-	}
-	if dir == "" {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatal("the child printed no selection context")
-	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Fatalf("the selection context %s is not there while the benchmark runs: %v", dir, err)
-	}
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	go io.Copy(io.Discard, out)
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 128+int(syscall.SIGINT) {
-		t.Errorf("child ended with %v, want exit status %d", err, 128+int(syscall.SIGINT))
-	}
-	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the selection context %s is still there after SIGINT (stat: %v)", dir, err)
-	}
-	left, _ := filepath.Glob(filepath.Join(tmp, "theseus-*"))
-	if len(left) != 0 {
-		t.Errorf("left in TMPDIR after SIGINT: %v", left)
+	f.WriteString(`{"gen":"ring","collective":"allreduce","preference":"1 +"}` + "\n")
+	f.Close()
+	data, _ := os.ReadFile(filepath.Join(bad, "schedule_manifest.jsonl"))
+	badLine := fmt.Sprintf("schedule_manifest.jsonl:%d:", strings.Count(string(data), "\n"))
+	for _, tc := range []struct {
+		name, args string
+		waitErr    bool // wait for a line on stderr instead of the context line on stdout
+	}{
+		{"text", "", false},
+		{"json", "--json --context " + bad, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			cmd := exec.Command(os.Args[0], "-test.run", "^TestSignalKeepsOutput$")
+			cmd.Env = append(os.Environ(), "THESEUS_BENCH_SIGNAL_CHILD=1", "TMPDIR="+tmp, "XDG_CACHE_HOME="+filepath.Join(tmp, "cache"),
+				"THESEUS_BENCH_SIGNAL_ARGS="+tc.args)
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			wait := stdout
+			if tc.waitErr {
+				wait = stderr
+				go io.Copy(&out, stdout)
+			} else {
+				go io.Copy(io.Discard, stderr)
+			}
+			sc := bufio.NewScanner(wait)
+			started := false
+			for sc.Scan() {
+				line := sc.Text()
+				if !tc.waitErr {
+					out.WriteString(line + "\n")
+				}
+				if tc.waitErr && strings.Contains(line, badLine) ||
+					!tc.waitErr && strings.HasPrefix(line, "# selection context: ") {
+					started = true
+					break
+				}
+			}
+			if !started {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatal("the child did not start")
+			}
+			if err := cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.waitErr {
+				rest, _ := io.ReadAll(stdout)
+				out.Write(rest)
+			}
+			go io.Copy(io.Discard, wait)
+			err = cmd.Wait()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 128+int(syscall.SIGINT) {
+				t.Errorf("child ended with %v, want exit status %d", err, 128+int(syscall.SIGINT))
+			}
+			left, _ := filepath.Glob(filepath.Join(tmp, "theseus-*"))
+			if len(left) != 0 {
+				t.Errorf("left in TMPDIR after SIGINT: %v", left)
+			}
+			if !tc.waitErr {
+				if !strings.Contains(out.String(), "# Stopped              : interrupted by interrupt after ") {
+					t.Errorf("no footer after SIGINT:\n%s", out.String())
+				}
+				return
+			}
+			var rep Report
+			if err := json.Unmarshal([]byte(out.String()), &rep); err != nil {
+				t.Fatalf("the JSON output after SIGINT does not parse: %v\n%s", err, out.String())
+			}
+			if !strings.HasPrefix(rep.Error, "interrupted by interrupt after ") || rep.Header.Context != bad {
+				t.Errorf("report error %q, context %q", rep.Error, rep.Header.Context)
+			}
+		})
 	}
 }

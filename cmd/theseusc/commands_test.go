@@ -368,7 +368,7 @@ func TestSelect(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	r := theseusc(t, "version").want(t, cli.ExitOK)
-	if !strings.HasPrefix(r.out, "theseusc ") || !strings.Contains(r.out, "formats: schedule JSON v1, bundle v1") {
+	if !strings.HasPrefix(r.out, "theseusc ") || !strings.Contains(r.out, "formats: schedule JSON v1, bundle v2") {
 		t.Errorf("version: %q", r.out)
 	}
 	v := theseusc(t, "--version").want(t, cli.ExitOK)
@@ -394,7 +394,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"lint", "no/such/file.json"}, cli.ExitUsage, "theseusc lint: open no/such/file.json: no such file or directory"},
 		{[]string{"lint", "testdata"}, cli.ExitUsage, "theseusc lint: testdata is a directory without attribute_manifest.jsonl or schedule_manifest.jsonl"},
 		{[]string{"lint", "--format=yaml", ex}, cli.ExitUsage, `theseusc lint: unknown output format "yaml" (formats: text, json)`},
-		{[]string{"lint", "--json", "--format=text", ex}, cli.ExitOK, ""},
+		{[]string{"lint", "--json", "--format=text", ex}, cli.ExitUsage, "theseusc lint: --json conflicts with --format=text"},
 		{[]string{"sim", filepath.Join(badDir, "wrong_result.json")}, cli.ExitFindings, ""},
 		{[]string{"sim", ex, "--count", "-1"}, cli.ExitUsage, "theseusc sim: --count must be >= 0"},
 		{[]string{"compile", "-"}, cli.ExitUsage, "theseusc compile: reading standard input: name the bundle with -o"},
@@ -522,4 +522,64 @@ func TestOptionChecks(t *testing.T) {
 	theseusc(t, "gen", "tree", "--coll", "allreduce", "--nranks", "4", "--avoid", "0").want(t, cli.ExitOK)
 	theseusc(t, "gen", "ring", "--coll", "allreduce", "--nranks", "4", "--order", "3,2,1,0").want(t, cli.ExitOK)
 	theseusc(t, "select", "--context", "testdata/context", "--coll", "allreduce", "--count", "1024", "--nranks", "4", "--nlocalranks", "2").want(t, cli.ExitFindings)
+}
+
+// TestSizeLimits: gen refuses, with the real size, a program whose JSON
+// lint and compile would refuse (a 2048-rank ring's is 608 MB), and lint
+// reports an oversized file's real size (it said the limit plus one).
+func TestSizeLimits(t *testing.T) {
+	defer func(l int) { genOutputLimit = l }(genOutputLimit)
+	genOutputLimit = 100 << 10
+	out := filepath.Join(t.TempDir(), "ring64.json")
+	r := theseusc(t, "gen", "ring", "--coll", "allreduce", "--nranks", "64", "-o", out)
+	if r.code != cli.ExitUsage || !strings.Contains(r.err, "the program's JSON is 59") || !strings.Contains(r.err, "more than the 102400 bytes") {
+		t.Errorf("exit %d: %s", r.code, r.err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("gen wrote the file it refused")
+	}
+	big := filepath.Join(t.TempDir(), "big.json")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(300 << 20); err != nil { // sparse: nothing is written
+		t.Fatal(err)
+	}
+	f.Close()
+	r = theseusc(t, "lint", big)
+	if r.code != cli.ExitFindings || !strings.Contains(r.out, "file of 314572800 bytes, more than the 268435456 bytes") {
+		t.Errorf("lint of a 300 MiB file: exit %d: %s", r.code, r.out)
+	}
+}
+
+// TestSelectNotAContext: select --context refuses a directory that is not
+// a selection context (it accepted /tmp and selected nothing).
+func TestSelectNotAContext(t *testing.T) {
+	r := theseusc(t, "select", "--context", t.TempDir(), "--coll", "allreduce", "--count", "1024", "--dtype", "float32", "--nranks", "4")
+	if r.code != cli.ExitUsage || !strings.Contains(r.err, "not a selection context") {
+		t.Errorf("exit %d: %s", r.code, r.err)
+	}
+}
+
+// TestContextInit: context init writes the built-in default context into
+// a directory, writable, once; select then reads it.
+func TestContextInit(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ctx")
+	theseusc(t, "context", "init", dir).want(t, cli.ExitOK)
+	theseusc(t, "context", "init", dir).want(t, cli.ExitOK) // same files: kept
+	f, err := os.OpenFile(filepath.Join(dir, "slow_rank.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("the context is not writable: %v", err)
+	}
+	f.WriteString(`{"value":2}` + "\n")
+	f.Close()
+	r := theseusc(t, "select", "--context", dir, "--coll", "allreduce", "--count", "1048576", "--dtype", "float32", "--nranks", "4").want(t, cli.ExitOK)
+	if !strings.Contains(r.out, "chosen: 5 (allreduce_dbtree_avoid2)") {
+		t.Errorf("select:\n%s", r.out)
+	}
+	if r := theseusc(t, "context", "init", dir); r.code != cli.ExitUsage { // slow_rank.jsonl differs now
+		t.Errorf("init over a changed context: exit %d", r.code)
+	}
+	theseusc(t, "context").want(t, cli.ExitUsage)
 }

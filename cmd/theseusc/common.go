@@ -72,11 +72,19 @@ func loadProgram(path string, s cli.Streams) (*cli.Source, error) {
 // written through a temporary file in the same directory and renamed, so
 // that a failed write never leaves half a file (writeFileAtomic's errors).
 func writeOutput(path string, data []byte, stdout io.Writer) error {
+	return streamOutput(path, stdout, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// streamOutput is writeOutput for contents that write writes (for example
+// a bundle's WriteTo, which never builds them in memory).
+func streamOutput(path string, stdout io.Writer, write func(io.Writer) error) error {
 	if path == "" || path == "-" {
-		_, err := stdout.Write(data)
-		return cli.Internal(err)
+		return cli.Internal(write(stdout))
 	}
-	return writeFileAtomic(path, data, 0o644)
+	return writeAtomic(path, 0o644, write)
 }
 
 // writeFileAtomic writes data to path with mode through a temporary file in
@@ -85,6 +93,14 @@ func writeOutput(path string, data []byte, stdout io.Writer) error {
 // writable, or a path that is a directory, is a usage error (ExitUsage);
 // a failure while writing (a full disk) is an internal failure.
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	return writeAtomic(path, mode, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeAtomic is writeFileAtomic for contents that write writes.
+func writeAtomic(path string, mode os.FileMode, write func(io.Writer) error) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -94,7 +110,7 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 		return cli.Usagef("cannot write %s: cannot create a file in %s: %v", path, dir, cause(err))
 	}
 	tmp := f.Name()
-	_, err = f.Write(data)
+	err = write(f)
 	if e := f.Chmod(mode); err == nil {
 		err = e
 	}

@@ -48,7 +48,10 @@ func TestCompileContext(t *testing.T) {
 		t.Fatalf("lint of the compiled context: exit %d\n%s%s", r.code, r.out, r.err)
 	}
 	// Editing an expression makes its program stale.
-	edited := strings.Replace(string(after), `"preference":"0"`, `"preference":"1"`, 1)
+	edited := strings.Replace(string(after), `"preference":"`, `"preference":"1 + `, 1)
+	if edited == string(after) {
+		t.Fatal("no preference to edit in the default context")
+	}
 	os.WriteFile(sf, []byte(edited), 0o644)
 	if r := theseuscIn(t, "", "compile", "--context", dir, "--check"); r.code != cli.ExitFindings || !strings.Contains(r.err, "was compiled from") {
 		t.Fatalf("--check after an edit: exit %d\n%s", r.code, r.err)

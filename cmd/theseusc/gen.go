@@ -86,6 +86,10 @@ collective, --order for an algorithm that ignores it) are usage errors
 	return c
 }
 
+// genOutputLimit is the largest JSON gen writes: what the readers read
+// (cli.MaxInputBytes); tests lower it.
+var genOutputLimit = cli.MaxInputBytes
+
 func (c *genCmd) run(cmd *cobra.Command, args []string) error {
 	if c.list {
 		pr, err := cli.Resolve(c.listOut, cli.AlgorithmPrinters)
@@ -169,6 +173,12 @@ func (c *genCmd) run(cmd *cobra.Command, args []string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if len(out) > genOutputLimit {
+		// Refused up front rather than written: lint, compile, sim and the
+		// runtime read at most MaxInputBytes of a schedule file.
+		return cli.Usagef("the program's JSON is %d bytes, more than the %d bytes (%d MiB) theseusc and the runtime read of a schedule file (compiler/load.MaxInputBytes); generate fewer ranks or channels, or name the generator in a selection context instead (docs/selection-context.md §5.1), which builds the program in memory",
+			len(out), genOutputLimit, genOutputLimit>>20)
 	}
 	return writeOutput(c.out, out, c.s.Out)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
 	"github.com/theseus-ccl/theseus/compiler/frontends/policy"
+	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/compiler/verify"
 	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/runtime/selector"
@@ -34,15 +35,18 @@ import (
 //     arrangement or window the file contradicts (selector.Contradiction)
 //     is an error at the entry's field, since the runtime excludes the
 //     entry;
+//   - every generated entry's program (gen, docs/selection-context.md
+//     §5.1) built and verified at the shapes it serves among its own
+//     nranks (if it gives one) or 1, 2, 3, 4, 8 and 16 ranks on one node
+//     and 4, 6, 8 and 16 ranks on two nodes; an error is reported at the entry's
+//     gen field;
 //   - every line of the value log of each exogenous attribute.
 //
 // Blank lines and a torn last line (no newline yet) are skipped, as the
 // runtime does.
 func lintContext(dir string, vo verify.Options) ([]diag.Diagnostic, error) {
-	_, e1 := os.Stat(filepath.Join(dir, manifest.AttributeManifest))
-	_, e2 := os.Stat(filepath.Join(dir, manifest.ScheduleManifest))
-	if e1 != nil && e2 != nil {
-		return nil, cli.Usagef("%s is a directory without %s or %s: not a selection context", dir, manifest.AttributeManifest, manifest.ScheduleManifest)
+	if err := checkContextDir(dir); err != nil {
+		return nil, err
 	}
 	var ds []diag.Diagnostic
 	mopt := manifest.Options{}
@@ -80,6 +84,11 @@ func lintContext(dir string, vo verify.Options) ([]diag.Diagnostic, error) {
 		_, du := policy.Compile(s.Usable, attrs, policy.Options{Want: policy.WantBool, File: sf, Line: line, Col: s.UsableCol})
 		_, dp := policy.Compile(s.Preference, attrs, policy.Options{Want: policy.WantNumber, File: sf, Line: line, Col: s.PreferenceCol})
 		ds = append(append(ds, du...), dp...)
+		if s.Gen != nil {
+			_, _, dc := selector.CompileChannels(s.Gen, attrs, sf, line, 0)
+			ds = append(append(ds, dc...), lintGenerated(&s, sf, line, vo)...)
+			return
+		}
 		path := s.File
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(dir, path)
@@ -119,6 +128,67 @@ func lintContext(dir string, vo verify.Options) ([]diag.Diagnostic, error) {
 		}
 	}
 	return cli.Dedupe(ds), nil
+}
+
+// lintShapes are the (nranks, nlocalranks) lint builds a generated entry
+// for when the entry names no nranks.
+var lintShapes = [][2]int{{1, 1}, {2, 2}, {3, 3}, {4, 4}, {8, 8}, {16, 16}, {4, 2}, {6, 3}, {8, 4}, {16, 8}}
+
+// lintGenerated builds generated entry s (line of manifest sf) at the
+// shapes it serves and verifies each program.
+func lintGenerated(s *manifest.Schedule, sf string, line int, vo verify.Options) []diag.Diagnostic {
+	shapes := lintShapes
+	if s.NRanks != 0 {
+		l := s.NLocalRanks
+		if l == 0 {
+			l = s.NRanks
+		}
+		shapes = [][2]int{{s.NRanks, l}}
+	}
+	at := func(sev diag.Severity, code diag.Code, hint, format string, args ...any) diag.Diagnostic {
+		return diag.Diagnostic{Code: code, Severity: sev, File: sf, Line: line, Col: s.Gen.Col, Rank: -1, TB: -1, Step: -1,
+			Msg: fmt.Sprintf("schedule %d: ", line-1) + fmt.Sprintf(format, args...), Hint: hint}
+	}
+	var ds []diag.Diagnostic
+	served := 0
+	for _, sh := range shapes {
+		o := gen.Options{Collective: s.Collective, NRanks: sh[0], Protocol: s.Gen.Protocol, Avoid: s.Gen.Avoid}
+		if gen.Canonical(s.Gen.Algorithm) == "hier" {
+			o.NLocalRanks = sh[1]
+		}
+		if gen.Check(s.Gen.Algorithm, o) != nil {
+			continue // the runtime does not match the entry there
+		}
+		served++
+		p, err := gen.Generate(s.Gen.Algorithm, o)
+		if err != nil {
+			ds = append(ds, at(diag.Error, diag.BadValue, "the runtime excludes the entry for such communicators",
+				"%s at %d ranks (%d per node): %v", s.Gen, sh[0], sh[1], err))
+			continue
+		}
+		for _, d := range verify.Verify(p, vo) {
+			if d.Severity == diag.Error {
+				ds = append(ds, at(diag.Error, d.Code, "a generator bug: report it", "%s at %d ranks (%d per node): %s", s.Gen, sh[0], sh[1], d.Msg))
+				break
+			}
+		}
+	}
+	if served == 0 && len(shapes) > 1 {
+		ds = append(ds, at(diag.Warning, diag.BadValue, "give nranks (and nlocalranks) to lint it at a shape it serves",
+			"%s serves none of the shapes lint builds (1-16 ranks)", s.Gen))
+	}
+	return ds
+}
+
+// checkContextDir is a usage error unless dir holds a manifest of a
+// selection context (attribute_manifest.jsonl or schedule_manifest.jsonl).
+func checkContextDir(dir string) error {
+	_, e1 := os.Stat(filepath.Join(dir, manifest.AttributeManifest))
+	_, e2 := os.Stat(filepath.Join(dir, manifest.ScheduleManifest))
+	if e1 != nil && e2 != nil {
+		return cli.Usagef("%s is a directory without %s or %s: not a selection context", dir, manifest.AttributeManifest, manifest.ScheduleManifest)
+	}
+	return nil
 }
 
 // lintScheduleFile lints the schedule file at path, named by line of the

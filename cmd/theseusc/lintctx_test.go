@@ -124,3 +124,42 @@ func TestLintContextContradictions(t *testing.T) {
 		t.Errorf("diagnostics (-want +got):\n%s\nstdout:\n%s", d, r.out)
 	}
 }
+
+// TestLintContextGenerated: lint DIR builds and verifies generated entries
+// (the default context lints clean), and reports a channel expression that
+// reads more than the shape, a generator that cannot serve the nranks an
+// entry pins, and an entry that serves none of the shapes lint builds.
+func TestLintContextGenerated(t *testing.T) {
+	theseusc(t, "lint", "../../examples/contexts/default").want(t, cli.ExitOK)
+	dir := t.TempDir()
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("attribute_manifest.jsonl", `{"name":"msgsize","type":"int","origin":"endo","path":"request.messagesize"}
+{"name":"nranks","type":"int","origin":"endo","path":"request.nranks"}
+`)
+	write("schedule_manifest.jsonl", `{"gen":"ring","collective":"allreduce","channels":"clamp(64 / nranks, 1, 32)","preference":"1"}
+{"gen":"ring","collective":"allreduce","channels":"msgsize / 1024"}
+{"gen":"ring","collective":"allreduce","nranks":4,"avoid":[1]}
+{"gen":"dbtree","collective":"allreduce","avoid":[20]}
+`)
+	j := theseusc(t, "lint", "--json", dir).want(t, cli.ExitFindings)
+	var rep cli.Report
+	if err := json.Unmarshal([]byte(j.out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range rep.Diagnostics {
+		got = append(got, string(d.Code)+" "+d.Severity.String()+" "+strings.TrimPrefix(d.Where(), d.File+":"))
+	}
+	want := []string{
+		"TS0003 error 2:52",  // channels reads msgsize
+		"TS0003 error 3:9",   // a ring keeps every rank relaying: avoid fails at 4 ranks
+		"TS0003 warning 4:9", // rank 20: none of the shapes lint builds
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("diagnostics (-want +got):\n%s\n%s", d, j.out)
+	}
+}

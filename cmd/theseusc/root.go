@@ -48,6 +48,7 @@ results, no schedule selected), 2 usage error, 3 internal failure.`,
 		newGenCmd(s).cmd,
 		newSimCmd(s).cmd,
 		newSelectCmd(s).cmd,
+		newContextCmd(s),
 		newVersionCmd(s).cmd,
 	)
 	return root

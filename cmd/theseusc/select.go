@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/ctxdir"
 	"github.com/theseus-ccl/theseus/runtime/selector"
 	"github.com/theseus-ccl/theseus/runtime/selector/manifest"
 	"github.com/theseus-ccl/theseus/runtime/selector/schedfile"
@@ -173,12 +174,15 @@ func (c *selectCmd) run(cmd *cobra.Command, _ []string) error {
 	}
 	dir := c.context
 	if dir == "" {
-		dir = selector.DefaultContextDir()
+		dir = ctxdir.Dir()
 	}
 	if st, err := os.Stat(dir); err != nil {
 		return cli.Usagef("--context: %v", err)
 	} else if !st.IsDir() {
 		return cli.Usagef("--context: %s is not a directory", dir)
+	}
+	if err := checkContextDir(dir); err != nil {
+		return cli.Usagef("--context: %v", err)
 	}
 	opts := selector.Options{Dir: dir, Loader: schedfile.Loader{}, Agreement: selector.Solo{},
 		Timeout: c.timeout, Logger: &stderrLogger{s: c.s, verbose: c.verbose}, CheckPeriod: 1}

@@ -2,14 +2,17 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 	"github.com/theseus-ccl/theseus/compiler/passes"
 	"github.com/theseus-ccl/theseus/compiler/verify"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/interp"
+	"golang.org/x/term"
 )
 
 type simCmd struct {
@@ -27,6 +30,7 @@ type simCmd struct {
 	timeout  time.Duration
 	noVerify bool
 	maxMem   int64
+	progress string
 }
 
 func newSimCmd(s cli.Streams) *simCmd {
@@ -47,7 +51,10 @@ output element, bit for bit, with a direct computation of the collective
 The schedule is verified and legalised first (lint's checks); a schedule
 with errors is not run unless --no-verify is given. Exit 0 when every case
 matches, 1 when a case has wrong elements or fails (a timeout, an error),
-or the schedule does not verify.`,
+or the schedule does not verify.
+
+In text, each case's line is printed as soon as the case has run; on a
+terminal a progress bar on standard error says how many remain.`,
 		Example: `  theseusc sim examples/allreduce_ring_8rank_simple.json
   theseusc sim ring.xml --dtype float16,bfloat16 --redop sum --count 1,1000,65536
   theseusc sim plan.json --json`,
@@ -65,6 +72,7 @@ or the schedule does not verify.`,
 	f.Uint64Var(&c.seed, "seed", 0, "seed of the random inputs (0: a fixed default)")
 	f.DurationVar(&c.timeout, "timeout", 10*time.Second, "bound on every wait of the interpreter")
 	f.BoolVar(&c.noVerify, "no-verify", false, "simulate even when the verifier reports errors")
+	f.StringVar(&c.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
 	f.Int64Var(&c.maxMem, "max-memory", 0, "bound on the bytes one case allocates, checked before any case runs (default: the smallest of 64 GiB, half of ulimit -v and three quarters of physical memory)")
 	c.cmd.RunE = cli.RunE(c.run)
 	return c
@@ -118,7 +126,25 @@ func (c *simCmd) options() (interp.SimOptions, error) {
 	if c.maxMem < 0 {
 		return o, cli.Usagef("--max-memory must be >= 0, got %d", c.maxMem)
 	}
+	switch c.progress {
+	case "auto", "always", "never":
+	default:
+		return o, cli.Usagef("--progress %q: want auto, always or never", c.progress)
+	}
 	return o, nil
+}
+
+// wantBar: a progress bar on standard error (--progress always, or auto
+// and a terminal).
+func (c *simCmd) wantBar() bool {
+	switch c.progress {
+	case "always":
+		return true
+	case "never":
+		return false
+	}
+	f, ok := c.s.Err.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func (c *simCmd) run(_ *cobra.Command, args []string) error {
@@ -166,13 +192,44 @@ func (c *simCmd) run(_ *cobra.Command, args []string) error {
 	if err := checkSimMemory(st.Prog, opts, limit, why); err != nil {
 		return err
 	}
+	// Text streams: each case's line as it finishes (a matrix takes tens of
+	// seconds), with a progress bar on a terminal.
+	name, _ := c.out.Name() // resolved above
+	text := name == cli.FormatText
+	var bar *progressbar.ProgressBar
+	var werr error
+	opts.OnCase = func(cr interp.CaseResult, done, total int) {
+		if bar == nil && c.wantBar() {
+			bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(c.s.Err), progressbar.OptionSetDescription("sim"),
+				progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(100*time.Millisecond),
+				progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(30))
+		}
+		if text && werr == nil {
+			if bar != nil {
+				bar.Clear()
+			}
+			_, werr = fmt.Fprintln(c.s.Out, cr.String())
+		}
+		if bar != nil {
+			bar.Add(1)
+		}
+	}
 	cases, err := interp.Simulate(st.Prog, opts)
+	if bar != nil {
+		bar.Finish()
+		bar.Clear()
+	}
 	if err != nil {
 		return cli.Findingsf("%s: not simulated: %v", args[0], err)
 	}
+	if werr != nil {
+		return cli.Internal(werr)
+	}
 	rep := &cli.SimReport{File: args[0], Name: p.Name, Cases: cases}
-	if err := pr(c.s.Out, rep); err != nil {
-		return cli.Internal(err)
+	if !text {
+		if err := pr(c.s.Out, rep); err != nil {
+			return cli.Internal(err)
+		}
 	}
 	failed := rep.Failed()
 	fmt.Fprintf(c.s.Err, "sim: %s: %d case(s), %d passed, %d failed\n", args[0], len(cases), len(cases)-failed, failed)

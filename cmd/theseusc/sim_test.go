@@ -169,3 +169,49 @@ func TestSimMemoryLimit(t *testing.T) {
 		t.Errorf("memoryLimit() = %d, %q", limit, why)
 	}
 }
+
+// writeCounter counts writes and keeps the bytes.
+type writeCounter struct {
+	writes int
+	b      strings.Builder
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.b.Write(p)
+}
+
+// TestSimStreams: sim prints each case's line as the case finishes (one
+// write per case, not the whole table at the end: a matrix took 30-85 s of
+// silence), and with --progress always draws a progress bar on standard
+// error.
+func TestSimStreams(t *testing.T) {
+	out, errw := &writeCounter{}, &writeCounter{}
+	code := run([]string{"sim", filepath.Join(examplesDir, "allreduce_pairs_2rank_ll.json"), "--dtype", "float32,int8",
+		"--redop", "sum", "--count", "1,7", "--progress", "always"}, cli.Streams{In: strings.NewReader(""), Out: out, Err: errw})
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d: %s", code, errw.b.String())
+	}
+	lines := strings.Count(out.b.String(), "\n")
+	if lines != 16 || out.writes != lines {
+		t.Errorf("%d lines in %d writes, want 16 lines, one write each", lines, out.writes)
+	}
+	if !strings.Contains(errw.b.String(), "sim") || !strings.Contains(errw.b.String(), "/16") {
+		t.Errorf("no progress bar on standard error: %q", errw.b.String())
+	}
+	if r := theseusc(t, "sim", filepath.Join(examplesDir, "allreduce_pairs_2rank_ll.json"), "--progress", "sometimes"); r.code != cli.ExitUsage {
+		t.Errorf("--progress sometimes: exit %d", r.code)
+	}
+}
+
+// TestJSONWithFormatText: --json with --format text is the usage error
+// docs/theseusc.md says it is (it was accepted); --json --format json is
+// fine.
+func TestJSONWithFormatText(t *testing.T) {
+	f := filepath.Join(examplesDir, "allreduce_ring_8rank_simple.json")
+	if r := theseusc(t, "lint", "--json", "--format", "text", f); r.code != cli.ExitUsage || !strings.Contains(r.err, "--json conflicts with --format=text") {
+		t.Errorf("exit %d: %s", r.code, r.err)
+	}
+	theseusc(t, "lint", "--json", "--format", "json", f).want(t, cli.ExitOK)
+	theseusc(t, "lint", "--json", f).want(t, cli.ExitOK)
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"math"
 	"slices"
 
@@ -18,14 +17,7 @@ import (
 // the live buffers) and to three quarters of physical memory where they
 // are known. why names the bound that applies, for the error message.
 func memoryLimit() (limit int64, why string) {
-	limit, why = interp.MaxAllocBytes, "the interpreter's limit (runtime/interp.MaxAllocBytes)"
-	if as := addressSpaceLimit(); as > 0 && as/2 < limit {
-		limit, why = as/2, fmt.Sprintf("half the address-space limit of %d bytes (ulimit -v)", as)
-	}
-	if ram := physicalMemory(); ram > 0 && ram/4*3 < limit {
-		limit, why = ram/4*3, fmt.Sprintf("three quarters of the %d bytes of physical memory", ram)
-	}
-	return limit, why
+	return cli.MemoryLimit(interp.MaxAllocBytes, "the interpreter's limit (runtime/interp.MaxAllocBytes)")
 }
 
 // addSat adds non-negative a and b, saturating at MaxInt64.

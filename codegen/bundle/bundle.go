@@ -9,22 +9,29 @@
 //     delta migration need (buffer sizes in chunks, channel ends, imported
 //     buffer registrations, and per threadblock the op count and a hash of
 //     its ops);
-//   - per rank, the operation table (codegen/optable bytes, opaque here);
+//   - an index of the per-rank sections: each section's offset, length and
+//     SHA-256;
+//   - per rank, its section: the operation table (codegen/optable bytes,
+//     opaque here);
 //   - optionally, the canonical source: the textual IR (ir.Print) of the
 //     program as it was compiled, so `theseusc print` and `theseusc diff`
 //     work from a bundle alone.
 //
 // The schedule's identity (ID) is the SHA-256 of the magic, the version and
-// the body (metadata, resources and tables). The embedded source is not part
-// of the identity: it describes the schedule but does not change what runs,
-// so a bundle built with and without it has the same ID. The source carries
-// its own SHA-256.
+// the head (metadata, resources and the section index, which holds every
+// section's SHA-256), so it covers every table. The embedded source and
+// the verified flag are not part of the identity: they describe the
+// schedule but do not change what runs, so a bundle built with and without
+// them has the same ID. The source carries its own SHA-256.
 //
-// The binary layout is specified in docs/bundle.md. Encode writes it; Decode
-// reads and validates it (magic, version, every length against the bytes
-// left, every enum and index range, channel pairing, both hashes, no
-// trailing bytes) and never panics. The encoding is canonical: a byte
-// string Decode accepts re-encodes to itself.
+// The binary layout is specified in docs/bundle.md. Encode writes it;
+// Decode reads and validates all of it (magic, version, every length
+// against the bytes left, every enum and index range, channel pairing, every
+// hash, no trailing bytes) and never panics. Open reads only the header and
+// the head, and then each section when a rank's table is asked for (Table,
+// TableBytes), checking that section's hash: a rank of a 1024-rank job
+// reads its own 0.5 MB instead of the whole 571 MB. The encoding is
+// canonical: a byte string Decode accepts re-encodes to itself.
 package bundle
 
 import (
@@ -34,7 +41,9 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"slices"
+	"sync"
 
 	"github.com/theseus-ccl/theseus/ir"
 )
@@ -42,12 +51,14 @@ import (
 // Magic is the first 8 bytes of every bundle.
 const Magic = "TSBUNDLE"
 
-// Version is the format version this package writes and reads.
-const Version = 1
+// Version is the format version this package writes and reads (version 1,
+// the whole-body layout without a section index, is no longer read:
+// recompile such a bundle with theseusc compile).
+const Version = 2
 
 // Limits that Decode enforces (docs/bundle.md).
 const (
-	HeaderBytes = 56   // magic, version, flags, reserved, body length, ID
+	HeaderBytes = 56   // magic, version, flags, reserved, head length, ID
 	MaxName     = 4096 // bytes of Meta.Name
 	MaxThreads  = 1 << 16
 )
@@ -148,12 +159,55 @@ type RankResources struct {
 
 // Bundle is a decoded bundle.
 type Bundle struct {
-	Meta   Meta
-	Ranks  []RankResources // exactly Meta.NRanks
-	Tables [][]byte        // per rank, the codegen/optable encoding; exactly Meta.NRanks
+	Meta  Meta
+	Ranks []RankResources // exactly Meta.NRanks
+	// Tables are, per rank, the codegen/optable encoding; exactly
+	// Meta.NRanks. In a bundle from Open, the sections not read yet are
+	// nil: read them with TableBytes or Table (safe for concurrent use),
+	// not from the slice.
+	Tables [][]byte
 	// Source is the canonical textual IR (ir.Print) of the program as it
-	// was compiled, or nil when the bundle carries none.
+	// was compiled, or nil when the bundle carries none (or was opened
+	// with Open, which does not read it).
 	Source []byte
+	// Verified records that the whole program was proven where the bundle
+	// was built: compiler/verify's every check on the program, and
+	// codegen/optable's cross-rank checks on the tables (compiler/passes
+	// sets it when verify-input ran and passed). A runtime may then check
+	// only the sections it loads (Table); without it, CheckTables. Like
+	// Source, it is not part of the ID.
+	Verified bool
+
+	lazy *lazySections // set by Open: the sections not read yet
+}
+
+// lazySections reads the sections of an opened bundle (r), or builds those
+// of a generated one (build), on demand.
+type lazySections struct {
+	mu   sync.Mutex
+	r    io.ReaderAt
+	off  []int64 // file offset of each rank's section
+	len  []int64 // its length in bytes
+	sums []ID    // its SHA-256, from the index (covered by the ID)
+
+	build func(rank int) ([]byte, []TBSummary, error)
+}
+
+// NewLazy returns a bundle whose sections build writes on demand
+// (TableBytes, Table, and everything that needs every table: CheckTables,
+// ID, Encode): for a runtime that generates a schedule for its
+// communicator's shape and lowers only the ranks it runs. meta and ranks
+// are what New would give, except that a rank's TBs may be nil until
+// build(rank) returns them with the rank's table (build is called at most
+// once per rank, never concurrently). verified is Bundle.Verified. Errors
+// (ErrInvalid): those of Validate.
+func NewLazy(meta Meta, ranks []RankResources, verified bool, build func(rank int) ([]byte, []TBSummary, error)) (*Bundle, error) {
+	b := &Bundle{Meta: meta, Ranks: ranks, Tables: make([][]byte, len(ranks)), Verified: verified,
+		lazy: &lazySections{build: build}}
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // Summarize returns the per-rank resource summary of p, which should be at
@@ -162,32 +216,48 @@ type Bundle struct {
 // does not have are skipped (the verifier reports them).
 func Summarize(p *ir.Program) []RankResources {
 	out := make([]RankResources, len(p.Ranks))
-	var regs []Registration
 	for r := range p.Ranks {
-		rk := &p.Ranks[r]
-		res := &out[r]
-		res.Chunks = rk.Chunks
-		res.Channels = make([]ChannelEnd, len(rk.Channels))
-		for c, ch := range rk.Channels {
-			res.Channels[c] = ChannelEnd{Peer: ch.Peer, PeerChannel: ch.PeerChannel, Type: ch.Type, Init: ch.Init}
-		}
-		regs = regs[:0]
-		res.TBs = make([]TBSummary, len(rk.TBs))
-		for t := range rk.TBs {
-			ops := rk.TBs[t].Ops
-			res.TBs[t] = TBSummary{Ops: len(ops), OpsHash: HashOps(ops)}
-			for i := range ops {
-				regs = appendRegs(regs, rk.Channels, ops[i].Srcs)
-				regs = appendRegs(regs, rk.Channels, ops[i].Dsts)
-			}
-		}
-		slices.SortFunc(regs, cmpReg)
-		regs = slices.Compact(regs)
-		if len(regs) > 0 {
-			res.Registrations = slices.Clone(regs)
-		}
+		out[r] = SummarizeRank(&p.Ranks[r])
 	}
 	return out
+}
+
+// SummarizeRank is one rank's entry of Summarize.
+func SummarizeRank(rk *ir.Rank) RankResources {
+	var res RankResources
+	res.Chunks = rk.Chunks
+	res.Channels = make([]ChannelEnd, len(rk.Channels))
+	for c, ch := range rk.Channels {
+		res.Channels[c] = ChannelEnd{Peer: ch.Peer, PeerChannel: ch.PeerChannel, Type: ch.Type, Init: ch.Init}
+	}
+	res.TBs = make([]TBSummary, len(rk.TBs))
+	for t := range rk.TBs {
+		ops := rk.TBs[t].Ops
+		res.TBs[t] = TBSummary{Ops: len(ops), OpsHash: HashOps(ops)}
+	}
+	res.Registrations = Registrations(rk)
+	return res
+}
+
+// Registrations returns the buffer registrations rank rk's ops import
+// (RankResources.Registrations): sorted, unique, nil when none. Legalisation
+// adds only refs to scratch, so a transfer-level rank imports what its
+// legalised form does.
+func Registrations(rk *ir.Rank) []Registration {
+	var regs []Registration
+	for t := range rk.TBs {
+		ops := rk.TBs[t].Ops
+		for i := range ops {
+			regs = appendRegs(regs, rk.Channels, ops[i].Srcs)
+			regs = appendRegs(regs, rk.Channels, ops[i].Dsts)
+		}
+	}
+	slices.SortFunc(regs, cmpReg)
+	regs = slices.Compact(regs)
+	if len(regs) == 0 {
+		return nil
+	}
+	return slices.Clip(regs)
 }
 
 func appendRegs(regs []Registration, chans []ir.Channel, refs []ir.Ref) []Registration {
@@ -289,19 +359,23 @@ func New(p *ir.Program, tables [][]byte, source []byte) (*Bundle, error) {
 }
 
 // ID returns the bundle's schedule identity: the SHA-256 of the magic, the
-// version and the encoded body. Errors: those of Encode for an invalid
-// bundle.
+// version and the encoded head (docs/bundle.md), whose section index holds
+// every table's SHA-256. Errors: those of Encode for an invalid bundle.
 //
-// It hashes the body as it is written, without building it.
+// It hashes every table (the sections of an opened bundle that were not
+// read keep the hashes of its index) and the head, without building the
+// body.
 func (b *Bundle) ID() (ID, error) {
 	if err := b.Validate(); err != nil {
 		return ID{}, err
 	}
-	h := idHash()
-	b.writeBody(func(p []byte) { h.Write(p) })
-	var id ID
-	h.Sum(id[:0])
-	return id, nil
+	if b.lazy != nil && b.lazy.build != nil {
+		if _, err := b.allTables(); err != nil { // a generated bundle has no index to take hashes from
+			return ID{}, err
+		}
+	}
+	sums := b.sectionSums()
+	return headID(b.appendHead(nil, b.tableLens(), sums)), nil
 }
 
 // idHash is a SHA-256 that has absorbed the magic and the version.
@@ -314,9 +388,10 @@ func idHash() hash.Hash {
 	return h
 }
 
-func bodyID(body []byte) ID {
+// headID is the ID of a bundle whose head is head.
+func headID(head []byte) ID {
 	h := idHash()
-	h.Write(body)
+	h.Write(head)
 	var id ID
 	h.Sum(id[:0])
 	return id

@@ -2,6 +2,7 @@ package bundle
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -22,7 +24,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files and fuzz seeds")
 
-var cmpBundle = cmp.Options{cmpopts.EquateEmpty()}
+var cmpBundle = cmp.Options{cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(Bundle{})}
 
 // opTables lowers p with codegen/optable and encodes every rank's table.
 func opTables(t testing.TB, p *ir.Program) [][]byte {
@@ -232,7 +234,9 @@ func TestDecodeErrors(t *testing.T) {
 		}
 	}
 	// Every single-byte change is an error: the header fields are checked,
-	// the body is covered by the ID, the source by its hash.
+	// the head is covered by the ID, each section by its hash in the index,
+	// the source by its hash. (Bit 1 of the flags, the verified record, is
+	// not covered: flipping bit 6 of byte 10 is an unknown flag.)
 	for i := 0; i < len(data); i++ {
 		c := bytes.Clone(data)
 		c[i] ^= 0x40
@@ -251,12 +255,14 @@ func TestDecodeErrors(t *testing.T) {
 		want error
 	}{
 		{"magic", set(0, 'X'), ErrFormat},
-		{"version", set(8, 2), ErrVersion},
-		{"flags", set(10, 2), ErrFormat},
+		{"version 1", set(8, 1), ErrVersion},
+		{"version 3", set(8, 3), ErrVersion},
+		{"flags", set(10, 4), ErrFormat},
 		{"reserved", set(12, 1), ErrFormat},
-		{"body length", set(16, 0xff, 0xff, 0xff), ErrFormat},
+		{"head length", set(16, 0xff, 0xff, 0xff), ErrFormat},
 		{"id", set(30, ^data[30]), ErrChecksum},
-		{"body", set(HeaderBytes+6, ^data[HeaderBytes+6]), ErrChecksum},
+		{"head", set(HeaderBytes+6, ^data[HeaderBytes+6]), ErrChecksum},
+		{"section", set(sectionStart(data)+5, ^data[sectionStart(data)+5]), ErrChecksum},
 		{"source", set(len(data)-40, ^data[len(data)-40]), ErrChecksum},
 		{"trailing", append(bytes.Clone(data), 0), ErrFormat},
 	}
@@ -285,21 +291,24 @@ func TestDecodeErrors(t *testing.T) {
 func TestDecodeInvalidBody(t *testing.T) {
 	p := legalRing(t, 2, ir.Simple)
 	b := mustNew(t, p, nil)
-	body, _ := b.encodeBody()
+	data, err := Encode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Rank 1's first channel: after the metadata (4+len(name)+36) and rank
 	// 0's record. Make its peer channel 7 (rank 0 has 2 channels).
 	meta := 4 + len(p.Name) + metaFixedBytes
-	rank0 := 24 + 4 + 2*channelBytes + 4 + 4 + tbBytes + 8 + len(b.Tables[0])
-	off := meta + rank0 + 24 + 4 + 4
-	body[off] = 7
-	id := bodyID(body)
-	data := append([]byte(Magic), 1, 0, 0, 0, 0, 0, 0, 0)
-	data = append(data, byte(len(body)), byte(len(body)>>8), 0, 0, 0, 0, 0, 0)
-	data = append(data, id[:]...)
-	data = append(data, body...)
-	_, err := Decode(data)
+	rank0 := 24 + 4 + 2*channelBytes + 4 + 4 + tbBytes
+	off := HeaderBytes + meta + rank0 + 24 + 4 + 4
+	data[off] = 7
+	data = fixChecksums(data)
+	_, err = Decode(data)
 	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "does not name it back") {
-		t.Errorf("got %v", err)
+		t.Errorf("Decode: got %v", err)
+	}
+	_, err = Open(bytes.NewReader(data), int64(len(data)))
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "does not name it back") {
+		t.Errorf("Open: got %v", err)
 	}
 }
 
@@ -444,12 +453,12 @@ func BenchmarkEncodeDecode(b *testing.B) {
 	})
 }
 
-// TestEncodeLargeBody: a body over concurrentHash is hashed on a second
-// goroutine; the bytes are those of the one-goroutine encoding, and Decode
-// (which checks the ID) accepts them.
-func TestEncodeLargeBody(t *testing.T) {
+// TestEncodeLargeTables: tables over parallelHash are hashed on several
+// goroutines; the index holds each table's SHA-256, the ID is that of the
+// head, and Decode (which checks every hash) accepts the bytes.
+func TestEncodeLargeTables(t *testing.T) {
 	b := mustNew(t, legalRing(t, 2, ir.Simple), []byte("source"))
-	big := make([]byte, concurrentHash+12345)
+	big := make([]byte, parallelHash+12345)
 	for i := range big {
 		big[i] = byte(i * 7)
 	}
@@ -458,13 +467,14 @@ func TestEncodeLargeBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, err := b.encodeBody()
-	if err != nil {
-		t.Fatal(err)
+	head := data[HeaderBytes:sectionStart(data)]
+	idx := head[len(head)-2*indexBytes:]
+	if sum := sha256.Sum256(big); !bytes.Equal(idx[indexBytes+16:2*indexBytes], sum[:]) {
+		t.Error("rank 1's index entry does not hold its table's SHA-256")
 	}
-	id := bodyID(body)
-	if !bytes.Equal(data[HeaderBytes:HeaderBytes+len(body)], body) || !bytes.Equal(data[24:HeaderBytes], id[:]) {
-		t.Fatal("the body or its ID differs from the one-goroutine encoding")
+	id := headID(head)
+	if !bytes.Equal(data[24:HeaderBytes], id[:]) {
+		t.Fatal("the stored ID is not the head's")
 	}
 	if got, err := b.ID(); err != nil || got != id {
 		t.Errorf("ID() = %v, %v; want %v", got, err, id)
@@ -475,6 +485,124 @@ func TestEncodeLargeBody(t *testing.T) {
 	}
 	if !bytes.Equal(back.Tables[1], big) || !bytes.Equal(back.Source, []byte("source")) {
 		t.Error("decoded table or source differs")
+	}
+}
+
+// countingReader is an io.ReaderAt over data that records the bytes read.
+type countingReader struct {
+	data []byte
+	mu   sync.Mutex
+	read int64
+}
+
+func (c *countingReader) ReadAt(p []byte, off int64) (int, error) {
+	c.mu.Lock()
+	c.read += int64(len(p))
+	c.mu.Unlock()
+	return bytes.NewReader(c.data).ReadAt(p, off)
+}
+
+// TestOpen: Open reads the header and the head only; each section is read
+// when its rank's table is asked for, once, and checked against its hash.
+func TestOpen(t *testing.T) {
+	p := legalRing(t, 8, ir.Simple)
+	b := mustNew(t, p, []byte(p.String()))
+	b.Verified = true
+	data, err := Encode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := &countingReader{data: data}
+	o, id, err := OpenID(cr, int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := b.ID()
+	if id != want || !o.Verified || o.Source != nil {
+		t.Errorf("Open: ID %v (want %v), verified %v, source %v", id, want, o.Verified, o.Source != nil)
+	}
+	if d := cmp.Diff(b.Ranks, o.Ranks, cmpBundle); d != "" || o.Meta != b.Meta {
+		t.Errorf("Open: summaries or metadata differ:\n%s", d)
+	}
+	headEnd := int64(sectionStart(data))
+	if cr.read > headEnd+8 { // header, head, and the source's length
+		t.Errorf("Open read %d bytes; the header and head are %d", cr.read, headEnd)
+	}
+	before := cr.read
+	tb, err := o.Table(3)
+	if err != nil || tb.Rank != 3 {
+		t.Fatalf("Table(3) = %v, %v", tb, err)
+	}
+	if got := cr.read - before; got != int64(len(b.Tables[3])) {
+		t.Errorf("Table(3) read %d bytes; its section is %d", got, len(b.Tables[3]))
+	}
+	if _, err := o.TableBytes(3); err != nil || cr.read-before != int64(len(b.Tables[3])) {
+		t.Errorf("a second TableBytes(3) read again (%v)", err)
+	}
+	if o.Tables[4] != nil {
+		t.Error("rank 4's section was read")
+	}
+	if got, err := o.ID(); err != nil || got != id {
+		t.Errorf("ID of the opened bundle = %v, %v", got, err)
+	}
+	// Ranks read concurrently (the race detector watches this).
+	var wg sync.WaitGroup
+	for r := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := o.Table(r); err != nil {
+				t.Errorf("Table(%d): %v", r, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := o.CheckTables(); err != nil {
+		t.Error(err)
+	}
+	again, err := Encode(o)
+	b.Source = nil // Open does not read the source
+	plain, _ := Encode(b)
+	if err != nil || !bytes.Equal(again, plain) {
+		t.Errorf("Encode of the opened bundle differs (%v)", err)
+	}
+	// A corrupt section: Open succeeds (it does not read it), Table fails.
+	c := bytes.Clone(data)
+	c[sectionStart(data)+len(b.Tables[0])+len(b.Tables[1])+9] ^= 1
+	o2, err := Open(bytes.NewReader(c), int64(len(c)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o2.Table(0); err != nil {
+		t.Errorf("rank 0: %v", err)
+	}
+	if _, err := o2.Table(2); !errors.Is(err, ErrChecksum) {
+		t.Errorf("rank 2's corrupt section: %v", err)
+	}
+	// Every truncation, and a trailing byte, fails Open.
+	for n := 0; n < len(data); n += 97 {
+		if _, err := Open(bytes.NewReader(data[:n]), int64(n)); err == nil {
+			t.Fatalf("truncated to %d bytes: no error", n)
+		}
+	}
+	if _, err := Open(bytes.NewReader(append(bytes.Clone(data), 0)), int64(len(data)+1)); !errors.Is(err, ErrFormat) {
+		t.Errorf("trailing byte: %v", err)
+	}
+}
+
+// TestVerifiedNotInID: the verified flag round-trips and leaves the ID.
+func TestVerifiedNotInID(t *testing.T) {
+	b := mustNew(t, legalRing(t, 3, ir.Simple), nil)
+	a, _ := b.ID()
+	b.Verified = true
+	v, _ := b.ID()
+	data, err := Encode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Decode(data)
+	if a != v || err != nil || !d.Verified {
+		t.Errorf("IDs %v / %v, decoded verified %v (%v)", a, v, d != nil && d.Verified, err)
 	}
 }
 

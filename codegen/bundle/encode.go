@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/theseus-ccl/theseus/ir"
@@ -18,7 +19,9 @@ const (
 	channelBytes   = 20
 	regBytes       = 8
 	tbBytes        = 12
+	indexBytes     = 8 + 8 + sha256.Size // per rank: section offset, length, SHA-256
 	flagSource     = 1 << 0
+	flagVerified   = 1 << 1
 	arrInPlace     = 1 << 0
 	arrOutOfPlace  = 1 << 1
 )
@@ -26,7 +29,8 @@ const (
 // Validate checks that b can be encoded: every field in the range that
 // Decode accepts (see Meta and RankResources), len(Ranks) and len(Tables)
 // equal to Meta.NRanks, registrations sorted and unique, and every channel
-// end paired with the end it names. Errors wrap ErrInvalid.
+// end paired with the end it names. It reads no section of an opened
+// bundle. Errors wrap ErrInvalid.
 func (b *Bundle) Validate() error {
 	if err := b.validate(); err != nil {
 		return fmt.Errorf("%w: %s", ErrInvalid, err)
@@ -117,58 +121,152 @@ func (b *Bundle) validate() error {
 	return nil
 }
 
-// concurrentHash is the body size (bytes) from which Encode hashes on a
-// second goroutine.
-const concurrentHash = 1 << 20
+// parallelHash is the total table size (bytes) from which the sections are
+// hashed on several goroutines.
+const parallelHash = 1 << 20
 
-// Encode returns the bundle's bytes (docs/bundle.md). Errors wrap ErrInvalid
-// (see Validate).
-//
-// It allocates the result once and writes the body into it in place (each
-// table is copied once) and hashes the body once; for a large body the hash
-// runs on a second goroutine, beside the copy.
-func Encode(b *Bundle) ([]byte, error) {
-	if err := b.Validate(); err != nil {
-		return nil, err
+// tableLens returns each rank's table length: the table's, or, for a section
+// of an opened bundle not read yet, the index's. The caller holds no lock.
+func (b *Bundle) tableLens() []int64 {
+	lens := make([]int64, len(b.Tables))
+	b.withTables(func(ts [][]byte) {
+		for r, t := range ts {
+			if t == nil && b.lazy != nil {
+				lens[r] = b.lazy.len[r]
+			} else {
+				lens[r] = int64(len(t))
+			}
+		}
+	})
+	return lens
+}
+
+// withTables calls f with b.Tables, under the lock of an opened bundle.
+func (b *Bundle) withTables(f func([][]byte)) {
+	if b.lazy != nil {
+		b.lazy.mu.Lock()
+		defer b.lazy.mu.Unlock()
 	}
-	bodyLen := b.bodySize()
-	size := HeaderBytes + bodyLen
-	if b.Source != nil {
-		size += 8 + len(b.Source) + sha256.Size
+	f(b.Tables)
+}
+
+// sectionSums returns each section's SHA-256: of its table, or, for a
+// section of an opened bundle not read yet, the index's. Large tables are
+// hashed on up to GOMAXPROCS goroutines.
+func (b *Bundle) sectionSums() []ID {
+	sums := make([]ID, len(b.Tables))
+	b.withTables(func(ts [][]byte) {
+		total := 0
+		for _, t := range ts {
+			total += len(t)
+		}
+		hashOne := func(r int) {
+			if ts[r] == nil && b.lazy != nil {
+				sums[r] = b.lazy.sums[r]
+			} else {
+				sums[r] = sha256.Sum256(ts[r])
+			}
+		}
+		workers := min(runtime.GOMAXPROCS(0), len(ts))
+		if total < parallelHash || workers < 2 {
+			for r := range ts {
+				hashOne(r)
+			}
+			return
+		}
+		var next sync.Mutex
+		r0 := 0
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					next.Lock()
+					r := r0
+					r0++
+					next.Unlock()
+					if r >= len(ts) {
+						return
+					}
+					hashOne(r)
+				}
+			}()
+		}
+		wg.Wait()
+	})
+	return sums
+}
+
+// allTables returns every rank's table, reading the sections of an opened
+// bundle that were not read yet (each checked against its hash).
+func (b *Bundle) allTables() ([][]byte, error) {
+	out := make([][]byte, len(b.Tables))
+	for r := range b.Tables {
+		t, err := b.TableBytes(r)
+		if err != nil {
+			return nil, err
+		}
+		out[r] = t
 	}
-	out := make([]byte, HeaderBytes, size)
-	copy(out, Magic)
+	return out, nil
+}
+
+// header returns the 56-byte file header.
+func (b *Bundle) header(headLen int, id ID) []byte {
+	hdr := make([]byte, HeaderBytes)
+	copy(hdr, Magic)
 	le := binary.LittleEndian
-	le.PutUint16(out[8:], Version)
+	le.PutUint16(hdr[8:], Version)
 	flags := uint16(0)
 	if b.Source != nil {
 		flags |= flagSource
 	}
-	le.PutUint16(out[10:], flags)
-	// out[12:16] reserved, zero
-	le.PutUint64(out[16:], uint64(bodyLen))
-	var id ID
-	if bodyLen < concurrentHash || runtime.GOMAXPROCS(0) < 2 {
-		b.writeBody(func(p []byte) { out = append(out, p...) })
-		id = bodyID(out[HeaderBytes:])
-	} else {
-		// Hash the body from the bundle's own slices on a second goroutine
-		// while this one copies them: the two passes overlap.
-		done := make(chan any, 1)
-		go func() {
-			defer func() { done <- recover() }()
-			h := idHash()
-			b.writeBody(func(p []byte) { h.Write(p) })
-			h.Sum(id[:0])
-		}()
-		b.writeBody(func(p []byte) { out = append(out, p...) })
-		if v := <-done; v != nil {
-			panic(v)
-		}
+	if b.Verified {
+		flags |= flagVerified
 	}
-	copy(out[24:HeaderBytes], id[:])
+	le.PutUint16(hdr[10:], flags)
+	// hdr[12:16] reserved, zero
+	le.PutUint64(hdr[16:], uint64(headLen))
+	copy(hdr[24:], id[:])
+	return hdr
+}
+
+// Encode returns the bundle's bytes (docs/bundle.md), reading every section
+// of an opened bundle first (its Source, which Open does not read, is
+// left out). Errors wrap ErrInvalid (see Validate), or are those of reading
+// a section.
+//
+// It hashes the tables once (on several goroutines when they are large),
+// allocates the result once and copies each table into it once.
+func Encode(b *Bundle) ([]byte, error) {
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	tables, err := b.allTables()
+	if err != nil {
+		return nil, err
+	}
+	sums := b.sectionSums()
+	lens := make([]int64, len(tables))
+	size := 0
+	for r, t := range tables {
+		lens[r] = int64(len(t))
+		size += len(t)
+	}
+	head := b.appendHead(nil, lens, sums)
+	size += HeaderBytes + len(head)
 	if b.Source != nil {
-		out = le.AppendUint64(out, uint64(len(b.Source)))
+		size += 8 + len(b.Source) + sha256.Size
+	}
+	out := make([]byte, 0, size)
+	out = append(out, b.header(len(head), headID(head))...)
+	out = append(out, head...)
+	for _, t := range tables {
+		out = append(out, t...)
+	}
+	if b.Source != nil {
+		out = binary.LittleEndian.AppendUint64(out, uint64(len(b.Source)))
 		out = append(out, b.Source...)
 		sum := sha256.Sum256(b.Source)
 		out = append(out, sum[:]...)
@@ -177,15 +275,24 @@ func Encode(b *Bundle) ([]byte, error) {
 }
 
 // WriteTo writes the bundle's bytes (exactly Encode's) to w without
-// building them in memory: it hashes the body once, then writes the header,
-// the body's records and tables, and the source, piece by piece. It returns
-// the bytes written and the first error: ErrInvalid (see Validate) before
-// anything is written, or w's.
+// building them in memory: it hashes the tables once, then writes the
+// header, the head, each table and the source, piece by piece. It returns
+// the bytes written and the first error: ErrInvalid (see Validate) or a
+// section's read error before anything is written, or w's.
 func (b *Bundle) WriteTo(w io.Writer) (int64, error) {
-	id, err := b.ID() // validates
+	if err := b.Validate(); err != nil {
+		return 0, err
+	}
+	tables, err := b.allTables()
 	if err != nil {
 		return 0, err
 	}
+	sums := b.sectionSums()
+	lens := make([]int64, len(tables))
+	for r, t := range tables {
+		lens[r] = int64(len(t))
+	}
+	head := b.appendHead(nil, lens, sums)
 	var n int64
 	var werr error
 	emit := func(p []byte) {
@@ -195,19 +302,13 @@ func (b *Bundle) WriteTo(w io.Writer) (int64, error) {
 			n += int64(k)
 		}
 	}
-	var hdr [HeaderBytes]byte
-	copy(hdr[:], Magic)
-	le := binary.LittleEndian
-	le.PutUint16(hdr[8:], Version)
-	if b.Source != nil {
-		le.PutUint16(hdr[10:], flagSource)
+	emit(b.header(len(head), headID(head)))
+	emit(head)
+	for _, t := range tables {
+		emit(t)
 	}
-	le.PutUint64(hdr[16:], uint64(b.bodySize()))
-	copy(hdr[24:], id[:])
-	emit(hdr[:])
-	b.writeBody(emit)
 	if b.Source != nil {
-		emit(le.AppendUint64(nil, uint64(len(b.Source))))
+		emit(binary.LittleEndian.AppendUint64(nil, uint64(len(b.Source))))
 		emit(b.Source)
 		sum := sha256.Sum256(b.Source)
 		emit(sum[:])
@@ -215,41 +316,26 @@ func (b *Bundle) WriteTo(w io.Writer) (int64, error) {
 	return n, werr
 }
 
-// bodySize is the length of the body in bytes.
-func (b *Bundle) bodySize() int {
+// headSize is the length of the head in bytes.
+func (b *Bundle) headSize() int {
 	size := 4 + len(b.Meta.Name) + metaFixedBytes
 	for r := range b.Ranks {
 		res := &b.Ranks[r]
 		size += 3*8 + 4 + channelBytes*len(res.Channels) + 4 + regBytes*len(res.Registrations) +
-			4 + tbBytes*len(res.TBs) + 8 + len(b.Tables[r])
+			4 + tbBytes*len(res.TBs) + indexBytes
 	}
 	return size
 }
 
-// encodeBody validates b and returns the body: metadata, then per rank its
-// resources and table.
-func (b *Bundle) encodeBody() ([]byte, error) {
-	if err := b.Validate(); err != nil {
-		return nil, err
+// appendHead appends the head of a valid bundle to w: the metadata, every
+// rank's resource summary, then the section index (lens and sums are the
+// tables' lengths and SHA-256s, in rank order).
+func (b *Bundle) appendHead(w []byte, lens []int64, sums []ID) []byte {
+	if w == nil {
+		w = make([]byte, 0, b.headSize())
 	}
-	w := make([]byte, 0, b.bodySize())
-	b.writeBody(func(p []byte) { w = append(w, p...) })
-	return w, nil
-}
-
-// writeBody passes the body of a valid bundle to emit, in order: the
-// metadata and resource records in short pieces from one reused buffer,
-// each table as it is (emit must not keep the slices).
-func (b *Bundle) writeBody(emit func([]byte)) {
 	m := &b.Meta
 	le := binary.LittleEndian
-	w := make([]byte, 0, 4096)
-	flush := func() {
-		if len(w) > 0 {
-			emit(w)
-			w = w[:0]
-		}
-	}
 	w = le.AppendUint32(w, uint32(len(m.Name)))
 	w = append(w, m.Name...)
 	arr := byte(0)
@@ -279,29 +365,24 @@ func (b *Bundle) writeBody(emit func([]byte)) {
 			w = le.AppendUint32(w, uint32(ch.PeerChannel))
 			w = append(w, byte(ch.Type), 0, 0, 0)
 			w = le.AppendUint64(w, uint64(ch.Init))
-			if len(w) >= 4000 {
-				flush()
-			}
 		}
 		w = le.AppendUint32(w, uint32(len(res.Registrations)))
 		for _, reg := range res.Registrations {
 			w = le.AppendUint32(w, uint32(reg.Peer))
 			w = append(w, byte(reg.Buf), 0, 0, 0)
-			if len(w) >= 4000 {
-				flush()
-			}
 		}
 		w = le.AppendUint32(w, uint32(len(res.TBs)))
 		for _, tb := range res.TBs {
 			w = le.AppendUint32(w, uint32(tb.Ops))
 			w = le.AppendUint64(w, tb.OpsHash)
-			if len(w) >= 4000 {
-				flush()
-			}
 		}
-		w = le.AppendUint64(w, uint64(len(b.Tables[r])))
-		flush()
-		emit(b.Tables[r])
 	}
-	flush()
+	var off int64
+	for r := range b.Ranks {
+		w = le.AppendUint64(w, uint64(off))
+		w = le.AppendUint64(w, uint64(lens[r]))
+		w = append(w, sums[r][:]...)
+		off += lens[r]
+	}
+	return w
 }

@@ -13,14 +13,19 @@ import (
 // collective, protocol, root, chunks per block, threads, ranks per node,
 // slice bytes and arrangements as Meta, and the same scratch, channel ends,
 // registrations, threadblock op counts and op hashes as Ranks[rank]. A
-// runtime loading one rank calls Table for that rank only. Errors wrap
-// ErrFormat (rank out of range, or a mismatch) or are optable's own decode
-// and validation errors.
+// runtime loading one rank calls Table for that rank only (of an opened
+// bundle, it reads that rank's section only: TableBytes). Errors wrap
+// ErrFormat (rank out of range, or a mismatch), are TableBytes' or
+// optable's own decode and validation errors.
 func (b *Bundle) Table(rank int) (*optable.Table, error) {
 	if rank < 0 || rank >= len(b.Tables) || rank >= len(b.Ranks) {
 		return nil, fmt.Errorf("%w: rank %d outside [0,%d)", ErrFormat, rank, len(b.Tables))
 	}
-	t, err := optable.Decode(b.Tables[rank])
+	raw, err := b.TableBytes(rank)
+	if err != nil {
+		return nil, err
+	}
+	t, err := optable.Decode(raw)
 	if err != nil {
 		return nil, fmt.Errorf("bundle: rank %d: %w", rank, err)
 	}
@@ -33,7 +38,9 @@ func (b *Bundle) Table(rank int) (*optable.Table, error) {
 // CheckTables decodes every rank's table (Table) and checks them together
 // (optable.CheckPeers: channel ends pair across ranks, remote refs lie
 // within the peer's buffers). Decode does not do this, since a rank needs
-// only its own table; compilers and `theseusc` call it before publishing.
+// only its own table; compilers and `theseusc` call it before publishing,
+// and a runtime loading a bundle that is not Verified. It reads every
+// section of an opened bundle.
 func (b *Bundle) CheckTables() error {
 	ts := make([]*optable.Table, len(b.Tables))
 	for r := range b.Tables {

@@ -117,6 +117,31 @@ func LowerAllBinary(p *ir.Program) ([][]byte, error) {
 	return out, nil
 }
 
+// LowerRankBinary is rank's entry of LowerAllBinary(p): its table in the
+// binary encoding, with the same checks and error (see Lower). Only rank's
+// threadblocks are read; the other ranks need their buffers and channel
+// ends only (a runtime that builds one rank's table passes the other ranks
+// without threadblocks: compiler/legalize's Plan.Skeleton).
+func LowerRankBinary(p *ir.Program, rank int) ([]byte, error) {
+	if p == nil {
+		return nil, mkDiag(nil, diag.BadValue, -1, -1, -1, ir.Pos{}, "no program to lower")
+	}
+	if len(p.Ranks) != p.NRanks || p.NRanks < 1 || p.NRanks > ir.MaxRanks {
+		return nil, mkDiag(p, diag.BadRank, -1, -1, -1, p.Pos, fmt.Sprintf("program has %d ranks for nranks %d", len(p.Ranks), p.NRanks))
+	}
+	if rank < 0 || rank >= p.NRanks {
+		return nil, mkDiag(p, diag.BadRank, -1, -1, -1, p.Pos, fmt.Sprintf("rank %d outside 0..%d", rank, p.NRanks-1))
+	}
+	raw, err := lowerRankBinary(p, rank, maxScratch(p))
+	if err != nil {
+		if d, ok := firstTransfer(p); ok {
+			return nil, d
+		}
+		return nil, err
+	}
+	return raw, nil
+}
+
 // parallelOps is the program size (ops) from which forEachRank uses more
 // than one goroutine.
 var parallelOps = 1 << 16

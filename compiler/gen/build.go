@@ -62,7 +62,10 @@ type laneState struct {
 	scrW   map[int]bool // threadblocks that write local scratch
 }
 
-func newGen(a *Algorithm, o Options) (*gen, error) {
+// checkGen validates o for algorithm a and returns the generator state
+// without its program; full fills in the order and avoid tables (Check
+// does without them, and allocates nothing per rank).
+func checkGen(a *Algorithm, o Options, full bool) (*gen, error) {
 	n := o.NRanks
 	if n < 1 || n > ir.MaxRanks {
 		return nil, fmt.Errorf("%w: nranks %d out of range [1,%d]", ErrOptions, n, ir.MaxRanks)
@@ -92,7 +95,10 @@ func newGen(a *Algorithm, o Options) (*gen, error) {
 	} else if o.Root != 0 {
 		return nil, fmt.Errorf("%w: root %d given for non-rooted collective %v", ErrOptions, o.Root, o.Collective)
 	}
-	order := make([]int, n)
+	var order []int
+	if full {
+		order = make([]int, n)
+	}
 	if o.Order != nil {
 		if len(o.Order) != n {
 			return nil, fmt.Errorf("%w: order has %d ranks, want %d", ErrOptions, len(o.Order), n)
@@ -103,29 +109,45 @@ func newGen(a *Algorithm, o Options) (*gen, error) {
 				return nil, fmt.Errorf("%w: order[%d] = %d: not a permutation of 0..%d", ErrOptions, i, r, n-1)
 			}
 			seen[r] = true
-			order[i] = r
+			if full {
+				order[i] = r
+			}
 		}
 	} else {
 		for i := range order {
 			order[i] = i
 		}
 	}
-	avoid := make([]bool, n)
+	var avoid []bool
+	if full {
+		avoid = make([]bool, n)
+	}
 	for i, r := range o.Avoid {
-		if r < 0 || r >= n || avoid[r] {
+		if r < 0 || r >= n || slices.Contains(o.Avoid[:i], r) {
 			return nil, fmt.Errorf("%w: avoid[%d] = %d: out of range or repeated", ErrOptions, i, r)
 		}
-		avoid[r] = true
+		if full {
+			avoid[r] = true
+		}
 	}
 	g := &gen{a: a, o: o, n: n, K: K, coll: o.Collective, root: root, order: order, avoid: avoid}
 	if est := g.estimate(); est > MaxOps {
 		return nil, fmt.Errorf("%w: %s %v on %d ranks with %d channels would have about %d ops (limit %d)",
 			ErrOptions, a.Name, o.Collective, n, K, est, MaxOps)
 	}
+	return g, nil
+}
+
+func newGen(a *Algorithm, o Options) (*gen, error) {
+	g, err := checkGen(a, o, true)
+	if err != nil {
+		return nil, err
+	}
+	n := g.n
 	g.p = &ir.Program{
 		Collective: o.Collective,
 		NRanks:     n,
-		Root:       root,
+		Root:       g.root,
 		Protocol:   o.Protocol,
 		InPlace:    true,
 		OutOfPlace: true,
@@ -161,6 +183,8 @@ func (g *gen) estimate() int64 {
 		return n*K*(4*lg+6) + n*n*K
 	case "hier":
 		return 3*n*n*K + 4*n*K
+	case "pull":
+		return 2*n*n*K + 8*n*K
 	}
 	return 16 * n * K
 }

@@ -113,6 +113,9 @@ type Algorithm struct {
 	// change the program (Avoid is always checked).
 	UsesOrder bool
 	UsesAvoid bool
+	// SimpleOnly: the algorithm writes Simple programs only (Protocol LL
+	// is ErrOptions).
+	SimpleOnly bool
 	// Summary is one line; Constraints says what the options must satisfy
 	// beyond the common rules.
 	Summary     string
@@ -162,6 +165,11 @@ var algorithms = []Algorithm{
 		Summary:     "one step: every rank exchanges its blocks directly with every peer (or the root with every rank)",
 		Constraints: "nranks-1 threadblocks per lane on busy ranks; no relays",
 		build:       buildDirect},
+	{Name: "pull", Aliases: []string{"direct-pull", "allpairs-pull"}, Collectives: []ir.Collective{ir.AllToAll, ir.Gather, ir.Scatter},
+		Level: ir.LevelPrimitive, SimpleOnly: true,
+		Summary:     "one step at the primitive level: every rank reads what it needs from its peers' buffers, many peers per threadblock",
+		Constraints: "Simple only; serves any nranks (direct needs nranks-1 threadblocks per lane); no relays",
+		build:       buildPull},
 	{Name: "chain", Aliases: []string{"pipeline"}, Collectives: []ir.Collective{ir.Broadcast, ir.Reduce},
 		Level: ir.LevelTransfer, UsesOrder: true, UsesAvoid: true,
 		Summary:     "pipelined chain from (broadcast) or to (reduce) the root along Order",
@@ -195,6 +203,15 @@ func lookup(name string) (*Algorithm, bool) {
 		}
 	}
 	return nil, false
+}
+
+// Canonical returns the name of algorithm algo (a name or alias), or "" when
+// there is none.
+func Canonical(algo string) string {
+	if a, ok := lookup(algo); ok {
+		return a.Name
+	}
+	return ""
 }
 
 // Supports reports whether algorithm algo (a name or alias) serves
@@ -250,4 +267,70 @@ func Generate(algo string, opts Options) (*ir.Program, error) {
 		return nil, err
 	}
 	return g.p, nil
+}
+
+// Check reports whether Generate would accept algo and opts as far as that
+// can be told without building the program: the algorithm is known and
+// serves the collective, and every option is in range for opts.NRanks
+// (nlocalranks, channels, root, order, avoid, the op bound MaxOps, the
+// protocol of a SimpleOnly algorithm, and direct's threadblocks). It is
+// cheap (no op is built), for matching a generated manifest entry against
+// a communicator's shape. What only building shows — ErrAvoid, and the
+// other algorithms' MaxThreadblocks and MaxTransferChannels limits —
+// Generate reports.
+// Errors are Generate's (wrapped).
+func Check(algo string, opts Options) error {
+	a, err := serving(algo, opts.Collective)
+	if err != nil {
+		return err
+	}
+	if a.Name == "hier" && opts.NLocalRanks == 0 {
+		return fmt.Errorf("%w: hier needs NLocalRanks (ranks per node) dividing NRanks", ErrOptions)
+	}
+	if a.SimpleOnly && opts.Protocol != ir.Simple {
+		return fmt.Errorf("%w: %s writes Simple programs only", ErrOptions, a.Name)
+	}
+	// direct's busiest rank has a threadblock per peer and one of its own
+	// per lane (the one limit that is simple to tell without building).
+	if k := max(opts.Channels, 1); a.Name == "direct" && opts.NRanks > 1 && opts.NRanks*k > MaxThreadblocks {
+		return fmt.Errorf("%w: direct %v on %d ranks with %d channels needs %d threadblocks per rank (limit %d); pull serves any nranks",
+			ErrOptions, opts.Collective, opts.NRanks, k, opts.NRanks*k, MaxThreadblocks)
+	}
+	_, err = checkGen(a, opts, false)
+	return err
+}
+
+// serving is the algorithm algo names when it serves coll; errors are
+// ErrUnknownAlgorithm and ErrUnsupported (wrapped).
+func serving(algo string, coll ir.Collective) (*Algorithm, error) {
+	a, ok := lookup(algo)
+	if !ok {
+		return nil, fmt.Errorf("%w %q (want one of %s)", ErrUnknownAlgorithm, algo, algoNames())
+	}
+	if !a.supports(coll) {
+		return nil, fmt.Errorf("%w: %s does not serve %v", ErrUnsupported, a.Name, coll)
+	}
+	return a, nil
+}
+
+// CheckOptions checks what Check checks that does not depend on the world
+// size: the algorithm serves opts.Collective, the protocol is known, and
+// opts.Avoid lists distinct non-negative ranks. A manifest entry that names
+// a generator is checked with it when it is read. Errors are Generate's
+// (wrapped).
+func CheckOptions(algo string, opts Options) error {
+	if _, err := serving(algo, opts.Collective); err != nil {
+		return err
+	}
+	if opts.Protocol >= ir.NumProtocols {
+		return fmt.Errorf("%w: unknown protocol %v", ErrOptions, opts.Protocol)
+	}
+	seen := map[int]bool{}
+	for i, r := range opts.Avoid {
+		if r < 0 || seen[r] {
+			return fmt.Errorf("%w: avoid[%d] = %d: negative or repeated", ErrOptions, i, r)
+		}
+		seen[r] = true
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/theseus-ccl/theseus/compiler/verify"
 	"github.com/theseus-ccl/theseus/ir"
 )
 
@@ -17,7 +18,7 @@ func TestAlgorithmsTable(t *testing.T) {
 	for _, a := range algos {
 		names = append(names, a.Name)
 	}
-	want := []string{"chain", "dbtree", "direct", "hier", "oneshot", "rhd", "ring", "tree", "twoshot"}
+	want := []string{"chain", "dbtree", "direct", "hier", "oneshot", "pull", "rhd", "ring", "tree", "twoshot"}
 	if d := cmp.Diff(want, names); d != "" {
 		t.Fatalf("algorithm names (-want +got):\n%s", d)
 	}
@@ -257,4 +258,54 @@ func checkStructure(p *ir.Program) error {
 		}
 	}
 	return nil
+}
+
+// TestCheck: Check accepts what Generate accepts on a sample of shapes and
+// refuses, without building, direct beyond its threadblocks, hier without
+// nlocalranks, pull with LL, and options out of range; pull serves where
+// direct cannot.
+func TestCheck(t *testing.T) {
+	for _, c := range cases([]int{1, 2, 3, 6}, []int{1, 2}) {
+		_, gerr := Generate(c.algo, c.opts)
+		cerr := Check(c.algo, c.opts)
+		if cerr != nil && gerr == nil {
+			t.Errorf("%v: Check refuses (%v) what Generate accepts", c, cerr)
+		}
+		if gerr != nil && cerr == nil && !errors.Is(gerr, ErrAvoid) {
+			t.Errorf("%v: Generate refuses (%v) what Check accepts", c, gerr)
+		}
+	}
+	for _, c := range []struct {
+		algo string
+		o    Options
+	}{
+		{"direct", Options{Collective: ir.AllToAll, NRanks: 129}},
+		{"direct", Options{Collective: ir.Gather, NRanks: 65, Channels: 2}},
+		{"hier", Options{Collective: ir.AllReduce, NRanks: 8}},
+		{"pull", Options{Collective: ir.AllToAll, NRanks: 8, Protocol: ir.LL}},
+		{"ring", Options{Collective: ir.AllReduce, NRanks: 4, Avoid: []int{4}}},
+	} {
+		if err := Check(c.algo, c.o); !errors.Is(err, ErrOptions) {
+			t.Errorf("%s %+v: Check = %v, want ErrOptions", c.algo, c.o, err)
+		}
+		if _, err := Generate(c.algo, c.o); err == nil {
+			t.Errorf("%s %+v: Generate accepts it", c.algo, c.o)
+		}
+	}
+	if testing.Short() {
+		return
+	}
+	for _, c := range []ir.Collective{ir.AllToAll, ir.Gather, ir.Scatter} {
+		o := Options{Collective: c, NRanks: 200}
+		if err := Check("pull", o); err != nil {
+			t.Fatal(err)
+		}
+		p, err := Generate("pull", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ds := verify.Verify(p, verify.Options{}); verify.HasErrors(ds) {
+			t.Errorf("pull %s at 200 ranks: %v", c, ds[0])
+		}
+	}
 }

@@ -38,6 +38,9 @@ func cases(ns, ks []int) []genCase {
 			for _, n := range ns {
 				for _, k := range ks {
 					for _, proto := range []ir.Protocol{ir.Simple, ir.LL} {
+						if proto == ir.LL && a.SimpleOnly {
+							continue
+						}
 						base := Options{Collective: c, NRanks: n, Channels: k, Protocol: proto}
 						var ls []int
 						if a.Name == "hier" {

@@ -23,7 +23,10 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/ir"
@@ -61,7 +64,42 @@ func Legalize(p *ir.Program) (*ir.Program, []diag.Diagnostic) {
 	if p.Level() != ir.LevelTransfer {
 		return p.Clone(), nil
 	}
-	l := legalizer{p: p, n: len(p.Ranks), ll: p.Protocol == ir.LL}
+	pl, ds := prepare(p)
+	if pl == nil {
+		return nil, ds
+	}
+	return pl.Program(), nil
+}
+
+// A Plan is Legalize's analysis of a transfer-level program — its
+// connections, the new channel ends and the scratch slots — from which any
+// rank's primitives can be written on its own (Rank), without the others.
+// A runtime that runs one rank of a large program legalises that rank only.
+// A Plan only reads the program it was made from, which must not change
+// while the Plan is used; it is safe for concurrent use.
+type Plan struct {
+	l legalizer
+	// endStart[r] is the index in l.ends of rank r's first new channel end.
+	endStart []int
+}
+
+// Prepare analyses p as Legalize does, with the same diagnostics, and
+// returns the Plan (nil with the diagnostics when p cannot be legalised).
+// p must be a transfer-level program (ir.LevelTransfer): a program with no
+// transfer op needs no legalisation (Legalize returns a copy of it).
+func Prepare(p *ir.Program) (*Plan, []diag.Diagnostic) {
+	if p == nil {
+		return nil, []diag.Diagnostic{mkDiag(nil, diag.BadValue, -1, -1, -1, ir.Pos{}, "no program to legalise")}
+	}
+	if p.Level() != ir.LevelTransfer {
+		return nil, []diag.Diagnostic{mkDiag(p, diag.WrongLevel, -1, -1, -1, p.Pos, "the program has no transfer op: it needs no legalisation")}
+	}
+	return prepare(p)
+}
+
+func prepare(p *ir.Program) (*Plan, []diag.Diagnostic) {
+	pl := &Plan{l: legalizer{p: p, n: len(p.Ranks), ll: p.Protocol == ir.LL}}
+	l := &pl.l
 	l.collect()
 	if len(l.diags) == 0 {
 		l.pair()
@@ -75,7 +113,86 @@ func Legalize(p *ir.Program) (*ir.Program, []diag.Diagnostic) {
 	if len(l.diags) > 0 {
 		return nil, l.diags
 	}
-	return l.build(), nil
+	pl.endStart = make([]int, l.n+1)
+	e := 0
+	for r := 0; r <= l.n; r++ {
+		for e < len(l.ends) && l.ends[e].rank < r {
+			e++
+		}
+		pl.endStart[r] = e
+	}
+	return pl, nil
+}
+
+// Program returns the whole legalised program (what Legalize returns),
+// writing the ranks on up to GOMAXPROCS goroutines when the program is
+// large.
+func (pl *Plan) Program() *ir.Program {
+	q := pl.header()
+	q.Ranks = make([]ir.Rank, pl.l.n)
+	work := func(r int) { pl.l.buildRank(&q.Ranks[r], r, pl.endStart[r]) }
+	workers := min(runtime.GOMAXPROCS(0), pl.l.n)
+	if workers < 2 || pl.l.p.NumOps() < parallelOps {
+		for r := range q.Ranks {
+			work(r)
+		}
+		return q
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				r := int(next.Add(1) - 1)
+				if r >= pl.l.n {
+					return
+				}
+				work(r)
+			}
+		}()
+	}
+	wg.Wait()
+	return q
+}
+
+// parallelOps is the program size (transfer-level ops) from which Program
+// writes ranks on several goroutines.
+const parallelOps = 1 << 16
+
+// Skeleton returns the legalised program with every rank's buffers,
+// position and channel ends (declared and new) but no threadblocks: the
+// other ranks as one rank's table needs them (codegen/optable checks a
+// rank's channels and remote refs against its peers').
+func (pl *Plan) Skeleton() *ir.Program {
+	q := pl.header()
+	q.Ranks = make([]ir.Rank, pl.l.n)
+	for r := range q.Ranks {
+		pl.l.rankHeader(&q.Ranks[r], r, pl.endStart[r])
+	}
+	return q
+}
+
+// Rank returns rank r (0 <= r < nranks) of the legalised program, exactly
+// as Program writes it.
+func (pl *Plan) Rank(r int) ir.Rank {
+	var rk ir.Rank
+	pl.l.buildRank(&rk, r, pl.endStart[r])
+	return rk
+}
+
+// header is the legalised program without ranks.
+func (pl *Plan) header() *ir.Program {
+	q := *pl.l.p
+	if pl.l.p.Meta != nil {
+		q.Meta = make(map[string]string, len(pl.l.p.Meta))
+		for k, v := range pl.l.p.Meta {
+			q.Meta[k] = v
+		}
+	}
+	q.Ranks = nil
+	return &q
 }
 
 // side is one threadblock's half of a connection: the sends of (rank src,
@@ -439,49 +556,21 @@ func (s *rankSlab) takeDeps(n int) []ir.Dep {
 	return r
 }
 
-// build writes the legalised program.
-func (l *legalizer) build() *ir.Program {
-	q := *l.p
-	if l.p.Meta != nil {
-		q.Meta = make(map[string]string, len(l.p.Meta))
-		for k, v := range l.p.Meta {
-			q.Meta[k] = v
-		}
-	}
-	q.Ranks = make([]ir.Rank, l.n)
-	endIdx := 0
-	// off[t][k] is the first new step of old step k of threadblock t;
-	// off[t][len(ops)] the new op count. One array per rank, reused.
-	var offBuf []int32
-	var offs [][]int32
-	for r := range l.p.Ranks {
-		src := &l.p.Ranks[r]
-		dst := &q.Ranks[r]
-		dst.Chunks = src.Chunks
-		dst.Chunks[ir.Scratch] = l.scratch[r]
-		dst.Pos = src.Pos
-		endIdx = l.buildChannels(r, src, dst, endIdx)
-		var slab rankSlab
-		offBuf, offs, slab = l.stepOffsets(src, offBuf, offs)
-		dst.TBs = make([]ir.Threadblock, len(src.TBs))
-		for t := range src.TBs {
-			l.buildTB(r, t, &src.TBs[t], &dst.TBs[t], offs, &slab)
-		}
-	}
-	return &q
-}
-
-// buildChannels copies rank r's channels into dst and appends its new
-// channel ends (l.ends from endIdx on, in rank order); it returns the
-// index of the next rank's first end.
-func (l *legalizer) buildChannels(r int, src, dst *ir.Rank, endIdx int) int {
+// rankHeader writes rank r's buffers, position and channel ends (declared,
+// then the new ones from l.ends[e:]) into dst; it returns the index past
+// r's new ends.
+func (l *legalizer) rankHeader(dst *ir.Rank, r, e int) int {
+	src := &l.p.Ranks[r]
+	dst.Chunks = src.Chunks
+	dst.Chunks[ir.Scratch] = l.scratch[r]
+	dst.Pos = src.Pos
 	dst.Channels = make([]ir.Channel, len(src.Channels), len(src.Channels)+l.newEnds[r])
 	copy(dst.Channels, src.Channels)
-	for ; endIdx < len(l.ends) && l.ends[endIdx].rank == r; endIdx++ {
-		e := l.ends[endIdx]
-		c := &l.conns[e.conn]
-		ch := ir.Channel{Peer: e.peer, Type: ir.MemoryChannel}
-		if e.recv {
+	for ; e < len(l.ends) && l.ends[e].rank == r; e++ {
+		end := l.ends[e]
+		c := &l.conns[end.conn]
+		ch := ir.Channel{Peer: end.peer, Type: ir.MemoryChannel}
+		if end.recv {
 			ch.PeerChannel = c.sendEnd
 		} else {
 			ch.PeerChannel = c.recvEnd
@@ -491,22 +580,24 @@ func (l *legalizer) buildChannels(r int, src, dst *ir.Rank, endIdx int) int {
 		}
 		dst.Channels = append(dst.Channels, ch)
 	}
-	return endIdx
+	return e
 }
 
-// stepOffsets computes the new steps of every op of rank src (offs, in
-// offBuf, both reused) and returns them with the slab the rank's new ops'
-// refs, channel lists and dependencies are cut from.
-func (l *legalizer) stepOffsets(src *ir.Rank, offBuf []int32, offs [][]int32) ([]int32, [][]int32, rankSlab) {
+// buildRank writes rank r of the legalised program into dst; e is the index
+// in l.ends of its first new channel end. It only reads l, so ranks can be
+// written concurrently.
+func (l *legalizer) buildRank(dst *ir.Rank, r, e int) {
+	src := &l.p.Ranks[r]
+	l.rankHeader(dst, r, e)
+	// off[t][k] is the first new step of old step k of threadblock t;
+	// off[t][len(ops)] the new op count.
+	// Step offsets and slab sizes.
 	total := 0
 	for t := range src.TBs {
 		total += len(src.TBs[t].Ops) + 1
 	}
-	if cap(offBuf) < total {
-		offBuf = make([]int32, total)
-	}
-	offBuf = offBuf[:total]
-	offs = offs[:0]
+	offBuf := make([]int32, total)
+	offs := make([][]int32, 0, len(src.TBs))
 	var nrefs, nchans, ndeps int
 	at := 0
 	for t := range src.TBs {
@@ -540,112 +631,105 @@ func (l *legalizer) stepOffsets(src *ir.Rank, offBuf []int32, offs [][]int32) ([
 		off[len(ops)] = k
 		offs = append(offs, off)
 	}
-	return offBuf, offs, rankSlab{refs: make([]ir.Ref, nrefs), chans: make([]int, nchans), deps: make([]ir.Dep, ndeps)}
-}
+	slab := rankSlab{refs: make([]ir.Ref, nrefs), chans: make([]int, nchans), deps: make([]ir.Dep, ndeps)}
 
-// buildTB writes threadblock t of rank r: its primitive ops as they are,
-// its transfer ops lowered (buildTransfer).
-func (l *legalizer) buildTB(r, t int, stb, dtb *ir.Threadblock, offs [][]int32, slab *rankSlab) {
-	dtb.SendPeer, dtb.RecvPeer, dtb.Chan, dtb.Pos = -1, -1, -1, stb.Pos
-	dtb.Ops = make([]ir.Op, offs[t][len(stb.Ops)])
-	var in, out *conn
-	if i := l.recvConn[l.tbBase[r]+t]; i >= 0 {
-		in = &l.conns[i]
-	}
-	if i := l.sendConn[l.tbBase[r]+t]; i >= 0 {
-		out = &l.conns[i]
-	}
-	nin, nout := int64(0), int64(0) // transfers so far on in and out
-	for s := range stb.Ops {
-		op := &stb.Ops[s]
-		ops := dtb.Ops[offs[t][s]:offs[t][s+1]]
-		deps := slab.takeDeps(len(op.Deps))
-		for i, d := range op.Deps {
-			deps[i] = ir.Dep{TB: d.TB, Step: int(offs[d.TB][d.Step+1] - 1)}
+	dst.TBs = make([]ir.Threadblock, len(src.TBs))
+	for t := range src.TBs {
+		stb := &src.TBs[t]
+		dtb := &dst.TBs[t]
+		dtb.SendPeer, dtb.RecvPeer, dtb.Chan, dtb.Pos = -1, -1, -1, stb.Pos
+		dtb.Ops = make([]ir.Op, offs[t][len(stb.Ops)])
+		var in, out *conn
+		if i := l.recvConn[l.tbBase[r]+t]; i >= 0 {
+			in = &l.conns[i]
 		}
-		if !op.Code.IsTransfer() {
-			ops[0] = ir.Op{Code: op.Code, Count: op.Count, Barrier: op.Barrier, BarrierTBs: op.BarrierTBs,
-				Deps: deps, Publish: op.Publish, Pos: op.Pos,
-				Srcs:  append(slab.takeRefs(len(op.Srcs))[:0], op.Srcs...),
-				Dsts:  append(slab.takeRefs(len(op.Dsts))[:0], op.Dsts...),
-				Chans: append(slab.takeChans(len(op.Chans))[:0], op.Chans...)}
-			if len(op.Srcs) == 0 {
-				ops[0].Srcs = nil
-			}
-			if len(op.Dsts) == 0 {
-				ops[0].Dsts = nil
-			}
-			if len(op.Chans) == 0 {
-				ops[0].Chans = nil
-			}
-			continue
+		if i := l.sendConn[l.tbBase[r]+t]; i >= 0 {
+			out = &l.conns[i]
 		}
-		l.buildTransfer(op, ops, deps, in, out, &nin, &nout, slab)
-	}
-}
-
-// buildTransfer lowers transfer op op (with its dependencies deps, already
-// renumbered) into ops: the data op on the connections' scratch slots
-// (in's next received value, out's next slot), and unless LL the wait
-// before it and the signal after it.
-func (l *legalizer) buildTransfer(op *ir.Op, ops []ir.Op, deps []ir.Dep, in, out *conn, nin, nout *int64, slab *rankSlab) {
-	info := op.Code.Info()
-	var inSlot, outSlot ir.Ref
-	var waits, signals []int
-	w := 0
-	if info.Recvs {
-		inSlot = ir.Ref{Buf: ir.Scratch, Off: in.base + *nin*in.m, Chan: -1, Packet: l.ll}
-		*nin++
-		w++
-	}
-	if info.Sends {
-		outSlot = ir.Ref{Buf: ir.Scratch, Off: out.base + *nout*out.m, Chan: out.sendEnd, Packet: l.ll}
-		*nout++
-		w++
-	}
-	if !l.ll {
-		waits, signals = slab.takeChans(w), slab.takeChans(w)
-		switch {
-		case info.Recvs && info.Sends:
-			waits[0], waits[1] = in.recvEnd, out.sendEnd
-			signals[0], signals[1] = out.sendEnd, in.recvEnd
-		case info.Recvs:
-			waits[0], signals[0] = in.recvEnd, in.recvEnd
-		default:
-			waits[0], signals[0] = out.sendEnd, out.sendEnd
+		nin, nout := int64(0), int64(0) // transfers so far on in and out
+		for s := range stb.Ops {
+			op := &stb.Ops[s]
+			ops := dtb.Ops[offs[t][s]:offs[t][s+1]]
+			deps := slab.takeDeps(len(op.Deps))
+			for i, d := range op.Deps {
+				deps[i] = ir.Dep{TB: d.TB, Step: int(offs[d.TB][d.Step+1] - 1)}
+			}
+			if !op.Code.IsTransfer() {
+				ops[0] = ir.Op{Code: op.Code, Count: op.Count, Barrier: op.Barrier, BarrierTBs: op.BarrierTBs,
+					Deps: deps, Publish: op.Publish, Pos: op.Pos,
+					Srcs:  append(slab.takeRefs(len(op.Srcs))[:0], op.Srcs...),
+					Dsts:  append(slab.takeRefs(len(op.Dsts))[:0], op.Dsts...),
+					Chans: append(slab.takeChans(len(op.Chans))[:0], op.Chans...)}
+				if len(op.Srcs) == 0 {
+					ops[0].Srcs = nil
+				}
+				if len(op.Dsts) == 0 {
+					ops[0].Dsts = nil
+				}
+				if len(op.Chans) == 0 {
+					ops[0].Chans = nil
+				}
+				continue
+			}
+			info := op.Code.Info()
+			var inSlot, outSlot ir.Ref
+			var waits, signals []int
+			w := 0
+			if info.Recvs {
+				inSlot = ir.Ref{Buf: ir.Scratch, Off: in.base + nin*in.m, Chan: -1, Packet: l.ll}
+				nin++
+				w++
+			}
+			if info.Sends {
+				outSlot = ir.Ref{Buf: ir.Scratch, Off: out.base + nout*out.m, Chan: out.sendEnd, Packet: l.ll}
+				nout++
+				w++
+			}
+			if !l.ll {
+				waits, signals = slab.takeChans(w), slab.takeChans(w)
+				switch {
+				case info.Recvs && info.Sends:
+					waits[0], waits[1] = in.recvEnd, out.sendEnd
+					signals[0], signals[1] = out.sendEnd, in.recvEnd
+				case info.Recvs:
+					waits[0], signals[0] = in.recvEnd, in.recvEnd
+				default:
+					waits[0], signals[0] = out.sendEnd, out.sendEnd
+				}
+			}
+			// The data op: local srcs, then the received value; local
+			// dsts, then the next hop's slot.
+			nsrc := len(op.Srcs)
+			if info.Recvs {
+				nsrc++
+			}
+			ndst := len(op.Dsts)
+			if info.Sends {
+				ndst++
+			}
+			srcs := append(slab.takeRefs(nsrc)[:0], op.Srcs...)
+			if info.Recvs {
+				srcs = append(srcs, inSlot)
+			}
+			dsts := append(slab.takeRefs(ndst)[:0], op.Dsts...)
+			if info.Sends {
+				dsts = append(dsts, outSlot)
+			}
+			code := ir.OpCopy
+			if len(srcs) > 1 {
+				code = ir.OpReduce
+			}
+			data := ir.Op{Code: code, Srcs: srcs, Dsts: dsts, Count: op.Count, Pos: op.Pos}
+			if l.ll {
+				data.Deps, data.Publish = deps, op.Publish
+				ops[0] = data
+				continue
+			}
+			ops[0] = ir.Op{Code: ir.OpWait, Chans: waits, Deps: deps, Pos: op.Pos}
+			ops[1] = data
+			ops[2] = ir.Op{Code: ir.OpSignal, Chans: signals, Publish: op.Publish, Pos: op.Pos}
 		}
 	}
-	// The data op: local srcs, then the received value; local dsts, then
-	// the next hop's slot.
-	nsrc := len(op.Srcs)
-	if info.Recvs {
-		nsrc++
-	}
-	ndst := len(op.Dsts)
-	if info.Sends {
-		ndst++
-	}
-	srcs := append(slab.takeRefs(nsrc)[:0], op.Srcs...)
-	if info.Recvs {
-		srcs = append(srcs, inSlot)
-	}
-	dsts := append(slab.takeRefs(ndst)[:0], op.Dsts...)
-	if info.Sends {
-		dsts = append(dsts, outSlot)
-	}
-	code := ir.OpCopy
-	if len(srcs) > 1 {
-		code = ir.OpReduce
-	}
-	data := ir.Op{Code: code, Srcs: srcs, Dsts: dsts, Count: op.Count, Pos: op.Pos}
-	if l.ll {
-		data.Deps, data.Publish = deps, op.Publish
-		ops[0] = data
-		return
-	}
-	ops[0] = ir.Op{Code: ir.OpWait, Chans: waits, Deps: deps, Pos: op.Pos}
-	ops[1] = data
-	ops[2] = ir.Op{Code: ir.OpSignal, Chans: signals, Publish: op.Publish, Pos: op.Pos}
 }
 
 // ScratchCost returns, per rank, the scratch chunks Legalize adds to p: the

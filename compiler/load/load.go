@@ -206,16 +206,23 @@ func Parse(name string, k Kind, data []byte) *Source {
 // embedded source.
 const SourceSuffix = "#source"
 
+// BundleDiag is the diagnostic for a bundle at path that codegen/bundle
+// refuses with err: BadVersion for another format version,
+// else Syntax, both with a hint to rebuild it.
+func BundleDiag(path string, err error) diag.Diagnostic {
+	code := diag.Syntax
+	hint := "rebuild the bundle with theseusc compile"
+	if errors.Is(err, bundle.ErrVersion) {
+		code = diag.BadVersion
+		hint = fmt.Sprintf("this theseusc reads bundle version %d; recompile the schedule", bundle.Version)
+	}
+	return FileDiag(path, code, diag.Error, err.Error(), hint)
+}
+
 func (s *Source) parseBundle() {
 	b, err := bundle.Decode(s.Data)
 	if err != nil {
-		code := diag.Syntax
-		hint := "rebuild the bundle with theseusc compile"
-		if errors.Is(err, bundle.ErrVersion) {
-			code = diag.BadVersion
-			hint = fmt.Sprintf("this theseusc reads bundle version %d; recompile the schedule", bundle.Version)
-		}
-		s.Diags = append(s.Diags, FileDiag(s.Path, code, diag.Error, err.Error(), hint))
+		s.Diags = append(s.Diags, BundleDiag(s.Path, err))
 		return
 	}
 	s.Bundle = b

@@ -392,14 +392,17 @@ func (rp *replayer) check(l int, x int32, xw bool, y int32, yw bool, yg, yi int3
 		return
 	}
 	xit, yit := x&itBit != 0, y&itBit != 0
+	c := rp.c
 	code := diag.Race
 	switch {
 	case xit != yit:
+		if c.launchIters() && c.tbs[c.tbOfNode(x&^itBit)].rank == c.tbs[yg].rank {
+			return // one rank's launches run in order: the kernel boundary orders them
+		}
 		code = diag.RaceAcrossLaunch
 	case yit:
 		return // iteration 1 repeats iteration 0's races
 	}
-	c := rp.c
 	xn := x &^ itBit
 	if c.ordered(rp.hs, xn, yg, yi) {
 		return

@@ -287,12 +287,23 @@ func (c *checker) ordinals(ops int32) {
 }
 
 // iterWord names the modelled iteration: slices for Simple, launches for
-// LL.
+// LL and for Simple programs that are never sliced (ir.Unsliced).
 func (c *checker) iterWord() string {
-	if c.p.Protocol == ir.LL {
+	if c.p.Protocol == ir.LL || c.launchIters() {
 		return "launch"
 	}
 	return "slice"
+}
+
+// launchIters reports whether the modelled iterations of a Simple program
+// are launches: it is never sliced (SliceBytes ir.Unsliced, as an imported
+// MSCCL++ plan, or an MSCCL program with scratch, whose iterations MSCCL
+// gives scratch regions of their own). A rank runs its launches one after
+// the other (each is a kernel on the rank's stream), so what two of its own
+// threadblocks do in consecutive launches is ordered; only what ranks do to
+// each other's buffers across launches can race (TS0206).
+func (c *checker) launchIters() bool {
+	return c.p.Protocol != ir.LL && c.p.SliceBytes >= ir.Unsliced
 }
 
 // checkTransfers pairs the sends and receives of every connection FIFO and

@@ -1,11 +1,14 @@
 package contexts
 
-// The default context's generator: the table of schedules and policies
-// (plan), the compilation of each schedule into a bundle (build), and the
-// relay analysis that the slow_rank policies are derived from (relays).
-// The LL/Simple crossover of allreduce, allgather, reducescatter and
-// alltoall is not a static window: it reads the exogenous attribute
-// ll_max_bytes (llPref).
+// The default context's generator: the table of generated schedule entries
+// and their policies (plan), written as schedule_manifest.jsonl (build),
+// and the relay analysis the slow_rank policies are checked against
+// (relays). Every entry names a compiler/gen algorithm instead of a file
+// (docs/selection-context.md §5.1), so the context serves every nranks and
+// node shape its generators serve, 1 to 1024 ranks and beyond, and the
+// runtime builds only the calling rank's tables. The LL/Simple crossover of
+// allreduce, allgather, reducescatter and alltoall is not a static window:
+// it reads the exogenous attribute ll_max_bytes (llPref).
 // `go test ./examples/contexts -update` writes the result to default/;
 // TestUpToDate fails when the committed files differ from what this file
 // produces.
@@ -15,13 +18,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 
-	"github.com/theseus-ccl/theseus/codegen/bundle"
 	"github.com/theseus-ccl/theseus/compiler/gen"
-	"github.com/theseus-ccl/theseus/compiler/passes"
-	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/ir"
 )
 
@@ -49,6 +47,10 @@ const llCap = 4 << 20
 // (bytes, ir.MessageBytes): LL schedules are preferred up to it.
 const llMaxAttr = "ll_max_bytes"
 
+// An LL schedule is usable from 2 ranks on: one rank copies its input, and
+// one schedule per collective is enough for that (a switch between two
+// copies would be no hot swap).
+//
 // llPref is the preference of an LL schedule that a Simple one takes over
 // above ll_max_bytes: prefSmall up to ll_max_bytes, above every Simple
 // preference (at most prefHier); llOff beyond it, below every Simple
@@ -85,65 +87,75 @@ const (
 // two launches apart and keep LL.
 const rootedSmall = ir.Simple
 
-// wideChannels bounds the channel count (threadblocks per rank) of the
-// bandwidth schedules: one threadblock moves about 14 GB/s over NVLink, and
-// on two H200s a 32-channel ring reached 290 GB/s allreduce busbw at 8 GiB
-// (16 channels: 185; bench/results/2026-11-29-h200x2). At n ranks a schedule
-// takes 64/n channels (32, 16, 8 at 2, 4, 8 ranks), which keeps the op
-// tables, and the context embedded in every binary, small (16 MB at 32
-// channels for every n; 4, 8 ranks were not measured on several GPUs). The
-// latency schedules (LL, and the rooted collectives' small-message Simple
-// ones) keep one channel.
-const wideChannels = 32
+// wideChannels is the channel expression of the bandwidth schedules: 64/n
+// channels (32, 16, 8 at 2, 4, 8 ranks), at least 1, at most 32 — one
+// threadblock moves about 14 GB/s over NVLink, and on two H200s a
+// 32-channel ring reached 290 GB/s allreduce busbw at 8 GiB (16 channels:
+// 185; bench/results/2026-11-29-h200x2); a 1024-rank ring keeps one. The
+// runtime halves it further where the generator needs (its threadblock
+// and channel limits). The latency schedules (LL, and the rooted
+// collectives' small-message Simple ones) keep one channel.
+const wideChannels = "clamp(64 / nranks, 1, 32)"
 
-// wide reports whether e is a bandwidth schedule, generated with as many
-// channels as its algorithm takes (up to wideChannels): a Simple schedule
-// of 2 ranks or more that serves messages above smallMax; gather and
-// scatter keep one channel.
-func wide(e *entry) bool {
-	c := e.Opts.Collective
-	return e.Opts.Protocol == ir.Simple && e.Opts.NRanks > 1 && (e.MaxBytes == 0 || e.MaxBytes > smallMax) &&
-		c != ir.Gather && c != ir.Scatter
-}
+// Policy fragments. slowIn: a slow rank is named and is in the
+// communicator; logicalSlow: its logical rank in a program written for
+// root 0 serving a request with root `root` (ir.md §3: physical p runs
+// logical (p - root) mod n).
+const (
+	slowIn      = "slow_rank >= 0 && slow_rank < nranks"
+	logicalSlow = "((slow_rank - root + nranks) % nranks)"
+)
 
-// worlds are the communicator sizes the default context serves.
-var worlds = []int{1, 2, 4, 8}
+// avoidRanks is how many avoid variants the fail-slow policies have: for
+// allreduce a double binary tree keeping rank r a leaf of both trees, r <
+// avoidRanks; for broadcast and reduce a tree and a chain keeping logical
+// rank a (root-relative) at a leaf or the tail, 1 <= a < avoidRanks. A
+// variant is one line per rank (the manifest states its program), so the
+// count is bounded: a slow rank beyond them demotes the schedules that
+// relay through it, and the best of those is chosen
+// (docs/known-issues.md).
+const avoidRanks = 16
 
-// collectives are the collectives it serves, in manifest order.
+// collectives are the collectives the context serves, in manifest order.
 var collectives = []ir.Collective{ir.AllReduce, ir.AllGather, ir.ReduceScatter, ir.AllToAll,
 	ir.Broadcast, ir.Reduce, ir.Gather, ir.Scatter}
 
-// entry is one schedule of the default context: how to generate it and its
-// line in schedule_manifest.jsonl.
+// entry is one generated schedule of the default context: its line in
+// schedule_manifest.jsonl.
 type entry struct {
-	Name     string // program name; the file is schedules/<Name>.tsb
+	Name     string // also its label (manifest.Schedule.Label)
+	Coll     ir.Collective
 	Algo     string
-	Opts     gen.Options
+	Protocol ir.Protocol
+	Channels string // "" (1) or an expression over nranks
+	Avoid    []int
 	MinBytes int64
 	MaxBytes int64 // 0: unlimited
 	Usable   string
 	Pref     string
 	Replaces string // name of an earlier entry, or ""
 	Comment  string
-
-	Prog   *ir.Program // as generated (transfer level, or primitive for oneshot)
-	Relays []int       // ranks that relay (logical ranks for rooted collectives)
+	// Relays says which ranks relay in the program at nranks n (logical
+	// ranks for rooted collectives), as the preferences assume:
+	// TestPoliciesMatchRelays checks it against relays(program).
+	Relays func(n int) []int
 }
 
 // scheduleLine is the JSON form of a schedule manifest line
 // (docs/selection-context.md §5), in the order the fields are written.
 type scheduleLine struct {
-	File        string `json:"file"`
-	Collective  string `json:"collective"`
-	NRanks      int    `json:"nranks"`
-	NLocalRanks int    `json:"nlocalranks,omitempty"`
-	MinBytes    int64  `json:"min_bytes,omitempty"`
-	MaxBytes    int64  `json:"max_bytes,omitempty"`
-	Usable      string `json:"usable,omitempty"`
-	Preference  string `json:"preference"`
-	Replaces    *int   `json:"replaces,omitempty"`
-	Name        string `json:"name"`
-	Comment     string `json:"comment,omitempty"`
+	Gen        string `json:"gen"`
+	Protocol   string `json:"protocol,omitempty"`
+	Channels   string `json:"channels,omitempty"`
+	Avoid      []int  `json:"avoid,omitempty"`
+	Collective string `json:"collective"`
+	MinBytes   int64  `json:"min_bytes,omitempty"`
+	MaxBytes   int64  `json:"max_bytes,omitempty"`
+	Usable     string `json:"usable,omitempty"`
+	Preference string `json:"preference"`
+	Replaces   *int   `json:"replaces,omitempty"`
+	Name       string `json:"name"`
+	Comment    string `json:"comment,omitempty"`
 }
 
 // attributeLines is attribute_manifest.jsonl. ll_max_bytes comes last so
@@ -157,100 +169,72 @@ const attributeLines = `{"name":"slow_rank","type":"int","origin":"exo","default
 {"name":"ll_max_bytes","type":"int","origin":"exo","default":65536,"description":"largest message size in bytes (request.messagesize) for which the LL schedules of allreduce, allgather, reducescatter and alltoall are preferred over the Simple ones (LL serves at most 4194304 B)"}
 `
 
-func fileOf(name string) string { return "schedules/" + name + ".tsb" }
-
-// plan returns every entry of the default context, in manifest order, with
-// its program generated and its relays computed.
-func plan() ([]*entry, error) {
-	var out []*entry
-	add := func(e *entry) error {
-		if e.Opts.Name == "" {
-			e.Opts.Name = e.Name
-		}
-		if wide(e) {
-			// The most channels the algorithm takes (its channel indices
-			// stay below gen.MaxTransferChannels).
-			for _, k := range []int{min(wideChannels, 64/e.Opts.NRanks), 16, 8, 4, 2} {
-				o := e.Opts
-				o.Channels = k
-				if _, err := gen.Generate(e.Algo, o); err == nil {
-					e.Opts = o
-					break
-				}
-			}
-		}
-		p, err := gen.Generate(e.Algo, e.Opts)
-		if err != nil {
-			return fmt.Errorf("%s: %w", e.Name, err)
-		}
-		e.Prog = p
-		e.Relays = relays(p)
-		out = append(out, e)
+// everyRank relays every rank from 3 ranks on (rings, hierarchical).
+func everyRank(n int) []int {
+	if n < 3 {
 		return nil
 	}
-	for _, n := range worlds {
-		for _, c := range collectives {
-			es, err := planColl(c, n)
-			if err != nil {
-				return nil, err
-			}
-			for _, e := range es {
-				if err := add(e); err != nil {
-					return nil, err
-				}
-			}
-		}
+	out := make([]int, n)
+	for r := range out {
+		out[r] = r
 	}
-	// Derived policies need the relays, which need the programs.
+	return out
+}
+
+func nobody(int) []int { return nil }
+
+// treeRelays are the interior ranks of a binary tree in heap order rooted
+// at 0 (logical ranks): those with a child, 2p+1 < n, other than the root.
+func treeRelays(n int) []int {
+	var out []int
+	for p := 1; 2*p+1 < n; p++ {
+		out = append(out, p)
+	}
+	return out
+}
+
+// chainRelays are a chain's interior ranks: 1..n-2.
+func chainRelays(n int) []int {
+	var out []int
+	for p := 1; p < n-1; p++ {
+		out = append(out, p)
+	}
+	return out
+}
+
+// plan returns every entry of the default context, in manifest order.
+func plan() ([]*entry, error) {
+	var out []*entry
 	byName := map[string]*entry{}
-	for _, e := range out {
-		if byName[e.Name] != nil {
-			return nil, fmt.Errorf("duplicate entry %s", e.Name)
-		}
-		byName[e.Name] = e
-	}
-	for _, e := range out {
-		if b, ok := strings.CutPrefix(e.Pref, "@demote:"); ok {
-			base, err := strconv.Atoi(b)
-			if err != nil {
-				return nil, err
+	for _, c := range collectives {
+		for _, e := range planColl(c) {
+			if byName[e.Name] != nil {
+				return nil, fmt.Errorf("duplicate entry %s", e.Name)
 			}
-			e.Pref = demoted(e, base)
-		}
-		if e.Replaces != "" && byName[e.Replaces] == nil {
-			return nil, fmt.Errorf("%s replaces unknown %s", e.Name, e.Replaces)
-		}
-		if e.Opts.Avoid != nil && slices.Contains(e.Relays, e.Opts.Avoid[0]) {
-			return nil, fmt.Errorf("%s still relays through %d", e.Name, e.Opts.Avoid[0])
+			if e.Replaces != "" && byName[e.Replaces] == nil {
+				return nil, fmt.Errorf("%s replaces unknown %s", e.Name, e.Replaces)
+			}
+			byName[e.Name] = e
+			out = append(out, e)
 		}
 	}
 	return out, nil
 }
 
-// tag is a placeholder preference replaced by demoted(e, base) once the
-// program's relays are known.
-func tagged(base int) string { return fmt.Sprintf("@demote:%d", base) }
-
-// planColl lists the entries of collective c at n ranks.
-func planColl(c ir.Collective, n int) ([]*entry, error) {
+// planColl lists the entries of collective c.
+func planColl(c ir.Collective) []*entry {
 	name := func(algo string, suffix ...string) string {
-		s := fmt.Sprintf("%s_n%d_%s", c, n, algo)
+		s := fmt.Sprintf("%s_%s", c, algo)
 		for _, x := range suffix {
 			s += "_" + x
 		}
 		return s
 	}
-	opts := func(proto ir.Protocol) gen.Options {
-		return gen.Options{Collective: c, NRanks: n, Protocol: proto}
+	// demoted is base, less demote when the slow rank relays (cond).
+	demoted := func(base int, cond string) string {
+		return fmt.Sprintf("%d - (%s ? %d : 0)", base, cond, demote)
 	}
-	if n == 1 {
-		algo := "ring"
-		if !gen.Supports(algo, c) {
-			algo = "direct"
-		}
-		return []*entry{{Name: name(algo), Algo: algo, Opts: opts(ir.Simple), Pref: "0",
-			Comment: "one rank: a local copy"}}, nil
-	}
+	relaying := "nranks > 2 && " + slowIn // rings and hierarchical: every rank relays from 3 ranks on
 	var es []*entry
 	switch c {
 	case ir.AllReduce, ir.AllGather, ir.ReduceScatter:
@@ -258,105 +242,123 @@ func planColl(c ir.Collective, n int) ([]*entry, error) {
 		if c == ir.AllReduce {
 			small = "oneshot"
 		}
-		es = append(es, &entry{Name: name(small, "ll"), Algo: small, Opts: opts(ir.LL), MaxBytes: llCap,
-			Pref: llPref(), Comment: "messages up to ll_max_bytes: LL all-pairs, one hop, relays through nobody"})
-		ring := &entry{Name: name("ring"), Algo: "ring", Opts: opts(ir.Simple),
-			Pref: tagged(prefBase), Comment: "messages above ll_max_bytes: ring (bandwidth-optimal on one node)"}
-		es = append(es, ring)
-		for _, l := range divisors(n) {
-			o := opts(ir.Simple)
-			o.NLocalRanks = l
-			es = append(es, &entry{Name: name("hier", fmt.Sprintf("l%d", l)), Algo: "hier", Opts: o,
-				Pref:    tagged(prefHier),
-				Comment: fmt.Sprintf("messages above ll_max_bytes on %d nodes of %d ranks: intra-node rings, inter-node rings per rail", n/l, l)})
-		}
-		if n > 2 {
-			if c == ir.AllReduce {
-				for r := range n {
-					o := opts(ir.Simple)
-					o.Avoid = []int{r}
-					es = append(es, &entry{Name: name("dbtree", fmt.Sprintf("avoid%d", r)), Algo: "dbtree", Opts: o,
-						Usable: fmt.Sprintf("slow_rank == %d", r), Pref: fmt.Sprint(avoidPref),
-						Replaces: ring.Name, Comment: fmt.Sprintf("rank %d slow: double binary tree with rank %d a leaf of both trees", r, r)})
-				}
-			} else {
-				es = append(es, &entry{Name: name("direct"), Algo: "direct", Opts: opts(ir.Simple),
-					Pref:     fmt.Sprintf("slow_rank >= 0 && slow_rank < %d ? %d : %d", n, avoidPref, prefFlat),
-					Replaces: ring.Name, Comment: "messages above ll_max_bytes with a slow rank: direct exchange, relays through nobody"})
+		es = append(es, &entry{Name: name(small, "ll"), Algo: small, Protocol: ir.LL, MaxBytes: llCap, Usable: "nranks > 1", Pref: llPref(),
+			Relays: nobody, Comment: "messages up to ll_max_bytes: LL all-pairs, one hop, relays through nobody"})
+		ring := &entry{Name: name("ring"), Algo: "ring", Channels: wideChannels, Pref: demoted(prefBase, relaying),
+			Relays: everyRank, Comment: "messages above ll_max_bytes: ring (bandwidth-optimal on one node)"}
+		es = append(es, ring, &entry{Name: name("hier"), Algo: "hier", Channels: wideChannels,
+			Usable: "nlocalranks < nranks", Pref: demoted(prefHier, relaying), Relays: everyRank,
+			Comment: "messages above ll_max_bytes on several nodes: intra-node rings, inter-node rings per rail"})
+		if c == ir.AllReduce {
+			for r := range avoidRanks {
+				es = append(es, &entry{Name: name("dbtree", fmt.Sprintf("avoid%d", r)), Algo: "dbtree", Channels: wideChannels,
+					Avoid: []int{r}, Usable: fmt.Sprintf("slow_rank == %d && nranks > 2", r), Pref: fmt.Sprint(avoidPref),
+					Replaces: ring.Name, Relays: nil,
+					Comment: fmt.Sprintf("rank %d slow: double binary tree with rank %d a leaf of both trees", r, r)})
 			}
+		} else {
+			es = append(es, &entry{Name: name("direct"), Algo: "direct", Channels: wideChannels, Usable: "nranks > 2",
+				Pref: fmt.Sprintf("%s ? %d : %d", slowIn, avoidPref, prefFlat), Replaces: ring.Name, Relays: nobody,
+				Comment: "messages above ll_max_bytes with a slow rank: direct exchange, relays through nobody"})
 		}
 	case ir.AllToAll:
 		es = append(es,
-			&entry{Name: name("direct", "ll"), Algo: "direct", Opts: opts(ir.LL), MaxBytes: llCap,
-				Pref: llPref(), Comment: "messages up to ll_max_bytes: direct, LL"},
-			&entry{Name: name("direct"), Algo: "direct", Opts: opts(ir.Simple),
-				Pref: fmt.Sprint(prefBase), Comment: "messages above ll_max_bytes: direct, one step, relays through nobody"})
+			&entry{Name: name("direct", "ll"), Algo: "direct", Protocol: ir.LL, MaxBytes: llCap, Usable: "nranks > 1", Pref: llPref(), Relays: nobody,
+				Comment: "messages up to ll_max_bytes: direct, LL (up to 128 ranks)"},
+			&entry{Name: name("direct"), Algo: "direct", Channels: wideChannels, Pref: fmt.Sprint(prefBase), Relays: nobody,
+				Comment: "messages above ll_max_bytes: direct, one step, relays through nobody (up to 128 ranks)"},
+			&entry{Name: name("pull"), Algo: "pull", Pref: fmt.Sprint(prefFlat), Relays: nobody,
+				Comment: "any size beyond 128 ranks (direct takes a threadblock per peer): every rank reads its blocks from its peers"})
 	case ir.Gather, ir.Scatter:
 		// Simple even for small messages: see rootedSmall.
-		es = append(es, &entry{Name: name("direct"), Algo: "direct", Opts: opts(rootedSmall),
-			Pref: fmt.Sprint(prefBase), Comment: "direct: the root talks to every rank, one step, relays through nobody"})
+		es = append(es,
+			&entry{Name: name("direct"), Algo: "direct", Protocol: rootedSmall, Pref: fmt.Sprint(prefBase), Relays: nobody,
+				Comment: "direct: the root talks to every rank, one step, relays through nobody (up to 128 ranks)"},
+			&entry{Name: name("pull"), Algo: "pull", Pref: fmt.Sprint(prefFlat), Relays: nobody,
+				Comment: "beyond 128 ranks: the root reads (gather) or the ranks read (scatter) the blocks directly"})
 	case ir.Broadcast, ir.Reduce:
-		es = append(es, &entry{Name: name("direct"), Algo: "direct", Opts: opts(rootedSmall), MaxBytes: smallMax,
-			Pref: fmt.Sprint(prefSmall), Comment: "small messages: the root talks to every rank directly (Simple: see rootedSmall)"})
-		tree := &entry{Name: name("tree"), Algo: "tree", Opts: opts(ir.Simple), MinBytes: smallMax + 1, MaxBytes: midMax,
-			Pref: tagged(prefBase), Comment: "medium messages: pipelined binary tree"}
-		chain := &entry{Name: name("chain"), Algo: "chain", Opts: opts(ir.Simple), MinBytes: midMax + 1,
-			Pref: tagged(prefBase), Comment: "large messages: pipelined chain"}
+		treeCond := fmt.Sprintf("%s && %s >= 1 && 2 * %s + 1 < nranks", slowIn, logicalSlow, logicalSlow)
+		chainCond := fmt.Sprintf("%s && %s >= 1 && %s <= nranks - 2", slowIn, logicalSlow, logicalSlow)
+		es = append(es, &entry{Name: name("direct"), Algo: "direct", Protocol: rootedSmall, MaxBytes: smallMax,
+			Pref: fmt.Sprint(prefSmall), Relays: nobody,
+			Comment: "small messages: the root talks to every rank directly (Simple: see rootedSmall; up to 128 ranks)"})
+		// The tree has no lower bound: the direct schedule outscores it for
+		// small messages, and beyond 128 ranks (where direct does not
+		// serve) the tree takes them.
+		tree := &entry{Name: name("tree"), Algo: "tree", Channels: wideChannels, MaxBytes: midMax,
+			Pref: demoted(prefBase, treeCond), Relays: treeRelays, Comment: "medium messages: pipelined binary tree"}
+		chain := &entry{Name: name("chain"), Algo: "chain", Channels: wideChannels, MinBytes: midMax + 1,
+			Pref: demoted(prefBase, chainCond), Relays: chainRelays, Comment: "large messages: pipelined chain"}
 		es = append(es, tree, chain)
 		for _, base := range []*entry{tree, chain} {
-			p, err := gen.Generate(base.Algo, base.Opts)
-			if err != nil {
-				return nil, err
-			}
-			for _, a := range relays(p) {
-				o := base.Opts
-				o.Avoid = []int{a}
-				es = append(es, &entry{Name: base.Name + fmt.Sprintf("_avoid%d", a), Algo: base.Algo, Opts: o,
-					MinBytes: base.MinBytes, MaxBytes: base.MaxBytes,
-					Usable: fmt.Sprintf("slow_rank >= 0 && slow_rank < %d && %s == %d", n, logical(n), a),
+			for a := 1; a < avoidRanks; a++ {
+				relays := fmt.Sprintf("2 * %d + 1 < nranks", a) // a is interior in the tree
+				if base == chain {
+					relays = fmt.Sprintf("%d <= nranks - 2", a)
+				}
+				es = append(es, &entry{Name: base.Name + fmt.Sprintf("_avoid%d", a), Algo: base.Algo, Channels: wideChannels,
+					Avoid: []int{a}, MinBytes: base.MinBytes, MaxBytes: base.MaxBytes,
+					Usable: fmt.Sprintf("%s && %s == %d && %s", slowIn, logicalSlow, a, relays),
 					Pref:   fmt.Sprint(avoidPref), Replaces: base.Name,
 					Comment: fmt.Sprintf("slow rank at logical position %d (root-relative): %s with it at a leaf", a, base.Algo)})
 			}
 		}
-	default:
-		return nil, fmt.Errorf("no plan for %s", c)
 	}
-	return es, nil
+	for _, e := range es {
+		e.Coll = c
+	}
+	return es
 }
 
-// logical is the policy expression of the slow rank's logical rank in a
-// program written for root 0, serving a request with root `root` (ir.md §3:
-// physical p runs logical (p - root) mod n).
-func logical(n int) string { return fmt.Sprintf("(slow_rank - root + %d) %% %d", n, n) }
-
-// demoted returns e's preference: base, less demote when slow_rank names a
-// rank that relays in e's program.
-func demoted(e *entry, base int) string {
-	if len(e.Relays) == 0 {
-		return fmt.Sprint(base)
-	}
-	set := make([]string, len(e.Relays))
-	for i, r := range e.Relays {
-		set[i] = fmt.Sprint(r)
-	}
-	vec := "[" + strings.Join(set, ", ") + "]"
-	if e.Opts.Collective.Rooted() {
-		n := e.Opts.NRanks
-		return fmt.Sprintf("%d - (slow_rank >= 0 && slow_rank < %d && contains(%s, %s) ? %d : 0)", base, n, vec, logical(n), demote)
-	}
-	return fmt.Sprintf("%d - (contains(%s, slow_rank) ? %d : 0)", base, vec, demote)
-}
-
-// divisors are the node sizes L with 1 < L < n dividing n: the multi-node
-// shapes the hierarchical schedules serve.
-func divisors(n int) []int {
-	var ds []int
-	for l := 2; l < n; l++ {
-		if n%l == 0 {
-			ds = append(ds, l)
+// manifestLines writes es as schedule_manifest.jsonl.
+func manifestLines(es []*entry) ([]byte, error) {
+	id := map[string]int{}
+	var man bytes.Buffer
+	for i, e := range es {
+		id[e.Name] = i
+		l := scheduleLine{Gen: e.Algo, Channels: e.Channels, Avoid: e.Avoid, Collective: e.Coll.String(),
+			MinBytes: e.MinBytes, MaxBytes: e.MaxBytes, Usable: e.Usable, Preference: e.Pref, Name: e.Name, Comment: e.Comment}
+		if e.Protocol != ir.Simple {
+			l.Protocol = e.Protocol.String()
+		}
+		if e.Replaces != "" {
+			r := id[e.Replaces]
+			l.Replaces = &r
+		}
+		enc := json.NewEncoder(&man)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(l); err != nil {
+			return nil, err
 		}
 	}
-	return ds
+	return man.Bytes(), nil
+}
+
+// build produces every file of the default context: name → contents.
+func build() (map[string][]byte, []*entry, error) {
+	es, err := plan()
+	if err != nil {
+		return nil, nil, err
+	}
+	man, err := manifestLines(es)
+	if err != nil {
+		return nil, nil, err
+	}
+	return map[string][]byte{
+		"attribute_manifest.jsonl": []byte(attributeLines),
+		"schedule_manifest.jsonl":  man,
+		SlowRankLog:                nil,
+		LLMaxBytesLog:              nil,
+	}, es, nil
+}
+
+// opts is e's generator options at nranks n (nlocalranks l for hier).
+func (e *entry) opts(n, l int) gen.Options {
+	o := gen.Options{Collective: e.Coll, NRanks: n, Protocol: e.Protocol, Avoid: e.Avoid, Name: e.Name}
+	if e.Algo == "hier" {
+		o.NLocalRanks = l
+	}
+	return o
 }
 
 // relays returns the ranks of a transfer-level program that relay: that
@@ -454,79 +456,4 @@ func rankRelays(rk *ir.Rank) bool {
 		}
 	}
 	return false
-}
-
-// compiled is one entry's bundle and the primitive-level program it runs.
-type compiled struct {
-	Bundle []byte
-	Prog   *ir.Program // legalised (primitive level)
-}
-
-// compile runs the compiler pipeline (compiler/passes: verify the input,
-// legalise, verify, lower, bundle) on e's program, with its source embedded.
-func compile(e *entry) (*compiled, error) {
-	st, err := passes.Run(e.Prog, passes.Options{EmbedSource: true})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", e.Name, err)
-	}
-	if errs := errorsOf(st.Diags); errs != "" {
-		return nil, fmt.Errorf("%s: %s", e.Name, errs)
-	}
-	data, err := bundle.Encode(st.Bundle)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", e.Name, err)
-	}
-	return &compiled{Bundle: data, Prog: st.Prog}, nil
-}
-
-func errorsOf(ds []diag.Diagnostic) string {
-	var b strings.Builder
-	for _, d := range ds {
-		if d.Severity == diag.Error {
-			b.WriteString(d.String())
-			b.WriteString("; ")
-		}
-	}
-	return b.String()
-}
-
-// build produces every file of the default context: name → contents.
-func build() (map[string][]byte, []*entry, map[string]*compiled, error) {
-	es, err := plan()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	files := map[string][]byte{
-		"attribute_manifest.jsonl": []byte(attributeLines),
-		SlowRankLog:                nil,
-		LLMaxBytesLog:              nil,
-	}
-	comp := map[string]*compiled{}
-	id := map[string]int{}
-	var man bytes.Buffer
-	for i, e := range es {
-		c, err := compile(e)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		comp[e.Name] = c
-		files[fileOf(e.Name)] = c.Bundle
-		id[e.Name] = i
-		l := scheduleLine{File: fileOf(e.Name), Collective: e.Opts.Collective.String(), NRanks: e.Opts.NRanks,
-			NLocalRanks: e.Opts.NLocalRanks, MinBytes: e.MinBytes, MaxBytes: e.MaxBytes, Usable: e.Usable,
-			Preference: e.Pref, Name: e.Name, Comment: e.Comment}
-		if e.Replaces != "" {
-			r := id[e.Replaces]
-			l.Replaces = &r
-		}
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(l); err != nil {
-			return nil, nil, nil, err
-		}
-		man.Write(b.Bytes())
-	}
-	files["schedule_manifest.jsonl"] = man.Bytes()
-	return files, es, comp, nil
 }

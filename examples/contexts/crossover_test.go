@@ -14,12 +14,40 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/selector/schedfile"
 )
 
-// staticManifest is the default context's schedule manifest as committed
-// before ll_max_bytes existed (commit a8fa0ce): LL schedules with the static
-// window "max_bytes":65536 and preference 30, the Simple ones that take over
-// with "min_bytes":65537. Its lines are in the same order as today's, so a
-// schedule has the same id (and file) in both.
-const staticManifest = "testdata/static_schedule_manifest.jsonl"
+// staticManifest writes the default context's schedule manifest in the form
+// it had before ll_max_bytes existed (commit a8fa0ce): LL schedules with the
+// static window "max_bytes":65536 and preference 30, the Simple ones that
+// compete with them taking over with "min_bytes":65537. Its lines are in the
+// same order as the default context's, so a schedule has the same id (and
+// name) in both. It returns the file's path.
+func staticManifest(t *testing.T) string {
+	t.Helper()
+	_, es := mustBuild(t)
+	var static []*entry
+	withLL := map[ir.Collective]bool{}
+	for _, e := range es {
+		withLL[e.Coll] = withLL[e.Coll] || e.Protocol == ir.LL
+	}
+	for _, e := range es {
+		c := *e
+		switch {
+		case c.Protocol == ir.LL:
+			c.MaxBytes, c.Pref = smallMax, fmt.Sprint(prefSmall)
+		case withLL[c.Coll] && c.MinBytes == 0 && c.MaxBytes == 0:
+			c.MinBytes = smallMax + 1
+		}
+		static = append(static, &c)
+	}
+	data, err := manifestLines(static)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "static_schedule_manifest.jsonl")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
 
 // selectedName selects r and returns the chosen schedule's file name
 // without directory and extension, or "" when no schedule serves r.
@@ -65,15 +93,21 @@ func TestStaticCrossoverEquivalence(t *testing.T) {
 		slows = []int{-1, 0, 2, 5}
 	}
 	compared := 0
+	static := staticManifest(t)
+	maxN := 8
+	if testing.Short() {
+		maxN = 4
+	}
 	for _, slow := range slows {
 		logs := map[string]int{}
 		if slow >= 0 {
 			logs[SlowRankLog] = slow
 		}
 		now := newSelectorWith(t, logs, "")
-		old := newSelectorWith(t, logs, staticManifest)
-		for _, n := range worlds {
-			for _, l := range append(divisors(n), n) {
+		old := newSelectorWith(t, logs, static)
+		for _, sh := range shapesUpTo(maxN)[1:] { // one rank has no crossover (LL needs 2)
+			n, l := sh.n, sh.l
+			{
 				for _, c := range collectives {
 					roots := rootsOf(c, n)
 					b := ir.MaxBlocks(c, n)
@@ -116,26 +150,26 @@ func TestLLMaxBytes(t *testing.T) {
 		want     string
 		reason   string
 	}{
-		{1 << 20, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_n2_oneshot_ll", "the hot swap at 2 ranks: 256 KiB moves to LL"},
-		{-1, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_n2_ring", "default: 256 KiB is above 64 KiB"},
-		{65536, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_n2_ring", "publishing the default again: back to the ring"},
-		{1 << 20, -1, ir.AllReduce, 4, 4, 1 << 20, "allreduce_n4_oneshot_ll", "1 MiB is at the crossover"},
-		{1 << 20, -1, ir.AllReduce, 4, 4, 1<<20 + 16, "allreduce_n4_ring", "one element above it"},
-		{1 << 20, -1, ir.AllReduce, 8, 4, 2 << 20, "allreduce_n8_hier_l4", "above it, the node shape still decides"},
-		{1 << 20, -1, ir.AllGather, 8, 8, 1 << 20, "allgather_n8_direct_ll", "allgather follows"},
-		{1 << 20, -1, ir.ReduceScatter, 4, 4, 512 << 10, "reducescatter_n4_direct_ll", "reducescatter follows"},
-		{1 << 20, -1, ir.AllToAll, 4, 4, 1 << 20, "alltoall_n4_direct_ll", "alltoall follows"},
-		{1 << 20, 2, ir.AllReduce, 4, 4, 256 << 10, "allreduce_n4_oneshot_ll", "LL relays through nobody: a slow rank changes nothing"},
-		{1 << 20, 2, ir.AllReduce, 4, 4, 2 << 20, "allreduce_n4_dbtree_avoid2", "above the crossover slow_rank decides as before"},
-		{1 << 20, -1, ir.Broadcast, 4, 4, 256 << 10, "broadcast_n4_tree", "broadcast keeps its static windows"},
-		{0, -1, ir.AllReduce, 4, 4, 1024, "allreduce_n4_ring", "0: LL never preferred"},
-		{0, -1, ir.AllReduce, 8, 2, 1024, "allreduce_n8_hier_l2", "0: the hierarchical schedule for small messages too"},
-		{0, 3, ir.AllGather, 4, 4, 1024, "allgather_n4_direct", "0 and a slow rank: the relay-free Simple direct"},
-		{0, -1, ir.AllToAll, 2, 2, 64, "alltoall_n2_direct", "0: Simple alltoall"},
-		{0, -1, ir.Broadcast, 4, 4, 1024, "broadcast_n4_direct", "broadcast keeps its static windows"},
-		{64 << 20, -1, ir.AllReduce, 4, 4, llCap, "allreduce_n4_oneshot_ll", "LL up to its static cap"},
-		{64 << 20, -1, ir.AllReduce, 4, 4, llCap + 16, "allreduce_n4_ring", "never above llCap"},
-		{64 << 20, -1, ir.AllToAll, 8, 8, 64 << 20, "alltoall_n8_direct", "never above llCap"},
+		{1 << 20, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_oneshot_ll", "the hot swap at 2 ranks: 256 KiB moves to LL"},
+		{-1, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_ring", "default: 256 KiB is above 64 KiB"},
+		{65536, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_ring", "publishing the default again: back to the ring"},
+		{1 << 20, -1, ir.AllReduce, 4, 4, 1 << 20, "allreduce_oneshot_ll", "1 MiB is at the crossover"},
+		{1 << 20, -1, ir.AllReduce, 4, 4, 1<<20 + 16, "allreduce_ring", "one element above it"},
+		{1 << 20, -1, ir.AllReduce, 8, 4, 2 << 20, "allreduce_hier", "above it, the node shape still decides"},
+		{1 << 20, -1, ir.AllGather, 8, 8, 1 << 20, "allgather_direct_ll", "allgather follows"},
+		{1 << 20, -1, ir.ReduceScatter, 4, 4, 512 << 10, "reducescatter_direct_ll", "reducescatter follows"},
+		{1 << 20, -1, ir.AllToAll, 4, 4, 1 << 20, "alltoall_direct_ll", "alltoall follows"},
+		{1 << 20, 2, ir.AllReduce, 4, 4, 256 << 10, "allreduce_oneshot_ll", "LL relays through nobody: a slow rank changes nothing"},
+		{1 << 20, 2, ir.AllReduce, 4, 4, 2 << 20, "allreduce_dbtree_avoid2", "above the crossover slow_rank decides as before"},
+		{1 << 20, -1, ir.Broadcast, 4, 4, 256 << 10, "broadcast_tree", "broadcast keeps its static windows"},
+		{0, -1, ir.AllReduce, 4, 4, 1024, "allreduce_ring", "0: LL never preferred"},
+		{0, -1, ir.AllReduce, 8, 2, 1024, "allreduce_hier", "0: the hierarchical schedule for small messages too"},
+		{0, 3, ir.AllGather, 4, 4, 1024, "allgather_direct", "0 and a slow rank: the relay-free Simple direct"},
+		{0, -1, ir.AllToAll, 2, 2, 64, "alltoall_direct", "0: Simple alltoall"},
+		{0, -1, ir.Broadcast, 4, 4, 1024, "broadcast_direct", "broadcast keeps its static windows"},
+		{64 << 20, -1, ir.AllReduce, 4, 4, llCap, "allreduce_oneshot_ll", "LL up to its static cap"},
+		{64 << 20, -1, ir.AllReduce, 4, 4, llCap + 16, "allreduce_ring", "never above llCap"},
+		{64 << 20, -1, ir.AllToAll, 8, 8, 64 << 20, "alltoall_direct", "never above llCap"},
 	}
 	sels := map[[2]int]*selector.Selector{}
 	for _, c := range cases {
@@ -196,9 +230,9 @@ func TestLLMaxBytesAtRunTime(t *testing.T) {
 	for i := 1; i <= 12; i++ {
 		switch {
 		case i < 5 || i >= 9:
-			want = append(want, "allreduce_n2_ring")
+			want = append(want, "allreduce_ring")
 		default:
-			want = append(want, "allreduce_n2_oneshot_ll")
+			want = append(want, "allreduce_oneshot_ll")
 		}
 	}
 	got := make([][]string, n)
@@ -252,12 +286,12 @@ func TestLLMaxBytesAtRunTime(t *testing.T) {
 // schedules that compete with LL have no lower size bound, and the LL ones
 // no other upper bound than llCap.
 func TestLLPreferenceBounds(t *testing.T) {
-	_, es, _ := mustBuild(t)
+	_, es := mustBuild(t)
 	for _, e := range es {
-		if e.Opts.NRanks == 1 || e.Opts.Collective.Rooted() {
+		if e.Coll.Rooted() {
 			continue
 		}
-		if e.Opts.Protocol == ir.LL {
+		if e.Protocol == ir.LL {
 			if e.Pref != llPref() || e.MinBytes != 0 || e.MaxBytes != llCap {
 				t.Errorf("%s: window %d..%d, preference %q", e.Name, e.MinBytes, e.MaxBytes, e.Pref)
 			}

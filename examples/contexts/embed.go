@@ -3,11 +3,15 @@
 // fresh machine with no THESEUS_SELECTION_CONTEXT: they write the embedded
 // files into a directory (Materialize, TempDir) and point the selector at it.
 //
-// The default context holds compiled bundles (.tsb) from the built-in
-// generators (compiler/gen) for every collective at nranks 1, 2, 4 and 8,
-// with policies in schedule_manifest.jsonl, the attributes they read in
-// attribute_manifest.jsonl, and empty value logs of its two exogenous
-// attributes: slow_rank (int, default -1: no rank is slow) and ll_max_bytes
+// The runtime's default context, when no THESEUS_SELECTION_CONTEXT, home
+// context or installed context exists, is this one (ReadOnlyDir,
+// runtime/selector.DefaultContext).
+//
+// The default context's schedule_manifest.jsonl names built-in generators
+// (compiler/gen) instead of files, so it serves every collective at every
+// nranks (1 to 1024 and beyond) and node shape, with policies that read the
+// attributes declared in attribute_manifest.jsonl, and empty value logs of
+// its two exogenous attributes: slow_rank (int, default -1: no rank is slow) and ll_max_bytes
 // (int, default 65536: the largest message size in bytes for which the LL
 // schedules are preferred over the Simple ones). docs/selection-context.md
 // specifies the files; docs/theseus-bench.md describes the policies. The
@@ -143,6 +147,70 @@ func writeFile(name string, data []byte) error {
 	if err := os.Rename(tmp, name); err != nil {
 		os.Remove(tmp)
 		return err
+	}
+	return nil
+}
+
+// ReadOnlyDir returns the default context materialised, read-only (files
+// 0444), in a directory of its own under parent, named after its Hash
+// ("default-" and its first 12 hexadecimal digits), creating parent and the
+// directory on first use. The files are written to a temporary directory
+// beside it, which is then renamed into place, so a process that finds the
+// directory finds it complete; several processes may call it at once. A
+// directory of that name whose files differ from the embedded ones
+// (someone changed them) is an error wrapping ErrExists. Errors: those of
+// the file system.
+func ReadOnlyDir(parent string) (string, error) {
+	dir := filepath.Join(parent, "default-"+Hash()[:12])
+	if _, err := os.Stat(dir); err == nil {
+		return dir, same(dir)
+	}
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(parent, ".default-")
+	if err != nil {
+		return "", err
+	}
+	if err := Materialize(tmp); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	for _, name := range Files() {
+		if err := os.Chmod(filepath.Join(tmp, filepath.FromSlash(name)), 0o444); err != nil {
+			os.RemoveAll(tmp)
+			return "", err
+		}
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		os.RemoveAll(tmp)
+		if _, serr := os.Stat(dir); serr != nil { // not another process's copy: a real failure
+			return "", err
+		}
+	}
+	return dir, same(dir)
+}
+
+// same checks that dir holds exactly the embedded files' contents (extra
+// files are not looked for).
+func same(dir string) error {
+	fsys := Default()
+	for _, name := range Files() {
+		want, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return err
+		}
+		got, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
+		if err != nil {
+			return err
+		}
+		if string(got) != string(want) {
+			return fmt.Errorf("%w: %s", ErrExists, filepath.Join(dir, filepath.FromSlash(name)))
+		}
 	}
 	return nil
 }

@@ -16,7 +16,7 @@ var update = flag.Bool("update", false, "rebuild examples/contexts/default from 
 // TestUpToDate rebuilds the default context in memory and compares it, file
 // by file, with the embedded one. With -update it rewrites default/ instead.
 func TestUpToDate(t *testing.T) {
-	files, _, _, err := build()
+	files, _, err := build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,11 +58,11 @@ func TestUpToDate(t *testing.T) {
 // TestDeterministic: building twice gives the same bytes, so -update is
 // reproducible and TestUpToDate meaningful.
 func TestDeterministic(t *testing.T) {
-	a, _, _, err := build()
+	a, _, err := build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _, _, err := build()
+	b, _, err := build()
 	if err != nil {
 		t.Fatal(err)
 	}

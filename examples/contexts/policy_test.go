@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/theseus-ccl/theseus/ir"
@@ -105,31 +104,43 @@ func TestExplain(t *testing.T) {
 		want   string
 		reason string
 	}{
-		{nil, ir.AllReduce, 4, 4, 8, 0, "allreduce_n4_oneshot_ll", "small: LL all-pairs"},
-		{nil, ir.AllReduce, 4, 4, 64 << 10, 0, "allreduce_n4_oneshot_ll", "64 KiB is still small"},
-		{nil, ir.AllReduce, 4, 4, 64<<10 + 16, 0, "allreduce_n4_ring", "large: ring"},
-		{nil, ir.AllReduce, 4, 4, 64 << 20, 0, "allreduce_n4_ring", "large: ring"},
-		{nil, ir.AllReduce, 8, 4, 64 << 20, 0, "allreduce_n8_hier_l4", "two nodes: hierarchical"},
-		{nil, ir.AllReduce, 8, 2, 64 << 20, 0, "allreduce_n8_hier_l2", "four nodes: hierarchical"},
-		{ptr(-1), ir.AllReduce, 4, 4, 64 << 20, 0, "allreduce_n4_ring", "-1: nobody is slow"},
-		{ptr(2), ir.AllReduce, 4, 4, 64 << 20, 0, "allreduce_n4_dbtree_avoid2", "slow 2: trees with 2 a leaf"},
-		{ptr(2), ir.AllReduce, 8, 4, 64 << 20, 0, "allreduce_n8_dbtree_avoid2", "slow 2 beats the node shape"},
-		{ptr(2), ir.AllReduce, 4, 4, 1024, 0, "allreduce_n4_oneshot_ll", "one-shot relays through nobody"},
-		{ptr(9), ir.AllReduce, 4, 4, 64 << 20, 0, "allreduce_n4_ring", "a rank outside the communicator is ignored"},
-		{ptr(1), ir.AllReduce, 2, 2, 64 << 20, 0, "allreduce_n2_ring", "nobody relays at 2 ranks"},
-		{nil, ir.AllGather, 4, 4, 1 << 20, 0, "allgather_n4_ring", "large allgather: ring"},
-		{ptr(3), ir.AllGather, 4, 4, 1 << 20, 0, "allgather_n4_direct", "slow: direct relays through nobody"},
-		{ptr(3), ir.ReduceScatter, 8, 8, 1 << 20, 0, "reducescatter_n8_direct", "slow: direct relays through nobody"},
-		{nil, ir.AllToAll, 4, 4, 64 << 20, 0, "alltoall_n4_direct", "alltoall: direct"},
-		{nil, ir.Gather, 4, 4, 1024, 2, "gather_n4_direct", "gather: direct"},
-		{nil, ir.Broadcast, 4, 4, 1024, 3, "broadcast_n4_direct", "small broadcast: direct"},
-		{nil, ir.Broadcast, 4, 4, 256 << 10, 0, "broadcast_n4_tree", "medium broadcast: tree"},
-		{nil, ir.Broadcast, 4, 4, 4 << 20, 1, "broadcast_n4_chain", "large broadcast: chain"},
-		{ptr(2), ir.Broadcast, 4, 4, 4 << 20, 1, "broadcast_n4_chain_avoid1", "slow 2 is logical 1 for root 1"},
-		{ptr(1), ir.Broadcast, 4, 4, 4 << 20, 1, "broadcast_n4_chain", "the slow rank is the root, which never relays"},
-		{ptr(0), ir.Reduce, 4, 4, 4 << 20, 1, "reduce_n4_chain", "slow 0 is logical 3, the tail"},
-		{ptr(2), ir.Reduce, 4, 4, 256 << 10, 1, "reduce_n4_tree_avoid1", "slow 2 is logical 1, interior in the tree"},
-		{ptr(5), ir.Broadcast, 8, 8, 256 << 10, 3, "broadcast_n8_tree_avoid2", "slow 5 is logical 2 for root 3"},
+		{nil, ir.AllReduce, 4, 4, 8, 0, "allreduce_oneshot_ll", "small: LL all-pairs"},
+		{nil, ir.AllReduce, 4, 4, 64 << 10, 0, "allreduce_oneshot_ll", "64 KiB is still small"},
+		{nil, ir.AllReduce, 4, 4, 64<<10 + 16, 0, "allreduce_ring", "large: ring"},
+		{nil, ir.AllReduce, 4, 4, 64 << 20, 0, "allreduce_ring", "large: ring"},
+		{nil, ir.AllReduce, 3, 3, 64 << 20, 0, "allreduce_ring", "3 ranks: ring"},
+		{nil, ir.AllReduce, 16, 16, 64 << 20, 0, "allreduce_ring", "16 ranks on one node: ring"},
+		{nil, ir.AllReduce, 8, 4, 64 << 20, 0, "allreduce_hier", "two nodes: hierarchical"},
+		{nil, ir.AllReduce, 8, 2, 64 << 20, 0, "allreduce_hier", "four nodes: hierarchical"},
+		{nil, ir.AllReduce, 6, 3, 64 << 20, 0, "allreduce_hier", "two nodes of 3: hierarchical"},
+		{nil, ir.AllReduce, 2, 1, 64 << 20, 0, "allreduce_hier", "two nodes of one rank: hierarchical"},
+		{nil, ir.AllGather, 16, 4, 64 << 20, 0, "allgather_hier", "four nodes: hierarchical"},
+		{nil, ir.AllReduce, 1, 1, 64 << 20, 0, "allreduce_ring", "one rank: a local copy"},
+		{ptr(-1), ir.AllReduce, 4, 4, 64 << 20, 0, "allreduce_ring", "-1: nobody is slow"},
+		{ptr(2), ir.AllReduce, 4, 4, 64 << 20, 0, "allreduce_dbtree_avoid2", "slow 2: trees with 2 a leaf"},
+		{ptr(2), ir.AllReduce, 8, 4, 64 << 20, 0, "allreduce_dbtree_avoid2", "slow 2 beats the node shape"},
+		{ptr(2), ir.AllReduce, 6, 6, 64 << 20, 0, "allreduce_dbtree_avoid2", "at 6 ranks too"},
+		{ptr(2), ir.AllReduce, 4, 4, 1024, 0, "allreduce_oneshot_ll", "one-shot relays through nobody"},
+		{ptr(9), ir.AllReduce, 4, 4, 64 << 20, 0, "allreduce_ring", "a rank outside the communicator is ignored"},
+		{ptr(9), ir.AllReduce, 12, 12, 64 << 20, 0, "allreduce_dbtree_avoid9", "slow 9 at 12 ranks"},
+		{ptr(20), ir.AllReduce, 24, 24, 64 << 20, 0, "allreduce_ring", "no avoid variant for rank 20: the demoted ring is still the best"},
+		{ptr(1), ir.AllReduce, 2, 2, 64 << 20, 0, "allreduce_ring", "nobody relays at 2 ranks"},
+		{nil, ir.AllGather, 4, 4, 1 << 20, 0, "allgather_ring", "large allgather: ring"},
+		{ptr(3), ir.AllGather, 4, 4, 1 << 20, 0, "allgather_direct", "slow: direct relays through nobody"},
+		{ptr(3), ir.ReduceScatter, 8, 8, 1 << 20, 0, "reducescatter_direct", "slow: direct relays through nobody"},
+		{nil, ir.AllToAll, 4, 4, 64 << 20, 0, "alltoall_direct", "alltoall: direct"},
+		{nil, ir.AllToAll, 200, 200, 1 << 20, 0, "alltoall_pull", "beyond 128 ranks: pull"},
+		{nil, ir.Gather, 4, 4, 1024, 2, "gather_direct", "gather: direct"},
+		{nil, ir.Scatter, 130, 130, 1 << 20, 7, "scatter_pull", "beyond 128 ranks: pull"},
+		{nil, ir.Broadcast, 4, 4, 1024, 3, "broadcast_direct", "small broadcast: direct"},
+		{nil, ir.Broadcast, 130, 130, 1024, 3, "broadcast_tree", "small broadcast beyond 128 ranks: tree"},
+		{nil, ir.Broadcast, 4, 4, 256 << 10, 0, "broadcast_tree", "medium broadcast: tree"},
+		{nil, ir.Broadcast, 4, 4, 4 << 20, 1, "broadcast_chain", "large broadcast: chain"},
+		{ptr(2), ir.Broadcast, 4, 4, 4 << 20, 1, "broadcast_chain_avoid1", "slow 2 is logical 1 for root 1"},
+		{ptr(1), ir.Broadcast, 4, 4, 4 << 20, 1, "broadcast_chain", "the slow rank is the root, which never relays"},
+		{ptr(0), ir.Reduce, 4, 4, 4 << 20, 1, "reduce_chain", "slow 0 is logical 3, the tail"},
+		{ptr(2), ir.Reduce, 4, 4, 256 << 10, 1, "reduce_tree_avoid1", "slow 2 is logical 1, interior in the tree"},
+		{ptr(5), ir.Broadcast, 8, 8, 256 << 10, 3, "broadcast_tree_avoid2", "slow 5 is logical 2 for root 3"},
 	}
 	sels := map[string]*selector.Selector{}
 	for _, c := range cases {
@@ -153,48 +164,63 @@ func TestExplain(t *testing.T) {
 // selected, and it never relays through the slow rank when a schedule that
 // avoids it exists (at n <= 2 nothing relays).
 func TestEveryRequestServedAvoidingSlow(t *testing.T) {
-	_, es, _ := mustBuild(t)
+	_, es := mustBuild(t)
 	byName := map[string]*entry{}
 	for _, e := range es {
 		byName[e.Name] = e
 	}
 	sizes := []int64{0, 16, 64 << 10, 64<<10 + 16<<3, 1 << 20, 1<<20 + 16<<3, 64 << 20}
-	for _, slow := range []int{-1, 0, 1, 2, 3, 4, 5, 6, 7} {
+	slows := []int{-1, 0, 1, 2, 3, 4, 5, 6, 7}
+	maxN := 8
+	if testing.Short() {
+		slows, maxN = []int{-1, 1, 3}, 4
+	}
+	for _, slow := range slows {
 		s := newSelector(t, ptr(slow))
-		for _, n := range worlds {
-			for _, l := range append(divisors(n), n) {
-				for _, c := range collectives {
-					roots := rootsOf(c, n)
-					for _, root := range roots {
-						for _, msg := range sizes {
-							r := request(c, n, l, msg, root)
-							id, err := s.Select(context.Background(), r)
-							if err != nil {
-								t.Fatal(err)
-							}
-							if id == selector.None {
-								t.Fatalf("slow %d: no schedule for %s n=%d l=%d %d B root %d", slow, c, n, l, msg, root)
-							}
-							ref, _ := s.Schedule(id)
-							name := strings.TrimSuffix(filepath.Base(ref.File), ".tsb")
-							e := byName[name]
-							if e == nil {
-								t.Fatalf("selected unknown schedule %s", ref.File)
-							}
-							logical := slow
-							if c.Rooted() && slow >= 0 {
-								logical = (slow - root + n) % n
-							}
-							if slow >= 0 && slow < n && slices.Contains(e.Relays, logical) {
-								t.Errorf("slow %d: %s n=%d l=%d %d B root %d chose %s, which relays through it",
-									slow, c, n, l, msg, root, name)
-							}
+		for _, sh := range shapesUpTo(maxN) {
+			n, l := sh.n, sh.l
+			for _, c := range collectives {
+				for _, root := range rootsOf(c, n) {
+					for _, msg := range sizes {
+						r := request(c, n, l, msg, root)
+						id, err := s.Select(context.Background(), r)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if id == selector.None {
+							t.Fatalf("slow %d: no schedule for %s n=%d l=%d %d B root %d", slow, c, n, l, msg, root)
+						}
+						ref, _ := s.Schedule(id)
+						e := byName[ref.File]
+						if e == nil {
+							t.Fatalf("selected unknown schedule %s", ref.File)
+						}
+						logical := slow
+						if c.Rooted() && slow >= 0 {
+							logical = (slow - root + n) % n
+						}
+						if e.Avoid == nil && slow >= 0 && slow < n && slices.Contains(e.Relays(n), logical) && avoidable(c, n, logical) {
+							t.Errorf("slow %d: %s n=%d l=%d %d B root %d chose %s, which relays through it",
+								slow, c, n, l, msg, root, e.Name)
 						}
 					}
 				}
 			}
 		}
+		s.Close() // each shape's schedules were built for this selector only
 	}
+}
+
+// avoidable reports whether the default context has a schedule that keeps
+// (logical) rank a off relaying paths for collective c at n ranks, in
+// every message-size regime: the avoid variants for ranks below avoidRanks,
+// and the relay-free direct exchange of allgather and reducescatter.
+func avoidable(c ir.Collective, n, a int) bool {
+	switch c {
+	case ir.AllGather, ir.ReduceScatter, ir.AllToAll, ir.Gather, ir.Scatter:
+		return true
+	}
+	return a < avoidRanks
 }
 
 // rootsOf lists the roots a request of c at n ranks may name: every rank

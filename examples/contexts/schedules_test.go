@@ -7,86 +7,136 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/theseus-ccl/theseus/codegen/bundle"
+	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
+	"github.com/theseus-ccl/theseus/compiler/frontends/policy"
 	"github.com/theseus-ccl/theseus/compiler/gen"
-	"github.com/theseus-ccl/theseus/compiler/verify"
-	"github.com/theseus-ccl/theseus/diag"
+	"github.com/theseus-ccl/theseus/compiler/passes"
 	"github.com/theseus-ccl/theseus/ir"
-	"github.com/theseus-ccl/theseus/ir/irtext"
 	"github.com/theseus-ccl/theseus/runtime/interp"
+	"github.com/theseus-ccl/theseus/runtime/selector"
 	"github.com/theseus-ccl/theseus/runtime/selector/schedfile"
+	"github.com/theseus-ccl/theseus/runtime/selector/vm"
 )
 
-var full = flag.Bool("contexts.full", false, "simulate every schedule of the default context over a wide case matrix")
+var full = flag.Bool("contexts.full", false, "build and simulate every schedule of the default context at more shapes over a wide case matrix")
 
-func mustBuild(t *testing.T) (map[string][]byte, []*entry, map[string]*compiled) {
+func mustBuild(t *testing.T) (map[string][]byte, []*entry) {
 	t.Helper()
-	files, es, comp, err := build()
+	files, es, err := build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return files, es, comp
+	return files, es
 }
 
-func errorDiags(ds []diag.Diagnostic) []diag.Diagnostic {
-	var out []diag.Diagnostic
-	for _, d := range ds {
-		if d.Severity == diag.Error {
-			out = append(out, d)
+// shape is a communicator's nranks and ranks per node (0: nodes of
+// different sizes).
+type shape struct{ n, l int }
+
+// shapesUpTo lists every (n, l) with n <= max and l dividing n, one node
+// (l = n) first.
+func shapesUpTo(max int) []shape {
+	var out []shape
+	for n := 1; n <= max; n++ {
+		out = append(out, shape{n, n})
+		for l := 1; l < n; l++ {
+			if n%l == 0 {
+				out = append(out, shape{n, l})
+			}
 		}
 	}
 	return out
 }
 
-// TestVerify proves every schedule with compiler/verify: the generated
-// program, its legalised form at the primitive level, and the source
-// embedded in the committed bundle; and loads every committed bundle the way
-// the runtime does (runtime/selector/schedfile), checking its metadata
-// against the manifest line.
-func TestVerify(t *testing.T) {
-	_, es, comp := mustBuild(t)
-	dir := t.TempDir()
-	if err := Materialize(dir); err != nil {
-		t.Fatal(err)
+// channels is the channel count the runtime asks e's generator for at n
+// ranks: e.Channels evaluated (wideChannels is the only expression), 1
+// without one.
+func (e *entry) channels(n int) int {
+	switch e.Channels {
+	case "":
+		return 1
+	case wideChannels:
+		return max(1, min(64/n, 32))
+	}
+	panic("unknown channel expression " + e.Channels)
+}
+
+// program is what the runtime generates for e at shape s: the most
+// channels from e.channels halving down that the generator accepts, nil
+// when e does not serve s (gen.Check).
+func (e *entry) program(t testing.TB, s shape) *ir.Program {
+	t.Helper()
+	o := e.opts(s.n, s.l)
+	o.Channels = 1
+	if gen.Check(e.Algo, o) != nil {
+		return nil
+	}
+	for k := e.channels(s.n); ; k /= 2 {
+		o.Channels = k
+		p, err := gen.Generate(e.Algo, o)
+		if err == nil {
+			return p
+		}
+		if !errors.Is(err, gen.ErrOptions) || k == 1 {
+			t.Fatalf("%s at %v: %v", e.Name, s, err)
+		}
+	}
+}
+
+// TestBuildAtShapes loads every entry the way the runtime does
+// (schedfile's generated path: generate, verify with every check, legalise
+// and lower each rank alone) at every shape up to 8 ranks it serves (16
+// with -contexts.full), and checks each rank's table against the whole
+// program compiled by compiler/passes at every shape up to 4 ranks.
+func TestBuildAtShapes(t *testing.T) {
+	_, es := mustBuild(t)
+	maxN, cmpN := 8, 4
+	if *full {
+		maxN, cmpN = 16, 8
+	}
+	if testing.Short() {
+		maxN, cmpN = 4, 3
 	}
 	for _, e := range es {
-		if ds := errorDiags(verify.Verify(e.Prog, verify.Options{})); len(ds) > 0 {
-			t.Errorf("%s: %v", e.Name, ds)
+		served := 0
+		for _, s := range shapesUpTo(maxN) {
+			o := e.opts(s.n, s.l)
+			if gen.Check(e.Algo, o) != nil {
+				continue
+			}
+			served++
+			req := selector.LoadRequest{Path: e.Name, Collective: e.Coll, NRanks: s.n, NLocalRanks: s.l,
+				Gen: &selector.GenSpec{Algorithm: e.Algo, Protocol: e.Protocol, Channels: e.channels(s.n), Avoid: e.Avoid, NLocalRanks: o.NLocalRanks}}
+			var b *bundle.Bundle
+			for r := range s.n {
+				req.Rank = r
+				info, err := schedfile.Loader{}.LoadFor(req)
+				if err != nil {
+					t.Fatalf("%s at %v rank %d: %v", e.Name, s, r, err)
+				}
+				b = info.Artifact.(*bundle.Bundle)
+			}
+			if s.n > cmpN {
+				continue
+			}
+			want, ds, err := passes.Compile(e.program(t, s), passes.Options{})
+			if err != nil || want == nil {
+				t.Fatalf("%s at %v: %v %v", e.Name, s, err, ds)
+			}
+			for r := range s.n {
+				if string(b.Tables[r]) != string(want.Tables[r]) {
+					t.Errorf("%s at %v: rank %d's table differs from compile's", e.Name, s, r)
+				}
+			}
 		}
-		if ds := errorDiags(verify.Verify(comp[e.Name].Prog, verify.Options{Level: ir.LevelPrimitive})); len(ds) > 0 {
-			t.Errorf("%s legalised: %v", e.Name, ds)
-		}
-		info, err := schedfile.Loader{}.Load(filepath.Join(dir, filepath.FromSlash(fileOf(e.Name))))
-		if err != nil {
-			t.Errorf("%s: %v", e.Name, err)
-			continue
-		}
-		type meta struct {
-			Coll                ir.Collective
-			NRanks, NLocalRanks int
-			InPlace, OutOfPlace bool
-		}
-		got := meta{info.Collective, info.NRanks, info.NLocalRanks, info.InPlace, info.OutOfPlace}
-		want := meta{e.Opts.Collective, e.Opts.NRanks, e.Opts.NLocalRanks, true, true}
-		if d := cmp.Diff(want, got); d != "" {
-			t.Errorf("%s: bundle metadata (-want +got):\n%s", e.Name, d)
-		}
-		b, ok := info.Artifact.(*bundle.Bundle)
-		if !ok || len(b.Source) == 0 {
-			t.Errorf("%s: the bundle has no embedded source", e.Name)
-			continue
-		}
-		p, ds := irtext.Parse(e.Name+".tir", b.Source)
-		if p == nil || len(errorDiags(ds)) > 0 {
-			t.Errorf("%s: embedded source: %v", e.Name, ds)
-			continue
-		}
-		if ds := errorDiags(verify.Verify(p, verify.Options{})); len(ds) > 0 {
-			t.Errorf("%s: embedded source: %v", e.Name, ds)
+		if served == 0 && (e.Avoid == nil || e.Avoid[0] < maxN) {
+			t.Errorf("%s serves no shape up to %d ranks", e.Name, maxN)
 		}
 	}
 }
@@ -111,70 +161,221 @@ func simOptions(p *ir.Program, wide bool) interp.SimOptions {
 	return o
 }
 
-// TestSimulate runs schedules in the host interpreter (runtime/interp,
-// Simulate) and requires #wrong = 0 in every case. By default it runs the
-// schedules for nranks <= 4 over the quick matrix (the 8-rank ones are
-// covered by the same generators at 4 ranks and by -contexts.full); with
-// -contexts.full, every schedule over the wide matrix.
+// TestSimulate runs every entry's legalised program in the host interpreter
+// (runtime/interp, Simulate) and requires #wrong = 0 in every case: at 3
+// and 4 ranks on one node, and 4 ranks on two nodes, over the quick matrix
+// (with -contexts.full also 5, 6 and 8 ranks over the wide one).
 func TestSimulate(t *testing.T) {
-	_, es, comp := mustBuild(t)
+	_, es := mustBuild(t)
+	shapes := []shape{{3, 3}, {4, 4}, {4, 2}}
+	if *full {
+		shapes = append(shapes, shape{5, 5}, shape{6, 3}, shape{8, 8}, shape{8, 2})
+	}
+	if testing.Short() {
+		shapes = shapes[:1]
+	}
 	for _, e := range es {
-		if !*full && (e.Opts.NRanks > 4 || testing.Short() && e.Opts.NRanks > 2) {
-			continue
-		}
-		t.Run(e.Name, func(t *testing.T) {
-			p := comp[e.Name].Prog
-			res, err := interp.Simulate(p, simOptions(p, *full))
-			if err != nil {
-				t.Fatal(err)
+		for _, s := range shapes {
+			p := e.program(t, s)
+			if p == nil {
+				continue
 			}
-			bad := 0
-			for _, r := range res {
-				if !r.OK() {
-					if bad < 3 {
-						t.Errorf("%v", r)
-					}
-					bad++
+			t.Run(fmt.Sprintf("%s/n%d_l%d", e.Name, s.n, s.l), func(t *testing.T) {
+				st, err := passes.Run(p, passes.Options{StopAfter: "legalize"})
+				if err != nil || st.Prog == nil {
+					t.Fatal(err)
 				}
-			}
-			if bad > 0 {
-				t.Fatalf("%d of %d cases wrong", bad, len(res))
-			}
-		})
+				res, err := interp.Simulate(st.Prog, simOptions(st.Prog, *full))
+				if err != nil {
+					t.Fatal(err)
+				}
+				bad := 0
+				for _, r := range res {
+					if !r.OK() {
+						if bad < 3 {
+							t.Errorf("%v", r)
+						}
+						bad++
+					}
+				}
+				if bad > 0 {
+					t.Fatalf("%d of %d cases wrong", bad, len(res))
+				}
+			})
+		}
 	}
 }
 
-// TestRelaysMatchGen checks the relay analysis the slow_rank policies are
-// derived from against compiler/gen's own notion (Options.Avoid: a
-// generator that does not place avoided ranks returns ErrAvoid exactly for
-// the ranks that relay), and that every avoid variant keeps its rank off
-// relaying paths.
-func TestRelaysMatchGen(t *testing.T) {
-	_, es, _ := mustBuild(t)
+// evalPolicy evaluates a policy expression of the default context for a
+// request of nranks n, nlocalranks l, root root and message size msg, with
+// slow_rank slow and ll_max_bytes llMax.
+func evalPolicy(t testing.TB, expr string, want policy.Want, n, l, root int, msg, slow, llMax int64) vm.Value {
+	t.Helper()
+	prog := compiledPolicy(t, expr, want)
+	env := vm.Env{Attrs: []int64{slow, llMax}}
+	env.Req[bc.ReqNRanks], env.Req[bc.ReqNLocalRanks], env.Req[bc.ReqRoot], env.Req[bc.ReqMessageSize] = int64(n), int64(l), int64(root), msg
+	var m vm.VM
+	v, f := m.Eval(prog, &env)
+	if !f.OK() {
+		t.Fatalf("%q: %s", expr, f.Describe(prog))
+	}
+	return v
+}
+
+var policies sync.Map // expression -> *vm.Program
+
+// compiledPolicy compiles and links expr once (slow_rank in slot 0,
+// ll_max_bytes in slot 1).
+func compiledPolicy(t testing.TB, expr string, want policy.Want) *vm.Program {
+	if p, ok := policies.Load(expr); ok {
+		return p.(*vm.Program)
+	}
+	attrs := policy.AttrMap{
+		"slow_rank":    {Name: "slow_rank", Type: bc.Int, Origin: bc.Exo},
+		"ll_max_bytes": {Name: "ll_max_bytes", Type: bc.Int, Origin: bc.Exo},
+		"root":         {Name: "root", Type: bc.Int, Origin: bc.Endo, Path: bc.ReqRoot},
+		"msgsize":      {Name: "msgsize", Type: bc.Int, Origin: bc.Endo, Path: bc.ReqMessageSize},
+		"nranks":       {Name: "nranks", Type: bc.Int, Origin: bc.Endo, Path: bc.ReqNRanks},
+		"nlocalranks":  {Name: "nlocalranks", Type: bc.Int, Origin: bc.Endo, Path: bc.ReqNLocalRanks},
+	}
+	p, ds := policy.Compile(expr, attrs, policy.Options{Want: want})
+	if p == nil {
+		t.Fatalf("%q: %v", expr, ds)
+	}
+	prog, err := vm.Load(p, func(im bc.Import) (int, error) {
+		if im.Name == "ll_max_bytes" {
+			return 1, nil
+		}
+		return 0, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies.Store(expr, prog)
+	return prog
+}
+
+// TestPoliciesMatchRelays: the relays each entry's policies assume
+// (entry.Relays) are those of its programs (the relay analysis, relays) at
+// every shape up to 12 ranks; the preference of a schedule that relays is
+// demoted exactly when the slow rank (its logical rank, for rooted
+// collectives, for every root) relays; an avoid variant is usable exactly
+// when its rank is slow and relays in the schedule it replaces, and its
+// own program keeps that rank off relaying paths.
+func TestPoliciesMatchRelays(t *testing.T) {
+	_, es := mustBuild(t)
+	byName := map[string]*entry{}
 	for _, e := range es {
-		if e.Opts.Avoid != nil {
-			if slices.Contains(e.Relays, e.Opts.Avoid[0]) {
-				t.Errorf("%s relays through its avoided rank %d", e.Name, e.Opts.Avoid[0])
+		byName[e.Name] = e
+	}
+	maxN := 12
+	if testing.Short() {
+		maxN = 6
+	}
+	for _, e := range es {
+		for _, s := range shapesUpTo(maxN) {
+			p := e.program(t, s)
+			if p == nil {
+				continue
 			}
-			continue
-		}
-		if usesAvoid(e.Algo) {
-			continue // avoid changes the program; checked through the variants
-		}
-		var want []int
-		for r := range e.Opts.NRanks {
-			o := e.Opts
-			o.Avoid = []int{r}
-			_, err := gen.Generate(e.Algo, o)
-			switch {
-			case errors.Is(err, gen.ErrAvoid):
-				want = append(want, r)
-			case err != nil:
-				t.Fatalf("%s avoid %d: %v", e.Name, r, err)
+			got := relays(p)
+			if e.Avoid != nil {
+				if slices.Contains(got, e.Avoid[0]) {
+					t.Errorf("%s at %v relays through its avoided rank %d", e.Name, s, e.Avoid[0])
+				}
+			} else if want := e.Relays(s.n); !slices.Equal(got, want) {
+				t.Errorf("%s at %v: relays %v, the policy assumes %v", e.Name, s, got, want)
+			}
+			roots := []int{0}
+			if e.Coll.Rooted() {
+				roots = rootsOf(e.Coll, s.n)
+			}
+			for _, root := range roots {
+				for slow := -1; slow <= s.n; slow++ {
+					logical := slow
+					if e.Coll.Rooted() && slow >= 0 && slow < s.n {
+						logical = (slow - root + s.n) % s.n
+					}
+					msg := int64(e.MinBytes) + 16
+					if e.Usable != "" {
+						base := e
+						if e.Replaces != "" {
+							base = byName[e.Replaces]
+						}
+						u := evalPolicy(t, e.Usable, policy.WantBool, s.n, s.l, root, msg, int64(slow), 65536).Bool()
+						want := true
+						switch {
+						case e.Avoid != nil:
+							want = slow >= 0 && slow < s.n && logical == e.Avoid[0] && slices.Contains(base.Relays(s.n), logical)
+						case e.Protocol == ir.LL:
+							want = s.n > 1
+						case e.Algo == "hier":
+							want = s.l < s.n
+						case e.Algo == "direct":
+							want = s.n > 2
+						}
+						if u != want {
+							t.Errorf("%s at %v root %d slow %d: usable %v, want %v", e.Name, s, root, slow, u, want)
+						}
+					}
+					if e.Protocol == ir.LL || e.Avoid != nil {
+						continue
+					}
+					pref := evalPolicy(t, e.Pref, policy.WantNumber, s.n, s.l, root, msg, int64(slow), 65536).Number()
+					relaysSlow := slow >= 0 && slow < s.n && slices.Contains(e.Relays(s.n), logical)
+					if demotedNow := pref < float64(prefOf(e)); demotedNow != relaysSlow && e.Algo != "direct" {
+						t.Errorf("%s at %v root %d slow %d: preference %v, relays through the slow rank %v", e.Name, s, root, slow, pref, relaysSlow)
+					}
+				}
 			}
 		}
-		if d := cmp.Diff(want, e.Relays); d != "" {
-			t.Errorf("%s: relays (-gen +analysis):\n%s", e.Name, d)
+	}
+}
+
+// prefOf is an entry's undemoted preference.
+func prefOf(e *entry) int {
+	switch e.Algo {
+	case "hier":
+		return prefHier
+	case "pull":
+		return prefFlat
+	}
+	if e.MaxBytes == smallMax {
+		return prefSmall
+	}
+	return prefBase
+}
+
+// TestRelaysMatchGen checks the relay analysis the slow_rank policies are
+// checked with against compiler/gen's own notion (Options.Avoid: a
+// generator that does not place avoided ranks returns ErrAvoid exactly for
+// the ranks that relay), at 3 to 6 ranks.
+func TestRelaysMatchGen(t *testing.T) {
+	_, es := mustBuild(t)
+	for _, e := range es {
+		if e.Avoid != nil || usesAvoid(e.Algo) {
+			continue // avoid changes the program: checked through the variants
+		}
+		for _, s := range shapesUpTo(6) {
+			p := e.program(t, s)
+			if p == nil || s.n < 3 {
+				continue
+			}
+			var want []int
+			for r := range s.n {
+				o := e.opts(s.n, s.l)
+				o.Avoid = []int{r}
+				_, err := gen.Generate(e.Algo, o)
+				switch {
+				case errors.Is(err, gen.ErrAvoid):
+					want = append(want, r)
+				case err != nil:
+					t.Fatalf("%s avoid %d: %v", e.Name, r, err)
+				}
+			}
+			if d := cmp.Diff(want, relays(p)); d != "" {
+				t.Errorf("%s at %v: relays (-gen +analysis):\n%s", e.Name, s, d)
+			}
 		}
 	}
 }
@@ -203,6 +404,7 @@ func TestRelaysOfKnownShapes(t *testing.T) {
 		{"tree", gen.Options{Collective: ir.Broadcast, NRanks: 8}, []int{1, 2, 3}},
 		{"direct", gen.Options{Collective: ir.AllGather, NRanks: 4}, nil},
 		{"oneshot", gen.Options{Collective: ir.AllReduce, NRanks: 4, Protocol: ir.LL}, nil},
+		{"pull", gen.Options{Collective: ir.AllToAll, NRanks: 5}, nil},
 	}
 	for _, c := range cases {
 		p, err := gen.Generate(c.algo, c.opts)
@@ -211,6 +413,91 @@ func TestRelaysOfKnownShapes(t *testing.T) {
 		}
 		if d := cmp.Diff(c.want, relays(p)); d != "" {
 			t.Errorf("%s %v: (-want +got):\n%s", c.algo, c.opts, d)
+		}
+	}
+}
+
+// everyShape lists every nranks from 1 to 1024, each with every
+// nlocalranks that divides it and with 0 (nodes of different sizes).
+func everyShape() []shape {
+	var out []shape
+	for n := 1; n <= 1024; n++ {
+		out = append(out, shape{n, 0})
+		for l := 1; l <= n; l++ {
+			if n%l == 0 {
+				out = append(out, shape{n, l})
+			}
+		}
+	}
+	return out
+}
+
+// TestServesEveryShape: for every nranks from 1 to 1024, every node shape, every collective and a message size in every regime, with no
+// slow rank and with a slow one, some entry of the default context matches
+// (its collective, window, and generator serving the shape: gen.Check) and
+// is usable. (That the matched programs then build is TestBuildAtShapes'
+// and TestGeneratesLarge's.)
+func TestServesEveryShape(t *testing.T) {
+	_, es := mustBuild(t)
+	sizes := []int64{16, smallMax, smallMax + 16, midMax + 16, llCap + 16}
+	checked := 0
+	for _, s := range everyShape() {
+		served := map[ir.Collective][]bool{}
+		for _, e := range es {
+			o := e.opts(s.n, s.l)
+			o.Channels = 1
+			if gen.Check(e.Algo, o) != nil {
+				continue
+			}
+			for _, slow := range []int64{-1, int64(s.n / 2)} {
+				for i, msg := range sizes {
+					if msg < e.MinBytes || e.MaxBytes != 0 && msg > e.MaxBytes {
+						continue
+					}
+					if e.Usable != "" && !evalPolicy(t, e.Usable, policy.WantBool, s.n, s.l, 0, msg, slow, 65536).Bool() {
+						continue
+					}
+					if served[e.Coll] == nil {
+						served[e.Coll] = make([]bool, 2*len(sizes))
+					}
+					served[e.Coll][i+len(sizes)*int(min(slow+1, 1))] = true
+				}
+			}
+		}
+		for _, c := range collectives {
+			for i, ok := range served[c] {
+				if !ok {
+					t.Errorf("%s at %d ranks, %d per node: nothing serves %d B (slow rank %v)", c, s.n, s.l, sizes[i%len(sizes)], i >= len(sizes))
+				}
+			}
+			if served[c] == nil {
+				t.Errorf("%s at %d ranks, %d per node: nothing serves it", c, s.n, s.l)
+			}
+			checked++
+		}
+	}
+	t.Logf("%d (shape, collective) pairs checked", checked)
+}
+
+// TestGeneratesLarge: at the large shapes the sampled sweep cannot build
+// (up to 1024 ranks), the entry that serves each collective's large
+// messages on one node and on nodes of 8 generates within gen's limits
+// (its channel count halved as the runtime does).
+func TestGeneratesLarge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("programs of up to 2 M ops")
+	}
+	_, es := mustBuild(t)
+	want := map[string]bool{"allreduce_ring": true, "allreduce_hier": true, "allgather_ring": true, "reducescatter_hier": true,
+		"alltoall_pull": true, "broadcast_chain": true, "reduce_tree": true, "gather_pull": true, "scatter_pull": true}
+	for _, e := range es {
+		if !want[e.Name] {
+			continue
+		}
+		for _, s := range []shape{{1024, 1024}, {1024, 8}, {200, 8}} {
+			if e.program(t, s) == nil {
+				t.Errorf("%s does not serve %v", e.Name, s)
+			}
 		}
 	}
 }
@@ -252,12 +539,6 @@ func TestMaterialize(t *testing.T) {
 }
 
 func ExampleFiles() {
-	n := 0
-	for _, f := range Files() {
-		if filepath.Ext(f) == ".tsb" {
-			n++
-		}
-	}
-	fmt.Println(Files()[0], n > 100)
-	// Output: attribute_manifest.jsonl true
+	fmt.Println(Files())
+	// Output: [attribute_manifest.jsonl ll_max_bytes.jsonl schedule_manifest.jsonl slow_rank.jsonl]
 }

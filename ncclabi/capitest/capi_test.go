@@ -342,6 +342,37 @@ func TestGroupedInitOneThread(t *testing.T) {
 	checkRanks(t, res, []string{"version", "grouped init", "initall"})
 }
 
+// TestNoContextVariable: a C client on the host backend with no
+// THESEUS_SELECTION_CONTEXT and an empty home directory runs (three
+// communicators of one process: grouped init, allreduce, ncclCommInitAll,
+// allgather) on the default context built into the library, which the
+// INIT log names and which is materialised read-only under the home's
+// cache directory.
+func TestNoContextVariable(t *testing.T) {
+	b := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	home := t.TempDir()
+	cmd := exec.CommandContext(ctx, b.test, "grouped", "3")
+	var env []string
+	for _, kv := range b.hostEnv("THESEUS_DEBUG=INFO") {
+		if !strings.HasPrefix(kv, "THESEUS_SELECTION_CONTEXT=") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "XDG_CACHE_HOME=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, "HOME="+home)
+	out, err := cmd.CombinedOutput()
+	res := []rankOut{{rank: 0, out: string(out), err: err}}
+	checkRanks(t, res, []string{"version", "grouped init", "initall"})
+	dirs, _ := filepath.Glob(filepath.Join(home, ".cache", "theseus", "contexts", "default-*"))
+	if len(dirs) != 1 {
+		t.Fatalf("materialised contexts under %s: %v", home, dirs)
+	}
+	if want := "INIT selection context " + dirs[0] + " (embedded default)"; !strings.Contains(string(out), want) {
+		t.Errorf("no %q in:\n%s", want, tail(string(out), 40))
+	}
+}
+
 // TestHostProcessPitfalls: SA_ONSTACK is added to a handler installed
 // without it, and a child after fork() is refused every call (except the
 // pure-C ncclGetVersion) with a reason, while the parent goes on.
@@ -597,7 +628,9 @@ int main(void) { int v = 0; char id[128]; ncclGetVersion(&v); printf("version %d
 			[]string{"version 22501"}},
 	} {
 		cmd := exec.Command(prog)
-		cmd.Env = baseEnv(c.env...)
+		// The fake NCCL counts its calls in FAKE_NCCL_DIR (without it, it
+		// counts nothing: go test ./... used to leave /tmp/calls.<pid>).
+		cmd.Env = baseEnv(append(c.env, "FAKE_NCCL_DIR="+dir)...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Errorf("%s: %v\n%s", c.name, err, out)
@@ -608,6 +641,9 @@ int main(void) { int v = 0; char id[128]; ncclGetVersion(&v); printf("version %d
 				t.Errorf("%s: output lacks %q:\n%s", c.name, w, out)
 			}
 		}
+	}
+	if calls, _ := filepath.Glob(filepath.Join(dir, "calls.*")); len(calls) == 0 {
+		t.Errorf("the fake NCCL's call counts are not in FAKE_NCCL_DIR %s", dir)
 	}
 }
 

@@ -5,6 +5,13 @@
 #
 #   ncclabi/gpu/run_torch_check.sh
 #   NRANKS="4" ncclabi/gpu/run_torch_check.sh
+#   NO_CONTEXT=1 NRANKS="2 3" ncclabi/gpu/run_torch_check.sh
+#
+# NO_CONTEXT=1 runs with no THESEUS_SELECTION_CONTEXT and a home directory
+# without ~/.theseus: the library takes the context installed beside it
+# (PREFIX/share/theseus/contexts/default) or its built-in default, and its
+# INIT line "selection context DIR (installed|embedded default)" must say so
+# (summary.md lists it). 3 ranks had no schedule in the old default context.
 #
 # Results: $RESULTS/torch/n<N>.txt (all ranks' output: the checks, the NCCL
 # library each process loaded, Theseus's INFO log lines naming the schedule
@@ -14,6 +21,13 @@ source "$(dirname "$0")/common.sh"
 need_prefix
 theseus_env
 NRANKS=${NRANKS:-2 4}
+if [ "${NO_CONTEXT:-0}" = 1 ]; then
+  unset THESEUS_SELECTION_CONTEXT MSCCLPP_SELECTION_CONTEXT
+  export PYTHONUSERBASE=${PYTHONUSERBASE:-$HOME/.local} # keep a user-site torch importable
+  HOME=$(mktemp -d)
+  export HOME XDG_CACHE_HOME=$HOME/.cache
+  export THESEUS_DEBUG_SUBSYS=INIT,COLL
+fi
 PY=${PYTHON:-python3}
 OUTD=$RESULTS/torch
 mkdir -p "$OUTD"
@@ -48,6 +62,11 @@ for n in $NRANKS; do
   fi
   lib=$(grep -m1 -o "NCCL loaded: .*" "$out" | cut -c15- || echo "?")
   echo "| $n | $rc | $ok | $bad | $served | $lib |" >>"$SUMMARY"
+  if [ "${NO_CONTEXT:-0}" = 1 ]; then
+    ctx=$(grep -m1 -o "selection context [^ ]* ([a-z ]*)" "$out" || true)
+    echo "| | no context variable: $ctx | | | | |" >>"$SUMMARY"
+    case "$ctx" in *"(installed)"|*"(embedded default)") ;; *) fail=1 ;; esac
+  fi
   grep "TORCHCHECK.*\(FAIL\|ERROR\|done\|loaded\)" "$out" || true
   if [ "$rc" != 0 ] || [ "$bad" != 0 ] || [ "$ok" = 0 ] || [ "$served" = 0 ]; then fail=1; fi
 done

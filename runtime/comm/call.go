@@ -10,6 +10,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/codegen/bundle"
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/ctxdir"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/executor"
@@ -307,7 +308,7 @@ func (c *Comm) contextState() string {
 	}
 	dir := c.cfg.ContextDir
 	unset := ""
-	if v, ok := env.SelContext.Raw(); (!ok || v == "") && dir == selector.DefaultContextDir() {
+	if v, ok := env.SelContext.Raw(); (!ok || v == "") && dir == ctxdir.Dir() {
 		unset = " (THESEUS_SELECTION_CONTEXT is unset, so the default directory is read; set it to a selection context such as examples/contexts/default)"
 	}
 	_, scheds := c.sel.Agreed()

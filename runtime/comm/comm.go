@@ -30,6 +30,7 @@ import (
 	"github.com/theseus-ccl/theseus/compiler/passes"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
+	"github.com/theseus-ccl/theseus/runtime/ctxdir"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/executor"
@@ -49,8 +50,9 @@ type Config struct {
 	// backend). Every communicator of a process must use the same one.
 	Device int
 	// ContextDir is the selection context (default:
-	// selector.DefaultContextDir(): THESEUS_SELECTION_CONTEXT, else
-	// $HOME/.theseus/contexts/default, else ./theseus_context).
+	// ctxdir.Default(): THESEUS_SELECTION_CONTEXT, else
+	// $HOME/.theseus/contexts/default if it exists, else the context
+	// installed beside the library, else the embedded default).
 	ContextDir string
 	// HostID groups ranks into nodes (default DefaultHostID()).
 	HostID string
@@ -75,6 +77,10 @@ type Config struct {
 	Loader selector.ScheduleLoader
 	// Clock is the selector's clock for valid_after (default time.Now).
 	Clock func() time.Time
+	// SelectorLogger receives the selector's messages: the selection
+	// context's diagnostics (file:line:col) and schedules that fail to
+	// load (default: runtime/log, subsystem SELECTOR).
+	SelectorLogger selector.Logger
 }
 
 func (c *Config) fill() error {
@@ -147,7 +153,11 @@ func (c *Config) fill() error {
 		c.AllowSharedDevice = &v
 	}
 	if c.ContextDir == "" {
-		c.ContextDir = selector.DefaultContextDir()
+		ch, err := ctxdir.Default()
+		if err != nil {
+			return err
+		}
+		c.ContextDir = ch.Dir
 	}
 	if c.Loader == nil {
 		c.Loader = CompilingLoader{}
@@ -166,6 +176,18 @@ type CompilingLoader struct {
 // Load implements selector.ScheduleLoader.
 func (l CompilingLoader) Load(path string) (*selector.ScheduleInfo, error) {
 	info, err := l.Loader.Load(path)
+	return compiled(path, info, err)
+}
+
+// LoadFor implements selector.RankLoader (generated entries, and one
+// rank's section of a bundle).
+func (l CompilingLoader) LoadFor(req selector.LoadRequest) (*selector.ScheduleInfo, error) {
+	info, err := l.Loader.LoadFor(req)
+	return compiled(req.Path, info, err)
+}
+
+// compiled compiles a loaded source schedule to a bundle.
+func compiled(path string, info *selector.ScheduleInfo, err error) (*selector.ScheduleInfo, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +378,7 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 	c.perNode = c.layout.PerNode
 	c.agree = newEpochAgreement(c.boot, rank, nranks, cfg.Timeout)
 	c.sel, err = selector.New(selector.Options{Dir: cfg.ContextDir, CheckPeriod: cfg.CheckPeriod, Agreement: c.agree,
-		Timeout: cfg.Timeout, Loader: cfg.Loader, Clock: cfg.Clock})
+		Timeout: cfg.Timeout, Loader: cfg.Loader, Clock: cfg.Clock, Rank: rank, Logger: cfg.SelectorLogger})
 	if err != nil {
 		return nil, &Error{Code: InvalidArgument, Op: "init", Rank: rank, Msg: "selector", Err: err}
 	}

@@ -19,9 +19,10 @@ import (
 
 // TestNoScheduleNamesContext: when no schedule serves a request because the
 // selection context is missing or empty, the error names the directory and
-// says which (and, when THESEUS_SELECTION_CONTEXT is unset, that the
-// default directory was read). It used to say only "no schedule serves the
-// request".
+// says which. It used to say only "no schedule serves the request". With no
+// context configured, THESEUS_SELECTION_CONTEXT unset and no home context,
+// the communicator reads the embedded default (runtime/ctxdir) and serves
+// the request.
 func TestNoScheduleNamesContext(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
@@ -33,12 +34,11 @@ func TestNoScheduleNamesContext(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(empty, "attribute_manifest.jsonl"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	def := filepath.Join(home, ".theseus", "contexts", "default")
 	for _, tc := range []struct {
 		dir  string
 		want []string
 	}{
-		{"", []string{"selection context " + def + " is missing (THESEUS_SELECTION_CONTEXT is unset, so the default directory is read"}},
+		{"", nil},
 		{filepath.Join(home, "nope"), []string{"selection context " + filepath.Join(home, "nope") + " is missing: no schedule serves the request"}},
 		{empty, []string{"selection context " + empty + " is empty: it has no schedule entries (schedule_manifest.jsonl): no schedule serves the request"}},
 	} {
@@ -55,6 +55,13 @@ func TestNoScheduleNamesContext(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = c.Collective(context.Background(), &Call{Coll: ir.AllReduce, Send: p, Recv: p + 2048, Count: 16, DataType: ir.Float32})
+		if tc.dir == "" {
+			if err != nil || !strings.Contains(filepath.Base(c.ContextDir()), "default-") {
+				t.Errorf("no context configured: %v (context %s), want the embedded default", err, c.ContextDir())
+			}
+			c.Destroy()
+			continue
+		}
 		if !errors.Is(err, ErrNoSchedule) || CodeOf(err) != InvalidUsage {
 			t.Errorf("context %q: %v, want InvalidUsage wrapping ErrNoSchedule", tc.dir, err)
 		}

@@ -50,7 +50,7 @@ var (
 	DebugSubsys  = reg(Param{Name: "DEBUG_SUBSYS", Kind: String, Default: "INIT", Doc: "Comma-separated subsystems among INIT, COLL, P2P, SHM, NET, GRAPH, TUNING, ENV, ALLOC, CALL, EXECUTOR, NCCL, SELECTOR and ALL; a leading ^ enables all but those listed.", Listed: "THESEUS_"})
 	DebugFile    = reg(Param{Name: "DEBUG_FILE", Kind: String, Doc: "Write debug logs to this file instead of stdout; %h expands to the host name and %p to the process id.", Listed: "THESEUS_"})
 	NCCLLibPath  = reg(Param{Name: "NCCL_LIB_PATH", Kind: String, Doc: "Path of the real NCCL library used as fallback (dlopen).", Listed: "THESEUS_"})
-	SelContext   = reg(Param{Name: "SELECTION_CONTEXT", Kind: String, Doc: "Selection context directory. Default $HOME/.theseus/contexts/default, or ./theseus_context without HOME.", Listed: "THESEUS_"})
+	SelContext   = reg(Param{Name: "SELECTION_CONTEXT", Kind: String, Doc: "Selection context directory. Unset: $HOME/.theseus/contexts/default if it exists, else PREFIX/share/theseus/contexts/default beside the library, else the built-in default (docs/selection-context.md, Which context).", Listed: "THESEUS_"})
 	NpkitDumpDir = reg(Param{Name: "NPKIT_DUMP_DIR", Kind: String, Doc: "Accepted for compatibility; Theseus has no NPKit build.", Listed: "THESEUS_"})
 	CheckPeriod  = reg(Param{Name: "CONTEXT_CHECK_PERIOD", Kind: Int, Default: "1000", Doc: "Ranks agree on the selection-context snapshot every K requests (and at the first).", Listed: "THESEUS_"})
 	VectorMaxLen = reg(Param{Name: "VECTOR_ATTRIBUTE_MAX_LENGTH", Kind: Int, Default: "1024", Doc: "Maximum number of elements of a vector-valued attribute.", Listed: "THESEUS_"})

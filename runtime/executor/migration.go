@@ -39,7 +39,10 @@ func (e *Executor) l1Materialise(ctx context.Context, w *walk, migrate bool) Eve
 	}
 	ent := &l1Entry{key: l1Key{s.ID, shift}, sched: s, logical: l, table: t, ends: make([]endRes, len(t.Channels)),
 		exportTo: make([]uint8, n), importFrom: make([]uint8, n), fenceAll: t.Protocol == ir.LL || t.FenceLaunches}
-	enc := b.Tables[l]
+	enc, err := b.TableBytes(l) // read (and its hash checked) by s.Table
+	if err != nil {
+		return e.fail(w, state, fmt.Errorf("schedule %q rank %d: %w", s.Name, l, err), false)
+	}
 	tp, err := e.small(int64(max(len(enc), 1)))
 	if err != nil {
 		return e.fail(w, state, err, true)

@@ -38,6 +38,10 @@ type SimOptions struct {
 	Seed uint64
 	// Timeout bounds each wait (default 10 s).
 	Timeout time.Duration
+	// OnCase, when set, is called after each case with its result, how
+	// many cases are done (1-based) and how many there are (theseusc sim
+	// prints a line per case as it finishes).
+	OnCase func(c CaseResult, done, total int)
 }
 
 // CaseResult is the outcome of one simulated case.
@@ -201,6 +205,7 @@ func Simulate(p *ir.Program, opts SimOptions) ([]CaseResult, error) {
 	}
 	var out []CaseResult
 	caseNo := uint64(0)
+	total := len(o.DataTypes) * len(o.RedOps) * len(arrangements) * len(o.Counts) * len(o.Slices) * len(o.PacketTypes) * len(roots)
 	for _, dt := range o.DataTypes {
 		if dt >= ir.NumDataTypes {
 			return nil, fmt.Errorf("interp: unknown data type %v", dt)
@@ -219,6 +224,9 @@ func Simulate(p *ir.Program, opts SimOptions) ([]CaseResult, error) {
 									InPlace: inPlace, Count: count, Slices: s, Protocol: p.Protocol, PacketType: pt, Root: root}
 								runCase(tables, &c, o, caseNo)
 								out = append(out, c)
+								if o.OnCase != nil {
+									o.OnCase(c, int(caseNo), total)
+								}
 							}
 						}
 					}

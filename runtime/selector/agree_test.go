@@ -3,7 +3,6 @@ package selector
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -81,27 +80,6 @@ func TestSelectPeerMissing(t *testing.T) {
 	defer s.Close()
 	if _, err := s.Select(context.Background(), req(ir.AllReduce, 1)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Select = %v, want a deadline error", err)
-	}
-}
-
-func TestDefaultContextDir(t *testing.T) {
-	defer env.SetLookupForTest(func(k string) (string, bool) {
-		if k == "THESEUS_SELECTION_CONTEXT" {
-			return "/ctx/x", true
-		}
-		return "", false
-	})()
-	if d := DefaultContextDir(); d != "/ctx/x" {
-		t.Fatalf("with THESEUS_SELECTION_CONTEXT: %q", d)
-	}
-	env.SetLookupForTest(func(string) (string, bool) { return "", false })
-	t.Setenv("HOME", "/home/u")
-	if d := DefaultContextDir(); d != filepath.Join("/home/u", ".theseus", "contexts", "default") {
-		t.Fatalf("default: %q", d)
-	}
-	t.Setenv("HOME", "")
-	if d := DefaultContextDir(); d != "theseus_context" {
-		t.Fatalf("without HOME: %q", d)
 	}
 }
 

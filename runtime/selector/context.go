@@ -1,13 +1,16 @@
 package selector
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
 	"github.com/theseus-ccl/theseus/compiler/frontends/policy"
+	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/runtime/selector/manifest"
 	"github.com/theseus-ccl/theseus/runtime/selector/vm"
@@ -110,6 +113,21 @@ type sched struct {
 	precompiled bool
 	staleLogged uint8
 
+	// A generated entry's channel count: chanProg when the manifest gives
+	// an expression, else chanK; and the last communicator shape checked
+	// against the generator (gen.Check), which is the only one a
+	// communicator's requests have.
+	chanProg *vm.Program
+	chanK    int
+	shape    struct {
+		n, l int
+		set  bool
+		why  string // "" when the generator serves the shape
+	}
+	// failed lists the shapes a generated entry failed to build for (on
+	// some rank): excluded for those shapes only.
+	failed []genFailure
+
 	ls     loadState
 	info   *ScheduleInfo
 	cons   constraints // the manifest's, narrowed by the file once loaded
@@ -120,16 +138,79 @@ type sched struct {
 }
 
 // matches reports whether the schedule's constraints admit the request.
-// (The collective is matched by the snapshot's per-collective index.)
+// (The collective is matched by the snapshot's per-collective index.) A
+// generated entry matches the nranks it gives, or any, when its generator
+// serves the request's shape and has not failed to build for it.
 func (s *sched) matches(r *Request, msg int64) bool {
 	c := &s.cons
-	if s.entry.NRanks != r.NRanks || c.nlocal != 0 && c.nlocal != r.NLocalRanks || msg < c.minBytes || c.maxBytes != 0 && msg > c.maxBytes {
+	if s.entry.Gen != nil {
+		if s.entry.NRanks != 0 && s.entry.NRanks != r.NRanks || s.genWhy(r) != "" || len(s.failed) > 0 && s.failedFor(r) != "" {
+			return false
+		}
+	} else if s.entry.NRanks != r.NRanks {
+		return false
+	}
+	if c.nlocal != 0 && c.nlocal != r.NLocalRanks || msg < c.minBytes || c.maxBytes != 0 && msg > c.maxBytes {
 		return false
 	}
 	if r.InPlace {
 		return c.inplace.allows()
 	}
 	return c.outofplace.allows()
+}
+
+// genFailure is a shape a generated entry failed to build for, and why.
+type genFailure struct {
+	n, l int
+	why  string
+}
+
+// failedFor is why the generated entry failed to build for r's shape, or "".
+func (s *sched) failedFor(r *Request) string {
+	for _, f := range s.failed {
+		if f.n == r.NRanks && f.l == r.NLocalRanks {
+			return f.why
+		}
+	}
+	return ""
+}
+
+// loadedFor reports whether s is loaded for r: a file entry once loaded;
+// a generated one when built for r's shape (a communicator has one shape;
+// a tool asking for several builds each in turn).
+func (s *sched) loadedFor(r *Request) bool {
+	if s.ls != lsLoaded {
+		return false
+	}
+	return s.entry.Gen == nil || s.info.NRanks == r.NRanks && (s.info.NLocalRanks == 0 || s.info.NLocalRanks == r.NLocalRanks)
+}
+
+// genWhy is "" when a generated entry's generator serves r's shape
+// (nranks, and nlocalranks for the hierarchical one), else why not. The
+// answer for the last shape asked is kept.
+func (s *sched) genWhy(r *Request) string {
+	sh := &s.shape
+	if sh.set && sh.n == r.NRanks && sh.l == r.NLocalRanks {
+		return sh.why
+	}
+	g := s.entry.Gen
+	err := gen.Check(g.Algorithm, gen.Options{Collective: s.entry.Collective, NRanks: r.NRanks,
+		NLocalRanks: genLocal(g.Algorithm, r.NLocalRanks), Protocol: g.Protocol, Avoid: g.Avoid})
+	sh.n, sh.l, sh.set, sh.why = r.NRanks, r.NLocalRanks, true, ""
+	if err != nil {
+		sh.why = err.Error()
+	}
+	return sh.why
+}
+
+// genLocal is the nlocalranks a generator is given for a communicator with
+// l ranks per node: the hierarchical generator needs it; the others write
+// programs for any node shape and are given 0.
+func genLocal(algo string, l int) int {
+	if gen.Canonical(algo) == "hier" {
+		return l
+	}
+	return 0
 }
 
 // mismatch explains why matches is false (Explain): every constraint the
@@ -141,8 +222,12 @@ func (s *sched) mismatch(r *Request, msg int64) string {
 	switch {
 	case e.Collective != r.Coll:
 		return fmt.Sprintf("collective %s, request is %s", e.Collective, r.Coll)
-	case e.NRanks != r.NRanks:
+	case e.NRanks != 0 && e.NRanks != r.NRanks:
 		return fmt.Sprintf("nranks %d, request has %d", e.NRanks, r.NRanks)
+	case e.Gen != nil && s.genWhy(r) != "":
+		return fmt.Sprintf("generator %s does not serve %d ranks (%d per node): %s", e.Gen.Algorithm, r.NRanks, r.NLocalRanks, s.genWhy(r))
+	case e.Gen != nil && s.failedFor(r) != "":
+		return "excluded for this shape: " + s.failedFor(r)
 	}
 	whose := func(fromFile bool) string {
 		if fromFile {
@@ -390,9 +475,13 @@ func (r *reader) addSched(l manifest.Line) {
 	}
 	s.ok = true
 	r.maxVA = max(r.maxVA, s.entry.ValidAfter)
-	s.path = s.entry.File
-	if !filepath.IsAbs(s.path) {
-		s.path = filepath.Join(r.dir, s.path)
+	switch {
+	case s.entry.Gen != nil:
+		s.path = s.entry.Label()
+	case filepath.IsAbs(s.entry.File):
+		s.path = s.entry.File
+	default:
+		s.path = filepath.Join(r.dir, s.entry.File)
 	}
 	e := &s.entry
 	s.cons = constraints{nlocal: e.NLocalRanks, minBytes: e.MinBytes, maxBytes: e.MaxBytes,
@@ -444,6 +533,15 @@ func (r *reader) compile(s *sched) {
 		Col: s.entry.PreferenceCol, MaxVectorLen: r.mopt.MaxVectorLen})
 	s.precompiled = pu && pp
 	ds := append(du, dp...)
+	var ch *bc.Program
+	if g := s.entry.Gen; g != nil {
+		var dc []diag.Diagnostic
+		ch, s.chanK, dc = CompileChannels(g, r, file, s.id+1, r.mopt.MaxVectorLen)
+		ds = append(ds, dc...)
+		if ch == nil && s.chanK == 0 {
+			p = nil // the channel expression failed: so does the entry
+		}
+	}
 	if u == nil || p == nil {
 		if r.missed {
 			if s.cs != csPending || s.reason == "" {
@@ -472,8 +570,12 @@ func (r *reader) compile(s *sched) {
 	}
 	lu, err1 := vm.Load(u, link)
 	lp, err2 := vm.Load(p, link)
-	if err1 != nil || err2 != nil {
-		s.cs, s.reason = csFailed, fmt.Sprintf("linking the expressions: %v %v", err1, err2)
+	var err3 error
+	if ch != nil {
+		s.chanProg, err3 = vm.Load(ch, link)
+	}
+	if err1 != nil || err2 != nil || err3 != nil {
+		s.cs, s.reason = csFailed, fmt.Sprintf("linking the expressions: %v", errors.Join(err1, err2, err3))
 		r.log.Warnf("selection context: schedule %d: %s", s.id, s.reason)
 		return
 	}
@@ -499,7 +601,7 @@ func Contradiction(e *manifest.Schedule, info *ScheduleInfo) (field, why string)
 	switch {
 	case info.Collective != e.Collective:
 		return "collective", fmt.Sprintf("the file is %s %s schedule, the manifest says %s", article(info.Collective.String()), info.Collective, e.Collective)
-	case info.NRanks != e.NRanks:
+	case e.NRanks != 0 && info.NRanks != e.NRanks:
 		return "nranks", fmt.Sprintf("the file is for %d ranks, the manifest says %d", info.NRanks, e.NRanks)
 	case e.NLocalRanks != 0 && info.NLocalRanks != 0 && e.NLocalRanks != info.NLocalRanks:
 		return "nlocalranks", fmt.Sprintf("the file needs %d ranks per node, the manifest says %d", info.NLocalRanks, e.NLocalRanks)
@@ -562,6 +664,36 @@ func (s *sched) narrow(info *ScheduleInfo) string {
 	}
 	s.cons = c
 	return ""
+}
+
+// CompileChannels compiles a generated entry's channel count ("channels",
+// docs/selection-context.md §5.1): an integer literal gives k (prog nil),
+// an expression its program, which may read only the request's nranks and
+// nlocalranks (a schedule is built once per communicator, so its shape is
+// all it can depend on); absent, k = 1. prog nil and k 0: an error (or,
+// with the diagnostics of a missing attribute, pending), reported in ds.
+// theseusc lint applies the same rules.
+func CompileChannels(g *manifest.Generator, attrs policy.Attrs, file string, line, maxVec int) (prog *bc.Program, k int, ds []diag.Diagnostic) {
+	if g.Channels == "" {
+		return nil, 1, nil
+	}
+	if v, err := strconv.Atoi(g.Channels); err == nil {
+		return nil, v, nil // the manifest checked its range
+	}
+	p, ds := policy.Compile(g.Channels, attrs, policy.Options{Want: policy.WantNumber, File: file, Line: line,
+		Col: g.ChannelsCol, MaxVectorLen: maxVec})
+	if p == nil {
+		return nil, 0, ds
+	}
+	for _, im := range p.Imports {
+		if im.Origin != bc.Endo || im.Path != bc.ReqNRanks && im.Path != bc.ReqNLocalRanks {
+			ds = append(ds, diag.Diagnostic{Code: diag.BadValue, Severity: diag.Error, File: file, Line: line, Col: g.ChannelsCol,
+				Rank: -1, TB: -1, Step: -1, Msg: fmt.Sprintf("channels reads %q; it may read only request.nranks and request.nlocalranks", im.Name),
+				Hint: "a generated schedule is built once per communicator: its channel count can depend on its shape only"})
+			return nil, 0, ds
+		}
+	}
+	return p, 0, ds
 }
 
 func (r *reader) close() {

@@ -152,6 +152,9 @@ func (s *Selector) Explain(ctx context.Context, r *Request) (*Explanation, error
 	}
 	for _, c := range s.rd.scheds {
 		cd := Candidate{ID: c.id, Name: c.entry.Name, File: c.entry.File, Replaces: c.entry.Replaces}
+		if g := c.entry.Gen; g != nil {
+			cd.File = g.String()
+		}
 		if c.ok {
 			cd.Collective = c.entry.Collective.String()
 		} else {

@@ -36,6 +36,50 @@ type ScheduleInfo struct {
 	Artifact any
 }
 
+// LoadRequest is what the selector asks a RankLoader for: one entry's
+// schedule, for one rank of a communicator of a given shape.
+type LoadRequest struct {
+	// Path is the schedule file of a file entry (as Load's path), or the
+	// label of a generated one (manifest.Schedule.Label).
+	Path string
+	// Gen is a generated entry's recipe; nil for a file entry.
+	Gen *GenSpec
+	// Collective is the entry's.
+	Collective ir.Collective
+	// NRanks and NLocalRanks are the communicator's (ranks per node, 0 when
+	// the nodes differ in size).
+	NRanks, NLocalRanks int
+	// Rank is the calling rank, 0..NRanks-1: a loader reads, checks and
+	// builds only what that rank runs, as far as the schedule allows.
+	Rank int
+}
+
+// GenSpec is a generated entry's recipe, resolved for the request's shape
+// (docs/selection-context.md §5.1).
+type GenSpec struct {
+	// Algorithm is a compiler/gen algorithm (name or alias).
+	Algorithm string
+	Protocol  ir.Protocol
+	// Channels is the most lanes, 1..gen.MaxChannels: the loader takes the
+	// largest of Channels, Channels/2, ..., 1 that the generator accepts.
+	Channels int
+	// Avoid lists ranks kept off relaying paths.
+	Avoid []int
+	// NLocalRanks is what the generator is given: the communicator's for
+	// the hierarchical generator, 0 for the others (their programs run on
+	// any node shape).
+	NLocalRanks int
+}
+
+// RankLoader is a ScheduleLoader that loads for one rank of a communicator
+// and can build generated entries. The selector calls LoadFor instead of
+// Load when its loader has it; a loader without it cannot serve generated
+// entries (they fail to load).
+type RankLoader interface {
+	ScheduleLoader
+	LoadFor(req LoadRequest) (*ScheduleInfo, error)
+}
+
 // LoaderFunc adapts a function to ScheduleLoader.
 type LoaderFunc func(path string) (*ScheduleInfo, error)
 

@@ -42,11 +42,10 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"time"
 
 	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
+	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	rlog "github.com/theseus-ccl/theseus/runtime/log"
@@ -96,7 +95,8 @@ func (ncclLog) Infof(format string, args ...any) { rlog.Infof(rlog.Selector, for
 
 // Options configure a Selector. Zero fields take the documented defaults.
 type Options struct {
-	// Dir is the selection context directory. Default: DefaultContextDir().
+	// Dir is the selection context directory (required; runtime/ctxdir
+	// resolves the default one).
 	Dir string
 	// CheckPeriod is K: an epoch starts at the first request and every K
 	// requests. Default: THESEUS_CONTEXT_CHECK_PERIOD (1000).
@@ -122,24 +122,15 @@ type Options struct {
 	// CacheEntries caps the request cache; it is cleared when full.
 	// Default 4096.
 	CacheEntries int
-}
-
-// DefaultContextDir is THESEUS_SELECTION_CONTEXT when set, else
-// $HOME/.theseus/contexts/default, else ./theseus_context when there is no
-// home directory (seed README, environment variables).
-func DefaultContextDir() string {
-	if d, ok := env.SelContext.Raw(); ok && d != "" {
-		return d
-	}
-	if home, err := os.UserHomeDir(); err == nil && home != "" {
-		return filepath.Join(home, ".theseus", "contexts", "default")
-	}
-	return "theseus_context"
+	// Rank is this rank of the communicator (0..nranks-1), given to a
+	// RankLoader, which then reads, checks and builds only what this rank
+	// runs. Default 0.
+	Rank int
 }
 
 func (o *Options) fill() error {
 	if o.Dir == "" {
-		o.Dir = DefaultContextDir()
+		return errors.New("selector: no selection context directory (Options.Dir)")
 	}
 	if o.CheckPeriod == 0 {
 		n, err := env.CheckPeriod.Int()
@@ -505,7 +496,7 @@ func (s *Selector) fault(c *sched, what string, f vm.Fault, p *vm.Program) strin
 	text := fmt.Sprintf("%s: %s", what, msg)
 	if c.faults&bit == 0 {
 		c.faults |= bit
-		s.opt.Logger.Warnf("schedule %d (%s): %s; the schedule is not usable for such requests", c.id, c.entry.File, text)
+		s.opt.Logger.Warnf("schedule %d (%s): %s; the schedule is not usable for such requests", c.id, c.entry.Label(), text)
 	}
 	return text
 }
@@ -576,10 +567,10 @@ func (s *Selector) choose(ctx context.Context, r *Request, out []verdict) (id in
 		if best == nil {
 			return None, agree, nil
 		}
-		if best.ls == lsLoaded {
+		if best.loadedFor(r) {
 			return best.id, agree, nil
 		}
-		if err := s.load(ctx, best); err != nil {
+		if err := s.load(ctx, best, r); err != nil {
 			return None, agree, err
 		}
 		// Loading may have narrowed or excluded the winner: select again.
@@ -660,10 +651,10 @@ const (
 // load loads and verifies c's file on this rank and agrees on the outcome
 // with all ranks: loaded only if it loaded everywhere; missing (retried at
 // the next epoch) if it was missing anywhere; otherwise excluded for good.
-func (s *Selector) load(ctx context.Context, c *sched) error {
+func (s *Selector) load(ctx context.Context, c *sched, r *Request) error {
 	s.stats.Loads++
 	status, reason := int64(loadOK), ""
-	info, err := s.opt.Loader.Load(c.path)
+	info, err := s.loadOne(c, r)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		status, reason = loadMissing, err.Error()
@@ -671,6 +662,8 @@ func (s *Selector) load(ctx context.Context, c *sched) error {
 		status, reason = loadInvalid, err.Error()
 	case info == nil:
 		status, reason = loadInvalid, "the loader returned no schedule"
+	case c.entry.Gen != nil:
+		// The generator wrote it for the request: nothing to narrow.
 	default:
 		saved := c.cons
 		if why := c.narrow(info); why != "" {
@@ -685,12 +678,19 @@ func (s *Selector) load(ctx context.Context, c *sched) error {
 	if reason == "" && res[0] != loadOK {
 		reason = "it failed to load on another rank"
 	}
-	switch res[0] {
-	case loadOK:
-		c.narrow(info)
+	switch {
+	case res[0] == loadOK:
+		if c.entry.Gen == nil {
+			c.narrow(info)
+		}
 		c.ls, c.info, c.missingLogged = lsLoaded, info, false
-		s.opt.Logger.Infof("schedule %d (%s) loaded: %s, %d ranks", c.id, c.entry.File, info.Collective, info.NRanks)
-	case loadMissing:
+		s.opt.Logger.Infof("schedule %d (%s) loaded: %s, %d ranks", c.id, c.entry.Label(), info.Collective, info.NRanks)
+	case c.entry.Gen != nil:
+		// A generator that fails for one shape may serve others: excluded
+		// for this shape only (every rank agreed on the outcome).
+		c.failed = append(c.failed, genFailure{n: r.NRanks, l: r.NLocalRanks, why: reason})
+		s.opt.Logger.Warnf("schedule %d (%s) excluded for %d ranks (%d per node): %s", c.id, c.entry.Label(), r.NRanks, r.NLocalRanks, reason)
+	case res[0] == loadMissing:
 		c.ls, c.reason = lsMissing, "schedule file missing: "+reason
 		if !c.missingLogged { // retried every epoch: logged once (selection-context.md §8)
 			c.missingLogged = true
@@ -698,16 +698,52 @@ func (s *Selector) load(ctx context.Context, c *sched) error {
 		}
 	default:
 		c.ls, c.reason = lsInvalid, "excluded: "+reason
-		s.opt.Logger.Warnf("schedule %d (%s) %s", c.id, c.entry.File, c.reason)
+		s.opt.Logger.Warnf("schedule %d (%s) %s", c.id, c.entry.Label(), c.reason)
 	}
 	return nil
 }
 
+// loadOne loads c for r's shape on this rank: through LoadFor when the
+// loader is a RankLoader (which a generated entry needs), else Load. A
+// generated entry's channel expression is evaluated here, on the request
+// choose filled in.
+func (s *Selector) loadOne(c *sched, r *Request) (*ScheduleInfo, error) {
+	rl, ranked := s.opt.Loader.(RankLoader)
+	req := LoadRequest{Path: c.path, Collective: c.entry.Collective, NRanks: r.NRanks, NLocalRanks: r.NLocalRanks, Rank: s.opt.Rank}
+	g := c.entry.Gen
+	if g == nil {
+		if ranked {
+			return rl.LoadFor(req)
+		}
+		return s.opt.Loader.Load(c.path)
+	}
+	if !ranked {
+		return nil, fmt.Errorf("the schedule loader cannot build generated entries (gen %s)", g.Algorithm)
+	}
+	k := c.chanK
+	if c.chanProg != nil {
+		v, f := s.vm.Eval(c.chanProg, &s.snap.env)
+		if !f.OK() {
+			return nil, fmt.Errorf("channels: %s", f.Describe(c.chanProg))
+		}
+		x := v.Number()
+		if x != x {
+			return nil, fmt.Errorf("channels: %q is NaN", g.Channels)
+		}
+		k = int(max(1, min(math.Floor(x), gen.MaxChannels)))
+	}
+	req.Gen = &GenSpec{Algorithm: g.Algorithm, Protocol: g.Protocol, Channels: k, Avoid: g.Avoid,
+		NLocalRanks: genLocal(g.Algorithm, r.NLocalRanks)}
+	return rl.LoadFor(req)
+}
+
 // ScheduleRef describes a schedule entry for the executor.
 type ScheduleRef struct {
-	ID       int
-	File     string // as resolved against the context directory
-	Replaces int    // the id this entry replaces, or -1 (delta migration source)
+	ID int
+	// File is the schedule file as resolved against the context directory;
+	// for a generated entry, its label (its name, or gen:ALGORITHM).
+	File     string
+	Replaces int // the id this entry replaces, or -1 (delta migration source)
 	Info     *ScheduleInfo
 }
 

@@ -4,6 +4,7 @@ package theseus
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -23,5 +24,16 @@ func TestMain(m *testing.M) {
 			os.Unsetenv(k)
 		}
 	}
-	os.Exit(m.Run())
+	// A home of its own: a communicator without a context reads the
+	// built-in default (runtime/ctxdir), materialised under the home's
+	// cache, not the user's (and never a ~/.theseus context of the user's).
+	home, err := os.MkdirTemp("", "theseus-test-home-")
+	if err != nil {
+		os.Exit(3)
+	}
+	os.Setenv("HOME", home)
+	os.Setenv("XDG_CACHE_HOME", filepath.Join(home, ".cache"))
+	code := m.Run()
+	os.RemoveAll(home)
+	os.Exit(code)
 }

@@ -39,10 +39,10 @@ import (
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
 	"github.com/theseus-ccl/theseus/runtime/comm"
+	"github.com/theseus-ccl/theseus/runtime/ctxdir"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/host"
-	"github.com/theseus-ccl/theseus/runtime/selector"
 )
 
 // DataType is an element type with ncclDataType_t's values.
@@ -191,17 +191,27 @@ type Config struct {
 	// Device is the device ordinal of this process (0 on the host
 	// backend).
 	Device int
-	// ContextDir is the selection context (default
-	// THESEUS_SELECTION_CONTEXT, else $HOME/.theseus/contexts/default, else
-	// ./theseus_context).
+	// ContextDir is the selection context (default: DefaultContext —
+	// THESEUS_SELECTION_CONTEXT, else $HOME/.theseus/contexts/default if it
+	// exists, else the context installed beside the library, else the
+	// embedded default).
 	ContextDir string
 	// The rest override the environment: see comm.Config.
 	Options comm.Config
 }
 
 // DefaultContextDir is the context a communicator reads when Config names
-// none.
-func DefaultContextDir() string { return selector.DefaultContextDir() }
+// none (DefaultContext's directory).
+func DefaultContextDir() string { return ctxdir.Dir() }
+
+// DefaultContext is the context a communicator reads when Config names
+// none, and where it comes from (ctxdir.Default: the environment,
+// the home context, the installed one or the embedded default, in that
+// order). Errors: the embedded default could not be written anywhere.
+func DefaultContext() (dir, source string, err error) {
+	c, err := ctxdir.Default()
+	return c.Dir, c.Source.String(), err
+}
 
 func (cfg Config) comm() (comm.Config, error) {
 	c := cfg.Options

@@ -69,22 +69,25 @@ func (p *Printers[T]) Lookup(name string) (Printer[T], error) {
 type OutputFlags struct {
 	Format string
 	JSON   bool
+	cmd    *cobra.Command
 }
 
 // AddOutputFlags registers --format (default text) and --json on cmd,
 // listing the formats of reg in the help text.
 func AddOutputFlags[T any](cmd *cobra.Command, reg *Printers[T]) *OutputFlags {
-	o := &OutputFlags{}
+	o := &OutputFlags{cmd: cmd}
 	cmd.Flags().StringVar(&o.Format, "format", FormatText, "output format: "+reg.Help())
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "shorthand for --format=json")
 	return o
 }
 
 // Name returns the chosen format: json under --json, else --format. Asking
-// for two different formats is a usage error.
+// for two different formats (--json with --format text given too) is a
+// usage error.
 func (o *OutputFlags) Name() (string, error) {
 	if o.JSON {
-		if o.Format != FormatText && o.Format != FormatJSON {
+		given := o.cmd != nil && o.cmd.Flags().Changed("format")
+		if o.Format != FormatJSON && (given || o.Format != FormatText) {
 			return "", Usagef("--json conflicts with --format=%s", o.Format)
 		}
 		return FormatJSON, nil

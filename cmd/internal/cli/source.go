@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/theseus-ccl/theseus/compiler/load"
 	"github.com/theseus-ccl/theseus/diag"
@@ -57,8 +59,25 @@ func Load(path string, stdin io.Reader) (*Source, error) {
 			return nil, Usage(err)
 		}
 		defer f.Close()
-		if st, err := f.Stat(); err == nil && st.IsDir() {
+		st, err := f.Stat()
+		if err == nil && st.IsDir() {
 			return nil, Usagef("%s is a directory", path)
+		}
+		if err == nil && st.Mode().IsRegular() && st.Size() > MaxInputBytes && !strings.EqualFold(filepath.Ext(path), ".tsb") {
+			// Its real size, not the limit plus the one byte a bounded read
+			// takes to notice it.
+			return &Source{Path: path, Diags: []diag.Diagnostic{FileDiag(path, diag.TooLarge, diag.Error,
+				fmt.Sprintf("file of %d bytes, more than the %d bytes (%d MiB) theseusc and the runtime read of a schedule file", st.Size(), MaxInputBytes, MaxInputBytes>>20),
+				"split the schedule, or name a generator in the selection context instead of a file")}}, nil
+		}
+		if err == nil && st.Mode().IsRegular() && strings.EqualFold(filepath.Ext(path), ".tsb") {
+			// A bundle is read whole (the runtime opens it and reads one
+			// rank's section; a 1024-rank ring's is 571 MB).
+			data, err := io.ReadAll(f)
+			if err != nil {
+				return nil, Usage(fmt.Errorf("reading %s: %w", path, err))
+			}
+			return Parse(path, KindBundle, data), nil
 		}
 		r = f
 	}

@@ -321,6 +321,7 @@ func (p *parser) algo(e *xelem) *ir.Program {
 		},
 	}
 	p.geometry(e, &h, prog)
+	p.iterations(prog)
 	if h.coll.Rooted() {
 		prog.Root = importer.InferRoot(prog, &p.diags, p.file, pos)
 	}
@@ -354,6 +355,28 @@ func sizeMultiplier(c ir.Collective, n int) int64 {
 		return int64(n)
 	}
 	return 1
+}
+
+// iterations models MSCCL's loop iterations. MSCCL runs the program once
+// per iteration of nchunksperloop chunks and gives each iteration its own
+// scratch region: the scratch offset of chunk off+c of an iteration is
+// gridOffset + (off+c)·sizePerMscclChunk, in a scratch buffer of
+// nBytes·nScratchChunks/nChunksPerLoop bytes (RCCL's MSCCL). Theseus's
+// slices reuse one scratch (ir.md §4), so a program that uses scratch is
+// imported unsliced (SliceBytes = ir.Unsliced): one iteration over the
+// whole message, whose chunks — and so its s_chunks of scratch — are sized
+// to the message, which is MSCCL's scratch size; nothing is reused between
+// iterations, as in MSCCL, and a race-free file has no TS0206. A program
+// without scratch keeps its slices (pipelining; they share nothing).
+func (p *parser) iterations(prog *ir.Program) {
+	var s int64
+	for r := range prog.Ranks {
+		s = max(s, prog.Ranks[r].Chunks[ir.Scratch])
+	}
+	if s == 0 || prog.Protocol == ir.LL {
+		return // LL programs are never sliced anyway
+	}
+	prog.SliceBytes = ir.Unsliced // docs/importers.md says so; no note per file
 }
 
 // geometry sets ChunksPerBlock and the message-size window.

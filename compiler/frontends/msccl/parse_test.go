@@ -2,15 +2,19 @@ package msccl
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/theseus-ccl/theseus/compiler/frontends/internal/importtest"
+	"github.com/theseus-ccl/theseus/compiler/legalize"
+	"github.com/theseus-ccl/theseus/compiler/verify"
 	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/ir"
 	. "github.com/theseus-ccl/theseus/ir/irtest"
+	"github.com/theseus-ccl/theseus/runtime/interp"
 )
 
 // st writes one <step> with all ten attributes.
@@ -482,4 +486,62 @@ func TestUnknownElementsSkipped(t *testing.T) {
 	if p.NumOps() != 1 || len(ds) != 1 || ds[0].Code != diag.UnknownField || ds[0].Line != 4 || ds[0].Col != 3 {
 		t.Errorf("ops %d diags %v", p.NumOps(), ds)
 	}
+}
+
+// TestScratchPerIteration: MSCCL gives each loop iteration its own scratch
+// region (RCCL's MSCCL: gridOffset + (off+c)·sizePerMscclChunk, scratch of
+// nBytes·nScratchChunks/nChunksPerLoop), so a program that uses scratch is
+// imported never sliced (its scratch is sized to the message), and the
+// verifier finds no race between iterations in a file that has none
+// (testdata/scratch_pipeline.xml: a reducer reads the scratch a receiver
+// writes; with iterations sharing one scratch, lint warned TS0206 on both
+// ranks). A program without scratch keeps its slices. Simulated, the
+// pipeline computes the allreduce.
+func TestScratchPerIteration(t *testing.T) {
+	data, err := os.ReadFile("testdata/scratch_pipeline.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ds := Parse("scratch_pipeline.xml", data)
+	if p == nil || verify.HasErrors(ds) {
+		t.Fatal(ds)
+	}
+	if p.SliceBytes != ir.Unsliced {
+		t.Errorf("slice bytes %d, want ir.Unsliced", p.SliceBytes)
+	}
+	for _, d := range verify.Verify(p, verify.Options{}) {
+		t.Errorf("verify: %v", d)
+	}
+	sliced := *p
+	sliced.SliceBytes = 0
+	if n := countCode(verify.Verify(&sliced, verify.Options{}), diag.RaceAcrossLaunch); n != 2 {
+		t.Errorf("the same program sliced (one scratch for every slice): %d TS0206, want 2", n)
+	}
+	plain, ds := Parse("ring2.xml", []byte(strings.ReplaceAll(string(data), `s_chunks="1"`, `s_chunks="0"`)))
+	if plain == nil || plain.SliceBytes != 0 {
+		t.Errorf("without scratch: slice bytes %v (%v), want 0", plain, ds)
+	}
+	q, ds := legalize.Legalize(p)
+	if q == nil {
+		t.Fatal(ds)
+	}
+	res, err := interp.Simulate(q, interp.SimOptions{DataTypes: []ir.DataType{ir.Float32}, RedOps: []ir.RedOp{ir.Sum}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if !r.OK() {
+			t.Errorf("%v", r)
+		}
+	}
+}
+
+func countCode(ds []diag.Diagnostic, c diag.Code) int {
+	n := 0
+	for _, d := range ds {
+		if d.Code == c {
+			n++
+		}
+	}
+	return n
 }

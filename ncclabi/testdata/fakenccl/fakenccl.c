@@ -4,7 +4,8 @@
  * pre-multiplied sum, registration, communicator lifetime) between processes
  * of one host through files in $FAKE_NCCL_DIR: a send writes a file
  * (atomically, by rename), a receive waits for it. Receives in a group wait
- * at ncclGroupEnd. Every call is counted in $FAKE_NCCL_DIR/calls.<pid>.
+ * at ncclGroupEnd. Every call is counted in $FAKE_NCCL_DIR/calls.<pid>
+ * (nothing is counted without FAKE_NCCL_DIR).
  * Built and used only by ncclabi/capi_test.go.
  */
 #define _GNU_SOURCE
@@ -29,13 +30,16 @@ struct fcomm {
 };
 typedef struct fcomm* comm_t;
 
-static const char* dir(void) {
-  const char* d = getenv("FAKE_NCCL_DIR");
-  return d ? d : "/tmp";
-}
+/* Calls are counted only when FAKE_NCCL_DIR names a directory (tests use a
+ * temporary one; nothing is left in /tmp). */
+static const char* dir(void) { return getenv("FAKE_NCCL_DIR"); }
+
+/* Where sends leave their files (the fallback tests set FAKE_NCCL_DIR). */
+static const char* data_dir(void) { return dir() ? dir() : "/tmp"; }
 
 static void count_call(const char* name) {
   char p[512];
+  if (!dir()) return;
   snprintf(p, sizeof p, "%s/calls.%d", dir(), (int)getpid());
   FILE* f = fopen(p, "a");
   if (f) {
@@ -99,7 +103,7 @@ res_t ncclCommGetAsyncError(comm_t c, int* st) { (void)c; *st = ok; return ok; }
 /* ---- transport ---- */
 
 static void path(char* p, size_t n, comm_t c, int from, int to, unsigned long long seq, const char* sfx) {
-  snprintf(p, n, "%s/%s-%d-%d-%llu%s", dir(), c->token, from, to, seq, sfx);
+  snprintf(p, n, "%s/%s-%d-%d-%llu%s", data_dir(), c->token, from, to, seq, sfx);
 }
 
 static res_t do_send(comm_t c, const void* buf, size_t bytes, int peer) {

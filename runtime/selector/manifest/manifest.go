@@ -17,10 +17,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
 	"github.com/theseus-ccl/theseus/compiler/frontends/policy"
+	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/ir"
 )
@@ -94,8 +97,13 @@ type Attribute struct {
 // are taken from the schedule file when it is loaded; before that they do
 // not restrict matching.
 type Schedule struct {
-	File        string // relative to the context directory, or absolute
-	Collective  ir.Collective
+	File string // relative to the context directory, or absolute; "" for a generated entry
+	// Gen is the built-in generator that builds the schedule, for an entry
+	// that names one instead of a file (nil for a file entry).
+	Gen        *Generator
+	Collective ir.Collective
+	// NRanks is the world size the entry serves; 0 (absent, generated
+	// entries only) for any the generator supports.
 	NRanks      int
 	NLocalRanks int   // 0: absent
 	MinBytes    int64 // 0: absent
@@ -120,6 +128,64 @@ type Schedule struct {
 	Replaces   int
 	ValidAfter int64
 	Name       string
+}
+
+// Generator is a generated entry's recipe (docs/selection-context.md §5.1):
+// a compiler/gen algorithm and its parameters. The runtime builds the
+// program for the communicator's nranks and nlocalranks (and rank), so one
+// entry serves every shape the algorithm supports.
+type Generator struct {
+	// Algorithm is a compiler/gen algorithm name or alias ("gen"), one
+	// that serves the entry's collective.
+	Algorithm string
+	// Protocol is "protocol": simple (default) or ll.
+	Protocol ir.Protocol
+	// Channels is "channels": the number of parallel lanes, as an integer
+	// literal or a policy expression (a number) over the endogenous
+	// attributes of request.nranks and request.nlocalranks; "" means 1.
+	// The runtime takes the largest of K, K/2, K/4, ..., 1 that the
+	// generator accepts for the shape (its threadblock, channel and op
+	// limits), K clamped to [1, gen.MaxChannels]. ChannelsCol is the
+	// 1-based column of its value, for diagnostics.
+	Channels    string
+	ChannelsCol int
+	// Avoid is "avoid": ranks the program keeps off relaying paths
+	// (gen.Options.Avoid); the entry matches only communicators that have
+	// them.
+	Avoid []int
+	// Col is the 1-based column of the "gen" value.
+	Col int
+}
+
+// String describes the recipe: "gen:ALGORITHM", then the protocol when LL,
+// the channel count and the avoided ranks when given (for example
+// "gen:dbtree avoid=[2]", "gen:ring channels=clamp(64 / nranks, 1, 32)").
+func (g *Generator) String() string {
+	var b strings.Builder
+	b.WriteString("gen:" + g.Algorithm)
+	if g.Protocol != ir.Simple {
+		b.WriteString(" " + g.Protocol.String())
+	}
+	if g.Channels != "" {
+		b.WriteString(" channels=" + g.Channels)
+	}
+	if len(g.Avoid) > 0 {
+		fmt.Fprintf(&b, " avoid=%v", g.Avoid)
+	}
+	return b.String()
+}
+
+// Label names the entry's schedule in messages and to the executor: the
+// file for a file entry; for a generated entry its name, or "gen:" and the
+// algorithm when it has none.
+func (s *Schedule) Label() string {
+	switch {
+	case s.Gen == nil:
+		return s.File
+	case s.Name != "":
+		return s.Name
+	}
+	return "gen:" + s.Gen.Algorithm
 }
 
 // ValueEntry is one line of an exogenous attribute's log.
@@ -284,8 +350,11 @@ func ParseAttribute(file string, line int, text []byte, opt Options) (Attribute,
 // collective, nranks (required); nlocalranks, min_bytes, max_bytes,
 // inplace, outofplace (optional constraints); usable (default "true"),
 // preference (default "0"); replaces (an earlier id); valid_after; name,
-// comment. The expressions are not compiled here (that needs the attribute
-// manifest). Errors: TS0001–TS0004, TS0012 unknown collective.
+// comment. A generated entry gives gen (a compiler/gen algorithm that
+// serves the collective) instead of file, and optionally protocol,
+// channels and avoid; its nranks is optional (absent: any). The
+// expressions are not compiled here (that needs the attribute manifest).
+// Errors: TS0001–TS0004, TS0012 unknown collective.
 func ParseSchedule(file string, line int, text []byte, opt Options) (Schedule, []diag.Diagnostic) {
 	c := &lineCtx{file: file, line: line, text: text}
 	s := Schedule{Replaces: -1, ValidAfter: Always, Usable: "true", Preference: "0"}
@@ -294,9 +363,53 @@ func ParseSchedule(file string, line int, text []byte, opt Options) (Schedule, [
 		return s, c.ds
 	}
 	have := map[string]bool{}
-	for _, f := range fs {
+	var g Generator
+	var genF, protoF, chanF, avoidF *field
+	for i, f := range fs {
 		have[f.Key] = true
 		switch f.Key {
+		case "gen":
+			genF = &fs[i]
+			if v, ok := c.str(f); ok {
+				g.Algorithm, g.Col = v, c.col(f.ValOff)+1
+			}
+		case "protocol":
+			protoF = &fs[i]
+			if v, ok := c.str(f); ok {
+				p, err := ir.ParseProtocol(v)
+				if err != nil {
+					c.errorf(diag.BadValue, f.ValOff, "write simple or ll", "%v", err)
+				}
+				g.Protocol = p
+			}
+		case "channels":
+			chanF = &fs[i]
+			g.ChannelsCol = c.col(f.ValOff) + 1
+			if v, err := strconv.ParseInt(string(f.Raw), 10, 64); err == nil {
+				if v < 1 || v > gen.MaxChannels {
+					c.errorf(diag.BadValue, f.ValOff, "", "channels must be in [1, %d], got %d", gen.MaxChannels, v)
+				}
+				g.Channels = string(f.Raw)
+			} else if v, ok := c.str(f); ok {
+				if strings.TrimSpace(v) == "" {
+					c.errorf(diag.BadValue, f.ValOff, "write an integer or an expression such as \"clamp(64 / nranks, 1, 32)\"", "channels is empty")
+				}
+				g.Channels = v
+			}
+		case "avoid":
+			avoidF = &fs[i]
+			var rs []int64
+			if err := json.Unmarshal(f.Raw, &rs); err != nil || rs == nil {
+				c.errorf(diag.BadValue, f.ValOff, "write the ranks as [2] or [0, 5]", "avoid must be an array of ranks")
+				break
+			}
+			for _, r := range rs {
+				if r < 0 || r >= ir.MaxRanks {
+					c.errorf(diag.BadValue, f.ValOff, "", "avoid: rank %d outside [0, %d)", r, ir.MaxRanks)
+					break
+				}
+				g.Avoid = append(g.Avoid, int(r))
+			}
 		case "file":
 			if v, ok := c.str(f); ok {
 				if v == "" {
@@ -353,14 +466,36 @@ func ParseSchedule(file string, line int, text []byte, opt Options) (Schedule, [
 				s.Name = v
 			}
 		default:
-			c.errorf(diag.UnknownField, f.KeyOff, "fields: file, collective, nranks, nlocalranks, min_bytes, max_bytes, inplace, outofplace, usable, preference, replaces, valid_after, name, comment",
+			c.errorf(diag.UnknownField, f.KeyOff, "fields: file or gen (with protocol, channels, avoid), collective, nranks, nlocalranks, min_bytes, max_bytes, inplace, outofplace, usable, preference, usable_program, preference_program, replaces, valid_after, name, comment",
 				"unknown field %q in a schedule entry", f.Key)
 		}
 	}
-	for _, req := range []string{"file", "collective", "nranks"} {
-		if !have[req] {
+	switch {
+	case genF != nil && have["file"]:
+		c.errorf(diag.BadValue, genF.KeyOff, "give a file or a generator, not both", "a schedule entry names both file and gen")
+	case genF == nil && !have["file"]:
+		c.errorf(diag.MissingField, 0, "name the schedule file, or a built-in generator with gen", "schedule entry lacks \"file\" (or \"gen\")")
+	case genF == nil:
+		for _, f := range []*field{protoF, chanF, avoidF} {
+			if f != nil {
+				c.errorf(diag.UnknownField, f.KeyOff, "protocol, channels and avoid are parameters of a generated entry (gen)",
+					"%q in an entry without gen", f.Key)
+			}
+		}
+	}
+	for _, req := range []string{"collective", "nranks"} {
+		if !have[req] && (req != "nranks" || genF == nil) {
 			c.errorf(diag.MissingField, 0, "", "schedule entry lacks %q", req)
 		}
+	}
+	if genF != nil && len(c.ds) == 0 {
+		if !gen.Supports(g.Algorithm, s.Collective) {
+			c.errorf(diag.BadValue, genF.ValOff, "theseusc gen --list lists the algorithms and what they serve",
+				"generator %q does not serve %s", g.Algorithm, s.Collective)
+		} else if err := gen.CheckOptions(g.Algorithm, gen.Options{Collective: s.Collective, Protocol: g.Protocol, Avoid: g.Avoid}); err != nil {
+			c.errorf(diag.BadValue, genF.ValOff, "", "%v", err)
+		}
+		s.Gen = &g
 	}
 	if len(c.ds) == 0 && s.MaxBytes != 0 && s.MinBytes > s.MaxBytes {
 		c.errorf(diag.BadWindow, 0, "", "min_bytes %d > max_bytes %d", s.MinBytes, s.MaxBytes)

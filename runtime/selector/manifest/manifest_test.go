@@ -145,6 +145,49 @@ func TestParseScheduleErrors(t *testing.T) {
 	})
 }
 
+func TestParseGenerated(t *testing.T) {
+	line := `{"gen":"ring","protocol":"LL","channels":"clamp(64 / nranks, 1, 32)","collective":"allreduce","avoid":[1],"name":"r"}`
+	got, ds := ParseSchedule("s.jsonl", 2, []byte(line), utc)
+	if len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	want := Schedule{Gen: &Generator{Algorithm: "ring", Protocol: ir.LL, Channels: "clamp(64 / nranks, 1, 32)",
+		ChannelsCol: strings.Index(line, `clamp`) + 1, Avoid: []int{1}, Col: strings.Index(line, `ring"`) + 1},
+		Collective: ir.AllReduce, Usable: "true", Preference: "0", Replaces: -1, ValidAfter: Always, Name: "r"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("(-want +got):\n%s", d)
+	}
+	if l, g := got.Label(), got.Gen.String(); l != "r" || g != "gen:ring ll channels=clamp(64 / nranks, 1, 32) avoid=[1]" {
+		t.Errorf("Label %q, String %q", l, g)
+	}
+	got, ds = ParseSchedule("s.jsonl", 1, []byte(`{"gen":"hierarchical","collective":"allgather","nranks":8,"channels":4}`), utc)
+	if len(ds) > 0 || got.Gen == nil || got.Gen.Channels != "4" || got.NRanks != 8 || got.Label() != "gen:hierarchical" {
+		t.Fatalf("%+v %v", got, ds)
+	}
+}
+
+func TestParseGeneratedErrors(t *testing.T) {
+	const head = `{"gen":"ring","collective":"allreduce"`
+	checkBad(t, "schedule", []bad{
+		{`{"collective":"allreduce","nranks":8}`, diag.MissingField, 1, `lacks "file" (or "gen")`},
+		{`{"gen":"ring","file":"a.json","collective":"allreduce"}`, diag.BadValue, 2, "both file and gen"},
+		{`{"gen":"ring","collective":"alltoall"}`, diag.BadValue, 8, `generator "ring" does not serve alltoall`},
+		{`{"gen":"nosuch","collective":"alltoall"}`, diag.BadValue, 8, `does not serve`},
+		{head + `,"channels":0}`, diag.BadValue, 51, "channels must be in [1, 32]"},
+		{head + `,"channels":33}`, diag.BadValue, 51, "channels must be in [1, 32]"},
+		{head + `,"channels":""}`, diag.BadValue, 51, "channels is empty"},
+		{head + `,"channels":true}`, diag.BadValue, 51, "must be a string"},
+		{head + `,"protocol":"LL128x"}`, diag.BadValue, 51, "protocol"},
+		{head + `,"avoid":3}`, diag.BadValue, 48, "array of ranks"},
+		{head + `,"avoid":[-1]}`, diag.BadValue, 48, "outside [0, 65536)"},
+		{head + `,"avoid":[2,2]}`, diag.BadValue, 8, "repeated"},
+		{`{"file":"a.json","collective":"allreduce","nranks":8,"channels":2}`, diag.UnknownField, 54, `"channels" in an entry without gen`},
+	}, func(line []byte) []diag.Diagnostic {
+		_, ds := ParseSchedule("f.jsonl", 3, line, utc)
+		return ds
+	})
+}
+
 func TestParseValue(t *testing.T) {
 	got, ds := ParseValue("v.jsonl", 1, []byte(`{"value":[1,2],"valid_after":"2025-01-01T00:00:00Z"}`), bc.Vector, utc)
 	want := ValueEntry{Value: Value{Type: bc.Vector, Vec: []float64{1, 2}}, ValidAfter: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()}

@@ -1,14 +1,24 @@
-// Package schedfile loads the schedule files a selection context names and
-// verifies them, for the selector (selector.ScheduleLoader):
+// Package schedfile loads the schedules a selection context names and
+// verifies them, for the selector (selector.ScheduleLoader and
+// selector.RankLoader):
 //
-//   - .tsb: a compiled bundle (codegen/bundle), whose Decode checks the
-//     format, every range and both hashes; the bundle is the Artifact the
-//     executor runs;
+//   - .tsb: a compiled bundle (codegen/bundle), opened without reading its
+//     sections (bundle.Open checks the format, every range and the ID over
+//     the head); the calling rank's section is read and checked (its hash,
+//     its table against the summary) and, when the bundle does not record
+//     that it was verified where it was built, every other section too
+//     with the cross-rank checks (Bundle.CheckTables). The bundle is the
+//     Artifact the executor runs, and reads other ranks' sections on
+//     demand;
 //   - .json: Theseus schedule JSON v1 (compiler/frontends/schedjson), or an
 //     MSCCL++ execution plan when the file is not Theseus JSON
 //     (compiler/frontends/mscclpp);
 //   - .xml: an MSCCL algorithm (compiler/frontends/msccl);
-//   - .tir: the textual IR (ir/irtext).
+//   - .tir: the textual IR (ir/irtext);
+//   - a generated entry (LoadFor with a selector.GenSpec): the built-in
+//     generator's program for the communicator's shape, verified once per
+//     shape and process, with only the tables of the ranks asked for
+//     legalised and lowered (gen.go).
 //
 // Formats are told and parsed by compiler/load, as theseusc does.
 //
@@ -26,6 +36,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/theseus-ccl/theseus/codegen/bundle"
 	"github.com/theseus-ccl/theseus/compiler/load"
 	"github.com/theseus-ccl/theseus/compiler/verify"
 	"github.com/theseus-ccl/theseus/diag"
@@ -35,10 +46,16 @@ import (
 // DefaultMaxBytes bounds the size of a schedule file.
 const DefaultMaxBytes = 256 << 20
 
-// Loader implements selector.ScheduleLoader. The zero Loader is ready.
+// Loader implements selector.ScheduleLoader and selector.RankLoader. The
+// zero Loader is ready.
 type Loader struct {
-	// MaxBytes bounds a file's size in bytes (0: DefaultMaxBytes).
+	// MaxBytes bounds the size in bytes of a source file (0:
+	// DefaultMaxBytes); a bundle is opened whatever its size, since only its
+	// head and the sections asked for are read.
 	MaxBytes int64
+	// Rank is the rank whose section Load reads and checks first (LoadFor
+	// takes the request's).
+	Rank int
 }
 
 // Error is a schedule file that failed to parse or verify.
@@ -86,11 +103,35 @@ func CheckExt(path string) error {
 	}
 }
 
-// Load reads, parses and verifies path. Errors: a missing file wraps
-// fs.ErrNotExist (the selector retries it later); a file over MaxBytes, an
-// unknown extension, a malformed or invalid bundle, or an *Error with the
-// diagnostics of a schedule that fails to parse or verify.
+// Load reads, parses and verifies path for rank l.Rank (see LoadFor).
+// Errors: a missing file wraps fs.ErrNotExist (the selector retries it
+// later); a source file over MaxBytes, an unknown extension, a malformed or
+// invalid bundle, or an *Error with the diagnostics of a schedule that fails
+// to parse or verify.
 func (l Loader) Load(path string) (*selector.ScheduleInfo, error) {
+	return l.loadFile(path, l.Rank)
+}
+
+// LoadFor implements selector.RankLoader: a file entry is loaded as Load
+// does, for req.Rank; a generated entry is built for req's shape
+// (generated). Errors: Load's, or a generator's failure for the shape.
+func (l Loader) LoadFor(req selector.LoadRequest) (*selector.ScheduleInfo, error) {
+	if req.Gen != nil {
+		return generated(req)
+	}
+	return l.loadFile(req.Path, req.Rank)
+}
+
+func (l Loader) loadFile(path string, rank int) (*selector.ScheduleInfo, error) {
+	if err := CheckExt(path); err != nil {
+		if _, serr := os.Stat(path); serr != nil {
+			return nil, serr
+		}
+		return nil, err
+	}
+	if strings.EqualFold(filepath.Ext(path), ".tsb") {
+		return openBundle(path, rank)
+	}
 	limit := l.MaxBytes
 	if limit <= 0 {
 		limit = DefaultMaxBytes
@@ -107,23 +148,7 @@ func (l Loader) Load(path string) (*selector.ScheduleInfo, error) {
 	if int64(len(data)) > limit {
 		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
 	}
-	if err := CheckExt(path); err != nil {
-		return nil, err
-	}
 	src := load.Parse(path, load.Detect(path, data), data)
-	if b := src.Bundle; b != nil {
-		// Decode checked the container; the executor runs the op tables, so
-		// check every rank's table against the metadata and the others too
-		// (a bundle from an older table format is excluded here, not at
-		// launch).
-		if err := b.CheckTables(); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		m := b.Meta
-		return &selector.ScheduleInfo{Collective: m.Collective, NRanks: m.NRanks, NLocalRanks: m.NLocalRanks,
-			MinBytes: m.MinBytes, MaxBytes: m.MaxBytes, InPlace: m.InPlace, OutOfPlace: m.OutOfPlace,
-			Protocol: m.Protocol, Artifact: b}, nil
-	}
 	p, ds := src.Program, src.Diags
 	if err := errorsOf(path, ds); err != nil || p == nil {
 		if err == nil {
@@ -135,4 +160,54 @@ func (l Loader) Load(path string) (*selector.ScheduleInfo, error) {
 		return nil, err
 	}
 	return selector.InfoOf(p), nil
+}
+
+// openBundle opens the bundle at path and checks what rank runs: its
+// section (hash, table against the summary); and, unless the bundle records
+// that it was verified where it was built, every section with the
+// cross-rank checks (CheckTables).
+func openBundle(path string, rank int) (*selector.ScheduleInfo, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	b, err := bundle.Open(fileAt(path), st.Size())
+	if errors.Is(err, bundle.ErrFormat) || errors.Is(err, bundle.ErrVersion) || errors.Is(err, bundle.ErrChecksum) {
+		return nil, &Error{Path: path, Diags: []diag.Diagnostic{load.BundleDiag(path, err)}}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	switch {
+	case !b.Verified:
+		err = b.CheckTables()
+	case rank >= 0 && rank < b.Meta.NRanks:
+		_, err = b.Table(rank)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return bundleInfo(b), nil
+}
+
+// bundleInfo describes a bundle for the selector.
+func bundleInfo(b *bundle.Bundle) *selector.ScheduleInfo {
+	m := b.Meta
+	return &selector.ScheduleInfo{Collective: m.Collective, NRanks: m.NRanks, NLocalRanks: m.NLocalRanks,
+		MinBytes: m.MinBytes, MaxBytes: m.MaxBytes, InPlace: m.InPlace, OutOfPlace: m.OutOfPlace,
+		Protocol: m.Protocol, Artifact: b}
+}
+
+// fileAt reads a bundle file by path: each ReadAt opens it, so an opened
+// bundle holds no file descriptor between the sections it reads (schedule
+// files are append-only, never rewritten; each section's hash is checked).
+type fileAt string
+
+func (p fileAt) ReadAt(b []byte, off int64) (int, error) {
+	f, err := os.Open(string(p))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return f.ReadAt(b, off)
 }

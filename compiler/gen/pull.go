@@ -1,0 +1,128 @@
+package gen
+
+import (
+	"fmt"
+
+	"github.com/theseus-ccl/theseus/ir"
+)
+
+// pullTBs is the most threadblocks per lane buildPull spreads a rank's
+// peers over.
+const pullTBs = 16
+
+// buildPull: one-step algorithms at the primitive level in which each rank
+// reads what it needs from its peers' buffers (remote reads through memory
+// channels), as the Simple one-shot allreduce does. Unlike direct, whose
+// transfer-level threadblocks talk to one peer each (nranks-1 threadblocks
+// per lane, so at most MaxThreadblocks+1 ranks), a threadblock here serves
+// many peers: lane k spreads rank r's peers over T = min(nranks-1, pullTBs)
+// threadblocks, peer p in threadblock (r+p) mod T (the same index on both
+// ends). C = K: lane k moves chunk k of every block.
+//
+// Channels: lane k has one memory channel per peer; on rank r the channel
+// to peer p is k(n-1) + pidx(r, p), Init 0. Each threadblock, over the
+// channels of its peers:
+//
+//	signal; wait              every peer's buffers of this launch are ready
+//	the reads
+//	signal; wait              nobody reads my buffers any more
+//	the copies out of scratch
+//
+//	alltoall: read peer p's i[block r] -> s[slot p]; then s[slot p] -> o[block p];
+//	          own: i[block r] -> o[block r]
+//	gather:   root: read peer p's i -> o[block p]; own i -> o[block root]
+//	scatter:  rank p: read the root's i[block p] -> o; root: own i[block root] -> o
+//
+// Scratch slots are s[k(n-1) + pidx(r, p)] (alltoall only: in place, a
+// rank's output is its input, which peers read until the second
+// handshake). Non-roots of gather and scatter have one peer, the root.
+// Nothing relays.
+func buildPull(g *gen) error {
+	if g.p.Protocol != ir.Simple {
+		return fmt.Errorf("%w: pull reads peers' buffers directly: Simple only", ErrOptions)
+	}
+	n, K := g.n, g.K
+	K64 := int64(K)
+	np := n - 1
+	g.p.ChunksPerBlock = K64
+	R := g.root
+	T := min(np, pullTBs)
+	for r := 0; r < n; r++ {
+		chans := make([]ir.Channel, K*np)
+		for k := 0; k < K; k++ {
+			for p := 0; p < n; p++ {
+				if p != r {
+					chans[k*np+pidx(r, p)] = ir.Channel{Peer: p, PeerChannel: k*np + pidx(p, r), Type: ir.MemoryChannel}
+				}
+			}
+		}
+		g.p.Ranks[r].Channels = chans
+	}
+	for r := 0; r < n; r++ {
+		peers := make([]int, 0, np)
+		for p := 0; p < n; p++ {
+			switch {
+			case p == r:
+			case g.coll == ir.AllToAll, r == R, p == R:
+				peers = append(peers, p)
+			}
+		}
+		for k := 0; k < K; k++ {
+			k64 := int64(k)
+			blk := func(b int) int64 { return int64(b)*K64 + k64 }
+			ch := func(p int) int { return k*np + pidx(r, p) }
+			slot := func(p int) int64 { return int64(k*np + pidx(r, p)) }
+			// Group the peers by threadblock, in order of first use.
+			groups := map[int][]int{}
+			var order []int
+			for _, p := range peers {
+				t := (r + p) % T
+				if groups[t] == nil {
+					order = append(order, t)
+				}
+				groups[t] = append(groups[t], p)
+			}
+			var last int
+			for _, key := range order {
+				ps := groups[key]
+				t := g.tb(r, k*T+key, -1, -1, -1) // one threadblock per (lane, group)
+				last = t
+				cs := make([]int, len(ps))
+				for i, p := range ps {
+					cs[i] = ch(p)
+				}
+				g.emit(r, t, ir.Op{Code: ir.OpSignal, Chans: cs})
+				g.emit(r, t, ir.Op{Code: ir.OpWait, Chans: append([]int(nil), cs...)})
+				for _, p := range ps {
+					switch {
+					case g.coll == ir.AllToAll:
+						g.emit(r, t, g.opCopy(1, ir.Ref{Buf: ir.Input, Off: blk(r), Chan: ch(p)}, scr(slot(p))))
+					case g.coll == ir.Gather && r == R:
+						g.emit(r, t, g.opCopy(1, ir.Ref{Buf: ir.Input, Off: k64, Chan: ch(p)}, out(blk(p))))
+					case g.coll == ir.Scatter && r != R:
+						g.emit(r, t, g.opCopy(1, ir.Ref{Buf: ir.Input, Off: blk(r), Chan: ch(p)}, out(k64)))
+					}
+				}
+				g.emit(r, t, ir.Op{Code: ir.OpSignal, Chans: append([]int(nil), cs...)})
+				g.emit(r, t, ir.Op{Code: ir.OpWait, Chans: append([]int(nil), cs...)})
+				if g.coll == ir.AllToAll {
+					for _, p := range ps {
+						g.emit(r, t, g.opCopy(1, scr(slot(p)), out(blk(p))))
+					}
+				}
+			}
+			if len(order) == 0 {
+				last = g.tb(r, k*T, -1, -1, -1)
+			}
+			switch {
+			case g.coll == ir.AllToAll:
+				g.emit(r, last, g.opCopy(1, in(blk(r)), out(blk(r))))
+			case g.coll == ir.Gather && r == R:
+				g.emit(r, last, g.opCopy(1, in(k64), out(blk(R))))
+			case g.coll == ir.Scatter && r == R:
+				g.emit(r, last, g.opCopy(1, in(blk(R)), out(k64)))
+			}
+		}
+	}
+	return g.err
+}
