@@ -143,15 +143,15 @@ func (p *portConn) Put(ch, src uint16, srcOff uint64, dst uint16, dstOff uint64,
 	}
 	return p.c.Post(proxy.Desc{Op: op, Channel: ch, SrcRegion: src, SrcOff: srcOff, DstRegion: dst, DstOff: dstOff, Size: size})
 }
-func (p *portConn) Wait(t uint64) error      { return p.c.Wait(t) }
-func (p *portConn) Signal(ch uint16) error   { return p.c.Signal(ch) }
-func (p *portConn) Flush(ch uint16) error    { return p.c.Flush(ch) }
-func (p *portConn) Help()                    { p.c.Help() }
-func (p *portConn) Kick()                    { p.c.Kick() }
-func (p *portConn) Err() error               { return p.c.Err() }
-func (p *portConn) FIFO() device.Ptr         { return p.fifo }
-func (p *portConn) conn() *proxy.Conn        { return p.c }
-func (p *portConn) String() string           { return "port connection of rank " + strconv.Itoa(p.c.Rank()) }
+func (p *portConn) Wait(t uint64) error    { return p.c.Wait(t) }
+func (p *portConn) Signal(ch uint16) error { return p.c.Signal(ch) }
+func (p *portConn) Flush(ch uint16) error  { return p.c.Flush(ch) }
+func (p *portConn) Help()                  { p.c.Help() }
+func (p *portConn) Kick()                  { p.c.Kick() }
+func (p *portConn) Err() error             { return p.c.Err() }
+func (p *portConn) FIFO() device.Ptr       { return p.fifo }
+func (p *portConn) conn() *proxy.Conn      { return p.c }
+func (p *portConn) String() string         { return "port connection of rank " + strconv.Itoa(p.c.Rank()) }
 func (p *portConn) WaitSignal(sem *uint64, want uint64, peer int, stop func() error) error {
 	return p.c.WaitSignalStop(sem, want, peer, stop)
 }

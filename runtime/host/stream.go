@@ -22,18 +22,18 @@ import (
 // interpreter's memory for even and odd launches (they differ only in the
 // scratch half), the staging copies, and the words of the fence.
 type prepared struct {
-	table    *optable.Table
-	rank     int
-	req      launch.Request // Launch is filled per launch
-	mem      [2]*interp.RankMem
-	abort    *uint64
-	done     *uint64
-	fence    []fenceWord
+	table *optable.Table
+	rank  int
+	req   launch.Request // Launch is filled per launch
+	mem   [2]*interp.RankMem
+	abort *uint64
+	done  *uint64
+	fence []fenceWord
 	// portFence are the fences with peers on other nodes (through the
 	// proxy: their done words are not mapped here).
 	portFence []portFence
 	stageIn   []copyOp
-	stageOut []copyOp
+	stageOut  []copyOp
 	// Foreign (caller-owned) input and output memory is kept as addresses
 	// and viewed only while a launch runs, so that a cached prepared launch
 	// never keeps Go memory alive or points the garbage collector at freed
