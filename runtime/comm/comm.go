@@ -181,8 +181,22 @@ func (l CompilingLoader) Load(path string) (*selector.ScheduleInfo, error) {
 
 // LoadFor implements selector.RankLoader (generated entries, and one
 // rank's section of a bundle).
+//
+// On several nodes (req.NLocalRanks < req.NRanks) a transfer-level source
+// written for any node shape (MSCCL XML) is compiled for the
+// communicator's: the legaliser joins ranks of different nodes with port
+// channels (docs/transport.md), so an algorithm written for several nodes
+// runs as written.
 func (l CompilingLoader) LoadFor(req selector.LoadRequest) (*selector.ScheduleInfo, error) {
 	info, err := l.Loader.LoadFor(req)
+	if err == nil && info.Program != nil && req.NLocalRanks > 0 && req.NLocalRanks < req.NRanks &&
+		info.Program.NLocalRanks == 0 && info.Program.NRanks == req.NRanks && info.Program.Level() == ir.LevelTransfer {
+		shaped := *info
+		p := *info.Program
+		p.NLocalRanks = req.NLocalRanks
+		shaped.Program = &p
+		info = &shaped
+	}
 	return compiled(req.Path, info, err)
 }
 
