@@ -39,6 +39,8 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/replay"
 	"github.com/theseus-ccl/theseus/runtime/selector"
 	"github.com/theseus-ccl/theseus/runtime/selector/schedfile"
+	"github.com/theseus-ccl/theseus/runtime/transport/proxy"
+	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
 )
 
 // Config configures a communicator. Zero fields take the environment's
@@ -390,6 +392,13 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 		return nil, err
 	}
 	c.perNode = c.layout.PerNode
+	if c.layout.Nodes > 1 {
+		// Ranks of different nodes talk through the proxy over UCX: without
+		// libucp the communicator cannot serve the job (docs/transport.md).
+		if err := ucx.Load(); err != nil {
+			return nil, &Error{Code: SystemError, Op: "init", Rank: rank, Msg: fmt.Sprintf("%d nodes need the cross-node transport", c.layout.Nodes), Err: err}
+		}
+	}
 	c.agree = newEpochAgreement(c.boot, rank, nranks, cfg.Timeout)
 	c.sel, err = selector.New(selector.Options{Dir: cfg.ContextDir, CheckPeriod: cfg.CheckPeriod, Agreement: c.agree,
 		Timeout: cfg.Timeout, Loader: cfg.Loader, Clock: cfg.Clock, Rank: rank, Logger: cfg.SelectorLogger})
@@ -584,6 +593,7 @@ func (c *Comm) StreamError(op string, err error) *Error {
 	e := c.wrapErr(op, err, false)
 	if !errors.Is(err, device.ErrClosed) {
 		c.setAsync(e)
+		c.nodeLost(err)
 	}
 	return e
 }
@@ -603,6 +613,8 @@ func (c *Comm) wrapErr(op string, err error, inCall bool) *Error {
 	var be *bootstrap.Error
 	var ee *executor.Error
 	var ie *launch.Error
+	var pe *proxy.Error
+	var le *ucx.LoadError
 	switch {
 	case errors.As(err, &be):
 		out.Code, out.Peers = RemoteError, be.Missing
@@ -616,6 +628,13 @@ func (c *Comm) wrapErr(op string, err error, inCall bool) *Error {
 		out.Code, out.Msg = InvalidUsage, "graph capture"
 	case errors.Is(err, executor.ErrScratchMismatch):
 		out.Code, out.Msg = InvalidUsage, "scratch"
+	case errors.Is(err, executor.ErrCrossNode):
+		out.Code, out.Msg = InvalidUsage, "schedule does not fit the job's nodes"
+	case errors.As(err, &le):
+		out.Code, out.Msg = SystemError, "cross-node transport"
+	case errors.As(err, &pe) && pe.Peer >= 0:
+		// A port channel's failure: UCX's status text names the cause.
+		out.Code, out.Peers, out.Msg = RemoteError, []int{pe.Peer}, "port channel across nodes"
 	case errors.Is(err, launch.ErrTimeout) || errors.Is(err, launch.ErrAborted):
 		out.Code, out.Msg = RemoteError, "launch stopped"
 		if inCall {

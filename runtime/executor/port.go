@@ -351,9 +351,6 @@ func (e *Executor) portPeer(ctx context.Context, q int) (*portPeer, error) {
 	if pp.fence, err = conn.AddChannel(q, m.FenceRegion, m.FenceOff); err != nil {
 		return nil, err
 	}
-	if log.On(log.Info, log.Init) {
-		log.Infof(log.Init, "rank %d -> rank %d: port channels across nodes over NET/UCX %s", e.cfg.Rank, q, conn.Transports(q))
-	}
 	return pp, nil
 }
 

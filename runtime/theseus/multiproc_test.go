@@ -56,6 +56,25 @@ func (p *rankProc) output() string {
 // startRanks starts n rank processes in mode with the extra environment.
 func startRanks(t *testing.T, n int, mode string, extra ...string) []*rankProc {
 	t.Helper()
+	return startRanksEnv(t, n, mode, nil, extra...)
+}
+
+// startRanksEnv is startRanks with rank r's own environment perRank(r)
+// (nil: none) after the extra environment.
+func startRanksEnv(t *testing.T, n int, mode string, perRank func(r int) []string, extra ...string) []*rankProc {
+	t.Helper()
+	return startRanksWrapped(t, n, mode, func(r int) ([]string, []string) {
+		if perRank == nil {
+			return nil, nil
+		}
+		return nil, perRank(r)
+	}, extra...)
+}
+
+// startRanksWrapped is startRanksEnv where spec(r) gives rank r's command
+// prefix (for example ip netns exec NS) and its own environment.
+func startRanksWrapped(t *testing.T, n int, mode string, spec func(r int) (wrap, env []string), extra ...string) []*rankProc {
+	t.Helper()
 	port := freePort(t)
 	args := []string{"-test.run=^TestRankProcess$", "-test.v", "-test.timeout=10m"}
 	if *fullMatrix {
@@ -63,10 +82,13 @@ func startRanks(t *testing.T, n int, mode string, extra ...string) []*rankProc {
 	}
 	procs := make([]*rankProc, n)
 	for r := range n {
-		cmd := exec.Command(os.Args[0], args...)
+		wrap, own := spec(r)
+		argv := append(append(append([]string(nil), wrap...), os.Args[0]), args...)
+		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env = append(os.Environ(), mpMode+"="+mode, "RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n),
 			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port))
 		cmd.Env = append(cmd.Env, extra...)
+		cmd.Env = append(cmd.Env, own...)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -246,6 +268,8 @@ func TestRankProcess(t *testing.T) {
 		}
 	case "fault":
 		runFaultRank(t, c)
+	case "nodes":
+		runNodesRank(t, c, li.Rank, li.WorldSize)
 	default:
 		t.Fatalf("unknown mode %q", mode)
 	}

@@ -6,14 +6,20 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
 	"github.com/theseus-ccl/theseus/runtime/device/devicetest"
+	"github.com/theseus-ccl/theseus/runtime/host"
 	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
 )
 
@@ -90,5 +96,286 @@ func TestNodesInProcess(t *testing.T) {
 			names = append(names, k)
 		}
 		t.Logf("rank %d: %d cases, schedules %s", r, x.Cases, strings.Join(names, " "))
+	}
+}
+
+// nodeCases is the sample the multi-node runs check: every collective in
+// float32 at counts 1, 7 and 1000003 (both arrangements among them), and
+// at count 4099 in five other datatypes; every redop for allreduce.
+func nodeCases(n int) []devicetest.Case {
+	var cs []devicetest.Case
+	add := func(coll ir.Collective, dt ir.DataType, op ir.RedOp, count int64) {
+		cs = append(cs, devicetest.Case{Coll: coll, DataType: dt, RedOp: op, Count: count, NRanks: n,
+			Root: (len(cs) * 3) % n, InPlace: len(cs)%2 == 1, Seed: uint64(len(cs) + 1)})
+	}
+	for _, coll := range allColls {
+		for _, count := range []int64{1, 7, 1000003} {
+			add(coll, ir.Float32, ir.Sum, count)
+		}
+		for _, dt := range []ir.DataType{ir.Int8, ir.Float16, ir.Bfloat16, ir.Float64, ir.Uint64} {
+			add(coll, dt, ir.Sum, 4099)
+		}
+	}
+	for _, op := range ir.AllRedOps() {
+		add(ir.AllReduce, ir.Float32, op, 777)
+	}
+	return cs
+}
+
+// runNodesRank runs nodeCases and reports the result, this process's id
+// and the processes whose memory it maps ("MP result ... pid= imports=").
+func runNodesRank(t *testing.T, c *Comm, rank, n int) {
+	res := runCases(c, nodeCases(n))
+	var imp []string
+	for _, p := range host.ImportedFrom() {
+		imp = append(imp, strconv.Itoa(p))
+	}
+	var names []string
+	for k := range res.Schedules {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	line := fmt.Sprintf("MP result rank=%d cases=%d checked=%d wrong=%d pid=%d imports=%s schedules=%s", rank, res.Cases, res.Checked, res.Wrong,
+		os.Getpid(), strings.Join(imp, ","), strings.Join(names, ","))
+	if res.Err != nil {
+		line += " err=" + strings.ReplaceAll(res.Err.Error(), "\n", " ")
+	}
+	fmt.Println(line)
+	if err := c.Destroy(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestNodesMultiProcess: 2 and 4 simulated nodes of 2 ranks each, one
+// process per rank with its node's MSCCLPP_HOSTID, UCX over TCP on
+// loopback, on the default context: every collective (a sample of
+// datatypes, counts, arrangements and redops) is right on every rank
+// (#wrong 0); no process maps the memory of a process of another node
+// (host.ImportedFrom: the ranks of one node share memory, those of
+// different nodes only talk through the proxy); the INIT log names the
+// transport between the nodes (NET/UCX tcp).
+func TestNodesMultiProcess(t *testing.T) {
+	needUCX(t)
+	for _, nodes := range []int{2, 4} {
+		t.Run(fmt.Sprintf("%dx2", nodes), func(t *testing.T) { nodesMultiProcess(t, nodes, 2, nil) })
+	}
+}
+
+// nodesMultiProcess runs nodes x per rank processes in mode "nodes" and
+// checks what TestNodesMultiProcess says. spec (nil: every rank on
+// loopback) gives node k's command prefix and environment.
+func nodesMultiProcess(t *testing.T, nodes, per int, spec func(node int) (wrap, env []string)) {
+	n := nodes * per
+	start := time.Now()
+	env := []string{"THESEUS_TIMEOUT=60000", "THESEUS_INITIAL_SCRATCH_SIZE=1MB", "THESEUS_DEBUG=INFO", "THESEUS_DEBUG_SUBSYS=INIT"}
+	procs := startRanksWrapped(t, n, "nodes", func(r int) ([]string, []string) {
+		own := []string{fmt.Sprintf("MSCCLPP_HOSTID=node%d", r/per)}
+		if spec == nil {
+			return nil, append(own, "MSCCLPP_SOCKET_IFNAME=lo")
+		}
+		w, e := spec(r / per)
+		return w, append(own, e...)
+	}, env...)
+	wantDev := func(node int) string {
+		if spec == nil {
+			return "lo"
+		}
+		_, e := spec(node)
+		for _, kv := range e {
+			if v, ok := strings.CutPrefix(kv, "MSCCLPP_SOCKET_IFNAME="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	pids := map[int]int{} // pid -> rank
+	imports := map[int][]int{}
+	var checked, wrong int64
+	for _, p := range procs {
+		var result string
+		for line := range p.lines {
+			if strings.HasPrefix(line, "MP result") {
+				result = line
+			}
+		}
+		if err := <-p.done; err != nil || result == "" {
+			t.Fatalf("rank %d process: %v\n%s", p.rank, err, p.output())
+		}
+		if e := field(result, "err"); e != "" {
+			t.Errorf("rank %d: %s", p.rank, strings.SplitN(result, "err=", 2)[1])
+		}
+		c, _ := strconv.ParseInt(field(result, "checked"), 10, 64)
+		w, _ := strconv.ParseInt(field(result, "wrong"), 10, 64)
+		checked += c
+		wrong += w
+		pid, _ := strconv.Atoi(field(result, "pid"))
+		pids[pid] = p.rank
+		for _, s := range strings.Split(field(result, "imports"), ",") {
+			if q, err := strconv.Atoi(s); err == nil {
+				imports[p.rank] = append(imports[p.rank], q)
+			}
+		}
+		out := p.output()
+		if !regexp.MustCompile(`NET/UCX tcp/`+regexp.QuoteMeta(wantDev(p.rank/per))).MatchString(out) {
+			t.Errorf("rank %d: the INIT log names no NET/UCX tcp transport:\n%s", p.rank, out)
+		}
+		if p.rank == 0 {
+			t.Logf("rank 0: %s", result)
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, "NET/UCX") {
+					t.Log(l)
+				}
+			}
+		}
+	}
+	for r, qs := range imports {
+		for _, pid := range qs {
+			q, ok := pids[pid]
+			if !ok {
+				t.Errorf("rank %d maps memory of process %d, which is no rank of the job", r, pid)
+			} else if q/per != r/per {
+				t.Errorf("rank %d (node %d) maps memory of rank %d (node %d): ranks of different nodes must share no memory", r, r/per, q, q/per)
+			}
+		}
+		if len(qs) == 0 && per > 1 {
+			t.Errorf("rank %d maps nothing of its node's ranks: the test shows nothing", r)
+		}
+	}
+	t.Logf("%d nodes x %d ranks: %d cases each in %v, %d elements checked, #wrong = %d", nodes, per, len(nodeCases(n)),
+		time.Since(start).Round(time.Millisecond), checked, wrong)
+	if wrong != 0 {
+		t.Fatalf("#wrong = %d", wrong)
+	}
+}
+
+// TestNodesNetworkNamespaces is TestNodesMultiProcess's 2 nodes of 2
+// ranks with each node in its own network namespace, joined by a veth
+// pair (nodes that share no interface but the pair): the bootstrap and
+// UCX's TCP both go over it. It needs root and iproute2; elsewhere it
+// skips, saying so.
+func TestNodesNetworkNamespaces(t *testing.T) {
+	needUCX(t)
+	if os.Geteuid() != 0 {
+		t.Skip("network namespaces need root")
+	}
+	ip, err := exec.LookPath("ip")
+	if err != nil {
+		t.Skip("no ip (iproute2)")
+	}
+	tag := fmt.Sprintf("tn%d", os.Getpid()%100000)
+	ns := []string{tag + "a", tag + "b"}
+	dev := []string{tag + "x", tag + "y"}
+	subnet := fmt.Sprintf("10.232.%d", os.Getpid()%250)
+	run := func(args ...string) error {
+		if out, err := exec.Command(ip, args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	t.Cleanup(func() {
+		for _, n := range ns {
+			exec.Command(ip, "netns", "del", n).Run() // removes its end of the pair
+		}
+	})
+	setup := [][]string{
+		{"netns", "add", ns[0]}, {"netns", "add", ns[1]},
+		{"link", "add", dev[0], "type", "veth", "peer", "name", dev[1]},
+		{"link", "set", dev[0], "netns", ns[0]}, {"link", "set", dev[1], "netns", ns[1]},
+	}
+	for i := range 2 {
+		setup = append(setup, []string{"-n", ns[i], "addr", "add", fmt.Sprintf("%s.%d/24", subnet, i+1), "dev", dev[i]},
+			[]string{"-n", ns[i], "link", "set", dev[i], "up"}, []string{"-n", ns[i], "link", "set", "lo", "up"})
+	}
+	for _, a := range setup {
+		if err := run(a...); err != nil {
+			if a[0] == "netns" && a[1] == "add" {
+				t.Skipf("cannot make network namespaces here: %v", err)
+			}
+			t.Fatal(err)
+		}
+	}
+	nodesMultiProcess(t, 2, 2, func(node int) ([]string, []string) {
+		return []string{ip, "netns", "exec", ns[node]}, []string{"MSCCLPP_SOCKET_IFNAME=" + dev[node], "MASTER_ADDR=" + subnet + ".1"}
+	})
+}
+
+// TestNodesFault: a node is lost while 2 nodes of 2 ranks run allreduces
+// (the hierarchical schedule: port channels between the nodes). Killed,
+// its ranks' sockets close and the others fail at once; stopped (SIGSTOP:
+// a node that stops answering, its connections open), the others' waits
+// end at THESEUS_TIMEOUT. Either way every surviving rank returns
+// ncclRemoteError naming a rank of the lost node, within THESEUS_TIMEOUT
+// (and a margin), and nothing hangs.
+func TestNodesFault(t *testing.T) {
+	needUCX(t)
+	for _, how := range []string{"kill", "stop"} {
+		t.Run(how, func(t *testing.T) { nodesFault(t, how) })
+	}
+}
+
+func nodesFault(t *testing.T, how string) {
+	const nodes, per = 2, 2
+	const n = nodes * per
+	const timeout = 4 * time.Second
+	procs := startRanksEnv(t, n, "fault", func(r int) []string {
+		return []string{fmt.Sprintf("MSCCLPP_HOSTID=node%d", r/per), "MSCCLPP_SOCKET_IFNAME=lo"}
+	}, "THESEUS_TIMEOUT="+strconv.Itoa(int(timeout/time.Millisecond)), "THESEUS_INITIAL_SCRATCH_SIZE=1MB")
+	for _, p := range procs {
+		select {
+		case line, ok := <-p.lines:
+			if !ok || !strings.HasPrefix(line, "MP ready") {
+				t.Fatalf("rank %d: %q\n%s", p.rank, line, p.output())
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("rank %d never got ready\n%s", p.rank, p.output())
+		}
+	}
+	lostNode := 1
+	start := time.Now()
+	for _, p := range procs[lostNode*per : (lostNode+1)*per] {
+		sig := syscall.SIGKILL
+		if how == "stop" {
+			sig = syscall.SIGSTOP
+		}
+		if err := p.cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range procs[:lostNode*per] {
+		var fault string
+		deadline := time.After(timeout + 20*time.Second)
+	wait:
+		for {
+			select {
+			case line, ok := <-p.lines:
+				if !ok {
+					break wait
+				}
+				if strings.HasPrefix(line, "MP fault") {
+					fault = line
+				}
+			case <-deadline:
+				t.Fatalf("rank %d still running %v after the node was lost: it hangs\n%s", p.rank, time.Since(start), p.output())
+			}
+		}
+		took := time.Since(start)
+		<-p.done
+		t.Logf("rank %d after %v: %s", p.rank, took.Round(time.Millisecond), fault)
+		if fault == "" {
+			t.Errorf("rank %d reported no error\n%s", p.rank, p.output())
+			continue
+		}
+		peer, _ := strconv.Atoi(strings.Split(field(fault, "peers"), ",")[0])
+		if field(fault, "code") != "ncclRemoteError" || peer/per != lostNode {
+			t.Errorf("rank %d: %q does not name a rank of node %d with ncclRemoteError", p.rank, fault, lostNode)
+		}
+		if limit := timeout + 6*time.Second; took > limit {
+			t.Errorf("rank %d took %v, beyond THESEUS_TIMEOUT (%v)", p.rank, took, timeout)
+		}
+	}
+	if how == "stop" {
+		for _, p := range procs[lostNode*per:] {
+			p.cmd.Process.Kill()
+		}
 	}
 }
