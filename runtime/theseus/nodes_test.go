@@ -4,6 +4,7 @@ package theseus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/comm/commtest"
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
 	"github.com/theseus-ccl/theseus/runtime/device/devicetest"
 	"github.com/theseus-ccl/theseus/runtime/host"
@@ -34,8 +36,9 @@ func needUCX(t testing.TB) {
 }
 
 // nodeComms creates nodes x per ranks as goroutines of this process, rank
-// r on simulated node r/per (its own host id), on the default context.
-func nodeComms(t *testing.T, nodes, per int) []*Comm {
+// r on simulated node r/per (its own host id), on context dir (""; the
+// default context).
+func nodeComms(t *testing.T, nodes, per int, dir string) []*Comm {
 	t.Helper()
 	n := nodes * per
 	id, err := bootstrap.NewLoopbackUniqueID(bootstrap.Options{Timeout: 20 * time.Second})
@@ -49,7 +52,7 @@ func nodeComms(t *testing.T, nodes, per int) []*Comm {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cfg := Config{Backend: "host"}
+			cfg := Config{Backend: "host", ContextDir: dir}
 			cfg.Options.Timeout = 20 * time.Second
 			cfg.Options.InitialScratch = 1 << 20
 			cfg.Options.HostID = fmt.Sprintf("node%d", r/per)
@@ -78,7 +81,7 @@ func nodeComms(t *testing.T, nodes, per int) []*Comm {
 // between the nodes.
 func TestNodesInProcess(t *testing.T) {
 	needUCX(t)
-	comms := nodeComms(t, 2, 2)
+	comms := nodeComms(t, 2, 2, "")
 	var cases []devicetest.Case
 	for i, coll := range allColls {
 		for _, count := range []int64{7, 1000003} {
@@ -376,6 +379,67 @@ func nodesFault(t *testing.T, how string) {
 	if how == "stop" {
 		for _, p := range procs[lostNode*per:] {
 			p.cmd.Process.Kill()
+		}
+	}
+}
+
+// TestMemoryChannelAcrossNodes: a context whose schedules were written for
+// one node (memory channels everywhere: commtest's generators without
+// nlocalranks) on 2 simulated nodes: the call fails on every rank at once
+// with ncclInvalidUsage naming the pair of ranks and the layout, and
+// nothing waits for a peer.
+func TestMemoryChannelAcrossNodes(t *testing.T) {
+	needUCX(t)
+	dir := t.TempDir()
+	if err := commtest.WriteStandard(dir, 4); err != nil {
+		t.Fatal(err)
+	}
+	comms := nodeComms(t, 2, 2, dir)
+	start := time.Now()
+	errs := onEach(comms, func(c *Comm) error {
+		buf, err := c.MemAlloc(4 << 10)
+		if err != nil {
+			return err
+		}
+		return c.AllReduce(buf, buf, 1024, Float32, Sum, nil)
+	})
+	for r, err := range errs {
+		var e *Error
+		if !errors.As(err, &e) || e.Code != InvalidUsage {
+			t.Fatalf("rank %d: %v, want ncclInvalidUsage", r, err)
+		}
+		for _, want := range []string{"memory channel", "is on node", "2 nodes of 2 ranks", "port channels"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("rank %d: %q lacks %q", r, err, want)
+			}
+		}
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("the failure took %v: a rank waited for a peer", took)
+	}
+	t.Log(errs[0])
+}
+
+// TestNodesWithoutUCX: 2 simulated nodes and no libucp (THESEUS_UCX_LIB
+// names a file that does not exist): every rank's init fails with
+// ncclSystemError and UCX's load error, which names the Debian package
+// and THESEUS_UCX_LIB; nothing hangs.
+func TestNodesWithoutUCX(t *testing.T) {
+	procs := startRanksEnv(t, 4, "nodes", func(r int) []string {
+		return []string{fmt.Sprintf("MSCCLPP_HOSTID=node%d", r/2)}
+	}, "THESEUS_UCX_LIB=/nonexistent/libucp.so.0", "THESEUS_TIMEOUT=20000")
+	for _, p := range procs {
+		var result string
+		for line := range p.lines {
+			if strings.HasPrefix(line, "MP result") {
+				result = line
+			}
+		}
+		<-p.done
+		for _, want := range []string{"ncclSystemError", "libucx0", "THESEUS_UCX_LIB", "/nonexistent/libucp.so.0", "2 nodes"} {
+			if !strings.Contains(result, want) {
+				t.Errorf("rank %d: %q lacks %q\n%s", p.rank, result, want, p.output())
+			}
 		}
 	}
 }
