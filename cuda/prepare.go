@@ -127,15 +127,26 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 		if err != nil {
 			return err
 		}
-		if len(a.Ends) > 0 {
-			rts := make([]ChanRT, len(a.Ends))
-			for i, e := range a.Ends {
-				var pb [3]driver.Ptr
-				for k := range 3 {
-					pb[k] = driver.Ptr(e.PeerBuf[k].Ptr)
-				}
-				setChanRT(&rts[i], pb, driver.Ptr(e.PeerInbound), driver.Ptr(e.Inbound), driver.Ptr(e.Expected), e.Peer)
+		var port driver.Ptr
+		rts := make([]ChanRT, len(a.Ends))
+		for i, e := range a.Ends {
+			var pb [3]driver.Ptr
+			for k := range 3 {
+				pb[k] = driver.Ptr(e.PeerBuf[k].Ptr)
 			}
+			setChanRT(&rts[i], pb, driver.Ptr(e.PeerInbound), driver.Ptr(e.Inbound), driver.Ptr(e.Expected), e.Peer)
+		}
+		// Ends to peers on other nodes go through the proxy (port.go).
+		if pb := portRecords(a, rts); pb != nil {
+			if port, err = alloc(int64(len(pb))); err != nil {
+				return err
+			}
+			fixPort(pb, port)
+			if err := driver.CopyHtoDAsync(port, pb, b.ctl); err != nil {
+				return err
+			}
+		}
+		if len(a.Ends) > 0 {
 			if err := driver.CopyHtoDAsync(chans, unsafe.Slice((*byte)(unsafe.Pointer(&rts[0])), len(rts)*ChanRTBytes), b.ctl); err != nil {
 				return err
 			}
@@ -177,7 +188,8 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 			inplace: a.InPlace, ll8: a.PacketType == ir.LL8, elemSize: int(a.Layout.ElemSize),
 		})
 		fillHalf(p.arg, a.ScratchHalf)
-		fillDone(p.arg, driver.Ptr(a.Done), finish, fence, len(a.Fence))
+		fillDone(p.arg, driver.Ptr(a.Done), finish, fence, len(a.Fence)+len(a.PortFence))
+		setPort(p.arg, port)
 		// Shared work (cuda/units.go) for a launch of independent copies
 		// and reduces of this rank's own buffers.
 		pl := t.Placement(a.Root, a.InPlace)
@@ -192,7 +204,7 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 				p.grid = unitsGrid(b.dev, k.units, p.grid, p.threads, u.nunits)
 			}
 		}
-		p.nfence = int32(len(a.Fence))
+		p.nfence = int32(len(a.Fence) + len(a.PortFence))
 		// The memsets and copies above run on the control stream: finish
 		// them before any launch on another stream reads these words.
 		return b.ctl.Synchronize()

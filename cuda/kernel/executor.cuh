@@ -459,6 +459,10 @@ struct Place {
   bool packet;
 };
 
+// port_mirror (port_exec.cuh): a scratch chunk that peers on other nodes
+// put into lives in the mirror on the staged path.
+DEV bool port_mirror(const Ctx& c, i64 chunk, u64& base);
+
 DEV Place place(const Ctx& c, const theseus_ref& r, i64 t, i64 s) {
   Place pl;
   pl.packet = (r.flags & THESEUS_REF_PACKET) != 0;
@@ -471,6 +475,7 @@ DEV Place place(const Ctx& c, const theseus_ref& r, i64 t, i64 s) {
   resolve(c, phys, k, chunk);
   base = remote ? c.chans[r.channel].peer_buf[k] : c.L->buf[k];
   if (k == THESEUS_BUF_SCRATCH) {
+    if (!remote && c.L->port != 0) port_mirror(c, chunk, base);
     pl.p = (char*)(base + (u64)c.half + (u64)(chunk * c.chunkB));
     pl.bytes = -1;
     return pl;
@@ -933,6 +938,10 @@ NOINLINE void units_t(const theseus_launch& L) {
   units_loop<T>(L);
 }
 
+// ---------------------------------------------------------------- port channels
+
+#include "port_exec.cuh"
+
 // data_op_t runs data op *op (copy or reduce) of step step, slice s; with
 // no op (nullptr), the launch's shared work instead. Inlined into
 // theseus_exec: called, each data op spent about a microsecond between its
@@ -1071,16 +1080,20 @@ DEV void launch_begin(const theseus_launch& launch) {
 // the same sequence of launches, so that is each peer's previous launch,
 // also after launches that were captured but never replayed (the host
 // counted them, the device never ran them; docs/known-issues.md, 17). A
-// timeout or an abort fails the launch (s_fail).
+// timeout or an abort fails the launch (s_fail). A fenced launch's nfence
+// counts the done words and the fences with peers on other nodes (the
+// last, port_fence).
 DEV void launch_fence(const Ctx& c) {
   const theseus_launch& L = *c.L;
   if (L.nfence <= 0) return;
   const u64* const* fw = (const u64* const*)L.fence;
   const u64 want = s_prev;
-  for (int f = 0; f < L.nfence; f++) {
+  const int nlocal = L.nfence - (L.port != 0 ? port_launch(c)->nfence : 0);
+  for (int f = 0; f < nlocal; f++) {
     const u64* w = fw[f];
-    if (!spin(c, [&] { return ld_poll_sys(w) >= want; }, THESEUS_WAIT_FENCE, -1, -1, f, want, w)) break;
+    if (!spin(c, [&] { return ld_poll_sys(w) >= want; }, THESEUS_WAIT_FENCE, -1, -1, f, want, w)) return;
   }
+  port_fence(c);  // the peers on other nodes
 }
 
 // launch_done (every thread): the last of the launch's ntb threadblocks to
@@ -1256,14 +1269,20 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
           break;
         case THESEUS_OP_COPY:
         case THESEUS_OP_REDUCE:
-          data_op(c, &op, (i64)i, s);  // a failure sets s_fail, checked below
+          // (a put to a peer on another node goes through the proxy)
+          if (!port_data_op(c, op, (i64)i, s)) data_op(c, &op, (i64)i, s);  // a failure sets s_fail, checked below
           break;
         case THESEUS_OP_SIGNAL:
           bar();  // every thread's writes before the signal
           if (tid() == 0) {
             fence_sys();
             for (u32 k = 0; k < op.nchan; k++) {
-              const theseus_chan_rt& ch = c.chans[c.chan_list[op.chan_start + k]];
+              const i32 cid = c.chan_list[op.chan_start + k];
+              const theseus_chan_rt& ch = c.chans[cid];
+              if (ch.port != 0) {
+                if (!port_signal(c, cid, (i64)i, s)) break;
+                continue;
+              }
               red_add_release_sys((u64*)ch.peer_inbound, 1);
             }
           }
@@ -1284,7 +1303,13 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
           }
           break;
         case THESEUS_OP_FLUSH:
-          if (tid() == 0) fence_sys();
+          if (tid() == 0) {
+            fence_sys();
+            for (u32 k = 0; k < op.nchan; k++) {
+              const i32 cid = c.chan_list[op.chan_start + k];
+              if (c.chans[cid].port != 0 && !port_flush(c, cid, (i64)i, s)) break;
+            }
+          }
           break;
         case THESEUS_OP_BARRIER:
           bar();

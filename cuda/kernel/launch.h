@@ -17,6 +17,7 @@
 #define THESEUS_ERR_BADREF 3u   /* a ref outside its buffer (never for verified tables) */
 #define THESEUS_ERR_BADOP 4u    /* an opcode the kernel does not know */
 #define THESEUS_ERR_TOOMANYREFS 5u /* an op with more than THESEUS_MAX_REFS refs */
+#define THESEUS_ERR_PORT 6u     /* the proxy failed the connection (its error names the ranks and UCX's status), or a port op it cannot run */
 
 /* The most srcs + dsts one op may have (the kernel stages their addresses in
  * shared memory). */
@@ -29,6 +30,7 @@
 #define THESEUS_WAIT_PACKET 4u
 #define THESEUS_WAIT_EPILOGUE 5u
 #define THESEUS_WAIT_FENCE 6u
+#define THESEUS_WAIT_PORT 7u     /* the proxy: a free FIFO slot, or the completion of a descriptor */
 
 /* The first failure of a launch, written once (code first, by atomic CAS) to
  * host-mapped memory the communicator reads for ncclCommGetAsyncError. */
@@ -57,7 +59,7 @@ typedef struct theseus_chan_rt {
   uint64_t inbound;       /* uint64_t* : this end's inbound semaphore */
   uint64_t expected;      /* uint64_t* : this end's expected counter (persistent) */
   int32_t peer_phys;      /* the peer's physical rank (root rotation) */
-  int32_t reserved;
+  int32_t port;           /* 0: a mapped end; else 1 + its index in theseus_port_launch.ends */
 } theseus_chan_rt;
 
 /* The kernel's single by-value argument. */
@@ -94,7 +96,52 @@ typedef struct theseus_launch {
   uint8_t ll8;           /* 1: LL8 packets, 0: LL16 */
   uint8_t elem_size;
   uint8_t reserved[3];
+  uint64_t port;         /* const theseus_port_launch* : port channels across nodes (0: none) */
 } theseus_launch;
+
+/* Port channels across nodes (docs/transport.md, "Integration"): the ends
+ * whose peer is on another node go through the process's proxy. Their
+ * theseus_chan_rt has port = 1 + the index of their theseus_port_rt in
+ * theseus_port_launch.ends, peer_buf[k] the byte offset of the peer's
+ * buffer k in its region (so that the kernel's address arithmetic yields
+ * region offsets), inbound a word of pinned, device-mapped host memory the
+ * proxy increments, and peer_inbound 0. A put is one descriptor posted into
+ * the connection's FIFO (port.h) from a local ref of the same layout; the
+ * kernel waits until the proxy is done with its source. */
+typedef struct theseus_port_rt {
+  uint64_t fifo;         /* theseus_port_ctrl* : the connection's FIFO (device-mapped host memory) */
+  uint64_t head;         /* uint64_t* : its ticket counter (device memory) */
+  uint64_t src_base[3];  /* device address of byte 0 of the region holding this rank's input, output, scratch */
+  uint64_t mirror_base;  /* device address of this rank's scratch mirror (staged path), 0: none */
+  uint16_t src_region[3];
+  uint16_t channel;      /* the connection's channel of this end */
+  uint16_t dst_region[3];
+  uint16_t mirror_region; /* the mirror as a region of the connection */
+} theseus_port_rt;
+
+/* A fence with a peer on another node: signal channel, then wait until
+ * inbound (host-mapped) reaches ++*expected. */
+typedef struct theseus_port_fence {
+  uint64_t fifo, head;
+  uint64_t inbound, expected;
+  uint32_t channel;
+  int32_t peer;
+} theseus_port_fence;
+
+typedef struct theseus_port_launch {
+  uint64_t ends;         /* const theseus_port_rt* */
+  uint64_t fences;       /* const theseus_port_fence* : nfence of them */
+  /* The staged path (a UCX build without CUDA support): peers on other
+   * nodes put into the mirror, a copy of the scratch in pinned host memory;
+   * the scratch chunks they write (bit i of mirror_map: chunk i) are read
+   * and written there. 0: no mirror. */
+  uint64_t mirror;       /* device address of the mirror's byte 0 */
+  uint64_t mirror_map;   /* const uint32_t* */
+  int64_t mirror_chunks; /* bits in mirror_map */
+  int64_t mirror_bytes;  /* the mirror's size (the scratch's) */
+  int32_t nfence;
+  int32_t reserved;
+} theseus_port_launch;
 
 /* One run of shared work (cuda/units.go, docs/design/cuda.md, "Shared
  * work"): a copy (nsrc 1) or a two-source reduce (nsrc 2) of nbytes, in a

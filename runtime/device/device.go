@@ -306,6 +306,9 @@ type Args struct {
 	// increments its Expected counter and waits until Inbound, which the
 	// peer's signal increments, reaches it.
 	PortFence []PortFence
+	// PortMirror is set on the staged path when peers on other nodes put
+	// into this rank's scratch (nil otherwise).
+	PortMirror *PortMirror
 	// Timeout bounds every wait of a launch (THESEUS_TIMEOUT).
 	Timeout time.Duration
 	// StageIn are copies done before the launch's ops, StageOut after them
@@ -350,6 +353,21 @@ type PortEnd struct {
 	// bytes of device memory, zero at first, shared by every end of Conn
 	// (port.h). 0 for Go producers.
 	Head Ptr
+	// Mirror is the staged path's scratch mirror (Args.PortMirror) as a
+	// source region of Conn: a relay puts the chunks the peers wrote from
+	// there. Size 0: no mirror.
+	Mirror PortBuf
+}
+
+// PortMirror is the staged path's copy of the scratch (device memory
+// with a UCX build that lacks CUDA support): pinned host memory mapped
+// into the device, of the scratch's size, that the peers on other nodes
+// put into. The scratch chunks they write (Map: bit i of word i/32 is
+// chunk i, Chunks of them) are read and written there by the launches.
+type PortMirror struct {
+	Mem    MappedMem
+	Map    []uint32
+	Chunks int64
 }
 
 // PortFence is a fence with a peer on another node (Args.PortFence): a

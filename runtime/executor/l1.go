@@ -45,6 +45,13 @@ type l1Entry struct {
 	importFrom []uint8
 	l2         map[l2Key]*l2Entry
 	l3         map[l3Key]*l3Entry // when !needL2
+	// mirror marks the scratch chunks that peers on other nodes put into,
+	// on the staged path (port.go, mirrorMap); nil otherwise.
+	mirror       []uint32
+	mirrorChunks int64
+	// kick are the proxy connections a launch of the entry wakes first
+	// (device producers only: Go producers wake the proxy as they post).
+	kick []*portConn
 }
 
 func (e *Executor) shiftOf(w *walk) int {

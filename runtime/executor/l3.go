@@ -168,6 +168,9 @@ func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
 		}
 	}
 	a.PortFence = e.portFences()
+	if ent.mirror != nil {
+		a.PortMirror = &device.PortMirror{Mem: e.port.mirror, Map: ent.mirror, Chunks: ent.mirrorChunks}
+	}
 	prep, err := e.dev.Prepare(a)
 	if err != nil {
 		return e.fail(w, L3Setup, err, false)

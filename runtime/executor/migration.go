@@ -130,6 +130,18 @@ func (e *Executor) l1Materialise(ctx context.Context, w *walk, migrate bool) Eve
 	if err := e.exchangeSlots(ctx, ent, added); err != nil {
 		return e.fail(w, state, err, true, bootstrapPeers(err)...)
 	}
+	if e.staged() {
+		if ent.mirror, ent.mirrorChunks, err = e.mirrorMap(s, ent); err != nil {
+			return e.fail(w, state, err, true)
+		}
+	}
+	if e.mapper() != nil {
+		for c := range ent.ends {
+			if pp := ent.ends[c].port; pp != nil && !slices.Contains(ent.kick, pp.pc) {
+				ent.kick = append(ent.kick, pp.pc)
+			}
+		}
+	}
 	e.l1[ent.key] = ent
 	w.l1 = ent
 	if migrate {

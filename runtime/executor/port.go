@@ -98,6 +98,13 @@ type portState struct {
 	release func()
 	peers   map[int]*portPeer
 	pools   []*pool
+	// mirror is the staged path's copy of the scratch in pinned,
+	// device-mapped host memory, which the peers' puts into the scratch
+	// land in (one per rank, registered with every connection); old are
+	// mirrors of scratch buffers replaced by growth while CUDA graphs may
+	// still use them (freed at Close).
+	mirror device.MappedMem
+	old    []device.MappedMem
 	// logged: the INIT line naming the path of device memory was written.
 	logged bool
 }
@@ -114,7 +121,10 @@ type portPeer struct {
 	// growth), peerScratch the peer's.
 	scratch     uint16
 	scratchMem  device.Mem
-	mirror      device.MappedMem // the scratch's mirror (staged path)
+	// mirror is the mirror as a host source region of conn (staged
+	// path: relays put from it), mirrorOK whether there is one.
+	mirror      uint16
+	mirrorOK    bool
 	peerScratch device.PortBuf
 	// pools: this rank's port pools registered with conn (pool id ->
 	// region id).
@@ -211,29 +221,19 @@ func (e *Executor) connOptions() proxy.ConnOptions {
 	}
 }
 
-// wireMem describes [p, p+n) of this rank's memory for registration: host
-// memory on the host backend; device memory on CUDA, with a mirror (pinned
-// host memory that the peers' puts land in) when the UCX build lacks CUDA
-// support and peers put into it (dest).
-func (e *Executor) wireMem(pp *portPeer, p device.Ptr, n int64, dest bool) (proxy.Mem, device.MappedMem, error) {
-	m := e.mapper()
-	if m == nil {
-		return proxy.Mem{Addr: uintptr(p), Size: int(n)}, device.MappedMem{}, nil
+// staged reports whether device memory crosses nodes through pinned host
+// memory (a UCX build without CUDA support on a backend with device
+// memory).
+func (e *Executor) staged() bool { return e.mapper() != nil && e.port.prx != nil && !e.port.prx.CUDA() }
+
+// wireMem describes [p, p+n) of this rank's memory for registration as a
+// source of its puts: host memory on the host backend; device memory on
+// CUDA (on the staged path read by the proxy's staging copies).
+func (e *Executor) wireMem(p device.Ptr, n int64) proxy.Mem {
+	if e.mapper() == nil {
+		return proxy.Mem{Addr: uintptr(p), Size: int(n)}
 	}
-	pm := proxy.Mem{Addr: uintptr(p), Size: int(n), Kind: proxy.DeviceMem}
-	if e.port.prx.CUDA() {
-		return pm, device.MappedMem{}, nil
-	}
-	if !dest {
-		pm.SourceOnly = true
-		return pm, device.MappedMem{}, nil
-	}
-	mm, err := m.AllocMapped(n)
-	if err != nil {
-		return proxy.Mem{}, device.MappedMem{}, err
-	}
-	pm.Mirror = uintptr(mm.Host)
-	return pm, mm, nil
+	return proxy.Mem{Addr: uintptr(p), Size: int(n), Kind: proxy.DeviceMem, SourceOnly: e.staged()}
 }
 
 // logPath writes, once, which path device memory takes across nodes.
@@ -371,25 +371,39 @@ func (e *Executor) portExchange(ctx context.Context, q int, m portMsg) (portMsg,
 	return got, nil
 }
 
-// portScratch registers this rank's current scratch with pp's connection
-// (a destination of the peer's puts; on the staged path its mirror).
+// portScratch registers this rank's current scratch with pp's connection:
+// a destination of the peer's puts (on the staged path, the peers' puts
+// land in the mirror, which is also registered as a host source for
+// relays).
 func (e *Executor) portScratch(pp *portPeer) error {
 	sc := e.l0.scratch
-	pm, mirror, err := e.wireMem(pp, sc.Ptr, sc.Size, true)
-	if err != nil {
-		return err
+	pm := e.wireMem(sc.Ptr, sc.Size)
+	pm.SourceOnly = false
+	if e.staged() {
+		if e.port.mirror.Size != sc.Size {
+			mm, err := e.mapper().AllocMapped(sc.Size)
+			if err != nil {
+				return fmt.Errorf("the scratch's mirror (%d bytes of pinned host memory): %w", sc.Size, err)
+			}
+			if e.port.mirror.Size > 0 {
+				e.port.old = append(e.port.old, e.port.mirror)
+			}
+			e.port.mirror = mm
+		}
+		pm.Mirror = uintptr(e.port.mirror.Host)
 	}
 	r, err := pp.conn.Register(pm)
 	if err != nil {
-		if mirror.Size > 0 {
-			e.mapper().FreeMapped(mirror)
-		}
 		return err
 	}
-	if pp.mirror.Size > 0 {
-		e.mapper().FreeMapped(pp.mirror)
+	pp.scratch, pp.scratchMem, pp.mirrorOK = r.ID, sc, false
+	if e.staged() {
+		mr, err := pp.conn.Register(proxy.Mem{Addr: uintptr(e.port.mirror.Host), Size: int(sc.Size), SourceOnly: true})
+		if err != nil {
+			return err
+		}
+		pp.mirror, pp.mirrorOK = mr.ID, true
 	}
-	pp.scratch, pp.scratchMem, pp.mirror = r.ID, sc, mirror
 	return nil
 }
 
@@ -404,9 +418,7 @@ func (e *Executor) portGrow(ctx context.Context) error {
 	sort.Ints(qs)
 	for _, q := range qs {
 		pp := e.port.peers[q]
-		old := pp.scratch
-		oldMirror := pp.mirror
-		pp.mirror = device.MappedMem{}
+		old, oldMirror, hadMirror := pp.scratch, pp.mirror, pp.mirrorOK
 		if err := e.portScratch(pp); err != nil {
 			return err
 		}
@@ -421,9 +433,17 @@ func (e *Executor) portGrow(ctx context.Context) error {
 		if err := pp.conn.Release(old); err != nil {
 			return err
 		}
-		if oldMirror.Size > 0 && !e.captured {
-			e.mapper().FreeMapped(oldMirror)
+		if hadMirror {
+			if err := pp.conn.Release(oldMirror); err != nil {
+				return err
+			}
 		}
+	}
+	if !e.captured {
+		for _, mm := range e.port.old {
+			e.mapper().FreeMapped(mm)
+		}
+		e.port.old = nil
 	}
 	return nil
 }
@@ -491,11 +511,7 @@ func (e *Executor) portSource(pp *portPeer, m device.Mem) (device.PortBuf, error
 	reg := e.identify(m.Ptr, m.Size)
 	id, ok := pp.regs[reg]
 	if !ok {
-		pm, _, err := e.wireMem(pp, reg.Base, reg.Size, false)
-		if err != nil {
-			return device.PortBuf{}, err
-		}
-		r, err := pp.conn.Register(pm)
+		r, err := pp.conn.Register(e.wireMem(reg.Base, reg.Size))
 		if err != nil {
 			return device.PortBuf{}, err
 		}
@@ -513,14 +529,11 @@ func (e *Executor) portDest(pp *portPeer, reg device.Region) (uint16, error) {
 	if id, ok := pp.regs[reg]; ok && pp.dests != nil && pp.dests[id] {
 		return id, nil
 	}
-	pm, mirror, err := e.wireMem(pp, reg.Base, reg.Size, true)
-	if err != nil {
-		return 0, err
-	}
-	if mirror.Size > 0 {
-		e.mapper().FreeMapped(mirror)
+	if e.staged() {
 		return 0, fmt.Errorf("rank %d's %d-byte buffer is the destination of puts from rank %d on another node, and this UCX build has no CUDA support: the staged path puts into scratch only (point THESEUS_UCX_LIB at a UCX built with CUDA, or use a schedule that puts into scratch)", e.cfg.Rank, reg.Size, pp.q)
 	}
+	pm := e.wireMem(reg.Base, reg.Size)
+	pm.SourceOnly = false
 	r, err := pp.conn.Register(pm)
 	if err != nil {
 		return 0, err
@@ -549,6 +562,9 @@ func (e *Executor) portEnd(er *endRes, local [3]device.Mem, peer [2]device.PortB
 	}
 	pe.Local[device.Scratch] = device.PortBuf{Region: pp.scratch, Size: pp.scratchMem.Size}
 	pe.Peer[device.Scratch] = pp.peerScratch
+	if pp.mirrorOK {
+		pe.Mirror = device.PortBuf{Region: pp.mirror, Size: pp.scratchMem.Size}
+	}
 	return pe, nil
 }
 
@@ -576,19 +592,56 @@ func (e *Executor) portFences() []device.PortFence {
 func (e *Executor) closePorts() {
 	for _, pp := range e.port.peers {
 		pp.conn.Close()
-		if pp.mirror.Size > 0 {
-			e.mapper().FreeMapped(pp.mirror)
-		}
 	}
 	e.port.peers = nil
 	if m := e.mapper(); m != nil {
 		for _, p := range e.port.pools {
 			m.FreeMapped(p.mapped)
 		}
+		for _, mm := range append(e.port.old, e.port.mirror) {
+			if mm.Size > 0 {
+				m.FreeMapped(mm)
+			}
+		}
+		e.port.old, e.port.mirror = nil, device.MappedMem{}
 	}
 	e.port.pools = nil
 	if e.port.release != nil {
 		e.port.release()
 		e.port.prx, e.port.release = nil, nil
 	}
+}
+
+// mirrorMap marks, on the staged path, the chunks of this rank's scratch
+// that its peers on other nodes put into (from their tables: every remote
+// scratch destination through the end paired with one of ours), which the
+// launches find in the mirror. nil when there is none.
+func (e *Executor) mirrorMap(s *Schedule, ent *l1Entry) ([]uint32, int64, error) {
+	chunks := ent.table.Chunks[ir.Scratch]
+	var bits []uint32
+	for c, ch := range ent.table.Channels {
+		if ent.ends[c].port == nil {
+			continue
+		}
+		pt, err := s.Table(ch.Peer)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, tb := range pt.TBs {
+			for _, op := range tb.Ops {
+				for _, d := range op.Dsts {
+					if d.Chan != ch.PeerChannel || d.Buf != ir.Scratch {
+						continue
+					}
+					if bits == nil {
+						bits = make([]uint32, (chunks+31)/32)
+					}
+					for k := d.Off; k < d.Off+op.Count && k < chunks; k++ {
+						bits[k/32] |= 1 << (k % 32)
+					}
+				}
+			}
+		}
+	}
+	return bits, chunks, nil
 }
