@@ -119,8 +119,8 @@ type portPeer struct {
 	head device.Ptr
 	// scratch is this rank's scratch as a region of conn (re-registered at
 	// growth), peerScratch the peer's.
-	scratch     uint16
-	scratchMem  device.Mem
+	scratch    uint16
+	scratchMem device.Mem
 	// mirror is the mirror as a host source region of conn (staged
 	// path: relays put from it), mirrorOK whether there is one.
 	mirror      uint16

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/theseus-ccl/theseus/ir"
-	"github.com/theseus-ccl/theseus/runtime/comm/commtest"
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
+	"github.com/theseus-ccl/theseus/runtime/comm/commtest"
 	"github.com/theseus-ccl/theseus/runtime/device/devicetest"
 	"github.com/theseus-ccl/theseus/runtime/host"
 	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
@@ -219,7 +219,7 @@ func nodesMultiProcess(t *testing.T, nodes, per int, spec func(node int) (wrap, 
 			}
 		}
 		out := p.output()
-		if !regexp.MustCompile(`NET/UCX tcp/`+regexp.QuoteMeta(wantDev(p.rank/per))).MatchString(out) {
+		if !regexp.MustCompile(`NET/UCX tcp/` + regexp.QuoteMeta(wantDev(p.rank/per))).MatchString(out) {
 			t.Errorf("rank %d: the INIT log names no NET/UCX tcp transport:\n%s", p.rank, out)
 		}
 		if p.rank == 0 {
