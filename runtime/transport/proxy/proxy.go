@@ -68,6 +68,9 @@ type Proxy struct {
 	stop    chan struct{}
 	done    chan struct{}
 	closed  atomic.Bool
+	// spin is how long the idle loop yields before it sleeps
+	// (THESEUS_PROXY_SPIN).
+	spin time.Duration
 }
 
 // New starts a Proxy: it loads UCX (a *ucx.LoadError when libucp is
@@ -86,6 +89,10 @@ func New(o Options) (*Proxy, error) {
 	p := &Proxy{ctx: c, w: w, timeout: o.Timeout, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	if p.timeout <= 0 {
 		p.timeout = env.TimeoutOrDefault()
+	}
+	p.spin = 2 * time.Millisecond
+	if us, err := env.ProxySpin.Int(); err == nil && us >= 0 {
+		p.spin = time.Duration(us) * time.Microsecond
 	}
 	if log.On(log.Info, log.Init) {
 		maj, min, rel := ucx.Version()
@@ -137,7 +144,8 @@ func (p *Proxy) Close() error {
 
 // loop drains the FIFOs and progresses the worker until Close. Idle, it
 // spins for 256 rounds, then yields the processor (sched_yield) each round
-// for 2 ms, then sleeps with a backoff from 10 us to 1 ms, woken by Kick.
+// for THESEUS_PROXY_SPIN (2 ms), then sleeps with a backoff from 10 us to
+// 1 ms, woken by Kick.
 func (p *Proxy) loop() {
 	defer close(p.done)
 	idleSince := time.Time{}
@@ -175,7 +183,7 @@ func (p *Proxy) loop() {
 		if idleSince.IsZero() {
 			idleSince = time.Now()
 		}
-		if busy || time.Since(idleSince) < 2*time.Millisecond {
+		if busy || time.Since(idleSince) < p.spin {
 			osYield()
 			continue
 		}
