@@ -10,7 +10,7 @@
 #   (here)   bash bench/gpu/prepare.sh      # .device: prefix, proxy.test, COMMIT
 #   (device) bash bench/gpu/run-nodes.sh [STEP...]
 #
-# Steps (default: info build theseus nccl):
+# Steps (default: info build nccl theseus):
 #   info     GPU, cores, UCX (ucx_info -v, its transports: cuda_copy present
 #            means a UCX built with CUDA, so device memory goes direct)
 #   build    nccl-tests twice in the background, as run-multi.sh does
@@ -26,13 +26,16 @@
 #            different NCCL_HOSTID per rank (NCCL refuses two ranks of one
 #            host on one GPU), for the same rank counts and TESTS
 #
-# TRANSPORTS (Theseus; default "tcp tcpcuda default"):
+# TRANSPORTS (Theseus; default "tcp-l4 tcp tcpcuda-l4 default"):
 #   tcp      UCX_TLS=tcp: device memory staged through pinned host memory
 #            (the INIT log says "staged")
 #   tcpcuda  UCX_TLS=tcp,cuda_copy: direct when this UCX has CUDA support
 #            (the INIT log says "direct"); staged otherwise
 #   default  UCX's default transports, shared memory allowed
 #            (UCX_MM_ERROR_HANDLING=y): LABELLED, not the loopback-TCP figure
+#   a suffix -lN runs N lanes (THESEUS_PROXY_LANES=N: N proxies, each its
+#   own UCX worker, progress thread and TCP connection per pair of ranks,
+#   the schedule's channels spread over them)
 #
 # Knobs (passed through to every Theseus run): THESEUS_SLICE_BYTES (the
 # pipeline slice: the size of one put; default 1 MiB), THESEUS_PROXY_SPIN,
@@ -57,9 +60,9 @@ pack() { tar czf "$FINAL/nodes-results.tgz.tmp" -C "$R" . && mv "$FINAL/nodes-re
 trap 'stop_mps_here; pack' EXIT
 export NCCL_NVLS_ENABLE=0 GODEBUG=asyncpreemptoff=1 CUDA_CACHE_MAXSIZE=4294967296
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
-STEPS=${*:-info build theseus nccl}
+STEPS=${*:-info build nccl theseus}
 LAYOUTS=${LAYOUTS:-2x1 2x2}
-TRANSPORTS=${TRANSPORTS:-tcp tcpcuda default}
+TRANSPORTS=${TRANSPORTS:-tcp-l4 tcp tcpcuda-l4 default}
 TESTS=${TESTS:-all_reduce all_gather reduce_scatter alltoall sendrecv}
 NT_SIZES=${NT_SIZES:--b 8 -e 128M -f 4}
 NT_ITERS=${NT_ITERS:--n 10 -w 3}
@@ -181,11 +184,12 @@ th_env() { # th_env R: Theseus rank R's environment (layout and transport from t
   echo "THESEUS_DEBUG_FILE=$R/logs/$NAME.%p"
   echo "MSCCLPP_HOSTID=node$((r / PER))"
   echo "MSCCLPP_SOCKET_IFNAME=lo"
-  case $TP in
+  case ${TP%-l*} in
   tcp) echo "UCX_TLS=tcp" ;;
   tcpcuda) echo "UCX_TLS=tcp,cuda_copy" ;;
   default) echo "UCX_MM_ERROR_HANDLING=y" ;;
   esac
+  case $TP in *-l*) echo "THESEUS_PROXY_LANES=${TP##*-l}" ;; esac
   for k in THESEUS_SLICE_BYTES THESEUS_PROXY_SPIN UCX_TCP_TX_SEG_SIZE UCX_TCP_RX_SEG_SIZE UCX_TCP_SNDBUF UCX_TCP_RCVBUF; do
     [ -n "${!k:-}" ] && echo "$k=${!k}"
   done
@@ -227,18 +231,18 @@ run1() { # run1 LIB LAYOUT TRANSPORT TEST
   pack
 }
 
-if want theseus; then
-  for layout in $LAYOUTS; do
-    for tp in $TRANSPORTS; do
-      for t in $TESTS; do run1 theseus "$layout" "$tp" "$t"; done
-    done
-  done
-fi
 if want nccl; then
   for layout in $LAYOUTS; do
     # NCCL: as many ranks, each its own host (sockets between all of them).
     n=$((${layout%x*} * ${layout#*x}))
     for t in $TESTS; do run1 nccl "${n}x1" socket "$t"; done
+  done
+fi
+if want theseus; then
+  for tp in $TRANSPORTS; do
+    for layout in $LAYOUTS; do
+      for t in $TESTS; do run1 theseus "$layout" "$tp" "$t"; done
+    done
   done
 fi
 
@@ -249,7 +253,7 @@ fi
   awk -F'|' '/^\| (theseus|nccl) /{
       lib=$2; gsub(/ /, "", lib); lay=$3; gsub(/ /, "", lay); tp=$4; gsub(/ /, "", tp); t=$5; gsub(/ /, "", t); bw=$8+0; t8=$9+0
       split(lay, a, "x"); n=a[1]*a[2]
-      if (lib == "nccl") { nbw[n" "t]=bw; nt8[n" "t]=t8 } else if (tp != "default") { key=n" "t" "tp; tbw[key]=bw; tt8[key]=t8; keys[key]=1 }
+      if (lib == "nccl") { nbw[n" "t]=bw; nt8[n" "t]=t8 } else if (tp !~ /^default/) { key=n" "t" "tp; tbw[key]=bw; tt8[key]=t8; keys[key]=1 }
     } END {
       for (k in keys) { split(k, p, " "); nk=p[1]" "p[2]
         if (!(nk in nbw) || nbw[nk] == 0) continue

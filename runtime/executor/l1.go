@@ -22,6 +22,7 @@ type endRes struct {
 	// portChan its channel there (port.go); nil for a mapped end.
 	port     *portPeer
 	portChan uint16
+	lane     int
 }
 
 type l1Entry struct {

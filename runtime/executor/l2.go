@@ -143,7 +143,7 @@ func (e *Executor) l2Setup(ctx context.Context, w *walk) Event {
 			ids[k] = id
 		}
 		portIDs[q] = ids
-		if err := pp.conn.Share(ctx); err != nil {
+		if err := pp.share(ctx); err != nil {
 			return e.fail(w, L2Setup, err, true, q)
 		}
 	}

@@ -105,10 +105,11 @@ func (e *Executor) l1Materialise(ctx context.Context, w *walk, migrate bool) Eve
 		er := endRes{peer: phys(ch.Peer), init: ch.Init}
 		if e.crossNode(er.peer) {
 			er.port = e.port.peers[er.peer]
+			er.lane = er.port.laneOf(c, ch.PeerChannel)
 		}
 		if reuse != nil && reuse[c] >= 0 && reuse[c] < len(src.ends) {
 			old := src.ends[reuse[c]]
-			er.slot, er.peerInbound, er.portChan = old.slot, old.peerInbound, old.portChan
+			er.slot, er.peerInbound, er.portChan, er.lane = old.slot, old.peerInbound, old.portChan, old.lane
 			kept++
 			if old.init != ch.Init {
 				rebased++
@@ -137,8 +138,8 @@ func (e *Executor) l1Materialise(ctx context.Context, w *walk, migrate bool) Eve
 	}
 	if e.mapper() != nil {
 		for c := range ent.ends {
-			if pp := ent.ends[c].port; pp != nil && !slices.Contains(ent.kick, pp.pc) {
-				ent.kick = append(ent.kick, pp.pc)
+			if er := &ent.ends[c]; er.port != nil && !slices.Contains(ent.kick, er.port.lanes[er.lane].pc) {
+				ent.kick = append(ent.kick, er.port.lanes[er.lane].pc)
 			}
 		}
 	}
@@ -229,7 +230,7 @@ func (e *Executor) exchangeSlots(ctx context.Context, ent *l1Entry, added map[in
 				}
 				msg.Slots = append(msg.Slots, slotRef{Channel: uint32(c), Pool: uint32(reg), Index: uint32(off / 8)})
 			}
-			if err := pp.conn.Share(ctx); err != nil {
+			if err := pp.share(ctx); err != nil {
 				return err
 			}
 			if err := e.send(q, tag, msg.encode()); err != nil {
@@ -280,7 +281,7 @@ func (e *Executor) exchangeSlots(ctx context.Context, ent *l1Entry, added map[in
 					if !ok || r.pool > 0xffff {
 						return fmt.Errorf("%w: rank %d sent no semaphore for its channel %d (our channel %d): the schedules' ends do not pair", ErrMismatch, q, pc, c)
 					}
-					ch, err := pp.conn.AddChannel(q, uint16(r.pool), 8*uint64(r.idx))
+					ch, err := pp.lanes[ent.ends[c].lane].conn.AddChannel(q, uint16(r.pool), 8*uint64(r.idx))
 					if err != nil {
 						return err
 					}

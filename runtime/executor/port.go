@@ -12,6 +12,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/log"
 	"github.com/theseus-ccl/theseus/runtime/transport/proxy"
 	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
@@ -94,8 +95,11 @@ func (e *Executor) checkCrossNode(s *Schedule, shift int) error {
 // portState is the executor's side of the proxy: the process's Proxy,
 // a connection per peer on another node, and the port semaphore pools.
 type portState struct {
-	prx     *proxy.Proxy
-	release func()
+	// prx are the process's proxies of this rank, one per lane
+	// (THESEUS_PROXY_LANES): each its own UCX context, worker, progress
+	// goroutine and so TCP connection; release gives them back.
+	prx     []*proxy.Proxy
+	release []func()
 	peers   map[int]*portPeer
 	pools   []*pool
 	// mirror is the staged path's copy of the scratch in pinned,
@@ -109,14 +113,13 @@ type portState struct {
 	logged bool
 }
 
-// portPeer is the connection to one peer on another node.
+// portPeer is the connection to one peer on another node: one proxy
+// connection per lane. Every region is registered on every lane in the
+// same order, so that its id is the same on all of them; an end's
+// channel lives on the lane of its pair of ends (laneOf).
 type portPeer struct {
-	q    int
-	conn *proxy.Conn
-	pc   *portConn
-	// head is the FIFO's ticket counter for device producers (8 bytes of
-	// device memory; 0 without a HostMapper).
-	head device.Ptr
+	q     int
+	lanes []portLane
 	// scratch is this rank's scratch as a region of conn (re-registered at
 	// growth), peerScratch the peer's.
 	scratch    uint16
@@ -140,6 +143,57 @@ type portPeer struct {
 	fenceSlot *slot
 }
 
+// portLane is one lane's connection to the peer.
+type portLane struct {
+	conn *proxy.Conn
+	pc   *portConn
+	// head is the FIFO's ticket counter for device producers (8 bytes of
+	// device memory; 0 without a HostMapper).
+	head device.Ptr
+}
+
+// laneOf is the lane of the pair of channel ends c (this rank's) and pc
+// (the peer's): the same on both ranks.
+func (pp *portPeer) laneOf(c, pc int) int { return (c + pc) % len(pp.lanes) }
+
+// register registers m on every lane (Conn.Register) and returns its id,
+// the same on all of them.
+func (pp *portPeer) register(m proxy.Mem) (uint16, error) {
+	var id uint16
+	for i, l := range pp.lanes {
+		r, err := l.conn.Register(m)
+		if err != nil {
+			return 0, err
+		}
+		if i == 0 {
+			id = r.ID
+		} else if r.ID != id {
+			return 0, fmt.Errorf("internal: region %d on lane %d is region %d on lane 0", r.ID, i, id)
+		}
+	}
+	return id, nil
+}
+
+// share shares the regions registered since the last share on every lane.
+func (pp *portPeer) share(ctx context.Context) error {
+	for _, l := range pp.lanes {
+		if err := l.conn.Share(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// release releases region id on every lane.
+func (pp *portPeer) release(id uint16) error {
+	for _, l := range pp.lanes {
+		if err := l.conn.Release(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // portConn adapts a proxy connection to device.PortConn.
 type portConn struct {
 	c    *proxy.Conn
@@ -160,7 +214,6 @@ func (p *portConn) Help()                  { p.c.Help() }
 func (p *portConn) Kick()                  { p.c.Kick() }
 func (p *portConn) Err() error             { return p.c.Err() }
 func (p *portConn) FIFO() device.Ptr       { return p.fifo }
-func (p *portConn) conn() *proxy.Conn      { return p.c }
 func (p *portConn) String() string         { return "port connection of rank " + strconv.Itoa(p.c.Rank()) }
 func (p *portConn) WaitSignal(sem *uint64, want uint64, peer int, stop func() error) error {
 	return p.c.WaitSignalStop(sem, want, peer, stop)
@@ -173,25 +226,41 @@ func (e *Executor) mapper() device.HostMapper {
 	return m
 }
 
-// theProxy starts (or joins) the process's proxy for this rank: one per
-// node and local rank, so that a process's communicators share it.
-func (e *Executor) theProxy() (*proxy.Proxy, error) {
+// theProxies starts (or joins) the process's proxies for this rank, one
+// per lane (THESEUS_PROXY_LANES, 1 to maxLanes): keyed by node, local rank
+// and lane, so that a process's communicators share them.
+func (e *Executor) theProxies() ([]*proxy.Proxy, error) {
 	if e.port.prx != nil {
 		return e.port.prx, nil
 	}
-	key := fmt.Sprintf("%s/%d", e.cfg.HostID, e.cfg.LocalRank)
-	p, rel, err := proxy.Shared(key, proxy.Options{LocalRank: e.cfg.LocalRank, LocalRanks: e.cfg.LocalRanks, Timeout: e.cfg.Timeout})
-	if err != nil {
-		var le *ucx.LoadError
-		if errors.As(err, &le) {
-			return nil, fmt.Errorf("ranks on other nodes need the cross-node transport: %w", err)
-		}
-		return nil, err
+	n, err := env.ProxyLanes.Int()
+	if err != nil || n < 1 || n > maxLanes {
+		return nil, fmt.Errorf("THESEUS_PROXY_LANES=%s: want 1 to %d", env.ProxyLanes.String(), maxLanes)
 	}
-	e.port.prx, e.port.release = p, rel
+	var ps []*proxy.Proxy
+	var rels []func()
+	for lane := range int(n) {
+		key := fmt.Sprintf("%s/%d/%d", e.cfg.HostID, e.cfg.LocalRank, lane)
+		p, rel, err := proxy.Shared(key, proxy.Options{LocalRank: e.cfg.LocalRank, LocalRanks: e.cfg.LocalRanks, Timeout: e.cfg.Timeout})
+		if err != nil {
+			for _, r := range rels {
+				r()
+			}
+			var le *ucx.LoadError
+			if errors.As(err, &le) {
+				return nil, fmt.Errorf("ranks on other nodes need the cross-node transport: %w", err)
+			}
+			return nil, err
+		}
+		ps, rels = append(ps, p), append(rels, rel)
+	}
+	e.port.prx, e.port.release = ps, rels
 	e.port.peers = map[int]*portPeer{}
-	return p, nil
+	return ps, nil
 }
+
+// maxLanes bounds THESEUS_PROXY_LANES.
+const maxLanes = 16
 
 // deviceStager is the CUDA backend's device-to-host copy as the proxy's
 // Stager.
@@ -224,7 +293,7 @@ func (e *Executor) connOptions() proxy.ConnOptions {
 // staged reports whether device memory crosses nodes through pinned host
 // memory (a UCX build without CUDA support on a backend with device
 // memory).
-func (e *Executor) staged() bool { return e.mapper() != nil && e.port.prx != nil && !e.port.prx.CUDA() }
+func (e *Executor) staged() bool { return e.mapper() != nil && len(e.port.prx) > 0 && !e.port.prx[0].CUDA() }
 
 // wireMem describes [p, p+n) of this rank's memory for registration as a
 // source of its puts: host memory on the host backend; device memory on
@@ -244,13 +313,13 @@ func (e *Executor) logPath() {
 	e.port.logged = true
 	path := "host memory, direct"
 	if e.mapper() != nil {
-		if e.port.prx.CUDA() {
+		if e.port.prx[0].CUDA() {
 			path = "device memory direct (UCX has CUDA support)"
 		} else {
 			path = "device memory staged through pinned host memory (this UCX build has no CUDA support)"
 		}
 	}
-	log.Infof(log.Init, "rank %d: NET/UCX: port channels across nodes: %s", e.cfg.Rank, path)
+	log.Infof(log.Init, "rank %d: NET/UCX: port channels across nodes: %s; %d lane(s) (THESEUS_PROXY_LANES)", e.cfg.Rank, path, len(e.port.prx))
 }
 
 // portPeers makes sure a connection exists to every peer in qs (physical
@@ -312,24 +381,33 @@ func (e *Executor) portPeer(ctx context.Context, q int) (*portPeer, error) {
 	if pp := e.port.peers[q]; pp != nil {
 		return pp, nil
 	}
-	prx, err := e.theProxy()
+	prxs, err := e.theProxies()
 	if err != nil {
 		return nil, err
 	}
-	conn, err := prx.Connect(ctx, e.net, e.cfg.Rank, []int{q}, e.connOptions())
-	if err != nil {
-		return nil, err
+	pp := &portPeer{q: q, pools: map[uint32]uint16{}, regs: map[device.Region]uint16{}}
+	for lane, prx := range prxs {
+		o := e.connOptions()
+		o.Tag = uint8(lane)
+		conn, err := prx.Connect(ctx, e.net, e.cfg.Rank, []int{q}, o)
+		if err != nil {
+			for _, l := range pp.lanes {
+				l.conn.Close()
+			}
+			return nil, err
+		}
+		l := portLane{conn: conn, pc: &portConn{c: conn, fifo: device.Ptr(conn.FIFO().Block().Device)}}
+		if e.mapper() != nil {
+			if l.head, err = e.small(8); err != nil {
+				conn.Close()
+				return nil, err
+			}
+		}
+		pp.lanes = append(pp.lanes, l)
 	}
-	pp := &portPeer{q: q, conn: conn, pools: map[uint32]uint16{}, regs: map[device.Region]uint16{}}
-	pp.pc = &portConn{c: conn, fifo: device.Ptr(conn.FIFO().Block().Device)}
 	e.port.peers[q] = pp
 	e.stats.Created.Connections++
 	e.logPath()
-	if e.mapper() != nil {
-		if pp.head, err = e.small(8); err != nil {
-			return nil, err
-		}
-	}
 	if err := e.portScratch(pp); err != nil {
 		return nil, err
 	}
@@ -340,7 +418,7 @@ func (e *Executor) portPeer(ctx context.Context, q int) (*portPeer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := conn.Share(ctx); err != nil {
+	if err := pp.share(ctx); err != nil {
 		return nil, err
 	}
 	m, err := e.portExchange(ctx, q, portMsg{Scratch: pp.scratch, ScratchBytes: pp.scratchMem.Size, FenceRegion: freg, FenceOff: foff})
@@ -348,7 +426,8 @@ func (e *Executor) portPeer(ctx context.Context, q int) (*portPeer, error) {
 		return nil, err
 	}
 	pp.peerScratch = device.PortBuf{Region: m.Scratch, Size: m.ScratchBytes}
-	if pp.fence, err = conn.AddChannel(q, m.FenceRegion, m.FenceOff); err != nil {
+	// Fenced launches meet on lane 0.
+	if pp.fence, err = pp.lanes[0].conn.AddChannel(q, m.FenceRegion, m.FenceOff); err != nil {
 		return nil, err
 	}
 	return pp, nil
@@ -392,17 +471,17 @@ func (e *Executor) portScratch(pp *portPeer) error {
 		}
 		pm.Mirror = uintptr(e.port.mirror.Host)
 	}
-	r, err := pp.conn.Register(pm)
+	id, err := pp.register(pm)
 	if err != nil {
 		return err
 	}
-	pp.scratch, pp.scratchMem, pp.mirrorOK = r.ID, sc, false
+	pp.scratch, pp.scratchMem, pp.mirrorOK = id, sc, false
 	if e.staged() {
-		mr, err := pp.conn.Register(proxy.Mem{Addr: uintptr(e.port.mirror.Host), Size: int(sc.Size), SourceOnly: true})
+		mid, err := pp.register(proxy.Mem{Addr: uintptr(e.port.mirror.Host), Size: int(sc.Size), SourceOnly: true})
 		if err != nil {
 			return err
 		}
-		pp.mirror, pp.mirrorOK = mr.ID, true
+		pp.mirror, pp.mirrorOK = mid, true
 	}
 	return nil
 }
@@ -422,7 +501,7 @@ func (e *Executor) portGrow(ctx context.Context) error {
 		if err := e.portScratch(pp); err != nil {
 			return err
 		}
-		if err := pp.conn.Share(ctx); err != nil {
+		if err := pp.share(ctx); err != nil {
 			return err
 		}
 		m, err := e.portExchange(ctx, q, portMsg{Scratch: pp.scratch, ScratchBytes: pp.scratchMem.Size, FenceRegion: 0, FenceOff: 0})
@@ -430,11 +509,11 @@ func (e *Executor) portGrow(ctx context.Context) error {
 			return err
 		}
 		pp.peerScratch = device.PortBuf{Region: m.Scratch, Size: m.ScratchBytes}
-		if err := pp.conn.Release(old); err != nil {
+		if err := pp.release(old); err != nil {
 			return err
 		}
 		if hadMirror {
-			if err := pp.conn.Release(oldMirror); err != nil {
+			if err := pp.release(oldMirror); err != nil {
 				return err
 			}
 		}
@@ -476,11 +555,10 @@ func (e *Executor) newPortPool() (*pool, error) {
 func (e *Executor) portSlotRef(pp *portPeer, sl *slot) (uint16, uint64, error) {
 	id, ok := pp.pools[sl.pool.id]
 	if !ok {
-		r, err := pp.conn.Register(proxy.Mem{Addr: uintptr(sl.pool.host), Size: 16 * sl.pool.n})
-		if err != nil {
+		var err error
+		if id, err = pp.register(proxy.Mem{Addr: uintptr(sl.pool.host), Size: 16 * sl.pool.n}); err != nil {
 			return 0, 0, err
 		}
-		id = r.ID
 		pp.pools[sl.pool.id] = id
 	}
 	return id, uint64(8 * sl.idx), nil
@@ -511,11 +589,10 @@ func (e *Executor) portSource(pp *portPeer, m device.Mem) (device.PortBuf, error
 	reg := e.identify(m.Ptr, m.Size)
 	id, ok := pp.regs[reg]
 	if !ok {
-		r, err := pp.conn.Register(e.wireMem(reg.Base, reg.Size))
-		if err != nil {
+		var err error
+		if id, err = pp.register(e.wireMem(reg.Base, reg.Size)); err != nil {
 			return device.PortBuf{}, err
 		}
-		id = r.ID
 		pp.regs[reg] = id
 		e.stats.Created.Registrations++
 	}
@@ -534,24 +611,25 @@ func (e *Executor) portDest(pp *portPeer, reg device.Region) (uint16, error) {
 	}
 	pm := e.wireMem(reg.Base, reg.Size)
 	pm.SourceOnly = false
-	r, err := pp.conn.Register(pm)
+	id, err := pp.register(pm)
 	if err != nil {
 		return 0, err
 	}
-	pp.regs[reg] = r.ID
+	pp.regs[reg] = id
 	if pp.dests == nil {
 		pp.dests = map[uint16]bool{}
 	}
-	pp.dests[r.ID] = true
+	pp.dests[id] = true
 	e.stats.Created.Registrations++
-	return r.ID, nil
+	return id, nil
 }
 
 // portEnd is the device.PortEnd of channel end er of ent for a launch
 // with this rank's buffers local and the peer's user buffers peer (L3).
 func (e *Executor) portEnd(er *endRes, local [3]device.Mem, peer [2]device.PortBuf) (*device.PortEnd, error) {
 	pp := er.port
-	pe := &device.PortEnd{Conn: pp.pc, Channel: er.portChan, Head: pp.head}
+	l := pp.lanes[er.lane]
+	pe := &device.PortEnd{Conn: l.pc, Channel: er.portChan, Head: l.head}
 	for k := range 2 {
 		b, err := e.portSource(pp, local[k])
 		if err != nil {
@@ -582,8 +660,8 @@ func (e *Executor) portFences() []device.PortFence {
 	out := make([]device.PortFence, 0, len(qs))
 	for _, q := range qs {
 		pp := e.port.peers[q]
-		out = append(out, device.PortFence{Peer: q, Conn: pp.pc, Channel: pp.fence, Inbound: pp.fenceSlot.inbound(),
-			Expected: pp.fenceSlot.expected(), Head: pp.head})
+		out = append(out, device.PortFence{Peer: q, Conn: pp.lanes[0].pc, Channel: pp.fence, Inbound: pp.fenceSlot.inbound(),
+			Expected: pp.fenceSlot.expected(), Head: pp.lanes[0].head})
 	}
 	return out
 }
@@ -591,7 +669,9 @@ func (e *Executor) portFences() []device.PortFence {
 // closePorts closes the connections and releases the proxy.
 func (e *Executor) closePorts() {
 	for _, pp := range e.port.peers {
-		pp.conn.Close()
+		for _, l := range pp.lanes {
+			l.conn.Close()
+		}
 	}
 	e.port.peers = nil
 	if m := e.mapper(); m != nil {
@@ -606,10 +686,10 @@ func (e *Executor) closePorts() {
 		e.port.old, e.port.mirror = nil, device.MappedMem{}
 	}
 	e.port.pools = nil
-	if e.port.release != nil {
-		e.port.release()
-		e.port.prx, e.port.release = nil, nil
+	for _, r := range e.port.release {
+		r()
 	}
+	e.port.prx, e.port.release = nil, nil
 }
 
 // mirrorMap marks, on the staged path, the chunks of this rank's scratch

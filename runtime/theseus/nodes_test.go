@@ -162,6 +162,13 @@ func TestNodesMultiProcess(t *testing.T) {
 	for _, nodes := range []int{2, 4} {
 		t.Run(fmt.Sprintf("%dx2", nodes), func(t *testing.T) { nodesMultiProcess(t, nodes, 2, nil) })
 	}
+	// Three parallel connections per pair of ranks (THESEUS_PROXY_LANES):
+	// the channel ends spread over them.
+	t.Run("2x2-lanes3", func(t *testing.T) {
+		nodesMultiProcess(t, 2, 2, func(int) ([]string, []string) {
+			return nil, []string{"MSCCLPP_SOCKET_IFNAME=lo", "THESEUS_PROXY_LANES=3"}
+		})
+	})
 }
 
 // nodesMultiProcess runs nodes x per rank processes in mode "nodes" and

@@ -246,8 +246,9 @@ type Net interface {
 }
 
 // tagBase is the bootstrap tag space of connection setup: 1<<62 | "UX" <<
-// 32 | a per-Conn exchange number (other users: runtime/comm 1<<62 | 16-bit
-// words, the executor (launch+1)<<8 | kind below 2^62).
+// 32 | ConnOptions.Tag << 24 | a per-Conn exchange number mod 2^24 (other
+// users: runtime/comm 1<<62 | 16-bit words, the executor (launch+1)<<8 |
+// kind below 2^62).
 const tagBase = 1<<62 | 0x5558<<32
 
 // Error is a port-channel failure: the ranks, the operation and the cause
@@ -285,6 +286,10 @@ type ConnOptions struct {
 	// StageBytes is the staging buffer of staged puts, two halves used in
 	// turn (0: 4 MiB).
 	StageBytes int
+	// Tag separates the setup exchanges of several Conns between the same
+	// ranks on one Net (one per lane: the executor's parallel connections
+	// through several proxies), 0 to 255.
+	Tag uint8
 }
 
 type peer struct {
@@ -593,7 +598,7 @@ func (c *Conn) Transports(peer int) string {
 // exchange sends msg(peer) to every peer and receives one message from
 // each, under the Conn's next tag.
 func (c *Conn) exchange(ctx context.Context, op string, msg func(*peer) []byte) (map[int][]byte, error) {
-	tag := uint64(tagBase) | c.seq
+	tag := uint64(tagBase) | uint64(c.opts.Tag)<<24 | c.seq&(1<<24-1)
 	c.seq++
 	for _, pe := range c.order {
 		if err := c.net.Send(pe.rank, tag, msg(pe)); err != nil {
