@@ -293,7 +293,9 @@ func (e *Executor) connOptions() proxy.ConnOptions {
 // staged reports whether device memory crosses nodes through pinned host
 // memory (a UCX build without CUDA support on a backend with device
 // memory).
-func (e *Executor) staged() bool { return e.mapper() != nil && len(e.port.prx) > 0 && !e.port.prx[0].CUDA() }
+func (e *Executor) staged() bool {
+	return e.mapper() != nil && len(e.port.prx) > 0 && !e.port.prx[0].CUDA()
+}
 
 // wireMem describes [p, p+n) of this rank's memory for registration as a
 // source of its puts: host memory on the host backend; device memory on
