@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -447,6 +448,38 @@ func TestNodesWithoutUCX(t *testing.T) {
 			if !strings.Contains(result, want) {
 				t.Errorf("rank %d: %q lacks %q\n%s", p.rank, result, want, p.output())
 			}
+		}
+	}
+}
+
+// TestMSCCLAcrossNodes: an MSCCL XML algorithm (transfer level, written
+// for any node shape) on 2 simulated nodes of one rank each is compiled for
+// the communicator's shape: its transfers between the nodes become port
+// channels, and it computes right. (An MSCCL++ plan with port channels:
+// the executor's TestMSCCLPPPortAcrossNodes.)
+func TestMSCCLAcrossNodes(t *testing.T) {
+	needUCX(t)
+	dir := t.TempDir()
+	b, err := os.ReadFile("../../examples/allreduce_ring_2rank_msccl.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs := `{"name":"msgsize","type":"int","origin":"endo","path":"request.messagesize"}` + "\n"
+	scheds := `{"file":"ring.xml","collective":"allreduce","nranks":2,"name":"msccl_ring"}` + "\n"
+	for name, data := range map[string][]byte{"ring.xml": b, "attribute_manifest.jsonl": []byte(attrs), "schedule_manifest.jsonl": []byte(scheds)} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	comms := nodeComms(t, 2, 1, dir)
+	var cases []devicetest.Case
+	for i, count := range []int64{2, 1001, 65536} {
+		cases = append(cases, devicetest.Case{Coll: ir.AllReduce, DataType: ir.Float32, RedOp: ir.Sum, Count: count, NRanks: 2, InPlace: i%2 == 1, Seed: uint64(i + 1)})
+	}
+	res := onEach(comms, func(c *Comm) rankResult { return runCases(c, cases) })
+	for r, x := range res {
+		if x.Err != nil || x.Wrong != 0 || x.Cases != len(cases) || x.Schedules["ring.xml"] != len(cases) {
+			t.Errorf("rank %d: %d cases, %d wrong, schedules %v: %v", r, x.Cases, x.Wrong, x.Schedules, x.Err)
 		}
 	}
 }
