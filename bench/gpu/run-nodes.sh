@@ -57,7 +57,7 @@ R=$(mktemp -d /tmp/nodes-results.XXXXXX)
 FINAL=${OUT:-$ROOT/build}
 mkdir -p "$FINAL" "$R/runs" "$R/logs"
 pack() { tar czf "$FINAL/nodes-results.tgz.tmp" -C "$R" . && mv "$FINAL/nodes-results.tgz.tmp" "$FINAL/nodes-results.tgz"; }
-trap 'stop_mps_here; pack' EXIT
+trap 'stop_mps; pack' EXIT
 export NCCL_NVLS_ENABLE=0 GODEBUG=asyncpreemptoff=1 CUDA_CACHE_MAXSIZE=4294967296
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 STEPS=${*:-info build nccl theseus}
@@ -73,21 +73,10 @@ left() { echo $((DEADLINE - ($(date +%s) - T0))); }
 bound() { local l; l=$(left); [ "$1" -gt "$l" ] && echo "$l" || echo "$1"; }
 want() { case " ${STEPS} " in *" $1 "*) return 0 ;; esac; return 1; }
 
-MPS=0
-start_mps_here() {
-  export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/theseus-mps-pipe}
-  export CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/theseus-mps-log}
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if echo get_server_list | nvidia-cuda-mps-control >/dev/null 2>&1; then
-    log "MPS already running"
-  elif nvidia-cuda-mps-control -d; then
-    MPS=1
-    log "MPS started"
-  else
-    log "warning: MPS did not start; the ranks share the GPU by time slicing"
-  fi
-}
-stop_mps_here() { if [ "$MPS" = 1 ]; then echo quit | nvidia-cuda-mps-control || true; MPS=0; fi; }
+# MPS as the other GPU scripts start it (ncclabi/gpu/common.sh; it sets -e,
+# which this script does not want: each run's failure is a row).
+source "$ROOT/ncclabi/gpu/common.sh"
+set +e
 
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -129,7 +118,7 @@ elif want build; then
   pack
 fi
 NCCL_LIBDIR=$(dirname "$(readlink -f "$NT_NC/nccl-home/lib/libnccl.so.2" 2>/dev/null || ldconfig -p | awk '/libnccl\.so\.2 /{print $NF; exit}')")
-start_mps_here
+start_mps
 
 # launch N ENVFN BIN ARGS...: N processes of a minimpi program, rank r with
 # the environment "$ENVFN r" prints (one K=V per line) added; rank 0's

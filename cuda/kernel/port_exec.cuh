@@ -175,26 +175,27 @@ DEV bool port_data_op(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
   return true;
 }
 
-// port_signal posts a signal on end ch (thread 0): the proxy adds 1 to the
-// peer's semaphore after the channel's earlier puts.
-DEV bool port_signal(const Ctx& c, i32 ch, i64 step, i64 s) {
+// port_sync posts a signal or a flush (op) on end ch (thread 0) and
+// returns its ticket in t: a signal adds 1 to the peer's semaphore after
+// the channel's earlier puts; a flush completes once they and the signals
+// are complete at the peer.
+DEV bool port_sync(const Ctx& c, i32 ch, u8 op, u64& t, i64 step, i64 s) {
   const theseus_port_rt* p = port_rt(c, ch);
   theseus_port_desc d = {};
-  d.op = THESEUS_PORT_SIGNAL;
+  d.op = op;
   d.channel = p->channel;
-  u64 t;
   return port_post(c, p->fifo, p->head, d, t, step, s, ch);
 }
 
-// port_flush posts a flush on end ch and waits for it (thread 0): the
-// channel's puts and signals are complete at the peer.
-DEV bool port_flush(const Ctx& c, i32 ch, i64 step, i64 s) {
-  const theseus_port_rt* p = port_rt(c, ch);
-  theseus_port_desc d = {};
-  d.op = THESEUS_PORT_FLUSH;
-  d.channel = p->channel;
+DEV bool port_signal(const Ctx& c, i32 ch, i64 step, i64 s) {
   u64 t;
-  return port_post(c, p->fifo, p->head, d, t, step, s, ch) && port_done(c, p->fifo, t, step, s, ch);
+  return port_sync(c, ch, THESEUS_PORT_SIGNAL, t, step, s);
+}
+
+// port_flush posts a flush on end ch and waits for it (thread 0).
+DEV bool port_flush(const Ctx& c, i32 ch, i64 step, i64 s) {
+  u64 t;
+  return port_sync(c, ch, THESEUS_PORT_FLUSH, t, step, s) && port_done(c, port_rt(c, ch)->fifo, t, step, s, ch);
 }
 
 // port_fence (thread 0) meets every peer on another node at a fenced

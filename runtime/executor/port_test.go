@@ -3,20 +3,14 @@
 package executor
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/theseus-ccl/theseus/compiler/load"
 	"github.com/theseus-ccl/theseus/compiler/passes"
 	"github.com/theseus-ccl/theseus/ir"
-	"github.com/theseus-ccl/theseus/runtime/bootstrap"
-	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/device/devicetest"
-	"github.com/theseus-ccl/theseus/runtime/host"
 	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
 )
 
@@ -30,43 +24,13 @@ func newNodeWorld(t *testing.T, nodes, per int) *world {
 	if _, ok := os.LookupEnv("UCX_TLS"); !ok {
 		t.Setenv("UCX_TLS", "tcp")
 	}
-	n := nodes * per
-	id, err := bootstrap.NewLoopbackUniqueID(bootstrap.Options{Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &world{t: t, n: n, boots: make([]*bootstrap.Bootstrap, n), ex: make([]*Executor, n), st: make([]device.Stream, n), dev: host.Backend()}
-	node := make([]int, n)
+	node := make([]int, nodes*per)
 	for r := range node {
 		node[r] = r / per
 	}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.boots[r], errs[r] = bootstrap.Init(context.Background(), id, r, n, bootstrap.Options{Timeout: 10 * time.Second})
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	for r := range n {
-		c := Config{Rank: r, NRanks: n, Backend: w.dev, Net: w.boots[r], Timeout: 10 * time.Second, InitialScratch: 1 << 20,
-			Node: node, LocalRank: r % per, LocalRanks: per, HostID: fmt.Sprintf("node%d", r/per)}
-		if w.ex[r], err = New(c); err != nil {
-			t.Fatal(err)
-		}
-		if w.st[r], err = w.dev.NewStream(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(w.close)
-	return w
+	return newWorldOf(t, nodes*per, func(r int, c *Config) {
+		*c = Config{InitialScratch: 1 << 20, Node: node, LocalRank: r % per, LocalRanks: per, HostID: fmt.Sprintf("node%d", r/per)}
+	})
 }
 
 // TestMSCCLPPPortAcrossNodes: MSCCL++'s v0.7 sendrecv plan (proxy channels:

@@ -435,16 +435,12 @@ func (s *stream) Close() error {
 // scratch view starts shift bytes into the scratch buffer (both ranks'
 // scratch views shift alike: Prepare's view).
 func portEnd(p *device.PortEnd, shift int64) *interp.PortEnd {
-	pe := &interp.PortEnd{Conn: p.Conn, Channel: p.Channel}
-	for k := range 3 {
-		pe.Local[k] = interp.PortBuf(p.Local[k])
-		pe.Peer[k] = interp.PortBuf(p.Peer[k])
-	}
-	for _, b := range []*interp.PortBuf{&pe.Local[device.Scratch], &pe.Peer[device.Scratch]} {
+	pe := &interp.PortEnd{Conn: p.Conn, Channel: p.Channel, Local: p.Local, Peer: p.Peer}
+	for _, b := range []*device.PortBuf{&pe.Local[device.Scratch], &pe.Peer[device.Scratch]} {
 		if b.Size > shift {
 			b.Off, b.Size = b.Off+shift, b.Size-shift
 		} else {
-			*b = interp.PortBuf{}
+			*b = device.PortBuf{}
 		}
 	}
 	return pe

@@ -14,6 +14,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/interp/numeric"
 )
 
@@ -46,7 +47,7 @@ type rankRun struct {
 	// help are the distinct proxy connections of the rank's proxied ends:
 	// a wait runs their rounds (a peer's puts land in this process's
 	// progress).
-	help []Port
+	help []device.PortConn
 
 	mu      sync.Mutex
 	primary []error

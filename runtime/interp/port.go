@@ -6,56 +6,24 @@ import (
 
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/device"
 )
 
-// Port is a port-channel connection to a peer on another node, through
-// the process's proxy (runtime/transport/proxy; the executor's
-// device.PortConn). The interpreter uses it for the channel ends whose
-// End.Port is set: their peers' memory is not mapped here, so a put is a
+// PortEnd is a channel end through the process's proxy to a peer on
+// another node (End.Port; runtime/transport/proxy through the executor's
+// device.PortConn): the peer's memory is not mapped here, so a put is a
 // descriptor the proxy executes over UCX, a signal an atomic add it orders
 // after the channel's puts, and a flush waits for both to complete at the
 // peer (docs/transport.md).
-type Port interface {
-	// Put queues size bytes from this rank's region src at srcOff to the
-	// peer's region dst at dstOff and returns the descriptor's ticket; the
-	// source may be overwritten once Wait(ticket) has returned.
-	Put(ch, src uint16, srcOff uint64, dst uint16, dstOff uint64, size uint32, signal bool) (uint64, error)
-	// Wait waits until the ticket's descriptor is complete.
-	Wait(ticket uint64) error
-	// Signal adds 1 to the peer's semaphore of channel ch, after the
-	// channel's earlier puts.
-	Signal(ch uint16) error
-	// Flush waits until the channel's earlier puts and signals are
-	// complete at the peer.
-	Flush(ch uint16) error
-	// WaitSignal waits until the 64-bit word sem (this rank's inbound
-	// semaphore, which peer's signals increment) reaches want; it ends
-	// early when the connection fails or stop returns an error, and at the
-	// connection's timeout.
-	WaitSignal(sem *uint64, want uint64, peer int, stop func() error) error
-	// Help runs a round of the proxy from the caller (puts of the peer
-	// land in this process's progress).
-	Help()
-}
-
-// PortEnd is a channel end through the proxy (End.Port).
 type PortEnd struct {
-	Conn Port
+	Conn device.PortConn
 	// Channel is the connection's channel of this end: its signals.
 	Channel uint16
 	// Local and Peer locate this rank's and the peer's input, output and
 	// scratch (by ir.BufKind) in the connection's regions, as this launch
 	// parity's views see them (Buffers: the scratch view may start inside
 	// its region). Size 0: not reachable through this end.
-	Local, Peer [ir.NumBufKinds]PortBuf
-}
-
-// PortBuf is a buffer's place in a registered region: Size bytes from byte
-// Off of region Region.
-type PortBuf struct {
-	Region uint16
-	Off    int64
-	Size   int64
+	Local, Peer [ir.NumBufKinds]device.PortBuf
 }
 
 // maxPutBytes bounds one descriptor's put (the descriptor's size is 32

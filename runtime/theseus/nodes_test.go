@@ -7,17 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/theseus-ccl/theseus/internal/netnstest"
+	"github.com/theseus-ccl/theseus/internal/ranks"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
 	"github.com/theseus-ccl/theseus/runtime/comm/commtest"
@@ -47,20 +47,15 @@ func nodeComms(t *testing.T, nodes, per int, dir string) []*Comm {
 		t.Fatal(err)
 	}
 	comms := make([]*Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cfg := Config{Backend: "host", ContextDir: dir}
-			cfg.Options.Timeout = 20 * time.Second
-			cfg.Options.InitialScratch = 1 << 20
-			cfg.Options.HostID = fmt.Sprintf("node%d", r/per)
-			comms[r], errs[r] = NewComm(context.Background(), id, r, n, cfg)
-		}()
-	}
-	wg.Wait()
+	errs := ranks.Each(n, func(r int) error {
+		cfg := Config{Backend: "host", ContextDir: dir}
+		cfg.Options.Timeout = 20 * time.Second
+		cfg.Options.InitialScratch = 1 << 20
+		cfg.Options.HostID = fmt.Sprintf("node%d", r/per)
+		var err error
+		comms[r], err = NewComm(context.Background(), id, r, n, cfg)
+		return err
+	})
 	t.Cleanup(func() {
 		for _, c := range comms {
 			if c != nil {
@@ -266,47 +261,9 @@ func nodesMultiProcess(t *testing.T, nodes, per int, spec func(node int) (wrap, 
 // skips, saying so.
 func TestNodesNetworkNamespaces(t *testing.T) {
 	needUCX(t)
-	if os.Geteuid() != 0 {
-		t.Skip("network namespaces need root")
-	}
-	ip, err := exec.LookPath("ip")
-	if err != nil {
-		t.Skip("no ip (iproute2)")
-	}
-	tag := fmt.Sprintf("tn%d", os.Getpid()%100000)
-	ns := []string{tag + "a", tag + "b"}
-	dev := []string{tag + "x", tag + "y"}
-	subnet := fmt.Sprintf("10.232.%d", os.Getpid()%250)
-	run := func(args ...string) error {
-		if out, err := exec.Command(ip, args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-		return nil
-	}
-	t.Cleanup(func() {
-		for _, n := range ns {
-			exec.Command(ip, "netns", "del", n).Run() // removes its end of the pair
-		}
-	})
-	setup := [][]string{
-		{"netns", "add", ns[0]}, {"netns", "add", ns[1]},
-		{"link", "add", dev[0], "type", "veth", "peer", "name", dev[1]},
-		{"link", "set", dev[0], "netns", ns[0]}, {"link", "set", dev[1], "netns", ns[1]},
-	}
-	for i := range 2 {
-		setup = append(setup, []string{"-n", ns[i], "addr", "add", fmt.Sprintf("%s.%d/24", subnet, i+1), "dev", dev[i]},
-			[]string{"-n", ns[i], "link", "set", dev[i], "up"}, []string{"-n", ns[i], "link", "set", "lo", "up"})
-	}
-	for _, a := range setup {
-		if err := run(a...); err != nil {
-			if a[0] == "netns" && a[1] == "add" {
-				t.Skipf("cannot make network namespaces here: %v", err)
-			}
-			t.Fatal(err)
-		}
-	}
+	p := netnstest.New(t, "tn", 232)
 	nodesMultiProcess(t, 2, 2, func(node int) ([]string, []string) {
-		return []string{ip, "netns", "exec", ns[node]}, []string{"MSCCLPP_SOCKET_IFNAME=" + dev[node], "MASTER_ADDR=" + subnet + ".1"}
+		return p.Exec(node), []string{"MSCCLPP_SOCKET_IFNAME=" + p.Dev[node], "MASTER_ADDR=" + p.Addr[0]}
 	})
 }
 
