@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/compiler/load"
 	"github.com/theseus-ccl/theseus/compiler/passes"
 	"github.com/theseus-ccl/theseus/ir"
@@ -74,6 +75,43 @@ func TestMSCCLPPPortAcrossNodes(t *testing.T) {
 		}
 		if len(e.l0.allImports) != 0 {
 			t.Errorf("rank %d maps %d allocations of the other node", r, len(e.l0.allImports))
+		}
+	}
+}
+
+// TestPortMigration: on 2 simulated nodes of 2 ranks, a ring and a
+// hierarchical allreduce (both with port channels between the nodes: the
+// ring's to the previous rank, hier's to the same local rank of the other
+// node) take turns: hier is a delta migration of the ring that adds only
+// the connection it lacks, switching back and forth makes none, and every
+// result is right.
+func TestPortMigration(t *testing.T) {
+	w := newNodeWorld(t, 2, 2)
+	o := gen.Options{Collective: ir.AllReduce, NRanks: 4, NLocalRanks: 2}
+	ring, hier := compile(t, 1, "ring", o), compile(t, 2, "hier", o)
+	c := devicetest.Case{Coll: ir.AllReduce, DataType: ir.Float32, RedOp: ir.Sum, Count: 4099, NRanks: 4, Seed: 3}
+	conns := make([]int, w.n)
+	for i, s := range []*Schedule{ring, hier, ring, hier} {
+		if wrong, errs := w.run(s, c, false); wrong != 0 {
+			t.Fatalf("call %d (%s): %d wrong: %v", i, s.Name, wrong, errs)
+		} else {
+			w.must(errs)
+		}
+		for r, e := range w.ex {
+			st := e.Stats()
+			if i <= 1 {
+				conns[r] = st.Created.Connections
+			} else if st.Created.Connections != conns[r] {
+				t.Errorf("call %d: rank %d has %d connections, %d after both schedules", i, r, st.Created.Connections, conns[r])
+			}
+			if i == 1 && (st.L1Migrations != 1 || st.LastMigration.From != ring.ID) {
+				t.Errorf("rank %d: %d migrations, the last from %d: want hier materialised from ring", r, st.L1Migrations, st.LastMigration.From)
+			}
+		}
+	}
+	for r := range conns {
+		if conns[r] != 1+2 { // the same node's peer imported, the ring's and hier's of the other node
+			t.Errorf("rank %d: %d connections, want 3", r, conns[r])
 		}
 	}
 }
