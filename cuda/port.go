@@ -47,6 +47,10 @@ func (b *Backend) AllocMapped(size int64) (device.MappedMem, error) {
 	return mm, err
 }
 
+// BindThread implements device.HostMapper: the context current on the
+// calling (locked) OS thread.
+func (b *Backend) BindThread() error { return b.dev.SetCurrent() }
+
 // FreeMapped implements device.HostMapper.
 func (b *Backend) FreeMapped(m device.MappedMem) error {
 	if m.Host == nil {

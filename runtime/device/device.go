@@ -438,6 +438,10 @@ type HostMapper interface {
 	AllocMapped(size int64) (MappedMem, error)
 	FreeMapped(m MappedMem) error
 	ToHost(dst unsafe.Pointer, src Ptr, n int64) error
+	// BindThread makes the backend's device context current on the
+	// calling OS thread, which the caller has locked (the proxy's: a UCX
+	// built with CUDA copies device memory in its progress).
+	BindThread() error
 }
 
 // MappedMem is host memory mapped into the device (HostMapper).

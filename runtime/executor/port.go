@@ -241,7 +241,11 @@ func (e *Executor) theProxies() ([]*proxy.Proxy, error) {
 	var rels []func()
 	for lane := range int(n) {
 		key := fmt.Sprintf("%s/%d/%d", e.cfg.HostID, e.cfg.LocalRank, lane)
-		p, rel, err := proxy.Shared(key, proxy.Options{LocalRank: e.cfg.LocalRank, LocalRanks: e.cfg.LocalRanks, Timeout: e.cfg.Timeout})
+		o := proxy.Options{LocalRank: e.cfg.LocalRank, LocalRanks: e.cfg.LocalRanks, Timeout: e.cfg.Timeout}
+		if m := e.mapper(); m != nil {
+			o.OnThread = m.BindThread
+		}
+		p, rel, err := proxy.Shared(key, o)
 		if err != nil {
 			for _, r := range rels {
 				r()

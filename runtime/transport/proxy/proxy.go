@@ -25,6 +25,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -43,6 +44,11 @@ type Options struct {
 	LocalRank, LocalRanks int
 	// Timeout bounds every wait (0: THESEUS_TIMEOUT, default 60 s).
 	Timeout time.Duration
+	// OnThread, when set, runs first on the OS thread the proxy's
+	// goroutine locks for its life: the CUDA backend makes its context
+	// current there, since a UCX built with CUDA copies device memory
+	// inside the worker's progress.
+	OnThread func() error
 }
 
 // Proxy is a process's port-channel engine: a UCX context and worker and
@@ -102,7 +108,7 @@ func New(o Options) (*Proxy, error) {
 		}
 		log.Infof(log.Init, "NET/UCX: UCX %d.%d.%d, CUDA memory %v%s", maj, min, rel, c.CUDA(), strings.Join(append([]string{""}, sets...), "; "))
 	}
-	go p.loop()
+	go p.loop(o.OnThread)
 	return p, nil
 }
 
@@ -146,8 +152,15 @@ func (p *Proxy) Close() error {
 // spins for 256 rounds, then yields the processor (sched_yield) each round
 // for THESEUS_PROXY_SPIN (2 ms), then sleeps with a backoff from 10 us to
 // 1 ms, woken by Kick.
-func (p *Proxy) loop() {
+func (p *Proxy) loop(onThread func() error) {
 	defer close(p.done)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if onThread != nil {
+		if err := onThread(); err != nil {
+			log.Warnf(log.Net, "NET/UCX: the proxy's thread: %v", err)
+		}
+	}
 	idleSince := time.Time{}
 	var idle int
 	sleep := 10 * time.Microsecond
