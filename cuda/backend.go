@@ -59,6 +59,16 @@ type Backend struct {
 	// time when its schedule reaches peers' buffers).
 	regions device.RegionSet
 
+	// clock maps the GPU's %globaltimer to the host's clock for op traces
+	// (trace.go).
+	clock clockMap
+
+	// residents counts the persistent executors (resident.go) of the
+	// process, rqueues their queues: every free stops their kernels first.
+	residents atomic.Int64
+	rmu       sync.Mutex
+	rqueues   map[*rqueue]struct{}
+
 	// stops are the holders of launch images (LaunchImage), by their
 	// stream (image.go).
 	stops struct {
@@ -134,7 +144,7 @@ func open(ord int) (device.Backend, error) {
 		openErr = err
 		return nil, err
 	}
-	opened = &Backend{dev: d, ctl: ctl, streams: map[*Stream]struct{}{},
+	opened = &Backend{dev: d, ctl: ctl, streams: map[*Stream]struct{}{}, rqueues: map[*rqueue]struct{}{},
 		allocs: map[device.Ptr]int64{}, imports: map[[64]byte]*imported{}, byBase: map[device.Ptr]*imported{}}
 	opened.reap = newReaper(&opened.gate, opened.idle)
 	go func() {
@@ -194,6 +204,12 @@ func (b *Backend) ShareContext() {
 // again when the backend is busy.
 func (b *Backend) idle() bool {
 	b.reaping.Store(true)
+	// A resident kernel (resident.go) keeps the context busy until its
+	// queue is idle and it exits, which it is asked to do here.
+	if b.residentsBusy() {
+		b.reaping.Store(false)
+		return false
+	}
 	b.smu.Lock()
 	defer b.smu.Unlock()
 	for st := range b.streams {
@@ -216,6 +232,9 @@ func (b *Backend) idle() bool {
 			return false
 		}
 	}
+	// Idle: the frees run under the gate, which holds back every launch
+	// (and so every start of a resident kernel) until they are done.
+	b.residentsRelease()
 	return true
 }
 
@@ -226,6 +245,8 @@ func (b *Backend) release(f func()) {
 		b.reap.defer_(f)
 		return
 	}
+	// The process's resident kernels would keep f waiting until they end.
+	b.stopResidents()
 	b.with(func() error { f(); return nil })
 }
 

@@ -31,6 +31,17 @@ import (
 // at rank 0's last launch, as ns after its entry.
 var latProbe = flag.Bool("lat.probe", false, "BenchmarkLatency: report the THESEUS_PROBE_TIMES measurement build's timestamps of rank 0's last launch")
 
+// commsContext replaces the embedded default context of localComms (the
+// graph tests, BenchmarkLatency, BenchmarkCallHost): for example a context
+// whose bundles carry specialised kernels (bench/gpu/make-spec-context.sh).
+var commsContext = flag.String("comms.context", "", "selection context directory of the tests' local communicators (default: the embedded default context)")
+
+// latShift is how many positions BenchmarkLatency's <size>/shift moves the
+// buffers over: more than a communicator keeps plans for (16), fewer than
+// the executor's L3 keeps entries (4096), as nccl-tests' startColl
+// (steps = maxbytes/size) at the sizes of a sweep to 64 KiB and beyond.
+const latShift = 1024
+
 var callhostProf = flag.String("callhost.prof", "", "write a 4 kHz CPU profile of BenchmarkCallHost's timed calls to this file")
 
 var (
@@ -39,13 +50,16 @@ var (
 )
 
 // localComms makes n ranks of one communicator as goroutines of this
-// process on the CUDA backend, with the embedded default context, and one
-// stream of their own each.
+// process on the CUDA backend, with the embedded default context (or
+// -comms.context's), and one stream of their own each.
 func localComms(t testing.TB, n int) ([]*theseus.Comm, []*cuda.Stream, *cuda.Backend) {
 	t.Helper()
-	dir := t.TempDir()
-	if err := contexts.Materialize(dir); err != nil {
-		t.Fatal(err)
+	dir := *commsContext
+	if dir == "" {
+		dir = t.TempDir()
+		if err := contexts.Materialize(dir); err != nil {
+			t.Fatal(err)
+		}
 	}
 	comms, err := theseus.NewLocalComms(context.Background(), n, theseus.Config{Backend: "cuda", ContextDir: dir})
 	if err != nil {
@@ -414,7 +428,10 @@ func TestGraphDiscarded(t *testing.T) {
 
 // BenchmarkLatency is the time per 2-rank allreduce (float32, 8 B - 32
 // KiB, two ranks as goroutines on one GPU), eager (back-to-back calls, one
-// sync at the end: sub-benchmark <size>/eager) and replayed from a CUDA
+// sync at the end: sub-benchmark <size>/eager), eager with the buffers
+// moved by one message per call within their allocations over latShift
+// positions, as nccl-tests moves them (<size>/shift: every call a new pair
+// of buffers, an executor L3 rebase) and replayed from a CUDA
 // graph of 100 captured calls (<size>/graph, the GPU's time per call),
 // reported as us/call. With -lat.probe and a measurement build with
 // THESEUS_PROBE_TIMES=1 loaded through THESEUS_PTX_DIR, the eager
@@ -430,15 +447,22 @@ func BenchmarkLatency(b *testing.B) {
 		send, recv := make([]device.Ptr, n), make([]device.Ptr, n)
 		for r := 0; r < n; r++ {
 			var err error
-			if send[r], err = be.Alloc(bytes); err != nil {
+			if send[r], err = be.Alloc(bytes * latShift); err != nil {
 				b.Fatal(err)
 			}
-			if recv[r], err = be.Alloc(bytes); err != nil {
+			if recv[r], err = be.Alloc(bytes * latShift); err != nil {
 				b.Fatal(err)
 			}
 		}
+		pos := make([]int64, n) // <size>/shift: the next position
+		shift := false
 		call := func(r int) error {
-			return comms[r].AllReduce(send[r], recv[r], count, theseus.Float32, theseus.Sum, streams[r])
+			var off device.Ptr
+			if shift {
+				off = device.Ptr(pos[r] * bytes)
+				pos[r] = (pos[r] + 1) % latShift
+			}
+			return comms[r].AllReduce(send[r]+off, recv[r]+off, count, theseus.Float32, theseus.Sum, streams[r])
 		}
 		loop := func(k int) error {
 			return onEach(n, func(r int) error {
@@ -461,7 +485,7 @@ func BenchmarkLatency(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(time.Since(start).Nanoseconds())/1e3/float64(b.N), "us/call")
-			b.Logf("%s: schedule %s", size, comms[0].LastCall().Name)
+			b.Logf("%s: schedule %s, resident executor %+v", size, comms[0].LastCall().Name, comms[0].Stats().Executor.Resident)
 			if *latProbe {
 				pt := cuda.ProbeTimes(streams[0])
 				for i, v := range pt {
@@ -470,6 +494,23 @@ func BenchmarkLatency(b *testing.B) {
 					}
 				}
 			}
+		})
+		b.Run(size+"/shift", func(b *testing.B) {
+			shift = true
+			defer func() { shift = false }()
+			if err := loop(50); err != nil {
+				b.Fatal(err)
+			}
+			st0 := comms[0].Stats().Executor
+			b.ResetTimer()
+			start := time.Now()
+			if err := loop(b.N); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(time.Since(start).Nanoseconds())/1e3/float64(b.N), "us/call")
+			st := comms[0].Stats().Executor
+			b.ReportMetric(float64(st.L3Rebases-st0.L3Rebases)/float64(b.N), "rebases/call")
+			b.ReportMetric(float64(st.L3Setups-st0.L3Setups)/float64(b.N), "setups/call")
 		})
 		b.Run(size+"/graph", func(b *testing.B) {
 			if err := loop(50); err != nil {
@@ -484,11 +525,8 @@ func BenchmarkLatency(b *testing.B) {
 				}
 				return nil
 			})
-			defer func() {
-				for _, e := range execs {
-					e.Destroy()
-				}
-			}()
+			// capture's cleanup destroys the graphs (destroying them here too
+			// freed them twice: a SIGSEGV in the cleanup on the H200).
 			if err := replay(streams, execs, 2); err != nil {
 				b.Fatal(err)
 			}

@@ -15,39 +15,54 @@ import (
 	"github.com/theseus-ccl/theseus/ir"
 )
 
-// TestKernelModules: one embedded PTX module per datatype, each with the
-// executor's two entry points and no other (the reference copies are in
-// the measurement build, kernel/bench.cu), all different, and nothing else
-// embedded (no GPU needed).
+// TestKernelModules: one embedded PTX module per datatype with the
+// executor's two entry points and the trace's clock (theseus_clock), and
+// one per ResidentDataTypes with the persistent executor's one, and no
+// other (the reference copies are in the measurement build,
+// kernel/bench.cu), all different, and nothing else embedded (no GPU
+// needed).
 func TestKernelModules(t *testing.T) {
-	seen := map[string]ir.DataType{}
+	seen := map[string]string{}
 	entry := regexp.MustCompile(`(?m)^\.visible \.entry (\w+)\(`)
 	for _, dt := range ir.AllDataTypes() {
-		ptx, err := PTX(dt)
-		if err != nil {
-			t.Fatalf("%v: %v", dt, err)
+		kinds := []struct {
+			ptx     func(ir.DataType) ([]byte, error)
+			entries []string
+		}{{PTX, []string{ClockKernelName, KernelName, UnitsKernelName}}, {ResidentPTX, []string{ResidentKernelName}}}
+		if !hasResident(dt) {
+			if _, err := ResidentPTX(dt); err == nil {
+				t.Errorf("%v: a resident module, but not in ResidentDataTypes", dt)
+			}
+			kinds = kinds[:1]
 		}
-		if !bytes.Contains(ptx, []byte(".target sm_80")) {
-			t.Errorf("%v: not an sm_80 module", dt)
+		for _, m := range kinds {
+			ptx, err := m.ptx(dt)
+			if err != nil {
+				t.Fatalf("%v: %v", dt, err)
+			}
+			if !bytes.Contains(ptx, []byte(".target sm_80")) {
+				t.Errorf("%v: not an sm_80 module", dt)
+			}
+			var entries []string
+			for _, e := range entry.FindAllSubmatch(ptx, -1) {
+				entries = append(entries, string(e[1]))
+			}
+			if !slices.Equal(entries, m.entries) {
+				t.Errorf("%v: entry points %v, want %v", dt, entries, m.entries)
+			}
+			name := fmt.Sprintf("%v %v", dt, m.entries)
+			if prev, dup := seen[string(ptx)]; dup {
+				t.Errorf("%s and %s have the same module", prev, name)
+			}
+			seen[string(ptx)] = name
 		}
-		var entries []string
-		for _, m := range entry.FindAllSubmatch(ptx, -1) {
-			entries = append(entries, string(m[1]))
-		}
-		if want := []string{KernelName, UnitsKernelName}; !slices.Equal(entries, want) {
-			t.Errorf("%v: entry points %v, want %v", dt, entries, want)
-		}
-		if prev, dup := seen[string(ptx)]; dup {
-			t.Errorf("%v and %v have the same module", prev, dt)
-		}
-		seen[string(ptx)] = dt
 	}
 	files, err := fs.Glob(ptxFS, "kernel/ptx/*")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != int(ir.NumDataTypes) {
-		t.Errorf("%d embedded modules %v, want %d", len(files), files, ir.NumDataTypes)
+	if want := int(ir.NumDataTypes) + len(ResidentDataTypes); len(files) != want {
+		t.Errorf("%d embedded modules %v, want %d", len(files), files, want)
 	}
 	if _, err := PTX(ir.DataType(ir.NumDataTypes)); err == nil {
 		t.Error("a module for an invalid datatype")
@@ -74,7 +89,7 @@ func TestModuleLoad(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", dt, err)
 		}
-		for _, name := range []string{KernelName, UnitsKernelName} {
+		for _, name := range []string{KernelName, UnitsKernelName, ClockKernelName} {
 			fn, err := mod.Function(name)
 			if err != nil {
 				t.Fatalf("%v: %v", dt, err)
@@ -88,6 +103,49 @@ func TestModuleLoad(t *testing.T) {
 			}
 		}
 		mod.Unload()
+	}
+}
+
+// TestResidentModule loads the persistent executor's float32 module and
+// reports what one resident threadblock takes: registers, local bytes,
+// static shared memory, and how many such blocks of 256 and 1024 threads
+// fit on one multiprocessor (the SMs a resident kernel of
+// THESEUS_PERSISTENT_BLOCKS blocks occupies: docs/design/cuda.md, "The
+// persistent executor").
+func TestResidentModule(t *testing.T) {
+	gputest.Require(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	d := currentDevice0(t)
+	ptx, err := ResidentPTX(ir.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	mod, err := driver.LoadModule(ptx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Unload()
+	el := time.Since(start)
+	fn, err := mod.Function(ResidentKernelName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regs, _ := fn.Attribute(driver.FuncAttrNumRegs)
+	local, _ := fn.Attribute(driver.FuncAttrLocalSizeBytes)
+	shared, _ := fn.Attribute(driver.FuncAttrSharedSizeBytes)
+	sms, _ := d.Attribute(driver.AttrMultiprocessorCount)
+	per := map[int]int{}
+	for _, th := range []int{256, 1024} {
+		if per[th], err = fn.MaxActiveBlocksPerSM(th, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fmt.Printf("RESIDENT float32: loaded in %.2f s, %d registers, %d local bytes per thread, %d static shared bytes per block; "+
+		"%d blocks of 256 threads or %d of 1024 fit on one of %d multiprocessors\n", el.Seconds(), regs, local, shared, per[256], per[1024], sms)
+	if per[256] < 1 || per[1024] < 1 {
+		t.Errorf("a resident block does not fit on a multiprocessor: %v", per)
 	}
 }
 

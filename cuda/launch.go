@@ -125,6 +125,12 @@ func fillLaunch(a *Launch, f launchFields) {
 	a.elem_size = C.uint8_t(f.elemSize)
 }
 
+// setBufs sets a launch's input and output bases (Backend.Rebase).
+func setBufs(a *Launch, in, out driver.Ptr) {
+	a.buf[0] = C.uint64_t(in)
+	a.buf[1] = C.uint64_t(out)
+}
+
 func fillHalf(a *Launch, half int64) { a.scratch_half = C.int64_t(half) }
 
 func fillDone(a *Launch, done, finish, fence driver.Ptr, nfence int) {
@@ -132,6 +138,21 @@ func fillDone(a *Launch, done, finish, fence driver.Ptr, nfence int) {
 	a.finish = C.uint64_t(finish)
 	a.fence = C.uint64_t(fence)
 	a.nfence = C.int32_t(nfence)
+}
+
+// fillPair sets a launch's started and finished words and the peers'
+// started words its pairing wait reads (npair of them at pair).
+func fillPair(a *Launch, started, hdone, pair driver.Ptr, npair int) {
+	a.started = C.uint64_t(started)
+	a.hdone = C.uint64_t(hdone)
+	a.pair = C.uint64_t(pair)
+	a.npair = C.int32_t(npair)
+}
+
+// chanPeerBufOffset is the byte offset of peer_buf[k] in a channel record.
+func chanPeerBufOffset(k int) int64 {
+	var rt ChanRT
+	return int64(unsafe.Offsetof(rt.peer_buf)) + 8*int64(k)
 }
 
 // fillUnits sets a launch's shared work (the zero unitWork: none).
@@ -159,14 +180,15 @@ func setLaunch(a *Launch, launch uint64, fence bool, nfence int32) {
 	}
 }
 
-// launchBox holds a Launch at the start of a 256-byte object, which Go's
-// allocator places on a 64-byte boundary (its size class is a multiple of
-// 64): the fields a launch writes (setLaunch) then share as few cache
-// lines as the argument's layout allows. No Go pointers, as cgo requires
-// of memory C reads.
+// launchBox holds a Launch at the start of an object of a multiple of 64
+// bytes, which Go's allocator places on a 64-byte boundary (its size class
+// is that multiple): the fields a launch writes (setLaunch) then share as
+// few cache lines as the argument's layout allows. The padding is never
+// empty (a struct ending in a zero-size field is padded by 8 bytes). No Go
+// pointers, as cgo requires of memory C reads.
 type launchBox struct {
 	a Launch
-	_ [256 - unsafe.Sizeof(Launch{})]byte
+	_ [64 - unsafe.Sizeof(Launch{})%64]byte
 }
 
 // newLaunch allocates a zeroed launch argument (launchBox).
@@ -189,11 +211,11 @@ func (e *KernelError) Error() string {
 	code := map[uint32]string{ErrTimeout: "timed out", ErrAborted: "aborted", ErrBadRef: "bad reference",
 		ErrBadOp: "bad opcode", ErrTooManyRefs: "too many refs in one op"}[e.Code]
 	what := map[uint32]string{1: "a semaphore", 2: "a dependency", 3: "a barrier", 4: "an LL packet flag", 5: "the avg epilogue",
-		6: "a peer's done word (launch fence)"}[e.What]
+		6: "a peer's done word (launch fence)", 7: "a peer's started word (pairing)"}[e.What]
 	s := fmt.Sprintf("cuda kernel: rank %d tb %d step %d slice %d: %s", e.Rank, e.TB, e.Step, e.Slice, code)
-	if e.What == 6 {
-		// The fence's channel field is the index into Args.Fence.
-		return s + fmt.Sprintf(" waiting for %s (fence entry %d, have %d, want %d) in launch %d", what, e.Channel, e.Have, e.Want, e.Launch)
+	if e.What == 6 || e.What == 7 {
+		// The channel field is the index into Args.Fence (Args.Pair).
+		return s + fmt.Sprintf(" waiting for %s (entry %d, have %d, want %d) in launch %d", what, e.Channel, e.Have, e.Want, e.Launch)
 	}
 	if what != "" {
 		s += fmt.Sprintf(" waiting for %s (channel/tb/id %d, have %d, want %d)", what, e.Channel, e.Have, e.Want)

@@ -3,6 +3,7 @@ package cuda
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"unsafe"
 
 	"github.com/theseus-ccl/theseus/cuda/driver"
@@ -67,11 +68,42 @@ type prepared struct {
 	// launch is not fenced).
 	nfence int32
 	// staged: in or out is not empty (the launch takes the staged path).
-	staged  bool
+	staged bool
+	// units: the launch is shared work (the theseus_units entry); spec:
+	// it runs the table's specialised kernel (Args.Kernel).
+	units, spec bool
+	// dev is arg in device memory, for the persistent executor's kernel
+	// (resident.go: uploaded once; 0 until then).
+	dev     driver.Ptr
 	grid    int
 	threads int
 	mem     []driver.Ptr // what Release frees
 	in, out []device.Copy
+	// chans are the channel records in device memory, nchans of them
+	// (RebindPeer rewrites their peer buffers).
+	chans  driver.Ptr
+	nchans int
+	_      [40]byte // to 192 bytes: a multiple of 64 (TestStreamLayout)
+}
+
+// RebindPeer implements device.Rebinder: one 8-byte copy into the channel
+// record on the control stream, finished before it returns. The executor
+// calls it only while no launch of p is past its pairing wait, and the
+// kernel reads the records of such a launch only after it (kernel
+// launch_pair).
+func (p *prepared) RebindPeer(end, kind int, m device.Mem) error {
+	if end < 0 || end >= p.nchans || kind < 0 || kind > 1 {
+		return fmt.Errorf("cuda: rebind of channel end %d buffer %d of %d ends", end, kind, p.nchans)
+	}
+	var w [8]byte
+	binary.LittleEndian.PutUint64(w[:], uint64(m.Ptr))
+	dst := p.chans + driver.Ptr(int64(end)*ChanRTBytes+chanPeerBufOffset(kind))
+	return p.b.with(func() error {
+		if err := driver.CopyHtoDAsync(dst, w[:], p.b.ctl); err != nil {
+			return err
+		}
+		return p.b.ctl.Synchronize()
+	})
 }
 
 // Prepare implements device.Backend: it uploads the channel records and
@@ -116,6 +148,14 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 			return err
 		}
 		p.fn = k.fn(false)
+		if a.Kernel != nil {
+			// The table's specialised kernel (the bundle's): the same
+			// argument, its table compiled in.
+			if p.fn, err = specKernel(b.dev.Context(), a.Kernel); err != nil {
+				return err
+			}
+			p.spec = true
+		}
 		alloc := func(n int64) (driver.Ptr, error) {
 			m, err := b.zeroed(max(n, 16))
 			if err == nil {
@@ -127,6 +167,7 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 		if err != nil {
 			return err
 		}
+		p.chans, p.nchans = chans, len(a.Ends)
 		var port driver.Ptr
 		rts := make([]ChanRT, len(a.Ends))
 		for i, e := range a.Ends {
@@ -188,8 +229,29 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 			inplace: a.InPlace, ll8: a.PacketType == ir.LL8, elemSize: int(a.Layout.ElemSize),
 		})
 		fillHalf(p.arg, a.ScratchHalf)
+		if a.Trace != nil {
+			tr, ok := a.Trace.(*opTrace)
+			if !ok {
+				return fmt.Errorf("cuda: prepare with a %T op trace", a.Trace)
+			}
+			fillTrace(p.arg, tr.mem)
+		}
 		fillDone(p.arg, driver.Ptr(a.Done), finish, fence, len(a.Fence)+len(a.PortFence))
 		setPort(p.arg, port)
+		var pair driver.Ptr
+		if len(a.Pair) > 0 {
+			if pair, err = alloc(8 * int64(len(a.Pair))); err != nil {
+				return err
+			}
+			words := make([]byte, 8*len(a.Pair))
+			for i, f := range a.Pair {
+				binary.LittleEndian.PutUint64(words[8*i:], uint64(f.Word))
+			}
+			if err := driver.CopyHtoDAsync(pair, words, b.ctl); err != nil {
+				return err
+			}
+		}
+		fillPair(p.arg, driver.Ptr(a.Started), driver.Ptr(a.HDone), pair, len(a.Pair))
 		// Shared work (cuda/units.go) for a launch of independent copies
 		// and reduces of this rank's own buffers.
 		pl := t.Placement(a.Root, a.InPlace)
@@ -199,12 +261,19 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 				return err
 			}
 			fillUnits(p.arg, u)
-			p.fn = k.fn(true)
+			p.fn, p.units, p.spec = k.fn(true), true, false
 			if p.fn == k.units {
 				p.grid = unitsGrid(b.dev, k.units, p.grid, p.threads, u.nunits)
 			}
 		}
 		p.nfence = int32(len(a.Fence) + len(a.PortFence))
+		// With a persistent executor in the process its kernel reads the
+		// argument from device memory (resident.go).
+		if b.residents.Load() > 0 && !p.units {
+			if err := p.uploadArg(); err != nil {
+				return err
+			}
+		}
 		// The memsets and copies above run on the control stream: finish
 		// them before any launch on another stream reads these words.
 		return b.ctl.Synchronize()
@@ -216,7 +285,36 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 	return p, nil
 }
 
-// Release implements device.Prepared.
+// Rebase implements device.Rebaser: p's launch with this rank's input and
+// output bases at a's. The result shares p's device memory (channel
+// records, barrier, finish, fence and shared-work words: the same request
+// shape at other buffers needs the same, and one rank's launches run in
+// order) and has an argument of its own, a copy of p's with the two buffer
+// words set: no allocation, copy or synchronisation, so a call whose
+// buffers moved within known allocations costs a repeat plus this. The
+// shared-work runs are offsets from the buffers' bases (theseus_run), so
+// they move with them. Errors: a p of another backend or with staging
+// copies.
+func (b *Backend) Rebase(pp device.Prepared, a *device.Args) (device.Prepared, error) {
+	p, ok := pp.(*prepared)
+	if !ok || p == nil || p.b != b {
+		return nil, fmt.Errorf("cuda: rebase of a %T", pp)
+	}
+	if p.staged || len(a.StageIn)+len(a.StageOut) > 0 {
+		return nil, errors.New("cuda: rebase of a launch with staging copies")
+	}
+	// A rebased launch through the persistent executor's queue shares p's
+	// argument in device memory (dev): the queue item carries its buffers.
+	q := &prepared{b: b, fn: p.fn, arg: newLaunch(), nfence: p.nfence, grid: p.grid, threads: p.threads,
+		units: p.units, spec: p.spec, dev: p.dev}
+	*q.arg = *p.arg
+	setBufs(q.arg, driver.Ptr(a.Buf[device.Input].Ptr), driver.Ptr(a.Buf[device.Output].Ptr))
+	q.st = p.st // the argument's stream fields are p's
+	return q, nil
+}
+
+// Release implements device.Prepared (nothing for a rebased launch: its
+// memory is its base's).
 func (p *prepared) Release() {
 	for _, m := range p.mem {
 		p.b.free(m)

@@ -26,11 +26,11 @@ func TestPTXDir(t *testing.T) {
 		return "", false
 	})
 	defer restore()
-	got, err := modulePTX(ir.Float32)
+	got, err := modulePTX(moduleExec, ir.Float32)
 	if err != nil || string(got) != "// variant\n" {
 		t.Errorf("float32: %q, %v; want the variant", got, err)
 	}
-	_, err = modulePTX(ir.Bfloat16)
+	_, err = modulePTX(moduleExec, ir.Bfloat16)
 	want := filepath.Join(dir, "theseus_bfloat16.ptx")
 	if err == nil || !strings.Contains(err.Error(), "THESEUS_PTX_DIR") || !strings.Contains(err.Error(), want) {
 		t.Errorf("bfloat16: error %v, want one naming THESEUS_PTX_DIR and %s", err, want)

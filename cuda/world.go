@@ -11,6 +11,7 @@ import (
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/cuda/driver"
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/launch"
 )
 
@@ -56,6 +57,11 @@ type World struct {
 	Timeout time.Duration
 	// Threads per threadblock when the table does not say (default 512).
 	Threads int
+	// Kernels, when set, gives logical rank l's specialised kernel for a
+	// datatype (nil: the generic kernel), which a launch without shared
+	// work runs instead, as the backend does for a bundle's
+	// (device.Args.Kernel).
+	Kernels func(l int, dt ir.DataType) *device.Kernel
 }
 
 // NewWorld uploads tables (tables[r] is logical rank r's) to GPU ordinal
@@ -478,7 +484,16 @@ func (w *World) launchAll() error {
 		if threads <= 0 {
 			threads = w.Threads
 		}
-		if err := launchKernel(w.k.fn(w.units[p].runs != 0), len(t.TBs), threads, w.streams[p], &a); err != nil {
+		fn := w.k.fn(w.units[p].runs != 0)
+		if w.Kernels != nil && w.units[p].runs == 0 {
+			if k := w.Kernels(l, req.DataType); k != nil {
+				var err error
+				if fn, err = specKernel(w.dev.Context(), k); err != nil {
+					return fmt.Errorf("rank %d: %w", p, err)
+				}
+			}
+		}
+		if err := launchKernel(fn, len(t.TBs), threads, w.streams[p], &a); err != nil {
 			return fmt.Errorf("rank %d: %w", p, err)
 		}
 	}

@@ -194,6 +194,7 @@ THS_DEF(ncclCommInitRankScalable,
 THS_DEF(ncclCommFinalize, (ncclComm_t comm), { return thsGoCommFinalize(comm); })
 THS_DEF(ncclCommDestroy, (ncclComm_t comm), { return thsGoCommDestroy(comm); })
 THS_DEF(ncclCommAbort, (ncclComm_t comm), { return thsGoCommAbort(comm); })
+THS_DEF(ncclCommRevoke, (ncclComm_t comm, int revokeFlags), { return thsGoCommRevoke(comm, revokeFlags); })
 THS_DEF(ncclCommSplit,
         (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config),
         { return thsGoCommSplit(comm, color, key, newcomm, config, &ths_depth); })
@@ -421,8 +422,6 @@ ncclResult_t theseusCommStats(ncclComm_t comm, uint64_t* native, uint64_t* fallb
   ncclResult_t name params;                                                                   \
   THS_REJECT(name, params, reason)
 
-THS_REJECT_EXTRA(ncclCommRevoke, (ncclComm_t comm, int revokeFlags),
-                 "communicator revocation (NCCL 2.29) is not supported; use ncclCommAbort")
 THS_REJECT_EXTRA(ncclCommSuspend, (ncclComm_t comm, int flags),
                  "communicator suspension (NCCL 2.29) is not supported")
 THS_REJECT_EXTRA(ncclCommResume, (ncclComm_t comm),

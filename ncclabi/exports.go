@@ -237,6 +237,16 @@ func thsGoCommAbort(comm C.ncclComm_t) (rc C.ncclResult_t) {
 	return res(l.Abort(handle(comm)))
 }
 
+//export thsGoCommRevoke
+func thsGoCommRevoke(comm C.ncclComm_t, flags C.int) (rc C.ncclResult_t) {
+	defer recoverTo(&rc, "thsGoCommRevoke")
+	l, r := library("ncclCommRevoke")
+	if l == nil {
+		return r
+	}
+	return res(l.Revoke(handle(comm), int(flags)))
+}
+
 //export thsGoCommSplit
 func thsGoCommSplit(comm C.ncclComm_t, color, key C.int, newcomm *C.ncclComm_t, config *C.ncclConfig_t, depth *C.int32_t) (rc C.ncclResult_t) {
 	defer recoverTo(&rc, "thsGoCommSplit")

@@ -145,8 +145,8 @@ ncclResult_t ths_fb_comm_init_all(ncclComm_t* comms, int ndev, const int* devlis
 ncclResult_t ths_fb_comm_split(ncclComm_t comm, int color, int key, ncclComm_t* newcomm) {
   return CALL(fb.split, comm, color, key, newcomm, NULL);
 }
-ncclResult_t ths_fb_comm_shrink(ncclComm_t comm, int* exclude, int n, ncclComm_t* newcomm) {
-  return CALL(fb.shrink, comm, exclude, n, newcomm, NULL, 0);
+ncclResult_t ths_fb_comm_shrink(ncclComm_t comm, int* exclude, int n, ncclComm_t* newcomm, int flags) {
+  return CALL(fb.shrink, comm, exclude, n, newcomm, NULL, flags);
 }
 ncclResult_t ths_fb_comm_finalize(ncclComm_t comm) { return fb.finalize ? fb.finalize(comm) : ncclSuccess; }
 ncclResult_t ths_fb_comm_destroy(ncclComm_t comm) { return CALL(fb.destroy, comm); }

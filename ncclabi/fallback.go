@@ -89,7 +89,7 @@ func (f *cFallback) CommSplit(parent uintptr, color, key int) (uintptr, abi.Resu
 	return handle(c), r(rr)
 }
 
-func (f *cFallback) CommShrink(parent uintptr, exclude []int) (uintptr, abi.Result) {
+func (f *cFallback) CommShrink(parent uintptr, exclude []int, flags int) (uintptr, abi.Result) {
 	var c C.ncclComm_t
 	var ex *C.int
 	if len(exclude) > 0 {
@@ -100,7 +100,7 @@ func (f *cFallback) CommShrink(parent uintptr, exclude []int) (uintptr, abi.Resu
 			s[i] = C.int(x)
 		}
 	}
-	rr := C.ths_fb_comm_shrink(C.ncclComm_t(cptr(parent)), ex, C.int(len(exclude)), &c)
+	rr := C.ths_fb_comm_shrink(C.ncclComm_t(cptr(parent)), ex, C.int(len(exclude)), &c, C.int(flags))
 	return handle(c), r(rr)
 }
 

@@ -42,7 +42,7 @@ ncclResult_t ths_fb_get_unique_id(ncclUniqueId* id);
 ncclResult_t ths_fb_comm_init_rank(ncclComm_t* comm, int nranks, const ncclUniqueId* id, int rank);
 ncclResult_t ths_fb_comm_init_all(ncclComm_t* comms, int ndev, const int* devlist);
 ncclResult_t ths_fb_comm_split(ncclComm_t comm, int color, int key, ncclComm_t* newcomm);
-ncclResult_t ths_fb_comm_shrink(ncclComm_t comm, int* exclude, int n, ncclComm_t* newcomm);
+ncclResult_t ths_fb_comm_shrink(ncclComm_t comm, int* exclude, int n, ncclComm_t* newcomm, int flags);
 ncclResult_t ths_fb_comm_finalize(ncclComm_t comm);
 ncclResult_t ths_fb_comm_destroy(ncclComm_t comm);
 ncclResult_t ths_fb_comm_abort(ncclComm_t comm);

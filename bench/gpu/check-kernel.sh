@@ -9,7 +9,7 @@
 #
 # Results go to $OUT/kernel-check.tgz (one file; steps.txt summarises).
 # Success: every step rc=0; TestKernelModules passes (the embedded modules
-# hold theseus_exec and theseus_units only); GRAPH lines wrong=0 for new
+# hold theseus_exec, theseus_units and theseus_clock only); GRAPH lines wrong=0 for new
 # and old; DIFF ... 0 mismatched; RUNTIME/ok for TestRuntimeCollectives;
 # BenchmarkLatency us/call and the "BW best" of-memcpy of new and old
 # within the run-to-run spread (a few percent).

@@ -14,9 +14,13 @@ D=$ROOT/.device/ab
 BEFORE=${BEFORE:-34d87e3}
 W=$(mktemp -d /tmp/theseus-ab.XXXXXX)
 trap 'rm -rf "$W"' EXIT
-build() { # build SRC DEST
+build() { # build SRC DEST (and the build's own GPU scripts and C test programs: each
+  # build's callbench.c is compiled against its own nccl.h, and runs on its own default context)
   (cd "$1" && go test -c -ldflags="-s -w" -o "$2/cuda.test" ./cuda &&
-    make -C ncclabi install-shared PREFIX="$2/prefix" >/dev/null)
+    make -C ncclabi install-shared PREFIX="$2/prefix" >/dev/null &&
+    mkdir -p "$2/tree/ncclabi/testdata" && cp -r ncclabi/gpu "$2/tree/ncclabi/" &&
+    cp -r ncclabi/testdata/ctest "$2/tree/ncclabi/testdata/" &&
+    mkdir -p "$2/tree/examples/contexts" && cp -r examples/contexts/default "$2/tree/examples/contexts/")
 }
 mkdir -p "$W/src" "$W/pack/before" "$W/pack/after"
 git -C "$ROOT" archive "$BEFORE" | tar -x -C "$W/src"

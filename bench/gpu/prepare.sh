@@ -18,6 +18,11 @@ go build -ldflags="-s -w" -o "$D/theseus-bench" ./cmd/theseus-bench
 go test -c -ldflags="-s -w" -o "$D/ucx.test" ./runtime/transport/ucx
 go test -c -ldflags="-s -w" -o "$D/proxy.test" ./runtime/transport/proxy
 make -C ncclabi install-shared PREFIX="$D/prefix" >/dev/null
+# The default context plus its LL schedules with specialised kernels
+# (float32; bench/gpu/small-calls-b.sh, TestDifferentialSpecialized
+# -diff.spec): theseusc compile --specialize runs clang-14 here.
+go build -ldflags="-s -w" -o "$D/theseusc" ./cmd/theseusc
+SPEC_DTYPES=${SPEC_DTYPES:-float32} THESEUSC="$D/theseusc" bash bench/gpu/make-spec-context.sh "$D/spec-context" >/dev/null
 # Measurement builds of the kernel (cuda/kernel/bench.cu, `build.sh bench`;
 # never embedded; docs/design/cuda.md, "Measurement builds"):
 #   .device/bench/refs   the executor as embedded plus the reference copies
@@ -33,8 +38,10 @@ make -C ncclabi install-shared PREFIX="$D/prefix" >/dev/null
 # -diff.ptx). Each variant's flags go to its flags.txt, which
 # BenchmarkBandwidth logs.
 # OLD_PTX=<commit> also extracts that commit's embedded modules into
-# .device/old-ptx (for bench/gpu/check-kernel.sh: the kernel before and
-# after a change, in one run).
+# .device/old-ptx (for bench/gpu/check-kernel.sh and small-messages.sh: the
+# kernel before and after a change, in one run). small-messages.sh needs
+# nothing else than the above (cuda.test, theseus-bench, the prefix) and,
+# for nccl-tests, third_party/nccl-tests and .device/build_nccl_tests.sh.
 rm -rf "$D/bw" "$D/bench" "$D/old-ptx"
 THESEUS_PTX_OUT="$D/bench/refs" THESEUS_PTX_DTYPES="float32 bfloat16" bash cuda/kernel/build.sh bench
 THESEUS_PTX_OUT="$D/bench/probe" THESEUS_PTX_DTYPES="float32" THESEUS_KERNEL_FLAGS="-DTHESEUS_PROBE_TIMES=1" bash cuda/kernel/build.sh bench

@@ -103,6 +103,8 @@ if [ -x "$ROOT/build/nccl-tests/all_reduce_perf" ]; then
   step nccl-tests 240 env SIZES="-b 8 -e 64M -f 8" ITERS="-n 10 -w 3" bash "$ROOT/ncclabi/gpu/run_nccl_tests.sh"
 fi
 step torch 200 bash "$ROOT/ncclabi/gpu/run_torch_check.sh"
+# Issue 26: shrink past a killed rank, native registration, buffers moving on one rank only.
+step resilience 240 bash "$ROOT/ncclabi/gpu/run_resilience.sh"
 echo quit | nvidia-cuda-mps-control
 fi
 log "done"

@@ -42,7 +42,9 @@ rc=0
 for r in $(seq "${ROUNDS:-3}"); do
   for b in before after; do
     echo "== round $r $b: callbench"
-    THESEUS_PREFIX="$X/$b/prefix" ROUNDS=1 RESULTS="$RES" timeout 240 bash "$ROOT/ncclabi/gpu/run_callbench.sh" \
+    cb=$X/$b/tree/ncclabi/gpu/run_callbench.sh # the build's own script and callbench.c
+    [ -f "$cb" ] || cb=$ROOT/ncclabi/gpu/run_callbench.sh
+    THESEUS_PREFIX="$X/$b/prefix" ROUNDS=1 RESULTS="$RES" timeout 240 bash "$cb" \
       >"$RES/callbench-$b-$r.txt" 2>&1 || { echo "   rc=$?"; rc=1; }
     grep -h "HOST" "$RES/callbench-$b-$r.txt" | sed "s/^ */   $b /"
   done

@@ -67,6 +67,11 @@ type rankBench struct {
 	// largest message size), allocated once as nccl-tests does.
 	send, recv theseus.Ptr
 	bufBytes   int64
+	// st, when set, is the stream the calls are enqueued on: the warmup
+	// and the timed runs back to back, each loop's time including one
+	// wait for the stream at its end (as nccl-tests times them); nil: each
+	// call waits for its launch (the communicator's own stream).
+	st theseus.Stream
 }
 
 func newRankBench(c *theseus.Comm, refs *references, bufBytes int64) (*rankBench, error) {
@@ -117,9 +122,17 @@ func (b *rankBench) layoutOf(k collref.Case) layout {
 	return layout{send: b.send, recv: b.recv, inBytes: in, outBytes: out, base: b.recv, span: out}
 }
 
-// call runs the collective once, synchronously.
+// call runs the collective once: synchronously, or enqueued on st.
 func (b *rankBench) call(k collref.Case, l layout, t dtype, o redop) error {
-	return b.c.Collective(k.Coll, l.send, l.recv, k.Count, t.T, o.Op, k.Root, nil)
+	return b.c.Collective(k.Coll, l.send, l.recv, k.Count, t.T, o.Op, k.Root, b.st)
+}
+
+// wait waits for st's launches (nothing without st: each call waited).
+func (b *rankBench) wait() error {
+	if b.st == nil {
+		return nil
+	}
+	return b.st.Synchronize()
 }
 
 // checkRun writes fresh inputs, runs once and counts the wrong elements of
@@ -133,6 +146,9 @@ func (b *rankBench) checkRun(ref *reference, k collref.Case, l layout, t dtype, 
 		return 0, err
 	}
 	if err := b.call(k, l, t, o); err != nil {
+		return 0, err
+	}
+	if err := b.wait(); err != nil {
 		return 0, err
 	}
 	want := ref.Expected(rank)
@@ -164,11 +180,17 @@ func (b *rankBench) arrangement(p *plan, ref *reference, k collref.Case, t dtype
 			return 0, 0, sched, err
 		}
 	}
+	if err := b.wait(); err != nil {
+		return 0, 0, sched, err
+	}
 	start := time.Now()
 	for range iters {
 		if err := b.call(k, l, t, o); err != nil {
 			return 0, 0, sched, err
 		}
+	}
+	if err := b.wait(); err != nil {
+		return 0, 0, sched, err
 	}
 	sec = time.Since(start).Seconds() / float64(max(iters, 1))
 	return sec, wrong, b.c.LastCall(), nil

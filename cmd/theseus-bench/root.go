@@ -17,6 +17,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
@@ -47,6 +48,7 @@ type benchCmd struct {
 	device                        int
 	timeout                       time.Duration
 	progress                      string
+	trace                         string
 	maxMem                        int64
 }
 
@@ -86,6 +88,24 @@ different schedules, 2 usage error, 3 failure (a collective failed).`,
 	}
 	f := b.cmd.Flags()
 	f.SortFlags = false
+	b.addRunFlags(f, "all")
+	b.out = cli.AddOutputFlags(b.cmd, printers)
+	f.BoolVar(&b.csv, "csv", false, "shorthand for --format=csv")
+	f.StringVar(&b.plot, "plot", "", "also draw algbw and busbw against size into this .png file")
+	f.BoolVar(&b.hotswap, "hotswap", true, "run the hot-swap demonstration after the table")
+	f.StringVar(&b.contextd, "contextd", client.DefaultSocket(), `the hot swap publishes through the context daemon on this socket when it serves --context ("none": never)`)
+	f.StringVar(&b.hotswapAttr, "hotswap-attr", hsAuto, "attribute the hot swap flips: auto (slow_rank at 3 ranks or more, else ll_max_bytes), slow_rank or ll_max_bytes")
+	b.addJobFlags(f)
+	f.StringVar(&b.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
+	f.StringVar(&b.trace, "trace", "", "write a Chrome/Perfetto trace of every call and launch to this file (THESEUS_TRACE; %p: the process id, one file per process in multi-process mode; docs/trace.md)")
+	b.cmd.AddCommand(newCompareCmd(s), newTracePlotCmd(s), newTraceMergeCmd(s), newSweepCmd(s))
+	return b.cmd
+}
+
+// addRunFlags registers what a run measures (sizes, runs, datatypes,
+// reductions, collectives: coll is --coll's default) and on what (backend,
+// ranks, context), shared by the main command and sweep.
+func (b *benchCmd) addRunFlags(f *pflag.FlagSet, coll string) {
 	f.StringVarP(&b.minBytes, "minbytes", "b", "8", "smallest size in bytes (K, M, G suffixes)")
 	f.StringVarP(&b.maxBytes, "maxbytes", "e", "64M", "largest size in bytes (K, M, G suffixes)")
 	f.Int64VarP(&b.factor, "stepfactor", "f", defFactor, "multiply the size by this factor (1: add --stepbytes instead)")
@@ -96,24 +116,20 @@ different schedules, 2 usage error, 3 failure (a collective failed).`,
 	f.StringVarP(&b.dtype, "datatype", "d", "float", "datatype: "+typeNames()+", a comma-separated list, or all")
 	f.StringVarP(&b.op, "op", "o", "sum", "reduction: sum, prod, max, min, avg, a comma-separated list, or all")
 	f.IntVarP(&b.root, "root", "r", 0, "root rank of broadcast, reduce, gather and scatter")
-	f.StringVar(&b.coll, "coll", "all", "collectives: allreduce, allgather, reducescatter, alltoall, broadcast, reduce, gather, scatter, a list, or all")
+	f.StringVar(&b.coll, "coll", coll, "collectives: allreduce, allgather, reducescatter, alltoall, broadcast, reduce, gather, scatter, a list, or all")
 	f.StringVar(&b.backend, "backend", "host", "execution backend: host (the CPU reference) or cuda")
 	f.IntVar(&b.nranks, "nranks", 4, "ranks, as goroutines of this process (in-process mode only)")
 	f.StringVar(&b.context, "context", "", "selection context directory (default: THESEUS_SELECTION_CONTEXT if set, else the embedded default context)")
-	b.out = cli.AddOutputFlags(b.cmd, printers)
-	f.BoolVar(&b.csv, "csv", false, "shorthand for --format=csv")
-	f.StringVar(&b.plot, "plot", "", "also draw algbw and busbw against size into this .png file")
-	f.BoolVar(&b.hotswap, "hotswap", true, "run the hot-swap demonstration after the table")
-	f.StringVar(&b.contextd, "contextd", client.DefaultSocket(), `the hot swap publishes through the context daemon on this socket when it serves --context ("none": never)`)
-	f.StringVar(&b.hotswapAttr, "hotswap-attr", hsAuto, "attribute the hot swap flips: auto (slow_rank at 3 ranks or more, else ll_max_bytes), slow_rank or ll_max_bytes")
+}
+
+// addJobFlags registers how a process joins a multi-process run and its
+// device and timeout, shared by the main command and sweep.
+func (b *benchCmd) addJobFlags(f *pflag.FlagSet) {
 	f.StringVar(&b.rootAddr, "root-addr", "", "multi-process mode: host:port where rank 0 serves the unique id (default MASTER_ADDR:MASTER_PORT)")
 	f.StringVar(&b.idFile, "id-file", "", "multi-process mode: a fresh file on a shared file system where rank 0 writes the unique id")
 	f.IntVar(&b.device, "device", -1, "device ordinal of this process; -1: LOCAL_RANK or OMPI_COMM_WORLD_LOCAL_RANK, else 0")
 	f.DurationVar(&b.timeout, "timeout", 0, "bound on every wait on a peer (default THESEUS_TIMEOUT, 60s)")
-	f.StringVar(&b.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
 	f.Int64Var(&b.maxMem, "max-memory", 0, "bound in bytes on the memory this process's ranks need (buffers, the check's inputs), checked before anything is allocated (default: three quarters of physical memory, half of ulimit -v)")
-	b.cmd.AddCommand(newCompareCmd(s))
-	return b.cmd
 }
 
 // config is the validated command line.
@@ -128,9 +144,13 @@ type config struct {
 	ctxFrom string
 	header  Header
 	hsAttr  string // --hotswap-attr
+	// minB, maxB and stepB are -b, -e and -i in bytes.
+	minB, maxB, stepB int64
 }
 
-func (b *benchCmd) parse() (*config, error) {
+// parsePlan reads what a run measures and on which backend (the flags of
+// addRunFlags but the job's and the context's).
+func (b *benchCmd) parsePlan() (*config, error) {
 	cfg := &config{backend: b.backend}
 	fl := b.cmd.Flags()
 	var err error
@@ -169,6 +189,16 @@ func (b *benchCmd) parse() (*config, error) {
 	if b.backend != "host" && b.backend != "cuda" {
 		return nil, cli.Usagef("--backend %q: want host or cuda", b.backend)
 	}
+	cfg.minB, cfg.maxB, cfg.stepB = min, max, step
+	return cfg, nil
+}
+
+func (b *benchCmd) parse() (*config, error) {
+	cfg, err := b.parsePlan()
+	if err != nil {
+		return nil, err
+	}
+	fl := b.cmd.Flags()
 	if cfg.format, err = b.out.Name(); err != nil {
 		return nil, err
 	}
@@ -189,42 +219,6 @@ func (b *benchCmd) parse() (*config, error) {
 	if cfg.hsAttr = b.hotswapAttr; cfg.hsAttr != hsAuto && !slices.Contains(hsAttrs, cfg.hsAttr) {
 		return nil, cli.Usagef("--hotswap-attr %q: want auto, %s", cfg.hsAttr, strings.Join(hsAttrs, " or "))
 	}
-	// Launch mode: a launcher's rank and size make this process one rank.
-	li, launched, err := launchInfo()
-	if err != nil {
-		return nil, err
-	}
-	if launched {
-		cfg.multi, cfg.launch = true, li
-		if b.rootAddr != "" {
-			cfg.launch.RootAddr = b.rootAddr
-		}
-		cfg.launch.IDFile = b.idFile
-		if fl.Changed("nranks") && b.nranks != li.WorldSize {
-			return nil, cli.Usagef("--nranks %d contradicts the launcher's world size %d", b.nranks, li.WorldSize)
-		}
-		if li.WorldSize > 1 && cfg.launch.RootAddr == "" && cfg.launch.IDFile == "" {
-			return nil, cli.Usagef("multi-process mode (rank %d of %d) needs MASTER_ADDR/MASTER_PORT, --root-addr or --id-file", li.Rank, li.WorldSize)
-		}
-		cfg.nranks = li.WorldSize
-	} else {
-		if b.rootAddr != "" || b.idFile != "" {
-			return nil, cli.Usagef("--root-addr and --id-file need a launcher's RANK and WORLD_SIZE (or OMPI_COMM_WORLD_RANK/SIZE)")
-		}
-		if b.nranks < 1 || b.nranks > 1024 {
-			return nil, cli.Usagef("--nranks %d: want 1..1024", b.nranks)
-		}
-		cfg.nranks = b.nranks
-	}
-	if b.root < 0 || b.root >= cfg.nranks {
-		return nil, cli.Usagef("-r %d: want a rank in 0..%d", b.root, cfg.nranks-1)
-	}
-	if b.timeout < 0 {
-		return nil, cli.Usagef("--timeout %v: want a positive duration (0: THESEUS_TIMEOUT)", b.timeout)
-	}
-	if err := b.checkLimits(cfg); err != nil {
-		return nil, err
-	}
 	if b.plot != "" && !strings.HasSuffix(strings.ToLower(b.plot), ".png") {
 		return nil, cli.Usagef("--plot %s: want a .png file", b.plot)
 	}
@@ -234,11 +228,58 @@ func (b *benchCmd) parse() (*config, error) {
 			return nil, cli.Usagef("--plot %s: no such folder %s", b.plot, filepath.Dir(b.plot))
 		}
 	}
+	if err := b.parseJob(cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// parseJob fills cfg's job from the launcher's variables and the job and
+// context flags (addRunFlags, addJobFlags), after the run's plan.
+func (b *benchCmd) parseJob(cfg *config) error {
+	fl := b.cmd.Flags()
+	p := &cfg.plan
+	// Launch mode: a launcher's rank and size make this process one rank.
+	li, launched, err := launchInfo()
+	if err != nil {
+		return err
+	}
+	if launched {
+		cfg.multi, cfg.launch = true, li
+		if b.rootAddr != "" {
+			cfg.launch.RootAddr = b.rootAddr
+		}
+		cfg.launch.IDFile = b.idFile
+		if fl.Changed("nranks") && b.nranks != li.WorldSize {
+			return cli.Usagef("--nranks %d contradicts the launcher's world size %d", b.nranks, li.WorldSize)
+		}
+		if li.WorldSize > 1 && cfg.launch.RootAddr == "" && cfg.launch.IDFile == "" {
+			return cli.Usagef("multi-process mode (rank %d of %d) needs MASTER_ADDR/MASTER_PORT, --root-addr or --id-file", li.Rank, li.WorldSize)
+		}
+		cfg.nranks = li.WorldSize
+	} else {
+		if b.rootAddr != "" || b.idFile != "" {
+			return cli.Usagef("--root-addr and --id-file need a launcher's RANK and WORLD_SIZE (or OMPI_COMM_WORLD_RANK/SIZE)")
+		}
+		if b.nranks < 1 || b.nranks > 1024 {
+			return cli.Usagef("--nranks %d: want 1..1024", b.nranks)
+		}
+		cfg.nranks = b.nranks
+	}
+	if b.root < 0 || b.root >= cfg.nranks {
+		return cli.Usagef("-r %d: want a rank in 0..%d", b.root, cfg.nranks-1)
+	}
+	if b.timeout < 0 {
+		return cli.Usagef("--timeout %v: want a positive duration (0: THESEUS_TIMEOUT)", b.timeout)
+	}
+	if err := b.checkLimits(cfg); err != nil {
+		return err
+	}
 	switch {
 	case b.context != "":
 		cfg.ctxDir, cfg.ctxFrom = b.context, "--context"
 		if st, err := os.Stat(b.context); err != nil || !st.IsDir() {
-			return nil, cli.Usagef("--context %s: not a directory", b.context)
+			return cli.Usagef("--context %s: not a directory", b.context)
 		}
 	default:
 		// The library's resolution (selector.DefaultContext): the
@@ -246,24 +287,24 @@ func (b *benchCmd) parse() (*config, error) {
 		// default (materialised read-only once per build and user).
 		dir, from, err := theseus.DefaultContext()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if v, set := env.SelContext.Raw(); set && v != "" {
 			from = env.SelContext.Source()
 			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 				// The same exit as --context DIR naming no directory.
-				return nil, cli.Usagef("%s=%s: not a directory", from, dir)
+				return cli.Usagef("%s=%s: not a directory", from, dir)
 			}
 		}
 		cfg.ctxDir, cfg.ctxFrom = dir, from
 	}
-	cfg.header = Header{NRanks: cfg.nranks, Backend: b.backend, ContextFrom: cfg.ctxFrom, MinBytes: min, MaxBytes: max,
-		StepFactor: b.factor, StepBytes: step, Iters: b.iters, Warmup: b.warmup, Scaled: !p.ItersOK || !p.WarmOK, Check: b.check,
+	cfg.header = Header{NRanks: cfg.nranks, Backend: b.backend, ContextFrom: cfg.ctxFrom, MinBytes: cfg.minB, MaxBytes: cfg.maxB,
+		StepFactor: b.factor, StepBytes: cfg.stepB, Iters: b.iters, Warmup: b.warmup, Scaled: !p.ItersOK || !p.WarmOK, Check: b.check,
 		Mode: "in-process"}
 	if cfg.multi {
 		cfg.header.Mode = "multi-process"
 	}
-	return cfg, nil
+	return nil
 }
 
 // checkLimits refuses, before anything is allocated or connected, a run
@@ -395,6 +436,7 @@ func (b *benchCmd) runE(cmd *cobra.Command, _ []string) error {
 func (b *benchCmd) theseusConfig(cfg *config, dir string) theseus.Config {
 	tc := theseus.Config{Backend: cfg.backend, ContextDir: dir, Device: b.deviceOrdinal(cfg)}
 	tc.Options.Timeout = b.timeout
+	tc.Options.Trace = b.trace
 	return tc
 }
 
@@ -442,9 +484,11 @@ func (b *benchCmd) deviceOrdinal(cfg *config) int {
 	return 0
 }
 
-// execute sets up the ranks, runs the benchmark and the hot swap, and
-// prints (rank 0). It returns the report on rank 0, nil on other ranks.
-func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
+// setUp creates this process's ranks of the run's communicator on the
+// run's context and their buffers for cfg's rows, and fills the header's
+// context and layout. The caller closes the world (the communicators,
+// then the buffers: seed Known Issue 1).
+func (b *benchCmd) setUp(ctx context.Context, cfg *config) (w *world, err error) {
 	dir := cfg.ctxDir
 	cfg.header.Context = dir
 	tc := b.theseusConfig(cfg, dir)
@@ -456,30 +500,36 @@ func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 			return nil, err
 		}
 		comms = []*theseus.Comm{c}
-	} else {
-		cs, err := theseus.NewLocalComms(ctx, cfg.nranks, tc)
-		if err != nil {
-			return nil, err
-		}
-		comms = cs
+	} else if comms, err = theseus.NewLocalComms(ctx, cfg.nranks, tc); err != nil {
+		return nil, err
 	}
-	rows := cfg.plan.rows()
 	var bufBytes int64
-	for _, r := range rows {
+	for _, r := range cfg.plan.rows() {
 		bufBytes = max(bufBytes, shapeOf(r.Coll, r.Size, r.Type.T.Size(), cfg.nranks).Bytes)
 	}
-	w := &world{comms: comms, refs: newReferences(len(comms), bufBytes)}
-	defer w.close()
+	w = &world{comms: comms, refs: newReferences(len(comms), bufBytes)}
 	cfg.header.NLocalRanks = comms[0].NLocalRanks()
 	cfg.header.Nodes = comms[0].Nodes()
-
 	for _, c := range comms {
 		rb, err := newRankBench(c, w.refs, bufBytes)
 		if err != nil {
+			w.close()
 			return nil, err
 		}
 		w.rbs = append(w.rbs, rb)
 	}
+	return w, nil
+}
+
+// execute sets up the ranks, runs the benchmark and the hot swap, and
+// prints (rank 0). It returns the report on rank 0, nil on other ranks.
+func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
+	w, err := b.setUp(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	dir, comms, rows := cfg.ctxDir, w.comms, cfg.plan.rows()
 
 	// Rank 0 prints as the rows come.
 	rank0 := comms[0].Rank() == 0
@@ -549,7 +599,7 @@ func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 	}
 
 	// Phase 1: the table. Every local rank runs the same rows.
-	err := w.each(func(i int, rb *rankBench) error {
+	err = w.each(func(i int, rb *rankBench) error {
 		fp := cfg.fingerprint()
 		got, err := rb.agg.Max([]int64{fp, -fp})
 		if errors.Is(err, theseus.ErrNoSchedule) {

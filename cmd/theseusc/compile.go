@@ -26,6 +26,9 @@ type compileCmd struct {
 	maxErrors   *int
 	context     string
 	check       bool
+	specialize  bool
+	specDTypes  []string
+	clang       string
 }
 
 func newCompileCmd(s cli.Streams) *compileCmd {
@@ -47,7 +50,8 @@ bundle). --print-after and --time-passes write to standard error.`,
 		Example: `  theseusc compile examples/allreduce_ring_8rank_simple.json -o ring8.tsb
   theseusc compile ring.xml --stop-after=legalize --print-after=legalize
   theseusc compile ring.json --time-passes --verify-each
-  theseusc compile --context ./my-context`,
+  theseusc compile --context ./my-context
+  theseusc compile allreduce_ll2.json --specialize --specialize-dtypes float32,bfloat16`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if c.context != "" {
 				return cli.ExactArgs(0, "no FILE with --context")(cmd, args)
@@ -66,6 +70,9 @@ bundle). --print-after and --time-passes write to standard error.`,
 	f.BoolVarP(&c.verbose, "verbose", "v", false, "say what was written")
 	f.StringVar(&c.context, "context", "", "precompile the policies of this selection context directory instead: write each schedule entry's usable_program and preference_program (docs/selection-context.md §5.1)")
 	f.BoolVar(&c.check, "check", false, "with --context: write nothing; exit 1 when a program is missing or stale")
+	f.BoolVar(&c.specialize, "specialize", false, "also build each rank's specialised kernel (its op table compiled into the CUDA executor as constants, docs/specialize.md) with clang-14, one PTX module per datatype of --specialize-dtypes, into the bundle; for schedules of at most 8 threadblocks per rank")
+	f.StringSliceVar(&c.specDTypes, "specialize-dtypes", []string{"float32", "bfloat16", "float16"}, "with --specialize: the datatypes to build kernels for (comma-separated; a call of another datatype runs the generic kernel)")
+	f.StringVar(&c.clang, "clang", "clang-14", "with --specialize: the compiler")
 	c.maxErrors = cli.AddMaxErrors(c.cmd)
 	c.cmd.RunE = cli.RunE(c.run)
 	return c
@@ -115,6 +122,13 @@ func (c *compileCmd) run(_ *cobra.Command, args []string) error {
 	}
 	if st.Bundle == nil {
 		return nil // stopped early
+	}
+	if c.specialize {
+		if err := specializeBundle(st.Bundle, c.specDTypes, c.clang, c.s); err != nil {
+			return err
+		}
+	} else if c.cmd.Flags().Changed("specialize-dtypes") || c.cmd.Flags().Changed("clang") {
+		return cli.Usagef("--specialize-dtypes and --clang go with --specialize")
 	}
 	// The bundle is streamed (Bundle.WriteTo): a 1024-rank ring's 571 MB are
 	// never built in memory.

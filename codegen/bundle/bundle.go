@@ -177,6 +177,10 @@ type Bundle struct {
 	// only the sections it loads (Table); without it, CheckTables. Like
 	// Source, it is not part of the ID.
 	Verified bool
+	// Kernels are the ranks' specialised kernels (Kernel), sorted by
+	// (rank, datatype); not part of the ID. In a bundle from Open they are
+	// nil: read them with Kernel.
+	Kernels []Kernel
 
 	lazy *lazySections // set by Open: the sections not read yet
 }
@@ -189,6 +193,8 @@ type lazySections struct {
 	off  []int64 // file offset of each rank's section
 	len  []int64 // its length in bytes
 	sums []ID    // its SHA-256, from the index (covered by the ID)
+	// kernels are the kernels section's entries (Open), read on demand.
+	kernels []lazyKernel
 
 	build func(rank int) ([]byte, []TBSummary, error)
 }

@@ -131,7 +131,7 @@ func parseHeader(data []byte) (fileHeader, error) {
 		return h, fmt.Errorf("%w: version %d (this build reads version %d: recompile the schedule with theseusc compile)", ErrVersion, v, Version)
 	}
 	h.flags = binary.LittleEndian.Uint16(r.take(2, "flags"))
-	if h.flags&^(flagSource|flagVerified) != 0 {
+	if h.flags&^(flagSource|flagVerified|flagKernels) != 0 {
 		r.fail("unknown flags %#x", h.flags)
 	}
 	r.zeros(4, "reserved header bytes")
@@ -218,6 +218,14 @@ func decode(data []byte) (*Bundle, ID, error) {
 			b.Source = []byte{}
 		}
 	}
+	if h.flags&flagKernels != 0 {
+		if err := b.decodeKernels(r, idx); err != nil {
+			return nil, ID{}, err
+		}
+		if len(b.Kernels) == 0 {
+			return nil, ID{}, fmt.Errorf("%w: a kernels section without kernels", ErrFormat)
+		}
+	}
 	if len(r.b) != 0 {
 		return nil, ID{}, fmt.Errorf("%w: %d trailing bytes at byte %d", ErrFormat, len(r.b), r.off)
 	}
@@ -292,6 +300,15 @@ func OpenID(r io.ReaderAt, size int64) (*Bundle, ID, error) {
 		}
 		want = end + 8 + int64(m) + sha256.Size
 	}
+	var kernels []lazyKernel
+	if h.flags&flagKernels != 0 {
+		if kernels, want, err = b.openKernels(r, want, size, idx); err != nil {
+			return nil, ID{}, err
+		}
+		if len(kernels) == 0 {
+			return nil, ID{}, fmt.Errorf("%w: a kernels section without kernels", ErrFormat)
+		}
+	}
 	if size != want {
 		return nil, ID{}, fmt.Errorf("%w: %d trailing bytes at byte %d", ErrFormat, size-want, want)
 	}
@@ -301,7 +318,7 @@ func OpenID(r io.ReaderAt, size int64) (*Bundle, ID, error) {
 	if err := b.validate(); err != nil {
 		return nil, ID{}, fmt.Errorf("%w: %s", ErrFormat, err)
 	}
-	lz := &lazySections{r: r, off: make([]int64, len(idx)), len: make([]int64, len(idx)), sums: make([]ID, len(idx))}
+	lz := &lazySections{r: r, off: make([]int64, len(idx)), len: make([]int64, len(idx)), sums: make([]ID, len(idx)), kernels: kernels}
 	for i, e := range idx {
 		lz.off[i], lz.len[i], lz.sums[i] = start+e.off, e.len, e.sum
 	}

@@ -106,6 +106,9 @@ func (b *Bundle) validate() error {
 			}
 		}
 	}
+	if err := b.validateKernels(); err != nil {
+		return err
+	}
 	// Pairing, once every peer index is known to be in range.
 	for r := range b.Ranks {
 		for c, ch := range b.Ranks[r].Channels {
@@ -225,6 +228,9 @@ func (b *Bundle) header(headLen int, id ID) []byte {
 	if b.Verified {
 		flags |= flagVerified
 	}
+	if len(b.Kernels) > 0 {
+		flags |= flagKernels
+	}
 	le.PutUint16(hdr[10:], flags)
 	// hdr[12:16] reserved, zero
 	le.PutUint64(hdr[16:], uint64(headLen))
@@ -259,6 +265,9 @@ func Encode(b *Bundle) ([]byte, error) {
 	if b.Source != nil {
 		size += 8 + len(b.Source) + sha256.Size
 	}
+	if len(b.Kernels) > 0 {
+		size += b.kernelBytes()
+	}
 	out := make([]byte, 0, size)
 	out = append(out, b.header(len(head), headID(head))...)
 	out = append(out, head...)
@@ -270,6 +279,9 @@ func Encode(b *Bundle) ([]byte, error) {
 		out = append(out, b.Source...)
 		sum := sha256.Sum256(b.Source)
 		out = append(out, sum[:]...)
+	}
+	if len(b.Kernels) > 0 {
+		b.emitKernels(func(p []byte) { out = append(out, p...) }, sums)
 	}
 	return out, nil
 }
@@ -312,6 +324,9 @@ func (b *Bundle) WriteTo(w io.Writer) (int64, error) {
 		emit(b.Source)
 		sum := sha256.Sum256(b.Source)
 		emit(sum[:])
+	}
+	if len(b.Kernels) > 0 {
+		b.emitKernels(emit, sums)
 	}
 	return n, werr
 }

@@ -37,6 +37,14 @@ func fuzzBundles(t testing.TB) [][]byte {
 	bc := irtest.New(ir.Broadcast, 2, 1).Root(1).Build()
 	bc.InPlace = true
 	add(bc, nil)
+	// With specialised kernels (docs/bundle.md, "Kernels section").
+	kb := mustNew(t, legalRing(t, 2, ir.LL), nil)
+	kb.Kernels = []Kernel{{Rank: 0, DataType: ir.Float32, PTX: []byte("ptx 0")}, {Rank: 1, DataType: ir.Float32, PTX: []byte("ptx 1")}}
+	data, err := Encode(kb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = append(out, data)
 	return out
 }
 
@@ -234,6 +242,15 @@ func check(t *testing.T, data []byte) {
 		raw, err := o.TableBytes(r)
 		if err != nil || !bytes.Equal(raw, b.Tables[r]) {
 			t.Fatalf("Open: rank %d's section differs (%v)", r, err)
+		}
+	}
+	if o.HasKernels() != (len(b.Kernels) > 0) {
+		t.Fatalf("Open: kernels %v, Decode: %d", o.HasKernels(), len(b.Kernels))
+	}
+	for _, k := range b.Kernels {
+		ptx, err := o.Kernel(k.Rank, k.DataType)
+		if err != nil || !bytes.Equal(ptx, k.PTX) {
+			t.Fatalf("Open: rank %d's %v kernel differs (%v)", k.Rank, k.DataType, err)
 		}
 	}
 }

@@ -155,6 +155,15 @@ var irOpcodes = [...]ir.Opcode{
 	WireWait: ir.OpWait, WireFlush: ir.OpFlush, WireBarrier: ir.OpBarrier,
 }
 
+// OpcodeOfWire is the ir opcode of wire code w (the kernel's
+// THESEUS_OP_*), and false for a code no table holds.
+func OpcodeOfWire(w uint8) (ir.Opcode, bool) {
+	if int(w) >= len(irOpcodes) {
+		return 0, false
+	}
+	return irOpcodes[w], true
+}
+
 // Wire values of the other enums, in wire order.
 var (
 	wireCollectives = [...]ir.Collective{ir.AllReduce, ir.AllGather, ir.ReduceScatter, ir.Broadcast, ir.Reduce,

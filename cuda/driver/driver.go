@@ -22,6 +22,7 @@ package driver
 #cgo nocallback th_prelaunch
 #cgo noescape th_launch1
 #cgo nocallback th_launch1
+#cgo nocallback th_queue_launch
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -39,7 +40,7 @@ typedef unsigned long long CUdeviceptr;
 typedef struct { char reserved[64]; } CUipcMemHandle;
 
 static void* th_lib;
-static void* th_fn[64];
+static void* th_fn[80];
 
 enum {
   F_cuInit, F_cuDriverGetVersion, F_cuDeviceGetCount, F_cuDeviceGet, F_cuDeviceGetAttribute,
@@ -57,8 +58,12 @@ enum {
   F_cuStreamBeginCapture, F_cuStreamEndCapture, F_cuGraphInstantiateWithFlags, F_cuGraphLaunch,
   F_cuGraphExecDestroy, F_cuGraphDestroy, F_cuOccupancyMaxActiveBlocksPerMultiprocessor,
   F_cuThreadExchangeStreamCaptureMode,
+  // Optional from here on: a driver without them loads, and the calls
+  // that need them fail (driver lacks ...).
+  F_cuStreamWriteValue32, F_cuStreamWaitValue32,
   F_COUNT
 };
+enum { F_OPTIONAL = F_cuStreamWriteValue32 };
 
 static const char* th_names[] = {
   "cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetAttribute",
@@ -76,6 +81,7 @@ static const char* th_names[] = {
   "cuStreamBeginCapture", "cuStreamEndCapture", "cuGraphInstantiateWithFlags", "cuGraphLaunch",
   "cuGraphExecDestroy", "cuGraphDestroy", "cuOccupancyMaxActiveBlocksPerMultiprocessor",
   "cuThreadExchangeStreamCaptureMode",
+  "cuStreamWriteValue32", "cuStreamWaitValue32",
 };
 
 // The _v2 names dlsym falls back to when cuGetProcAddress is missing.
@@ -87,11 +93,15 @@ static const char* th_v2[] = {
   0, "cuMemGetAddressRange_v2", 0, 0, 0, 0, "cuMemGetInfo_v2", "cuModuleGetGlobal_v2", 0, 0,
   "cuMemsetD32_v2", 0, "cuMemcpyDtoDAsync_v2", 0,
   "cuStreamBeginCapture_v2", 0, 0, 0, 0, 0, 0, 0,
+  // The stream memory operations' _v2 entry points (CUDA 11.7 and later)
+  // are on without the NVreg_EnableStreamMemOPs module parameter the
+  // first ones needed; cuGetProcAddress at 12.0 returns them.
+  "cuStreamWriteValue32_v2", "cuStreamWaitValue32_v2",
 };
 
 _Static_assert(sizeof(th_names) / sizeof(th_names[0]) == F_COUNT, "th_names");
 _Static_assert(sizeof(th_v2) / sizeof(th_v2[0]) == F_COUNT, "th_v2");
-_Static_assert(F_COUNT <= 64, "th_fn");
+_Static_assert(F_COUNT <= 80, "th_fn");
 
 typedef CUresult (*pfnGetProcAddress)(const char*, void**, int, unsigned long long, int*);
 
@@ -113,8 +123,8 @@ static int th_load(int* missing) {
       if (gpa(th_names[i], &p, 12000, 0, &status) != 0) p = 0;
     }
     if (!p && th_v2[i]) p = dlsym(h, th_v2[i]);
-    if (!p) p = dlsym(h, th_names[i]);
-    if (!p) { *missing = i; dlclose(h); return 2; }
+    if (!p && i < F_OPTIONAL) p = dlsym(h, th_names[i]);
+    if (!p && i < F_OPTIONAL) { *missing = i; dlclose(h); return 2; }
     th_fn[i] = p;
   }
   th_lib = h;
@@ -256,6 +266,60 @@ static int th_replay_launch(th_replay* r, th_replay_entry* e) {
   return TH_REPLAY_LAUNCHED;
 }
 static uintptr_t th_replay_fn(void) { return (uintptr_t)&th_replay_launch; }
+static int th_has(int i) { return th_fn[i] != 0; }
+// CU_STREAM_WAIT_VALUE_GEQ: (int32_t)(*addr - value) >= 0.
+#define TH_WAIT_GEQ 0
+static CUresult th_cuStreamWriteValue32(CUstream s, CUdeviceptr a, unsigned v, unsigned f) { return FN(CUresult(*)(CUstream, CUdeviceptr, unsigned, unsigned), F_cuStreamWriteValue32)(s, a, v, f); }
+static CUresult th_cuStreamWaitValue32(CUstream s, CUdeviceptr a, unsigned v, unsigned f) { return FN(CUresult(*)(CUstream, CUdeviceptr, unsigned, unsigned), F_cuStreamWaitValue32)(s, a, v, f); }
+// th_queue_out is th_queue_launch's result.
+typedef struct {
+  CUresult r;
+  int which;      // the failing call: 0 cuCtxGetCurrent, 1 cuCtxSetCurrent, 2 cuStreamWriteValue32, 3 cuStreamWaitValue32
+  int capturing;  // the stream is being captured: nothing was written or enqueued
+} th_queue_out;
+// th_queue_launch is a persistent executor's launch (cuda/resident.go;
+// the layout is cuda/kernel/queue.h's), in one crossing from Go: make c
+// current unless it is; when check is set and the stream is being
+// captured, do nothing more (the caller makes a kernel launch instead: a graph is replayed
+// without the host, so a captured call cannot be a queue item); else
+// write item seq's descriptor into its slot (seq last, released), then
+// enqueue on s the release (cuStreamWriteValue32 of seq into the slot's
+// doorbell word) and the wait for its completion (cuStreamWaitValue32
+// until the done word reaches seq). The default flags: the write is
+// ordered after the stream's earlier work (a memory barrier first), the
+// wait compares in sequence order (GEQ).
+static th_queue_out th_queue_launch(CUcontext c, CUstream s, int check, uintptr_t slotp, uint32_t seq, uint64_t arg, uint64_t launch,
+                                    int32_t nfence, uint32_t grid, uint64_t in, uint64_t out, CUdeviceptr bell, CUdeviceptr done) {
+  th_queue_out o = {0, 0, 0};
+  CUcontext cur = 0;
+  o.r = th_cuCtxGetCurrent(&cur);
+  if (o.r != 0) return o;
+  if (cur != c) {
+    o.which = 1;
+    o.r = th_cuCtxSetCurrent(c);
+    if (o.r != 0) return o;
+  }
+  int st = 0;
+  if (check && th_cuStreamIsCapturing(s, &st) == 0 && st != 0) {
+    o.capturing = 1;
+    return o;
+  }
+  char* slot = (char*)slotp;
+  *(volatile uint64_t*)(slot + 0) = arg;
+  *(volatile uint64_t*)(slot + 8) = launch;
+  *(volatile int32_t*)(slot + 16) = nfence;
+  *(volatile uint32_t*)(slot + 24) = grid;
+  *(volatile uint32_t*)(slot + 28) = 0;
+  *(volatile uint64_t*)(slot + 32) = in;
+  *(volatile uint64_t*)(slot + 40) = out;
+  __atomic_store_n((uint32_t*)(slot + 20), seq, __ATOMIC_RELEASE);
+  o.which = 2;
+  o.r = th_cuStreamWriteValue32(s, bell, seq, 0);
+  if (o.r != 0) return o;
+  o.which = 3;
+  o.r = th_cuStreamWaitValue32(s, done, seq, TH_WAIT_GEQ);
+  return o;
+}
 static CUresult th_cuStreamWaitEvent(CUstream s, CUevent e, unsigned f) { return FN(CUresult(*)(CUstream, CUevent, unsigned), F_cuStreamWaitEvent)(s, e, f); }
 static CUresult th_cuEventCreate(CUevent* e, unsigned f) { return FN(CUresult(*)(CUevent*, unsigned), F_cuEventCreate)(e, f); }
 static CUresult th_cuEventDestroy(CUevent e) { return FN(CUresult(*)(CUevent), F_cuEventDestroy)(e); }
@@ -550,6 +614,50 @@ func (d *Device) Launch(s Stream, checkCapture bool, f Function, grid, block int
 // time cuLaunchKernel when the record asks (replay.Launch.Timed).
 func ReplayLaunchFn() uintptr { return uintptr(C.th_replay_fn()) }
 
+// QueueResult is what Device.QueueLaunch reports besides an error.
+type QueueResult struct {
+	// Capturing: the stream was being captured into a CUDA graph, and
+	// nothing was written or enqueued.
+	Capturing bool
+	// Enqueued: the release was enqueued (its wait may have failed).
+	Enqueued bool
+}
+
+// ErrNoMemOps means the driver lacks the stream memory operations
+// (cuStreamWriteValue32 and cuStreamWaitValue32, CUDA 11.7 and later).
+var ErrNoMemOps = errors.New("cuda: the driver lacks cuStreamWriteValue32/cuStreamWaitValue32 (CUDA 11.7 or later)")
+
+// HasMemOps reports whether the driver has the stream memory operations.
+func HasMemOps() bool {
+	return Load() == nil && C.th_has(C.F_cuStreamWriteValue32) != 0 && C.th_has(C.F_cuStreamWaitValue32) != 0
+}
+
+// QueueLaunch is a persistent executor's launch of item seq
+// (cuda/resident.go, kernel/queue.h) in one call from Go: the device's
+// context made current unless it is; when checkCapture is set and stream
+// s is being captured, nothing more (Capturing); else the item's
+// descriptor (arg, launch, nfence, grid, input and output bases) written into slot, host memory
+// the resident kernel reads, with seq last, then on s the release
+// (cuStreamWriteValue32 of seq into bell) and the wait for the item's
+// completion (cuStreamWaitValue32 until done reaches seq in sequence
+// order). Errors: the failing driver call's, ErrNoMemOps.
+func (d *Device) QueueLaunch(s Stream, checkCapture bool, slot unsafe.Pointer, seq uint32, arg, launch uint64, nfence int32, grid uint32, in, out, bell, done Ptr) (QueueResult, error) {
+	if !HasMemOps() {
+		return QueueResult{}, ErrNoMemOps
+	}
+	ck := C.int(0)
+	if checkCapture {
+		ck = 1
+	}
+	o := C.th_queue_launch(d.ctx, handle[C.CUstream](uintptr(s)), ck, C.uintptr_t(uintptr(slot)), C.uint32_t(seq), C.uint64_t(arg),
+		C.uint64_t(launch), C.int32_t(nfence), C.uint32_t(grid), C.uint64_t(in), C.uint64_t(out), C.CUdeviceptr(bell), C.CUdeviceptr(done))
+	res := QueueResult{Capturing: o.capturing != 0, Enqueued: o.which == 3}
+	if o.r != 0 {
+		return res, check([]string{"cuCtxGetCurrent", "cuCtxSetCurrent", "cuStreamWriteValue32", "cuStreamWaitValue32"}[o.which], o.r)
+	}
+	return res, nil
+}
+
 // Attribute reads a device attribute.
 func (d *Device) Attribute(attr int) (int, error) {
 	var v C.int
@@ -719,6 +827,7 @@ const (
 	FuncAttrMaxThreadsPerBlock = 0
 	FuncAttrNumRegs            = 4
 	FuncAttrLocalSizeBytes     = 3
+	FuncAttrSharedSizeBytes    = 1 // static shared memory per block
 	// FuncAttrPreferredSharedCarveout is the share of the unified L1 /
 	// shared memory a multiprocessor gives shared memory when it runs the
 	// function, in percent of the most it can (0: the most L1; -1: the

@@ -339,6 +339,37 @@ struct Ctx {
   u64 ref_base;  // index of refs[0] in the table's ref section (staged refs; else 0)
 };
 
+// The op table's records as the executor reads them: the launch's table
+// (staged in shared memory, or in global memory: Ctx), or, in a
+// specialised module (THESEUS_SPECIALIZED: one rank's table compiled in by
+// `theseusc compile --specialize`, codegen/specialize), the generated
+// file's constant arrays spec_hdr, spec_tbs, spec_ops, spec_refs,
+// spec_deps and spec_chan_list. There exec_block is instantiated per
+// threadblock and its op loops are unrolled (T_UNROLL), so every op's
+// fields are constants the compiler folds: the same code, evaluated over
+// one table.
+#ifdef THESEUS_SPECIALIZED
+#define T_HDR(c) (&spec_hdr)
+#define T_OPS(c) spec_ops
+#define T_OP_BASE(c) 0
+#define T_REFS(c) spec_refs
+#define T_REF_BASE(c) 0
+#define T_DEPS(c) spec_deps
+#define T_CHAN_LIST(c) spec_chan_list
+#define T_TBS(c) spec_tbs
+#define T_UNROLL _Pragma("unroll")
+#else
+#define T_HDR(c) ((c).h)
+#define T_OPS(c) ((c).ops)
+#define T_OP_BASE(c) ((c).op_base)
+#define T_REFS(c) ((c).refs)
+#define T_REF_BASE(c) ((c).ref_base)
+#define T_DEPS(c) ((c).deps)
+#define T_CHAN_LIST(c) ((c).chan_list)
+#define T_TBS(c) ((c).tbs)
+#define T_UNROLL
+#endif
+
 __shared__ int s_fail;
 
 DEV theseus_error* err_rec(const Ctx& c) { return (theseus_error*)c.L->error; }
@@ -396,7 +427,7 @@ DEV bool spin(const Ctx& c, F cond, u32 what, i64 step, i64 slice, i32 ch, u64 w
 // storage buffer and chunk (ir.Placement.Resolve).
 DEV void resolve(const Ctx& c, int p, int& k, i64& chunk) {
   if (k == THESEUS_BUF_SCRATCH) return;
-  const theseus_optable_header* h = c.h;
+  const theseus_optable_header* h = T_HDR(c);
   i64 C = h->chunks_per_block;
   i64 n = c.L->nranks;
   int coll = h->collective;
@@ -480,7 +511,7 @@ DEV Place place(const Ctx& c, const theseus_ref& r, i64 t, i64 s) {
     pl.bytes = -1;
     return pl;
   }
-  i64 C = c.h->chunks_per_block;
+  i64 C = T_HDR(c)->chunks_per_block;
   i64 b = chunk / C, j = chunk % C;
   i64 piece = s * C + j;
   i64 cnt = c.L->count, st = c.L->stride;
@@ -956,12 +987,20 @@ DEV void data_op_t(const Ctx& c, const theseus_op* opp, i64 step, i64 s) {
     if (tid() == 0) fail(c, THESEUS_ERR_TOOMANYREFS, 0, step, s, -1, nref, THESEUS_MAX_REFS);
     return;
   }
-  const theseus_ref* r = c.refs + (op.ref_start - c.ref_base);
+  const theseus_ref* r = T_REFS(c) + (op.ref_start - T_REF_BASE(c));
   const i64 strideB = c.L->stride * c.es;
   for (i64 t = 0; t < op.count; t++) {
     bar();  // the previous chunk's users of the staged refs are done
     THESEUS_PROBE(c.L->error, 12);
+#ifdef THESEUS_SPECIALIZED
+    // Unrolled, so that each ref is a constant: ref i is placed by thread
+    // i mod nthreads, as below.
+    T_UNROLL
+    for (int i = 0; i < nref; i++) {
+      if ((u32)i % nthreads() != tid()) continue;
+#else
     for (int i = tid(); i < nref; i += nthreads()) {
+#endif
       Place p = place(c, r[i], t, s);
       s_ptr[i] = p.p;
       s_len[i] = p.bytes;
@@ -1054,6 +1093,7 @@ DEV bool tb_barrier(const Ctx& c, int id, int n, i64 step, i64 slice) {
 // and this rank's done word as the launch found it.
 __shared__ theseus_launch s_launch;
 __shared__ u64 s_prev;
+__shared__ u64 s_hostlc;  // the launch counter the host gave (started, finished and pairing words)
 
 // launch_begin (thread 0) fills s_launch, s_prev and s_fail. The launch
 // counter: the host's, or one past this rank's done word when that is
@@ -1066,6 +1106,7 @@ __shared__ u64 s_prev;
 // less one.
 DEV void launch_begin(const theseus_launch& launch) {
   s_launch = launch;
+  s_hostlc = launch.launch;
   s_prev = launch.launch - 1;
   if (launch.done != 0) {
     s_prev = ld_acquire_sys((const u64*)launch.done);
@@ -1096,6 +1137,32 @@ DEV void launch_fence(const Ctx& c) {
   port_fence(c);  // the peers on other nodes
 }
 
+// atom_max_sys raises *p to at least v (relaxed: the word orders nothing
+// but itself).
+DEV void atom_max_sys(u64* p, u64 v) {
+  asm volatile("red.relaxed.sys.global.max.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+// launch_pair (thread 0, after launch_begin): the first block raises this
+// rank's started word to the host's launch counter; then, for a launch
+// that reaches peers' buffers, wait until every such peer has started the
+// same launch, which it does only once the buffers it moved for it are
+// bound here (the channel records rewritten: executor level L2). A
+// timeout or an abort fails the launch (s_fail).
+DEV void launch_pair(const theseus_launch& launch) {
+  if (launch.started != 0 && bid() == 0) atom_max_sys((u64*)launch.started, launch.launch);
+  if (launch.npair <= 0) return;
+  Ctx c = Ctx{};
+  c.L = &s_launch;
+  c.tb = bid();
+  const u64* const* pw = (const u64* const*)launch.pair;
+  const u64 want = launch.launch;
+  for (int i = 0; i < launch.npair; i++) {
+    const u64* w = pw[i];
+    if (!spin(c, [&] { return ld_poll_sys(w) >= want; }, THESEUS_WAIT_PAIR, -1, -1, i, want, w)) break;
+  }
+}
+
 // launch_done (every thread): the last of the launch's ntb threadblocks to
 // finish publishes the launch (counter lc) as done in the rank's done word.
 DEV void launch_done(u64 lc, u64 ntb) {
@@ -1108,6 +1175,7 @@ DEV void launch_done(u64 lc, u64 ntb) {
     // so the count of finished blocks and the full fences add nothing.
     if (ntb == 1) {
       asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(L.done), "l"(lc) : "memory");
+      if (L.hdone != 0) atom_max_sys((u64*)L.hdone, s_hostlc);
       return;
     }
     fence_sys();
@@ -1115,9 +1183,52 @@ DEV void launch_done(u64 lc, u64 ntb) {
     if ((old + 1) % ntb == 0) {
       fence_sys();
       asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(L.done), "l"(lc) : "memory");
+      if (L.hdone != 0) atom_max_sys((u64*)L.hdone, s_hostlc);
     }
   }
 }
+
+// ---------------------------------------------------------------- trace
+// A traced launch (launch.trace set: THESEUS_TRACE, docs/trace.md) records
+// each op and each block's launch into the trace buffer; an untraced one
+// pays a test of launch.trace per op in thread 0. The start times wait in
+// shared memory (s_trace_t0: the block's entry, s_trace_op: the current
+// op's start), not in registers the op loop would have to keep.
+__shared__ u64 s_trace_t0, s_trace_op;
+
+// trace_rec (thread 0) records [begin, now) as step step of threadblock tb
+// in slice slice of launch lc.
+DEV void trace_rec(u64 trace, u64 begin, u64 lc, u32 tb, u32 step, i64 slice, u32 op) {
+  theseus_trace* h = (theseus_trace*)trace;
+  const u64 i = atom_add_relaxed_gpu(&h->head, 1);
+  if (i >= h->cap) return;
+  theseus_trace_rec* r = (theseus_trace_rec*)((char*)h + THESEUS_TRACE_HEADER) + i;
+  r->begin = begin;
+  r->end = gtime();
+  r->slice = (u32)slice;
+  r->tb = (u16)tb;
+  r->step = (u16)step;
+  r->op = (u8)op;
+  fence_gpu();
+  r->launch = (u32)lc;
+}
+
+#if !defined(THESEUS_RESIDENT) && !defined(THESEUS_SPECIALIZED)  // (the executor's modules' entries: below)
+// theseus_clock maps %globaltimer to the host's clock (cuda/trace.go):
+// thread 0 stores it into host-mapped memory over and over, each store
+// pushed out with a system fence, while the host reads it.
+extern "C" __global__ void theseus_clock(theseus_clock_arg a) {
+  if (tid() != 0 || bid() != 0) return;
+  volatile u64* out = (volatile u64*)a.out;
+  const u64 t0 = gtime();
+  for (;;) {
+    const u64 t = gtime();
+    *out = t;
+    fence_sys();
+    if (t - t0 >= a.ns) break;
+  }
+}
+#endif
 
 // Staging: the table header, this block's threadblock
 // record, its ops and the refs they use, and the channel records, copied
@@ -1150,22 +1261,28 @@ DEV void stage_copy(void* dst, const void* src, u64 n, u32 lane, u32 width) {
 }
 
 // stage_meta runs on the lanes of one warp (mask: its lanes, width of
-// them).
-DEV void stage_meta(const theseus_launch& launch, u32 lane, u32 width, u32 mask) {
+// them) of threadblock tb. A specialised module's table is constants: only
+// the channel records are staged there.
+DEV void stage_meta(const theseus_launch& launch, u32 lane, u32 width, u32 mask, u32 tb) {
   const u8* base = (const u8*)launch.table;
   stage_copy(&s_hdr, base, sizeof(theseus_optable_header) / 8, lane, width);
   warp_sync(mask);
-  const u32 tb = bid();
   if (tb < s_hdr.num_tbs) {
     stage_copy(&s_tbr, base + s_hdr.off_tbs + (u64)tb * sizeof(theseus_tb), sizeof(theseus_tb) / 8, lane, width);
   } else if (lane == 0) {
     s_tbr.op_start = 0;
     s_tbr.op_count = 0;
   }
-  const bool chans = s_hdr.num_channels <= THESEUS_STAGE_CHANS;
+  // A launch that reaches peers' buffers reads its channel records only
+  // after the pairing wait (launch_pair): they may be rewritten until then.
+  const bool chans = s_hdr.num_channels <= THESEUS_STAGE_CHANS && launch.npair <= 0;
   if (chans) stage_copy(s_chans, (const void*)launch.chans, s_hdr.num_channels * sizeof(theseus_chan_rt) / 8, lane, width);
   warp_sync(mask);
+#ifdef THESEUS_SPECIALIZED
+  const bool ops = false;
+#else
   const bool ops = s_tbr.op_count <= THESEUS_STAGE_OPS;
+#endif
   if (ops) stage_copy(s_ops, base + s_hdr.off_ops + s_tbr.op_start * sizeof(theseus_op), s_tbr.op_count * sizeof(theseus_op) / 8, lane, width);
   warp_sync(mask);
   u64 lo = ~0ull, hi = 0;
@@ -1186,21 +1303,39 @@ DEV void stage_meta(const theseus_launch& launch, u32 lane, u32 width, u32 mask)
   }
 }
 
-// theseus_exec runs a rank's op table: each block walks its threadblock's
-// ops for every pipeline slice (or, with shared work, takes units as
-// theseus_units does).
-extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_launch launch) {
+// exec_block runs launch's op table on this block: it walks its
+// threadblock's ops for every pipeline slice (or, with shared work, takes
+// units as theseus_units does). The body of theseus_exec, and of the
+// persistent executor's items (resident.cuh), inlined into each. TB is the
+// threadblock, or -1 for the block's own (bid()); a specialised module
+// instantiates it per threadblock of its table.
+template <int TB>
+DEV void exec_block(const theseus_launch& launch) {
+#ifdef THESEUS_SPECIALIZED
+  static_assert(TB >= 0, "a specialised module runs its table's threadblocks");
+#endif
+  const u32 tbi = TB >= 0 ? (u32)TB : bid();
   THESEUS_PROBE(launch.error, 0);
+  if (launch.trace != 0 && tid() == 0) s_trace_t0 = gtime();
   {
     // Warp 1 stages the metadata while thread 0 reads the launch state;
     // a block of fewer than 64 threads stages with warp 0, after it.
     const u32 w = nthreads() >= 64 ? 1 : 0;
     const u32 width = nthreads() - 32 * w >= 32 ? 32 : nthreads() - 32 * w;
     const u32 mask = width == 32 ? 0xffffffffu : (1u << width) - 1;
-    if (tid() == 0) launch_begin(launch);
-    if (tid() / 32 == w) stage_meta(launch, tid() & 31, width, mask);
+    if (tid() == 0) {
+      launch_begin(launch);
+      launch_pair(launch);
+    }
+    if (tid() / 32 == w) stage_meta(launch, tid() & 31, width, mask, tbi);
   }
   bar();
+  if (launch.npair > 0 && s_hdr.num_channels <= THESEUS_STAGE_CHANS) {
+    // Past the pairing wait: the channel records are final for this launch.
+    if (tid() < 32) stage_copy(s_chans, (const void*)launch.chans, s_hdr.num_channels * sizeof(theseus_chan_rt) / 8, tid(), 32);
+    if (tid() == 0) s_staged[2] = 1;
+    bar();
+  }
   THESEUS_PROBE(launch.error, 1);
   const u64 lc = s_launch.launch;  // the launch counter
   // The block's context in shared memory, filled by one thread: the
@@ -1214,6 +1349,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
     const u8* base = (const u8*)launch.table;
     const theseus_optable_header* h = &s_hdr;
     c.h = h;
+#ifndef THESEUS_SPECIALIZED  // (the table's records are constants there: T_*)
     c.ops = s_staged[0] ? s_ops : (const theseus_op*)(base + h->off_ops);
     c.op_base = s_staged[0] ? s_tbr.op_start : 0;
     c.refs = s_staged[1] ? s_refs : (const theseus_ref*)(base + h->off_refs);
@@ -1221,13 +1357,16 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
     c.deps = (const theseus_dep*)(base + h->off_deps);
     c.chan_list = (const i32*)(base + h->off_chan_list);
     c.tbs = (const theseus_tb*)(base + h->off_tbs);
+#else
+    (void)base;
+#endif
     c.chans = s_staged[2] ? s_chans : (const theseus_chan_rt*)launch.chans;
     c.es = launch.elem_size;
     c.ll = h->protocol == THESEUS_PROTO_LL;
     c.chunkB = launch.stride * c.es * (c.ll ? 2 : 1);
     c.half = launch.scratch_half ? (i64)(lc & 1) * launch.scratch_half : 0;
     c.flag = (u32)(lc % 0xFFFFFFFFull) + 1;  // interp.LLFlag
-    c.tb = bid();
+    c.tb = tbi;
   }
   bar();
   THESEUS_PROBE(launch.error, 2);
@@ -1236,7 +1375,11 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
   THESEUS_PROBE(launch.error, 3);
   if (s_fail) return;
   theseus_tb tbr = {};
+#ifdef THESEUS_SPECIALIZED
+  tbr = T_TBS(c)[TB];  // the generated table ends with an empty threadblock for blocks past its own
+#else
   tbr = s_tbr;  // zero for a table without threadblocks
+#endif
   const u64 epoch = (lc & ((1ull << 24) - 1)) << 40;
   u64* publish = (u64*)launch.publish;
   // Shared work replaces the threadblocks' own op lists (the host builds
@@ -1248,13 +1391,16 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
     if (s_fail) return;
   }
   for (i64 s = 0; launch.units == 0 && s < launch.slices; s++) {
+    T_UNROLL
     for (u64 i = 0; i < tbr.op_count; i++) {
       THESEUS_PROBE(launch.error, 4 + 3 * (i & 1));
-      const theseus_op& op = c.ops[tbr.op_start + i - c.op_base];
+      if (s_launch.trace != 0 && tid() == 0) s_trace_op = gtime();
+      const theseus_op& op = T_OPS(c)[tbr.op_start + i - T_OP_BASE(c)];
       if (op.ndep > 0 && tid() == 0) {
+        T_UNROLL
         for (u32 d = 0; d < op.ndep; d++) {
-          const theseus_dep dep = c.deps[op.dep_start + d];
-          u64 target = epoch | (u64)(s * (i64)c.tbs[dep.tb].op_count + dep.step + 1);
+          const theseus_dep dep = T_DEPS(c)[op.dep_start + d];
+          u64 target = epoch | (u64)(s * (i64)T_TBS(c)[dep.tb].op_count + dep.step + 1);
           u64* w = &publish[dep.tb];
           if (!spin(c, [&] { u64 v = ld_acquire_gpu(w); return v >= target && (v >> 40) == (epoch >> 40); },
                     THESEUS_WAIT_DEPENDENCY, (i64)i, s, dep.tb, target, w))
@@ -1276,8 +1422,9 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
           bar();  // every thread's writes before the signal
           if (tid() == 0) {
             fence_sys();
+            T_UNROLL
             for (u32 k = 0; k < op.nchan; k++) {
-              const i32 cid = c.chan_list[op.chan_start + k];
+              const i32 cid = T_CHAN_LIST(c)[op.chan_start + k];
               const theseus_chan_rt& ch = c.chans[cid];
               if (ch.port != 0) {
                 if (!port_signal(c, cid, (i64)i, s)) break;
@@ -1289,8 +1436,9 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
           break;
         case THESEUS_OP_WAIT:
           if (tid() == 0) {
+            T_UNROLL
             for (u32 k = 0; k < op.nchan; k++) {
-              i32 cid = c.chan_list[op.chan_start + k];
+              i32 cid = T_CHAN_LIST(c)[op.chan_start + k];
               const theseus_chan_rt& ch = c.chans[cid];
               u64* exp = (u64*)ch.expected;
               u64 want = *exp + 1;
@@ -1306,7 +1454,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
           if (tid() == 0) {
             fence_sys();
             for (u32 k = 0; k < op.nchan; k++) {
-              const i32 cid = c.chan_list[op.chan_start + k];
+              const i32 cid = T_CHAN_LIST(c)[op.chan_start + k];
               if (c.chans[cid].port != 0 && !port_flush(c, cid, (i64)i, s)) break;
             }
           }
@@ -1326,21 +1474,22 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
         bar();
         if (tid() == 0) {
           fence_gpu();
-          st_release_gpu(&publish[c.tb], epoch | (u64)(s * (i64)tbr.op_count + (i64)i + 1));
+          st_release_gpu(&publish[tbi], epoch | (u64)(s * (i64)tbr.op_count + (i64)i + 1));
         }
       }
       bar();
       if (s_fail) return;
+      if (s_launch.trace != 0 && tid() == 0) trace_rec(s_launch.trace, s_trace_op, lc, c.tb, (u32)i, s, op.opcode);
     }
   }
   // avg epilogue: after every threadblock of the rank is done, divide the
   // result region by nranks (ir.md §8).
-  int coll = c.h->collective;
+  int coll = T_HDR(c)->collective;
   bool reduces = coll == THESEUS_COLL_ALLREDUCE || coll == THESEUS_COLL_REDUCESCATTER || coll == THESEUS_COLL_REDUCE;
   if (launch.redop == RAVG && reduces && !(coll == THESEUS_COLL_REDUCE && launch.rank != launch.root)) {
     if (tid() == 0) {
       fence_gpu();
-      tb_barrier(c, THESEUS_EPILOGUE_BARRIER, (int)c.h->num_tbs, -1, -1);
+      tb_barrier(c, THESEUS_EPILOGUE_BARRIER, (int)T_HDR(c)->num_tbs, -1, -1);
     }
     bar();
     if (s_fail) return;
@@ -1353,9 +1502,34 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
     divide(c, p, launch.count);
   }
   THESEUS_PROBE(launch.error, 10);
-  launch_done(lc, c.h->num_tbs > 0 ? c.h->num_tbs : 1);
+  launch_done(lc, T_HDR(c)->num_tbs > 0 ? T_HDR(c)->num_tbs : 1);
   THESEUS_PROBE(launch.error, 11);
+  if (s_launch.trace != 0 && tid() == 0) trace_rec(s_launch.trace, s_trace_t0, lc, c.tb, THESEUS_TRACE_LAUNCH, 0, 0);
 }
+
+// The module's entry points. The product's modules (theseus.cu) and the
+// measurement builds (bench.cu) have theseus_exec and theseus_units; a
+// module of the persistent executor (THESEUS_RESIDENT) has only
+// theseus_resident (resident.cuh), which runs exec_block per item; a
+// specialised module (THESEUS_SPECIALIZED) only theseus_spec.
+#if defined(THESEUS_SPECIALIZED)
+
+// theseus_spec runs the one rank's table the module was generated for
+// (exec_block per threadblock: THESEUS_SPEC_CASES, from the generated
+// file, is `case k: exec_block<k>(L); break;` for each, and blocks past
+// them run its empty threadblock THESEUS_SPEC_NTBS).
+extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_spec(theseus_launch launch) {
+  switch (bid()) {
+    THESEUS_SPEC_CASES(launch)
+    default:
+      exec_block<THESEUS_SPEC_NTBS>(launch);
+  }
+}
+
+#elif !defined(THESEUS_RESIDENT)
+
+// theseus_exec runs a rank's op table (exec_block).
+extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_launch launch) { exec_block<-1>(launch); }
 
 // theseus_units is the executor's entry for a launch of shared work
 // (launch.units set: cuda/units.go; docs/design/cuda.md, "Shared work"):
@@ -1369,8 +1543,10 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_exec(theseus_l
 // done word.
 extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_units(theseus_launch launch) {
   __shared__ Ctx s_uctx;  // only L and tb: what fail and spin read
+  if (launch.trace != 0 && tid() == 0) s_trace_t0 = gtime();
   if (tid() == 0) {
     launch_begin(launch);
+    launch_pair(launch);
     s_uctx = Ctx{};
     s_uctx.L = &s_launch;
     s_uctx.tb = bid();
@@ -1390,4 +1566,11 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_units(theseus_
   bar();
   if (s_fail) return;
   launch_done(s_launch.launch, __nvvm_read_ptx_sreg_nctaid_x());
+  if (s_launch.trace != 0 && tid() == 0) trace_rec(s_launch.trace, s_trace_t0, s_launch.launch, bid(), THESEUS_TRACE_LAUNCH, 0, 0);
 }
+
+#endif
+
+#if defined(THESEUS_RESIDENT) && !defined(THESEUS_SPECIALIZED)
+#include "resident.cuh"
+#endif

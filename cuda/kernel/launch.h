@@ -30,7 +30,8 @@
 #define THESEUS_WAIT_PACKET 4u
 #define THESEUS_WAIT_EPILOGUE 5u
 #define THESEUS_WAIT_FENCE 6u
-#define THESEUS_WAIT_PORT 7u     /* the proxy: a free FIFO slot, or the completion of a descriptor */
+#define THESEUS_WAIT_PAIR 7u /* a peer's started word (the pairing wait) */
+#define THESEUS_WAIT_PORT 8u /* the proxy: a free FIFO slot, or the completion of a descriptor */
 
 /* The first failure of a launch, written once (code first, by atomic CAS) to
  * host-mapped memory the communicator reads for ncclCommGetAsyncError. */
@@ -49,7 +50,8 @@ typedef struct theseus_error {
 } theseus_error;
 
 /* One channel end as the kernel sees it (device memory, one per channel of
- * the table, rebuilt when the peer's buffers change: executor level L2). */
+ * the table; peer_buf's input and output are rewritten in place when the
+ * peer pushes new buffers: executor level L2, device.Rebinder). */
 typedef struct theseus_chan_rt {
   /* The peer's input, output and scratch bases in this process's address
    * space (IPC-mapped). The scratch base is the start of the peer's whole
@@ -86,6 +88,12 @@ typedef struct theseus_launch {
   int64_t scratch_half;  /* bytes of one scratch half (LL, or alternating scratch); 0: no halves */
   uint64_t launch;       /* launch counter >= 1: LL flag, scratch half, dependency epoch */
   uint64_t timeout_ns;   /* bound of every wait */
+  uint64_t started;      /* uint64_t* : this rank's started word (0: none); the first block raises it to launch */
+  uint64_t hdone;        /* uint64_t* : this rank's finished word (0: none); the last block raises it to launch */
+  uint64_t pair;         /* const uint64_t* const* : npair peers' started words; before reading the channel
+                            records, wait until each >= launch (the peers' pushed buffers are bound) */
+  int32_t npair;
+  int32_t reserved2;
   int32_t rank;          /* physical rank */
   int32_t nranks;
   int32_t root;          /* request root (rooted collectives) */
@@ -96,6 +104,8 @@ typedef struct theseus_launch {
   uint8_t ll8;           /* 1: LL8 packets, 0: LL16 */
   uint8_t elem_size;
   uint8_t reserved[3];
+  uint64_t trace;        /* theseus_trace* (device memory): op records of a traced launch; 0: none.
+                          * Last, so that a kernel built before it (THESEUS_PTX_DIR) ignores it. */
   uint64_t port;         /* const theseus_port_launch* : port channels across nodes (0: none) */
 } theseus_launch;
 
@@ -142,6 +152,39 @@ typedef struct theseus_port_launch {
   int32_t nfence;
   int32_t reserved;
 } theseus_port_launch;
+
+/* The op records of traced launches (docs/trace.md): a header, then cap
+ * records of THESEUS_TRACE_REC bytes. Thread 0 of each block reserves a
+ * record with an atomic add on head at the end of each op and of the
+ * block's launch; a record past cap is not written (head still counts
+ * it). Times are %globaltimer nanoseconds; the host maps them to its
+ * clock (cuda/trace.go). */
+#define THESEUS_TRACE_HEADER 32
+#define THESEUS_TRACE_REC 32
+#define THESEUS_TRACE_LAUNCH 0xffffu /* step of a block's whole-launch record */
+typedef struct theseus_trace {
+  uint64_t head; /* records reserved so far */
+  uint64_t cap;  /* records that fit */
+  uint64_t reserved[2];
+} theseus_trace;
+typedef struct theseus_trace_rec {
+  uint64_t begin;  /* the op's start (before its dependency waits), or the block's entry */
+  uint64_t end;    /* after the op's closing barrier, or after the block's done word */
+  uint32_t slice;  /* pipeline slice */
+  uint16_t tb;     /* threadblock */
+  uint16_t step;   /* the op's index in the threadblock; THESEUS_TRACE_LAUNCH for the launch */
+  uint8_t op;      /* THESEUS_OP_* */
+  uint8_t reserved[3];
+  uint32_t launch; /* the launch counter's low 32 bits, written last: 0 while unwritten */
+} theseus_trace_rec;
+
+/* The argument of theseus_clock, which maps %globaltimer to the host's
+ * clock (cuda/trace.go): thread 0 stores %globaltimer into *out
+ * (host-mapped) over and over for ns nanoseconds. */
+typedef struct theseus_clock_arg {
+  uint64_t out; /* volatile uint64_t* , host-mapped */
+  uint64_t ns;
+} theseus_clock_arg;
 
 /* One run of shared work (cuda/units.go, docs/design/cuda.md, "Shared
  * work"): a copy (nsrc 1) or a two-source reduce (nsrc 2) of nbytes, in a

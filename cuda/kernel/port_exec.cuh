@@ -14,7 +14,7 @@
 
 #pragma once
 
-#include "../../runtime/transport/proxy/port.h"
+#include "port.h"
 
 DEV const theseus_port_launch* port_launch(const Ctx& c) { return (const theseus_port_launch*)c.L->port; }
 
@@ -82,7 +82,7 @@ DEV void port_put(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
   bar();  // every thread's writes of the sources before thread 0 posts
   if (tid() != 0) return;
   fence_sys();
-  const theseus_ref* r = c.refs + (op.ref_start - c.ref_base);
+  const theseus_ref* r = T_REFS(c) + (op.ref_start - T_REF_BASE(c));
   const theseus_ref src = r[0], dst = r[1];
   const i32 ch = dst.channel;
   const theseus_port_rt* p = port_rt(c, ch);
@@ -159,7 +159,7 @@ DEV void port_put(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
 // one).
 DEV bool port_data_op(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
   if (c.L->port == 0 || op.ndst == 0) return false;
-  const theseus_ref* r = c.refs + (op.ref_start - c.ref_base);
+  const theseus_ref* r = T_REFS(c) + (op.ref_start - T_REF_BASE(c));
   bool any = false;
   for (u32 i = 0; i < (u32)op.nsrc + op.ndst; i++) {
     if ((r[i].flags & THESEUS_REF_REMOTE) && port_end(c, r[i].channel)) any = true;

@@ -31,10 +31,11 @@ for mode in sync call destroy; do
   chmod +x "$W/lp-$mode"
   for r in $(seq "${ROUNDS:-3}"); do
     out=$W/$mode-$r
-    rcs=$(run_pair "$out" "$W/lp-$mode" 2>&1 | sed -n 's/^rc //p') # "survivor/victim"
+    # run_pair fails by design here (the victim dies): not a reason to stop.
+    rcs=$(run_pair "$out" "$W/lp-$mode" 2>&1 | sed -n 's/^rc //p' || true) # "survivor/victim"
     line=$(grep -h "^LOSTPEER rank 0" "$out.0" || echo "no LOSTPEER line")
     echo "mode $mode round $r: rc $rcs: $line"
-    grep -h "^FAIL" "$out.0" "$out.1" | sed 's/^/  /'
+    grep -h "^FAIL" "$out.0" "$out.1" | sed 's/^/  /' || true
     if [ "$rcs" != "0/137" ] || ! grep -q "^DONE rank 0" "$out.0"; then
       fail=1
       tail -20 "$out.0" | sed 's/^/  rank0| /'

@@ -143,6 +143,7 @@ typedef struct ncclSimInfo_v22200 {
 #define NCCL_WIN_COLL_SYMMETRIC 0x01
 #define NCCL_SHRINK_DEFAULT 0x00
 #define NCCL_SHRINK_ABORT 0x01
+#define NCCL_REVOKE_DEFAULT 0x00
 
 /* Reduction operation selector. */
 typedef enum { ncclNumOps_dummy = 5 } ncclRedOp_dummy_t;
@@ -234,6 +235,10 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
                             ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
 ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                              ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
+/* NCCL 2.29+: stops the communicator's work; it stays a parent for
+ * ncclCommSplit and ncclCommShrink until finalized, destroyed or aborted. */
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
+ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
 
 /* ---- Errors and queries ----------------------------------------------- */
 

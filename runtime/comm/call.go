@@ -177,6 +177,9 @@ func (c *Comm) Collective(ctx context.Context, call *Call) error {
 	if c.armed {
 		c.replaySync()
 	}
+	if c.traced {
+		return c.traceCall(ctx, call)
+	}
 	if i := c.planFor(call); i >= 0 {
 		if served, err := c.launchPlan(i, call); served {
 			return err
@@ -205,6 +208,9 @@ func (c *Comm) collective(ctx context.Context, call *Call) error {
 		}
 		c.valid.call, c.valid.inPlace, c.valid.ok = v, inPlace, true
 	}
+	if c.tr != nil {
+		c.tracePhase("validate")
+	}
 	c.calls++
 	if call.Count == 0 {
 		c.last = CallInfo{Schedule: -1, Launch: c.exec.LaunchCounter(), Skipped: true}
@@ -221,6 +227,9 @@ func (c *Comm) collective(ctx context.Context, call *Call) error {
 		sreq.RedOp = ir.Sum
 	}
 	id, err := c.sel.Select(ctx, &sreq)
+	if c.tr != nil {
+		c.tracePhase("select")
+	}
 	if err != nil {
 		e := c.wrap(call.Coll.String(), err)
 		if !errors.Is(err, selector.ErrBadRequest) {
@@ -290,11 +299,20 @@ func (c *Comm) executed(call *Call, st device.Stream, err error) error {
 			*sp = st
 			c.userSt.Store(sp)
 		}
-	} else if err := st.Synchronize(); err != nil {
-		e := c.wrap(call.Coll.String(), err)
-		c.setAsync(e)
-		c.nodeLost(err)
-		return e
+	} else {
+		if c.tr != nil {
+			c.traceLaunched()
+		}
+		err := st.Synchronize()
+		if c.tr != nil {
+			c.tracePhase("sync")
+		}
+		if err != nil {
+			e := c.wrap(call.Coll.String(), err)
+			c.setAsync(e)
+			c.nodeLost(err)
+			return e
+		}
 	}
 	return nil
 }

@@ -65,6 +65,9 @@ type Config struct {
 	CheckPeriod int
 	// InitialScratch is THESEUS_INITIAL_SCRATCH_SIZE in bytes.
 	InitialScratch int64
+	// Executor is the executor mode, executor.ModeLaunch or
+	// ModePersistent ("": THESEUS_EXECUTOR).
+	Executor string
 	// Alternate is THESEUS_ALTERNATE_SCRATCH_BUFFER (nil: the environment).
 	Alternate *bool
 	// PacketType is the LL packet format (nil: THESEUS_LL_PROTOCOL).
@@ -79,6 +82,14 @@ type Config struct {
 	Loader selector.ScheduleLoader
 	// Clock is the selector's clock for valid_after (default time.Now).
 	Clock func() time.Time
+	// Trace is THESEUS_TRACE: a file to write a Chrome/Perfetto trace of
+	// the communicator's calls and launches to (docs/trace.md); "" (and
+	// THESEUS_TRACE unset): no trace. Communicators of one process that
+	// name the same file share it.
+	Trace string
+	// TraceOps is THESEUS_TRACE_OPS: the op records a rank's launches may
+	// write between two waits (0: the environment's, 65536).
+	TraceOps int
 	// SelectorLogger receives the selector's messages: the selection
 	// context's diagnostics (file:line:col) and schedules that fail to
 	// load (default: runtime/log, subsystem SELECTOR).
@@ -161,6 +172,19 @@ func (c *Config) fill() error {
 		}
 		c.ContextDir = ch.Dir
 	}
+	if c.Trace == "" {
+		c.Trace = env.Trace.String()
+	}
+	if c.TraceOps == 0 {
+		n, err := env.TraceOps.Int()
+		if err != nil {
+			return err
+		}
+		c.TraceOps = int(n)
+	}
+	if c.TraceOps < 1 {
+		return fmt.Errorf("trace op records %d: want >= 1", c.TraceOps)
+	}
 	if c.Loader == nil {
 		c.Loader = CompilingLoader{}
 	}
@@ -231,6 +255,10 @@ const (
 	finalized
 	destroyed
 	aborted
+	// revoked: Revoke (ncclCommRevoke) or Shrink with ShrinkAbort stopped
+	// the communicator's work; it stays a parent for Split and Shrink
+	// and is released by Finalize, Destroy or Abort.
+	revoked
 )
 
 // Comm is one rank of a communicator.
@@ -243,7 +271,10 @@ type Comm struct {
 	// armed: a replay record (the C launcher of plans) is armed and its
 	// calls not yet counted (replay.go), read here by every call on a line
 	// it reads anyway.
-	armed    bool
+	armed bool
+	// traced: the calls are traced (tr, trace.go), read by every call on
+	// the same line as armed.
+	traced   bool
 	asyncErr atomic.Pointer[Error]
 	// cur is the kept plan of the last call (plans), -1 when there is none;
 	// curCall, curPlan and curGen are a copy of its call, plan and selector
@@ -313,6 +344,12 @@ type Comm struct {
 	// replaces when all are in use.
 	plans    [planSlots]planEntry
 	nextPlan int
+
+	tr *callTrace // the trace (trace.go), nil when the calls are not traced
+	// shrinks counts this communicator's Shrink calls: the tag of each
+	// shrink's messages (every survivor makes the same calls in the same
+	// order).
+	shrinks atomic.Uint64
 }
 
 // CallInfo describes the last collective call of a communicator: the
@@ -407,12 +444,15 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 	}
 	c.exec, err = executor.New(executor.Config{Rank: rank, NRanks: nranks, Backend: cfg.Backend, Net: c.boot,
 		InitialScratch: cfg.InitialScratch, Alternate: *cfg.Alternate, SliceBytes: cfg.SliceBytes, Timeout: cfg.Timeout,
-		Node: c.layout.Node(), LocalRank: c.layout.LocalRank[rank], LocalRanks: c.layout.PerNode, HostID: cfg.HostID})
+		Executor: cfg.Executor, Node: c.layout.Node(), LocalRank: c.layout.LocalRank[rank], LocalRanks: c.layout.PerNode, HostID: cfg.HostID})
 	if err != nil {
 		return nil, &Error{Code: InvalidArgument, Op: "init", Rank: rank, Msg: "executor", Err: err}
 	}
 	if c.stream, err = cfg.Backend.NewStream(); err != nil {
 		return nil, &Error{Code: SystemError, Op: "init", Rank: rank, Msg: "stream", Err: err}
+	}
+	if err := c.startTrace(); err != nil {
+		return nil, &Error{Code: SystemError, Op: "init", Rank: rank, Msg: "trace", Err: err}
 	}
 	c.startWatchers()
 	c.last.Schedule, c.cur = -1, -1
@@ -562,6 +602,8 @@ func (c *Comm) stateErr(op string) (e *Error, ok bool) {
 		return &Error{Code: InvalidUsage, Op: op, Rank: c.rank, Msg: "communicator is finalized", Err: ErrState}, true
 	case destroyed:
 		return &Error{Code: InvalidArgument, Op: op, Rank: c.rank, Msg: "communicator used after Destroy", Err: ErrState}, true
+	case revoked:
+		return &Error{Code: InvalidUsage, Op: op, Rank: c.rank, Msg: "communicator is revoked (ncclCommRevoke, or ncclCommShrink with NCCL_SHRINK_ABORT): only Split, Shrink, Finalize, Destroy and Abort remain", Err: ErrState}, true
 	}
 	return &Error{Code: InvalidArgument, Op: op, Rank: c.rank, Msg: "communicator used after Abort", Err: ErrState}, true
 }
@@ -723,6 +765,11 @@ func (c *Comm) Stream() device.Stream { return c.stream }
 // LastCall describes the last collective call.
 func (c *Comm) LastCall() CallInfo { return c.last }
 
+// Resident is the communicator's persistent executor (THESEUS_EXECUTOR=
+// persistent), nil before its first collective and in launch mode. Not
+// concurrent with calls.
+func (c *Comm) Resident() device.Resident { return c.exec.Resident() }
+
 // Stats returns the communicator's counters, with the calls a replay
 // record made (replay.go). Not concurrent with calls.
 func (c *Comm) Stats() Stats {
@@ -743,6 +790,9 @@ func (c *Comm) Schedule(id int) (selector.ScheduleRef, bool) { return c.sel.Sche
 func (c *Comm) AsyncError() error {
 	if e := c.asyncErr.Load(); e != nil {
 		return e
+	}
+	if commState(c.state.Load()) == revoked {
+		return nil // its launches failed because they were revoked
 	}
 	// A launch's failure (a timed-out wait, an abort) is recorded on the
 	// stream it ran on: the communicator's own, or the caller's last.
@@ -776,7 +826,14 @@ func (c *Comm) Finalize() error {
 	defer c.callMu.Unlock()
 	c.replaySync()
 	if !c.state.CompareAndSwap(int32(live), int32(finalized)) {
-		if commState(c.state.Load()) == finalized {
+		switch commState(c.state.Load()) {
+		case finalized:
+			return nil
+		case revoked:
+			// Its launches were stopped: wait for them to end (they stop
+			// at their next wait), reporting nothing.
+			c.exec.Wait()
+			c.stream.Synchronize()
 			return nil
 		}
 		e, _ := c.stateErr("finalize")
@@ -797,7 +854,7 @@ func (c *Comm) Finalize() error {
 // rank as lost.
 func (c *Comm) Destroy() error {
 	var err error
-	if commState(c.state.Load()) == live {
+	if st := commState(c.state.Load()); st == live || st == revoked {
 		err = c.Finalize()
 	}
 	// Exactly one of Destroy and Abort releases the communicator, however
@@ -880,6 +937,7 @@ func (c *Comm) release(abort bool) {
 	if c.exec != nil {
 		c.exec.Close()
 	}
+	c.closeTrace()
 	if c.sel != nil {
 		c.sel.Close()
 	}

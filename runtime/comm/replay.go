@@ -59,7 +59,9 @@ func (c *Comm) ArmReplay(r *replay.Record, call *Call, k replay.Key) bool {
 	c.callMu.Lock()
 	defer c.callMu.Unlock()
 	c.replaySync()
-	if c.cur < 0 || !c.curCall.matches(call) || commState(c.state.Load()) != live || c.asyncErr.Load() != nil {
+	// A traced communicator's calls all come through Go, each with its
+	// host spans (trace.go).
+	if c.traced || c.cur < 0 || !c.curCall.matches(call) || commState(c.state.Load()) != live || c.asyncErr.Load() != nil {
 		return false
 	}
 	pe := c.plans[c.cur]

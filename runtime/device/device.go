@@ -120,6 +120,25 @@ type Backend interface {
 	Prepare(a *Args) (Prepared, error)
 }
 
+// Rebaser is implemented by backends whose prepared launches move to other
+// input and output buffers cheaply (executor level L3: a call whose
+// buffers moved within known allocations, as nccl-tests shifts them and
+// PyTorch's caching allocator hands them out, costs a repeat plus this).
+// Rebase returns the prepared launch of a, where a differs from the Args p
+// was prepared with only in Buf[Input] and Buf[Output] and p has no
+// staging copies. The result shares p's backend state (what Prepare
+// allocated and uploaded): Rebase allocates no backend memory, makes no
+// driver call and waits for nothing, which also makes it safe during a
+// CUDA graph capture; the result's Release releases nothing, and it is
+// valid as long as p is (the executor releases p only after every launch
+// of both). Launches of p and of its rebased launches must not run
+// concurrently (they share p's per-launch device words, as repeated
+// launches of p do: one rank's launches run in order). Errors: a p of
+// another backend, or one with staging copies.
+type Rebaser interface {
+	Rebase(p Prepared, a *Args) (Prepared, error)
+}
+
 // StreamWrapper is implemented by backends whose callers bring their own
 // streams (the NCCL layer passes a cudaStream_t): WrapStream returns a
 // Stream that launches on the foreign stream handle h. Closing it does not
@@ -206,6 +225,77 @@ type LaunchImage struct {
 	OffLaunch, OffNFence int
 }
 
+// ResidentBackend is implemented by backends that can run a persistent
+// executor for a communicator rank (THESEUS_EXECUTOR=persistent;
+// docs/design/runtime.md, "The persistent executor"): a resident
+// consumer (CUDA: a kernel of Blocks threadblocks; host: a goroutine)
+// fed with the rank's launches through a queue in host memory, each
+// launch ordered with the caller's stream by stream memory operations
+// instead of a kernel launch. NewResident allocates the queue; the
+// consumer starts with the first launch and exits when idle, when
+// stopped and on the abort word.
+type ResidentBackend interface {
+	NewResident(cfg ResidentConfig) (Resident, error)
+}
+
+// ResidentConfig configures a Resident.
+type ResidentConfig struct {
+	// Rank is the physical rank (for messages).
+	Rank int
+	// Blocks and Threads are the resident kernel's threadblocks (1 to
+	// resident.MaxBlocks) and threads per block (a multiple of 32 up to
+	// 1024) on CUDA; the host backend ignores them. A launch of more
+	// threadblocks than Blocks is made as a kernel launch instead
+	// (Resident's streams fall back to their own launch); every launch
+	// runs with Threads threads (the kernel computes the same results at
+	// any block size).
+	Blocks, Threads int
+	// Slots is the queue's depth (a power of two; 0: the default): how far
+	// the launching thread may run ahead of the device.
+	Slots int
+	// Idle is how long the consumer waits without work before it exits
+	// (0: until Stop, Close or the abort word): a kernel that spins on
+	// its queue holds threadblocks, and every cuMemFree of the process
+	// waits for it to end.
+	Idle time.Duration
+	// Abort is the communicator's abort word (8 bytes): nonzero ends the
+	// consumer, and the queue's waits return.
+	Abort Ptr
+	// Timeout bounds the launching thread's wait for a free queue slot.
+	Timeout time.Duration
+}
+
+// Resident is a persistent executor of one communicator rank
+// (ResidentBackend). Its methods are called by the rank's launching
+// goroutine (the executor's), except Stats.
+type Resident interface {
+	// Stream returns the stream that launches on st through the queue:
+	// its Launch and CaptureLaunch describe the prepared launch in the
+	// queue and order it with st; a launch the consumer cannot take (more
+	// threadblocks than Blocks, staging copies, a capture into a CUDA
+	// graph: a graph is replayed without the host, so a captured launch
+	// is a kernel launch) is st's own. Synchronize, Err and Capturing are
+	// st's, with the failures of the queue's launches. The same st gives
+	// the same Stream; closing it does not close st.
+	Stream(st Stream) (Stream, error)
+	// Stop waits until the consumer has run every launch issued so far,
+	// then ends it; the next launch starts another. Errors: a consumer
+	// that does not end within the timeout.
+	Stop() error
+	// Close stops the consumer and frees the queue. The streams of
+	// Stream must not be used afterwards.
+	Close() error
+	// Stats counts the queue's work.
+	Stats() ResidentStats
+}
+
+// ResidentStats are a Resident's counters.
+type ResidentStats struct {
+	// Queued are launches made through the queue, Fallback launches its
+	// streams made as kernel launches, Starts consumers started.
+	Queued, Fallback, Starts uint64
+}
+
 // ContextSharer is implemented by backends whose ranks in one process
 // share one device context (CUDA). ShareContext tells the backend that
 // several ranks of a communicator run as goroutines of this process, so a
@@ -214,6 +304,24 @@ type LaunchImage struct {
 // very rank. The CUDA backend then defers frees until its streams are idle.
 type ContextSharer interface {
 	ShareContext()
+}
+
+// Rebinder is implemented by prepared launches whose peers' buffers can
+// be moved after Prepare (executor level L2: a peer moved its buffers).
+// RebindPeer makes channel end end's peer buffer kind (Input or Output) m,
+// as mapped in this process (the zero Mem: none), for the launches of p
+// that have not yet passed their pairing wait (Args.Pair). The executor
+// calls it only while no launch of p is between its pairing wait and its
+// end; it may run concurrently with launches of other prepared launches.
+type Rebinder interface {
+	RebindPeer(end, kind int, m Mem) error
+}
+
+// WordLoader is implemented by backends that read an 8-byte word of their
+// memory that launches update concurrently (the host backend: an atomic
+// load). Backends without it are read with Download.
+type WordLoader interface {
+	LoadWord(p Ptr) (uint64, error)
 }
 
 // Prepared is a backend's ready-to-launch state for one request shape.
@@ -309,12 +417,82 @@ type Args struct {
 	// PortMirror is set on the staged path when peers on other nodes put
 	// into this rank's scratch (nil otherwise).
 	PortMirror *PortMirror
+	// HDone, when nonzero, is this rank's finished word (8 bytes): a
+	// launch that has finished raises it to its launch counter as the host
+	// gave it (an atomic maximum; the done word holds the device's
+	// counter, which a CUDA graph's replays move on). The executor waits
+	// on it before repointing a prepared launch (Rebinder).
+	HDone Ptr
+	// Started, when nonzero, is this rank's started word (8 bytes): a
+	// launch first raises it to its launch counter (the host's; an atomic
+	// maximum). Pair are the started words of the peers whose input or
+	// output the launch reaches: before it reads its channel ends it waits
+	// until each of them has reached its launch counter (bounded by the
+	// timeout, stopped by the abort word), since a peer starts a launch
+	// only after its new buffers for it were bound here (Rebinder). Set
+	// only for launches that reach peers' buffers.
+	Started Ptr
+	Pair    []PeerWord
 	// Timeout bounds every wait of a launch (THESEUS_TIMEOUT).
 	Timeout time.Duration
 	// StageIn are copies done before the launch's ops, StageOut after them
 	// (user buffers that are not backend allocations, staged through
 	// backend memory because a peer reads or writes them).
 	StageIn, StageOut []Copy
+	// Kernel, when not nil, is the table's specialised kernel for the
+	// request's datatype (the schedule's bundle carries it: `theseusc
+	// compile --specialize`, docs/specialize.md): a backend that can load
+	// it launches it instead of its generic executor, with the same
+	// arguments. Others ignore it.
+	Kernel *Kernel
+	// Trace, when set, is the buffer (of this backend's OpTracer) that
+	// every launch records its ops' times into; nil: nothing is recorded.
+	Trace OpTrace
+}
+
+// Kernel is a specialised kernel of one rank's op table (Args.Kernel).
+type Kernel struct {
+	// Key identifies the code (the SHA-256 of PTX): a backend loads each
+	// key once.
+	Key [32]byte
+	// PTX is the module (CUDA: sm_80 PTX whose one entry takes the generic
+	// executor's launch argument).
+	PTX []byte
+}
+
+// OpTracer is implemented by backends whose launches can record when each
+// op of each threadblock ran (docs/trace.md): the CUDA kernel with
+// %globaltimer into host-mapped memory, the host interpreter with the
+// host clock. NewOpTrace returns a buffer of records op records for one
+// rank's launches (Args.Trace).
+type OpTracer interface {
+	NewOpTrace(records int) (OpTrace, error)
+}
+
+// OpTrace is the per-op record buffer of one rank's launches.
+type OpTrace interface {
+	// Drain calls f for each record written since the last Drain, and
+	// empties the buffer. The caller makes sure that no launch writing it
+	// runs (it has waited for every stream it launched on); a record a
+	// launch was still writing is skipped. It returns how many records did
+	// not fit the buffer since the last Drain.
+	Drain(f func(OpSpan)) (dropped uint64)
+	// Close frees the buffer, after the launches that write it are done.
+	Close()
+}
+
+// OpSpan is one record of an OpTrace: when one op of one threadblock ran
+// in one pipeline slice of a launch, or (Step -1) the threadblock's whole
+// part of the launch, from its start to its done word.
+type OpSpan struct {
+	Launch uint64 // the launch counter
+	TB     int
+	Step   int // the op's index in the threadblock's list; -1: the whole launch
+	Slice  int64
+	Op     ir.Opcode
+	// Begin and End are host wall-clock times in Unix nanoseconds (the
+	// GPU's %globaltimer mapped to it: docs/trace.md, "Clocks").
+	Begin, End int64
 }
 
 // End is one channel end as this rank's launches see it.

@@ -154,3 +154,83 @@ func BenchmarkMigration(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPeerBuffers measures what keeping the peers' view of a rank's
+// buffers current costs (l2.go, peers.go), the price of any buffer pairing
+// working (the seed's Known Issue 3 gone): 2 ranks as goroutines on the
+// null backend (launches do nothing but raise their started and finished
+// words), the one-shot Simple allreduce (it reads the peers' inputs),
+// repeated calls launched from their plans as the communicator launches
+// them. Metrics: ns/call, the time of rank 1's call (its walk, push and
+// the answer of rank 0's service goroutine included; ns/op is the whole
+// iteration, both ranks' calls); msgs/call, the messages rank 1's calls
+// sent (its pushes; each push is answered by one message from the peer's
+// service goroutine); pushes/call, rank 1's walks that pushed.
+//
+//   - repeat: both ranks repeat one call: a plan launch, no message;
+//   - new-shape: rank 1 moves its buffers within its allocations every
+//     call (two places, in turn; as nccl-tests' shifting or a caching
+//     allocator do), while rank 0 repeats: rank 1's call walks and pushes
+//     one message to rank 0, which answers; rank 0 pays nothing on its own
+//     thread;
+//   - both-new-shape: both ranks move every call (each pushes to the
+//     other, in parallel).
+func BenchmarkPeerBuffers(b *testing.B) {
+	for _, mode := range []string{"repeat", "new-shape", "both-new-shape"} {
+		b.Run(mode, func(b *testing.B) {
+			w := newWorld(b, 2, Config{})
+			null := devicetest.NewNull()
+			for r := range 2 {
+				w.ex[r].Close()
+				ex, err := New(Config{Rank: r, NRanks: 2, Backend: null, Net: w.boots[r], InitialScratch: 1 << 20, Timeout: 10 * time.Second})
+				if err != nil {
+					b.Fatal(err)
+				}
+				w.ex[r] = ex
+				w.st[r], _ = null.NewStream()
+			}
+			w.usePlans()
+			s := compile(b, 0, "oneshot", gen.Options{Collective: ir.AllReduce, NRanks: 2, Protocol: ir.Simple})
+			const count = 256
+			send, recv := make([]device.Ptr, 2), make([]device.Ptr, 2)
+			for r := range 2 {
+				send[r], _ = null.Alloc(1 << 16)
+				recv[r], _ = null.Alloc(1 << 16)
+			}
+			req := func(r, i int) *Request {
+				moves := mode == "both-new-shape" || mode == "new-shape" && r == 1
+				off := device.Ptr(0)
+				if moves && i%2 == 1 {
+					off = 4096
+				}
+				return &Request{Coll: ir.AllReduce, Send: send[r] + off, Recv: recv[r] + off, Count: count, DataType: ir.Float32, RedOp: ir.Sum}
+			}
+			call := func(i int) time.Duration {
+				var took time.Duration
+				w.must(w.each(func(r int) error {
+					start := time.Now()
+					err := w.call(r, req(r, i), s, w.st[r])
+					if r == 1 {
+						took = time.Since(start)
+					}
+					return err
+				}))
+				return took
+			}
+			for i := range 4 { // L0, L1, both shapes' L3 entries and plans
+				call(i)
+			}
+			st0, msgs0 := w.ex[1].Stats(), w.ex[1].stats.Created.BootstrapMessages
+			var total time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				total += call(i)
+			}
+			b.StopTimer()
+			st := w.ex[1].Stats()
+			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/call")
+			b.ReportMetric(float64(w.ex[1].stats.Created.BootstrapMessages-msgs0)/float64(b.N), "msgs/call")
+			b.ReportMetric(float64(st.L2Pushes-st0.L2Pushes)/float64(b.N), "pushes/call")
+		})
+	}
+}

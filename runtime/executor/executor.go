@@ -96,7 +96,25 @@ type Config struct {
 	// the proxy's configuration and the key of the process's proxy.
 	LocalRank, LocalRanks int
 	HostID                string
+	// Executor is how launches reach the device: ModeLaunch (a kernel
+	// launch per call) or ModePersistent (a resident executor fed through
+	// a queue: device.ResidentBackend; a backend without one launches);
+	// "" reads THESEUS_EXECUTOR.
+	Executor string
+	// GenericOnly runs the generic executor even where the schedule's
+	// bundle carries specialised kernels (THESEUS_SPECIALIZED=0).
+	GenericOnly bool
+	// Resident configures the persistent executor; its zero Blocks,
+	// Threads and Idle read THESEUS_PERSISTENT_BLOCKS, _THREADS and
+	// _IDLE_US (Rank, Abort and Timeout are the executor's own).
+	Resident device.ResidentConfig
 }
+
+// The executor modes (Config.Executor, THESEUS_EXECUTOR).
+const (
+	ModeLaunch     = "launch"
+	ModePersistent = "persistent"
+)
 
 // MinEnvSliceBytes is the smallest THESEUS_SLICE_BYTES ConfigFromEnv
 // takes: one 128-byte line. Smaller slices were correct but made a 4 MiB
@@ -140,6 +158,54 @@ func ConfigFromEnv(c Config) (Config, error) {
 			return c, err
 		}
 		c.Timeout = env.TimeoutDuration(ms)
+	}
+	if !c.GenericOnly {
+		on, err := env.Specialized.Bool()
+		if err != nil {
+			return c, err
+		}
+		c.GenericOnly = !on
+	}
+	if c.Executor == "" {
+		v, err := env.Executor.Enum()
+		if err != nil {
+			return c, err
+		}
+		c.Executor = v
+	}
+	if c.Executor != ModeLaunch && c.Executor != ModePersistent {
+		return c, fmt.Errorf("executor: mode %q (want %s or %s)", c.Executor, ModeLaunch, ModePersistent)
+	}
+	if c.Executor == ModePersistent {
+		r := &c.Resident
+		for _, f := range []struct {
+			v      *int
+			p      *env.Param
+			lo, hi int64
+			step   int64
+		}{{&r.Blocks, env.PersistBlocks, 1, 32, 1}, {&r.Threads, env.PersistThreads, 32, 1024, 32}} {
+			if *f.v != 0 {
+				continue
+			}
+			n, err := f.p.Int()
+			if err != nil {
+				return c, err
+			}
+			if n < f.lo || n > f.hi || n%f.step != 0 {
+				return c, fmt.Errorf("THESEUS_%s=%d: want a multiple of %d from %d to %d", f.p.Name, n, f.step, f.lo, f.hi)
+			}
+			*f.v = int(n)
+		}
+		if r.Idle == 0 {
+			us, err := env.PersistIdle.Int()
+			if err != nil {
+				return c, err
+			}
+			if us < 0 {
+				return c, fmt.Errorf("THESEUS_PERSISTENT_IDLE_US=%d: want 0 or more", us)
+			}
+			r.Idle = time.Duration(us) * time.Microsecond
+		}
 	}
 	return c, nil
 }
@@ -215,19 +281,31 @@ type Stats struct {
 	// PlanFailures the plans whose launch failed (Launch's error).
 	PlanLaunches, PlanFailures uint64
 
-	L0Setups                   uint64
-	L1Same, L1Hits             uint64 // hits on the running schedule / on another materialised one
-	L1Cold, L1Migrations       uint64
-	L2Skips, L2Hits, L2Setups  uint64
-	L3Hits, L3Setups           uint64
-	Switches, Rebases          uint64 // schedule switches; semaphores rebased
-	Waits                      uint64 // waits for in-flight launches
-	Growths                    uint64 // scratch reallocations
-	Fences                     uint64 // fenced launches
-	ScratchBytes               int64  // current scratch capacity
-	Created                    Created
-	LastMigration              Migration
-	Refused                    uint64 // misses refused during graph capture
+	L0Setups                  uint64
+	L1Same, L1Hits            uint64 // hits on the running schedule / on another materialised one
+	L1Cold, L1Migrations      uint64
+	L2Skips, L2Hits, L2Setups uint64
+	L3Hits, L3Setups          uint64
+	L3Rebases                 uint64 // L3 setups of a shape's entry moved to new buffers (device.Rebaser: no Prepare)
+	Switches, Rebases         uint64 // schedule switches; semaphores rebased
+	Waits                     uint64 // waits for in-flight launches
+	Growths                   uint64 // scratch reallocations
+	Fences                    uint64 // fenced launches
+	// L2Pushes are walks that told the peers where this rank's buffers
+	// moved (L2Setup); Rebinds the prepared launches this rank's service
+	// goroutines repointed at a peer's moved buffers; PeerRequests the
+	// peers' pushes and drops they carried out.
+	L2Pushes, Rebinds, PeerRequests uint64
+	// Registered and Deregistered count Register and Deregister calls that
+	// succeeded; Drops the peers' deregistrations this rank carried out
+	// (their allocations unimported here).
+	Registered, Deregistered, Drops uint64
+	ScratchBytes                    int64 // current scratch capacity
+	Created                         Created
+	LastMigration                   Migration
+	Refused                         uint64 // misses refused during graph capture
+	// Resident counts the persistent executor's work (Config.Executor).
+	Resident                   device.ResidentStats
 	StateVisits                [numStates]uint64
 	TransitionsTaken, Failures uint64
 }
@@ -239,7 +317,8 @@ type Created struct {
 	ChannelEnds int
 	// Semaphores are new semaphore slots (each exchanged with its peer).
 	Semaphores int
-	// Registrations are peers' user buffers imported (L2).
+	// Registrations are peers' allocations imported (L2, by the service
+	// goroutines).
 	Registrations int
 	// Exports are local user buffers exported to peers (L2), Staged those
 	// of them that are foreign memory staged through an allocation.
@@ -325,8 +404,9 @@ type Executor struct {
 	planLaunches uint64
 	lastSig      scratchSig // the scratch layout of the last launch
 	// capMixed: the launches captured into CUDA graphs had more than one
-	// scratch layout (capSig).
-	tracked, capMixed bool
+	// scratch layout (capSig). persistent: launches go through the
+	// resident executor (res: Config.Executor).
+	tracked, capMixed, persistent bool
 	// capSig is the scratch layout of the launches captured into CUDA
 	// graphs, capMixed set once they had more than one: a graph's replay
 	// may run before any eager launch (enqueue). A launch reads capSig.l1
@@ -335,6 +415,13 @@ type Executor struct {
 
 	planFailures uint64 // plans whose launch failed (Stats.PlanFailures)
 	trace        func(Transition)
+	// spans, when set, is told how long each state of a walk took
+	// (SetSpans); ops is the launches' op trace and opSink its reader
+	// (TraceOps).
+	spans  func(s State, begin, end int64)
+	ops    device.OpTrace
+	opSink func(device.OpSpan)
+	opDrop func(uint64)
 	// lastL3 is the L3 entry of the last hit or setup, under its L1 and L2
 	// entries: a walk of the same request finds it without hashing its
 	// key. Cleared whenever L3 entries are dropped (dropL3).
@@ -371,6 +458,26 @@ type Executor struct {
 	// port is the proxy side: connections to peers on other nodes
 	// (port.go).
 	port portState
+
+	// The peers' side of L2 (peers.go): their imported allocations, their
+	// current buffers, the prepared launches bound to them, the service
+	// goroutines that keep them current.
+	peers peers
+	// pushed[q][k] is what peer q last saw of our buffer k (l2.go,
+	// pushTo); sentHandle[q] the allocations of ours q has imported.
+	pushed     [][2]pushedBuf
+	sentHandle []map[exportID]bool
+	// regs are the registered allocations (register.go).
+	regs registry
+	// lastEager is the launch counter of the last launch not captured
+	// into a CUDA graph (a push names it: peers.go).
+	lastEager uint64
+	// res is the persistent executor (Config.Executor), started at L0
+	// setup; resUser and resSt are the caller's stream of the last launch
+	// and its stream through res.
+	res     device.Resident
+	resUser device.Stream
+	resSt   device.Stream
 }
 
 // New returns an executor. Nothing is allocated until the first Execute.
@@ -401,13 +508,71 @@ func roundUp(x, a int64) int64 { return (x + a - 1) / a * a }
 // SetTrace installs a function called on every transition (tests).
 func (e *Executor) SetTrace(f func(Transition)) { e.trace = f }
 
+// SetSpans installs a function told, after each state of a walk, the
+// state and when it began and ended (Unix ns): the host spans of a trace
+// (docs/trace.md). nil removes it.
+func (e *Executor) SetSpans(f func(s State, begin, end int64)) { e.spans = f }
+
+// TraceOps makes every launch prepared from now on record its ops' times
+// into a buffer of records op records (device.OpTracer), which the
+// executor drains into sink whenever it knows that no launch writing it
+// runs: after waiting for its in-flight launches (Wait, Close, scratch
+// growth, a migration's rebase) and at Synced; dropped is told how many
+// records did not fit since the last drain. It reports false, recording
+// nothing, when the backend has no op trace. Call it before the first
+// Execute. Errors: the backend's.
+func (e *Executor) TraceOps(records int, sink func(device.OpSpan), dropped func(uint64)) (bool, error) {
+	tr, ok := e.dev.(device.OpTracer)
+	if !ok || sink == nil || records < 1 {
+		return false, nil
+	}
+	ops, err := tr.NewOpTrace(records)
+	if err != nil {
+		return false, err
+	}
+	e.ops, e.opSink, e.opDrop = ops, sink, dropped
+	return true, nil
+}
+
+// Synced tells the executor that every launch it enqueued on st has
+// finished (the communicator waited for st): when st is the only stream
+// launched on since the last wait, the op trace is drained (TraceOps).
+func (e *Executor) Synced(st device.Stream) {
+	if e.ops == nil {
+		return
+	}
+	for _, s := range e.streams {
+		if s != st {
+			return
+		}
+	}
+	e.drainOps()
+}
+
+// drainOps empties the op trace into its sink.
+func (e *Executor) drainOps() {
+	if d := e.ops.Drain(e.opSink); d > 0 && e.opDrop != nil {
+		e.opDrop(d)
+	}
+}
+
 // Stats returns a copy of the counters. Like Execute, it must not run
 // concurrently with other calls.
 func (e *Executor) Stats() Stats {
 	st := e.stats
 	st.Launches, st.Fences, st.PlanLaunches, st.PlanFailures = e.launch, e.fences, e.planLaunches, e.planFailures
+	st.Rebinds, st.PeerRequests, st.Drops = e.peers.rebinds.Load(), e.peers.served.Load(), e.peers.drops.Load()
+	st.Created.Registrations += int(e.peers.imported.Load())
+	st.Created.BootstrapMessages += int(e.peers.acks.Load())
+	if e.res != nil {
+		st.Resident = e.res.Stats()
+	}
 	return st
 }
+
+// Resident is the persistent executor (Config.Executor), nil before L0 or
+// in launch mode.
+func (e *Executor) Resident() device.Resident { return e.res }
 
 // Err returns the executor's sticky error: a failure that leaves the ranks
 // out of step (an exchange, allocation or launch failure), Abort or Close.
@@ -463,10 +628,22 @@ func (e *Executor) Close() error {
 	// this memory (aborted launches stop at their next wait).
 	aborted := e.Err() != nil
 	werr := e.waitInflight()
+	if e.res != nil {
+		// The consumer has run every launch (the streams waited for
+		// them): it stops, and its queue goes, before the memory its
+		// launches name.
+		if err := e.res.Close(); err != nil && werr == nil {
+			werr = err
+		}
+		e.res, e.persistent, e.resUser, e.resSt = nil, false, nil, nil
+	}
 	if aborted {
 		werr = nil
 	}
 	e.setFailed(ErrClosed)
+	// The service goroutines stop (one waiting for this rank's launches
+	// sees the executor closed), before anything they use is released.
+	e.stopServices()
 	// From here on an Abort writes no abort word: the control segment is
 	// freed below.
 	e.abortMu.Lock()
@@ -476,15 +653,17 @@ func (e *Executor) Close() error {
 		e.dropL3(ent.l3)
 		for _, l2 := range ent.l2 {
 			e.dropL3(l2.l3)
-			for _, p := range l2.imports {
-				e.dev.Unimport(p)
-			}
 		}
 	}
+	e.unimportAll()
 	for _, p := range e.retained {
 		p.Release()
 	}
 	e.retained = nil
+	if e.ops != nil {
+		e.ops.Close()
+		e.ops = nil
+	}
 	for _, p := range e.l0.allImports {
 		e.dev.Unimport(p)
 	}

@@ -13,7 +13,7 @@ import (
 type l0 struct {
 	ready      bool
 	scratch    device.Mem
-	control    device.Ptr // abort word at +0, done word at +8
+	control    device.Ptr // abort word at +0, done word at +8, started at +16, finished at +24
 	pools      []*pool
 	peers      []peerL0 // by physical rank
 	sentPool   [][]bool // [peer][pool] handle known to the peer
@@ -24,6 +24,7 @@ type l0 struct {
 type peerL0 struct {
 	scratch device.Mem
 	done    device.Ptr
+	started device.Ptr // the peer's started word (device.Args.Pair)
 	imports []device.Ptr
 }
 
@@ -225,7 +226,7 @@ func (e *Executor) l0Setup(ctx context.Context, w *walk) Event {
 		}
 		e.l0.sentPool[q] = []bool{true}
 		if q == rank {
-			e.l0.peers[q] = peerL0{scratch: e.l0.scratch, done: e.l0.control + 8}
+			e.l0.peers[q] = peerL0{scratch: e.l0.scratch, done: e.l0.control + ctlDone, started: e.l0.control + ctlStarted}
 			e.l0.peerPools[q][0] = device.Region{Base: p0.base, Size: 16 * poolSlots}
 			continue
 		}
@@ -240,7 +241,7 @@ func (e *Executor) l0Setup(ctx context.Context, w *walk) Event {
 				return e.fail(w, L0Setup, fmt.Errorf("import rank %d's L0 memory: %w", q, err), true, q)
 			}
 		}
-		e.l0.peers[q] = peerL0{scratch: device.Mem{Ptr: regs[0].Base, Size: capB}, done: regs[1].Base + 8}
+		e.l0.peers[q] = peerL0{scratch: device.Mem{Ptr: regs[0].Base, Size: capB}, done: regs[1].Base + ctlDone, started: regs[1].Base + ctlStarted}
 		e.l0.peerPools[q][0] = regs[2]
 		e.stats.Created.Connections++
 	}
@@ -249,6 +250,10 @@ func (e *Executor) l0Setup(ctx context.Context, w *walk) Event {
 	}
 	e.l0.ready = true
 	e.abortW.Store(uintptr(e.l0.control))
+	e.startServices()
+	if err := e.startResident(); err != nil {
+		return e.fail(w, L0Setup, fmt.Errorf("persistent executor: %w", err), true)
+	}
 	if log.On(log.Info, log.Executor) {
 		log.Infof(log.Executor, "rank %d: L0: scratch %d bytes, %d peers imported (%s)", rank, capB, e.stats.Created.Connections, e.layoutText())
 	}

@@ -53,6 +53,9 @@ type l1Entry struct {
 	// kick are the proxy connections a launch of the entry wakes first
 	// (device producers only: Go producers wake the proxy as they post).
 	kick []*portConn
+	// kernels are the table's specialised kernels by datatype, read from
+	// the bundle at the first L3 setup of each (nil: none).
+	kernels map[ir.DataType]*device.Kernel
 }
 
 func (e *Executor) shiftOf(w *walk) int {

@@ -8,26 +8,50 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/device"
 )
 
+// Executor level L2, our side: the allocations of ours that peers reach
+// (docs/executor.md, "Peers' buffers"). An entry is keyed by the identity
+// of this rank's own allocations only, and nothing about it needs the
+// peers to agree: a new entry exports (or stages) our allocations, and
+// every walk makes sure that each peer that reaches our buffers knows
+// where this request's buffers lie — when the peer's view (what we last
+// pushed to it) differs, we push ours to the peer's service goroutine
+// (peers.go), which imports the allocation if it is new, repoints the
+// peer's prepared launches and answers. The peer's own calls take no part,
+// so buffers need not stay paired between ranks (the seed's Known Issue 3).
+
 type l2Key struct{ send, recv device.Region }
 
-// l2Entry holds the registrations of one pair of local allocations: our
-// exported allocations (the user's, or staging for foreign memory) and the
-// peers' allocations we imported. Where in them each request's buffers lie
-// is exchanged per request shape (L3), since a peer may vary its offsets
-// within the same allocations.
+// l2Entry holds our side of one pair of local allocations: what we export
+// to the peers (the user's allocations, or staging for foreign memory) and
+// the L3 entries of requests in them.
 type l2Entry struct {
-	region   [2]device.Region   // our exported input/output allocations
-	staged   bool               // foreign memory staged: local holds the staging buffers
-	local    [2]device.Mem      // staged: our input/output as launches use them
-	stageIn  []device.Copy      // staged: copies before each launch
-	stageOut []device.Copy      // staged: copies after each launch
-	peerReg  [][2]device.Region // [peer][input/output] imported
-	// peerPort are the allocations of peers on other nodes as regions of
-	// the connection to them ([peer][input/output]; Off 0, Size the
-	// allocation's), learnt instead of imported.
-	peerPort [][2]device.PortBuf
-	imports  []device.Ptr
+	key      l2Key
+	region   [2]device.Region // our exported input/output allocations
+	handles  [2]device.Handle
+	staged   bool          // foreign memory staged: local holds the staging buffers
+	local    [2]device.Mem // staged: our input/output as launches use them
+	stageIn  []device.Copy // staged: copies before each launch
+	stageOut []device.Copy // staged: copies after each launch
 	l3       map[l3Key]*l3Entry
+	// last is the launch counter of the last launch that used the entry
+	// and was not captured into a CUDA graph (a peer dropping our
+	// allocation waits for its own launch of that number: Deregister).
+	last uint64
+}
+
+// pushedBuf is a peer's view of one of our buffers: where in which of our
+// allocations it lies (what we last pushed to it).
+type pushedBuf struct {
+	id        exportID
+	off, size int64
+}
+
+// pushRef is one buffer of a request that a peer reaches: the peer, the
+// buffer kind and where the buffer lies.
+type pushRef struct {
+	peer int
+	kind int
+	buf  pushedBuf
 }
 
 // bufBytes is the size of buffer k of physical rank rank for r.
@@ -60,14 +84,34 @@ func (e *Executor) l2Lookup(w *walk) Event {
 		return EvSkip
 	}
 	w.l2key = e.l2KeyOf(w.r)
-	if l2 := w.l1.l2[w.l2key]; l2 != nil {
-		w.l2, w.l3map = l2, l2.l3
+	l2 := w.l1.l2[w.l2key]
+	if l2 == nil {
+		if w.st.Capturing() {
+			return EvCapture
+		}
+		return EvMiss
+	}
+	w.l2, w.l3map = l2, l2.l3
+	w.push = e.pushRefs(w.r, w.l1, l2, w.push[:0])
+	for _, x := range w.push {
+		if x.buf.id.Region.Size == 0 {
+			// A buffer the entry does not export (staged foreign memory
+			// reached in another arrangement): a new entry.
+			e.retireL3(l2.l3)
+			delete(w.l1.l2, w.l2key)
+			w.l2, w.l3map, w.push = nil, nil, w.push[:0]
+			if w.st.Capturing() {
+				return EvCapture
+			}
+			return EvMiss
+		}
+	}
+	if e.peersCurrent(w.push) {
 		e.stats.L2Hits++
 		return EvHit
 	}
-	if w.st.Capturing() {
-		return EvCapture
-	}
+	// Our buffers moved within known allocations: a push, which allocates
+	// nothing and makes no stream call, so it is allowed while capturing.
 	return EvMiss
 }
 
@@ -80,137 +124,195 @@ func both(m uint8, inPlace bool) uint8 {
 	return m
 }
 
-// l2Setup exports the allocations the peers reach (staging foreign memory),
-// sends their handles to those peers, and imports the peers' allocations
-// that we reach.
-func (e *Executor) l2Setup(ctx context.Context, w *walk) Event {
-	r, ent := w.r, w.l1
-	sizes := [2]int64{e.bufBytes(r, ir.Input), e.bufBytes(r, ir.Output)}
-	user := [2]device.Ptr{r.Send, r.Recv}
-	l2 := &l2Entry{peerReg: make([][2]device.Region, e.n), peerPort: make([][2]device.PortBuf, e.n), l3: map[l3Key]*l3Entry{}}
-	var exp uint8
-	for _, m := range ent.exportTo {
-		exp |= both(m, r.InPlace)
+// locals are r's input and output as launches use them in l2 (the staging
+// buffers for staged foreign memory).
+func (e *Executor) locals(r *Request, l2 *l2Entry) [2]device.Mem {
+	if l2.staged {
+		return l2.local
 	}
-	var handles [2]device.Handle
-	if exp != 0 {
-		if err := e.stage(l2, exp, sizes, user); err != nil {
-			return e.fail(w, L2Setup, err, true)
-		}
-		for k := range 2 {
-			p, n := user[k], sizes[k]
-			if l2.staged {
-				p, n = l2.local[k].Ptr, l2.local[k].Size
-			}
-			if exp&(1<<k) == 0 || n == 0 {
-				continue
-			}
-			reg, ok := e.dev.Lookup(p, n)
-			if !ok {
-				return e.fail(w, L2Setup, fmt.Errorf("%s is not a backend allocation", ir.BufKind(k).LongName()), true)
-			}
-			h, err := e.dev.Export(reg)
-			if err != nil {
-				return e.fail(w, L2Setup, err, true)
-			}
-			l2.region[k], handles[k] = reg, h
-			e.stats.Created.Exports++
-		}
+	var m [2]device.Mem
+	if n := e.bufBytes(r, ir.Input); n > 0 {
+		m[0] = device.Mem{Ptr: r.Send, Size: n}
 	}
-	// Peers on other nodes: our allocations they reach become regions of
-	// the connection, shared with every such peer that reaches ours or
-	// whose we reach (both sides share: one exchange per pair, in rank
-	// order on every rank, so that no two pairs wait on each other).
-	portIDs := map[int][2]uint16{}
-	for q := range e.n {
-		if !e.crossNode(q) || ent.exportTo[q]|ent.importFrom[q] == 0 {
-			continue
-		}
-		pp := e.port.peers[q]
-		if pp == nil {
-			return e.fail(w, L2Setup, fmt.Errorf("no connection to rank %d on another node, whose buffers the schedule reaches", q), true, q)
-		}
-		var ids [2]uint16
-		m := both(ent.exportTo[q], r.InPlace)
-		for k := range 2 {
-			if m&(1<<k) == 0 || handles[k] == nil {
-				continue
-			}
-			id, err := e.portDest(pp, l2.region[k])
-			if err != nil {
-				return e.fail(w, L2Setup, err, true, q)
-			}
-			ids[k] = id
-		}
-		portIDs[q] = ids
-		if err := pp.share(ctx); err != nil {
-			return e.fail(w, L2Setup, err, true, q)
-		}
+	if n := e.bufBytes(r, ir.Output); n > 0 {
+		m[1] = device.Mem{Ptr: r.Recv, Size: n}
 	}
-	tag := e.tag(tagL2)
+	return m
+}
+
+// pushRefs appends to out the buffers of r that the peers reach under ent,
+// as each peer must see them.
+func (e *Executor) pushRefs(r *Request, ent *l1Entry, l2 *l2Entry, out []pushRef) []pushRef {
+	local := e.locals(r, l2)
 	for q, m := range ent.exportTo {
 		m = both(m, r.InPlace)
 		if m == 0 || q == e.cfg.Rank {
 			continue
 		}
-		var msg regMsg
 		for k := range 2 {
-			if m&(1<<k) == 0 || handles[k] == nil {
+			if m&(1<<k) == 0 || local[k].Size == 0 {
 				continue
 			}
-			h := handles[k]
-			if e.crossNode(q) {
-				// Across nodes the allocation is a region of the
-				// connection (shared above): its id travels instead.
-				h = portHandle(portIDs[q][k], l2.region[k].Size)
-			}
-			msg = append(msg, regRef{Kind: uint32(k), Handle: h})
-		}
-		if err := e.send(q, tag, msg.encode()); err != nil {
-			return e.fail(w, L2Setup, err, true, q)
+			reg := l2.region[k]
+			out = append(out, pushRef{peer: q, kind: k, buf: pushedBuf{id: exportID{Region: reg, Reg: e.regOf(reg)},
+				off: int64(local[k].Ptr - reg.Base), size: local[k].Size}})
 		}
 	}
-	for q, m := range ent.importFrom {
-		if m == 0 {
-			continue
-		}
-		if q == e.cfg.Rank {
-			l2.peerReg[q] = l2.region
-			continue
-		}
-		msg, err := e.recv(ctx, q, tag)
-		if err != nil {
-			return e.fail(w, L2Setup, fmt.Errorf("waiting for rank %d's buffer registrations (if rank %d kept its cached buffers while this rank changed them, this is the seed's Known Issue 3): %w", q, q, err), true, q)
-		}
-		regs, err := decodeRegs(msg)
-		if err != nil {
-			return e.fail(w, L2Setup, fmt.Errorf("rank %d's registration message: %w", q, err), true, q)
-		}
-		if e.crossNode(q) {
-			for _, g := range regs {
-				id, size, err := decodePortHandle(g.Handle)
-				if err != nil {
-					return e.fail(w, L2Setup, fmt.Errorf("rank %d's registration message: %w", q, err), true, q)
-				}
-				l2.peerPort[q][g.Kind] = device.PortBuf{Region: id, Size: size}
-			}
-			continue
-		}
-		for _, g := range regs {
-			reg, err := e.dev.Import(g.Handle)
-			if err != nil {
-				return e.fail(w, L2Setup, fmt.Errorf("import rank %d's %s: %w", q, ir.BufKind(g.Kind).LongName(), err), true, q)
-			}
-			l2.imports = append(l2.imports, reg.Base)
-			l2.peerReg[q][g.Kind] = reg
-			e.stats.Created.Registrations++
+	return out
+}
+
+// peersCurrent reports whether every peer already sees refs.
+func (e *Executor) peersCurrent(refs []pushRef) bool {
+	for i := range refs {
+		if e.pushed[refs[i].peer][refs[i].kind] != refs[i].buf {
+			return false
 		}
 	}
-	ent.l2[w.l2key] = l2
-	w.l2, w.l3map = l2, l2.l3
-	e.stats.L2Setups++
+	return true
+}
+
+// l2Setup makes the L2 entry of the request's allocations when there is
+// none (exporting them, staging foreign memory), then pushes where this
+// request's buffers lie to the peers whose view differs.
+func (e *Executor) l2Setup(ctx context.Context, w *walk) Event {
+	if w.l2 == nil {
+		l2, err := e.newL2(w)
+		if err != nil {
+			return e.fail(w, L2Setup, err, true)
+		}
+		w.l1.l2[w.l2key] = l2
+		w.l2, w.l3map = l2, l2.l3
+		w.push = e.pushRefs(w.r, w.l1, l2, w.push[:0])
+		e.stats.L2Setups++
+	}
+	if err := e.pushTo(ctx, w.l2, w.push); err != nil {
+		return e.fail(w, L2Setup, err, true, bootstrapPeers(err)...)
+	}
+	e.stats.L2Pushes++
 	return EvOK
 }
+
+// newL2 exports the allocations of w's request that the peers reach
+// (staging foreign memory).
+func (e *Executor) newL2(w *walk) (*l2Entry, error) {
+	r, ent := w.r, w.l1
+	sizes := [2]int64{e.bufBytes(r, ir.Input), e.bufBytes(r, ir.Output)}
+	user := [2]device.Ptr{r.Send, r.Recv}
+	l2 := &l2Entry{key: w.l2key, l3: map[l3Key]*l3Entry{}}
+	var exp uint8
+	for _, m := range ent.exportTo {
+		exp |= both(m, r.InPlace)
+	}
+	if exp == 0 {
+		return l2, nil
+	}
+	if err := e.stage(l2, exp, sizes, user); err != nil {
+		return nil, err
+	}
+	for k := range 2 {
+		p, n := user[k], sizes[k]
+		if l2.staged {
+			p, n = l2.local[k].Ptr, l2.local[k].Size
+		}
+		if n == 0 {
+			continue
+		}
+		reg, ok := e.dev.Lookup(p, n)
+		if exp&(1<<k) == 0 {
+			// Not reached by this request, but the same allocations in
+			// place reach it (input and output alias): export it too when
+			// it costs only a handle.
+			if !ok || l2.staged {
+				continue
+			}
+		} else if !ok {
+			return nil, fmt.Errorf("%s is not a backend allocation", ir.BufKind(k).LongName())
+		}
+		h, err := e.dev.Export(reg)
+		if err != nil {
+			return nil, err
+		}
+		l2.region[k], l2.handles[k] = reg, h
+		e.stats.Created.Exports++
+	}
+	return l2, nil
+}
+
+// pushTo sends each peer of refs whose view differs where its buffers of
+// this request lie, with the handles of the allocations it has not
+// imported, and waits for every such peer's answer: its service goroutine
+// imports, repoints its prepared launches once its launches before ours
+// have finished, and answers (peers.go). One message each way per peer
+// concerned; the peers' calls take no part.
+func (e *Executor) pushTo(ctx context.Context, l2 *l2Entry, refs []pushRef) error {
+	launch := e.launch + 1
+	after := e.lastEager
+	var sent []int
+	for i := 0; i < len(refs); {
+		q := refs[i].peer
+		j := i
+		for j < len(refs) && refs[j].peer == q {
+			j++
+		}
+		same := true
+		for _, x := range refs[i:j] {
+			same = same && e.pushed[q][x.kind] == x.buf
+		}
+		if !same {
+			m := pushMsg{Launch: launch, After: after}
+			for _, x := range refs[i:j] {
+				pb := pushBuf{Kind: uint32(x.kind), ID: x.buf.id, Off: x.buf.off, Size: x.buf.size}
+				if !e.sentHandle[q][x.buf.id] {
+					pb.Handle = l2.handles[x.kind]
+				}
+				m.Bufs = append(m.Bufs, pb)
+			}
+			if err := e.send(q, svcTag, m.encode()); err != nil {
+				return fmt.Errorf("push to rank %d: %w", q, err)
+			}
+			sent = append(sent, q)
+		}
+		i = j
+	}
+	for _, q := range sent {
+		if err := e.awaitAck(ctx, q, "buffers"); err != nil {
+			return err
+		}
+	}
+	for _, x := range refs {
+		e.pushed[x.peer][x.kind] = x.buf
+		e.sentHandle[x.peer][x.buf.id] = true
+	}
+	return nil
+}
+
+// awaitAck waits for peer q's service goroutine to answer a request
+// (bounded by the timeout).
+func (e *Executor) awaitAck(ctx context.Context, q int, what string) error {
+	b, err := e.recv(ctx, q, ackTag)
+	if err != nil {
+		return fmt.Errorf("waiting for rank %d to take this rank's %s: %w", q, what, err)
+	}
+	a, err := decodeAck(b)
+	if err != nil {
+		return fmt.Errorf("rank %d's answer: %w", q, err)
+	}
+	if a.Err != "" {
+		return &peerRefusal{peer: q, msg: a.Err}
+	}
+	return nil
+}
+
+// peerRefusal is a peer's service goroutine refusing a request.
+type peerRefusal struct {
+	peer int
+	msg  string
+}
+
+func (r *peerRefusal) Error() string { return fmt.Sprintf("rank %d: %s", r.peer, r.msg) }
+
+// PeerRank names the peer (as launch errors do).
+func (r *peerRefusal) PeerRank() int { return r.peer }
 
 // stage replaces the exported buffers that are foreign memory by backend
 // allocations, with copies before (input) and after (output) each launch.
@@ -267,65 +369,4 @@ func (e *Executor) stage(l2 *l2Entry, exp uint8, sizes [2]int64, user [2]device.
 		e.stats.Created.Staged++
 	}
 	return nil
-}
-
-// exchangeOffsets tells the peers that reach our buffers where this
-// request's buffers lie in the allocations they imported, and learns the
-// same of the peers we reach (one message each way per peer concerned):
-// peer are the mapped buffers of peers on this node, far the places of
-// those of peers on other nodes in the connections' regions.
-func (e *Executor) exchangeOffsets(ctx context.Context, w *walk, local [2]device.Mem) (peer [][2]device.Mem, far [][2]device.PortBuf, err error) {
-	r, ent, l2 := w.r, w.l1, w.l2
-	tag := e.tag(tagL3)
-	for q, m := range ent.exportTo {
-		m = both(m, r.InPlace)
-		if m == 0 || q == e.cfg.Rank {
-			continue
-		}
-		var msg offMsg
-		for k := range 2 {
-			if m&(1<<k) == 0 || local[k].Size == 0 {
-				continue
-			}
-			msg = append(msg, offRef{Kind: uint32(k), Off: int64(local[k].Ptr - l2.region[k].Base), Size: local[k].Size})
-		}
-		if err := e.send(q, tag, msg.encode()); err != nil {
-			return nil, nil, err
-		}
-	}
-	peer = make([][2]device.Mem, e.n)
-	far = make([][2]device.PortBuf, e.n)
-	for q, m := range ent.importFrom {
-		if m == 0 {
-			continue
-		}
-		if q == e.cfg.Rank {
-			peer[q] = local
-			continue
-		}
-		msg, err := e.recv(ctx, q, tag)
-		if err != nil {
-			return nil, nil, fmt.Errorf("waiting for rank %d's buffer offsets (Known Issue 3 if the ranks' buffers are not paired stably): %w", q, err)
-		}
-		offs, err := decodeOffsets(msg)
-		if err != nil {
-			return nil, nil, fmt.Errorf("rank %d's offset message: %w", q, err)
-		}
-		for _, o := range offs {
-			if e.crossNode(q) {
-				pb := l2.peerPort[q][o.Kind]
-				if pb.Size == 0 || o.Off > pb.Size-o.Size {
-					return nil, nil, fmt.Errorf("rank %d's %s (offset %d, %d bytes) lies outside the allocation it registered", q, ir.BufKind(o.Kind).LongName(), o.Off, o.Size)
-				}
-				far[q][o.Kind] = device.PortBuf{Region: pb.Region, Off: o.Off, Size: o.Size}
-				continue
-			}
-			reg := l2.peerReg[q][o.Kind]
-			if reg.Size == 0 || o.Off > reg.Size-o.Size {
-				return nil, nil, fmt.Errorf("rank %d's %s (offset %d, %d bytes) lies outside the allocation it registered", q, ir.BufKind(o.Kind).LongName(), o.Off, o.Size)
-			}
-			peer[q][o.Kind] = device.Mem{Ptr: reg.Base + device.Ptr(o.Off), Size: o.Size}
-		}
-	}
-	return peer, far, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/log"
 )
 
 // The launch: what the walk's Launch state and a plan's launch (Launch)
@@ -33,6 +34,9 @@ func (e *Executor) waitInflight() error {
 	}
 	e.streams = e.streams[:0]
 	e.tracked = false
+	if e.ops != nil {
+		e.drainOps()
+	}
 	return first
 }
 
@@ -66,6 +70,12 @@ func (e *Executor) plain(p *Plan, st device.Stream) bool {
 // after an eager launch whose layout differs from a captured one's: the
 // application may replay a graph between any two launches.
 func (e *Executor) enqueue(p *Plan, st device.Stream) error {
+	if e.persistent {
+		var err error
+		if st, err = e.residentStream(st); err != nil {
+			return &Error{Rank: e.cfg.Rank, State: Launch, Err: err}
+		}
+	}
 	fence := e.launch > 0 && (p.sig != e.lastSig || p.fenceAll)
 	for _, k := range p.l1.kick {
 		k.Kick() // the kernel posts port-channel descriptors: the proxy spins
@@ -79,6 +89,10 @@ func (e *Executor) enqueue(p *Plan, st device.Stream) error {
 			if fence {
 				e.fences++
 				e.lastSig = p.sig
+			}
+			e.lastEager = e.launch
+			if p.l2 != nil {
+				p.l2.last = e.launch
 			}
 			return nil
 		}
@@ -124,6 +138,16 @@ func (e *Executor) launched(p *Plan, st device.Stream, fence, capturing bool, er
 	if fence {
 		e.fences++
 	}
+	if !capturing {
+		e.lastEager = e.launch
+	}
+	if p.l2 != nil {
+		if capturing {
+			e.freeze(p)
+		} else {
+			p.l2.last = e.launch
+		}
+	}
 	if e.lastSt != st {
 		e.lastSt = st
 		e.lastCL, _ = st.(device.CaptureLauncher)
@@ -137,11 +161,55 @@ func (e *Executor) launched(p *Plan, st device.Stream, fence, capturing bool, er
 			e.capMixed = true
 		}
 		p.l3.captured, e.captured = true, true
+		if b := p.l3.base; b != nil {
+			b.captured = true // its replays use the base's backend state
+		}
 		e.lastSig = scratchSig{}
 	} else if e.capSig.l1 != nil && (e.capMixed || p.sig != e.capSig) { // (capSig.l1: something was captured)
 		e.lastSig = scratchSig{}
 	}
 	e.trackStream(st)
+	return nil
+}
+
+// residentStream is the stream through the persistent executor that
+// launches on the caller's stream st (device.Resident.Stream), the last
+// one remembered.
+func (e *Executor) residentStream(st device.Stream) (device.Stream, error) {
+	if st == e.resUser {
+		return e.resSt, nil
+	}
+	rs, err := e.res.Stream(st)
+	if err != nil {
+		return nil, err
+	}
+	e.resUser, e.resSt = st, rs
+	return rs, nil
+}
+
+// startResident starts the persistent executor (Config.Executor) once L0
+// exists, when the backend has one; without one the executor launches.
+func (e *Executor) startResident() error {
+	if e.cfg.Executor != ModePersistent || e.res != nil {
+		return nil
+	}
+	rb, ok := e.dev.(device.ResidentBackend)
+	if !ok {
+		if log.On(log.Info, log.Executor) {
+			log.Infof(log.Executor, "rank %d: backend %s has no persistent executor: kernel launches", e.cfg.Rank, e.dev.Name())
+		}
+		return nil
+	}
+	cfg := e.cfg.Resident
+	cfg.Rank, cfg.Abort, cfg.Timeout = e.cfg.Rank, e.l0.control, e.cfg.Timeout
+	r, err := rb.NewResident(cfg)
+	if err != nil {
+		return err
+	}
+	e.res, e.persistent = r, true
+	if log.On(log.Info, log.Executor) {
+		log.Infof(log.Executor, "rank %d: persistent executor: %d threadblocks of %d threads, idle exit after %v", e.cfg.Rank, cfg.Blocks, cfg.Threads, cfg.Idle)
+	}
 	return nil
 }
 
@@ -153,4 +221,26 @@ func (e *Executor) trackStream(st device.Stream) {
 		}
 	}
 	e.streams = append(e.streams, st)
+}
+
+// freeze takes the L3 entry of p, a plan reaching peers' buffers whose
+// launch a CUDA graph captured, out of its map: the graph's replays read
+// the peers' buffers it was bound to, so pushes of later launches no longer
+// repoint it (peers.go), a later call prepares an entry of its own, and the
+// prepared launch is released at Close.
+func (e *Executor) freeze(p *Plan) {
+	l3 := p.l3
+	if l3.frozenAt != 0 {
+		return
+	}
+	e.peers.mu.Lock()
+	l3.frozenAt = e.launch
+	e.peers.mu.Unlock()
+	if p.l2.l3[l3.key] == l3 {
+		delete(p.l2.l3, l3.key)
+		e.retained = append(e.retained, l3.prep)
+	}
+	if e.lastL3.ent == l3 {
+		e.lastL3.ent = nil
+	}
 }

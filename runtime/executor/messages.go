@@ -46,23 +46,52 @@ type poolRef struct {
 	Handle device.Handle
 }
 
-// regMsg gives a peer the handles of the sender's allocations it reaches
-// (L2): kind 0 input, 1 output.
-type regMsg []regRef
-
-type regRef struct {
-	Kind   uint32
-	Handle device.Handle
+// exportID is the identity of an allocation a rank exports to its peers
+// (executor level L2): the allocation (its base, size and generation,
+// which the backend never reuses, so an allocation freed and made again
+// at the same address is another one) and its registration (Register; 0
+// when it is not registered).
+type exportID struct {
+	Region device.Region
+	Reg    uint64
 }
 
-// offMsg tells a peer where this request's buffers lie in the allocations
-// it imported (L3).
-type offMsg []offRef
+// The requests a rank's service goroutines answer (serve): the first byte
+// says which, the body follows.
+const (
+	svcPush = 1 // pushMsg
+	svcDrop = 2 // dropMsg
+)
 
-type offRef struct {
-	Kind      uint32
-	Off, Size int64
+// pushMsg tells a peer where the sender's buffers of its launch Launch lie,
+// in the allocations of the sender's that the peer reaches, with the
+// handle of each allocation the peer has not imported yet. After is the
+// sender's last launch before Launch that was not captured into a CUDA
+// graph: the peer's launches up to it read their bindings before it
+// repoints them.
+type pushMsg struct {
+	Launch, After uint64
+	Bufs          []pushBuf
 }
+
+type pushBuf struct {
+	Kind      uint32 // 0 input, 1 output
+	ID        exportID
+	Off, Size int64         // the buffer's place in the allocation, in bytes
+	Handle    device.Handle // nil when the peer has imported ID already
+}
+
+// dropMsg tells a peer that the sender deregistered an allocation
+// (Deregister): the peer drops every import of it once its own launches up
+// to Last (the sender's last launch that used it) have finished.
+type dropMsg struct {
+	Last   uint64
+	Region device.Region
+}
+
+// ackMsg is a service goroutine's answer to a request: Err is empty when
+// it was carried out.
+type ackMsg struct{ Err string }
 
 type writer []byte
 
@@ -204,67 +233,91 @@ func decodeSlots(b []byte) (slotMsg, error) {
 	return m, r.done()
 }
 
-func (m regMsg) encode() []byte {
-	var w writer
-	for _, g := range m {
-		w.u32(g.Kind)
-		w.handle(g.Handle)
+func (w *writer) region(r device.Region) {
+	w.u64(uint64(r.Base))
+	w.u64(uint64(r.Size))
+	w.u64(r.Gen)
+}
+
+func (r *reader) region() device.Region {
+	g := device.Region{Base: device.Ptr(r.u64()), Size: int64(r.u64()), Gen: r.u64()}
+	if g.Size < 0 {
+		r.fail("negative allocation size")
+	}
+	return g
+}
+
+func (m pushMsg) encode() []byte {
+	w := writer{svcPush}
+	w.u64(m.Launch)
+	w.u64(m.After)
+	w.u32(uint32(len(m.Bufs)))
+	for _, b := range m.Bufs {
+		w.u32(b.Kind)
+		w.region(b.ID.Region)
+		w.u64(b.ID.Reg)
+		w.u64(uint64(b.Off))
+		w.u64(uint64(b.Size))
+		w.handle(b.Handle)
 	}
 	return w
 }
 
-func decodeRegs(b []byte) (regMsg, error) {
-	r := reader{b: b}
-	var m regMsg
-	for len(r.b) > 0 && r.err == nil {
-		g := regRef{Kind: r.u32(), Handle: r.handle()}
-		if g.Kind > 1 {
-			r.fail("buffer kind out of range")
-		}
-		m = append(m, g)
-	}
-	return m, r.done()
-}
-
-func (m offMsg) encode() []byte {
-	var w writer
-	for _, o := range m {
-		w.u32(o.Kind)
-		w.u64(uint64(o.Off))
-		w.u64(uint64(o.Size))
-	}
+func (m dropMsg) encode() []byte {
+	w := writer{svcDrop}
+	w.u64(m.Last)
+	w.region(m.Region)
 	return w
 }
 
-func decodeOffsets(b []byte) (offMsg, error) {
-	r := reader{b: b}
-	var m offMsg
-	for len(r.b) > 0 && r.err == nil {
-		o := offRef{Kind: r.u32(), Off: int64(r.u64()), Size: int64(r.u64())}
-		if o.Kind > 1 || o.Off < 0 || o.Size < 0 {
-			r.fail("offset entry out of range")
+// decodeService decodes a request to a service goroutine: its type and
+// the push or the drop it carries.
+func decodeService(b []byte) (typ byte, push pushMsg, drop dropMsg, err error) {
+	if len(b) == 0 {
+		return 0, push, drop, fmt.Errorf("%w: empty request", errMessage)
+	}
+	typ = b[0]
+	r := reader{b: b[1:]}
+	switch typ {
+	case svcPush:
+		push.Launch, push.After = r.u64(), r.u64()
+		if push.After >= push.Launch && r.err == nil {
+			r.fail("a launch before the pushed one that is not before it")
 		}
-		m = append(m, o)
+		n := r.u32()
+		if uint64(n)*54 > uint64(len(r.b)) {
+			r.fail("buffer count past the end")
+		}
+		for i := uint32(0); i < n && r.err == nil; i++ {
+			pb := pushBuf{Kind: r.u32(), ID: exportID{Region: r.region(), Reg: r.u64()}, Off: int64(r.u64()), Size: int64(r.u64())}
+			pb.Handle = r.handle()
+			if pb.Kind > 1 || pb.Off < 0 || pb.Size < 0 {
+				r.fail("buffer out of range")
+			}
+			push.Bufs = append(push.Bufs, pb)
+		}
+	case svcDrop:
+		drop = dropMsg{Last: r.u64(), Region: r.region()}
+	default:
+		r.fail(fmt.Sprintf("request type %d", typ))
 	}
-	return m, r.done()
+	return typ, push, drop, r.done()
 }
 
-// portHandle stands for a device handle in a registration message to a
-// peer on another node (regMsg): the allocation's region id on the
-// connection and its size.
-func portHandle(id uint16, size int64) device.Handle {
+func (m ackMsg) encode() []byte {
 	var w writer
-	w.u32(uint32(id))
-	w.u64(uint64(size))
-	return device.Handle(w)
+	w.u32(uint32(len(m.Err)))
+	return append(w, m.Err...)
 }
 
-func decodePortHandle(h device.Handle) (uint16, int64, error) {
-	r := reader{b: h}
-	id := r.u32()
-	size := int64(r.u64())
-	if r.err == nil && (id > 0xffff || size <= 0 || len(r.b) != 0) {
-		r.fail("region id or size out of range")
+func decodeAck(b []byte) (ackMsg, error) {
+	r := reader{b: b}
+	n := r.u32()
+	if uint64(n) > uint64(len(r.b)) {
+		r.fail("text past the end")
+		return ackMsg{}, r.done()
 	}
-	return uint16(id), size, r.err
+	m := ackMsg{Err: string(r.b[:n])}
+	r.b = r.b[n:]
+	return m, r.done()
 }

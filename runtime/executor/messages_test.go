@@ -24,13 +24,21 @@ func TestMessagesRoundTrip(t *testing.T) {
 	if got, err := decodeSlots(sm.encode()); err != nil || !cmp.Equal(got, sm) {
 		t.Errorf("slots: %+v, %v", got, err)
 	}
-	rm := regMsg{{Kind: 0, Handle: h}, {Kind: 1, Handle: h}}
-	if got, err := decodeRegs(rm.encode()); err != nil || !cmp.Equal(got, rm) {
-		t.Errorf("regs: %+v, %v", got, err)
+	pm := pushMsg{Launch: 42, After: 41, Bufs: []pushBuf{
+		{Kind: 0, ID: exportID{Region: device.Region{Base: 0x7f0000001000, Size: 1 << 20, Gen: 9}, Reg: 3}, Off: 4096, Size: 28, Handle: h},
+		{Kind: 1, ID: exportID{Region: device.Region{Base: 0x7f0000200000, Size: 4096, Gen: 10}}, Off: 0, Size: 4096},
+	}}
+	if typ, got, _, err := decodeService(pm.encode()); err != nil || typ != svcPush || !cmp.Equal(got, pm) {
+		t.Errorf("push: %d %+v, %v", typ, got, err)
 	}
-	om := offMsg{{Kind: 1, Off: 4096, Size: 28}}
-	if got, err := decodeOffsets(om.encode()); err != nil || !cmp.Equal(got, om) {
-		t.Errorf("offsets: %+v, %v", got, err)
+	dm := dropMsg{Last: 7, Region: device.Region{Base: 0x1000, Size: 4096, Gen: 2}}
+	if typ, _, got, err := decodeService(dm.encode()); err != nil || typ != svcDrop || !cmp.Equal(got, dm) {
+		t.Errorf("drop: %d %+v, %v", typ, got, err)
+	}
+	for _, am := range []ackMsg{{}, {Err: "refused"}} {
+		if got, err := decodeAck(am.encode()); err != nil || got != am {
+			t.Errorf("ack: %+v, %v", got, err)
+		}
 	}
 }
 
@@ -46,11 +54,18 @@ func TestMessagesRejectMalformed(t *testing.T) {
 		"slots short":           {2, good[:len(good)-1]},
 		"slot count past end":   {2, []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}},
 		"slot index too large":  {2, slotMsg{Slots: []slotRef{{Index: poolSlots}}}.encode()},
-		"handle past end":       {3, []byte{0, 0, 0, 0, 9, 0, 1}},
-		"reg kind 2":            {3, regMsg{{Kind: 2}}.encode()},
-		"negative offset":       {4, offMsg{{Kind: 0, Off: -1}}.encode()},
-		"offset entry short":    {4, offMsg{{Kind: 0}}.encode()[:10]},
-		"handle over MaxHandle": {3, append([]byte{0, 0, 0, 0, 0xff, 0xff}, make([]byte, 1<<16)...)},
+		"handle past end":       {3, append(pushMsg{Bufs: []pushBuf{{}}}.encode()[:len(pushMsg{Bufs: []pushBuf{{}}}.encode())-2], 9, 0, 1)},
+		"push kind 2":           {3, pushMsg{Bufs: []pushBuf{{Kind: 2}}}.encode()},
+		"push negative offset":  {3, pushMsg{Bufs: []pushBuf{{Off: -1}}}.encode()},
+		"push count past end":   {3, []byte{svcPush, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0}},
+		"push after launch":     {3, pushMsg{Launch: 3, After: 3}.encode()},
+		"negative region size":  {3, dropMsg{Region: device.Region{Size: -1}}.encode()},
+		"unknown request":       {3, []byte{9}},
+		"empty request":         {3, nil},
+		"drop short":            {3, dropMsg{}.encode()[:10]},
+		"ack text past end":     {4, []byte{5, 0, 0, 0, 'a'}},
+		"ack trailing":          {4, append(ackMsg{Err: "x"}.encode(), 0)},
+		"handle over MaxHandle": {3, append(pushMsg{Bufs: []pushBuf{{}}}.encode()[:len(pushMsg{Bufs: []pushBuf{{}}}.encode())-2], 0xff, 0xff)},
 	} {
 		if err := decodeKind(tc.kind, tc.data); !errors.Is(err, errMessage) {
 			t.Errorf("%s: %v, want errMessage", name, err)
@@ -58,7 +73,7 @@ func TestMessagesRejectMalformed(t *testing.T) {
 	}
 }
 
-// decodeKind decodes data as message kind k and re-encodes it.
+// decodeKindEnc decodes data as message kind k and re-encodes it.
 func decodeKindEnc(k byte, data []byte) ([]byte, error) {
 	switch k % 5 {
 	case 0:
@@ -71,10 +86,13 @@ func decodeKindEnc(k byte, data []byte) ([]byte, error) {
 		m, err := decodeSlots(data)
 		return m.encode(), err
 	case 3:
-		m, err := decodeRegs(data)
-		return m.encode(), err
+		typ, push, drop, err := decodeService(data)
+		if typ == svcDrop {
+			return drop.encode(), err
+		}
+		return push.encode(), err
 	default:
-		m, err := decodeOffsets(data)
+		m, err := decodeAck(data)
 		return m.encode(), err
 	}
 }
@@ -89,7 +107,9 @@ func decodeKind(k byte, data []byte) error {
 func FuzzMessages(f *testing.F) {
 	f.Add(byte(0), l0Msg{Scratch: 4096, Handles: [3]device.Handle{device.Handle("a"), nil, device.Handle("ccc")}}.encode())
 	f.Add(byte(2), slotMsg{Slots: []slotRef{{Channel: 1, Pool: 0, Index: 3}}, Pools: []poolRef{{ID: 1, Handle: device.Handle("p")}}}.encode())
-	f.Add(byte(4), offMsg{{Kind: 1, Off: 64, Size: 28}}.encode())
+	f.Add(byte(3), pushMsg{Launch: 5, After: 3, Bufs: []pushBuf{{Kind: 1, ID: exportID{Region: device.Region{Base: 64, Size: 4096, Gen: 1}, Reg: 2}, Off: 64, Size: 28, Handle: device.Handle("h")}}}.encode())
+	f.Add(byte(3), dropMsg{Last: 3, Region: device.Region{Base: 64, Size: 4096, Gen: 1}}.encode())
+	f.Add(byte(4), ackMsg{Err: "no"}.encode())
 	f.Fuzz(func(t *testing.T, k byte, data []byte) {
 		enc, err := decodeKindEnc(k, data)
 		if err != nil {

@@ -26,7 +26,9 @@ import (
 //   - for a plan that reaches peers' buffers (L2), the call's buffers
 //     still lie in the allocations it was built for (their identity, the
 //     walk's L2 key: an allocation freed and made again at the same
-//     address is another one).
+//     address is another one), every peer that reaches them sees them
+//     where they are (what this rank last pushed to it), and no CUDA
+//     graph captured its launch (which froze its peers' buffers).
 //
 // The communicator adds its own: the selection snapshot the plan's
 // schedule was chosen under (an epoch that changes it), the selector's
@@ -50,8 +52,11 @@ type Plan struct {
 	l3    *l3Entry
 	l2    *l2Entry // nil unless the schedule reaches peers' buffers
 	l2key l2Key    // with l2: the identity of the call's allocations
-	sched *Schedule
-	req   Request
+	// pushes (with l2) are the call's buffers the peers reach, as they
+	// must see them: the plan is valid while they do (l2.go).
+	pushes []pushRef
+	sched  *Schedule
+	req    Request
 }
 
 // ErrStale is Launch's answer for a plan that is no longer valid (Plan):
@@ -83,10 +88,14 @@ func (p *Plan) SameLayout(q *Plan) bool { return p != nil && q != nil && p.sig =
 
 // newPlan is the plan of the walk's request at its L3 entry l3 (L3 setup,
 // or an L3 hit whose plan is of an older generation).
-func (e *Executor) newPlan(w *walk, l3 *l3Entry) *Plan {
-	p := &Plan{gen: e.gen, l1: w.l1, prep: l3.prep, sig: l3.sig, fenceAll: w.l1.fenceAll, l3: l3, sched: w.s, req: *w.r}
+func (e *Executor) newPlan(w *walk, l3 *l3Entry) *Plan { return e.setPlan(new(Plan), w, l3) }
+
+// setPlan makes *p the plan of the walk's request at l3 (newPlan).
+func (e *Executor) setPlan(p *Plan, w *walk, l3 *l3Entry) *Plan {
+	*p = Plan{gen: e.gen, l1: w.l1, prep: l3.prep, sig: l3.sig, fenceAll: w.l1.fenceAll, l3: l3, sched: w.s, req: *w.r}
 	if w.l2 != nil {
 		p.l2, p.l2key = w.l2, w.l2key
+		p.pushes = append([]pushRef(nil), w.push...)
 	}
 	l3.plan = p
 	return p
@@ -99,7 +108,12 @@ func (e *Executor) Valid(p *Plan) bool {
 	if p == nil || p.gen != e.gen || p.l1 != e.lastL1 || e.failed.Load() != nil {
 		return false
 	}
-	return p.l2 == nil || e.l2KeyOf(&p.req) == p.l2key
+	return p.l2 == nil || e.l2Valid(p)
+}
+
+// l2Valid is Valid's part for a plan that reaches peers' buffers.
+func (e *Executor) l2Valid(p *Plan) bool {
+	return p.l3.frozenAt == 0 && e.l2KeyOf(&p.req) == p.l2key && e.peersCurrent(p.pushes)
 }
 
 // Launch enqueues plan p on st exactly as the Launch state of a walk of
@@ -111,7 +125,7 @@ func (e *Executor) Valid(p *Plan) bool {
 // closed). Counted: Stats.Launches, Fences, PlanLaunches, PlanFailures.
 func (e *Executor) Launch(p *Plan, st device.Stream) error {
 	if p == nil || st == nil || p.gen != e.gen || p.l1 != e.lastL1 || e.failed.Load() != nil ||
-		p.l2 != nil && e.l2KeyOf(&p.req) != p.l2key {
+		p.l2 != nil && !e.l2Valid(p) {
 		return ErrStale
 	}
 	if err := e.enqueue(p, st); err != nil {
@@ -145,6 +159,7 @@ func (e *Executor) LastLayout(p *Plan) bool { return p != nil && e.lastSig == p.
 // launches and the scratch layout of the last launch.
 func (e *Executor) PlansLaunched(n, fenced uint64, last *Plan) {
 	e.launch += n
+	e.lastEager = e.launch
 	e.fences += fenced
 	e.planLaunches += n
 	if n > 0 && last != nil {

@@ -32,11 +32,9 @@ import (
 //     semaphore slot of a port pool (host memory; on CUDA pinned and
 //     mapped into the device) registered with the connection, its region
 //     and offset sent to the peer, which adds the channel (AddChannel);
-//   - L2: the user allocations a peer on another node reaches are
-//     registered and shared, their region ids sent in place of handles;
-//   - L3: where the request's buffers lie in those regions (the offsets
-//     message, as for imports); this rank's own buffers, the sources of its
-//     puts, are registered locally.
+//   - L3: this rank's own buffers, the sources of its puts, are
+//     registered locally. The peers' user buffers are not reachable across
+//     nodes yet (checkCrossNode): puts go into the peers' scratch.
 //
 // ErrCrossNode is wrapped by the error of a schedule with a memory channel
 // between ranks of different nodes.
@@ -88,6 +86,12 @@ func (e *Executor) checkCrossNode(s *Schedule, shift int) error {
 					ErrCrossNode, s.Name, c, a, l, b, ch.Peer, a, e.node(a), b, e.node(b), e.layoutText())
 			}
 		}
+		for _, reg := range rr.Registrations {
+			if a, b := phys(l), phys(reg.Peer); e.node(a) != e.node(b) {
+				return fmt.Errorf("%w: schedule %q: rank %d (logical %d) puts into the %s of rank %d (logical %d) on another node (node %d, rank %d on node %d; %s): across nodes only puts into the scratch are supported yet (the peers' user buffers are kept current by mapping them: docs/known-issues.md 24)",
+					ErrCrossNode, s.Name, a, l, reg.Buf.LongName(), b, reg.Peer, e.node(a), b, e.node(b), e.layoutText())
+			}
+		}
 	}
 	return nil
 }
@@ -135,9 +139,6 @@ type portPeer struct {
 	// regs: this rank's allocations registered with conn (sources and
 	// destinations of puts), by identity.
 	regs map[device.Region]uint16
-	// dests are the regions of regs shared as destinations of the peer's
-	// puts (portDest).
-	dests map[uint16]bool
 	// fence is the channel of fenced launches (fenceSlot its semaphore).
 	fence     uint16
 	fenceSlot *slot
@@ -605,34 +606,10 @@ func (e *Executor) portSource(pp *portPeer, m device.Mem) (device.PortBuf, error
 	return device.PortBuf{Region: id, Off: int64(m.Ptr - reg.Base), Size: m.Size}, nil
 }
 
-// portDest registers this rank's allocation reg as a destination of pp's
-// peer's puts (L2: the peer reaches our user buffers) and returns its
-// region id. The caller shares it (Conn.Share) before telling the peer.
-func (e *Executor) portDest(pp *portPeer, reg device.Region) (uint16, error) {
-	if id, ok := pp.regs[reg]; ok && pp.dests != nil && pp.dests[id] {
-		return id, nil
-	}
-	if e.staged() {
-		return 0, fmt.Errorf("rank %d's %d-byte buffer is the destination of puts from rank %d on another node, and this UCX build has no CUDA support: the staged path puts into scratch only (point THESEUS_UCX_LIB at a UCX built with CUDA, or use a schedule that puts into scratch)", e.cfg.Rank, reg.Size, pp.q)
-	}
-	pm := e.wireMem(reg.Base, reg.Size)
-	pm.SourceOnly = false
-	id, err := pp.register(pm)
-	if err != nil {
-		return 0, err
-	}
-	pp.regs[reg] = id
-	if pp.dests == nil {
-		pp.dests = map[uint16]bool{}
-	}
-	pp.dests[id] = true
-	e.stats.Created.Registrations++
-	return id, nil
-}
-
-// portEnd is the device.PortEnd of channel end er of ent for a launch
-// with this rank's buffers local and the peer's user buffers peer (L3).
-func (e *Executor) portEnd(er *endRes, local [3]device.Mem, peer [2]device.PortBuf) (*device.PortEnd, error) {
+// portEnd is the device.PortEnd of channel end er for a launch with this
+// rank's buffers local (L3). The peer's user buffers are not reachable
+// across nodes (checkCrossNode): its scratch only.
+func (e *Executor) portEnd(er *endRes, local [3]device.Mem) (*device.PortEnd, error) {
 	pp := er.port
 	l := pp.lanes[er.lane]
 	pe := &device.PortEnd{Conn: l.pc, Channel: er.portChan, Head: l.head}
@@ -642,7 +619,6 @@ func (e *Executor) portEnd(er *endRes, local [3]device.Mem, peer [2]device.PortB
 			return nil, err
 		}
 		pe.Local[k] = b
-		pe.Peer[k] = peer[k]
 	}
 	pe.Local[device.Scratch] = device.PortBuf{Region: pp.scratch, Size: pp.scratchMem.Size}
 	pe.Peer[device.Scratch] = pp.peerScratch

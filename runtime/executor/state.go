@@ -15,8 +15,8 @@ const (
 	L1Cold                 // materialise it from nothing
 	L1Migrate              // materialise it as a delta of a materialised schedule
 	L1Switch               // make it the running schedule (rebase shared semaphores)
-	L2Lookup               // are the peers' user-buffer registrations for these allocations present?
-	L2Setup                // export, stage and exchange user-buffer registrations
+	L2Lookup               // are our allocations exported, and do the peers that reach them see where the buffers lie?
+	L2Setup                // export or stage them, and push where they lie to the peers
 	L3Lookup               // is this request shape prepared?
 	L3Setup                // resolve the launch arguments and prepare the backend
 	Grow                   // grow the shared scratch buffer
@@ -98,14 +98,14 @@ var Table = []Transition{
 	{L2Lookup, EvSkip, L3Lookup, "nothing: the schedule reaches no peer's input or output"},
 	{L2Lookup, EvHit, L3Lookup, "—"},
 	{L2Lookup, EvMiss, L2Setup, "—"},
-	{L2Lookup, EvCapture, Fail, "refuse: registration during graph capture"},
-	{L2Setup, EvOK, L3Lookup, "local allocations exported (foreign memory staged); handles sent to the peers that reach them; theirs imported"},
-	{L2Setup, EvError, Fail, "sticky error (a peer that does not exchange: Known Issue 3)"},
+	{L2Lookup, EvCapture, Fail, "refuse: a new export during graph capture (a push alone is allowed)"},
+	{L2Setup, EvOK, L3Lookup, "our allocations exported when new (foreign memory staged); where the request's buffers lie pushed to the peers whose view of them differs (their service goroutines import, repoint their prepared launches and answer)"},
+	{L2Setup, EvError, Fail, "sticky error (an export failed, or a peer did not take the push within the timeout)"},
 	{L3Lookup, EvHit, Launch, "—"},
 	{L3Lookup, EvMiss, L3Setup, "— (also during graph capture: L3 setup makes no call capture forbids)"},
-	{L3Setup, EvOK, Launch, "layout, slices and launch arguments resolved (for schedules reaching peers' buffers, offsets exchanged with the peers concerned); backend Prepare"},
+	{L3Setup, EvOK, Launch, "the shape met before at other buffers (a schedule reaching no peer's buffers): its entry rebased to these (device.Rebaser: no allocation, copy or wait); else layout, slices and launch arguments resolved (peers' buffers where they last pushed them) and backend Prepare"},
 	{L3Setup, EvTooSmall, Grow, "—"},
-	{L3Setup, EvError, Fail, "error: not sticky for a bad request or a backend's refusal; sticky when the offset exchange failed"},
+	{L3Setup, EvError, Fail, "error: not sticky (a bad request, or a backend's refusal)"},
 	{Grow, EvOK, L3Setup, "wait for in-flight launches; new scratch exported; one allgather; peers re-imported; every L3 entry dropped"},
 	{Grow, EvCapture, Fail, "refuse: scratch reallocation during graph capture"},
 	{Grow, EvError, Fail, "sticky error"},

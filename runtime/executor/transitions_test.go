@@ -287,10 +287,12 @@ func TestTransitions(t *testing.T) {
 		for r := range n2 {
 			bs[r] = w.alloc(arCase(64, 1), r, false)
 		}
-		run := func(count int64) string {
+		run := func(count int64, op ir.RedOp) string {
 			tc.reset()
 			noErr(t, w.each(func(r int) error {
-				req := request(arCase(count, 1), bs[r])
+				c := arCase(count, 1)
+				c.RedOp = op
+				req := request(c, bs[r])
 				if _, err := w.ex[r].Execute(context.Background(), req, one, w.st[r]); err != nil {
 					return err
 				}
@@ -298,14 +300,17 @@ func TestTransitions(t *testing.T) {
 			}))
 			return tc.path(0)
 		}
-		run(64)
-		// Same allocations, another count (another offset range): an L2 hit,
-		// L3 miss (offsets exchanged).
-		wantPath(t, run(32), "Start -ok-> L0Lookup -hit-> L1Lookup -same-> L2Lookup -hit-> L3Lookup -miss-> L3Setup -ok-> Launch -ok-> Done")
-		wantPath(t, run(32), "Start -ok-> L0Lookup -hit-> L1Lookup -same-> L2Lookup -hit-> L3Lookup -hit-> Launch -ok-> Done")
+		run(64, ir.Sum)
+		// The same buffers, another op: the peers see them where they are
+		// (an L2 hit), a new request shape (L3 miss, local).
+		wantPath(t, run(64, ir.Max), "Start -ok-> L0Lookup -hit-> L1Lookup -same-> L2Lookup -hit-> L3Lookup -miss-> L3Setup -ok-> Launch -ok-> Done")
+		wantPath(t, run(64, ir.Max), "Start -ok-> L0Lookup -hit-> L1Lookup -same-> L2Lookup -hit-> L3Lookup -hit-> Launch -ok-> Done")
+		// Same allocations, another count: the peers' view of our buffers
+		// changes (a push, no new export: L2Setups stays 1).
+		wantPath(t, run(32, ir.Sum), "Start -ok-> L0Lookup -hit-> L1Lookup -same-> L2Lookup -miss-> L2Setup -ok-> L3Lookup -miss-> L3Setup -ok-> Launch -ok-> Done")
 		st := w.ex[0].Stats()
-		if st.L2Setups != 1 || st.Created.Registrations != 1 {
-			t.Errorf("L2 setups %d, registrations %d; want 1, 1", st.L2Setups, st.Created.Registrations)
+		if st.L2Setups != 1 || st.L2Pushes != 2 || st.Created.Registrations != 1 {
+			t.Errorf("L2 setups %d, pushes %d, registrations %d; want 1, 2, 1", st.L2Setups, st.L2Pushes, st.Created.Registrations)
 		}
 	})
 	t.Run("replaces", func(t *testing.T) {

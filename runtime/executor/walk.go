@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/theseus-ccl/theseus/runtime/device"
 )
@@ -18,6 +19,10 @@ func (e *Executor) Execute(ctx context.Context, r *Request, s *Schedule, st devi
 	w := walk{r: r, s: s, st: st}
 	e.stats.Walks++
 	state := Start
+	var t0 int64
+	if e.spans != nil {
+		t0 = time.Now().UnixNano()
+	}
 	for state != Done {
 		var ev Event
 		switch state {
@@ -52,6 +57,11 @@ func (e *Executor) Execute(ctx context.Context, r *Request, s *Schedule, st devi
 			e.stats.Failures++
 			return nil, w.err
 		}
+		if e.spans != nil {
+			t1 := time.Now().UnixNano()
+			e.spans(state, t0, t1)
+			t0 = t1
+		}
 		to := next(state, ev)
 		if to == numStates {
 			err := &Error{Rank: e.cfg.Rank, State: state, Err: fmt.Errorf("internal: no transition on %v", ev)}
@@ -82,6 +92,9 @@ type walk struct {
 	l2    *l2Entry
 	l3map map[l3Key]*l3Entry
 	l2key l2Key // the identity of the request's allocations (with l2)
+	// push are the request's buffers the peers reach, as each must see
+	// them (with l2).
+	push  []pushRef
 	l3key l3Key
 	l3    *l3Entry
 	plan  *Plan // l3's plan

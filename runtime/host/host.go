@@ -394,6 +394,15 @@ func Segments() int {
 	return len(theBackend.maps)
 }
 
+// LoadWord implements device.WordLoader: an atomic load of the word at p.
+func (b *backend) LoadWord(p device.Ptr) (uint64, error) {
+	w, err := b.word(p)
+	if err != nil {
+		return 0, err
+	}
+	return atomic.LoadUint64(w), nil
+}
+
 var errWordAlign = errors.New("host: semaphore word not 8-byte aligned")
 
 // word views the 8-byte word at p.

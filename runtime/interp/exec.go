@@ -245,6 +245,12 @@ func (x *tbRun) errf(cause error, format string, args ...any) error {
 
 func (x *tbRun) run() error {
 	g := x.rr.g
+	tr := x.rr.mem.Trace
+	var t0, tb0 int64
+	if tr != nil {
+		tb0 = time.Now().UnixNano()
+		defer func() { tr.RecordOp(g.Launch, x.ti, -1, 0, ir.OpNop, tb0, time.Now().UnixNano()) }()
+	}
 	for s := int64(0); s < g.Slices; s++ {
 		x.slice = s
 		for k := range x.ops {
@@ -253,6 +259,9 @@ func (x *tbRun) run() error {
 				return x.errf(ErrAborted, "aborted (another threadblock or rank failed)")
 			}
 			op := &x.ops[k]
+			if tr != nil {
+				t0 = time.Now().UnixNano()
+			}
 			for _, d := range op.Deps {
 				if err := x.waitDep(d, s); err != nil {
 					return err
@@ -301,6 +310,9 @@ func (x *tbRun) run() error {
 			}
 			if op.Publish {
 				atomic.StoreUint64(&x.rr.publish[x.ti], g.Epoch|uint64(s*int64(len(x.ops))+int64(k)+1))
+			}
+			if tr != nil {
+				tr.RecordOp(g.Launch, x.ti, k, s, op.Code, t0, time.Now().UnixNano())
 			}
 		}
 	}

@@ -61,6 +61,19 @@ type RankMem struct {
 	// Abort, when set, is an abort word shared by the ranks: a nonzero value
 	// stops every wait with ErrAborted, and a failing rank stores 1 in it.
 	Abort *uint64
+	// Trace, when set, is told when each op of each threadblock ran, and
+	// when each threadblock started and finished (tracing: the host
+	// backend's device.OpTrace).
+	Trace OpRecorder
+}
+
+// OpRecorder receives the times (host wall clock, Unix ns) of a launch's
+// ops (RankMem.Trace): RecordOp for op step of threadblock tb in slice
+// slice, from its start (before its dependency waits) to its end; step -1
+// for the threadblock's whole run. Called from the threadblocks'
+// goroutines concurrently.
+type OpRecorder interface {
+	RecordOp(launch uint64, tb, step int, slice int64, op ir.Opcode, begin, end int64)
 }
 
 // InitEnds sets the inbound semaphores of t's channel ends to their Init

@@ -101,12 +101,30 @@ type driverlessPrepared struct {
 	nfence int32
 }
 
+// RebindPeer implements device.Rebinder (the Null backend's).
+func (p *driverlessPrepared) RebindPeer(end, kind int, m device.Mem) error {
+	return p.Prepared.(device.Rebinder).RebindPeer(end, kind, m)
+}
+
 func (b *driverless) Prepare(a *device.Args) (device.Prepared, error) {
 	p, err := b.Null.Prepare(a)
 	if err != nil {
 		return nil, err
 	}
 	return &driverlessPrepared{Prepared: p, arg: new(driverlessArg), nfence: int32(len(a.Fence))}, nil
+}
+
+// Rebase is cuda.Backend.Rebase's host work: a copy of the prepared
+// launch and its argument, the two buffer words set.
+func (b *driverless) Rebase(pp device.Prepared, a *device.Args) (device.Prepared, error) {
+	p, ok := pp.(*driverlessPrepared)
+	if !ok {
+		return nil, fmt.Errorf("driverless: rebase of a %T", pp)
+	}
+	q := &driverlessPrepared{Prepared: p.Prepared, arg: new(driverlessArg), nfence: p.nfence}
+	*q.arg = *p.arg
+	q.arg.words[3], q.arg.words[4] = uint64(a.Buf[device.Input].Ptr), uint64(a.Buf[device.Output].Ptr)
+	return q, nil
 }
 
 func (b *driverless) ShareContext() {}
@@ -313,6 +331,18 @@ func BenchmarkCallHostCPU(b *testing.B) {
 		}
 		benchCallHostWith(b, dir, 0, 8<<20)
 	})
+	b.Run("shift", func(b *testing.B) {
+		// The default context's schedule with the buffers moved by one
+		// message per call within one allocation per buffer, as
+		// nccl-tests' startColl moves them, over more positions than the
+		// communicator keeps plans for and the executor's L3 keeps
+		// entries (maxL3): every call takes the full path to an L3 miss.
+		dir := b.TempDir()
+		if err := contexts.Materialize(dir); err != nil {
+			b.Fatal(err)
+		}
+		benchCallHostShift(b, dir, shiftSteps)
+	})
 	b.Run("registered", func(b *testing.B) {
 		dir := b.TempDir()
 		scheds := []commtest.Sched{{Algo: "oneshot", Coll: ir.AllReduce, Protocol: ir.Simple, Replaces: -1}}
@@ -325,7 +355,19 @@ func BenchmarkCallHostCPU(b *testing.B) {
 
 func benchCallHost(b *testing.B, dir string, wait time.Duration) { benchCallHostWith(b, dir, wait, 0) }
 
+// shiftSteps is how many positions the "shift" benchmark moves the
+// buffers over: more than the executor's L3 keeps under one entry (4096).
+const shiftSteps = 8192
+
 func benchCallHostWith(b *testing.B, dir string, wait time.Duration, thrash int) {
+	benchCallHostRun(b, dir, wait, thrash, 1)
+}
+
+func benchCallHostShift(b *testing.B, dir string, steps int) { benchCallHostRun(b, dir, 0, 0, steps) }
+
+// benchCallHostRun is BenchmarkCallHostCPU's run; the buffers move by one
+// message per call over steps positions.
+func benchCallHostRun(b *testing.B, dir string, wait time.Duration, thrash, steps int) {
 	const n, count = 2, 256
 	be := &driverless{Null: devicetest.NewNull(), wait: wait, thrash: thrash}
 	cfg := Config{Backend: "driverless", ContextDir: dir}
@@ -342,16 +384,19 @@ func benchCallHostWith(b *testing.B, dir string, wait time.Duration, thrash int)
 			b.Fatal(err)
 		}
 		streams[r] = s.(*driverlessStream)
-		send[r], _ = be.Alloc(count * 4)
-		recv[r], _ = be.Alloc(count * 4)
+		send[r], _ = be.Alloc(int64(steps) * count * 4)
+		recv[r], _ = be.Alloc(int64(steps) * count * 4)
 	}
+	pos := make([]int, n)
 	b.Cleanup(func() {
 		for _, c := range comms {
 			c.Destroy()
 		}
 	})
 	call := func(r int) error {
-		return comms[r].AllReduce(send[r], recv[r], count, Float32, Sum, streams[r])
+		off := Ptr(pos[r] * count * 4)
+		pos[r] = (pos[r] + 1) % steps
+		return comms[r].AllReduce(send[r]+off, recv[r]+off, count, Float32, Sum, streams[r])
 	}
 	each := func(f func(r int) error) error {
 		errs := make([]error, n)

@@ -381,6 +381,60 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 // NoColor is NCCL_SPLIT_NOCOLOR.
 const NoColor = comm.NoColor
 
+// ShrinkFlags are ncclCommShrink's shrinkFlags.
+type ShrinkFlags int
+
+const (
+	// ShrinkDefault (NCCL_SHRINK_DEFAULT): every rank of the communicator
+	// is alive; the communicator stays usable.
+	ShrinkDefault ShrinkFlags = 0
+	// ShrinkAbort (NCCL_SHRINK_ABORT): the excluded ranks may be dead or
+	// hung; the communicator's pending work is aborted first and it is
+	// revoked (only Finalize, Destroy and Abort remain).
+	ShrinkAbort ShrinkFlags = 1
+)
+
+// Shrink is ncclCommShrink (NCCL 2.27 semantics): the ranks not in exclude
+// (ranks of c, each at most once) form a new communicator, numbered in
+// their order in c; every one of them calls Shrink with the same list, the
+// excluded ranks do not. The survivors agree without the excluded ranks
+// (comm.Comm.Shrink), so any rank may be excluded, rank 0 included, dead or
+// alive. The new communicator selects from its selection context for its
+// own size. Errors: InvalidArgument for a bad list or unknown flags,
+// InvalidUsage for lists that differ between survivors or a communicator
+// that is finalized or released, RemoteError when a survivor does not take
+// part within the timeout.
+func (c *Comm) Shrink(exclude []int, flags ShrinkFlags) (*Comm, error) {
+	if flags&^ShrinkAbort != 0 {
+		return nil, &Error{Code: InvalidArgument, Op: "shrink", Rank: c.Rank(), Msg: fmt.Sprintf("unknown shrink flags %#x", int(flags))}
+	}
+	n, err := c.c.Shrink(c.ctx, exclude, flags&ShrinkAbort != 0)
+	if err != nil {
+		return nil, err
+	}
+	return wrap(n), nil
+}
+
+// Register is ncclCommRegister: it records the allocation holding
+// [p, p+n bytes) for the communicator (a local call) and returns the
+// registration's id. Errors: InvalidArgument for a null or empty range.
+func (c *Comm) Register(p Ptr, n int64) (uint64, error) { return c.c.Register(p, n) }
+
+// Deregister is ncclCommDeregister: when id was its allocation's last
+// registration, every cache entry of the allocation — this rank's and
+// every peer's import of it — is gone when it returns, so the memory may be
+// freed (on CUDA too: the seed's Known Issue 1). Errors: InvalidArgument
+// for an unknown id; RemoteError when a peer does not confirm within the
+// timeout.
+func (c *Comm) Deregister(id uint64) error { return c.c.Deregister(id) }
+
+// Revoke is ncclCommRevoke (NCCL 2.29 semantics): the communicator's work
+// stops (running launches return at their next wait) and later
+// collectives fail with InvalidUsage; it remains a parent for Split and
+// Shrink and is released by Finalize, Destroy or Abort. Safe from any
+// goroutine.
+func (c *Comm) Revoke() { c.c.Revoke() }
+
 // MemAlloc allocates size bytes of the backend's memory (ncclMemAlloc):
 // exportable, so schedules that reach a peer's buffers need no staging.
 func (c *Comm) MemAlloc(size int64) (Ptr, error) {

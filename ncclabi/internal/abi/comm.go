@@ -48,7 +48,8 @@ type Comm struct {
 	asyncErr *Error
 	tail     chan struct{} // closed when the last queued asynchronous job ends
 	userOps  map[RedOp]DataType
-	ready    chan struct{} // closed when init ends (either way)
+	regs     map[uintptr]*registration // ncclCommRegister handles (mu)
+	ready    chan struct{}             // closed when init ends (either way)
 
 	pending atomic.Int32 // queued asynchronous jobs (non-blocking communicators)
 	opCount atomic.Uint64

@@ -152,3 +152,29 @@ func (l *Library) abortComm(c *Comm) Result {
 	log.Infof(log.Init, "comm %#x rank %d nranks %d aborted", c.Handle, c.Rank(), c.NRanks())
 	return Success
 }
+
+// Revoke is ncclCommRevoke (NCCL 2.29 semantics): the communicator's
+// pending work stops, later data calls fail with InvalidUsage, and it stays
+// a parent for ncclCommSplit and ncclCommShrink until ncclCommFinalize,
+// ncclCommDestroy or ncclCommAbort releases it. Errors: InvalidArgument for
+// revokeFlags other than NCCL_REVOKE_DEFAULT (0) and for a released
+// communicator; InvalidUsage while an open group holds a call for it.
+func (l *Library) Revoke(h uintptr, flags int) Result {
+	const api = "ncclCommRevoke"
+	c, e := l.lookup(h, api)
+	if e != nil {
+		return l.fail(e)
+	}
+	if flags != 0 {
+		return l.Fail(InvalidArgument, "%s: revokeFlags %#x: only NCCL_REVOKE_DEFAULT (0) exists", api, flags)
+	}
+	if l.inOpenGroup(c) {
+		return l.Fail(InvalidUsage, "%s: comm %#x has calls in a group that has not ended; call ncclGroupEnd first", api, h)
+	}
+	<-c.ready
+	if eng, _ := c.engine(); eng != nil {
+		eng.Revoke()
+	}
+	log.Infof(log.Init, "comm %#x rank %d nranks %d revoked", c.Handle, c.Rank(), c.NRanks())
+	return Success
+}

@@ -75,8 +75,22 @@ type EngineComm interface {
 	// (NCCL_SPLIT_NOCOLOR) returns (nil, nil).
 	Split(ctx context.Context, color, key int, cfg Config) (EngineComm, error)
 	// Shrink is ncclCommShrink over the ranks not in exclude (called by
-	// those ranks only). Engines without it return ErrUnsupported.
-	Shrink(ctx context.Context, exclude []int, cfg Config) (EngineComm, error)
+	// those ranks only); abort is NCCL_SHRINK_ABORT (this communicator's
+	// pending work is aborted first and it is revoked). Engines without it
+	// return ErrUnsupported.
+	Shrink(ctx context.Context, exclude []int, abort bool, cfg Config) (EngineComm, error)
+	// Revoke is ncclCommRevoke: pending work stops, later data calls fail
+	// with InvalidUsage, and the communicator stays a parent for Split and
+	// Shrink until it is finalized, destroyed or aborted. Never blocks on
+	// peers.
+	Revoke()
+	// Register is ncclCommRegister: it records the allocation holding
+	// [buf, buf+size) and returns a nonzero id. Deregister is
+	// ncclCommDeregister of that id: when it returns, every cache entry of
+	// the allocation is gone, on every peer, so that the buffer may be
+	// freed. Engines without them return ErrUnsupported.
+	Register(buf uintptr, size uint64) (uint64, error)
+	Deregister(id uint64) error
 	// AllGather is a small-message allgather among the communicator's
 	// ranks (the shadow NCCL communicator's id travels through it), used at
 	// most once, right after Init. It returns ErrUnsupported (on every rank
@@ -139,7 +153,7 @@ type Fallback interface {
 	CommInitRank(id UniqueID, nranks, rank int, blocking bool) (uintptr, Result)
 	CommInitAll(ndev int, devs []int) ([]uintptr, Result)
 	CommSplit(parent uintptr, color, key int) (uintptr, Result)
-	CommShrink(parent uintptr, exclude []int) (uintptr, Result)
+	CommShrink(parent uintptr, exclude []int, flags int) (uintptr, Result)
 	CommFinalize(c uintptr) Result
 	CommDestroy(c uintptr) Result
 	CommAbort(c uintptr) Result

@@ -50,16 +50,18 @@ type agRound struct {
 }
 
 type fakeComm struct {
-	e      *fakeEngine
-	w      *fakeWorld
-	rank   int
-	dev    int
-	agSeq  int
-	mu     sync.Mutex
-	ops    []Op
-	async  error
-	abortd bool
-	dstr   bool
+	e       *fakeEngine
+	w       *fakeWorld
+	rank    int
+	dev     int
+	agSeq   int
+	mu      sync.Mutex
+	ops     []Op
+	async   error
+	abortd  bool
+	dstr    bool
+	revoked bool
+	nreg    int
 }
 
 func (e *fakeEngine) Backend() string { return e.backend }
@@ -224,8 +226,26 @@ func (c *fakeComm) Split(ctx context.Context, color, key int, cfg Config) (Engin
 	return c.e.Init(ctx, InitParams{ID: id, Rank: newRank, NRanks: len(members), Device: c.dev})
 }
 
-func (c *fakeComm) Shrink(ctx context.Context, exclude []int, cfg Config) (EngineComm, error) {
+func (c *fakeComm) Shrink(ctx context.Context, exclude []int, abort bool, cfg Config) (EngineComm, error) {
 	return nil, fmt.Errorf("fake: %w", ErrUnsupported)
+}
+
+func (c *fakeComm) Revoke() { c.mu.Lock(); c.revoked = true; c.mu.Unlock() }
+
+func (c *fakeComm) Register(buf uintptr, size uint64) (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nreg++
+	return uint64(c.nreg), nil
+}
+
+func (c *fakeComm) Deregister(id uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id == 0 || id > uint64(c.nreg) {
+		return fmt.Errorf("fake: registration %d", id)
+	}
+	return nil
 }
 
 func (c *fakeComm) StreamSync(uintptr) error           { return nil }
@@ -285,13 +305,15 @@ func (f *fakeFallback) CommSplit(p uintptr, color, key int) (uintptr, Result) {
 	}
 	return p + 1, Success
 }
-func (f *fakeFallback) CommShrink(p uintptr, ex []int) (uintptr, Result) { return p + 2, Success }
-func (f *fakeFallback) CommFinalize(c uintptr) Result                    { f.rec("finalize"); return Success }
-func (f *fakeFallback) CommDestroy(c uintptr) Result                     { f.rec("destroy"); return Success }
-func (f *fakeFallback) CommAbort(c uintptr) Result                       { f.rec("abort"); return Success }
-func (f *fakeFallback) CommGetAsyncError(c uintptr) (Result, Result)     { return Success, Success }
-func (f *fakeFallback) GroupStart() Result                               { f.rec("groupstart"); return Success }
-func (f *fakeFallback) GroupEnd() Result                                 { f.rec("groupend"); return Success }
+func (f *fakeFallback) CommShrink(p uintptr, ex []int, flags int) (uintptr, Result) {
+	return p + 2, Success
+}
+func (f *fakeFallback) CommFinalize(c uintptr) Result                { f.rec("finalize"); return Success }
+func (f *fakeFallback) CommDestroy(c uintptr) Result                 { f.rec("destroy"); return Success }
+func (f *fakeFallback) CommAbort(c uintptr) Result                   { f.rec("abort"); return Success }
+func (f *fakeFallback) CommGetAsyncError(c uintptr) (Result, Result) { return Success, Success }
+func (f *fakeFallback) GroupStart() Result                           { f.rec("groupstart"); return Success }
+func (f *fakeFallback) GroupEnd() Result                             { f.rec("groupend"); return Success }
 func (f *fakeFallback) Run(c uintptr, op *Op) Result {
 	f.rec("%s count %d root %d", op.Coll, op.Count, op.Root)
 	return Success

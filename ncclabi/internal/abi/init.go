@@ -345,12 +345,12 @@ func (l *Library) Shrink(t Thread, parent uintptr, exclude []int, h uintptr, cfg
 		if pe == nil {
 			return nil, errorf(InvalidUsage, "parent comm %#x failed to initialise", parent)
 		}
-		return pe.Shrink(ctx, exclude, c2)
+		return pe.Shrink(ctx, exclude, flags&1 != 0, c2)
 	}}
 	if l.FB != nil && l.FB.Has("ncclCommShrink") {
 		j.shadow = func(UniqueID) (uintptr, Result) {
 			if _, sh := p.engine(); sh != 0 {
-				return l.FB.CommShrink(sh, exclude)
+				return l.FB.CommShrink(sh, exclude, flags)
 			}
 			return 0, Success
 		}

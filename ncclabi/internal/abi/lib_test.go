@@ -407,8 +407,13 @@ func TestNoFallbackRejects(t *testing.T) {
 			t.Errorf("%s: %q does not name the selection context", op.Coll, h.lastError())
 		}
 	}
-	if _, r := h.l.Register(hs[0], 1, 8); r != InvalidUsage {
-		t.Errorf("Register: %v", r)
+	// Registration is native: no fallback needed.
+	if rh, r := h.l.Register(hs[0], 1, 8); r != Success || rh == 0 {
+		t.Errorf("Register: %#x, %v", rh, r)
+	} else if r := h.l.Deregister(hs[0], rh); r != Success {
+		t.Errorf("Deregister: %v", r)
+	} else if r := h.l.Deregister(hs[0], rh); r != InvalidArgument {
+		t.Errorf("a second Deregister: %v", r)
 	}
 	if _, r := h.l.RedOpCreatePreMulSum(hs[0], 1, 7, 1); r != InvalidUsage {
 		t.Errorf("PreMulSum: %v", r)

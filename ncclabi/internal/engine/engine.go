@@ -340,12 +340,34 @@ func (c *Comm) Split(ctx context.Context, color, key int, cfg abi.Config) (abi.E
 	return &Comm{e: c.e, c: n, family: c.family, wrap: wr}, nil
 }
 
-// Shrink implements abi.EngineComm: not available (runtime/comm can only
-// split with every rank of the parent taking part, and the excluded ranks
-// of ncclCommShrink do not).
-func (c *Comm) Shrink(ctx context.Context, exclude []int, cfg abi.Config) (abi.EngineComm, error) {
-	return nil, fmt.Errorf("%w: ncclCommShrink needs a split that the excluded (possibly dead) ranks do not join; runtime/comm has none yet", abi.ErrUnsupported)
+// Shrink implements abi.EngineComm with comm.Comm.Shrink. The new
+// communicator is a family of its own: on the host backend it gets streams
+// of its own, since the parent's may hold the sticky failure of the
+// launches a lost peer or NCCL_SHRINK_ABORT stopped.
+func (c *Comm) Shrink(ctx context.Context, exclude []int, abort bool, cfg abi.Config) (abi.EngineComm, error) {
+	n, err := c.c.Shrink(ctx, exclude, abort)
+	if err != nil {
+		return nil, err
+	}
+	c.e.mu.Lock()
+	c.e.family++
+	f := c.e.family
+	c.e.wraps++
+	wr := c.e.wraps
+	c.e.mu.Unlock()
+	return &Comm{e: c.e, c: n, family: f, wrap: wr}, nil
 }
+
+// Revoke implements abi.EngineComm (comm.Comm.Revoke).
+func (c *Comm) Revoke() { c.c.Revoke() }
+
+// Register implements abi.EngineComm (comm.Comm.Register).
+func (c *Comm) Register(buf uintptr, size uint64) (uint64, error) {
+	return c.c.Register(device.Ptr(buf), int64(size))
+}
+
+// Deregister implements abi.EngineComm (comm.Comm.Deregister).
+func (c *Comm) Deregister(id uint64) error { return c.c.Deregister(id) }
 
 // AllGather implements abi.EngineComm over the id's second root, once per
 // communicator; without one it returns ErrUnsupported (no agreement

@@ -535,7 +535,11 @@ static void bad_calls(ncclComm_t c) {
   EXPECT(ncclAlltoAllv(A, B, m, m, ncclFloat32, c, g_stream), ncclInvalidUsage, "alltoallv without fallback");
   free(m);
   void* h = NULL;
-  EXPECT(ncclCommRegister(c, A, 64, &h), ncclInvalidUsage, "register without fallback");
+  /* Registration is native (no fallback needed); bad arguments fail. */
+  OK(ncclCommRegister(c, A, 64, &h));
+  OK(ncclCommDeregister(c, h));
+  EXPECT(ncclCommDeregister(c, h), ncclInvalidArgument, "deregister twice");
+  EXPECT(ncclCommRegister(c, NULL, 64, &h), ncclInvalidArgument, "register a NULL buffer");
   ncclWindow_t w;
   EXPECT(ncclCommWindowRegister(c, A, 4096, &w, NCCL_WIN_DEFAULT), ncclInvalidUsage, "window register");
   EXPECT(ncclDevCommCreate(c, NULL, NULL), ncclInvalidUsage, "device communicator");
@@ -545,7 +549,11 @@ static void bad_calls(ncclComm_t c) {
          "premulsum without fallback");
   ncclComm_t shr = NULL;
   int ex = 0;
-  if (g_rank != 0) EXPECT(ncclCommShrink(c, &ex, 1, &shr, NULL, NCCL_SHRINK_DEFAULT), ncclInvalidUsage, "shrink");
+  /* ncclCommShrink is native (testdata/ctest/resilience.c); bad lists and
+   * flags fail at once. */
+  EXPECT(ncclCommShrink(c, &g_rank, 1, &shr, NULL, NCCL_SHRINK_DEFAULT), ncclInvalidArgument, "shrink excluding itself");
+  EXPECT(ncclCommShrink(c, &ex, 1, &shr, NULL, 4), ncclInvalidArgument, "shrink flags");
+  EXPECT(ncclCommRevoke(c, 3), ncclInvalidArgument, "revoke flags");
   ncclSimInfo_t si = NCCL_SIM_INFO_INITIALIZER;
   OK(ncclGroupStart());
   EXPECT(ncclGroupSimulateEnd(&si), ncclInvalidUsage, "group simulate");

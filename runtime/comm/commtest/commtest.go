@@ -52,6 +52,15 @@ var DefaultAttrs = []Attr{
 // schedule ids are the positions in scheds. Errors: a generator or writer
 // failure.
 func Write(dir string, nranks int, attrs []Attr, scheds []Sched) error {
+	return WriteSizes(dir, []int{nranks}, attrs, func(int) []Sched { return scheds })
+}
+
+// WriteSizes is Write for several communicator sizes in one context (a
+// job that shrinks or splits needs the schedules of each size): the
+// entries of size sizes[0] first, with the ids Write gives them, then
+// those of the next size, and so on. Schedule files of later sizes are
+// prefixed with "n<size>_".
+func WriteSizes(dir string, sizes []int, attrs []Attr, scheds func(nranks int) []Sched) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -72,6 +81,21 @@ func Write(dir string, nranks int, attrs []Attr, scheds []Sched) error {
 		am.WriteByte('\n')
 	}
 	var sm strings.Builder
+	for si, nranks := range sizes {
+		if err := writeEntries(&sm, dir, nranks, scheds(nranks), si > 0); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "attribute_manifest.jsonl"), []byte(am.String()), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "schedule_manifest.jsonl"), []byte(sm.String()), 0o644)
+}
+
+// writeEntries writes the schedule files of scheds for nranks ranks into
+// dir and their manifest lines into sm; prefix names the files after the
+// size.
+func writeEntries(sm *strings.Builder, dir string, nranks int, scheds []Sched, prefix bool) error {
 	for i, s := range scheds {
 		p, err := gen.Generate(s.Algo, gen.Options{Collective: s.Coll, NRanks: nranks, Protocol: s.Protocol,
 			Channels: s.Channels, Order: s.Order, Root: s.Root})
@@ -85,6 +109,9 @@ func Write(dir string, nranks int, attrs []Attr, scheds []Sched) error {
 		file := s.File
 		if file == "" {
 			file = fmt.Sprintf("%02d_%s.json", i, p.Name)
+		}
+		if prefix {
+			file = fmt.Sprintf("n%d_%s", nranks, file)
 		}
 		if err := os.WriteFile(filepath.Join(dir, file), data, 0o644); err != nil {
 			return err
@@ -112,10 +139,7 @@ func Write(dir string, nranks int, attrs []Attr, scheds []Sched) error {
 		sm.Write(line)
 		sm.WriteByte('\n')
 	}
-	if err := os.WriteFile(filepath.Join(dir, "attribute_manifest.jsonl"), []byte(am.String()), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "schedule_manifest.jsonl"), []byte(sm.String()), 0o644)
+	return nil
 }
 
 // Standard is a context that serves every collective for nranks ranks with
@@ -160,4 +184,10 @@ func Standard(nranks int) []Sched {
 // WriteStandard writes Standard(nranks) with DefaultAttrs into dir.
 func WriteStandard(dir string, nranks int) error {
 	return Write(dir, nranks, DefaultAttrs, Standard(nranks))
+}
+
+// WriteStandardSizes writes Standard of every size in sizes with
+// DefaultAttrs into dir (WriteSizes).
+func WriteStandardSizes(dir string, sizes ...int) error {
+	return WriteSizes(dir, sizes, DefaultAttrs, Standard)
 }

@@ -12,10 +12,12 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/device"
 )
 
-// Null is a backend whose launches do nothing: memory is Go memory
-// (exportable within the process only), streams complete every launch at
-// once. It isolates the host cost of the layers above a backend (selection
-// and the executor's walk) in benchmarks and allocation tests.
+// Null is a backend whose launches do nothing but raise the launch's
+// started and finished words (device.Args.Started, HDone): memory is Go
+// memory (exportable within the process only), streams complete every
+// launch at once. It isolates the host cost of the layers above a backend
+// (selection, the executor's walk, its pushes to peers) in benchmarks and
+// allocation tests.
 type Null struct {
 	mu     sync.Mutex
 	allocs []nullAlloc // sorted by base
@@ -130,16 +132,70 @@ func (b *Null) Download(dst []byte, src device.Ptr) error {
 
 func (b *Null) NewStream() (device.Stream, error) { return &nullStream{b: b}, nil }
 
-type nullPrepared struct{}
+type nullPrepared struct {
+	started, hdone *uint64
+}
 
-func (nullPrepared) Release() {}
+func (*nullPrepared) Release() {}
+
+// RebindPeer implements device.Rebinder (nothing to repoint).
+func (*nullPrepared) RebindPeer(int, int, device.Mem) error { return nil }
 
 // Prepare accepts any arguments with a table.
 func (b *Null) Prepare(a *device.Args) (device.Prepared, error) {
 	if a == nil || a.Table == nil {
 		return nil, errors.New("null: prepare without a table")
 	}
-	return nullPrepared{}, nil
+	p := &nullPrepared{}
+	var err error
+	if a.Started != 0 {
+		if p.started, err = b.word(a.Started); err != nil {
+			return nil, err
+		}
+	}
+	if a.HDone != 0 {
+		if p.hdone, err = b.word(a.HDone); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func (b *Null) word(p device.Ptr) (*uint64, error) {
+	m, err := b.bytes(p, 8)
+	if err != nil || p%8 != 0 {
+		return nil, fmt.Errorf("null: word at %#x: %v", uintptr(p), err)
+	}
+	return (*uint64)(unsafe.Pointer(unsafe.SliceData(m))), nil
+}
+
+// LoadWord implements device.WordLoader.
+func (b *Null) LoadWord(p device.Ptr) (uint64, error) {
+	w, err := b.word(p)
+	if err != nil {
+		return 0, err
+	}
+	return atomic.LoadUint64(w), nil
+}
+
+// raise makes *w at least v.
+func raise(w *uint64, v uint64) {
+	for {
+		old := atomic.LoadUint64(w)
+		if old >= v || atomic.CompareAndSwapUint64(w, old, v) {
+			return
+		}
+	}
+}
+
+// Rebase implements device.Rebaser: a launch that does nothing, like
+// Prepare's.
+func (b *Null) Rebase(p device.Prepared, a *device.Args) (device.Prepared, error) {
+	np, ok := p.(*nullPrepared)
+	if !ok || np == nil || a == nil {
+		return nil, errors.New("null: rebase of state another backend prepared")
+	}
+	return &nullPrepared{started: np.started, hdone: np.hdone}, nil
 }
 
 type nullStream struct {
@@ -147,9 +203,17 @@ type nullStream struct {
 	closed atomic.Bool
 }
 
-func (s *nullStream) Launch(device.Prepared, uint64, bool) error {
+func (s *nullStream) Launch(p device.Prepared, launch uint64, _ bool) error {
 	if s.closed.Load() {
 		return device.ErrClosed
+	}
+	if np, ok := p.(*nullPrepared); ok {
+		if np.started != nil {
+			raise(np.started, launch)
+		}
+		if np.hdone != nil {
+			raise(np.hdone, launch)
+		}
 	}
 	s.b.Launches.Add(1)
 	return nil
