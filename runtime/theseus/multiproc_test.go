@@ -123,6 +123,28 @@ func startRanksWrapped(t *testing.T, n int, mode string, spec func(r int) (wrap,
 	return procs
 }
 
+// fault returns the rank's last "MP fault" line ("" if none) once its
+// output ends, failing the test when it has not ended within limit of
+// since (the rank hangs).
+func (p *rankProc) fault(t *testing.T, since time.Time, limit time.Duration) string {
+	t.Helper()
+	var fault string
+	deadline := time.After(limit - time.Since(since))
+	for {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				return fault
+			}
+			if strings.HasPrefix(line, "MP fault") {
+				fault = line
+			}
+		case <-deadline:
+			t.Fatalf("rank %d still running %v after the fault: it hangs\n%s", p.rank, time.Since(since), p.output())
+		}
+	}
+}
+
 // field returns key's value in an "MP ..." line.
 func field(line, key string) string {
 	for _, f := range strings.Fields(line) {
@@ -203,22 +225,7 @@ func TestFaultKilledRank(t *testing.T) {
 		if p.rank == victim {
 			continue
 		}
-		var fault string
-		deadline := time.After(timeout + 10*time.Second)
-	wait:
-		for {
-			select {
-			case line, ok := <-p.lines:
-				if !ok {
-					break wait
-				}
-				if strings.HasPrefix(line, "MP fault") {
-					fault = line
-				}
-			case <-deadline:
-				t.Fatalf("rank %d still running %v after the kill: it hangs\n%s", p.rank, time.Since(killed), p.output())
-			}
-		}
+		fault := p.fault(t, killed, timeout+10*time.Second)
 		elapsed := time.Since(killed)
 		if err := <-p.done; err != nil {
 			t.Errorf("rank %d process: %v\n%s", p.rank, err, p.output())

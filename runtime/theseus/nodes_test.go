@@ -310,22 +310,7 @@ func nodesFault(t *testing.T, how string) {
 		}
 	}
 	for _, p := range procs[:lostNode*per] {
-		var fault string
-		deadline := time.After(timeout + 20*time.Second)
-	wait:
-		for {
-			select {
-			case line, ok := <-p.lines:
-				if !ok {
-					break wait
-				}
-				if strings.HasPrefix(line, "MP fault") {
-					fault = line
-				}
-			case <-deadline:
-				t.Fatalf("rank %d still running %v after the node was lost: it hangs\n%s", p.rank, time.Since(start), p.output())
-			}
-		}
+		fault := p.fault(t, start, timeout+20*time.Second)
 		took := time.Since(start)
 		<-p.done
 		t.Logf("rank %d after %v: %s", p.rank, took.Round(time.Millisecond), fault)
