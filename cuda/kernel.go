@@ -121,6 +121,7 @@ type module struct {
 type kernels struct {
 	exec     driver.Function // KernelName
 	units    driver.Function // UnitsKernelName
+	p2p      driver.Function // P2PKernelName (the uint8 module's; 0 in the others)
 	clock    driver.Function // ClockKernelName, 0 when the module has none
 	resident driver.Function // ResidentKernelName (a resident module)
 }
@@ -208,6 +209,12 @@ func loadKernel(ctx driver.Context, dt ir.DataType, kind moduleKind) (kernels, e
 	}
 	for name, fn := range entries {
 		if *fn, err = mod.Function(name); err != nil {
+			mod.Unload()
+			return kernels{}, err
+		}
+	}
+	if dt == ir.Uint8 && kind == moduleExec {
+		if k.p2p, err = mod.Function(P2PKernelName); err != nil {
 			mod.Unload()
 			return kernels{}, err
 		}

@@ -16,7 +16,8 @@ import (
 )
 
 // TestKernelModules: one embedded PTX module per datatype with the
-// executor's two entry points and the trace's clock (theseus_clock), and
+// executor's two entry points and the trace's clock (theseus_clock) — and
+// in the uint8 module the point-to-point engine's (kernel/p2p.cuh) — and
 // one per ResidentDataTypes with the persistent executor's one, and no
 // other (the reference copies are in the measurement build,
 // kernel/bench.cu), all different, and nothing else embedded (no GPU
@@ -29,6 +30,9 @@ func TestKernelModules(t *testing.T) {
 			ptx     func(ir.DataType) ([]byte, error)
 			entries []string
 		}{{PTX, []string{ClockKernelName, KernelName, UnitsKernelName}}, {ResidentPTX, []string{ResidentKernelName}}}
+		if dt == ir.Uint8 {
+			kinds[0].entries = append(kinds[0].entries, P2PKernelName)
+		}
 		if !hasResident(dt) {
 			if _, err := ResidentPTX(dt); err == nil {
 				t.Errorf("%v: a resident module, but not in ResidentDataTypes", dt)
@@ -89,7 +93,11 @@ func TestModuleLoad(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", dt, err)
 		}
-		for _, name := range []string{KernelName, UnitsKernelName, ClockKernelName} {
+		names := []string{KernelName, UnitsKernelName, ClockKernelName}
+		if dt == ir.Uint8 {
+			names = append(names, P2PKernelName)
+		}
+		for _, name := range names {
 			fn, err := mod.Function(name)
 			if err != nil {
 				t.Fatalf("%v: %v", dt, err)

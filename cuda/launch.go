@@ -184,8 +184,10 @@ func setLaunch(a *Launch, launch uint64, fence bool, nfence int32) {
 // bytes, which Go's allocator places on a 64-byte boundary (its size class
 // is that multiple): the fields a launch writes (setLaunch) then share as
 // few cache lines as the argument's layout allows. The padding is never
-// empty (a struct ending in a zero-size field is padded by 8 bytes). No Go
-// pointers, as cgo requires of memory C reads.
+// empty (a struct ending in a zero-size field is padded by 8 bytes): a
+// Launch of 264 bytes (with the point-to-point engine's and the port
+// channels' fields) is boxed in 320. No Go pointers, as cgo requires of
+// memory C reads.
 type launchBox struct {
 	a Launch
 	_ [64 - unsafe.Sizeof(Launch{})%64]byte
@@ -221,6 +223,20 @@ func (e *KernelError) Error() string {
 		s += fmt.Sprintf(" waiting for %s (channel/tb/id %d, have %d, want %d)", what, e.Channel, e.Have, e.Want)
 	}
 	return s + fmt.Sprintf(" in launch %d", e.Launch)
+}
+
+// recordError is the error of a host-mapped failure record: nil when its
+// code is 0, the launch contract's error for a point-to-point launch's
+// failure (p2pError), else the *KernelError.
+func recordError(p unsafe.Pointer) error {
+	e := readError(p)
+	if e == nil {
+		return nil
+	}
+	if pe := p2pError(e); pe != nil {
+		return pe
+	}
+	return e
 }
 
 // readError decodes a host-mapped error record; nil when its code is 0.

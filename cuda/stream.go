@@ -162,7 +162,7 @@ func (s *Stream) CaptureLaunch(pp device.Prepared, launch uint64, fence, fenceCa
 		return false, err
 	}
 	defer s.leave()
-	if e := readError(s.errHost); e != nil {
+	if e := recordError(s.errHost); e != nil {
 		err = e
 	} else {
 		a := p.arg
@@ -332,7 +332,7 @@ func (s *Stream) errLocked() error {
 	if s.closed {
 		return device.ErrClosed
 	}
-	if e := readError(s.errHost); e != nil {
+	if e := recordError(s.errHost); e != nil {
 		return e
 	}
 	return nil

@@ -8,6 +8,8 @@ D=$ROOT/.device
 mkdir -p "$D"
 cd "$ROOT"
 git rev-parse HEAD >"$D/COMMIT"
+# cuda.test and the prefix also serve ncclabi/gpu/run_p2p.sh (issue 22: the
+# point-to-point engine's GPU tests, nccl-tests' p2p tests, PyTorch, figures).
 go test -c -ldflags="-s -w" -o "$D/cuda.test" ./cuda
 go test -c -ldflags="-s -w" -o "$D/driver.test" ./cuda/driver
 go build -ldflags="-s -w" -o "$D/theseus-bench" ./cmd/theseus-bench

@@ -8,6 +8,8 @@
 #
 #   (device) bash bench/gpu/run-all.sh kernel   # steps 1-5, under 10 minutes
 #   (device) bash bench/gpu/run-all.sh clients  # steps 6-7, under 10 minutes
+#   (device) bash bench/gpu/run-all.sh p2p      # step 8 (issue 22's point-to-point
+#                                               # engine, ncclabi/gpu/run_p2p.sh), about 5 minutes
 #   (device) bash bench/gpu/run-all.sh          # all (over the 10-minute limit
 #                                               # of one device call if every
 #                                               # step runs to its bound)
@@ -47,7 +49,7 @@ want() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
 cat "$R/machine.txt"
 
 # 0. nccl-tests, built in the background against our nccl.h (CPU only).
-if want clients && [ -f "$ROOT/third_party/nccl-tests/src/common.cu" ] && [ -f "$D/build_nccl_tests.sh" ]; then
+if { want clients || want p2p; } && [ -f "$ROOT/third_party/nccl-tests/src/common.cu" ] && [ -f "$D/build_nccl_tests.sh" ]; then
   (cp "$D/build_nccl_tests.sh" "$ROOT/ncclabi/gpu/build_nccl_tests.sh" &&
     THESEUS_PREFIX=$D/prefix bash "$ROOT/ncclabi/gpu/build_nccl_tests.sh") >"$R/nccl-tests-build.txt" 2>&1 &
 fi
@@ -106,5 +108,11 @@ step torch 200 bash "$ROOT/ncclabi/gpu/run_torch_check.sh"
 # Issue 26: shrink past a killed rank, native registration, buffers moving on one rank only.
 step resilience 240 bash "$ROOT/ncclabi/gpu/run_resilience.sh"
 echo quit | nvidia-cuda-mps-control
+fi
+# 8. Issue 22: the point-to-point engine (its GPU tests, nccl-tests' point-to-point tests, PyTorch, the figures).
+if want p2p; then
+wait # (nccl-tests' build)
+export RESULTS=$R THESEUS_PREFIX=$D/prefix
+step p2p 290 env DEADLINE=270 bash "$ROOT/ncclabi/gpu/run_p2p.sh"
 fi
 log "done"

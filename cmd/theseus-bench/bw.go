@@ -33,6 +33,8 @@ func shapeOf(coll ir.Collective, bytes int64, es int, n int) shape {
 	elems := bytes / e
 	var count int64
 	switch coll {
+	case collAlltoAllv: // the size is what each rank sends in all (nccl-tests alltoallv)
+		return shape{Count: elems, Bytes: elems * e}
 	case ir.AllGather, ir.ReduceScatter, ir.Gather, ir.Scatter:
 		count = elems / (align * int64(n)) * align
 	case ir.AllToAll:
@@ -58,7 +60,7 @@ func busFactor(coll ir.Collective, n int) float64 {
 	switch coll {
 	case ir.AllReduce:
 		return 2 * (nf - 1) / nf
-	case ir.AllGather, ir.ReduceScatter, ir.AllToAll, ir.Gather, ir.Scatter:
+	case ir.AllGather, ir.ReduceScatter, ir.AllToAll, ir.Gather, ir.Scatter, collAlltoAllv:
 		return (nf - 1) / nf
 	}
 	return 1
@@ -74,7 +76,11 @@ func bandwidth(coll ir.Collective, count int64, es int, n int, sec float64) (alg
 	if sec <= 0 {
 		return 0, 0
 	}
-	bytes := float64(count) * float64(es) * float64(ir.MaxBlocks(coll, n))
+	blocks := float64(1) // sendrecv; alltoallv's count is every element a rank sends
+	if coll != collAlltoAllv && coll != ir.SendRecv {
+		blocks = float64(ir.MaxBlocks(coll, n))
+	}
+	bytes := float64(count) * float64(es) * blocks
 	algbw = bytes / 1e9 / sec
 	return algbw, algbw * busFactor(coll, n)
 }

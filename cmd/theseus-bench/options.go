@@ -119,6 +119,10 @@ func parseColls(s string) ([]ir.Collective, error) {
 		if strings.EqualFold(k, "all") {
 			return append([]ir.Collective(nil), allColls...), nil
 		}
+		if c, ok := p2pColls[strings.ToLower(k)]; ok {
+			out = append(out, c)
+			continue
+		}
 		c, err := ir.ParseCollective(k)
 		if err != nil {
 			return nil, fmt.Errorf("unknown collective %q (want %s, a comma-separated list, or all)", k, collNames())
@@ -137,7 +141,7 @@ func collNames() string {
 	for _, c := range allColls {
 		n = append(n, c.String())
 	}
-	return strings.Join(n, ", ")
+	return strings.Join(n, ", ") + " (and, outside all, sendrecv and alltoallv)"
 }
 
 // parseBytes reads a size as nccl-tests does (a number with an optional

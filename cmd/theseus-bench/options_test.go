@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -103,7 +104,14 @@ func TestParseLists(t *testing.T) {
 	if err != nil || !cmp.Equal(cs, []ir.Collective{ir.AllReduce, ir.Gather}) {
 		t.Errorf("colls %v, %v", cs, err)
 	}
-	for _, bad := range []string{"sendrecv", "custom", "bogus"} {
+	cs, err = parseColls("sendrecv,alltoallv")
+	if err != nil || !cmp.Equal(cs, []ir.Collective{ir.SendRecv, collAlltoAllv}) {
+		t.Errorf("point-to-point rows %v, %v", cs, err)
+	}
+	if cs, err := parseColls("all"); err != nil || slices.Contains(cs, ir.SendRecv) || slices.Contains(cs, collAlltoAllv) {
+		t.Errorf("all: %v, %v (the point-to-point rows are outside all)", cs, err)
+	}
+	for _, bad := range []string{"custom", "bogus"} {
 		if _, err := parseColls(bad); err == nil {
 			t.Errorf("collective %q accepted", bad)
 		}

@@ -16,17 +16,20 @@ const poison = 0xA5
 
 // plan is what every rank runs, identical on every rank.
 type plan struct {
-	Colls   []ir.Collective
-	Types   []dtype
-	Ops     []redop
-	Sizes   []int64
-	Root    int
-	Iters   int
-	Warmup  int
-	ItersOK bool // -n given: no scaling
-	WarmOK  bool // -w given: no scaling
-	Check   int
-	Seed    uint64
+	Colls []ir.Collective
+	Types []dtype
+	Ops   []redop
+	// Matrices are the alltoallv rows' matrix shapes (p2p.go), shown in
+	// the redop column.
+	Matrices []redop
+	Sizes    []int64
+	Root     int
+	Iters    int
+	Warmup   int
+	ItersOK  bool // -n given: no scaling
+	WarmOK   bool // -w given: no scaling
+	Check    int
+	Seed     uint64
 }
 
 // rowSpec is one row to run.
@@ -43,13 +46,19 @@ func (p *plan) rows() []rowSpec {
 	var out []rowSpec
 	for _, c := range p.Colls {
 		ops := p.Ops
-		if !c.Reduces() {
+		switch {
+		case c == collAlltoAllv:
+			ops = p.Matrices
+		case !c.Reduces():
 			ops = []redop{{"none", theseus.Sum}}
 		}
 		for _, t := range p.Types {
 			for _, o := range ops {
 				for _, s := range p.Sizes {
 					out = append(out, rowSpec{c, t, o, s})
+					if c == collAlltoAllv && o.Name == "zero" {
+						break // an empty matrix moves nothing whatever the size: one row
+					}
 				}
 			}
 		}
@@ -200,6 +209,9 @@ func (b *rankBench) arrangement(p *plan, ref *reference, k collref.Case, t dtype
 // collective step: every rank calls it for the same rows in the same
 // order). Every rank returns the same Row.
 func (b *rankBench) runRow(p *plan, rs rowSpec) (Row, error) {
+	if rs.Coll == ir.SendRecv || rs.Coll == collAlltoAllv {
+		return b.runP2PRow(p, rs)
+	}
 	n := b.c.NRanks()
 	es := rs.Type.T.Size()
 	sh := shapeOf(rs.Coll, rs.Size, es, n)

@@ -34,6 +34,9 @@ type Result struct {
 	// Iters and Warmup are the timed and warmup runs.
 	Iters  int `json:"iters"`
 	Warmup int `json:"warmup"`
+	// NA marks an arrangement the row's call does not have (in-place
+	// sendrecv and alltoallv, as in nccl-tests): nothing ran.
+	NA bool `json:"not_applicable,omitempty"`
 }
 
 // Row is one line of the table: one collective, size, datatype and
@@ -258,6 +261,10 @@ func (p *textPrinter) row(r Row) {
 	}
 	fmt.Fprintf(p.w, "%12d  %12d  %8s  %6s  %6d", r.Bytes, r.Count, r.Type, r.RedOp, r.Root)
 	for _, x := range []Result{r.OutOfPlace, r.InPlace} {
+		if x.NA {
+			fmt.Fprintf(p.w, "  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A")
+			continue
+		}
 		fmt.Fprintf(p.w, "  %7s  %6.2f  %6.2f  %6s", timeStr(x.TimeUS), x.AlgBW, x.BusBW, wrongStr(x.Wrong))
 	}
 	fmt.Fprintf(p.w, "  %s\n", r.scheduleStr())
@@ -432,6 +439,10 @@ func printCSV(w io.Writer, rep *Report) error {
 			if x.Wrong != nil {
 				wr = strconv.FormatInt(*x.Wrong, 10)
 			}
+			if x.NA {
+				rec = append(rec, "", "", "", "", x.Schedule)
+				continue
+			}
 			rec = append(rec, f(x.TimeUS), f(x.AlgBW), f(x.BusBW), wr, x.Schedule)
 		}
 		if err := cw.Write(rec); err != nil {
@@ -493,6 +504,9 @@ func summarize(rep *Report) {
 			}
 			if !x.Consistent {
 				rep.Errors++
+			}
+			if x.NA {
+				continue
 			}
 			sum += x.BusBW
 			n++

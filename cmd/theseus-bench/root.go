@@ -35,7 +35,7 @@ type benchCmd struct {
 	minBytes, maxBytes, stepBytes string
 	factor                        int64
 	iters, warmup, check, root    int
-	dtype, op, coll               string
+	dtype, op, coll, matrix       string
 	backend                       string
 	nranks                        int
 	context                       string
@@ -116,7 +116,8 @@ func (b *benchCmd) addRunFlags(f *pflag.FlagSet, coll string) {
 	f.StringVarP(&b.dtype, "datatype", "d", "float", "datatype: "+typeNames()+", a comma-separated list, or all")
 	f.StringVarP(&b.op, "op", "o", "sum", "reduction: sum, prod, max, min, avg, a comma-separated list, or all")
 	f.IntVarP(&b.root, "root", "r", 0, "root rank of broadcast, reduce, gather and scatter")
-	f.StringVar(&b.coll, "coll", coll, "collectives: allreduce, allgather, reducescatter, alltoall, broadcast, reduce, gather, scatter, a list, or all")
+	f.StringVar(&b.coll, "coll", coll, "collectives: allreduce, allgather, reducescatter, alltoall, broadcast, reduce, gather, scatter, a list, or all; and the point-to-point rows sendrecv and alltoallv (not in all)")
+	f.StringVar(&b.matrix, "matrix", "all", "alltoallv's counts matrices: random, skewed (4 hot experts), zero, a list, or all")
 	f.StringVar(&b.backend, "backend", "host", "execution backend: host (the CPU reference) or cuda")
 	f.IntVar(&b.nranks, "nranks", 4, "ranks, as goroutines of this process (in-process mode only)")
 	f.StringVar(&b.context, "context", "", "selection context directory (default: THESEUS_SELECTION_CONTEXT if set, else the embedded default context)")
@@ -183,6 +184,9 @@ func (b *benchCmd) parsePlan() (*config, error) {
 		return nil, cli.Usage(err)
 	}
 	if p.Colls, err = parseColls(b.coll); err != nil {
+		return nil, cli.Usage(err)
+	}
+	if p.Matrices, err = parseMatrices(b.matrix); err != nil {
 		return nil, cli.Usage(err)
 	}
 	cfg.plan = p
@@ -400,8 +404,8 @@ func launchInfo() (li theseus.LaunchInfo, launched bool, err error) {
 // with different flags are told so instead of deadlocking.
 func (c *config) fingerprint() int64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%v|%v|%v|%v|%d|%d|%d|%v|%v|%d|%s|%s", c.plan.Colls, c.plan.Types, c.plan.Ops, c.plan.Sizes,
-		c.plan.Iters, c.plan.Warmup, c.plan.Check, c.plan.ItersOK, c.plan.WarmOK, c.plan.Root, c.backend, c.hsAttr)
+	fmt.Fprintf(h, "%v|%v|%v|%v|%d|%d|%d|%v|%v|%d|%s|%s|%v", c.plan.Colls, c.plan.Types, c.plan.Ops, c.plan.Sizes,
+		c.plan.Iters, c.plan.Warmup, c.plan.Check, c.plan.ItersOK, c.plan.WarmOK, c.plan.Root, c.backend, c.hsAttr, c.plan.Matrices)
 	return int64(h.Sum64() >> 1)
 }
 
@@ -524,15 +528,11 @@ func (b *benchCmd) setUp(ctx context.Context, cfg *config) (w *world, err error)
 // execute sets up the ranks, runs the benchmark and the hot swap, and
 // prints (rank 0). It returns the report on rank 0, nil on other ranks.
 func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
-	w, err := b.setUp(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer w.close()
-	dir, comms, rows := cfg.ctxDir, w.comms, cfg.plan.rows()
-
-	// Rank 0 prints as the rows come.
-	rank0 := comms[0].Rank() == 0
+	// Rank 0 prints as the rows come. The signal handler is installed
+	// before the ranks are set up: creating a communicator reads the
+	// context (its first epoch), whose diagnostics may be the first output.
+	rank0 := !cfg.multi || cfg.launch.Rank == 0
+	cfg.header.Context = cfg.ctxDir
 	rep := &Report{Header: cfg.header}
 	var repMu sync.Mutex // rep and out: the rows, and a partial report on a signal
 	var out *textPrinter
@@ -563,6 +563,15 @@ func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 		partial(err)
 		fmt.Fprintf(b.s.Err, "theseus-bench: %v\n", err)
 	})()
+	w, err := b.setUp(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	dir, rows := cfg.ctxDir, cfg.plan.rows()
+	repMu.Lock()
+	rep.Header = cfg.header // with what setUp found (context, node shape)
+	repMu.Unlock()
 	if out != nil {
 		repMu.Lock()
 		out.header(cfg.header)

@@ -410,7 +410,7 @@ func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"-d", "float128"}, {"-o", "mulsum"}, {"-b", "1M", "-e", "1K"}, {"-b", "x"}, {"-n", "0"}, {"-w", "-1"},
 		{"--backend", "tpu"}, {"--nranks", "0"}, {"-r", "4"}, {"--plot", "a.svg"}, {"--plot", "/nonexistent-dir/p.png"}, {"--csv", "--json"},
-		{"--format", "xml"}, {"--coll", "sendrecv"}, {"--id-file", "/tmp/x"}, {"--context", "/nonexistent"},
+		{"--format", "xml"}, {"--coll", "alltoallv", "--matrix", "diagonal"}, {"--id-file", "/tmp/x"}, {"--context", "/nonexistent"},
 		{"--progress", "sometimes"}, {"extra"}, {"--bogus"}, {"--hotswap-attr", "root"},
 	} {
 		code, _, errs := runBench(t, args...)
@@ -432,8 +432,8 @@ func TestUsageMessages(t *testing.T) {
 	}{
 		{args: []string{"-f", "0"}, want: "theseus-bench: -f 0: the step factor must be >= 1 (1: add the step in bytes, -i)\n"},
 		{args: []string{"-f", "-2"}, want: "theseus-bench: -f -2: the step factor must be >= 1"},
-		{args: []string{"--coll", "foo"}, want: `theseus-bench: unknown collective "foo" (want allreduce, reducescatter, reduce, allgather, alltoall, broadcast, gather, scatter, a comma-separated list, or all)`},
-		{args: []string{"--coll", "custom"}, want: "theseus-bench: collective custom is not benchmarked (want allreduce, reducescatter, reduce, allgather, alltoall, broadcast, gather, scatter,"},
+		{args: []string{"--coll", "foo"}, want: `theseus-bench: unknown collective "foo" (want allreduce, reducescatter, reduce, allgather, alltoall, broadcast, gather, scatter (and, outside all, sendrecv and alltoallv), a comma-separated list, or all)`},
+		{args: []string{"--coll", "custom"}, want: "theseus-bench: collective custom is not benchmarked (want allreduce, reducescatter, reduce, allgather, alltoall, broadcast, gather, scatter (and, outside all, sendrecv and alltoallv),"},
 		{env: [2]string{"abc", "2"}, want: `theseus-bench: RANK="abc" is not an integer`},
 		{env: [2]string{"0", "two"}, want: `theseus-bench: WORLD_SIZE="two" is not an integer`},
 		{env: [2]string{"5", "2"}, args: []string{"--id-file", filepath.Join(t.TempDir(), "id")}, want: "theseus-bench: RANK=5 is not a rank of WORLD_SIZE=2 (want 0..1)"},
@@ -718,4 +718,65 @@ func mustReadFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// TestPointToPoint: the sendrecv and alltoallv rows (each matrix shape;
+// the zero matrix once), every received element checked, in-place N/A,
+// the point-to-point engine in the schedule column; a bad --matrix is a
+// usage error.
+func TestPointToPoint(t *testing.T) {
+	code, out, errs := runBench(t, "--json", "-b", "1K", "-e", "256K", "-f", "16", "--coll", "sendrecv,alltoallv", "-d", "half", "--hotswap=false")
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	var rep Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// 3 sizes of sendrecv, 3 each of random and skewed, 1 zero.
+	if len(rep.Rows) != 3+3+3+1 || rep.Wrong != 0 || rep.Errors != 0 {
+		t.Fatalf("%d rows, wrong %d, errors %d", len(rep.Rows), rep.Wrong, rep.Errors)
+	}
+	kinds := map[string]int{}
+	for _, r := range rep.Rows {
+		kinds[r.Collective+" "+r.RedOp]++
+		x := r.OutOfPlace
+		if x.Wrong == nil || *x.Wrong != 0 || !x.Consistent || x.Schedule != "p2p" || !r.InPlace.NA || r.Root != -1 {
+			t.Errorf("row %+v", r)
+		}
+		if r.RedOp == "zero" && r.Bytes != 0 || r.RedOp != "zero" && (r.Bytes == 0 || x.AlgBW <= 0) {
+			t.Errorf("row %s %s: %d bytes, algbw %v", r.Collective, r.RedOp, r.Bytes, x.AlgBW)
+		}
+	}
+	if want := map[string]int{"sendrecv none": 3, "alltoallv random": 3, "alltoallv skewed": 3, "alltoallv zero": 1}; !cmp.Equal(kinds, want) {
+		t.Errorf("rows %v, want %v", kinds, want)
+	}
+	if code, _, errs := runBench(t, "--coll", "alltoallv", "--matrix", "diagonal"); code != cli.ExitUsage || !strings.Contains(errs, "unknown matrix") {
+		t.Errorf("--matrix diagonal: exit %d, %s", code, errs)
+	}
+}
+
+// alltoallvMatrix's rows each send the row's count in all, in the shape
+// asked for: skewed sends 90% to the 4 hot experts.
+func TestAlltoAllvMatrix(t *testing.T) {
+	const n, count = 8, 1000
+	for _, kind := range matrixKinds {
+		m := alltoallvMatrix(kind, n, count, 1)
+		for i := range n {
+			var sum, hot int64
+			for j := range n {
+				sum += m[i*n+j]
+				if j < 4 {
+					hot += m[i*n+j]
+				}
+			}
+			want := int64(count)
+			if kind == "zero" {
+				want = 0
+			}
+			if sum != want || kind == "skewed" && (hot < 890 || hot > 910) {
+				t.Errorf("%s row %d: %d in all, %d to the hot experts", kind, i, sum, hot)
+			}
+		}
+	}
 }

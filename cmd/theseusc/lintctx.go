@@ -42,6 +42,9 @@ import (
 //     gen field;
 //   - every line of the value log of each exogenous attribute.
 //
+// A "gen": "p2p" entry (the point-to-point engine's parameters) has no
+// program: its fields and expressions are all there is to check.
+//
 // Blank lines and a torn last line (no newline yet) are skipped, as the
 // runtime does.
 func lintContext(dir string, vo verify.Options) ([]diag.Diagnostic, error) {
@@ -84,6 +87,9 @@ func lintContext(dir string, vo verify.Options) ([]diag.Diagnostic, error) {
 		_, du := policy.Compile(s.Usable, attrs, policy.Options{Want: policy.WantBool, File: sf, Line: line, Col: s.UsableCol})
 		_, dp := policy.Compile(s.Preference, attrs, policy.Options{Want: policy.WantNumber, File: sf, Line: line, Col: s.PreferenceCol})
 		ds = append(append(ds, du...), dp...)
+		if s.P2P != nil {
+			return // the point-to-point engine's parameters: no program (ParseSchedule checked them)
+		}
 		if s.Gen != nil {
 			_, _, dc := selector.CompileChannels(s.Gen, attrs, sf, line, 0)
 			ds = append(append(ds, dc...), lintGenerated(&s, sf, line, vo)...)

@@ -1571,6 +1571,11 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_units(theseus_
 
 #endif
 
+// The point-to-point engine (the uint8 module's theseus_p2p entry).
+#if !defined(THESEUS_RESIDENT) && !defined(THESEUS_SPECIALIZED)
+#include "p2p.cuh"
+#endif
+
 #if defined(THESEUS_RESIDENT) && !defined(THESEUS_SPECIALIZED)
 #include "resident.cuh"
 #endif

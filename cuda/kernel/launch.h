@@ -17,7 +17,15 @@
 #define THESEUS_ERR_BADREF 3u   /* a ref outside its buffer (never for verified tables) */
 #define THESEUS_ERR_BADOP 4u    /* an opcode the kernel does not know */
 #define THESEUS_ERR_TOOMANYREFS 5u /* an op with more than THESEUS_MAX_REFS refs */
-#define THESEUS_ERR_PORT 6u     /* the proxy failed the connection (its error names the ranks and UCX's status), or a port op it cannot run */
+/* The point-to-point engine's (p2p.cuh). channel is the peer rank, step the
+ * transfer's number on the pair (1-based), what THESEUS_P2P_*. */
+#define THESEUS_ERR_P2P_MISMATCH 6u /* a send and its receive disagree; have: the peer's bytes, want: this rank's,
+                                       slice: peer's datatype << 8 | this rank's */
+#define THESEUS_ERR_P2P_MATRIX 7u   /* AlltoAllv: the GPU matrix past the CPU one's totals (have, want: bytes;
+                                       slice: 0 send, 1 receive) or, checking, a cell that differs (step: the cell;
+                                       have: GPU, want: CPU) */
+#define THESEUS_ERR_P2P_PEER 8u     /* the peer's launch failed (it reports the cause) */
+#define THESEUS_ERR_PORT 9u     /* the proxy failed the connection (its error names the ranks and UCX's status), or a port op it cannot run */
 
 /* The most srcs + dsts one op may have (the kernel stages their addresses in
  * shared memory). */
@@ -31,7 +39,18 @@
 #define THESEUS_WAIT_EPILOGUE 5u
 #define THESEUS_WAIT_FENCE 6u
 #define THESEUS_WAIT_PAIR 7u /* a peer's started word (the pairing wait) */
-#define THESEUS_WAIT_PORT 8u /* the proxy: a free FIFO slot, or the completion of a descriptor */
+/* The point-to-point engine's waits and what its failures say (p2p.cuh). */
+#define THESEUS_WAIT_P2P_CREDIT 8u  /* a free slot of the peer's FIFO */
+#define THESEUS_WAIT_P2P_POST 9u    /* the peer's post of its receive */
+#define THESEUS_WAIT_P2P_HEADER 10u /* the peer's next header */
+#define THESEUS_P2P_SENDER 11u      /* mismatch found by this rank's send (the post) */
+#define THESEUS_P2P_RECEIVER 12u    /* mismatch found by this rank's receive (a header) */
+#define THESEUS_P2P_BY_RECEIVER 13u /* the peer's receive found it (an error post) */
+#define THESEUS_P2P_BY_SENDER 14u   /* the peer's send found it (an error header) */
+#define THESEUS_P2P_ORDER 15u       /* the peer's receive posted another transfer first */
+#define THESEUS_P2P_CAPACITY 16u
+#define THESEUS_P2P_CHECK 17u
+#define THESEUS_WAIT_PORT 18u    /* the proxy: a free FIFO slot, or the completion of a descriptor */
 
 /* The first failure of a launch, written once (code first, by atomic CAS) to
  * host-mapped memory the communicator reads for ncclCommGetAsyncError. */
@@ -105,7 +124,8 @@ typedef struct theseus_launch {
   uint8_t elem_size;
   uint8_t reserved[3];
   uint64_t trace;        /* theseus_trace* (device memory): op records of a traced launch; 0: none.
-                          * Last, so that a kernel built before it (THESEUS_PTX_DIR) ignores it. */
+                          * After the fields above, so that a kernel built before it (THESEUS_PTX_DIR) ignores it. */
+  uint64_t p2p;          /* const theseus_p2p_launch* : the point-to-point engine's launch (theseus_p2p entry; 0 otherwise) */
   uint64_t port;         /* const theseus_port_launch* : port channels across nodes (0: none) */
 } theseus_launch;
 
@@ -207,5 +227,102 @@ typedef struct theseus_run {
  * id THESEUS_EPILOGUE_BARRIER. */
 #define THESEUS_MAX_BARRIERS 32
 #define THESEUS_EPILOGUE_BARRIER (THESEUS_MAX_BARRIERS - 1)
+
+/* ---- The point-to-point engine (p2p.cuh; the contract is
+ * runtime/launch/p2p.go, whose numbers cuda/p2p.go checks against these). A
+ * connection block (one per rank and peer): the lane states (2 lines per
+ * channel), the posts and credits (2 lines per channel), the FIFO headers
+ * (channels x slots lines), then the slots' data from a 256-byte boundary. */
+#define THESEUS_P2P_LINE 64
+#define THESEUS_P2P_CHUNK_ALIGN 256
+#define THESEUS_P2P_STATE_CHUNKS 0
+#define THESEUS_P2P_STATE_TRANSFERS 1
+#define THESEUS_P2P_HDR_FLAG 0
+#define THESEUS_P2P_HDR_TSEQ 1
+#define THESEUS_P2P_HDR_TOTAL 2
+#define THESEUS_P2P_HDR_OFF 3
+#define THESEUS_P2P_HDR_LEN 4
+#define THESEUS_P2P_HDR_KIND 5
+#define THESEUS_P2P_HDR_WANT 6
+#define THESEUS_P2P_HDR_WANTT 7
+#define THESEUS_P2P_POST_TSEQ 0
+#define THESEUS_P2P_POST_TOTAL 1
+#define THESEUS_P2P_POST_TYPE 2
+#define THESEUS_P2P_POST_ADDR 3
+#define THESEUS_P2P_POST_GEN 4
+#define THESEUS_P2P_KIND_DATA 1
+#define THESEUS_P2P_KIND_DIRECT 2
+#define THESEUS_P2P_KIND_ERROR 3
+#define THESEUS_P2P_KIND_ABORT 4
+#define THESEUS_P2P_POST_ERROR 1
+#define THESEUS_P2P_POST_ABORT 2
+#define THESEUS_P2P_ABORT_SEQ 0x7fffffffffffffffull
+/* The most ranks whose AlltoAllv prefix sums the kernel keeps in shared
+ * memory (runtime/comm.MaxAlltoAllvRanks). */
+#define THESEUS_P2P_MAX_MATRIX 1024
+
+/* One transfer: a send (buf the source) or a receive (buf the destination,
+ * gen the id under which its allocation was offered to the peer, 0: none;
+ * posted). matrix: bytes and the offset from buf come from the counts
+ * matrix. */
+typedef struct theseus_p2p_xfer {
+  uint64_t buf;
+  uint64_t bytes;
+  uint64_t gen;
+  uint32_t dtype;
+  uint32_t matrix;
+} theseus_p2p_xfer;
+
+/* A peer's allocation (in its address space), offered under id gen, mapped
+ * here at local. */
+typedef struct theseus_p2p_import {
+  uint64_t gen;
+  uint64_t peer_base;
+  uint64_t size;
+  uint64_t local;
+} theseus_p2p_import;
+
+/* One peer in one direction: the connection blocks (this rank's, and the
+ * peer's mapped here), its transfers and (sends) its imports. */
+typedef struct theseus_p2p_peer {
+  uint64_t local;
+  uint64_t remote;
+  int32_t peer;
+  uint32_t first;     /* its transfers: xfers[first, first+nxfer) */
+  uint32_t nxfer;
+  uint32_t imp_first; /* imports[imp_first, imp_first+nimport) */
+  uint32_t nimport;
+  uint32_t reserved;
+} theseus_p2p_peer;
+
+/* A self transfer (dst may equal src). */
+typedef struct theseus_p2p_copy {
+  uint64_t dst;
+  uint64_t src;
+  uint64_t bytes;
+  uint32_t matrix;
+  uint32_t reserved;
+} theseus_p2p_copy;
+
+/* One launch of the point-to-point engine (theseus_launch.p2p). */
+typedef struct theseus_p2p_launch {
+  uint64_t peers;   /* const theseus_p2p_peer* : nsend send peers, then nrecv receive peers, each in round order */
+  uint64_t xfers;   /* const theseus_p2p_xfer* */
+  uint64_t imports; /* const theseus_p2p_import* */
+  uint64_t selfs;   /* const theseus_p2p_copy* : nself */
+  uint64_t matrix;  /* const uint64_t* : the GPU counts matrix, nranks x nranks (0: not an AlltoAllv) */
+  uint64_t check;   /* const uint64_t* : the CPU matrix's copy (checking mode; 0: off) */
+  int64_t send_cap; /* bytes this rank sends and receives by the CPU matrix */
+  int64_t recv_cap;
+  int64_t elem_size;
+  int64_t chunk_bytes;
+  int64_t eager_bytes;
+  int32_t slots;
+  int32_t channels;
+  int32_t nsend;
+  int32_t nrecv;
+  int32_t nself;
+  int32_t direct;
+} theseus_p2p_launch;
 
 #endif /* THESEUS_LAUNCH_H */

@@ -32,7 +32,7 @@ const GoLDFlags = `-extldflags "-Wl,-soname,libnccl.so.2 -Wl,-z,nodelete"`
 type built struct {
 	root, dir         string
 	lib, audit, fake  string
-	test              string
+	test, p2p         string
 	err               error
 	buildTime, ccTime time.Duration
 }
@@ -84,7 +84,7 @@ func setup(t testing.TB) *built {
 		}
 		bld = built{root: root, dir: dir, lib: filepath.Join(dir, "libtheseus_nccl.so"),
 			audit: filepath.Join(dir, "libtheseus_audit_nccl.so"), fake: filepath.Join(dir, "libfakenccl.so"),
-			test: filepath.Join(dir, "nccl_test")}
+			test: filepath.Join(dir, "nccl_test"), p2p: filepath.Join(dir, "p2p_test")}
 		start := time.Now()
 		gotool := filepath.Join(runtime.GOROOT(), "bin", "go")
 		if bld.err = run(root, gotool, "build", "-buildmode=c-shared", "-ldflags="+GoLDFlags, "-o", bld.lib, "./ncclabi"); bld.err != nil {
@@ -101,6 +101,8 @@ func setup(t testing.TB) *built {
 		steps := [][]string{
 			{cc(), "-O1", "-Wall", "-Werror", "-Wno-unused-parameter", inc, "-o", bld.test,
 				filepath.Join(root, "ncclabi/testdata/ctest/nccl_test.c"), "-L" + dir, "-ltheseus_nccl", "-Wl,-rpath," + dir},
+			{cc(), "-O1", "-Wall", "-Werror", "-Wno-unused-parameter", inc, "-o", bld.p2p,
+				filepath.Join(root, "ncclabi/testdata/ctest/p2p_test.c"), "-L" + dir, "-ltheseus_nccl", "-Wl,-rpath," + dir},
 			{cc(), "-O1", "-fPIC", "-shared", "-o", bld.fake, filepath.Join(root, "ncclabi/testdata/fakenccl/fakenccl.c")},
 			{cc(), "-O2", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-o", bld.audit, filepath.Join(root, "ncclabi/audit/audit.c")},
 		}
@@ -328,6 +330,48 @@ func TestFourRanksHostBackend(t *testing.T) {
 	}
 }
 
+// TestP2PHostBackend is issue 22's acceptance run: 2, 4 and 8 processes on
+// the host backend, without a fallback NCCL, through every point-to-point
+// pattern (ring, chain, pairs, all-pairs, sends to oneself, zero counts,
+// several sends to one peer, a hypercube, a collective in the group,
+// ungrouped calls, a datatype sample, malloc'd buffers, in-place gather
+// and scatter) and AlltoAllv of random, skewed, empty and single-hot-row
+// matrices, twice each with every byte checked in C; theseusCommStats then
+// counts every call native and none on a fallback; then the bad calls.
+func TestP2PHostBackend(t *testing.T) {
+	b := setup(t)
+	parts := []string{"ring", "chain", "pairs", "all-pairs", "self", "zero counts", "same peer thrice", "hypercube",
+		"collective in the group", "ungrouped", "datatypes", "malloc buffers", "gather scatter in place", "alltoallv",
+		"every call native", "bad calls", "destroy"}
+	for _, n := range []int{2, 4, 8} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			start := time.Now()
+			res := runProgram(t, b.p2p, []string{"p2p"}, b.dir, n, b.hostEnv(), 2*time.Minute)
+			t.Logf("%d ranks: %v", n, time.Since(start).Round(time.Millisecond))
+			checkRanks(t, res, parts)
+			for _, r := range res {
+				if strings.Contains(r.out, "fallback NCCL") && strings.Contains(r.out, "loaded") {
+					t.Errorf("rank %d loaded a fallback NCCL", r.rank)
+				}
+			}
+		})
+	}
+}
+
+// TestP2PMismatch: a receive of fewer elements than its send fails with
+// ncclInvalidUsage naming the pair, well within THESEUS_TIMEOUT, and writes
+// nothing past the receive buffer.
+func TestP2PMismatch(t *testing.T) {
+	b := setup(t)
+	start := time.Now()
+	res := runProgram(t, b.p2p, []string{"mismatch"}, b.dir, 2, b.hostEnv("THESEUS_TIMEOUT=20000"), time.Minute)
+	checkRanks(t, res, []string{"mismatch"})
+	if el := time.Since(start); el > 15*time.Second {
+		t.Errorf("took %v: the mismatch was not found before THESEUS_TIMEOUT", el)
+	}
+	t.Logf("%s", strings.TrimSpace(res[1].out))
+}
+
 // TestGroupedInitOneThread: 4 communicators created in one group by one
 // thread (nccl-tests' default), grouped collectives on them, and
 // ncclCommInitAll.
@@ -435,9 +479,11 @@ func TestMismatchedCollectives(t *testing.T) {
 }
 
 // TestFallback: THESEUS_NCCL_LIB_PATH names a stand-in NCCL (fakenccl.c)
-// and the selection context is empty, so send/recv groups, AlltoAllv,
-// pre-multiplied sums, registration and every collective run on the
-// shadow communicator, with correct values, logged and counted.
+// and the selection context is empty, so pre-multiplied sums,
+// registration and every collective run on the shadow communicator, with
+// correct values, logged and counted; send/recv groups and AlltoAllv run
+// natively on the point-to-point engine all the same (the fallback is only
+// for what Theseus does not implement).
 func TestFallback(t *testing.T) {
 	b := setup(t)
 	fk := t.TempDir()
@@ -445,15 +491,16 @@ func TestFallback(t *testing.T) {
 	env := b.hostEnv("THESEUS_NCCL_LIB_PATH="+b.fake, "FAKE_NCCL_DIR="+fk, "THESEUS_SELECTION_CONTEXT="+empty,
 		"THESEUS_DEBUG=INFO", "THESEUS_DEBUG_SUBSYS=INIT,COLL")
 	res := b.runRanks(t, "fallback", 3, env, 2*time.Minute)
-	checkRanks(t, res, []string{"fallback sendrecv", "fallback alltoallv", "fallback premulsum register", "fallback no schedule"})
+	checkRanks(t, res, []string{"native sendrecv with a fallback", "native alltoallv with a fallback", "fallback premulsum register", "fallback no schedule"})
 	for _, r := range res {
 		for _, want := range []string{"fallback NCCL " + b.fake + " (version 22803) loaded",
-			"ncclSend: opCount 1 comm", "served by the fallback NCCL (1 fallback requests on this comm)",
+			"ncclSend: opCount 1 buff", "served by point-to-point engine (built-in parameters)",
+			"ncclAlltoAllv: opCount 3 sendbuff", "served by the fallback NCCL (1 fallback requests on this comm)",
 			"ncclAllReduce: opCount 5 comm", "no Theseus schedule serves this request",
 			// the reason names the context and says it is empty
 			"no Theseus schedule serves this request: selection context " + empty + " is empty: it has no schedule entries",
-			"served by the fallback NCCL (5 fallback requests on this comm)",
-			"destroyed: 0 requests served natively (0 of them launched from C), 5 by the fallback NCCL, 0 rejected"} {
+			"served by the fallback NCCL (2 fallback requests on this comm)",
+			"destroyed: 3 requests served natively (0 of them launched from C), 2 by the fallback NCCL, 0 rejected"} {
 			if !strings.Contains(r.out, want) {
 				t.Errorf("rank %d: log lacks %q", r.rank, want)
 			}

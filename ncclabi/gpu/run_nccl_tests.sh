@@ -2,9 +2,11 @@
 # run_nccl_tests.sh — nccl-tests on Theseus, one process per rank on ONE
 # GPU under MPS, through LD_LIBRARY_PATH and through LD_AUDIT, 2 and 4
 # ranks: all_reduce, all_gather, reduce_scatter, broadcast, reduce and
-# alltoall (nccl-tests built against a 2.25 header issues alltoall as
-# grouped ncclSend/ncclRecv, which Theseus recognises and runs as
-# ncclAlltoAll). Build nccl-tests into build/nccl-tests first (docs/ncclabi.md).
+# alltoall (nccl-tests built against a 2.25 header issues alltoall, like
+# sendrecv, gather, scatter, hypercube and alltoallv, as grouped
+# ncclSend/ncclRecv, which Theseus's point-to-point engine runs: TESTS picks
+# them, ncclabi/gpu/run_p2p.sh does). Build nccl-tests into build/nccl-tests
+# first (docs/ncclabi.md).
 #
 #   ncclabi/gpu/run_nccl_tests.sh            # sizes 8 B .. 64 MiB
 #   SIZES="-b 8 -e 1M -f 4" ITERS="-n 5 -w 2" NRANKS="2" MODES="audit" ncclabi/gpu/run_nccl_tests.sh
@@ -38,7 +40,7 @@ SUMMARY=$OUTD/summary.md
   echo "GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1); one GPU, ranks are processes under MPS."
   echo "Arguments: $SIZES $ITERS -g 1 -c 1; THESEUS_SELECTION_CONTEXT=$THESEUS_SELECTION_CONTEXT"
   echo
-  echo "| mode | ranks | test | exit | #wrong (max over rows) | rows | served by a Theseus schedule | lib loaded |"
+  echo "| mode | ranks | test | exit | #wrong (max over rows) | rows | served natively (a schedule or the point-to-point engine) | lib loaded |"
   echo "|---|---|---|---|---|---|---|---|"
 } >"$SUMMARY"
 start_mps
@@ -64,7 +66,7 @@ for mode in $MODES; do
       set -e
       # #wrong: columns 9 and 13 of the data rows (out of place, in place).
       wrong=$(awk '/^ *[0-9]+ +[0-9]+ +[a-z0-9]+ /{ for (i = 9; i <= NF; i += 4) if ($i ~ /^[0-9]+$/ && $i+0 > m) m = $i+0; rows++ } END { printf "%d %d", m+0, rows+0 }' "$OUTD/$name.txt")
-      served=$(cat "$logs".* 2>/dev/null | grep -c "served by Theseus schedule" || true)
+      served=$(cat "$logs".* 2>/dev/null | grep -c "served by Theseus schedule\|served by point-to-point engine" || true)
       # Without INFO COLL lines (THESEUS_DEBUG_SUBSYS=INIT: repeats are then
       # launched from C, docs/ncclabi.md "Launches from C"), the destroy lines'
       # counts: "N (M launched from C)".

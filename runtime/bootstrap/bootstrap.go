@@ -447,6 +447,28 @@ func (b *Bootstrap) Recv(ctx context.Context, peer int, tag uint64) ([]byte, err
 	return b.recv(ctx, peer, tag, time.Now().Add(b.timeout), "recv")
 }
 
+// TryRecv returns the next message from peer with tag if one has arrived,
+// without waiting: ok is false when none has (or the tag is reserved, the
+// peer out of range, or the endpoint closed).
+func (b *Bootstrap) TryRecv(peer int, tag uint64) (data []byte, ok bool) {
+	if tag&internal != 0 || peer < 0 || peer >= b.nranks {
+		return nil, false
+	}
+	b.mu.Lock()
+	ch, have := b.boxes[boxKey{peer, tag}]
+	closed := b.closed
+	b.mu.Unlock()
+	if !have || closed {
+		return nil, false
+	}
+	select {
+	case m := <-ch:
+		return m, true
+	default:
+		return nil, false
+	}
+}
+
 func (b *Bootstrap) nextTag(kind uint64) uint64 {
 	b.seqMu.Lock()
 	b.seq++

@@ -212,3 +212,37 @@ func TestCollectivesForgetTheirBoxes(t *testing.T) {
 		}
 	}
 }
+
+// TryRecv takes a message that has arrived and never waits for one that
+// has not: rank 1 sends on tag 11, then 12; once rank 0 has received 12
+// (one connection, in order), 11 is there.
+func TestTryRecv(t *testing.T) {
+	bs, errs := startRanks(t, 2, 10*time.Second, nil)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	defer each(2, func(r int) { bs[r].Close() })
+	if m, ok := bs[0].TryRecv(1, 11); ok {
+		t.Fatalf("TryRecv before any send: %q", m)
+	}
+	if err := bs[1].Send(0, 11, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := bs[1].Send(0, 12, []byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bs[0].Recv(context.Background(), 1, 12); err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := bs[0].TryRecv(1, 11); !ok || string(m) != "first" {
+		t.Errorf("TryRecv = %q, %v; want the message", m, ok)
+	}
+	if m, ok := bs[0].TryRecv(1, 11); ok {
+		t.Errorf("a second TryRecv returned %q", m)
+	}
+	if _, ok := bs[0].TryRecv(5, 11); ok {
+		t.Error("TryRecv from a peer out of range")
+	}
+}

@@ -94,6 +94,11 @@ type Config struct {
 	// context's diagnostics (file:line:col) and schedules that fail to
 	// load (default: runtime/log, subsystem SELECTOR).
 	SelectorLogger selector.Logger
+	// AlltoAllvCheck is THESEUS_ALLTOALLV_CHECK (nil: the environment):
+	// every ncclAlltoAllv launch compares its GPU matrix with the CPU one.
+	AlltoAllvCheck *bool
+
+	alltoallvCheck bool // *AlltoAllvCheck, filled
 }
 
 func (c *Config) fill() error {
@@ -165,6 +170,14 @@ func (c *Config) fill() error {
 		}
 		c.AllowSharedDevice = &v
 	}
+	if c.AlltoAllvCheck == nil {
+		v, err := env.A2AVCheck.Bool()
+		if err != nil {
+			return err
+		}
+		c.AlltoAllvCheck = &v
+	}
+	c.alltoallvCheck = *c.AlltoAllvCheck
 	if c.ContextDir == "" {
 		ch, err := ctxdir.Default()
 		if err != nil {
@@ -345,7 +358,9 @@ type Comm struct {
 	plans    [planSlots]planEntry
 	nextPlan int
 
-	tr *callTrace // the trace (trace.go), nil when the calls are not traced
+	// p2p is the point-to-point state (p2p.go).
+	p2p p2pState
+	tr  *callTrace // the trace (trace.go), nil when the calls are not traced
 	// shrinks counts this communicator's Shrink calls: the tag of each
 	// shrink's messages (every survivor makes the same calls in the same
 	// order).
@@ -456,6 +471,12 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 	}
 	c.startWatchers()
 	c.last.Schedule, c.cur = -1, -1
+	// The first epoch now, while every rank is here: point-to-point calls,
+	// which subsets of the ranks issue and which never run an epoch, read
+	// its agreed snapshot even before any collective (p2p.go).
+	if err := c.sel.Prime(ctx); err != nil {
+		return nil, c.wrap("init", err)
+	}
 	ok = true
 	if log.On(log.Info, log.Init) {
 		log.Infof(log.Init, "comm rank %d/%d: %d node(s) x %d, local rank %d, backend %s, context %s",
@@ -666,6 +687,11 @@ func (c *Comm) wrapErr(op string, err error, inCall bool) *Error {
 		}
 	case errors.Is(err, executor.ErrMismatch):
 		out.Code, out.Msg, out.Err = InvalidUsage, mismatchMsg, mismatchErr{err}
+	case p2pIs(err):
+		out.Code, out.Msg, _ = p2pCode(err)
+		if p := peerRank(err); p >= 0 {
+			out.Peers = []int{p}
+		}
 	case errors.Is(err, executor.ErrCapture):
 		out.Code, out.Msg = InvalidUsage, "graph capture"
 	case errors.Is(err, executor.ErrScratchMismatch):
@@ -689,7 +715,7 @@ func (c *Comm) wrapErr(op string, err error, inCall bool) *Error {
 	case errors.As(err, &ie):
 		out.Code = InternalError
 	}
-	if lost := c.Lost(); len(lost) > 0 {
+	if lost := c.Lost(); len(lost) > 0 && !p2pIs(err) { // (a mismatch found before the loss says more)
 		out.Code, out.Peers, out.Msg = RemoteError, lost, "lost a peer"
 	}
 	// A launch stopped because a peer found that the ranks issued

@@ -270,7 +270,7 @@ type Request struct {
 // Stats counts what the executor did and created (cumulative).
 type Stats struct {
 	// Walks are Execute calls: walks of the state machine, the one path
-	// that builds plans. Every counter below but Launches, Fences and
+	// that builds collectives' plans (point-to-point calls count in P2P). Every counter below but Launches, Fences and
 	// PlanLaunches counts what walks did.
 	Walks uint64
 	// Launches are the launches enqueued (= the launch counter): those of
@@ -308,6 +308,9 @@ type Stats struct {
 	Resident                   device.ResidentStats
 	StateVisits                [numStates]uint64
 	TransitionsTaken, Failures uint64
+	// P2P counts the point-to-point engine's work (p2p.go); its launches
+	// are not in Launches.
+	P2P P2PStats
 }
 
 // Created counts the resources the executor created on this rank.
@@ -458,6 +461,8 @@ type Executor struct {
 	// port is the proxy side: connections to peers on other nodes
 	// (port.go).
 	port portState
+	// p2p is the point-to-point engine's state (p2p.go).
+	p2p p2pState
 
 	// The peers' side of L2 (peers.go): their imported allocations, their
 	// current buffers, the prepared launches bound to them, the service
@@ -561,6 +566,7 @@ func (e *Executor) drainOps() {
 func (e *Executor) Stats() Stats {
 	st := e.stats
 	st.Launches, st.Fences, st.PlanLaunches, st.PlanFailures = e.launch, e.fences, e.planLaunches, e.planFailures
+	st.P2P = e.P2PStats()
 	st.Rebinds, st.PeerRequests, st.Drops = e.peers.rebinds.Load(), e.peers.served.Load(), e.peers.drops.Load()
 	st.Created.Registrations += int(e.peers.imported.Load())
 	st.Created.BootstrapMessages += int(e.peers.acks.Load())
@@ -655,6 +661,7 @@ func (e *Executor) Close() error {
 			e.dropL3(l2.l3)
 		}
 	}
+	e.closeP2P()
 	e.unimportAll()
 	for _, p := range e.retained {
 		p.Release()

@@ -192,7 +192,7 @@ func (e *Executor) l0Setup(ctx context.Context, w *walk) Event {
 		return e.fail(w, L0Setup, err, true)
 	}
 	e.l0.scratch = device.Mem{Ptr: sc, Size: capB}
-	if e.l0.control, err = e.alloc(controlBytes); err != nil {
+	if err := e.control(); err != nil { // (a point-to-point call may have made them)
 		return e.fail(w, L0Setup, err, true)
 	}
 	p0, err := e.newPool()

@@ -34,6 +34,9 @@ func (e *Executor) waitInflight() error {
 	}
 	e.streams = e.streams[:0]
 	e.tracked = false
+	if len(e.p2p.retired) > 0 {
+		e.releaseRetired() // nothing of them runs any more
+	}
 	if e.ops != nil {
 		e.drainOps()
 	}

@@ -321,3 +321,58 @@ func decodeAck(b []byte) (ackMsg, error) {
 	r.b = r.b[n:]
 	return m, r.done()
 }
+
+// p2pConnMsg is a rank's half of a point-to-point connection (p2p.go): the
+// geometry it connects with and the handle of its block for the peer.
+type p2pConnMsg struct {
+	ChunkBytes      int64
+	Slots, Channels uint32
+	Handle          device.Handle
+}
+
+// p2pOfferMsg offers the peer one of the sender's allocations, which it
+// receives into, for zero-copy writes: the offer's id (nonzero, which the
+// sender's receives into it post), its base and size in the sender's
+// address space, and its handle.
+type p2pOfferMsg struct {
+	ID     uint64
+	Base   uint64
+	Size   int64
+	Handle device.Handle
+}
+
+func (m p2pConnMsg) encode() []byte {
+	var w writer
+	w.u64(uint64(m.ChunkBytes))
+	w.u32(m.Slots)
+	w.u32(m.Channels)
+	w.handle(m.Handle)
+	return w
+}
+
+func decodeP2PConn(b []byte) (p2pConnMsg, error) {
+	r := reader{b: b}
+	m := p2pConnMsg{ChunkBytes: int64(r.u64()), Slots: r.u32(), Channels: r.u32(), Handle: r.handle()}
+	if m.ChunkBytes < 0 {
+		r.fail("negative chunk size")
+	}
+	return m, r.done()
+}
+
+func (m p2pOfferMsg) encode() []byte {
+	var w writer
+	w.u64(m.ID)
+	w.u64(m.Base)
+	w.u64(uint64(m.Size))
+	w.handle(m.Handle)
+	return w
+}
+
+func decodeP2POffer(b []byte) (p2pOfferMsg, error) {
+	r := reader{b: b}
+	m := p2pOfferMsg{ID: r.u64(), Base: r.u64(), Size: int64(r.u64()), Handle: r.handle()}
+	if m.Size <= 0 && r.err == nil {
+		r.fail("offered allocation of no bytes")
+	}
+	return m, r.done()
+}

@@ -40,6 +40,14 @@ func TestMessagesRoundTrip(t *testing.T) {
 			t.Errorf("ack: %+v, %v", got, err)
 		}
 	}
+	pc := p2pConnMsg{ChunkBytes: 1 << 17, Slots: 4, Channels: 8, Handle: h}
+	if got, err := decodeP2PConn(pc.encode()); err != nil || !cmp.Equal(got, pc) {
+		t.Errorf("p2p connection: %+v, %v", got, err)
+	}
+	po := p2pOfferMsg{ID: 7, Base: 0x7f0000001000, Size: 1 << 20, Handle: h}
+	if got, err := decodeP2POffer(po.encode()); err != nil || !cmp.Equal(got, po) {
+		t.Errorf("p2p offer: %+v, %v", got, err)
+	}
 }
 
 func TestMessagesRejectMalformed(t *testing.T) {
@@ -66,6 +74,10 @@ func TestMessagesRejectMalformed(t *testing.T) {
 		"ack text past end":     {4, []byte{5, 0, 0, 0, 'a'}},
 		"ack trailing":          {4, append(ackMsg{Err: "x"}.encode(), 0)},
 		"handle over MaxHandle": {3, append(pushMsg{Bufs: []pushBuf{{}}}.encode()[:len(pushMsg{Bufs: []pushBuf{{}}}.encode())-2], 0xff, 0xff)},
+		"p2p negative chunk":    {5, p2pConnMsg{ChunkBytes: -1}.encode()},
+		"p2p connection short":  {5, p2pConnMsg{ChunkBytes: 1}.encode()[:9]},
+		"p2p offer empty":       {6, p2pOfferMsg{ID: 1}.encode()},
+		"p2p offer trailing":    {6, append(p2pOfferMsg{Size: 1}.encode(), 0)},
 	} {
 		if err := decodeKind(tc.kind, tc.data); !errors.Is(err, errMessage) {
 			t.Errorf("%s: %v, want errMessage", name, err)
@@ -75,7 +87,7 @@ func TestMessagesRejectMalformed(t *testing.T) {
 
 // decodeKindEnc decodes data as message kind k and re-encodes it.
 func decodeKindEnc(k byte, data []byte) ([]byte, error) {
-	switch k % 5 {
+	switch k % 7 {
 	case 0:
 		m, err := decodeL0(data)
 		return m.encode(), err
@@ -91,8 +103,14 @@ func decodeKindEnc(k byte, data []byte) ([]byte, error) {
 			return drop.encode(), err
 		}
 		return push.encode(), err
-	default:
+	case 4:
 		m, err := decodeAck(data)
+		return m.encode(), err
+	case 5:
+		m, err := decodeP2PConn(data)
+		return m.encode(), err
+	default:
+		m, err := decodeP2POffer(data)
 		return m.encode(), err
 	}
 }
@@ -110,6 +128,8 @@ func FuzzMessages(f *testing.F) {
 	f.Add(byte(3), pushMsg{Launch: 5, After: 3, Bufs: []pushBuf{{Kind: 1, ID: exportID{Region: device.Region{Base: 64, Size: 4096, Gen: 1}, Reg: 2}, Off: 64, Size: 28, Handle: device.Handle("h")}}}.encode())
 	f.Add(byte(3), dropMsg{Last: 3, Region: device.Region{Base: 64, Size: 4096, Gen: 1}}.encode())
 	f.Add(byte(4), ackMsg{Err: "no"}.encode())
+	f.Add(byte(5), p2pConnMsg{ChunkBytes: 4096, Slots: 2, Channels: 4, Handle: device.Handle("c")}.encode())
+	f.Add(byte(6), p2pOfferMsg{ID: 3, Base: 4096, Size: 64, Handle: device.Handle("o")}.encode())
 	f.Fuzz(func(t *testing.T, k byte, data []byte) {
 		enc, err := decodeKindEnc(k, data)
 		if err != nil {
@@ -119,7 +139,7 @@ func FuzzMessages(f *testing.F) {
 			return
 		}
 		if !bytes.Equal(enc, data) && !(len(data) == 0 && len(enc) == 0) {
-			t.Fatalf("kind %d: %x re-encodes to %x", k%5, data, enc)
+			t.Fatalf("kind %d: %x re-encodes to %x", k%7, data, enc)
 		}
 	})
 }

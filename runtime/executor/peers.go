@@ -321,7 +321,7 @@ func (e *Executor) unbind(l3 *l3Entry) {
 }
 
 // applyDrop drops every import of peer q's allocation m.Region (q
-// deregistered it), once this rank's launches up to q's last launch that
+// deregistered it), the point-to-point engine's too (p2pDrop), once this rank's launches up to q's last launch that
 // used it have finished: afterwards q may free it (on CUDA, freeing memory
 // a peer has mapped is undefined behaviour). The prepared launches bound
 // to it are unbound; one captured into a CUDA graph keeps using it, so the
@@ -354,6 +354,11 @@ func (e *Executor) applyDrop(q int, m dropMsg) error {
 				}
 			}
 		}
+	}
+	// The point-to-point engine's imports of it (refused, changing
+	// nothing, when a capture may still write into it).
+	if err := e.p2pDrop(q, m.Region); err != nil {
+		return err
 	}
 	for k := range 2 {
 		for _, reg := range gone {

@@ -88,7 +88,7 @@ func (e *Executor) checkCrossNode(s *Schedule, shift int) error {
 		}
 		for _, reg := range rr.Registrations {
 			if a, b := phys(l), phys(reg.Peer); e.node(a) != e.node(b) {
-				return fmt.Errorf("%w: schedule %q: rank %d (logical %d) puts into the %s of rank %d (logical %d) on another node (node %d, rank %d on node %d; %s): across nodes only puts into the scratch are supported yet (the peers' user buffers are kept current by mapping them: docs/known-issues.md 24)",
+				return fmt.Errorf("%w: schedule %q: rank %d (logical %d) puts into the %s of rank %d (logical %d) on another node (node %d, rank %d on node %d; %s): across nodes only puts into the scratch are supported yet (the peers' user buffers are kept current by mapping them: docs/known-issues.md 25)",
 					ErrCrossNode, s.Name, a, l, reg.Buf.LongName(), b, reg.Peer, e.node(a), b, e.node(b), e.layoutText())
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
 	"github.com/theseus-ccl/theseus/runtime/device"
@@ -142,10 +143,19 @@ func (e *Executor) Deregister(ctx context.Context, id uint64) error {
 			delete(ent.l2, k)
 		}
 	}
-	// The peers that imported any of it drop it.
+	// The peers that imported any of it drop it: for collectives (L2) and
+	// for the point-to-point engine (the peers it was offered to).
+	p2pPeers := e.p2pWithdraw(reg)
+	if len(p2pPeers) > 0 && !exported[reg] {
+		exported[reg] = true
+	}
 	var err error
 	for x := range exported {
-		if err = e.dropAt(ctx, x, last); err != nil {
+		var also []int
+		if x == reg {
+			also = p2pPeers
+		}
+		if err = e.dropAt(ctx, x, last, also); err != nil {
 			break
 		}
 	}
@@ -160,26 +170,38 @@ func (e *Executor) Deregister(ctx context.Context, id uint64) error {
 }
 
 // dropAt has every peer that imported our allocation x drop it after its
-// launch last, and forgets what it saw of it.
-func (e *Executor) dropAt(ctx context.Context, x device.Region, last uint64) error {
+// launch last — those it was exported to for collectives, and the peers in
+// also (the point-to-point engine's imports of it, p2pWithdraw) — and
+// forgets what it saw of it. A communicator that has run no collective has
+// no service goroutines: a point-to-point import of x then stays mapped
+// at the peer until it is destroyed (docs/p2p.md, "Registration").
+func (e *Executor) dropAt(ctx context.Context, x device.Region, last uint64, also []int) error {
 	if e.sentHandle == nil {
+		if len(also) > 0 {
+			log.Infof(log.Executor, "rank %d: deregistered allocation %#x+%d stays imported by ranks %v for point-to-point calls until the communicator is destroyed (no collective has run: no service to drop it)", e.cfg.Rank, uintptr(x.Base), x.Size, also)
+		}
 		return nil
 	}
 	msg := dropMsg{Last: last, Region: x}.encode()
 	var sent []int
 	for q, ids := range e.sentHandle {
+		sendTo := slices.Contains(also, q)
 		for id := range ids {
 			if id.Region == x {
-				if err := e.send(q, svcTag, msg); err != nil {
-					if lost(err) {
-						break // its process is gone, and its mappings with it
-					}
-					return fmt.Errorf("drop request to rank %d: %w", q, err)
-				}
-				sent = append(sent, q)
+				sendTo = true
 				break
 			}
 		}
+		if !sendTo {
+			continue
+		}
+		if err := e.send(q, svcTag, msg); err != nil {
+			if lost(err) {
+				continue // its process is gone, and its mappings with it
+			}
+			return fmt.Errorf("drop request to rank %d: %w", q, err)
+		}
+		sent = append(sent, q)
 	}
 	for _, q := range sent {
 		if err := e.awaitAck(ctx, q, "deregistration"); err != nil && !lost(err) {

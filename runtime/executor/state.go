@@ -29,7 +29,14 @@ const (
 var stateNames = [numStates]string{"Start", "L0Lookup", "L0Setup", "L1Lookup", "L1Cold", "L1Migrate", "L1Switch",
 	"L2Lookup", "L2Setup", "L3Lookup", "L3Setup", "Grow", "Launch", "Done", "Fail"}
 
+// P2P names the point-to-point engine in an *Error (p2p.go): its calls do
+// not walk this table.
+const P2P = numStates
+
 func (s State) String() string {
+	if s == P2P {
+		return "P2P"
+	}
 	if s < numStates {
 		return stateNames[s]
 	}

@@ -373,6 +373,7 @@ func (e *LaunchError) PeerRank() int { return e.Peer }
 
 type task struct {
 	p      *prepared
+	pp     *p2pPrepared // a launch of the point-to-point engine instead (p2p.go)
 	launch uint64
 	fence  bool
 	// A stream memory operation instead of a launch (p nil): store val
@@ -426,8 +427,14 @@ func (b *backend) NewStream() (device.Stream, error) {
 }
 
 func (s *stream) Launch(p device.Prepared, launch uint64, fence bool) error {
-	hp, ok := p.(*prepared)
-	if !ok || hp == nil {
+	t := task{launch: launch, fence: fence}
+	switch hp := p.(type) {
+	case *prepared:
+		t.p = hp
+	case *p2pPrepared:
+		t.pp, t.fence = hp, false // never fenced: it uses no scratch
+	}
+	if t.p == nil && t.pp == nil {
 		return errors.New("host: launch of state another backend prepared")
 	}
 	if launch == 0 {
@@ -442,7 +449,7 @@ func (s *stream) Launch(p device.Prepared, launch uint64, fence bool) error {
 	}
 	s.submitted++
 	s.mu.Unlock()
-	s.ch <- task{p: hp, launch: launch, fence: fence}
+	s.ch <- t
 	return nil
 }
 
@@ -513,6 +520,14 @@ func (s *stream) memOp(t task) {
 // queued one): the fence, the staging copies, the interpreter, the done
 // word.
 func runLaunch(ctx context.Context, t task) error {
+	if t.pp != nil {
+		// The point-to-point engine: no fence, no staging, no done word
+		// (its launches are not the communicator's counted launches).
+		if err := runP2P(ctx, t.pp); err != nil {
+			return &LaunchError{Rank: t.pp.a.Rank, Launch: t.launch, Peer: -1, Err: err}
+		}
+		return nil
+	}
 	p := t.p
 	if p.started != nil {
 		raise(p.started, t.launch)

@@ -478,6 +478,9 @@ func (r *reader) addSched(l manifest.Line) {
 	s.ok = true
 	r.maxVA = max(r.maxVA, s.entry.ValidAfter)
 	switch {
+	case s.entry.P2P != nil:
+		s.path = s.entry.Label()
+		s.ls = lsLoaded // no file: the point-to-point engine's parameters (p2p.go)
 	case s.entry.Gen != nil:
 		s.path = s.entry.Label()
 	case filepath.IsAbs(s.entry.File):

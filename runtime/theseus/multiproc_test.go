@@ -194,6 +194,41 @@ func TestMatrixMultiProcess(t *testing.T) {
 	}
 }
 
+// TestP2PMultiProcess runs every point-to-point pattern and AlltoAllv
+// matrix (runP2PSuite) on 2, 4 and 8 OS processes: connection blocks and
+// offered buffers are shared-memory segments mapped across processes.
+func TestP2PMultiProcess(t *testing.T) {
+	for _, n := range []int{2, 4, 8} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			dir := t.TempDir()
+			if err := commtest.WriteStandard(dir, n); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			procs := startRanks(t, n, "p2p", "THESEUS_SELECTION_CONTEXT="+dir, "THESEUS_TIMEOUT=30000", "THESEUS_INITIAL_SCRATCH_SIZE=1MB")
+			for _, p := range procs {
+				var result string
+				for line := range p.lines {
+					if strings.HasPrefix(line, "MP result") {
+						result = line
+					}
+				}
+				if err := <-p.done; err != nil || result == "" {
+					t.Errorf("rank %d process: %v\n%s", p.rank, err, p.output())
+					continue
+				}
+				if e := field(result, "err"); e != "" {
+					t.Errorf("rank %d: %s", p.rank, strings.SplitN(result, "err=", 2)[1])
+				}
+				if field(result, "imports") == "0" && n > 1 {
+					t.Errorf("rank %d imported no peer buffer (no zero-copy): %s", p.rank, result)
+				}
+			}
+			t.Logf("%d processes: %v", n, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
 // TestFaultKilledRank kills one rank process while the ranks run
 // collectives back to back. The others must return an error naming the
 // lost rank within THESEUS_TIMEOUT, and never hang.
@@ -277,6 +312,16 @@ func TestRankProcess(t *testing.T) {
 		runFaultRank(t, c)
 	case "nodes":
 		runNodesRank(t, c, li.Rank, li.WorldSize)
+	case "p2p":
+		line := fmt.Sprintf("MP result rank=%d", li.Rank)
+		if err := runP2PSuite(c); err != nil {
+			line += " err=" + strings.ReplaceAll(err.Error(), "\n", " ")
+		}
+		st := c.Stats().Executor.P2P
+		fmt.Printf("%s launches=%d connects=%d imports=%d\n", line, st.Launches, st.Connects, st.Imports)
+		if err := c.Destroy(); err != nil {
+			t.Error(err)
+		}
 	default:
 		t.Fatalf("unknown mode %q", mode)
 	}

@@ -252,6 +252,7 @@ type Comm struct {
 	c      *comm.Comm
 	ctx    context.Context
 	cancel context.CancelFunc
+	group  p2pGroup // the open group (p2p.go)
 }
 
 func wrap(c *comm.Comm) *Comm {

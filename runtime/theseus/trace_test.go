@@ -197,3 +197,59 @@ func eachRank(comms []*Comm, f func(c *Comm) error) error {
 	}
 	return first
 }
+
+// TestTraceP2P: a traced communicator's point-to-point calls (a group of a
+// send and a receive, an AlltoAllv) are one "call" span each, named by
+// what the rank sends.
+func TestTraceP2P(t *testing.T) {
+	dir := t.TempDir()
+	if err := contexts.Materialize(dir); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "trace.json")
+	cfg := Config{Backend: "host", ContextDir: dir}
+	cfg.Options.Trace = path
+	comms, err := NewLocalComms(context.Background(), 2, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = eachRank(comms, func(c *Comm) error {
+		buf, err := c.MemAlloc(2048)
+		if err != nil {
+			return err
+		}
+		peer := 1 - c.Rank()
+		c.GroupStart()
+		c.Send(buf, 256, Float32, peer, nil)
+		c.Recv(buf+1024, 256, Float32, peer, nil)
+		if err := c.GroupEnd(); err != nil {
+			return err
+		}
+		return runAlltoAllv(c, []int64{1, 2, 3, 4}, Float32, 1)
+	})
+	for _, c := range comms {
+		c.Destroy()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := trace.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, e := range f.TraceEvents {
+		if e.Ph == "X" && e.Cat == "call" {
+			got[e.Name] = true
+		}
+	}
+	for _, want := range []string{"P2P 2 ops 1024 B", "AlltoAllv 12 B", "AlltoAllv 28 B"} {
+		if !got[want] {
+			t.Errorf("no call span %q (have %v)", want, got)
+		}
+	}
+}

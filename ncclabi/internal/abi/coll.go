@@ -7,15 +7,11 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/log"
 )
 
-// needsFallback reports whether no Theseus schedule can serve op by its
-// kind: point-to-point calls, AlltoAllv (until its own executor exists) and
-// ops made by ncclRedOpCreatePreMulSum.
+// needsFallback reports whether Theseus cannot serve op by its kind: ops
+// made by ncclRedOpCreatePreMulSum. (ncclSend, ncclRecv and ncclAlltoAllv
+// run on the point-to-point engine: runP2P.)
 func needsFallback(op *Op) (bool, string) {
 	switch {
-	case op.Coll.P2P():
-		return true, "point-to-point calls run on the fallback NCCL"
-	case op.Coll == CollAlltoAllv:
-		return true, "ncclAlltoAllv runs as grouped ncclSend/ncclRecv on the fallback NCCL"
 	case op.Coll.Reduces() && !op.RedOp.Builtin():
 		return true, fmt.Sprintf("reduction op %d (ncclRedOpCreatePreMulSum) runs on the fallback NCCL", int32(op.RedOp))
 	}
@@ -74,7 +70,7 @@ func (l *Library) Coll(t Thread, h uintptr, op *Op) Result {
 	}
 	if need, _ := needsFallback(op); !need { // the common case: one call a schedule serves
 		if e, done := l.runNative(c, op); done {
-			if e == nil && op.Counts == nil && !log.On(log.Info, log.Coll) {
+			if e == nil && !op.Coll.P2P() && op.Counts == nil && !log.On(log.Info, log.Coll) {
 				l.armReplay(c, op)
 			}
 			return l.fail(e)
@@ -101,9 +97,14 @@ func (l *Library) armReplay(c *Comm, op *Op) {
 	}
 }
 
-// runNative runs one data call through the engine. done is false when no
-// schedule serves it (the caller tries the fallback).
+// runNative runs one data call through the engine (an ungrouped ncclSend,
+// ncclRecv or ncclAlltoAllv as a point-to-point group of one: runP2P).
+// done is false when no schedule serves it (the caller tries the
+// fallback).
 func (l *Library) runNative(c *Comm, op *Op) (e *Error, done bool) {
+	if op.Coll.P2P() || op.Coll == CollAlltoAllv {
+		return l.runP2P(c, []Op{*op})
+	}
 	eng, _ := c.engine()
 	if eng == nil {
 		return errorf(InvalidUsage, "%s: comm %#x is not initialised", op.Coll.api(), c.Handle), true
@@ -154,13 +155,55 @@ func (c *Comm) setAsyncErrIfFatal(e *Error) {
 	}
 }
 
+// runP2P runs one communicator's group of ncclSend/ncclRecv calls, or one
+// ncclAlltoAllv (ops of one element), on the engine's point-to-point engine
+// (P2PEngine). done is false when the engine has none (the caller tries the
+// fallback). Every call counts as one native call.
+func (l *Library) runP2P(c *Comm, ops []Op) (e *Error, done bool) {
+	eng, _ := c.engine()
+	if eng == nil {
+		return errorf(InvalidUsage, "%s: comm %#x is not initialised", ops[0].Coll.api(), c.Handle), true
+	}
+	pe, ok := eng.(P2PEngine)
+	if !ok {
+		for i := range ops {
+			ops[i].NoNative = "this engine has no point-to-point engine"
+		}
+		return nil, false
+	}
+	n := c.opCount.Add(uint64(len(ops))) - uint64(len(ops))
+	served, err := pe.RunP2P(ops)
+	switch {
+	case err == nil:
+		c.nNative.Add(uint64(len(ops)))
+		if log.On(log.Info, log.Coll) {
+			for i := range ops {
+				ops[i].Served = served
+				l.logColl(c, &ops[i], n+uint64(i)+1)
+			}
+		}
+		return nil, true
+	case errors.Is(err, ErrNoSchedule):
+		for i := range ops {
+			ops[i].NoNative = err.Error()
+		}
+		return nil, false
+	}
+	c.nReject.Add(uint64(len(ops)))
+	e = l.classify(ops[0].Coll.api(), err)
+	c.setAsyncErrIfFatal(e)
+	return e, true
+}
+
 func (l *Library) logColl(c *Comm, op *Op, n uint64) {
 	served := op.Served.String()
 	if served == "" {
 		served = "a Theseus schedule"
 	}
-	if len(op.Fused) > 0 {
-		served += fmt.Sprintf(" (recognised from %d grouped ncclSend/ncclRecv calls)", len(op.Fused))
+	if op.Coll.P2P() {
+		log.Infof(log.Coll, "nccl%s: opCount %d buff %#x count %d datatype %s peer %d comm %#x [nranks=%d] rank %d stream %#x served by %s",
+			op.Coll, n, op.Send|op.Recv, op.Count, op.DataType, op.Root, c.Handle, c.NRanks(), c.Rank(), op.Stream, served)
+		return
 	}
 	log.Infof(log.Coll, "nccl%s: opCount %d sendbuff %#x recvbuff %#x count %d datatype %s op %s root %d comm %#x [nranks=%d] rank %d stream %#x served by %s", op.Coll, n, op.Send, op.Recv, op.Count, op.DataType, op.RedOp, op.Root, c.Handle, c.NRanks(), c.Rank(), op.Stream, served)
 }

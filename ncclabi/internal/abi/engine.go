@@ -132,6 +132,17 @@ type Replayer interface {
 	SyncReplay() uint64
 }
 
+// P2PEngine is implemented by engine communicators with the
+// point-to-point engine (docs/p2p.md): RunP2P runs one group's ncclSend and
+// ncclRecv calls on the communicator, in call order (each with its own
+// stream: the group's streams are joined), or one ncclAlltoAllv (a single
+// op), and says what ran them. It returns an error wrapping ErrNoSchedule
+// when the backend cannot run them (the library then tries the fallback);
+// other errors as Run's.
+type P2PEngine interface {
+	RunP2P(ops []Op) (Served, error)
+}
+
 // LaunchTimer is implemented by engine communicators that account the
 // time their launches spend inside the driver's launch call
 // (theseusCommLaunchTime; THESEUS_TIME_LAUNCHES=1 on the CUDA backend):

@@ -57,6 +57,7 @@ type fakeComm struct {
 	agSeq   int
 	mu      sync.Mutex
 	ops     []Op
+	p2p     []int // sizes of the point-to-point groups RunP2P ran
 	async   error
 	abortd  bool
 	dstr    bool
@@ -156,6 +157,25 @@ func (c *fakeComm) Run(op Op) (Served, error) {
 	defer c.mu.Unlock()
 	c.ops = append(c.ops, op)
 	return Served{Text: "fake schedule"}, nil
+}
+
+// RunP2P implements P2PEngine: the ops are recorded as one group (p2p).
+func (c *fakeComm) RunP2P(ops []Op) (Served, error) {
+	if c.e.runErr != nil {
+		return Served{}, c.e.runErr
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ops = append(c.ops, ops...)
+	c.p2p = append(c.p2p, len(ops))
+	return Served{Text: "fake point-to-point engine"}, nil
+}
+
+// p2pGroups returns the sizes of the point-to-point groups run.
+func (c *fakeComm) p2pGroups() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]int(nil), c.p2p...)
 }
 
 func (c *fakeComm) opsRun() []Op {

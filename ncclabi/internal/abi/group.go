@@ -241,39 +241,55 @@ type groupOp struct {
 // runOps runs data calls: native ones through the engine (one goroutine per
 // communicator when there are several, so that ranks of one process do not
 // wait on each other), then those that need the fallback inside one real
-// ncclGroupStart/End on the calling thread. It returns the first error and
-// each communicator's first error.
+// ncclGroupStart/End on the calling thread. Per communicator, its
+// collectives and AlltoAllv calls run in call order, then its ncclSend and
+// ncclRecv calls as one point-to-point group (every rank applies the same
+// rule, and a group's collectives are the same on every rank, so the
+// launches pair up). It returns the first error and each communicator's
+// first error.
 func (l *Library) runOps(ops []groupOp) (*Error, map[*Comm]*Error) {
 	r := opResults{}
 	var native, fb []groupOp
-	if simpleGroup(ops) { // one communicator, only calls a schedule may serve
-		native = ops
-	} else {
-		for _, g := range fuseAlltoAll(ops) {
-			if need, _ := needsFallback(g.op); need {
-				fb = append(fb, g)
-			} else {
-				native = append(native, g)
-			}
+	for _, g := range ops {
+		if need, _ := needsFallback(g.op); need {
+			fb = append(fb, g)
+		} else {
+			native = append(native, g)
 		}
 	}
 	var mu sync.Mutex // guards fb and r
 	runComm := func(list []groupOp) {
+		var p2p []Op
+		var c *Comm
 		for _, g := range list {
+			if g.op.Coll.P2P() {
+				p2p, c = append(p2p, *g.op), g.c
+				continue
+			}
 			e, done := l.runNative(g.c, g.op)
 			mu.Lock()
 			switch {
 			case done && e != nil:
 				r.record(g.c, e)
-			case !done && len(g.op.Fused) > 0: // the calls the AlltoAll was recognised from
-				for i := range g.op.Fused {
-					fb = append(fb, groupOp{g.c, &g.op.Fused[i]})
-				}
 			case !done:
 				fb = append(fb, g)
 			}
 			mu.Unlock()
 		}
+		if len(p2p) == 0 {
+			return
+		}
+		e, done := l.runP2P(c, p2p)
+		mu.Lock()
+		switch {
+		case done && e != nil:
+			r.record(c, e)
+		case !done:
+			for i := range p2p {
+				fb = append(fb, groupOp{c, &p2p[i]})
+			}
+		}
+		mu.Unlock()
 	}
 	if multiComm(native) {
 		byComm := map[*Comm][]groupOp{}
@@ -320,20 +336,6 @@ func (r *opResults) record(c *Comm, e *Error) {
 	}
 }
 
-// simpleGroup: every call on one communicator, none of them p2p or for the
-// fallback by kind.
-func simpleGroup(ops []groupOp) bool {
-	for _, g := range ops {
-		if g.c != ops[0].c || g.op.Coll.P2P() {
-			return false
-		}
-		if need, _ := needsFallback(g.op); need {
-			return false
-		}
-	}
-	return true
-}
-
 func multiComm(ops []groupOp) bool {
 	for _, g := range ops {
 		if g.c != ops[0].c {
@@ -341,98 +343,4 @@ func multiComm(ops []groupOp) bool {
 		}
 	}
 	return false
-}
-
-// fuseAlltoAll recognises, per communicator of a group, grouped ncclSend
-// and ncclRecv calls that together are exactly an all-to-all — one send to
-// and one receive from every rank (itself included), all with the same
-// count, datatype and stream, the block for peer p at base + p*count*size
-// in both buffers — and replaces them with one AlltoAll op that a Theseus
-// schedule can serve. It is how clients built against NCCL < 2.28, which
-// has no ncclAlltoAll (PyTorch's all_to_all_single with equal splits,
-// nccl-tests' alltoall_perf), issue an all-to-all. Anything else is left
-// as it is (and goes to the fallback).
-//
-// The recognition is local to each rank, so it is done only for
-// communicators without a shadow: there, point-to-point calls have no other
-// way to run, and a peer whose group is not the same all-to-all (possible
-// only when it skips some third rank) fails either way. Communicators with
-// a shadow send every point-to-point group to the real NCCL, which matches
-// the calls pairwise.
-func fuseAlltoAll(ops []groupOp) []groupOp {
-	byComm := map[*Comm][]int{}
-	var order []*Comm
-	for i, g := range ops {
-		if _, sh := g.c.engine(); g.op.Coll.P2P() && sh == 0 {
-			if _, ok := byComm[g.c]; !ok {
-				order = append(order, g.c)
-			}
-			byComm[g.c] = append(byComm[g.c], i)
-		}
-	}
-	if len(order) == 0 {
-		return ops
-	}
-	replaced := map[int]*Op{} // first index of a fused set -> the AlltoAll
-	drop := map[int]bool{}
-	for _, c := range order {
-		idx := byComm[c]
-		n := c.NRanks()
-		if n < 1 || len(idx) != 2*n {
-			continue
-		}
-		sends, recvs := make([]*Op, n), make([]*Op, n)
-		ok := true
-		for _, i := range idx {
-			op := ops[i].op
-			side := sends
-			if op.Coll == CollRecv {
-				side = recvs
-			}
-			if op.Root < 0 || op.Root >= n || side[op.Root] != nil {
-				ok = false
-				break
-			}
-			side[op.Root] = op
-		}
-		if !ok || sends[0] == nil || recvs[0] == nil {
-			continue
-		}
-		s0, r0 := sends[0], recvs[0]
-		sz := uint64(s0.DataType.Size())
-		if _, fits := mulOK(s0.Count, sz, uint64(n)); !fits {
-			continue
-		}
-		block := uintptr(s0.Count * sz)
-		for p := 0; p < n && ok; p++ {
-			s, r := sends[p], recvs[p]
-			ok = s != nil && r != nil && s.Count == s0.Count && r.Count == s0.Count &&
-				s.DataType == s0.DataType && r.DataType == s0.DataType &&
-				s.Stream == s0.Stream && r.Stream == s0.Stream &&
-				s.Send == s0.Send+uintptr(p)*block && r.Recv == r0.Recv+uintptr(p)*block
-		}
-		if !ok {
-			continue
-		}
-		fused := &Op{Coll: CollAlltoAll, Send: s0.Send, Recv: r0.Recv, Count: s0.Count, DataType: s0.DataType,
-			Root: -1, Stream: s0.Stream}
-		for _, i := range idx {
-			fused.Fused = append(fused.Fused, *ops[i].op)
-			drop[i] = true
-		}
-		replaced[idx[0]] = fused
-	}
-	if len(replaced) == 0 {
-		return ops
-	}
-	out := make([]groupOp, 0, len(ops))
-	for i, g := range ops {
-		if f, ok := replaced[i]; ok {
-			out = append(out, groupOp{g.c, f})
-		}
-		if !drop[i] {
-			out = append(out, g)
-		}
-	}
-	return out
 }

@@ -352,7 +352,8 @@ func TestFallbackForwarding(t *testing.T) {
 	if r := h.l.Coll(th, hs[0], gather); r != Success {
 		t.Fatalf("Gather with no schedule: %v (%s)", r, h.lastError())
 	}
-	// A p2p group goes to the fallback inside one real group.
+	// Point-to-point calls are native, grouped or not, with a fallback
+	// present: only the collective no schedule serves goes to it.
 	h.l.GroupStart(th)
 	h.l.Coll(th, hs[0], &Op{Coll: CollSend, Send: 0x10, Count: 1, DataType: 0, Root: 1})
 	h.l.Coll(th, hs[0], &Op{Coll: CollRecv, Recv: 0x10, Count: 1, DataType: 0, Root: 1})
@@ -360,13 +361,18 @@ func TestFallbackForwarding(t *testing.T) {
 	if r := h.l.GroupEnd(th); r != Success {
 		t.Fatalf("GroupEnd: %v", r)
 	}
-	want := []string{"Send count 8 root 1", "Gather count 8 root 0", "groupstart", "Send count 1 root 1", "Recv count 1 root 1", "groupend"}
+	want := []string{"Gather count 8 root 0"}
 	if diff := cmp.Diff(want, h.fb.log()); diff != "" {
 		t.Fatalf("fallback calls (-want +got):\n%s", diff)
 	}
 	s, _ := h.l.CommStats(hs[0])
-	if diff := cmp.Diff(Stats{Native: 1, Fallback: 4}, s); diff != "" {
+	if diff := cmp.Diff(Stats{Native: 4, Fallback: 1}, s); diff != "" {
 		t.Fatalf("stats (-want +got):\n%s", diff)
+	}
+	// The group's collective first, then its point-to-point calls as one
+	// group.
+	if g, ops := h.engComm(hs[0]).p2pGroups(), h.engComm(hs[0]).opsRun(); !cmp.Equal(g, []int{1, 2}) || ops[len(ops)-3].Coll != CollAllReduce {
+		t.Fatalf("point-to-point groups %v, ops %v", g, ops)
 	}
 	// PreMulSum ops live on the shadow; collectives with them go there.
 	op, r := h.l.RedOpCreatePreMulSum(hs[0], 0x55, 7, 1)
@@ -394,8 +400,14 @@ func TestNoFallbackRejects(t *testing.T) {
 	for _, op := range []*Op{
 		{Coll: CollSend, Send: 1, Count: 1, DataType: 0, Root: 1},
 		{Coll: CollRecv, Recv: 1, Count: 1, DataType: 0, Root: 1},
-		{Coll: CollScatter, Send: 1, Recv: 2, Count: 1, DataType: 0, Root: 0},
 		{Coll: CollAlltoAllv, Send: 1, Recv: 2, DataType: 0, Root: -1, Counts: []uint64{1, 1, 1, 1}},
+	} {
+		if r := h.l.Coll(th, hs[0], op); r != Success {
+			t.Errorf("%s without a fallback: %v %q, want it run on the point-to-point engine", op.Coll, r, h.lastError())
+		}
+	}
+	for _, op := range []*Op{
+		{Coll: CollScatter, Send: 1, Recv: 2, Count: 1, DataType: 0, Root: 0},
 	} {
 		if r := h.l.Coll(th, hs[0], op); r != InvalidUsage || !strings.Contains(h.lastError(), "THESEUS_NCCL_LIB_PATH is not set") {
 			t.Errorf("%s: %v %q", op.Coll, r, h.lastError())
@@ -419,8 +431,8 @@ func TestNoFallbackRejects(t *testing.T) {
 		t.Errorf("PreMulSum: %v", r)
 	}
 	s, _ := h.l.CommStats(hs[0])
-	if s.Rejected != 4 {
-		t.Errorf("rejected %d, want 4", s.Rejected)
+	if s.Rejected != 1 || s.Native != 3 {
+		t.Errorf("rejected %d native %d, want 1 (the scatter) and 3", s.Rejected, s.Native)
 	}
 }
 
@@ -563,56 +575,38 @@ func TestAbortCancelsPendingInit(t *testing.T) {
 	}
 }
 
-func TestGroupedSendRecvAlltoAllIsNative(t *testing.T) {
-	group := func(h *harness, hd uintptr, sendBase, recvBase uintptr, stride uintptr, perm bool) Result {
+// Grouped ncclSend/ncclRecv calls run natively as one point-to-point group,
+// whatever their pattern, with or without a fallback NCCL: an all-to-all is
+// no longer fused into ncclAlltoAll (a rank cannot know that its peers'
+// groups form the same pattern).
+func TestGroupedSendRecvIsNative(t *testing.T) {
+	group := func(h *harness, hd uintptr, sendBase, recvBase uintptr, stride uintptr) Result {
 		th := newThread()
 		h.l.GroupStart(th)
-		for i := 0; i < 3; i++ {
-			p := i
-			if perm {
-				p = 2 - i // order does not matter
-			}
+		for p := 2; p >= 0; p-- {
 			h.l.Coll(th, hd, &Op{Coll: CollRecv, Recv: recvBase + uintptr(p)*40, Count: 10, DataType: 7, Root: p})
 			h.l.Coll(th, hd, &Op{Coll: CollSend, Send: sendBase + uintptr(p)*stride, Count: 10, DataType: 7, Root: p})
 		}
 		return h.l.GroupEnd(th)
 	}
-	// Without a fallback: an all-to-all pattern runs natively as AlltoAll.
-	h := newHarness(t, "host", false)
-	hs := h.initWorld(3, DefaultConfig())
-	if r := group(h, hs[1], 0x10000, 0x20000, 40, true); r != Success {
-		t.Fatalf("group: %v (%s)", r, h.lastError())
-	}
-	got := h.engComm(hs[1]).opsRun()
-	if len(got) != 1 || got[0].Coll != CollAlltoAll || got[0].Send != 0x10000 || got[0].Recv != 0x20000 || got[0].Count != 10 || len(got[0].Fused) != 6 {
-		t.Fatalf("engine ran %+v", got)
-	}
-	// Not an all-to-all (a gap between send blocks): rejected, no fallback.
-	if r := group(h, hs[0], 0x10000, 0x20000, 48, false); r != InvalidUsage {
-		t.Fatalf("non-pattern group without fallback: %v", r)
-	}
-	if n := len(h.engComm(hs[0]).opsRun()); n != 0 {
-		t.Fatalf("engine ran %d ops", n)
-	}
-	// No schedule for the AlltoAll and no fallback: rejected.
-	h.e.noSchedule = func(op *Op) bool { return op.Coll == CollAlltoAll }
-	if r := group(h, hs[2], 0x30000, 0x40000, 40, false); r != InvalidUsage {
-		t.Fatalf("unserved all-to-all without fallback: %v", r)
-	}
-	// With a fallback (a shadow): point-to-point groups go to the real
-	// NCCL, which matches them pairwise; nothing is fused.
-	hf := newHarness(t, "host", true)
-	hfs := hf.initWorld(3, DefaultConfig())
-	hf.fb.calls = nil
-	if r := group(hf, hfs[2], 0x30000, 0x40000, 40, false); r != Success {
-		t.Fatal(r)
-	}
-	want := []string{"groupstart", "Recv count 10 root 0", "Send count 10 root 0", "Recv count 10 root 1", "Send count 10 root 1", "Recv count 10 root 2", "Send count 10 root 2", "groupend"}
-	if diff := cmp.Diff(want, hf.fb.log()); diff != "" {
-		t.Fatalf("fallback (-want +got):\n%s", diff)
-	}
-	if n := len(hf.engComm(hfs[2]).opsRun()); n != 0 {
-		t.Fatalf("engine ran %d ops with a fallback present", n)
+	for _, withFB := range []bool{false, true} {
+		h := newHarness(t, "host", withFB)
+		hs := h.initWorld(3, DefaultConfig())
+		if h.fb != nil {
+			h.fb.calls = nil
+		}
+		for i, stride := range []uintptr{40, 48} {
+			if r := group(h, hs[i], 0x10000, 0x20000, stride); r != Success {
+				t.Fatalf("fallback %v stride %d: %v (%s)", withFB, stride, r, h.lastError())
+			}
+			ops, g := h.engComm(hs[i]).opsRun(), h.engComm(hs[i]).p2pGroups()
+			if len(ops) != 6 || !cmp.Equal(g, []int{6}) || ops[0].Coll != CollRecv || ops[0].Root != 2 {
+				t.Fatalf("fallback %v stride %d: engine ran %+v in groups %v", withFB, stride, ops, g)
+			}
+		}
+		if h.fb != nil && len(h.fb.log()) != 0 {
+			t.Errorf("fallback calls: %v", h.fb.log())
+		}
 	}
 }
 

@@ -108,7 +108,8 @@ func (c Coll) String() string {
 }
 
 // IR returns the IR collective of a collective call; ok is false for Send,
-// Recv and AlltoAllv, which no Theseus schedule serves yet.
+// Recv and AlltoAllv, which the point-to-point engine serves (no
+// schedule).
 func (c Coll) IR() (ir.Collective, bool) {
 	switch c {
 	case CollAllReduce:
@@ -177,10 +178,6 @@ type Op struct {
 	// ErrNoSchedule error, naming the selection context), kept for the
 	// error when there is no fallback NCCL either.
 	NoNative string
-	// Fused holds the grouped ncclSend/ncclRecv calls an AlltoAll op was
-	// recognised from (see fuseAlltoAll); they run on the fallback instead
-	// when no schedule serves the AlltoAll.
-	Fused []Op
 }
 
 // ReplayKey packs op's arguments as ncclabi/abi.c packs a data call's for

@@ -18,7 +18,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +33,7 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/comm"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/env"
+	"github.com/theseus-ccl/theseus/runtime/executor"
 	"github.com/theseus-ccl/theseus/runtime/host"
 	"github.com/theseus-ccl/theseus/runtime/log"
 	"github.com/theseus-ccl/theseus/runtime/replay"
@@ -315,6 +318,60 @@ func (c *Comm) Run(op abi.Op) (abi.Served, error) {
 		return abi.Served{Schedule: info.Schedule, Name: info.Name, Launch: info.Launch}, nil
 	}
 	return abi.Served{Text: "Theseus (count 0: nothing to run)"}, nil
+}
+
+// RunP2P implements abi.P2PEngine: a group's ncclSend/ncclRecv calls
+// (their streams joined: comm.P2PCall.Join), or one ncclAlltoAllv, on the
+// runtime's point-to-point engine. A backend without it (none today)
+// answers ErrNoSchedule.
+func (c *Comm) RunP2P(ops []abi.Op) (abi.Served, error) {
+	if len(ops) == 0 {
+		return abi.Served{}, nil
+	}
+	var err error
+	if o := &ops[0]; o.Coll == abi.CollAlltoAllv {
+		st, serr := c.e.stream(c, o.Stream)
+		if serr != nil {
+			return abi.Served{}, serr
+		}
+		counts := make([]int64, len(o.Counts))
+		for i, v := range o.Counts {
+			counts[i] = -1 // a size_t over 2^63 fails validation as negative
+			if v <= math.MaxInt64 {
+				counts[i] = int64(v)
+			}
+		}
+		err = c.c.AlltoAllv(context.Background(), &comm.AlltoAllvCall{Send: device.Ptr(o.Send), Recv: device.Ptr(o.Recv), Counts: counts,
+			GPU: device.Ptr(o.CountsGPU), DataType: o.DataType.IR(), Stream: st})
+	} else {
+		call := comm.P2PCall{Ops: make([]comm.P2POp, len(ops))}
+		for i := range ops {
+			o := &ops[i]
+			st, serr := c.e.stream(c, o.Stream)
+			if serr != nil {
+				return abi.Served{}, serr
+			}
+			switch {
+			case call.Stream == nil:
+				call.Stream = st
+			case st != call.Stream && !slices.Contains(call.Join, st):
+				call.Join = append(call.Join, st)
+			}
+			buf := o.Send
+			if o.Coll == abi.CollRecv {
+				buf = o.Recv
+			}
+			call.Ops[i] = comm.P2POp{Recv: o.Coll == abi.CollRecv, Peer: o.Root, Buf: device.Ptr(buf), Count: int64(min(o.Count, math.MaxInt64)), DataType: o.DataType.IR()}
+		}
+		err = c.c.P2P(context.Background(), &call)
+	}
+	if errors.Is(err, executor.ErrP2PUnsupported) {
+		return abi.Served{}, fmt.Errorf("%w: %v", abi.ErrNoSchedule, err)
+	}
+	if err != nil {
+		return abi.Served{}, err
+	}
+	return abi.Served{Text: c.c.LastCall().Name}, nil
 }
 
 // callOf is the runtime's call for op (coll is op.Coll's) on stream st.

@@ -21,6 +21,7 @@ func FuzzParseLine(f *testing.F) {
 		`{"name":"msgsize","type":"int","origin":"endo","path":"request.messagesize"}`,
 		`{"file":"ring.json","collective":"allreduce","nranks":8,"usable":"msgsize > 0","preference":"1","replaces":0}`,
 		`{"value":[1,2,3],"valid_after":1700000000.5}`,
+		`{"gen":"p2p","collective":"sendrecv","chunk_bytes":131072,"slots":4,"channels":8,"direct":true,"eager_bytes":0}`,
 		`{"value":true}`, `{"a":{"b":[1,{"c":null}]}}`, `{`, `"x"`, `{"name":"x","name":"x"}`,
 		`9999999999`, `-9.2e9`, `1735689600.5`, `2261-12-31T23:59:59Z`,
 	} {

@@ -128,6 +128,9 @@ type Schedule struct {
 	Replaces   int
 	ValidAfter int64
 	Name       string
+	// P2P is set for an entry of the point-to-point engine's parameters
+	// ("gen": "p2p", collective sendrecv; p2p.go), which has no file.
+	P2P *P2PEntry
 }
 
 // Generator is a generated entry's recipe (docs/selection-context.md §5.1):
@@ -180,6 +183,10 @@ func (g *Generator) String() string {
 // algorithm when it has none.
 func (s *Schedule) Label() string {
 	switch {
+	case s.P2P != nil && s.Name != "":
+		return s.Name
+	case s.P2P != nil:
+		return "gen:p2p"
 	case s.Gen == nil:
 		return s.File
 	case s.Name != "":
@@ -352,15 +359,20 @@ func ParseAttribute(file string, line int, text []byte, opt Options) (Attribute,
 // preference (default "0"); replaces (an earlier id); valid_after; name,
 // comment. A generated entry gives gen (a compiler/gen algorithm that
 // serves the collective) instead of file, and optionally protocol,
-// channels and avoid; its nranks is optional (absent: any). The
-// expressions are not compiled here (that needs the attribute manifest).
-// Errors: TS0001–TS0004, TS0012 unknown collective.
+// channels and avoid; its nranks is optional (absent: any). An entry
+// "gen": "p2p" is the point-to-point engine's parameters instead
+// (P2PEntry, p2p.go). The expressions are not compiled here (that needs
+// the attribute manifest). Errors: TS0001–TS0004, TS0012 unknown
+// collective.
 func ParseSchedule(file string, line int, text []byte, opt Options) (Schedule, []diag.Diagnostic) {
 	c := &lineCtx{file: file, line: line, text: text}
 	s := Schedule{Replaces: -1, ValidAfter: Always, Usable: "true", Preference: "0"}
 	fs, ok := c.object()
 	if !ok {
 		return s, c.ds
+	}
+	if isP2P(fs) {
+		return c.p2pEntry(fs, line, opt)
 	}
 	have := map[string]bool{}
 	var g Generator

@@ -341,3 +341,33 @@ func TestParseTime(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+func TestParseP2P(t *testing.T) {
+	line := `{"gen":"p2p","collective":"sendrecv","nlocalranks":2,"chunk_bytes":262144,"slots":8,"channels":16,"threads":1024,` +
+		`"eager_bytes":4096,"direct":false,"preference":"nranks","name":"wide"}`
+	got, ds := ParseSchedule("s.jsonl", 4, []byte(line), utc)
+	if len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	eager, direct := int64(4096), false
+	want := Schedule{Collective: ir.SendRecv, NLocalRanks: 2, Usable: "true", Preference: "nranks", PreferenceCol: strings.Index(line, `nranks"`) + 1,
+		Replaces: -1, ValidAfter: Always, Name: "wide",
+		P2P: &P2PEntry{ChunkBytes: 262144, Slots: 8, Channels: 16, Threads: 1024, EagerBytes: &eager, Direct: &direct}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("(-want +got):\n%s", d)
+	}
+	const head = `{"gen":"p2p","collective":"sendrecv"`
+	checkBad(t, "p2p", []bad{
+		{`{"gen":"p2p"}`, diag.MissingField, 1, `lacks "collective"`},
+		{`{"gen":"p2p","collective":"allreduce"}`, diag.BadValue, 27, "serves sendrecv"},
+		{head + `,"chunk_bytes":1000}`, diag.BadValue, 52, "integer in [1024,"},
+		{head + `,"chunk_bytes":1100}`, diag.BadValue, 52, "multiple of 256"},
+		{head + `,"channels":33}`, diag.BadValue, 49, "integer in [1, 32]"},
+		{head + `,"threads":100}`, diag.BadValue, 48, "multiple of 32"},
+		{head + `,"file":"x.json"}`, diag.UnknownField, 38, `unknown field "file"`},
+		{head + `,"min_bytes":1}`, diag.UnknownField, 38, `unknown field "min_bytes"`},
+	}, func(line []byte) []diag.Diagnostic {
+		_, ds := ParseSchedule("f.jsonl", 3, line, utc)
+		return ds
+	})
+}

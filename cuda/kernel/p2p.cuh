@@ -1,0 +1,439 @@
+// The point-to-point engine's kernel (docs/p2p.md): one launch runs a group
+// of sends and receives, or an AlltoAllv, whose sizes come from the call.
+// The protocol is runtime/launch/p2p.go's, which the host backend
+// (runtime/host/p2p.go) runs the same way, byte for byte: 2 x channels
+// blocks, block c < channels the send lane of channel c (its share of the
+// self copies, then channel c of every peer it sends to), block channels+c
+// the receive lane of channel c; each lane takes its peers in round order.
+//
+// Included by executor.cuh; compiled into the uint8 module only (the data
+// is bytes: cuda/p2p.go loads the entry from that module). It uses the
+// executor's context, failure record, waits and copies (Ctx, fail, spin,
+// stop, copy_vec).
+
+#pragma once
+
+#if THESEUS_DTYPE == 1
+
+DEV void st_release_sys(u64* p, u64 v) { asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory"); }
+DEV u64 ldv(const u64* p) { return *(const volatile u64*)p; }
+DEV void stv(u64* p, u64 v) { *(volatile u64*)p = v; }
+
+__shared__ theseus_p2p_launch s_p2p;
+// The AlltoAllv blocks' byte offsets: s_row[j] of the block for rank j in
+// the send buffer, s_col[i] of rank i's block in the receive buffer
+// (n+1 entries each, the last the total).
+__shared__ i64 s_row[THESEUS_P2P_MAX_MATRIX + 1];
+__shared__ i64 s_col[THESEUS_P2P_MAX_MATRIX + 1];
+// What thread 0 found, for the block: a direct destination (0: the FIFO);
+// the slot's chunk offset and length; whether the header was DIRECT.
+__shared__ char* s_dst;
+__shared__ i64 s_poff, s_plen;
+__shared__ int s_direct;
+
+// The connection block's layout (launch.P2PGeometry).
+DEV i64 p2p_send_off() { return 2 * (i64)s_p2p.channels * THESEUS_P2P_LINE; }
+DEV i64 p2p_hdr_off() { return 2 * p2p_send_off(); }
+DEV i64 p2p_data_off() {
+  const i64 end = p2p_hdr_off() + (i64)s_p2p.channels * s_p2p.slots * THESEUS_P2P_LINE;
+  return (end + THESEUS_P2P_CHUNK_ALIGN - 1) / THESEUS_P2P_CHUNK_ALIGN * THESEUS_P2P_CHUNK_ALIGN;
+}
+DEV u64* p2p_state(char* b, int ch, int recv) { return (u64*)(b + (2 * (i64)ch + recv) * THESEUS_P2P_LINE); }
+DEV u64* p2p_post(char* b, int ch) { return (u64*)(b + p2p_send_off() + 2 * (i64)ch * THESEUS_P2P_LINE); }
+DEV u64* p2p_credit(char* b, int ch) { return (u64*)(b + p2p_send_off() + (2 * (i64)ch + 1) * THESEUS_P2P_LINE); }
+DEV u64* p2p_hdr(char* b, int ch, int s) { return (u64*)(b + p2p_hdr_off() + ((i64)ch * s_p2p.slots + s) * THESEUS_P2P_LINE); }
+DEV char* p2p_data(char* b, int ch, int s) { return b + p2p_data_off() + ((i64)ch * s_p2p.slots + s) * s_p2p.chunk_bytes; }
+
+// Chunks, channels used and a channel's share of a transfer (Chunks, Used,
+// Share).
+DEV i64 p2p_chunks(i64 total) { return (total + s_p2p.chunk_bytes - 1) / s_p2p.chunk_bytes; }
+DEV int p2p_used(i64 total) {
+  const i64 n = p2p_chunks(total);
+  return (int)(n < s_p2p.channels ? n : s_p2p.channels);
+}
+DEV i64 p2p_share(i64 total, int ch) {
+  const i64 used = p2p_used(total);
+  if (ch >= used) return 0;
+  const i64 n = p2p_chunks(total), C = s_p2p.chunk_bytes;
+  i64 b = (n - ch + used - 1) / used * C;
+  if ((n - 1) % used == ch) b -= n * C - total;
+  return b;
+}
+
+// p2p_copy copies n bytes with every thread of the block: 16-byte vectors
+// between a head and a tail when the two addresses agree modulo 16, else
+// byte by byte (any alignment works; unequal ones are slower).
+DEV void p2p_copy(char* d, const char* s, i64 n) {
+  if (n <= 0) return;
+  const u32 th = tid(), nt = nthreads();
+  if ((((u64)d ^ (u64)s) & 15) == 0) {
+    i64 head = (i64)((16 - ((u64)s & 15)) & 15);
+    if (head > n) head = n;
+    for (i64 i = th; i < head; i += nt) d[i] = s[i];
+    const i64 nvec = (n - head) / 16;
+    if (nvec > 0) copy_vec(s + head, d + head, nvec);
+    for (i64 i = head + nvec * 16 + th; i < n; i += nt) d[i] = s[i];
+    return;
+  }
+  for (i64 i = th; i < n; i += nt) d[i] = s[i];
+}
+
+// p2p_matrix reads this rank's row and column of the GPU counts matrix,
+// checks them (against the CPU copy when checking; their totals against
+// the capacity) and fills s_row and s_col. Every lane does it, so every
+// lane fails alike.
+DEV bool p2p_matrix(const Ctx& c) {
+  const theseus_p2p_launch& P = s_p2p;
+  const int n = c.L->nranks, me = c.L->rank;
+  const u64* G = (const u64*)P.matrix;
+  const u64* K = (const u64*)P.check;
+  for (int j = tid(); j < n; j += nthreads()) {
+    const u64 ri = (u64)me * n + j, ci = (u64)j * n + me;
+    const u64 r = G[ri], v = G[ci];
+    if (K && r != K[ri]) fail(c, THESEUS_ERR_P2P_MATRIX, THESEUS_P2P_CHECK, (i64)ri, 0, -1, r, K[ri]);
+    if (K && v != K[ci]) fail(c, THESEUS_ERR_P2P_MATRIX, THESEUS_P2P_CHECK, (i64)ci, 0, -1, v, K[ci]);
+    s_row[j + 1] = (i64)(r > (1ull << 56) ? (1ull << 56) : r);
+    s_col[j + 1] = (i64)(v > (1ull << 56) ? (1ull << 56) : v);
+  }
+  bar();
+  if (s_fail) return false;
+  if (tid() == 0) {
+    const i64 es = P.elem_size, big = 1ll << 62;
+    s_row[0] = s_col[0] = 0;
+    for (int j = 0; j < n; j++) {
+      const i64 rb = s_row[j + 1] * es, cb = s_col[j + 1] * es;  // < 2^60
+      s_row[j + 1] = s_row[j] > big - rb ? big : s_row[j] + rb;
+      s_col[j + 1] = s_col[j] > big - cb ? big : s_col[j] + cb;
+    }
+    if (s_row[n] > P.send_cap) fail(c, THESEUS_ERR_P2P_MATRIX, THESEUS_P2P_CAPACITY, -1, 0, -1, (u64)s_row[n], (u64)P.send_cap);
+    if (s_col[n] > P.recv_cap) fail(c, THESEUS_ERR_P2P_MATRIX, THESEUS_P2P_CAPACITY, -1, 1, -1, (u64)s_col[n], (u64)P.recv_cap);
+  }
+  bar();
+  return !s_fail;
+}
+
+// p2p_xfer resolves transfer x with peer q: its bytes and buffer address.
+DEV void p2p_resolve(const theseus_p2p_xfer& x, int q, bool recv, i64& total, char*& buf) {
+  total = (i64)x.bytes;
+  buf = (char*)x.buf;
+  if (x.matrix) {
+    const i64* off = recv ? s_col : s_row;
+    total = off[q + 1] - off[q];
+    buf += off[q];
+  }
+}
+
+// p2p_publish writes a header (thread 0): its words, then its flag (the
+// slot's sequence number) with release semantics after the slot's data.
+DEV void p2p_publish(u64* hdr, u64 flag, u64 tseq, i64 total, i64 off, i64 len, u64 kind, u32 dt) {
+  stv(&hdr[THESEUS_P2P_HDR_TSEQ], tseq);
+  stv(&hdr[THESEUS_P2P_HDR_TOTAL], (u64)total);
+  stv(&hdr[THESEUS_P2P_HDR_OFF], (u64)off);
+  stv(&hdr[THESEUS_P2P_HDR_LEN], (u64)len);
+  stv(&hdr[THESEUS_P2P_HDR_KIND], kind | (u64)dt << 32);
+  fence_sys();
+  st_release_sys(&hdr[THESEUS_P2P_HDR_FLAG], flag);
+}
+
+// p2p_post_error reports whether the post holds the peer's error (or
+// abort) for transfer tseq.
+DEV bool p2p_post_error(const u64* post, u64 tseq) {
+  return ld_poll_sys(&post[THESEUS_P2P_POST_TSEQ]) >= tseq && (ldv(&post[THESEUS_P2P_POST_TYPE]) >> 32) != 0;
+}
+
+// p2p_post_fail fails transfer tseq with what the peer's error post says.
+DEV void p2p_post_fail(const Ctx& c, const u64* post, u64 tseq, int q, i64 total, u32 dt) {
+  const u64 pt = ldv(&post[THESEUS_P2P_POST_TYPE]);
+  if ((pt >> 32) == THESEUS_P2P_POST_ABORT) {
+    fail(c, THESEUS_ERR_P2P_PEER, THESEUS_WAIT_P2P_POST, (i64)tseq, 0, q, 0, 0);
+    return;
+  }
+  fail(c, THESEUS_ERR_P2P_MISMATCH, THESEUS_P2P_BY_RECEIVER, (i64)tseq, (i64)((pt & 0xff) << 8 | dt), q,
+       ldv(&post[THESEUS_P2P_POST_TOTAL]), (u64)total);
+}
+
+// p2p_send_peer runs channel ch of the transfers to one peer. Thread 0
+// waits and decides, the block copies; the lane state is stored as it moves.
+DEV bool p2p_send_peer(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
+  const theseus_p2p_launch& P = s_p2p;
+  const i64 C = P.chunk_bytes;
+  const u64 N = (u64)P.slots;
+  char* local = (char*)pr.local;
+  char* remote = (char*)pr.remote;
+  u64* st = p2p_state(local, ch, 0);
+  const u64* credit = p2p_credit(local, ch);
+  const u64* post = p2p_post(local, ch);
+  const int q = pr.peer;
+  u64 sent = st[THESEUS_P2P_STATE_CHUNKS], tsent = st[THESEUS_P2P_STATE_TRANSFERS];
+  bar();  // every thread has read the state before thread 0 moves it
+  const theseus_p2p_xfer* xs = (const theseus_p2p_xfer*)P.xfers + pr.first;
+  const theseus_p2p_import* imps = (const theseus_p2p_import*)P.imports + pr.imp_first;
+  for (u32 i = 0; i < pr.nxfer; i++) {
+    const theseus_p2p_xfer& x = xs[i];
+    const u64 tseq = ++tsent;
+    if (tid() == 0) st[THESEUS_P2P_STATE_TRANSFERS] = tsent;
+    i64 total;
+    char* src;
+    p2p_resolve(x, q, false, total, src);
+    const int used = p2p_used(total);
+    if (ch >= used) continue;
+    // slot: thread 0 waits for a free slot of the peer's FIFO (or its
+    // error post), for the block.
+    auto slot = [&]() -> bool {
+      if (tid() == 0) {
+        const u64 s0 = sent;
+        if (spin(c, [&] { return s0 - ld_poll_sys(credit) < N || p2p_post_error(post, tseq); }, THESEUS_WAIT_P2P_CREDIT,
+                 (i64)tseq, ch, q, s0 - N + 1, credit) &&
+            p2p_post_error(post, tseq))
+          p2p_post_fail(c, post, tseq, q, total, x.dtype);
+      }
+      bar();
+      return !s_fail;
+    };
+    if (tid() == 0) {
+      s_dst = nullptr;
+      if (total > P.eager_bytes && P.direct && pr.nimport > 0 &&
+          spin(c, [&] { return ld_poll_sys(&post[THESEUS_P2P_POST_TSEQ]) >= tseq; }, THESEUS_WAIT_P2P_POST, (i64)tseq, ch, q, tseq,
+               &post[THESEUS_P2P_POST_TSEQ])) {
+        const u64 pseq = ldv(&post[THESEUS_P2P_POST_TSEQ]), pt = ldv(&post[THESEUS_P2P_POST_TYPE]);
+        const i64 ptot = (i64)ldv(&post[THESEUS_P2P_POST_TOTAL]);
+        const u32 pdt = (u32)(pt & 0xffffffffu);
+        if ((pt >> 32) != 0) {
+          p2p_post_fail(c, post, tseq, q, total, x.dtype);
+        } else if (pseq != tseq) {
+          fail(c, THESEUS_ERR_P2P_MISMATCH, THESEUS_P2P_ORDER, (i64)tseq, (i64)(pdt << 8 | x.dtype), q, pseq, tseq);
+        } else if (ptot != total || pdt != x.dtype) {
+          if (sent - ld_poll_sys(credit) < N) {  // tell the receive, if a slot is free
+            u64* hdr = p2p_hdr(remote, ch, (int)(sent % N));
+            stv(&hdr[THESEUS_P2P_HDR_WANT], (u64)ptot);
+            stv(&hdr[THESEUS_P2P_HDR_WANTT], pdt);
+            p2p_publish(hdr, sent + 1, tseq, total, 0, 0, THESEUS_P2P_KIND_ERROR, x.dtype);
+            st[THESEUS_P2P_STATE_CHUNKS] = sent + 1;
+          }
+          fail(c, THESEUS_ERR_P2P_MISMATCH, THESEUS_P2P_SENDER, (i64)tseq, (i64)(pdt << 8 | x.dtype), q, (u64)ptot, (u64)total);
+        } else {
+          const u64 addr = ldv(&post[THESEUS_P2P_POST_ADDR]), gen = ldv(&post[THESEUS_P2P_POST_GEN]);
+          for (u32 k = 0; gen != 0 && k < pr.nimport; k++) {
+            const theseus_p2p_import& im = imps[k];
+            if (im.gen == gen && addr >= im.peer_base && addr - im.peer_base <= im.size && (u64)total <= im.size - (addr - im.peer_base)) {
+              s_dst = (char*)(im.local + (addr - im.peer_base));
+              break;
+            }
+          }
+        }
+      }
+    }
+    bar();
+    if (s_fail) return false;
+    char* dst = s_dst;  // (thread 0 writes it again only after a later barrier: slot's, or the one before it)
+    for (i64 j = ch; j * C < total; j += used) {
+      const i64 lo = j * C, len = total - lo < C ? total - lo : C;
+      if (dst) {
+        p2p_copy(dst + lo, src + lo, len);
+        continue;
+      }
+      if (!slot()) return false;
+      const int k = (int)(sent % N);
+      p2p_copy(p2p_data(remote, ch, k), src + lo, len);
+      bar();  // every thread's data before the header
+      if (tid() == 0) {
+        p2p_publish(p2p_hdr(remote, ch, k), sent + 1, tseq, total, lo, len, THESEUS_P2P_KIND_DATA, x.dtype);
+        st[THESEUS_P2P_STATE_CHUNKS] = sent + 1;
+      }
+      sent++;
+    }
+    if (dst) {
+      bar();  // every thread's direct writes before the header
+      if (!slot()) return false;
+      if (tid() == 0) {
+        p2p_publish(p2p_hdr(remote, ch, (int)(sent % N)), sent + 1, tseq, total, 0, p2p_share(total, ch), THESEUS_P2P_KIND_DIRECT, x.dtype);
+        st[THESEUS_P2P_STATE_CHUNKS] = sent + 1;
+      }
+      sent++;
+    }
+  }
+  return true;
+}
+
+// p2p_post_next posts (thread 0) the first receive from transfer i on
+// (number tseq) that has data on channel ch.
+DEV void p2p_post_next(const theseus_p2p_peer& pr, int ch, u32 i, u64 tseq) {
+  const theseus_p2p_xfer* xs = (const theseus_p2p_xfer*)s_p2p.xfers + pr.first;
+  for (; i < pr.nxfer; i++, tseq++) {
+    i64 total;
+    char* buf;
+    p2p_resolve(xs[i], pr.peer, true, total, buf);
+    if (p2p_used(total) > ch) {
+      u64* post = p2p_post((char*)pr.remote, ch);
+      stv(&post[THESEUS_P2P_POST_TOTAL], (u64)total);
+      stv(&post[THESEUS_P2P_POST_TYPE], xs[i].dtype);
+      stv(&post[THESEUS_P2P_POST_ADDR], (u64)buf);
+      stv(&post[THESEUS_P2P_POST_GEN], xs[i].gen);
+      fence_sys();
+      st_release_sys(&post[THESEUS_P2P_POST_TSEQ], tseq);
+      return;
+    }
+  }
+}
+
+// p2p_recv_peer reads channel ch of the transfers from one peer.
+DEV bool p2p_recv_peer(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
+  const theseus_p2p_launch& P = s_p2p;
+  const i64 C = P.chunk_bytes;
+  const u64 N = (u64)P.slots;
+  char* local = (char*)pr.local;
+  char* remote = (char*)pr.remote;
+  u64* st = p2p_state(local, ch, 1);
+  u64* credit = p2p_credit(remote, ch);
+  u64* post = p2p_post(remote, ch);
+  const int q = pr.peer;
+  u64 recvd = st[THESEUS_P2P_STATE_CHUNKS], trecv = st[THESEUS_P2P_STATE_TRANSFERS];
+  bar();  // every thread has read the state before thread 0 moves it
+  const theseus_p2p_xfer* xs = (const theseus_p2p_xfer*)P.xfers + pr.first;
+  for (u32 i = 0; i < pr.nxfer; i++) {
+    const theseus_p2p_xfer& x = xs[i];
+    const u64 tseq = ++trecv;
+    if (tid() == 0) st[THESEUS_P2P_STATE_TRANSFERS] = trecv;
+    i64 total;
+    char* dst;
+    p2p_resolve(x, q, true, total, dst);
+    const int used = p2p_used(total);
+    if (ch >= used) continue;
+    for (i64 j = ch; j * C < total; j += used) {
+      const int k = (int)(recvd % N);
+      u64* hdr = p2p_hdr(local, ch, k);
+      if (tid() == 0) {
+        const u64 want = recvd + 1;
+        if (spin(c, [&] { return ld_poll_sys(&hdr[THESEUS_P2P_HDR_FLAG]) >= want; }, THESEUS_WAIT_P2P_HEADER, (i64)tseq, ch, q, want,
+                 &hdr[THESEUS_P2P_HDR_FLAG])) {
+          const u64 kd = ldv(&hdr[THESEUS_P2P_HDR_KIND]), sseq = ldv(&hdr[THESEUS_P2P_HDR_TSEQ]);
+          const u64 kind = kd & 0xffffffffu;
+          const u32 sdt = (u32)(kd >> 32);
+          const i64 stot = (i64)ldv(&hdr[THESEUS_P2P_HDR_TOTAL]);
+          s_direct = 0;
+          if (kind == THESEUS_P2P_KIND_ABORT) {
+            fail(c, THESEUS_ERR_P2P_PEER, THESEUS_WAIT_P2P_HEADER, (i64)tseq, 0, q, 0, 0);
+          } else if (kind == THESEUS_P2P_KIND_ERROR) {
+            fail(c, THESEUS_ERR_P2P_MISMATCH, THESEUS_P2P_BY_SENDER, (i64)tseq, (i64)(sdt << 8 | x.dtype), q, (u64)stot, (u64)total);
+          } else if (sseq != tseq || stot != total || sdt != x.dtype) {
+            stv(&post[THESEUS_P2P_POST_TOTAL], (u64)total);
+            stv(&post[THESEUS_P2P_POST_TYPE], x.dtype | (u64)THESEUS_P2P_POST_ERROR << 32);
+            fence_sys();
+            st_release_sys(&post[THESEUS_P2P_POST_TSEQ], tseq);
+            fail(c, THESEUS_ERR_P2P_MISMATCH, THESEUS_P2P_RECEIVER, (i64)tseq, (i64)(sdt << 8 | x.dtype), q, (u64)stot, (u64)total);
+          } else if (kind == THESEUS_P2P_KIND_DIRECT) {
+            s_direct = 1;
+            if ((i64)ldv(&hdr[THESEUS_P2P_HDR_LEN]) != p2p_share(total, ch))
+              fail(c, THESEUS_ERR_BADREF, THESEUS_WAIT_P2P_HEADER, (i64)tseq, ch, q, ldv(&hdr[THESEUS_P2P_HDR_LEN]), (u64)p2p_share(total, ch));
+          } else {
+            s_poff = (i64)ldv(&hdr[THESEUS_P2P_HDR_OFF]);
+            s_plen = (i64)ldv(&hdr[THESEUS_P2P_HDR_LEN]);
+            if (s_poff != j * C || s_plen != (total - s_poff < C ? total - s_poff : C))
+              fail(c, THESEUS_ERR_BADREF, THESEUS_WAIT_P2P_HEADER, (i64)tseq, ch, q, (u64)s_poff, (u64)(j * C));
+          }
+          fence_sys();
+        }
+      }
+      bar();
+      if (s_fail) return false;
+      const int direct = s_direct;
+      const i64 off = s_poff, len = s_plen;
+      bar();  // every thread has them before thread 0 may write the next
+      if (!direct) {
+        p2p_copy(dst + off, p2p_data(local, ch, k), len);
+        bar();  // every thread's reads of the slot before the credit
+      }
+      recvd++;
+      if (tid() == 0) {
+        st[THESEUS_P2P_STATE_CHUNKS] = recvd;
+        fence_sys();
+        st_release_sys(credit, recvd);
+      }
+      if (direct) break;  // the channel's share is in place
+    }
+    if (tid() == 0) p2p_post_next(pr, ch, i + 1, tseq + 1);
+  }
+  return true;
+}
+
+// p2p_poison tells the peers of lane (send or receive lane ch) that this
+// launch failed, so that theirs fail at once: an abort header where a slot
+// is free, an abort post where no error post is. Thread 0.
+DEV void p2p_poison(int ch, bool recv) {
+  const theseus_p2p_launch& P = s_p2p;
+  const theseus_p2p_peer* peers = (const theseus_p2p_peer*)P.peers + (recv ? P.nsend : 0);
+  const int np = recv ? P.nrecv : P.nsend;
+  for (int i = 0; i < np; i++) {
+    char* local = (char*)peers[i].local;
+    char* remote = (char*)peers[i].remote;
+    if (!recv) {
+      u64* st = p2p_state(local, ch, 0);
+      const u64 sent = st[THESEUS_P2P_STATE_CHUNKS];
+      if (sent - ld_poll_sys(p2p_credit(local, ch)) >= (u64)P.slots) continue;
+      p2p_publish(p2p_hdr(remote, ch, (int)(sent % (u64)P.slots)), sent + 1, 0, 0, 0, 0, THESEUS_P2P_KIND_ABORT, 0);
+      st[THESEUS_P2P_STATE_CHUNKS] = sent + 1;
+    } else {
+      u64* post = p2p_post(remote, ch);
+      if ((ldv(&post[THESEUS_P2P_POST_TYPE]) >> 32) == THESEUS_P2P_POST_ERROR) continue;
+      stv(&post[THESEUS_P2P_POST_TYPE], (u64)THESEUS_P2P_POST_ABORT << 32);
+      fence_sys();
+      st_release_sys(&post[THESEUS_P2P_POST_TSEQ], THESEUS_P2P_ABORT_SEQ);
+    }
+  }
+}
+
+// theseus_p2p is the engine's entry: grid 2 x channels, launch.p2p the
+// launch's descriptor. It uses no scratch, no fence and no done word: its
+// launches are not the communicator's counted launches.
+extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_p2p(theseus_launch launch) {
+  __shared__ Ctx s_pctx;  // only L and tb: what fail and spin read
+  if (tid() == 0) {
+    s_launch = launch;
+    s_fail = 0;
+    s_p2p = *(const theseus_p2p_launch*)launch.p2p;
+    s_pctx = Ctx{};
+    s_pctx.L = &s_launch;
+    s_pctx.tb = bid();
+  }
+  bar();
+  const Ctx& c = s_pctx;
+  const theseus_p2p_launch& P = s_p2p;
+  const int k = P.channels;
+  const int lane = (int)bid();
+  const bool recv = lane >= k;
+  const int ch = recv ? lane - k : lane;
+  bool ok = P.matrix == 0 || p2p_matrix(c);
+  if (ok && !recv) {
+    for (int i = 0; i < P.nself; i++) {
+      const theseus_p2p_copy& cp = ((const theseus_p2p_copy*)P.selfs)[i];
+      i64 n = (i64)cp.bytes;
+      const char* src = (const char*)cp.src;
+      char* dst = (char*)cp.dst;
+      if (cp.matrix) {
+        const int me = launch.rank;
+        n = s_row[me + 1] - s_row[me];
+        src += s_row[me];
+        dst += s_col[me];
+      }
+      const int used = p2p_used(n);
+      if (ch >= used || src == dst) continue;
+      for (i64 j = ch; j * P.chunk_bytes < n; j += used) {
+        const i64 lo = j * P.chunk_bytes, len = n - lo < P.chunk_bytes ? n - lo : P.chunk_bytes;
+        p2p_copy(dst + lo, src + lo, len);
+      }
+    }
+    const theseus_p2p_peer* peers = (const theseus_p2p_peer*)P.peers;
+    for (int i = 0; ok && i < P.nsend; i++) ok = p2p_send_peer(c, ch, peers[i]);
+  } else if (ok) {
+    const theseus_p2p_peer* peers = (const theseus_p2p_peer*)P.peers + P.nsend;
+    if (tid() == 0)
+      for (int i = 0; i < P.nrecv; i++)
+        p2p_post_next(peers[i], ch, 0, p2p_state((char*)peers[i].local, ch, 1)[THESEUS_P2P_STATE_TRANSFERS] + 1);
+    bar();
+    for (int i = 0; ok && i < P.nrecv; i++) ok = p2p_recv_peer(c, ch, peers[i]);
+  }
+  bar();
+  if (tid() == 0 && (!ok || s_fail || stop(c))) p2p_poison(ch, recv);
+}
+
+#endif  // THESEUS_DTYPE == 1

@@ -1,0 +1,254 @@
+package cuda
+
+/*
+#include "kernel/launch.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/theseus-ccl/theseus/cuda/driver"
+	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/launch"
+)
+
+// The point-to-point engine on the GPU (docs/p2p.md; the kernel is
+// kernel/p2p.cuh, the protocol runtime/launch's p2p.go): PrepareP2P
+// uploads a launch's descriptor (kernel/launch.h's theseus_p2p_launch and
+// its arrays) once per call shape, and the launch is the uint8 module's
+// theseus_p2p entry on 2 x channels threadblocks, launched through the
+// stream as any prepared launch (CaptureLaunch: CUDA graphs capture it).
+
+// P2PKernelName is the point-to-point engine's entry point, in the uint8
+// module only (the engine moves bytes).
+const P2PKernelName = "theseus_p2p"
+
+// p2pContract is 0 when kernel/launch.h's copy of the contract's numbers
+// is runtime/launch's (TestP2PContract; no GPU needed).
+func p2pContract() int {
+	pairs := [][2]int64{
+		{C.THESEUS_P2P_LINE, launch.P2PLine}, {C.THESEUS_P2P_CHUNK_ALIGN, launch.P2PChunkAlign},
+		{C.THESEUS_P2P_STATE_CHUNKS, launch.P2PStateChunks}, {C.THESEUS_P2P_STATE_TRANSFERS, launch.P2PStateTransfers},
+		{C.THESEUS_P2P_HDR_FLAG, launch.P2PHdrFlag}, {C.THESEUS_P2P_HDR_TSEQ, launch.P2PHdrTSeq},
+		{C.THESEUS_P2P_HDR_TOTAL, launch.P2PHdrTotal}, {C.THESEUS_P2P_HDR_OFF, launch.P2PHdrOff},
+		{C.THESEUS_P2P_HDR_LEN, launch.P2PHdrLen}, {C.THESEUS_P2P_HDR_KIND, launch.P2PHdrKind},
+		{C.THESEUS_P2P_HDR_WANT, launch.P2PHdrWant}, {C.THESEUS_P2P_HDR_WANTT, launch.P2PHdrWantT},
+		{C.THESEUS_P2P_POST_TSEQ, launch.P2PPostTSeq}, {C.THESEUS_P2P_POST_TOTAL, launch.P2PPostTotal},
+		{C.THESEUS_P2P_POST_TYPE, launch.P2PPostType}, {C.THESEUS_P2P_POST_ADDR, launch.P2PPostAddr},
+		{C.THESEUS_P2P_POST_GEN, launch.P2PPostGen},
+		{C.THESEUS_P2P_KIND_DATA, launch.P2PKindData}, {C.THESEUS_P2P_KIND_DIRECT, launch.P2PKindDirect},
+		{C.THESEUS_P2P_KIND_ERROR, launch.P2PKindError}, {C.THESEUS_P2P_KIND_ABORT, launch.P2PKindAbort},
+		{C.THESEUS_P2P_POST_ERROR, launch.P2PPostError}, {C.THESEUS_P2P_POST_ABORT, launch.P2PPostAbort},
+		{C.THESEUS_P2P_ABORT_SEQ, launch.P2PAbortSeq}, {C.THESEUS_P2P_MAX_MATRIX, p2pMaxMatrix},
+	}
+	for _, p := range pairs {
+		if p[0] != p[1] {
+			return 1
+		}
+	}
+	return 0
+}
+
+// p2pMaxMatrix is comm.MaxAlltoAllvRanks (the kernel's shared prefix sums);
+// cuda does not import the communicator, so the number is stated twice and
+// checked here and in comm's tests.
+const p2pMaxMatrix = 1024
+
+// PrepareP2P implements device.P2PPreparer: the descriptor and its arrays
+// in one device allocation, uploaded on the control stream; the launch
+// argument names it.
+func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
+	if a == nil {
+		return nil, errors.New("cuda: PrepareP2P without arguments")
+	}
+	g := a.Geometry
+	if err := g.Check(); err != nil {
+		return nil, fmt.Errorf("cuda: p2p geometry: %w", err)
+	}
+	var peers []C.theseus_p2p_peer
+	var xfers []C.theseus_p2p_xfer
+	var imps []C.theseus_p2p_import
+	var selfs []C.theseus_p2p_copy
+	add := func(list []device.P2PPeer) error {
+		for i := range list {
+			pr := &list[i]
+			if pr.Local.Size < g.ConnBytes() || pr.Remote.Size < g.ConnBytes() {
+				return fmt.Errorf("cuda: p2p connection with rank %d: blocks of %d and %d bytes for a geometry of %d", pr.Peer, pr.Local.Size, pr.Remote.Size, g.ConnBytes())
+			}
+			peers = append(peers, C.theseus_p2p_peer{local: C.uint64_t(pr.Local.Ptr), remote: C.uint64_t(pr.Remote.Ptr), peer: C.int32_t(pr.Peer),
+				first: C.uint32_t(len(xfers)), nxfer: C.uint32_t(len(pr.Xfers)), imp_first: C.uint32_t(len(imps)), nimport: C.uint32_t(len(pr.Imports))})
+			for _, x := range pr.Xfers {
+				xfers = append(xfers, C.theseus_p2p_xfer{buf: C.uint64_t(x.Buf), bytes: C.uint64_t(x.Bytes), gen: C.uint64_t(x.Offer),
+					dtype: C.uint32_t(x.DataType), matrix: C.uint32_t(b2u8(x.Matrix))})
+			}
+			for _, im := range pr.Imports {
+				imps = append(imps, C.theseus_p2p_import{gen: C.uint64_t(im.ID), peer_base: C.uint64_t(im.PeerBase), size: C.uint64_t(im.Size), local: C.uint64_t(im.Local)})
+			}
+		}
+		return nil
+	}
+	if err := add(a.Sends); err != nil {
+		return nil, err
+	}
+	if err := add(a.Recvs); err != nil {
+		return nil, err
+	}
+	for _, s := range a.Self {
+		selfs = append(selfs, C.theseus_p2p_copy{dst: C.uint64_t(s.Dst), src: C.uint64_t(s.Src), bytes: C.uint64_t(s.Bytes), matrix: C.uint32_t(b2u8(s.Matrix))})
+	}
+	desc := C.theseus_p2p_launch{chunk_bytes: C.int64_t(g.ChunkBytes), eager_bytes: C.int64_t(a.EagerBytes), slots: C.int32_t(g.Slots),
+		channels: C.int32_t(g.Channels), nsend: C.int32_t(len(a.Sends)), nrecv: C.int32_t(len(a.Recvs)), nself: C.int32_t(len(selfs)),
+		direct: C.int32_t(b2u8(a.Direct))}
+	if m := a.Matrix; m != nil {
+		if a.NRanks > p2pMaxMatrix {
+			return nil, fmt.Errorf("cuda: AlltoAllv of %d ranks: the kernel serves up to %d", a.NRanks, p2pMaxMatrix)
+		}
+		desc.matrix, desc.check = C.uint64_t(m.Counts), C.uint64_t(m.Check)
+		desc.send_cap, desc.recv_cap, desc.elem_size = C.int64_t(m.SendCap), C.int64_t(m.RecvCap), C.int64_t(m.ElemSize)
+	}
+	// One allocation: the descriptor, then the arrays, each 16-aligned.
+	var blob []byte
+	put := func(p unsafe.Pointer, n int) uint64 {
+		off := uint64(len(blob))
+		blob = append(blob, unsafe.Slice((*byte)(p), n)...)
+		for len(blob)%16 != 0 {
+			blob = append(blob, 0)
+		}
+		return off
+	}
+	dOff := put(unsafe.Pointer(&desc), int(unsafe.Sizeof(desc)))
+	offs := [4]uint64{}
+	for i, arr := range []struct {
+		p unsafe.Pointer
+		n int
+	}{
+		{unsafe.Pointer(unsafe.SliceData(peers)), len(peers) * int(unsafe.Sizeof(C.theseus_p2p_peer{}))},
+		{unsafe.Pointer(unsafe.SliceData(xfers)), len(xfers) * int(unsafe.Sizeof(C.theseus_p2p_xfer{}))},
+		{unsafe.Pointer(unsafe.SliceData(imps)), len(imps) * int(unsafe.Sizeof(C.theseus_p2p_import{}))},
+		{unsafe.Pointer(unsafe.SliceData(selfs)), len(selfs) * int(unsafe.Sizeof(C.theseus_p2p_copy{}))},
+	} {
+		offs[i] = uint64(len(blob))
+		if arr.n > 0 {
+			put(arr.p, arr.n)
+		}
+	}
+	threads := a.Threads
+	if threads <= 0 {
+		threads = defaultThreads(-1)
+	}
+	p := &prepared{b: b, arg: newLaunch(), grid: 2 * g.Channels, threads: threads}
+	err := b.with(func() (err error) {
+		prev, err := driver.ExchangeCaptureMode(driver.CaptureModeRelaxed) // (as Prepare: it may run during a capture)
+		if err != nil {
+			return err
+		}
+		defer driver.ExchangeCaptureMode(prev)
+		defer func() {
+			if err != nil {
+				p.Release()
+			}
+		}()
+		k, err := kernel(b.dev.Context(), ir.Uint8)
+		if err != nil {
+			return err
+		}
+		if k.p2p == 0 {
+			return fmt.Errorf("cuda: the uint8 module has no %s entry", P2PKernelName)
+		}
+		p.fn = k.p2p
+		m, err := b.zeroed(int64(len(blob)))
+		if err != nil {
+			return err
+		}
+		p.mem = append(p.mem, m)
+		base := uint64(m)
+		// The arrays' addresses go into the descriptor before it is uploaded.
+		d := (*C.theseus_p2p_launch)(unsafe.Pointer(&blob[dOff]))
+		d.peers, d.xfers, d.imports, d.selfs = C.uint64_t(base+offs[0]), C.uint64_t(base+offs[1]), C.uint64_t(base+offs[2]), C.uint64_t(base+offs[3])
+		if err := driver.CopyHtoDAsync(m, blob, b.ctl); err != nil {
+			return err
+		}
+		fillLaunch(p.arg, launchFields{abort: driver.Ptr(a.Abort), timeout: a.Timeout, rank: a.Rank, nranks: a.NRanks, launch: 1, elemSize: 1, dtype: ir.Uint8})
+		fillP2P(p.arg, driver.Ptr(base+dOff))
+		return b.ctl.Synchronize()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// fillP2P names the point-to-point descriptor in a launch argument.
+func fillP2P(a *Launch, desc driver.Ptr) { a.p2p = C.uint64_t(desc) }
+
+// p2pError turns the kernel's failure record of a point-to-point launch
+// into the launch contract's error (as the host engine reports it):
+// mismatches (launch.ErrP2PMismatch) and matrix failures
+// (launch.ErrP2PMatrix) naming the peer, a peer's failed launch
+// (launch.ErrP2PAborted), and timed-out or aborted waits on a peer.
+func p2pError(e *KernelError) error {
+	if !e.p2p() {
+		return nil
+	}
+	pdt, mdt := ir.DataType(e.Slice>>8), ir.DataType(e.Slice&0xff)
+	le := &launch.Error{Rank: e.Rank, Logical: e.Rank, TB: -1, Step: -1, Peer: e.Channel}
+	lane := fmt.Sprintf("point-to-point lane %d: ", e.TB)
+	const rule = "(NCCL 2.25: a send and its receive must agree on count and datatype; each pair's calls are matched in order)"
+	switch e.Code {
+	case C.THESEUS_ERR_P2P_MISMATCH:
+		le.Err = launch.ErrP2PMismatch
+		switch e.What {
+		case C.THESEUS_P2P_SENDER:
+			le.Msg = fmt.Sprintf("%ssend #%d to rank %d has %d bytes of %s, but rank %d's receive #%d from this rank expects %d bytes of %s; they disagree %s",
+				lane, e.Step, e.Channel, e.Want, mdt, e.Channel, e.Step, e.Have, pdt, rule)
+		case C.THESEUS_P2P_RECEIVER:
+			le.Msg = fmt.Sprintf("%sreceive #%d from rank %d expects %d bytes of %s, but rank %d's send to this rank has %d bytes of %s; they disagree %s",
+				lane, e.Step, e.Channel, e.Want, mdt, e.Channel, e.Have, pdt, rule)
+		case C.THESEUS_P2P_BY_RECEIVER:
+			le.Msg = fmt.Sprintf("%srank %d found that its receive #%d from this rank (%d bytes of %s) and send #%d (%d bytes of %s) disagree %s",
+				lane, e.Channel, e.Step, e.Have, pdt, e.Step, e.Want, mdt, rule)
+		case C.THESEUS_P2P_BY_SENDER:
+			le.Msg = fmt.Sprintf("%srank %d found that its send #%d to this rank (%d bytes of %s) and receive #%d (%d bytes of %s) disagree %s",
+				lane, e.Channel, e.Step, e.Have, pdt, e.Step, e.Want, mdt, rule)
+		default: // THESEUS_P2P_ORDER
+			le.Msg = fmt.Sprintf("%ssend #%d to rank %d: rank %d's receives do not match it (its receive #%d posts here first); they disagree %s",
+				lane, e.Want, e.Channel, e.Channel, e.Have, rule)
+		}
+	case C.THESEUS_ERR_P2P_MATRIX:
+		le.Err, le.Peer = launch.ErrP2PMatrix, -1
+		if e.What == C.THESEUS_P2P_CHECK {
+			le.Msg = fmt.Sprintf("ncclAlltoAllv: the GPU counts matrix holds %d at cell %d, the CPU matrix %d (THESEUS_ALLTOALLV_CHECK)", e.Have, e.Step, e.Want)
+		} else {
+			le.Msg = fmt.Sprintf("ncclAlltoAllv: the GPU counts matrix %s %d bytes on this rank, the CPU matrix planned %d",
+				[2]string{"sends", "receives"}[min(max(e.Slice, 0), 1)], e.Have, e.Want)
+		}
+	case C.THESEUS_ERR_P2P_PEER:
+		le.Err = launch.ErrP2PAborted
+		le.Msg = fmt.Sprintf("%srank %d's launch failed while transfer #%d with it was due (see rank %d's error)", lane, e.Channel, e.Step, e.Channel)
+	case ErrTimeout, ErrAborted:
+		le.Err = launch.ErrTimeout
+		if e.Code == ErrAborted {
+			le.Err = launch.ErrAborted
+		}
+		what := map[uint32]string{C.THESEUS_WAIT_P2P_CREDIT: "to free a slot of its FIFO", C.THESEUS_WAIT_P2P_POST: "to post its receive",
+			C.THESEUS_WAIT_P2P_HEADER: "to send"}[e.What]
+		le.Msg = fmt.Sprintf("%s%s waiting for rank %d %s (transfer #%d with it, channel %d)", lane, map[bool]string{true: "timed out", false: "aborted"}[e.Code == ErrTimeout],
+			e.Channel, what, e.Step, e.Slice)
+	default: // THESEUS_ERR_BADREF from a header
+		le.Msg = fmt.Sprintf("%srank %d wrote a header this rank cannot take (transfer #%d: have %d, want %d): a broken peer", lane, e.Channel, e.Step, e.Have, e.Want)
+	}
+	return le
+}
+
+// p2p reports whether e is a point-to-point launch's failure.
+func (e *KernelError) p2p() bool {
+	switch e.Code {
+	case C.THESEUS_ERR_P2P_MISMATCH, C.THESEUS_ERR_P2P_MATRIX, C.THESEUS_ERR_P2P_PEER:
+		return true
+	}
+	return e.What >= C.THESEUS_WAIT_P2P_CREDIT && e.What <= C.THESEUS_WAIT_P2P_HEADER
+}

@@ -1,0 +1,388 @@
+package cuda_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/theseus-ccl/theseus/cuda"
+	"github.com/theseus-ccl/theseus/cuda/driver"
+	"github.com/theseus-ccl/theseus/cuda/gputest"
+	"github.com/theseus-ccl/theseus/examples/contexts"
+	"github.com/theseus-ccl/theseus/runtime/comm"
+	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/theseus"
+)
+
+// The kernel's copy of the point-to-point contract's numbers is
+// runtime/launch's (no GPU needed).
+func TestP2PContract(t *testing.T) {
+	if cuda.P2PContract() != 0 {
+		t.Fatal("kernel/launch.h's point-to-point numbers differ from runtime/launch's p2p.go")
+	}
+	if cuda.P2PMaxMatrix != comm.MaxAlltoAllvRanks {
+		t.Fatalf("THESEUS_P2P_MAX_MATRIX %d, comm.MaxAlltoAllvRanks %d", cuda.P2PMaxMatrix, comm.MaxAlltoAllvRanks)
+	}
+}
+
+// p2pComms makes n in-process ranks on the CUDA backend (the embedded
+// default context); opts adjusts the configuration.
+func p2pComms(t *testing.T, n int, opts func(*theseus.Config)) ([]*theseus.Comm, *cuda.Backend) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := contexts.Materialize(dir); err != nil {
+		t.Fatal(err)
+	}
+	cfg := theseus.Config{Backend: "cuda", ContextDir: dir}
+	cfg.Options.Timeout = 20 * time.Second
+	if opts != nil {
+		opts(&cfg)
+	}
+	comms, err := theseus.NewLocalComms(context.Background(), n, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, c := range comms {
+			c.Destroy()
+		}
+	})
+	be, err := cuda.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return comms, be.(*cuda.Backend)
+}
+
+// p2pOp is one send or receive of a test group (count in elements).
+type p2pOp struct {
+	recv  bool
+	peer  int
+	count int64
+	dt    theseus.DataType
+	off   int64 // the buffer's offset from a 256-aligned allocation: any alignment
+}
+
+// p2pByte is byte i of the k-th transfer from src to dst in repetition rep
+// (the host tests' pattern).
+func p2pByte(src, dst, k, rep int, i int64) byte {
+	return byte(int64(src*37+dst*11+k*5+rep*3) + i*7 + i>>8)
+}
+
+// runP2P runs each rank's group ops(r) reps times on the CUDA backend and
+// checks every received byte (the host backend's results, which the host
+// tests check the same way).
+func runP2P(t *testing.T, comms []*theseus.Comm, be *cuda.Backend, name string, ops func(r int) []p2pOp, reps int) {
+	t.Helper()
+	n := len(comms)
+	type buf struct {
+		p, base device.Ptr
+		nb      int64
+		k       int
+	}
+	bufs := make([][]buf, n)
+	for r := range n {
+		seen := map[[2]int]int{}
+		for _, o := range ops(r) {
+			nb := o.count * int64(o.dt.Size())
+			base, err := be.Alloc(nb + 512)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { be.Free(base) })
+			key := [2]int{o.peer, 0}
+			if o.recv {
+				key[1] = 1
+			}
+			bufs[r] = append(bufs[r], buf{p: base + device.Ptr(o.off), base: base, nb: nb, k: seen[key]})
+			seen[key]++
+		}
+	}
+	for rep := range reps {
+		err := onEach(n, func(r int) error {
+			os := ops(r)
+			for i, o := range os {
+				b := bufs[r][i]
+				data := make([]byte, b.nb)
+				if !o.recv {
+					for j := range data {
+						data[j] = p2pByte(r, o.peer, b.k, rep, int64(j))
+					}
+				}
+				if b.nb > 0 {
+					if err := be.Upload(b.p, data); err != nil {
+						return err
+					}
+				}
+			}
+			c := comms[r]
+			c.GroupStart()
+			for i, o := range os {
+				if o.recv {
+					c.Recv(bufs[r][i].p, o.count, o.dt, o.peer, nil)
+				} else {
+					c.Send(bufs[r][i].p, o.count, o.dt, o.peer, nil)
+				}
+			}
+			if err := c.GroupEnd(); err != nil {
+				return err
+			}
+			for i, o := range os {
+				b := bufs[r][i]
+				if !o.recv || b.nb == 0 {
+					continue
+				}
+				got := make([]byte, b.nb)
+				if err := be.Download(got, b.p); err != nil {
+					return err
+				}
+				for j, v := range got {
+					if want := p2pByte(o.peer, r, b.k, rep, int64(j)); v != want {
+						return fmt.Errorf("rep %d: receive %d from rank %d: byte %d of %d = %d, want %d", rep, b.k, o.peer, j, b.nb, v, want)
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+}
+
+func both(ps, pr int, count int64, dt theseus.DataType, offS, offR int64) []p2pOp {
+	return []p2pOp{{peer: ps, count: count, dt: dt, off: offS}, {recv: true, peer: pr, count: count, dt: dt, off: offR}}
+}
+
+// TestP2PPatternsGPU: the point-to-point engine's kernel on one GPU, 2 and
+// 4 ranks as goroutines: a ring (small, and 64 MiB, which goes zero-copy
+// from the second repetition on), all-pairs of random sizes (zeros
+// included), sends to oneself, several sends to one peer, buffers of
+// unequal alignment, and AlltoAllv of a random and a skewed matrix; every
+// byte checked, as the host tests check the host backend's.
+func TestP2PPatternsGPU(t *testing.T) {
+	gputest.Require(t)
+	for _, n := range []int{2, 4} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			comms, be := p2pComms(t, n, nil)
+			next := func(r int) int { return (r + 1) % n }
+			prev := func(r int) int { return (r + n - 1) % n }
+			runP2P(t, comms, be, "ring", func(r int) []p2pOp { return both(next(r), prev(r), 70001, theseus.Float32, 0, 0) }, 3)
+			runP2P(t, comms, be, "ring 64 MiB", func(r int) []p2pOp { return both(next(r), prev(r), 64<<20, theseus.Uint8, 0, 0) }, 3)
+			runP2P(t, comms, be, "unaligned", func(r int) []p2pOp { return both(next(r), prev(r), 300001, theseus.Int8, 3, 5) }, 2)
+			runP2P(t, comms, be, "all-pairs", func(r int) []p2pOp {
+				rng := rand.New(rand.NewSource(5))
+				m := make([]int64, n*n)
+				for i := range m {
+					if rng.Intn(3) != 0 {
+						m[i] = int64(rng.Intn(1 << 20))
+					}
+				}
+				var o []p2pOp
+				for k := range n {
+					q := (r + k) % n
+					o = append(o, p2pOp{peer: q, count: m[r*n+q], dt: theseus.Bfloat16}, p2pOp{recv: true, peer: q, count: m[q*n+r], dt: theseus.Bfloat16})
+				}
+				return o
+			}, 2)
+			runP2P(t, comms, be, "self and thrice", func(r int) []p2pOp {
+				o := both(r, r, 5003, theseus.Int32, 0, 0)
+				for _, c := range []int64{100, 2 << 20, 3} {
+					o = append(o, p2pOp{peer: next(r), count: c, dt: theseus.Float16})
+				}
+				for _, c := range []int64{100, 2 << 20, 3} {
+					o = append(o, p2pOp{recv: true, peer: prev(r), count: c, dt: theseus.Float16})
+				}
+				return o
+			}, 2)
+			for _, skew := range []bool{false, true} {
+				if err := onEach(n, func(r int) error { return alltoallvGPU(comms[r], be, skew) }); err != nil {
+					t.Fatalf("alltoallv skew=%v: %v", skew, err)
+				}
+			}
+			for r, c := range comms {
+				if st := c.Stats().Executor.P2P; st.Imports == 0 {
+					t.Errorf("rank %d imported no peer buffer (no zero-copy): %+v", r, st)
+				}
+			}
+		})
+	}
+}
+
+// alltoallvGPU runs an AlltoAllv (a random matrix, or 4 hot experts) twice
+// on c, the matrix's GPU copy in device memory, and checks what it got.
+func alltoallvGPU(c *theseus.Comm, be *cuda.Backend, skew bool) error {
+	n, r := c.NRanks(), c.Rank()
+	rng := rand.New(rand.NewSource(9))
+	m := make([]int64, n*n)
+	for i := range m {
+		switch {
+		case skew && i%n < min(4, n):
+			m[i] = 100000 + int64(i)
+		case skew:
+			m[i] = 16
+		case rng.Intn(4) != 0:
+			m[i] = int64(rng.Intn(200000))
+		}
+	}
+	var sn, rn int64
+	for j := range n {
+		sn += m[r*n+j]
+		rn += m[j*n+r]
+	}
+	send, err := be.Alloc(2*sn + 64)
+	if err != nil {
+		return err
+	}
+	defer be.Free(send)
+	recv, err := be.Alloc(2*rn + 64)
+	if err != nil {
+		return err
+	}
+	defer be.Free(recv)
+	gpu, err := be.Alloc(int64(8 * n * n))
+	if err != nil {
+		return err
+	}
+	defer be.Free(gpu)
+	if err := be.Upload(gpu, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(m))), 8*n*n)); err != nil {
+		return err
+	}
+	for rep := range 2 {
+		in := make([]byte, 2*sn)
+		off := int64(0)
+		for j := range n {
+			for k := int64(0); k < 2*m[r*n+j]; k++ {
+				in[off+k] = p2pByte(r, j, 9, rep, k)
+			}
+			off += 2 * m[r*n+j]
+		}
+		if sn > 0 {
+			if err := be.Upload(send, in); err != nil {
+				return err
+			}
+		}
+		if err := c.AlltoAllv(send, recv, m, gpu, theseus.Float16, nil); err != nil {
+			return err
+		}
+		out := make([]byte, 2*rn)
+		if rn > 0 {
+			if err := be.Download(out, recv); err != nil {
+				return err
+			}
+		}
+		off = 0
+		for i := range n {
+			for k := int64(0); k < 2*m[i*n+r]; k++ {
+				if want := p2pByte(i, r, 9, rep, k); out[off+k] != want {
+					return fmt.Errorf("rep %d: from rank %d: byte %d = %d, want %d", rep, i, k, out[off+k], want)
+				}
+			}
+			off += 2 * m[i*n+r]
+		}
+	}
+	return nil
+}
+
+// A send and a receive of different counts: ncclInvalidUsage on both,
+// naming the pair, within the timeout; nothing written past the receive.
+func TestP2PMismatchGPU(t *testing.T) {
+	gputest.Require(t)
+	comms, be := p2pComms(t, 2, func(c *theseus.Config) { c.Options.Timeout = 10 * time.Second })
+	const sent, got = 4 << 20, 2 << 20
+	buf := make([]device.Ptr, 2)
+	for r := range buf {
+		p, err := be.Alloc(4 * sent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { be.Free(p) })
+		buf[r] = p
+	}
+	start := time.Now()
+	errs := make([]error, 2)
+	onEach(2, func(r int) error {
+		if r == 0 {
+			errs[r] = comms[r].Send(buf[r], sent, theseus.Float32, 1, nil)
+		} else {
+			errs[r] = comms[r].Recv(buf[r], got, theseus.Float32, 0, nil)
+		}
+		return nil
+	})
+	if el := time.Since(start); el > 8*time.Second {
+		t.Errorf("took %v", el)
+	}
+	for r, err := range errs {
+		var e *theseus.Error
+		if theseus.CodeOf(err) != theseus.InvalidUsage || !errors.As(err, &e) || len(e.Peers) != 1 || e.Peers[0] != 1-r || !strings.Contains(err.Error(), "disagree") {
+			t.Errorf("rank %d: %v, want ncclInvalidUsage naming rank %d", r, err, 1-r)
+		}
+	}
+	tail := make([]byte, 4*(sent-got))
+	if err := be.Download(tail, buf[1]+4*got); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Trim(string(tail), "\x00") != "" {
+		t.Error("bytes written past the receive")
+	}
+}
+
+// A warmed-up group (a ring of two ranks) captured into a CUDA graph per
+// rank (global capture mode, PyTorch's) replays correctly, each replay with
+// new data: pipeline schedules capture send/recv.
+func TestP2PGraphCapture(t *testing.T) {
+	gputest.Require(t)
+	const n, count = 2, 1 << 20
+	comms, streams, be := localComms(t, n)
+	send, recv := make([]device.Ptr, n), make([]device.Ptr, n)
+	for r := range n {
+		var err error
+		if send[r], err = be.Alloc(4 * count); err != nil {
+			t.Fatal(err)
+		}
+		if recv[r], err = be.Alloc(4 * count); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { be.Free(send[r]); be.Free(recv[r]) })
+	}
+	group := func(r int) error {
+		c := comms[r]
+		c.GroupStart()
+		c.Send(send[r], count, theseus.Float32, (r+1)%n, streams[r])
+		c.Recv(recv[r], count, theseus.Float32, (r+n-1)%n, streams[r])
+		return c.GroupEnd()
+	}
+	eagerCalls(t, streams, 3, group) // connections, offers and imports: zero-copy from here
+	execs := capture(t, streams, driver.CaptureModeGlobal, group)
+	for rep := range 4 {
+		for r := range n {
+			data := make([]byte, 4*count)
+			for j := range data {
+				data[j] = p2pByte(r, (r+1)%n, 0, rep, int64(j))
+			}
+			if err := be.Upload(send[r], data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := replay(streams, execs, 1); err != nil {
+			t.Fatal(err)
+		}
+		for r := range n {
+			got := make([]byte, 4*count)
+			if err := be.Download(got, recv[r]); err != nil {
+				t.Fatal(err)
+			}
+			p := (r + n - 1) % n
+			for j, v := range got {
+				if want := p2pByte(p, r, 0, rep, int64(j)); v != want {
+					t.Fatalf("replay %d rank %d: byte %d = %d, want %d", rep, r, j, v, want)
+				}
+			}
+		}
+	}
+}

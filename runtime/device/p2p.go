@@ -1,0 +1,120 @@
+package device
+
+import (
+	"time"
+
+	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/launch"
+)
+
+// P2PPreparer is implemented by backends that run the point-to-point
+// engine (docs/p2p.md): the host backend and the CUDA backend. PrepareP2P
+// turns one rank's launch of the engine into the backend's launch state, as
+// Prepare does for an op table; the state is launched on a Stream like any
+// other (Stream.Launch, CaptureLauncher.CaptureLaunch), with a launch
+// counter the engine ignores and never fenced. The same rules as Prepare's
+// apply (the Args must not change afterwards; it may run during a CUDA
+// graph capture).
+type P2PPreparer interface {
+	PrepareP2P(a *P2PArgs) (Prepared, error)
+}
+
+// P2PArgs is one rank's launch of the point-to-point engine: the transfers
+// of one group of ncclSend/ncclRecv calls (or of one ncclAlltoAllv), with
+// the connections they use. The executor builds it (runtime/executor,
+// p2p.go).
+type P2PArgs struct {
+	// Rank is this rank, NRanks the communicator size.
+	Rank, NRanks int
+	// Geometry is the connections' FIFO geometry (the same at both ends of
+	// every pair).
+	Geometry launch.P2PGeometry
+	// EagerBytes: a transfer of at most this many bytes goes through the
+	// FIFO at once, without waiting for the receiver's post.
+	EagerBytes int64
+	// Direct lets a larger transfer be written straight into the posted
+	// receive buffer when this rank has imported its allocation (Imports).
+	Direct bool
+	// Threads is the threads per threadblock (CUDA; 0: the backend's
+	// default).
+	Threads int
+	// Sends are the peers this launch sends to, Recvs those it receives
+	// from, each in round order (launch.P2PRound); every peer appears at
+	// most once per list, with its transfers in call order.
+	Sends, Recvs []P2PPeer
+	// Self are this rank's sends to itself, each matched with its receive
+	// from itself in order: local copies (Dst may equal Src: in-place gather
+	// and scatter).
+	Self []P2PCopy
+	// Matrix, when set, is an ncclAlltoAllv: every peer's one send and one
+	// receive (and the self copy) take their bytes and offsets from the
+	// counts matrix at launch time (the transfers' Matrix flag).
+	Matrix *P2PMatrix
+	// Abort is the communicator's abort word (8 bytes): nonzero stops every
+	// wait; a failing launch sets it.
+	Abort Ptr
+	// Timeout bounds every wait on a peer (THESEUS_TIMEOUT).
+	Timeout time.Duration
+}
+
+// P2PPeer is one peer of a launch, in one direction.
+type P2PPeer struct {
+	Peer int
+	// Local is this rank's connection block for the peer; Remote the
+	// peer's block for this rank, mapped here.
+	Local, Remote Mem
+	// Xfers are the transfers with the peer in this direction, in order.
+	Xfers []P2PXfer
+	// Imports (sends only) are the peer's allocations this rank has
+	// imported: a post naming one of them lets a transfer be written
+	// directly.
+	Imports []P2PImport
+}
+
+// P2PXfer is one send (Buf is the source) or receive (Buf the
+// destination): Bytes bytes of DataType. Offer is, for a receive, the id
+// under which the allocation holding Buf was offered to the peer (0: not
+// offered), which the receive posts so that a sender that imported that
+// offer can write directly. Matrix: Bytes and the offset from
+// Buf come from the launch's counts matrix (P2PArgs.Matrix).
+type P2PXfer struct {
+	Buf      Ptr
+	Bytes    int64
+	DataType ir.DataType
+	Offer    uint64
+	Matrix   bool
+}
+
+// P2PCopy is a self transfer: Bytes bytes from Src to Dst.
+type P2PCopy struct {
+	Dst, Src Ptr
+	Bytes    int64
+	Matrix   bool
+}
+
+// P2PImport is a peer's allocation (the id the peer offered it under, its
+// base and size in the peer's address space) mapped here at Local.
+type P2PImport struct {
+	ID       uint64
+	PeerBase Ptr
+	Size     int64
+	Local    Ptr
+}
+
+// P2PMatrix is an ncclAlltoAllv's matrix as a launch reads it (NCCL's
+// seed extension: counts in elements, row = sender, column = receiver).
+type P2PMatrix struct {
+	// Counts is the GPU copy (NRanks x NRanks 64-bit counts) the launch
+	// reads: this rank's row and column.
+	Counts Ptr
+	// Check, when set, is a device copy of the CPU matrix the launch
+	// compares the GPU copy with (THESEUS_ALLTOALLV_CHECK), failing on
+	// the first difference.
+	Check Ptr
+	// SendCap and RecvCap are the bytes this rank sends and receives by the
+	// CPU matrix: the launch fails, writing nothing, if the GPU copy's row
+	// or column adds up to more.
+	SendCap, RecvCap int64
+	// ElemSize is the datatype's size in bytes.
+	ElemSize int64
+}

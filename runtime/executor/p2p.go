@@ -1,0 +1,1021 @@
+package executor
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/launch"
+	"github.com/theseus-ccl/theseus/runtime/log"
+)
+
+// The point-to-point engine's side of the executor (docs/p2p.md): traffic
+// known only at call time — a group of sends and receives, or an
+// AlltoAllv — run by one runtime-sized launch of the backend's engine
+// (device.P2PPreparer), on the executor's levels where they fit:
+//
+//   - L0: the control words (the abort word every launch watches); a
+//     point-to-point call may be a communicator's first, and it is issued by
+//     a subset of the ranks, so it allocates only this rank's control words
+//     (no allgather: the scratch and semaphore pool stay the collectives');
+//   - connections (the engine's L1): per peer, one block of FIFO memory on
+//     each side (launch.P2PGeometry), exchanged point to point with that
+//     peer when a call first involves it, made again when the agreed
+//     geometry changes;
+//   - L2: the peers' allocations offered for zero-copy writes: a rank that
+//     receives into a backend allocation offers it to the sender (a message
+//     the sender takes up at its next call with that peer, without waiting:
+//     Net's TryRecv), which imports it; Offer is the hook through which a
+//     registration may offer an allocation ahead of use, and a
+//     deregistration (Deregister) withdraws the offers of its allocation:
+//     every peer that imported it drops the import before Deregister
+//     returns (its service goroutine, peers.go), and the offer's id, which
+//     receives post, is not posted again;
+//   - L3: the call shape, prepared by the backend (its transfer descriptor)
+//     and kept as a P2PPlan, valid until a connection or an import changes
+//     (the p2p generation) or a receive buffer's allocation is another one.
+//
+// Point-to-point launches are not the communicator's counted launches: the
+// launch counter (identical on every rank) and the fence are the
+// collectives'; a point-to-point launch takes neither, and touches no
+// scratch. It is ordered with the rank's other launches as they are (one
+// rank's launches run in call order, across streams).
+
+// P2PParams are the engine's parameters for one call: the connections'
+// FIFO geometry, which both ends of every pair must share (so they come from
+// the communicator's agreed selection snapshot), and the sender's choices.
+type P2PParams struct {
+	Geometry launch.P2PGeometry
+	// EagerBytes: transfers of at most this many bytes go through the FIFO
+	// without waiting for the receiver's post.
+	EagerBytes int64
+	// Direct allows zero-copy writes into receive buffers whose allocation
+	// the receiver has offered.
+	Direct bool
+	// Threads per threadblock (CUDA; 0: the backend's default).
+	Threads int
+}
+
+// DefaultP2PParams are the built-in parameters for nlocal ranks per node
+// (docs/p2p.md, "Parameters"): 128 KiB chunks, 4 slots, clamp(32 /
+// nlocal, 2, 16) channels, eager up to 64 KiB, direct writes on.
+func DefaultP2PParams(nlocal int) P2PParams {
+	ch := 16
+	if nlocal > 0 {
+		ch = min(max(32/nlocal, 2), 16)
+	}
+	return P2PParams{Geometry: launch.P2PGeometry{ChunkBytes: 128 << 10, Slots: 4, Channels: ch}, EagerBytes: 64 << 10, Direct: true}
+}
+
+// Check reports parameters outside their ranges.
+func (p P2PParams) Check() error {
+	if err := p.Geometry.Check(); err != nil {
+		return err
+	}
+	if p.EagerBytes < 0 {
+		return fmt.Errorf("eager_bytes %d < 0", p.EagerBytes)
+	}
+	if p.Threads != 0 && (p.Threads < 32 || p.Threads > 1024 || p.Threads%32 != 0) {
+		return fmt.Errorf("threads %d: want a multiple of 32 in [32, 1024], or 0", p.Threads)
+	}
+	return nil
+}
+
+// P2POp is one ncclSend (Recv false: Buf is the source) or ncclRecv (Buf
+// the destination) of a group: Count elements of DataType with Peer.
+type P2POp struct {
+	Recv     bool
+	Peer     int
+	Buf      device.Ptr
+	Count    int64
+	DataType ir.DataType
+}
+
+// P2PMatrix is an ncclAlltoAllv (NCCL's seed extension): Counts is the CPU
+// matrix (NRanks x NRanks elements, row = sender), which plans the launch
+// (its capacity: this rank's row and column totals); GPU is the device
+// copy the launch reads; with Check the launch compares the two.
+type P2PMatrix struct {
+	Send, Recv device.Ptr
+	Counts     []int64
+	GPU        device.Ptr
+	DataType   ir.DataType
+	Check      bool
+}
+
+// P2PRequest is one validated point-to-point call: the ops of a group in
+// call order, or an AlltoAllv (Matrix, no Ops). Self sends and receives
+// must pair up in order with equal bytes (runtime/comm checks it).
+type P2PRequest struct {
+	Ops    []P2POp
+	Matrix *P2PMatrix
+	Params P2PParams
+}
+
+// P2PStats count the engine's work on this rank.
+type P2PStats struct {
+	// Walks are ExecuteP2P calls; Launches all point-to-point launches,
+	// PlanLaunches those made from plans (LaunchP2P).
+	Walks, Launches, PlanLaunches uint64
+	// Connects are connections made (Reconnects of them replaced one of
+	// another geometry); Offers are allocations this rank offered its
+	// peers, Imports peers' allocations it imported.
+	Connects, Reconnects, Offers, Imports uint64
+	// Withdrawn are offers of ours withdrawn by a deregistration, Drops
+	// the peers' imports dropped here at their deregistrations.
+	Withdrawn, Drops uint64
+	L3Hits, L3Setups uint64
+}
+
+// ErrP2PUnsupported is returned by ExecuteP2P on a backend without the
+// point-to-point engine (device.P2PPreparer).
+var ErrP2PUnsupported = errors.New("executor: the backend has no point-to-point engine")
+
+type p2pConn struct {
+	geo    launch.P2PGeometry
+	local  device.Ptr
+	remote device.Ptr // the peer's block, imported
+	seq    uint64     // connections made with this peer (the exchange's tag)
+}
+
+type p2pL3 struct {
+	prep     device.Prepared
+	gen      uint64
+	check    device.Ptr // the CPU matrix's device copy (AlltoAllv, checking mode)
+	captured bool
+	plan     *P2PPlan
+}
+
+// p2pState is the executor's point-to-point state (see the file comment).
+type p2pState struct {
+	conns []*p2pConn // by peer
+	// gen moves on whenever a connection or an import changes (also from
+	// a service goroutine: a peer's deregistration): plans of older
+	// generations are stale.
+	gen atomic.Uint64
+	// offered[q] maps the generation of each of our allocations we tried
+	// to offer peer q to the offer's id (nonzero; 0: it could not be
+	// exported), which receives into it post; offerIDs counts the ids.
+	offered  []map[uint64]uint64
+	offerIDs uint64
+	offerSeq []uint64   // [peer]: offers sent to it
+	takeSeq  []uint64   // [peer]: offers taken from it
+	stash    [][][]byte // [peer]: offers received, not imported yet (a capture was on)
+	// mu guards imports and mapped, which a service goroutine changes
+	// when a peer deregisters an allocation it offered (p2pDrop).
+	mu       sync.Mutex
+	imports  [][]device.P2PImport // [peer]: its offers imported, by offer id
+	mapped   []device.Ptr         // every import's local mapping (superseded ones too), unimported at Close
+	drops    atomic.Uint64        // imports dropped at the peers' deregistrations
+	l3       map[string]*p2pL3
+	retired  []*p2pL3    // entries replaced while their launches may run: released at the next wait
+	captured atomic.Bool // a point-to-point launch went into a CUDA graph: its memory stays until Close
+	stats    P2PStats
+}
+
+// P2PPlan is the launch of one point-to-point call shape, as ExecuteP2P
+// prepared it (docs/p2p.md, "Plans"): valid while the executor's p2p
+// generation is its own, the executor has not failed, and every receive
+// buffer it posts still lies in the allocation it posted (its identity).
+type P2PPlan struct {
+	gen    uint64
+	params P2PParams
+	l3     *p2pL3
+	recvs  []p2pIdent
+	sends  []int // the peers sent to (whose offers a launch takes up)
+}
+
+// Params are the parameters the plan was prepared with.
+func (p *P2PPlan) Params() P2PParams { return p.params }
+
+// p2pIdent is a receive buffer and the allocation identity a plan posts
+// for it.
+type p2pIdent struct {
+	p   device.Ptr
+	n   int64
+	gen uint64
+}
+
+// p2p tags: bit 62 | kind << 48 | sequence. The executor's other tags are
+// (launch counter + 1) << 8 | kind, far below; the communicator's watcher
+// uses 1<<62 | 0x5741 (kind 0).
+const (
+	p2pTagBase    = 1 << 62
+	p2pTagConnect = 1 << 48
+	p2pTagOffer   = 2 << 48
+)
+
+func p2pTag(kind, seq uint64) uint64 { return p2pTagBase | kind | seq&(1<<48-1) }
+
+// tryNet is a Net that can take a message without waiting
+// (runtime/bootstrap.Bootstrap.TryRecv).
+type tryNet interface {
+	TryRecv(peer int, tag uint64) ([]byte, bool)
+}
+
+func (e *Executor) p2pInit() {
+	s := &e.p2p
+	if s.conns != nil {
+		return
+	}
+	s.conns = make([]*p2pConn, e.n)
+	s.offered = make([]map[uint64]uint64, e.n)
+	s.offerSeq = make([]uint64, e.n)
+	s.takeSeq = make([]uint64, e.n)
+	s.stash = make([][][]byte, e.n)
+	s.imports = make([][]device.P2PImport, e.n)
+	s.l3 = map[string]*p2pL3{}
+}
+
+// P2PStats returns the engine's counters.
+func (e *Executor) P2PStats() P2PStats {
+	st := e.p2p.stats
+	st.Drops = e.p2p.drops.Load()
+	return st
+}
+
+// control allocates this rank's control words (abort, done) if L0 has not
+// (l0Setup reuses them).
+func (e *Executor) control() error {
+	if e.l0.control != 0 {
+		return nil
+	}
+	p, err := e.alloc(controlBytes)
+	if err != nil {
+		return err
+	}
+	e.l0.control = p
+	e.abortW.Store(uintptr(p))
+	return nil
+}
+
+func (e *Executor) p2pFail(err error, sticky bool, peers ...int) error {
+	ee := &Error{Rank: e.cfg.Rank, State: P2P, Peers: peers, Err: err}
+	if sticky {
+		e.setFailed(ee)
+	}
+	return ee
+}
+
+// peersOf returns the peers r sends to and receives from (not this rank),
+// each once, ascending.
+func (e *Executor) peersOf(r *P2PRequest) (sends, recvs []int) {
+	me := e.cfg.Rank
+	if r.Matrix != nil {
+		for q := range e.n {
+			if q != me {
+				sends, recvs = append(sends, q), append(recvs, q)
+			}
+		}
+		return sends, recvs
+	}
+	var s, v []bool = make([]bool, e.n), make([]bool, e.n)
+	for _, o := range r.Ops {
+		if o.Peer == me {
+			continue
+		}
+		if o.Recv {
+			v[o.Peer] = true
+		} else {
+			s[o.Peer] = true
+		}
+	}
+	for q := range e.n {
+		if s[q] {
+			sends = append(sends, q)
+		}
+		if v[q] {
+			recvs = append(recvs, q)
+		}
+	}
+	return sends, recvs
+}
+
+// ExecuteP2P runs one point-to-point call on st (the walk: control words,
+// connections, offers taken up and made, the prepared launch, the launch)
+// and returns its plan, which LaunchP2P launches again while it is valid.
+// It returns when the launch is enqueued. Errors (*Error): the sticky
+// error; ErrCapture when a connection, an offer or an import is needed
+// during a CUDA graph capture; ErrP2PUnsupported; a peer that does not
+// connect within the timeout (naming it; sticky), or that connects with
+// another geometry (ranks whose selection snapshots differ); backend
+// errors.
+func (e *Executor) ExecuteP2P(ctx context.Context, r *P2PRequest, st device.Stream) (*P2PPlan, error) {
+	if err := e.Err(); err != nil {
+		return nil, err
+	}
+	pp, ok := e.dev.(device.P2PPreparer)
+	if !ok {
+		return nil, e.p2pFail(ErrP2PUnsupported, false)
+	}
+	if r == nil || st == nil {
+		return nil, e.p2pFail(errors.New("nil request or stream"), false)
+	}
+	if err := r.Params.Check(); err != nil {
+		return nil, e.p2pFail(fmt.Errorf("point-to-point parameters: %w", err), false)
+	}
+	e.p2pInit()
+	e.p2p.stats.Walks++
+	capturing := st.Capturing()
+	if e.l0.control == 0 && capturing {
+		return nil, e.p2pFail(ErrCapture, false)
+	}
+	if err := e.control(); err != nil {
+		return nil, e.p2pFail(err, true)
+	}
+	sends, recvs := e.peersOf(r)
+	if err := e.connect(ctx, r.Params.Geometry, union(sends, recvs), capturing); err != nil {
+		return nil, err
+	}
+	if !capturing {
+		if err := e.offer(r, recvs); err != nil {
+			return nil, err
+		}
+	}
+	e.takeOffers(sends, capturing)
+	key := p2pKey(r)
+	ent := e.p2p.l3[key]
+	if ent != nil && ent.gen == e.p2p.gen.Load() {
+		e.p2p.stats.L3Hits++
+	} else {
+		if ent != nil {
+			delete(e.p2p.l3, key)
+			e.p2p.retired = append(e.p2p.retired, ent)
+		}
+		if len(e.p2p.l3) >= maxL3 && !capturing {
+			if err := e.waitInflight(); err != nil {
+				return nil, e.p2pFail(err, true)
+			}
+			for k, v := range e.p2p.l3 {
+				e.p2p.retired = append(e.p2p.retired, v)
+				delete(e.p2p.l3, k)
+			}
+			e.releaseRetired()
+		}
+		var err error
+		if ent, err = e.p2pSetup(pp, r, sends, recvs); err != nil {
+			return nil, err
+		}
+		e.p2p.l3[key] = ent
+		e.p2p.stats.L3Setups++
+	}
+	p := ent.plan
+	if err := e.enqueueP2P(ent, st); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func union(a, b []int) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, l := range [][]int{a, b} {
+		for _, q := range l {
+			if !seen[q] {
+				seen[q] = true
+				out = append(out, q)
+			}
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// connect makes the connections with peers that lack one of geometry g:
+// this rank's blocks allocated and exported, one message to each peer,
+// then each peer's message received and its block imported. Both ends of a
+// pair connect in the same call (each issues an op with the other), so the
+// exchange is point to point; a peer that never does fails it after the
+// timeout, naming the peer.
+func (e *Executor) connect(ctx context.Context, g launch.P2PGeometry, peers []int, capturing bool) error {
+	s := &e.p2p
+	var need []int
+	for _, q := range peers {
+		if c := s.conns[q]; c == nil || c.geo != g {
+			need = append(need, q)
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	if capturing {
+		return e.p2pFail(ErrCapture, false)
+	}
+	t0 := time.Now()
+	for _, q := range need {
+		if s.conns[q] != nil {
+			// The old blocks may be in use by launches in flight (here and
+			// at the peer, which reconnects at the same call).
+			if err := e.waitInflight(); err != nil {
+				return e.p2pFail(err, true)
+			}
+			e.releaseRetired()
+			break
+		}
+	}
+	size := g.ConnBytes()
+	type pending struct {
+		q    int
+		conn *p2pConn
+	}
+	var mine []pending
+	for _, q := range need {
+		old := s.conns[q]
+		c := &p2pConn{geo: g}
+		if old != nil {
+			c.seq = old.seq + 1
+			s.stats.Reconnects++
+			if !s.captured.Load() {
+				e.unimport(old.remote)
+				e.freeAlloc(old.local)
+			}
+		}
+		p, err := e.alloc(size)
+		if err != nil {
+			return e.p2pFail(fmt.Errorf("connection block of %d bytes for rank %d: %w", size, q, err), true, q)
+		}
+		c.local = p
+		h, err := e.export(p, size)
+		if err != nil {
+			return e.p2pFail(err, true, q)
+		}
+		msg := p2pConnMsg{ChunkBytes: g.ChunkBytes, Slots: uint32(g.Slots), Channels: uint32(g.Channels), Handle: h}
+		if err := e.send(q, p2pTag(p2pTagConnect, c.seq), msg.encode()); err != nil {
+			return e.p2pFail(err, true, q)
+		}
+		s.conns[q] = nil // until the peer's half is in
+		mine = append(mine, pending{q, c})
+	}
+	for _, m := range mine {
+		q, c := m.q, m.conn
+		b, err := e.recv(ctx, q, p2pTag(p2pTagConnect, c.seq))
+		if err != nil {
+			return e.p2pFail(fmt.Errorf("rank %d did not connect for point-to-point within %v (it has no ncclSend or ncclRecv with this rank in its call, or issued it after a different number of collectives): %w", q, e.cfg.Timeout, err), true, q)
+		}
+		pm, err := decodeP2PConn(b)
+		if err != nil {
+			return e.p2pFail(fmt.Errorf("rank %d's connection message: %w", q, err), true, q)
+		}
+		pg := launch.P2PGeometry{ChunkBytes: pm.ChunkBytes, Slots: int(pm.Slots), Channels: int(pm.Channels)}
+		if pg != g {
+			return e.p2pFail(fmt.Errorf("rank %d connects with point-to-point parameters (%v) other than this rank's (%v): their selection snapshots differ (a send and its receive must be issued after the same collectives)", q, pg, g), true, q)
+		}
+		reg, err := e.importHandle(pm.Handle)
+		if err != nil {
+			return e.p2pFail(fmt.Errorf("import rank %d's connection block: %w", q, err), true, q)
+		}
+		if reg.Size < size {
+			return e.p2pFail(fmt.Errorf("rank %d's connection block has %d bytes, want %d", q, reg.Size, size), true, q)
+		}
+		c.remote = reg.Base
+		s.conns[q] = c
+		s.stats.Connects++
+		e.stats.Created.Connections++
+	}
+	s.gen.Add(1)
+	if log.On(log.Info, log.Executor) {
+		log.Infof(log.Executor, "rank %d: point-to-point connections with ranks %v (%v) in %v", e.cfg.Rank, need, g, time.Since(t0).Round(time.Microsecond))
+	}
+	return nil
+}
+
+// offer sends each peer this call receives from the allocations it
+// receives into that it has not offered that peer yet (a message the peer
+// takes up at its next call with this rank). Memory that is not a backend
+// allocation, or that cannot be exported, is not offered (its transfers go
+// through the FIFO).
+func (e *Executor) offer(r *P2PRequest, recvs []int) error {
+	if len(recvs) == 0 {
+		return nil
+	}
+	type buf struct {
+		q int
+		p device.Ptr
+		n int64
+	}
+	var bufs []buf
+	if m := r.Matrix; m != nil {
+		if n := matrixCol(m, e.n, e.cfg.Rank) * int64(m.DataType.Size()); n > 0 {
+			for _, q := range recvs {
+				bufs = append(bufs, buf{q, m.Recv, n})
+			}
+		}
+	} else {
+		for _, o := range r.Ops {
+			if o.Recv && o.Peer != e.cfg.Rank && o.Count > 0 {
+				bufs = append(bufs, buf{o.Peer, o.Buf, o.Count * int64(o.DataType.Size())})
+			}
+		}
+	}
+	for _, b := range bufs {
+		reg, ok := e.dev.Lookup(b.p, b.n)
+		if !ok {
+			continue
+		}
+		if err := e.Offer(b.q, reg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Offer offers allocation reg (a Region from Backend.Lookup) to peer q
+// for zero-copy point-to-point writes, once (until a deregistration
+// withdraws it): q imports it at its next call with this rank and from
+// then on writes transfers this rank receives into it directly. It is the
+// engine's registration hook: receive buffers are offered when first used;
+// a registration may offer an allocation to its peers ahead of use
+// (Register itself stays local, as in NCCL). An allocation that cannot be
+// exported is not offered (nil). Errors: the message's (sticky).
+func (e *Executor) Offer(q int, reg device.Region) error {
+	if q == e.cfg.Rank || q < 0 || q >= e.n {
+		return nil
+	}
+	e.p2pInit()
+	if e.p2p.offered[q] == nil {
+		e.p2p.offered[q] = map[uint64]uint64{}
+	}
+	if _, done := e.p2p.offered[q][reg.Gen]; done {
+		return nil
+	}
+	h, err := e.dev.Export(reg)
+	if err != nil {
+		e.p2p.offered[q][reg.Gen] = 0
+		return nil // (CUDA VMM memory, for example): the FIFO serves it
+	}
+	e.p2p.offerIDs++
+	id := e.p2p.offerIDs
+	e.p2p.offered[q][reg.Gen] = id
+	msg := p2pOfferMsg{ID: id, Base: uint64(reg.Base), Size: reg.Size, Handle: h}
+	if err := e.send(q, p2pTag(p2pTagOffer, e.p2p.offerSeq[q]), msg.encode()); err != nil {
+		return e.p2pFail(err, true, q)
+	}
+	e.p2p.offerSeq[q]++
+	e.p2p.stats.Offers++
+	e.stats.Created.Exports++
+	return nil
+}
+
+// takeOffers imports the allocations the peers this call sends to have
+// offered since (without waiting: offers not yet here are taken up by a
+// later call). During a CUDA graph capture the offers that arrived are
+// kept for later: an import is no call to make then. A newer offer of a
+// range supersedes the imports it overlaps (their mappings stay until
+// Close).
+func (e *Executor) takeOffers(sends []int, capturing bool) {
+	if !e.pendingOffers(sends) || capturing {
+		return
+	}
+	for _, q := range sends {
+		msgs := e.p2p.stash[q]
+		e.p2p.stash[q] = nil
+		for _, b := range msgs {
+			m, err := decodeP2POffer(b)
+			if err != nil {
+				log.Warnf(log.Executor, "rank %d: rank %d's point-to-point offer: %v; ignored", e.cfg.Rank, q, err)
+				continue
+			}
+			reg, err := e.dev.Import(m.Handle)
+			if err == nil && reg.Size < m.Size {
+				e.dev.Unimport(reg.Base)
+				err = fmt.Errorf("it maps %d bytes", reg.Size)
+			}
+			if err != nil {
+				log.Warnf(log.Executor, "rank %d: rank %d's point-to-point offer of %d bytes could not be imported (%v): its receives go through the FIFO", e.cfg.Rank, q, m.Size, err)
+				continue
+			}
+			im := device.P2PImport{ID: m.ID, PeerBase: device.Ptr(m.Base), Size: m.Size, Local: reg.Base}
+			e.p2p.mu.Lock()
+			list := e.p2p.imports[q][:0]
+			for _, o := range e.p2p.imports[q] {
+				if o.PeerBase < im.PeerBase+device.Ptr(im.Size) && im.PeerBase < o.PeerBase+device.Ptr(o.Size) {
+					continue // superseded
+				}
+				list = append(list, o)
+			}
+			e.p2p.imports[q] = append(list, im)
+			e.p2p.mapped = append(e.p2p.mapped, reg.Base)
+			e.p2p.mu.Unlock()
+			e.p2p.gen.Add(1)
+			e.p2p.stats.Imports++
+			e.stats.Created.Registrations++
+		}
+	}
+}
+
+// pendingOffers moves the offers that have arrived from the peers sends
+// into the stash (without waiting) and reports whether any is stashed.
+func (e *Executor) pendingOffers(sends []int) bool {
+	tn, ok := e.net.(tryNet)
+	if !ok {
+		return false
+	}
+	any := false
+	for _, q := range sends {
+		for {
+			b, ok := tn.TryRecv(q, p2pTag(p2pTagOffer, e.p2p.takeSeq[q]))
+			if !ok {
+				break
+			}
+			e.p2p.takeSeq[q]++
+			e.p2p.stash[q] = append(e.p2p.stash[q], b)
+		}
+		any = any || len(e.p2p.stash[q]) > 0
+	}
+	return any
+}
+
+// matrixRow and matrixCol are rank me's send and receive totals in
+// elements by the CPU matrix.
+func matrixRow(m *P2PMatrix, n, me int) int64 {
+	var t int64
+	for j := range n {
+		t += m.Counts[me*n+j]
+	}
+	return t
+}
+
+func matrixCol(m *P2PMatrix, n, me int) int64 {
+	var t int64
+	for i := range n {
+		t += m.Counts[i*n+me]
+	}
+	return t
+}
+
+// p2pKey is r's L3 key: every field the prepared launch depends on (an
+// AlltoAllv's CPU matrix only through its capacity, unless it is checked).
+func p2pKey(r *P2PRequest) string {
+	b := make([]byte, 0, 64+40*len(r.Ops))
+	u := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
+	g := r.Params.Geometry
+	u(uint64(g.ChunkBytes))
+	u(uint64(g.Slots)<<32 | uint64(g.Channels))
+	u(uint64(r.Params.EagerBytes))
+	u(uint64(r.Params.Threads)<<1 | b2u(r.Params.Direct))
+	for _, o := range r.Ops {
+		u(b2u(o.Recv) | uint64(o.DataType)<<8 | uint64(o.Peer)<<16)
+		u(uint64(o.Buf))
+		u(uint64(o.Count))
+	}
+	if m := r.Matrix; m != nil {
+		u(1<<63 | uint64(m.DataType)<<8 | b2u(m.Check))
+		u(uint64(m.Send))
+		u(uint64(m.Recv))
+		u(uint64(m.GPU))
+		n := 0
+		for n*n < len(m.Counts) {
+			n++
+		}
+		// (the capacity is the rank's row and column totals; the executor's
+		// rank is fixed, so every total enters the key)
+		for r := range n {
+			u(uint64(matrixRow(m, n, r)))
+			u(uint64(matrixCol(m, n, r)))
+		}
+		if m.Check {
+			for _, c := range m.Counts {
+				u(uint64(c))
+			}
+		}
+	}
+	return string(b)
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// p2pSetup builds and prepares the launch of r (its plan included).
+func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, recvPeers []int) (*p2pL3, error) {
+	me, n := e.cfg.Rank, e.n
+	g := r.Params.Geometry
+	a := &device.P2PArgs{Rank: me, NRanks: n, Geometry: g, EagerBytes: r.Params.EagerBytes, Direct: r.Params.Direct,
+		Threads: r.Params.Threads, Abort: e.l0.control, Timeout: e.cfg.Timeout}
+	gen0 := e.p2p.gen.Load() // (before the imports are read: a drop after it makes the plan stale)
+	ent := &p2pL3{gen: gen0}
+	plan := &P2PPlan{gen: gen0, params: r.Params, l3: ent, sends: sendPeers}
+	size := g.ConnBytes()
+	peer := func(q int, recv bool) device.P2PPeer {
+		c := e.p2p.conns[q]
+		pr := device.P2PPeer{Peer: q, Local: device.Mem{Ptr: c.local, Size: size}, Remote: device.Mem{Ptr: c.remote, Size: size}}
+		if !recv {
+			e.p2p.mu.Lock()
+			pr.Imports = append([]device.P2PImport(nil), e.p2p.imports[q]...)
+			e.p2p.mu.Unlock()
+		}
+		return pr
+	}
+	// gen is the generation of the allocation holding a receive buffer
+	// (0: none), recorded for the plan's check; post the id under which it
+	// was offered to peer q (0: not offered, the FIFO serves it).
+	gen := func(p device.Ptr, nb int64) uint64 {
+		if nb == 0 {
+			return 0
+		}
+		reg, ok := e.dev.Lookup(p, nb)
+		if !ok {
+			return 0
+		}
+		plan.recvs = append(plan.recvs, p2pIdent{p, nb, reg.Gen})
+		return reg.Gen
+	}
+	post := func(q int, g uint64) uint64 {
+		if g == 0 {
+			return 0
+		}
+		return e.p2p.offered[q][g]
+	}
+	sends := map[int]*device.P2PPeer{}
+	recvs := map[int]*device.P2PPeer{}
+	for _, q := range sendPeers {
+		p := peer(q, false)
+		sends[q] = &p
+	}
+	for _, q := range recvPeers {
+		p := peer(q, true)
+		recvs[q] = &p
+	}
+	if m := r.Matrix; m != nil {
+		es := int64(m.DataType.Size())
+		rg := gen(m.Recv, matrixCol(m, n, me)*es)
+		for q := range n {
+			if q == me {
+				continue
+			}
+			sends[q].Xfers = []device.P2PXfer{{Buf: m.Send, DataType: m.DataType, Matrix: true}}
+			recvs[q].Xfers = []device.P2PXfer{{Buf: m.Recv, DataType: m.DataType, Offer: post(q, rg), Matrix: true}}
+		}
+		a.Self = []device.P2PCopy{{Src: m.Send, Dst: m.Recv, Matrix: true}}
+		a.Matrix = &device.P2PMatrix{Counts: m.GPU, SendCap: matrixRow(m, n, me) * es, RecvCap: matrixCol(m, n, me) * es, ElemSize: es}
+		if m.Check {
+			nb := int64(8 * len(m.Counts))
+			p, err := e.dev.Alloc(nb)
+			if err != nil {
+				return nil, e.p2pFail(fmt.Errorf("the CPU matrix's device copy: %w", err), false)
+			}
+			ent.check = p
+			words := make([]byte, nb)
+			for i, c := range m.Counts {
+				binary.LittleEndian.PutUint64(words[8*i:], uint64(c))
+			}
+			if err := e.dev.Upload(p, words); err != nil {
+				e.dev.Free(p)
+				return nil, e.p2pFail(err, false)
+			}
+			a.Matrix.Check = p
+		}
+	} else {
+		var selfS, selfR []P2POp
+		for _, o := range r.Ops {
+			nb := o.Count * int64(o.DataType.Size())
+			switch {
+			case o.Peer == me && o.Recv:
+				selfR = append(selfR, o)
+			case o.Peer == me:
+				selfS = append(selfS, o)
+			case o.Recv:
+				recvs[o.Peer].Xfers = append(recvs[o.Peer].Xfers, device.P2PXfer{Buf: o.Buf, Bytes: nb, DataType: o.DataType, Offer: post(o.Peer, gen(o.Buf, nb))})
+			default:
+				sends[o.Peer].Xfers = append(sends[o.Peer].Xfers, device.P2PXfer{Buf: o.Buf, Bytes: nb, DataType: o.DataType})
+			}
+		}
+		if len(selfS) != len(selfR) {
+			return nil, e.p2pFail(fmt.Errorf("%d sends to this rank and %d receives from it", len(selfS), len(selfR)), false)
+		}
+		for i := range selfS {
+			a.Self = append(a.Self, device.P2PCopy{Src: selfS[i].Buf, Dst: selfR[i].Buf, Bytes: selfS[i].Count * int64(selfS[i].DataType.Size())})
+		}
+	}
+	byRound := func(m map[int]*device.P2PPeer, recv bool) []device.P2PPeer {
+		out := make([]device.P2PPeer, 0, len(m))
+		for _, p := range m {
+			out = append(out, *p)
+		}
+		sort.Slice(out, func(i, j int) bool {
+			return launch.P2PRound(me, out[i].Peer, n, recv) < launch.P2PRound(me, out[j].Peer, n, recv)
+		})
+		return out
+	}
+	a.Sends, a.Recvs = byRound(sends, false), byRound(recvs, true)
+	prep, err := pp.PrepareP2P(a)
+	if err != nil {
+		if ent.check != 0 {
+			e.dev.Free(ent.check)
+		}
+		return nil, e.p2pFail(err, false)
+	}
+	ent.prep, ent.plan = prep, plan
+	return ent, nil
+}
+
+// enqueueP2P launches ent's prepared launch on st: in call order with the
+// rank's other launches (a stream change waits for the previous stream on
+// the device), uncounted and unfenced; a launch captured into a CUDA graph
+// keeps the engine's memory until Close.
+func (e *Executor) enqueueP2P(ent *p2pL3, st device.Stream) error {
+	var capturing bool
+	var err error
+	ctr := max(e.launch, 1) // ignored by the engine
+	// The point-to-point launch is st's own kernel launch, also with the
+	// persistent executor (its queue serves the collectives' op tables);
+	// the order with the rank's other launches is kept on the stream the
+	// collectives use for st (the persistent executor's wrapper of st,
+	// whose queued launches are st's stream memory operations).
+	ord := st
+	if e.persistent {
+		if w, werr := e.residentStream(st); werr == nil {
+			ord = w
+		}
+	}
+	if cl, ok := st.(device.CaptureLauncher); ok && (e.lastSt == nil || e.lastSt == ord) {
+		capturing, err = cl.CaptureLaunch(ent.prep, ctr, false, false)
+	} else {
+		capturing = st.Capturing()
+		if prev := e.lastSt; prev != nil && prev != ord && !capturing {
+			if o, ok := ord.(device.StreamOrderer); ok && !prev.Capturing() {
+				if err := o.After(prev); err != nil {
+					return &Error{Rank: e.cfg.Rank, State: P2P, Err: err}
+				}
+			}
+		}
+		err = st.Launch(ent.prep, ctr, false)
+	}
+	if err != nil {
+		ee := &Error{Rank: e.cfg.Rank, State: P2P, Err: err}
+		if !errors.Is(err, device.ErrClosed) {
+			e.setFailed(ee)
+		}
+		return ee
+	}
+	e.p2p.stats.Launches++
+	if capturing {
+		ent.captured = true
+		e.p2p.captured.Store(true)
+	}
+	if e.lastSt != ord {
+		e.lastSt = ord
+		e.lastCL, _ = ord.(device.CaptureLauncher)
+		e.tracked = false
+	}
+	e.trackStream(ord)
+	return nil
+}
+
+// ValidP2P reports whether p may be launched on st without a walk
+// (P2PPlan's rules), after taking up the offers of the peers it sends to
+// (which makes it stale: a walk then builds it with the new imports),
+// unless st is being captured into a CUDA graph (asked only when an offer
+// is there to import).
+func (e *Executor) ValidP2P(p *P2PPlan, st device.Stream) bool {
+	if p == nil || e.failed.Load() != nil {
+		return false
+	}
+	if e.pendingOffers(p.sends) {
+		e.takeOffers(p.sends, st.Capturing())
+	}
+	if p.gen != e.p2p.gen.Load() {
+		return false
+	}
+	for _, id := range p.recvs {
+		if reg, ok := e.dev.Lookup(id.p, id.n); !ok || reg.Gen != id.gen {
+			return false
+		}
+	}
+	return true
+}
+
+// LaunchP2P launches plan p on st as ExecuteP2P would have, without the
+// walk, or returns ErrStale (nothing launched) when p is not valid
+// (ValidP2P): the caller then walks. Errors: ErrStale; the stream's
+// launch failure (*Error, sticky unless the stream was closed).
+func (e *Executor) LaunchP2P(p *P2PPlan, st device.Stream) error {
+	if st == nil || !e.ValidP2P(p, st) {
+		return ErrStale
+	}
+	if err := e.enqueueP2P(p.l3, st); err != nil {
+		return err
+	}
+	e.p2p.stats.PlanLaunches++
+	return nil
+}
+
+// releaseRetired releases the prepared launches replaced since the last
+// wait (the caller has just waited), unless a CUDA graph captured them.
+func (e *Executor) releaseRetired() {
+	for _, ent := range e.p2p.retired {
+		e.releaseP2P(ent)
+	}
+	e.p2p.retired = e.p2p.retired[:0]
+}
+
+func (e *Executor) releaseP2P(ent *p2pL3) {
+	if ent.captured || e.p2p.captured.Load() {
+		e.retained = append(e.retained, ent.prep)
+		return
+	}
+	ent.prep.Release()
+	if ent.check != 0 {
+		e.dev.Free(ent.check)
+	}
+}
+
+// closeP2P releases the engine's prepared launches and matrix copies
+// (Close; the connection blocks and imports go with the executor's
+// allocations and imports).
+func (e *Executor) closeP2P() {
+	for _, ent := range e.p2p.l3 {
+		ent.prep.Release()
+		if ent.check != 0 {
+			e.dev.Free(ent.check)
+		}
+	}
+	for _, ent := range e.p2p.retired {
+		ent.prep.Release()
+		if ent.check != 0 {
+			e.dev.Free(ent.check)
+		}
+	}
+	e.p2p.l3, e.p2p.retired = nil, nil
+	e.p2p.mu.Lock()
+	for _, p := range e.p2p.mapped {
+		e.dev.Unimport(p)
+	}
+	e.p2p.mapped, e.p2p.imports = nil, nil
+	e.p2p.mu.Unlock()
+}
+
+// p2pWithdraw withdraws the offers of our allocation reg (its last
+// registration is being deregistered) and returns the peers it was
+// offered to: they must drop their imports of it (Deregister asks their
+// service goroutines, p2pDrop). Receives into it no longer post the
+// withdrawn ids (the plans that do are stale); a later receive into it
+// offers it anew, under a new id.
+func (e *Executor) p2pWithdraw(reg device.Region) []int {
+	var peers []int
+	for q, m := range e.p2p.offered {
+		if id := m[reg.Gen]; id != 0 {
+			peers = append(peers, q)
+			e.p2p.stats.Withdrawn++
+		}
+		if _, ok := m[reg.Gen]; ok {
+			delete(m, reg.Gen)
+		}
+	}
+	if len(peers) > 0 {
+		e.p2p.gen.Add(1)
+	}
+	return peers
+}
+
+// p2pDrop drops this rank's imports of peer q's allocation reg (q
+// deregistered it; p2pWithdraw there) and unmaps them: afterwards q may
+// free it. Safe while this rank's launches run: a launch writes into an
+// import only for a receive of q posting its offer's id, and q, which
+// withdrew the id, posts it no more; the transfers it did post finished
+// before its receives did. Run by the service goroutine for q. Errors: a
+// point-to-point launch captured into a CUDA graph (it may post the old
+// id when replayed on q's side): the import stays until Close.
+func (e *Executor) p2pDrop(q int, reg device.Region) error {
+	s := &e.p2p
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q < 0 || q >= len(s.imports) {
+		return nil
+	}
+	var keep, gone []device.P2PImport
+	for _, im := range s.imports[q] {
+		if reg.Contains(im.PeerBase, im.Size) {
+			gone = append(gone, im)
+		} else {
+			keep = append(keep, im)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	if s.captured.Load() {
+		return fmt.Errorf("a point-to-point launch captured into a CUDA graph may write into the allocation %#x+%d: it stays mapped until the communicator is destroyed", uintptr(reg.Base), reg.Size)
+	}
+	s.imports[q] = keep
+	s.gen.Add(1)
+	for _, im := range gone {
+		e.dev.Unimport(im.Local)
+		if i := slices.Index(s.mapped, im.Local); i >= 0 {
+			s.mapped = slices.Delete(s.mapped, i, i+1)
+		}
+		s.drops.Add(1)
+	}
+	return nil
+}
