@@ -579,7 +579,10 @@ func (c *Conn) waitErr(op string, err error) error {
 	return &Error{Rank: c.rank, Peer: -1, Op: op, Err: err}
 }
 
-func (c *Conn) bound() waitBound { return waitBound{time.Now().Add(c.p.timeout), c.p.timeout} }
+func (c *Conn) bound() waitBound {
+	now := time.Now()
+	return waitBound{deadline: now.Add(c.p.timeout), timeout: c.p.timeout, start: now, spin: c.p.spin}
+}
 
 // Put posts a put of size bytes from local region src at srcOff to the
 // channel's peer's region dst at dstOff (queued; complete after a Flush).

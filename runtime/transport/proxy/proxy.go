@@ -680,6 +680,21 @@ func (c *Conn) release() {
 		h.req.Wait(deadline)
 	}
 	c.held = nil
+	// Flush before closing: a put or signal of this rank that the peer has
+	// not handled yet when the endpoint goes would fail the peer's reply to
+	// it, which UCX's software RMA treats as fatal ("unexpected error:
+	// Endpoint timeout" in ucp_put_handler: an eager send's last chunks,
+	// a receiver's last credit). Skipped on a failed Conn; bounded.
+	if c.failed.Load() == nil {
+		for _, pe := range c.order {
+			if pe.ep == nil || pe.ep.Err() != nil {
+				continue
+			}
+			if r, err := pe.ep.Flush(); err == nil {
+				r.Wait(deadline)
+			}
+		}
+	}
 	for _, pe := range c.order {
 		if pe.ep != nil {
 			pe.ep.Close(deadline)
