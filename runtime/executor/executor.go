@@ -646,6 +646,9 @@ func (e *Executor) Close() error {
 	if aborted {
 		werr = nil
 	}
+	if !aborted && werr == nil {
+		e.p2pDrainLinks()
+	}
 	e.setFailed(ErrClosed)
 	// The service goroutines stop (one waiting for this rank's launches
 	// sees the executor closed), before anything they use is released.

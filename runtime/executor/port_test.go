@@ -11,7 +11,9 @@ import (
 	"github.com/theseus-ccl/theseus/compiler/load"
 	"github.com/theseus-ccl/theseus/compiler/passes"
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/device/devicetest"
+	"github.com/theseus-ccl/theseus/runtime/launch"
 	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
 )
 
@@ -112,6 +114,69 @@ func TestPortMigration(t *testing.T) {
 	for r := range conns {
 		if conns[r] != 1+2 { // the same node's peer imported, the ring's and hier's of the other node
 			t.Errorf("rank %d: %d connections, want 3", r, conns[r])
+		}
+	}
+}
+
+// TestP2PAcrossNodes: the point-to-point engine between 2 simulated nodes
+// of 2 ranks, a ring in both directions (each rank's neighbours are one of
+// its node, one of the other): every byte right, from plans too; the pairs
+// across nodes connect over port channels (Links), with no offer, import
+// or mapping of the other node's memory; new parameters reconnect them
+// (the old blocks' regions released), and the engine keeps working.
+func TestP2PAcrossNodes(t *testing.T) {
+	const n, count = 4, 70001 // bytes: chunks of 4 KiB on 2 channels, a short last one
+	w := newNodeWorld(t, 2, 2)
+	kept := make([]*P2PPlan, n)
+	type rb struct {
+		send, recv [2]device.Ptr
+		in, out    [2][]byte
+	}
+	bs := make([]rb, n)
+	for r := range n {
+		for d := range 2 {
+			bs[r].send[d], bs[r].in[d] = w.mem(count)
+			bs[r].recv[d], bs[r].out[d] = w.mem(count)
+		}
+	}
+	geo2 := P2PParams{Geometry: launch.P2PGeometry{ChunkBytes: 8192, Slots: 3, Channels: 3}, EagerBytes: 1024, Direct: true}
+	for it, prm := range []P2PParams{testP2P, testP2P, testP2P, geo2, geo2} {
+		if it == 3 {
+			kept = make([]*P2PPlan, n)
+		}
+		w.must(w.each(func(r int) error {
+			var ops []P2POp
+			for d, step := range []int{1, n - 1} {
+				for i := range bs[r].in[d] {
+					bs[r].in[d][i] = byte(r*31 + i*7 + it + d)
+				}
+				ops = append(ops, P2POp{Peer: (r + step) % n, Buf: bs[r].send[d], Count: count, DataType: ir.Int8},
+					P2POp{Recv: true, Peer: (r + n - step) % n, Buf: bs[r].recv[d], Count: count, DataType: ir.Int8})
+			}
+			return w.p2pCall(r, &P2PRequest{Params: prm, Ops: ops}, &kept[r])
+		}))
+		w.must(w.each(func(r int) error {
+			for d, step := range []int{1, n - 1} {
+				from := (r + n - step) % n
+				for i, v := range bs[r].out[d] {
+					if want := byte(from*31 + i*7 + it + d); v != want {
+						return fmt.Errorf("call %d, from rank %d: byte %d = %d, want %d", it, from, i, v, want)
+					}
+				}
+			}
+			return nil
+		}))
+	}
+	for r := range n {
+		p := w.ex[r].Stats().P2P
+		// Peers r±1: one on this node, one on the other; connected twice.
+		if p.Connects != 4 || p.Links != 2 || p.Reconnects != 2 || p.Launches != 5 || p.PlanLaunches == 0 {
+			t.Errorf("rank %d: %+v, want 4 connections (2 links across nodes), 2 reconnections, 5 launches, some from plans", r, p)
+		}
+		for _, q := range []int{(r + 1) % n, (r + n - 1) % n} {
+			if q/2 != r/2 && len(w.ex[r].p2p.imports[q]) != 0 {
+				t.Errorf("rank %d imported %d allocations of rank %d on another node", r, len(w.ex[r].p2p.imports[q]), q)
+			}
 		}
 	}
 }

@@ -343,7 +343,19 @@ func runFaultRank(t *testing.T, c *Comm) {
 			fmt.Printf("MP ready rank=%d\n", c.Rank())
 		}
 		start := time.Now()
-		err := c.AllReduce(send, recv, count+1, Float32, Sum, nil)
+		var err error
+		if os.Getenv("MP_FAULT_OP") == "sendrecv" {
+			// Point-to-point with the rank of the same local rank on the
+			// other node (2 nodes of MP_FAULT_PER ranks): port channels.
+			per, _ := strconv.Atoi(os.Getenv("MP_FAULT_PER"))
+			q := (c.Rank() + per) % c.NRanks()
+			c.GroupStart()
+			c.Send(send, count+1, Float32, q, nil)
+			c.Recv(recv, count+1, Float32, q, nil)
+			err = c.GroupEnd() // (nil streams: it waits)
+		} else {
+			err = c.AllReduce(send, recv, count+1, Float32, Sum, nil)
+		}
 		if err == nil {
 			if i > 1_000_000 {
 				t.Fatal("no fault")

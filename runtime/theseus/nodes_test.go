@@ -85,7 +85,17 @@ func TestNodesInProcess(t *testing.T) {
 				Root: i % 4, InPlace: i%2 == 0, Seed: uint64(i + 1)})
 		}
 	}
-	res := onEach(comms, func(c *Comm) rankResult { return runCases(c, cases) })
+	res := onEach(comms, func(c *Comm) rankResult {
+		x := runCases(c, cases)
+		if x.Err == nil {
+			if err := runP2PSuite(c); err != nil {
+				x.Err = fmt.Errorf("point-to-point: %w", err)
+			} else if st := c.Stats().Executor.P2P; st.Links != 2 {
+				x.Err = fmt.Errorf("point-to-point: %d connections across nodes, want 2 (%+v)", st.Links, st)
+			}
+		}
+		return x
+	})
 	for r, x := range res {
 		if x.Err != nil || x.Wrong != 0 {
 			t.Errorf("rank %d: %d wrong: %v", r, x.Wrong, x.Err)
@@ -125,6 +135,13 @@ func nodeCases(n int) []devicetest.Case {
 // and the processes whose memory it maps ("MP result ... pid= imports=").
 func runNodesRank(t *testing.T, c *Comm, rank, n int) {
 	res := runCases(c, nodeCases(n))
+	if res.Err == nil {
+		// Point-to-point and AlltoAllv: every pattern and matrix, the
+		// pairs across nodes over port channels.
+		if err := runP2PSuite(c); err != nil {
+			res.Err = fmt.Errorf("point-to-point: %w", err)
+		}
+	}
 	var imp []string
 	for _, p := range host.ImportedFrom() {
 		imp = append(imp, strconv.Itoa(p))
@@ -134,8 +151,9 @@ func runNodesRank(t *testing.T, c *Comm, rank, n int) {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	line := fmt.Sprintf("MP result rank=%d cases=%d checked=%d wrong=%d pid=%d imports=%s schedules=%s", rank, res.Cases, res.Checked, res.Wrong,
-		os.Getpid(), strings.Join(imp, ","), strings.Join(names, ","))
+	st := c.Stats().Executor.P2P
+	line := fmt.Sprintf("MP result rank=%d cases=%d checked=%d wrong=%d pid=%d imports=%s p2p=%d/%d/%d schedules=%s", rank, res.Cases, res.Checked, res.Wrong,
+		os.Getpid(), strings.Join(imp, ","), st.Launches, st.Connects, st.Links, strings.Join(names, ","))
 	if res.Err != nil {
 		line += " err=" + strings.ReplaceAll(res.Err.Error(), "\n", " ")
 	}
@@ -210,6 +228,12 @@ func nodesMultiProcess(t *testing.T, nodes, per int, spec func(node int) (wrap, 
 		if e := field(result, "err"); e != "" {
 			t.Errorf("rank %d: %s", p.rank, strings.SplitN(result, "err=", 2)[1])
 		}
+		// p2p=launches/connections/links: every rank connects with every
+		// other (the AlltoAllv matrices), those of other nodes by links.
+		var launches, conns, links int
+		if _, err := fmt.Sscanf(field(result, "p2p"), "%d/%d/%d", &launches, &conns, &links); err != nil || launches == 0 || conns < n-1 || links != n-per {
+			t.Errorf("rank %d: point-to-point launches/connections/links across nodes %q, want connections >= %d and %d links", p.rank, field(result, "p2p"), n-1, n-per)
+		}
 		c, _ := strconv.ParseInt(field(result, "checked"), 10, 64)
 		w, _ := strconv.ParseInt(field(result, "wrong"), 10, 64)
 		checked += c
@@ -273,21 +297,52 @@ func TestNodesNetworkNamespaces(t *testing.T) {
 // a node that stops answering, its connections open), the others' waits
 // end at THESEUS_TIMEOUT. Either way every surviving rank returns
 // ncclRemoteError naming a rank of the lost node, within THESEUS_TIMEOUT
-// (and a margin), and nothing hangs.
+// (and a margin), and nothing hangs. kill-sendrecv: the same with
+// point-to-point between the nodes. A run where a survivor dies in UCX's
+// own abort (ucxAbort) is run again.
 func TestNodesFault(t *testing.T) {
 	needUCX(t)
 	for _, how := range []string{"kill", "stop"} {
-		t.Run(how, func(t *testing.T) { nodesFault(t, how) })
+		t.Run(how, func(t *testing.T) { nodesFaultRetried(t, how, "allreduce") })
+	}
+	// Point-to-point between the nodes (the engine over port channels).
+	t.Run("kill-sendrecv", func(t *testing.T) { nodesFaultRetried(t, "kill", "sendrecv") })
+}
+
+// ucxAbort is what UCX (1.13 to at least 1.19) prints when it aborts a
+// surviving process: its software RMA over TCP answers a put or atomic
+// that the killed peer sent just before it died, and a failed answer is
+// fatal inside UCX (ucp_request_try_send; docs/known-issues.md 25).
+const ucxAbort = "Fatal: unexpected error: Endpoint timeout"
+
+// nodesFaultRetried runs nodesFault again, up to 3 times in all, when a
+// surviving rank died in UCX's own abort (ucxAbort), which no caller of
+// UCX can prevent; every other failure fails the test at once.
+func nodesFaultRetried(t *testing.T, how, op string) {
+	const attempts = 3
+	for i := 1; ; i++ {
+		problems, aborted := nodesFault(t, how, op)
+		if !aborted || i == attempts {
+			for _, p := range problems {
+				t.Error(p)
+			}
+			return
+		}
+		t.Logf("attempt %d of %d: a surviving rank died in UCX's abort (%q, docs/known-issues.md 25): again", i, attempts, ucxAbort)
 	}
 }
 
-func nodesFault(t *testing.T, how string) {
+// nodesFault kills (or stops) the ranks of node 1 of 2 nodes of 2 ranks
+// while they run op in a loop, and returns what is wrong with the
+// survivors' reports, and whether a survivor died in UCX's abort.
+func nodesFault(t *testing.T, how, op string) (problems []string, aborted bool) {
 	const nodes, per = 2, 2
 	const n = nodes * per
 	const timeout = 4 * time.Second
 	procs := startRanksEnv(t, n, "fault", func(r int) []string {
 		return []string{fmt.Sprintf("MSCCLPP_HOSTID=node%d", r/per), "MSCCLPP_SOCKET_IFNAME=lo"}
-	}, "THESEUS_TIMEOUT="+strconv.Itoa(int(timeout/time.Millisecond)), "THESEUS_INITIAL_SCRATCH_SIZE=1MB")
+	}, "THESEUS_TIMEOUT="+strconv.Itoa(int(timeout/time.Millisecond)), "THESEUS_INITIAL_SCRATCH_SIZE=1MB",
+		"MP_FAULT_OP="+op, "MP_FAULT_PER="+strconv.Itoa(per))
 	for _, p := range procs {
 		select {
 		case line, ok := <-p.lines:
@@ -315,15 +370,25 @@ func nodesFault(t *testing.T, how string) {
 		<-p.done
 		t.Logf("rank %d after %v: %s", p.rank, took.Round(time.Millisecond), fault)
 		if fault == "" {
-			t.Errorf("rank %d reported no error\n%s", p.rank, p.output())
+			if strings.Contains(p.output(), ucxAbort) {
+				aborted = true
+			}
+			problems = append(problems, fmt.Sprintf("rank %d reported no error\n%s", p.rank, p.output()))
 			continue
 		}
-		peer, _ := strconv.Atoi(strings.Split(field(fault, "peers"), ",")[0])
-		if field(fault, "code") != "ncclRemoteError" || peer/per != lostNode {
-			t.Errorf("rank %d: %q does not name a rank of node %d with ncclRemoteError", p.rank, fault, lostNode)
+		// The lost node's ranks are among those named (a survivor that
+		// has already aborted its communicator may be named as well).
+		named := false
+		for _, f := range strings.Split(field(fault, "peers"), ",") {
+			if q, err := strconv.Atoi(f); err == nil && q/per == lostNode {
+				named = true
+			}
+		}
+		if field(fault, "code") != "ncclRemoteError" || !named {
+			problems = append(problems, fmt.Sprintf("rank %d: %q does not name a rank of node %d with ncclRemoteError", p.rank, fault, lostNode))
 		}
 		if limit := timeout + 6*time.Second; took > limit {
-			t.Errorf("rank %d took %v, beyond THESEUS_TIMEOUT (%v)", p.rank, took, timeout)
+			problems = append(problems, fmt.Sprintf("rank %d took %v, beyond THESEUS_TIMEOUT (%v)", p.rank, took, timeout))
 		}
 	}
 	if how == "stop" {
@@ -331,6 +396,7 @@ func nodesFault(t *testing.T, how string) {
 			p.cmd.Process.Kill()
 		}
 	}
+	return problems, aborted
 }
 
 // TestMemoryChannelAcrossNodes: a context whose schedules were written for
