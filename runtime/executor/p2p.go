@@ -66,12 +66,16 @@ type P2PParams struct {
 }
 
 // DefaultP2PParams are the built-in parameters for nlocal ranks per node
-// (docs/p2p.md, "Parameters"): 128 KiB chunks, 4 slots, clamp(32 /
-// nlocal, 2, 16) channels, eager up to 64 KiB, direct writes on.
+// (docs/p2p.md, "Parameters"): 128 KiB chunks, 4 slots, clamp(64 /
+// nlocal, 2, 32) channels, eager up to 64 KiB, direct writes on. 32
+// channels for a pair on one H200 copy 1 GiB at about 1.5 times the rate of
+// 16 (bench/results/2026-12-01-h200-eleventh, call E), and the FIFO's room
+// (channels x slots x 128 KiB: 16 MiB for 2 ranks, 8 MiB for 4) is what an
+// ungrouped send may put ahead of its receive.
 func DefaultP2PParams(nlocal int) P2PParams {
-	ch := 16
+	ch := 32
 	if nlocal > 0 {
-		ch = min(max(32/nlocal, 2), 16)
+		ch = min(max(64/nlocal, 2), 32)
 	}
 	return P2PParams{Geometry: launch.P2PGeometry{ChunkBytes: 128 << 10, Slots: 4, Channels: ch}, EagerBytes: 64 << 10, Direct: true}
 }

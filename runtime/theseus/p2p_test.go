@@ -508,8 +508,8 @@ func TestP2PHotSwap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, _, ch, id := comms[0].P2PInfo(); id != -1 || ch != 16 {
-		t.Fatalf("before: entry %d, %d channels; want the built-in 16", id, ch)
+	if _, _, ch, id := comms[0].P2PInfo(); id != -1 || ch != 32 {
+		t.Fatalf("before: entry %d, %d channels; want the built-in 32 (2 ranks on a node)", id, ch)
 	}
 	if err := appendLine(dir, `{"gen":"p2p","collective":"sendrecv","chunk_bytes":65536,"channels":3,"slots":2,"preference":"1","name":"narrow"}`); err != nil {
 		t.Fatal(err)
