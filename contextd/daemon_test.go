@@ -12,6 +12,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/contextd/api"
 	"github.com/theseus-ccl/theseus/contextd/client"
+	"github.com/theseus-ccl/theseus/contextd/publish"
 )
 
 func example(t testing.TB, name string) []byte {
@@ -118,7 +119,7 @@ func snapshot(t testing.TB, dir string) string {
 	t.Helper()
 	var b strings.Builder
 	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
-		if err == nil && !info.IsDir() {
+		if err == nil && !info.IsDir() && info.Name() != publish.RootLock { // the lock names its daemon
 			data, _ := os.ReadFile(p)
 			rel, _ := filepath.Rel(dir, p)
 			fmt.Fprintf(&b, "== %s\n%s", rel, data)

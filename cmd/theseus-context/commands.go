@@ -42,7 +42,7 @@ generator (theseusc gen --list) and its parameters (--protocol, --channels,
 	f.StringVar(&r.Collective, "coll", "", "the schedule's collective (required): allreduce, allgather, ...")
 	f.StringVar(&r.Usable, "usability", "", `usability expression, a bool (default "true")`)
 	f.StringVar(&r.Preference, "preference", "", `preference expression, an int or float (default "0")`)
-	f.IntVar(&replaces, "replaces", -1, "id of the earlier schedule this one replaces (delta migration source)")
+	f.IntVar(&replaces, "replaces", 0, "id of the earlier schedule this one replaces (delta migration source; default none)")
 	f.StringVar(&r.ValidAfter, "valid-after", "", "when it takes effect: a time, +DURATION or always (default now + the propagation margin)")
 	f.StringVar(&r.Name, "name", "", "the entry's name (default: FILE's base name)")
 	f.StringVar(&r.Comment, "comment", "", "free text")
@@ -58,7 +58,10 @@ generator (theseusc gen --list) and its parameters (--protocol, --channels,
 		if r.Collective == "" {
 			return cli.Usagef("--coll is required")
 		}
-		if replaces >= 0 {
+		if f.Changed("replaces") {
+			if replaces < 0 {
+				return cli.Usagef("--replaces %d: want the id of an earlier schedule (0 or more); leave the flag out for none", replaces)
+			}
 			r.Replaces = &replaces
 		}
 		switch {
@@ -133,18 +136,39 @@ func newAttrCmd(g *globals) *cobra.Command {
 func setCmd(g *globals) *cobra.Command {
 	var r api.ValueRequest
 	cmd := &cobra.Command{
-		Use:   "set NAME VALUE",
+		Use:   "set [flags] NAME VALUE [flags]",
 		Short: "Publish a value of an exogenous attribute",
 		Long: `set appends VALUE to the value log of exogenous attribute NAME. VALUE is an
 int (3), a float (2.5), a bool (true) or a vector ([1, 2.5] or 1,2.5), of
-NAME's declared type.`,
+NAME's declared type.
+
+VALUE is taken as it is written, even when it starts with '-' (set slow_rank
+-1): flags go before NAME or after VALUE, not between them.`,
 		Example: `  theseus-context set slow_rank 2
   theseus-context set slow_rank -1 --valid-after +30s`,
-		Args: cli.ExactArgs(2, "NAME and VALUE"),
+		Args: cli.MinArgs(2, "NAME and VALUE"),
 	}
 	cmd.Flags().StringVar(&r.ValidAfter, "valid-after", "", "when it takes effect (default now + the propagation margin)")
 	cmd.Flags().StringVar(&r.Comment, "comment", "", "free text")
+	// Flag parsing stops at NAME, so that a VALUE such as -1 or -0.5 is not
+	// read as a shorthand flag; what follows VALUE is parsed as flags again.
+	cmd.Flags().SetInterspersed(false)
 	cmd.RunE = cli.RunE(func(cmd *cobra.Command, args []string) error {
+		rest := args[2:]
+		if args[1] == "--" && len(args) >= 3 { // set NAME -- VALUE, as pflag's terminator would have it
+			args, rest = []string{args[0], args[2]}, args[3:]
+		}
+		if len(rest) > 0 {
+			if err := cmd.Flags().Parse(rest); err != nil {
+				return cli.Usage(err)
+			}
+			if help, _ := cmd.Flags().GetBool("help"); help {
+				return cmd.Help()
+			}
+			if extra := cmd.Flags().Args(); len(extra) > 0 {
+				return cli.Usagef("want NAME and VALUE, then flags; got %q after VALUE", extra[0])
+			}
+		}
 		r.Name, r.Value = args[0], args[1]
 		b, err := g.backend()
 		if err != nil {

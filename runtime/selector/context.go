@@ -193,14 +193,22 @@ func (s *sched) genWhy(r *Request) string {
 	if sh.set && sh.n == r.NRanks && sh.l == r.NLocalRanks {
 		return sh.why
 	}
-	g := s.entry.Gen
-	err := gen.Check(g.Algorithm, gen.Options{Collective: s.entry.Collective, NRanks: r.NRanks,
-		NLocalRanks: genLocal(g.Algorithm, r.NLocalRanks), Protocol: g.Protocol, Avoid: g.Avoid})
+	err := GenCheck(&s.entry, r.NRanks, r.NLocalRanks)
 	sh.n, sh.l, sh.set, sh.why = r.NRanks, r.NLocalRanks, true, ""
 	if err != nil {
 		sh.why = err.Error()
 	}
 	return sh.why
+}
+
+// GenCheck is nil when generated entry e's generator serves a communicator
+// of nranks ranks, nlocalranks per node (gen.Check: what the runtime
+// matches the entry with, besides the entry's own nranks and nlocalranks
+// constraints), else the generator's reason. e.Gen must be set.
+func GenCheck(e *manifest.Schedule, nranks, nlocalranks int) error {
+	g := e.Gen
+	return gen.Check(g.Algorithm, gen.Options{Collective: e.Collective, NRanks: nranks,
+		NLocalRanks: genLocal(g.Algorithm, nlocalranks), Protocol: g.Protocol, Avoid: g.Avoid})
 }
 
 // genLocal is the nlocalranks a generator is given for a communicator with
