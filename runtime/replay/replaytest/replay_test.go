@@ -249,10 +249,10 @@ func TestDisarmRace(t *testing.T) {
 			}
 		}()
 	}
-	for len(Launches()) < 1000 {
+	for LaunchCount() < 1000 {
 	}
 	r.Disarm()
-	after := len(Launches())
+	after := LaunchCount()
 	for range 1000 {
 		if Call(r, k) {
 			t.Fatal("a call launched after Disarm returned")
@@ -260,7 +260,7 @@ func TestDisarmRace(t *testing.T) {
 	}
 	stop.Store(true)
 	wg.Wait()
-	if n := len(Launches()); n != after {
+	if n := LaunchCount(); n != after {
 		t.Errorf("%d launches after Disarm returned", n-after)
 	}
 	if tk := r.Take(); tk.Calls != int64(after) || tk.Calls != launched.Load() || tk.Last != 1 {

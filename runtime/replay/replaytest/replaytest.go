@@ -84,7 +84,12 @@ type Launch struct {
 	Tag    uint64  // the argument's first 8 bytes (0 when the counter or fence count is there)
 }
 
-// Launches returns the recorded launches, in order (at most 65536).
+// LaunchCount is the number of launches since Reset, including those past
+// the 65536 that Launches keeps.
+func LaunchCount() int { return int(C.fake_count()) }
+
+// Launches returns the recorded launches, in order (the first 65536 since
+// Reset; LaunchCount counts them all).
 func Launches() []Launch {
 	n := uint32(C.fake_count())
 	out := make([]Launch, 0, n)
