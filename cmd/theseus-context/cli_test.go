@@ -166,3 +166,87 @@ func TestLocalMode(t *testing.T) {
 		t.Errorf("no daemon: exit %d, %s", code, errs)
 	}
 }
+
+// TestSetNegativeValue (finding 05): set takes a VALUE that starts with
+// '-' (slow_rank's "no slow rank" -1, -0.5) as written, with flags before
+// NAME or after VALUE, and "--" still works.
+func TestSetNegativeValue(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ctx")
+	loc := "--local=" + dir
+	mustRun(t, loc, "new", "attr", "slow_rank", "--origin", "exo", "--type", "int", "--default", "-1")
+	mustRun(t, loc, "new", "attr", "temp", "--origin", "exo", "--type", "float")
+	for _, args := range [][]string{
+		{"set", "slow_rank", "-1"},
+		{"set", "slow_rank", "-3", "--valid-after", "always"},
+		{"set", "--valid-after", "always", "slow_rank", "-4"},
+		{"set", "slow_rank", "--", "-5"},
+		{"set", "temp", "-0.5"},
+	} {
+		mustRun(t, append([]string{loc}, args...)...)
+	}
+	out := mustRun(t, loc, "--json", "show", "slow_rank")
+	var a api.Attribute
+	if err := json.Unmarshal([]byte(out), &a); err != nil || a.Value != "-5" || a.Values != 4 {
+		t.Fatalf("show slow_rank: %s", out)
+	}
+	if code, _, errs := runCLI(t, loc, "set", "slow_rank", "-1", "extra"); code != cli.ExitUsage || !strings.Contains(errs, `"extra" after VALUE`) {
+		t.Errorf("set with a third argument: exit %d, %s", code, errs)
+	}
+	if code, _, errs := runCLI(t, loc, "new", "sched", ring2, "--coll", "allreduce", "--replaces", "-5"); code != cli.ExitUsage || !strings.Contains(errs, "--replaces -5") {
+		t.Errorf("--replaces -5: exit %d, %s", code, errs)
+	}
+}
+
+// TestInitFromAtomic (finding 08): init --from DIR validates every entry
+// before it publishes any, so a seed with a bad entry half-way leaves the
+// target empty (and a second init is not refused as not_empty), and a
+// symbolic link in DIR to a file outside it is refused, its content never
+// read.
+func TestInitFromAtomic(t *testing.T) {
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "src")
+	os.MkdirAll(src, 0o755)
+	attrs, err := os.ReadFile("../../examples/contexts/default/attribute_manifest.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := os.ReadFile(ring2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(src, "attribute_manifest.jsonl"), attrs, 0o644)
+	os.WriteFile(filepath.Join(src, "ring.json"), ring, 0o644)
+	os.WriteFile(filepath.Join(src, "bad.json"), []byte(`{"broken`+"\n"), 0o644)
+	os.WriteFile(filepath.Join(src, "schedule_manifest.jsonl"),
+		[]byte(`{"file":"ring.json","collective":"allreduce","nranks":2}`+"\n"+`{"file":"bad.json","collective":"allreduce","nranks":2}`+"\n"), 0o644)
+	dst := filepath.Join(tmp, "dst")
+	for try := range 2 {
+		code, _, errs := runCLI(t, "--local="+dst, "init", "--from", src)
+		if code != cli.ExitFindings || !strings.Contains(errs, "entry") || !strings.Contains(errs, "nothing was published") {
+			t.Fatalf("init %d of a seed with a bad entry: exit %d, %s", try, code, errs)
+		}
+		if b, err := os.ReadFile(filepath.Join(dst, "schedule_manifest.jsonl")); err == nil && len(b) > 0 {
+			t.Fatalf("init %d published part of the seed:\n%s", try, b)
+		}
+		if b, err := os.ReadFile(filepath.Join(dst, "attribute_manifest.jsonl")); err == nil && len(b) > 0 {
+			t.Fatalf("init %d published the attributes of a seed it refused:\n%s", try, b)
+		}
+	}
+	// A link to a file outside DIR.
+	secret := filepath.Join(tmp, "outside.json")
+	os.WriteFile(secret, ring, 0o600)
+	os.Remove(filepath.Join(src, "bad.json"))
+	if err := os.Symlink(secret, filepath.Join(src, "link.json")); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(src, "schedule_manifest.jsonl"), []byte(`{"file":"link.json","collective":"allreduce","nranks":2}`+"\n"), 0o644)
+	if code, _, errs := runCLI(t, "--local="+dst, "init", "--from", src); code != cli.ExitUsage || !strings.Contains(errs, "link.json") {
+		t.Fatalf("init through a link out of DIR: exit %d, %s", code, errs)
+	}
+	// A link inside DIR is followed.
+	os.Remove(filepath.Join(src, "link.json"))
+	os.Symlink("ring.json", filepath.Join(src, "link.json"))
+	if out := mustRun(t, "--local="+dst, "init", "--from", src); !strings.Contains(out, "1 schedules") {
+		t.Fatalf("init through a link inside DIR: %s", out)
+	}
+}

@@ -199,11 +199,23 @@ source is the embedded default context, or a context directory.`,
 			if st, err := os.Stat(from); err != nil || !st.IsDir() {
 				return cli.Usagef("--from %s: not a directory", from)
 			}
-			src = os.DirFS(from)
+			// Through an os.Root: a symbolic link that leads out of the
+			// directory is refused, as a ".." path is.
+			root, err := os.OpenRoot(from)
+			if err != nil {
+				return cli.Usage(fmt.Errorf("--from %s: %w", from, err))
+			}
+			defer root.Close()
+			src = root.FS()
 		}
 		reqs, err := publish.Seed(src)
 		if err != nil {
 			return cli.Usage(fmt.Errorf("--from %s: %w", from, err))
+		}
+		// Every entry is validated before any is published: a seed with a
+		// bad entry publishes nothing (the daemon validates each again).
+		if err := publish.CheckSeed(&publish.Validator{Margin: g.margin}, reqs); err != nil {
+			return g.fail(err)
 		}
 		b, err := g.backend()
 		if err != nil {
