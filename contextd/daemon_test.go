@@ -207,6 +207,31 @@ func TestClusterInProcess(t *testing.T) {
 	if len(st.Nodes) != 3 {
 		t.Fatalf("status: %+v", st)
 	}
+
+	// Finding 06: a node that is down is listed, as down, with what it
+	// said last; without a quorum a publication fails at once as
+	// unavailable, saying so and that nothing was published.
+	ds[1].Status(ctx)
+	ds[2].Close()
+	st = ds[1].Status(ctx) // known from n1's earlier status
+	if len(st.Nodes) != 3 || st.Nodes[0].Down || st.Nodes[1].Down || !st.Nodes[2].Down || st.Nodes[2].Node != "n2" ||
+		st.Nodes[2].Applied != last || st.Nodes[2].LastSeen == "" || !strings.Contains(st.Nodes[2].Error, "not answering") {
+		t.Fatalf("status with n2 down: %+v", st)
+	}
+	st = ds[0].Status(ctx) // known from JetStream's meta group only
+	if len(st.Nodes)+st.Unnamed != 3 || st.Nodes[0].Down || st.Nodes[1].Down || st.Unnamed == 0 && !st.Nodes[2].Down {
+		t.Fatalf("status with n2 down, from a node that never saw it: %+v", st)
+	}
+	ds[1].Close()
+	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err := ds[0].Value(pctx, "default", api.ValueRequest{Name: "slow_rank", Value: "7"})
+	if !Unavailable(err) || !strings.Contains(err.Error(), "no quorum: 1 of 3 nodes answer") || pctx.Err() != nil {
+		t.Fatalf("a publication without a quorum: %v (deadline: %v)", err, pctx.Err())
+	}
+	if n := strings.Count(snapshot(t, filepath.Join(dir, "0", "contexts")), `{"value":`); n != 30 {
+		t.Fatalf("%d values on n0 after a publication without a quorum, want 30", n)
+	}
 }
 
 // TestJournal: the checkpoint journal replays its deltas and ignores a

@@ -40,24 +40,31 @@ func (d *Daemon) logLast(ctx context.Context) uint64 {
 	return info.State.LastSeq
 }
 
-// Node is this node's state.
+// Node is this node's state, with the log's last sequence asked of the
+// log's leader (up to a second when the leader is being elected).
 func (d *Daemon) Node(ctx context.Context) api.Node {
-	last := d.logLast(ctx)
-	n := api.Node{Node: d.cfg.Name, Last: last, Root: d.cfg.ContextsDir, Replicas: d.cfg.Replicas, Contexts: d.Contexts()}
+	d.logLast(ctx)
+	return d.node()
+}
+
+// node is this node's state now, with the log's last sequence as this node
+// last learnt it (never below what it applied): it does not wait on the
+// log, so that a status request is answered at once even when the log has
+// no leader.
+func (d *Daemon) node() api.Node {
+	n := api.Node{Node: d.cfg.Name, Root: d.cfg.ContextsDir, Replicas: d.cfg.Replicas, Contexts: d.Contexts()}
 	if d.cfg.ClusterListen != "" {
 		n.Cluster = d.cfg.ClusterName
 	}
 	d.mu.Lock()
-	n.Applied, n.Error = d.m.applied, d.lastErr
+	n.Applied, n.Error, n.Last = d.m.applied, d.lastErr, max(d.last.seq, d.m.applied)
 	d.mu.Unlock()
-	if last > n.Applied {
-		n.Lag = last - n.Applied
-	}
+	n.Lag = n.Last - n.Applied
 	return n
 }
 
 func (d *Daemon) answerStatus(msg *nats.Msg) {
-	b, _ := json.Marshal(d.Node(context.Background()))
+	b, _ := json.Marshal(d.node())
 	msg.Respond(b)
 }
 
@@ -101,7 +108,7 @@ func (d *Daemon) gather(ctx context.Context, wait time.Duration, want int) []api
 		err = d.nc.PublishRequest(statusSubject, inbox, nil)
 	}
 	if err != nil {
-		return []api.Node{d.Node(ctx)}
+		return []api.Node{d.node()}
 	}
 	var out []api.Node
 	deadline := time.Now().Add(wait)
@@ -139,6 +146,12 @@ func (d *Daemon) Status(ctx context.Context) api.Status {
 	names, unnamed := d.clusterNodes()
 	want := max(len(names)+unnamed, len(d.cfg.Routes), 1)
 	st.Nodes = d.gather(ctx, time.Second, want)
+	for i := range st.Nodes {
+		// Each node's lag behind the log as this node knows it now.
+		n := &st.Nodes[i]
+		n.Last = max(n.Last, st.Last)
+		n.Lag = n.Last - n.Applied
+	}
 	now := time.Now()
 	d.mu.Lock()
 	for _, n := range st.Nodes {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -248,5 +250,54 @@ func TestInitFromAtomic(t *testing.T) {
 	os.Symlink("ring.json", filepath.Join(src, "link.json"))
 	if out := mustRun(t, "--local="+dst, "init", "--from", src); !strings.Contains(out, "1 schedules") {
 		t.Fatalf("init through a link inside DIR: %s", out)
+	}
+}
+
+// TestDaemonNoAnswer (findings 11 and 06): a daemon that closes the
+// connection before answering (it died mid-request) is exit 4 (retry)
+// with a message that says the publication may or may not be in the log,
+// not Go's transport error; a 503 (no quorum) is exit 4 with the daemon's
+// reason.
+func TestDaemonNoAnswer(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "d.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() { // read a request's head, then hang up
+		defer wg.Done()
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		c.Read(make([]byte, 512))
+		c.Close()
+	}()
+	code, _, errs := runCLI(t, "--socket", sock, "set", "slow_rank", "2")
+	wg.Wait()
+	if code != cli.ExitRetry || !strings.Contains(errs, "closed the connection before answering") ||
+		!strings.Contains(errs, "may or may not be in the log") || strings.Contains(errs, "http://") {
+		t.Fatalf("a daemon that hangs up: exit %d, %s", code, errs)
+	}
+	l.Close()
+
+	os.Remove(sock)
+	l2, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(api.Error{Reason: api.ReasonUnavailable, Message: "no quorum: 1 of 3 nodes answer; nothing was published"})
+	})}
+	go srv.Serve(l2)
+	defer srv.Close()
+	code, _, errs = runCLI(t, "--socket", sock, "set", "slow_rank", "2")
+	if code != cli.ExitRetry || !strings.Contains(errs, "no quorum: 1 of 3 nodes answer; nothing was published") {
+		t.Fatalf("a 503: exit %d, %s", code, errs)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -367,7 +368,11 @@ func orNone(s string) string {
 }
 
 func statusCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "status", Short: "Show every node's applied log sequence and lag", Args: cobra.NoArgs}
+	cmd := &cobra.Command{Use: "status", Short: "Show every node's applied log sequence and lag", Args: cobra.NoArgs,
+		Long: `status lists every node of the daemon's cluster: those that answer, with the
+log sequence each has applied, its lag behind the log and its error if any,
+and those that do not (down, or unreachable from the answering node), with
+what each said last. It exits 1 when a node is down or reports an error.`}
 	cmd.RunE = cli.RunE(func(cmd *cobra.Command, _ []string) error {
 		b, err := g.backend()
 		if err != nil {
@@ -377,16 +382,47 @@ func statusCmd(g *globals) *cobra.Command {
 		if err != nil {
 			return g.fail(err)
 		}
-		if g.json {
-			return writeJSON(g.s.Out, st)
-		}
-		fmt.Fprintf(g.s.Out, "log: last entry %d\n", st.Last)
-		w := tabwriter.NewWriter(g.s.Out, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(w, "NODE\tAPPLIED\tLAG\tCONTEXTS\tERROR\n")
+		down, failing := 0, 0
 		for _, n := range st.Nodes {
-			fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\n", n.Node, n.Applied, n.Lag, strings.Join(n.Contexts, ","), orNone(n.Error))
+			switch {
+			case n.Down:
+				down++
+			case n.Error != "":
+				failing++
+			}
 		}
-		return w.Flush()
+		down += st.Unnamed
+		if g.json {
+			writeJSON(g.s.Out, st)
+		} else {
+			if st.Last == 0 && slices.ContainsFunc(st.Nodes, func(n api.Node) bool { return n.Applied > 0 }) {
+				fmt.Fprintf(g.s.Out, "log: last entry unknown (the log has no leader now: no quorum, or an election)\n")
+			} else {
+				fmt.Fprintf(g.s.Out, "log: last entry %d\n", st.Last)
+			}
+			w := tabwriter.NewWriter(g.s.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "NODE\tSTATE\tAPPLIED\tLAG\tCONTEXTS\tERROR\n")
+			for _, n := range st.Nodes {
+				state := "up"
+				if n.Down {
+					state = "down"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\n", n.Node, state, n.Applied, n.Lag, orNone(strings.Join(n.Contexts, ",")), orNone(n.Error))
+			}
+			if st.Unnamed > 0 {
+				fmt.Fprintf(w, "(%d more)\tdown\t-\t-\t-\tknown to the cluster by id only: not heard from since it restarted\n", st.Unnamed)
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		}
+		switch {
+		case down > 0:
+			return cli.Findingsf("%d of %d nodes down or unreachable", down, len(st.Nodes)+st.Unnamed)
+		case failing > 0:
+			return cli.Findingsf("%d of %d nodes report an error", failing, len(st.Nodes))
+		}
+		return nil
 	})
 	return cmd
 }

@@ -77,7 +77,10 @@ propagation margin, so every node has it before it takes effect; --valid-after
 sets a time (RFC 3339, local standard time, Unix seconds), +DURATION, or
 "always".
 
-Exit codes: 0 done, 1 rejected, 2 usage error (or no daemon), 3 internal failure.`,
+Exit codes: 0 done, 1 rejected (status: a node down or failing), 2 usage
+error (or no daemon), 3 internal failure, 4 retry: the daemon's log has no
+quorum (nothing was published), or the daemon closed the connection before
+answering (the publication may or may not be in the log).`,
 		Example: `  theseus-context new attr slow_rank --origin exo --type int --default -1
   theseus-context new sched ring.json --coll allreduce --usability 'msgsize >= 65536' --preference '20 - (slow_rank >= 0 ? 15 : 0)'
   theseus-context set slow_rank 2
@@ -145,6 +148,10 @@ func (g *globals) fail(err error) error {
 		return cli.Findingsf("rejected (%s): %s", ae.Reason, ae.Error())
 	case errors.Is(err, client.ErrNoDaemon):
 		return cli.Usage(err)
+	case errors.Is(err, client.ErrNoAnswer), errors.Is(err, client.ErrUnavailable):
+		// No quorum, or no answer: the same command may be run again
+		// (after list/show for a publication that got no answer).
+		return cli.Retry(err)
 	}
 	var ee *cli.ExitError
 	if errors.As(err, &ee) {

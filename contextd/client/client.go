@@ -6,8 +6,10 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -184,20 +186,45 @@ func ctxPath(name, rest string) string {
 }
 
 // Attr, Sched and Value publish to context name; a rejection is an
-// *api.Error.
+// *api.Error. A request without a publication id is given a random one,
+// so that the daemon deduplicates a request sent twice; when the daemon
+// does not answer (ErrNoAnswer), the error names it and says that the
+// publication may or may not be in the log.
 func (c *Client) Attr(ctx context.Context, name string, r api.AttrRequest) (*api.Published, error) {
 	var p api.Published
-	return &p, c.do(ctx, http.MethodPost, ctxPath(name, "/attributes"), r, &p)
+	r.PublicationID = pubID(r.PublicationID)
+	return &p, outcome(r.PublicationID, c.do(ctx, http.MethodPost, ctxPath(name, "/attributes"), r, &p))
 }
 
 func (c *Client) Sched(ctx context.Context, name string, r api.SchedRequest) (*api.Published, error) {
 	var p api.Published
-	return &p, c.do(ctx, http.MethodPost, ctxPath(name, "/schedules"), r, &p)
+	r.PublicationID = pubID(r.PublicationID)
+	return &p, outcome(r.PublicationID, c.do(ctx, http.MethodPost, ctxPath(name, "/schedules"), r, &p))
 }
 
 func (c *Client) Value(ctx context.Context, name string, r api.ValueRequest) (*api.Published, error) {
 	var p api.Published
-	return &p, c.do(ctx, http.MethodPost, ctxPath(name, "/values"), r, &p)
+	r.PublicationID = pubID(r.PublicationID)
+	return &p, outcome(r.PublicationID, c.do(ctx, http.MethodPost, ctxPath(name, "/values"), r, &p))
+}
+
+// pubID is id, or a new random one when id is "".
+func pubID(id string) string {
+	if id != "" {
+		return id
+	}
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// outcome adds to an error of a publication with id what is known of its
+// fate.
+func outcome(id string, err error) error {
+	if errors.Is(err, ErrNoAnswer) {
+		return fmt.Errorf("%w; the publication (id %s) may or may not be in the log: check with theseus-context list or show before publishing it again", err, id)
+	}
+	return err
 }
 
 // Context returns the daemon's copy of context name.
