@@ -2,6 +2,7 @@ package contextd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -248,4 +249,28 @@ func TestJournal(t *testing.T) {
 	if _, err := readJournal(p); err == nil {
 		t.Fatal("a journal without its header was accepted")
 	}
+}
+
+// TestOneDaemonPerContextsDir (finding 07): a second daemon, with its own
+// data directory, is refused on a contexts directory that a running
+// daemon materialises (both would append to the same files, and one's
+// materialiser would stop for good), and --local publication into one of
+// its contexts is refused; once the first stops, the second may start.
+func TestOneDaemonPerContextsDir(t *testing.T) {
+	dir := t.TempDir()
+	d := start(t, single(t, dir))
+	cfg := single(t, filepath.Join(dir, "second"))
+	cfg.ContextsDir = filepath.Join(dir, "contexts")
+	if d2, err := Start(cfg); err == nil {
+		d2.Close()
+		t.Fatal("a second daemon started on the contexts directory of a running one")
+	} else if !strings.Contains(err.Error(), "is in use by another theseus-contextd") || !strings.Contains(err.Error(), filepath.Join(dir, "data")) {
+		t.Fatalf("a second daemon on the same contexts directory: %v", err)
+	}
+	l := &publish.Local{Dir: filepath.Join(dir, "contexts", "default")}
+	if _, err := l.Attr(api.AttrRequest{Name: "a", Origin: "exo", Type: "int"}); !errors.Is(err, publish.ErrDaemonRoot) {
+		t.Fatalf("--local into a daemon's context: %v", err)
+	}
+	d.Close()
+	start(t, cfg)
 }
