@@ -295,10 +295,11 @@ func (m *Model) Context() api.Context {
 }
 
 // current reports whether the runtime would run program bin for src
-// rather than compile it, against the attributes declared now.
+// rather than compile it, against the attributes declared now
+// (manifest.Verified).
 func (m *Model) current(bin []byte, src string, want policy.Want) bool {
-	p, err := manifest.Program(bin, src, want, m.mopt.MaxVectorLen)
-	return err == nil && manifest.CheckImports(p, m) == nil
+	_, err := manifest.Verified(bin, src, m, policy.Options{Want: want, MaxVectorLen: m.mopt.MaxVectorLen})
+	return err == nil
 }
 
 // now is the clock of validators that have none (tests set Validator.Now).

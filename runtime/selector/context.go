@@ -504,18 +504,16 @@ func (r *reader) addSched(l manifest.Line) {
 }
 
 // expr returns the program of one of s's expressions: its precompiled
-// program (bin) when manifest.Program and manifest.CheckImports accept it
-// against the attributes declared so far (pre is then true), else the
-// compilation of the text src. A program present but unusable is logged
-// (INFO) once per entry and kind; it costs only the compilation.
+// program (bin) when manifest.Verified accepts it against the attributes
+// declared so far (pre is then true: it is what the text compiles to),
+// else the compilation of the text src. A program present but unusable
+// (stale, or not what its text compiles to) is logged (INFO) once per
+// entry and kind, and the text's program runs.
 func (r *reader) expr(s *sched, bin []byte, src, what string, opt policy.Options) (p *bc.Program, ds []diag.Diagnostic, pre bool) {
 	if len(bin) > 0 {
-		prog, err := manifest.Program(bin, src, opt.Want, opt.MaxVectorLen)
-		if err == nil {
-			missed := r.missed
-			err = manifest.CheckImports(prog, r)
-			r.missed = missed // the text's compilation decides whether s waits
-		}
+		missed := r.missed
+		prog, err := manifest.Verified(bin, src, r, opt)
+		r.missed = missed // the text's compilation below decides whether s waits
 		if err == nil {
 			return prog, nil, true
 		}
