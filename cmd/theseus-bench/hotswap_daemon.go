@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
