@@ -274,3 +274,27 @@ func TestOneDaemonPerContextsDir(t *testing.T) {
 	d.Close()
 	start(t, cfg)
 }
+
+// TestDecodeStrict (finding 12, L2): a request is read as the manifests
+// are: a field given twice (in any case: encoding/json matches names
+// case-insensitively) and data after the object are refused.
+func TestDecodeStrict(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"name":"slow_rank","value":"1"}`:               "",
+		`{"name":"slow_rank","value":"1","value":"2"}`:   `field "value" given twice`,
+		`{"name":"slow_rank","value":"1","VALUE":"2"}`:   `field "VALUE" given twice`,
+		`{"name":"slow_rank","value":"1"} trailing`:      "data after the JSON object",
+		`{"name":"slow_rank","value":"1"}{"name":"x"}`:   "data after the JSON object",
+		`{"name":"slow_rank","value":"1","nosuch":true}`: "unknown field",
+		`["name"]`: "malformed request",
+	} {
+		var r api.ValueRequest
+		err := decode1([]byte(body), &r)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", body, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
+	}
+}

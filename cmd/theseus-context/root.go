@@ -46,15 +46,17 @@ func (b local) Status(context.Context) (*api.Status, error) {
 
 // globals are the root's persistent flags.
 type globals struct {
-	s         cli.Streams
-	context   string
-	local     string
-	margin    time.Duration
-	socket    string
-	addr      string
-	tokenFile string
-	caFile    string
-	json      bool
+	s       cli.Streams
+	context string
+	// contextSet: --context was given.
+	contextSet bool
+	local      string
+	margin     time.Duration
+	socket     string
+	addr       string
+	tokenFile  string
+	caFile     string
+	json       bool
 }
 
 func newRoot(s cli.Streams) *cobra.Command {
@@ -107,6 +109,9 @@ answering (the publication may or may not be in the log).`,
 	}
 	newCmd.AddCommand(newSchedCmd(g), newAttrCmd(g))
 	root.AddCommand(newCmd, setCmd(g), initCmd(g), listCmd(g), showCmd(g), statusCmd(g))
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		g.contextSet = cmd.Flags().Changed("context")
+	}
 	return root
 }
 
@@ -115,6 +120,12 @@ func (g *globals) backend() (backend, error) {
 	if g.local != "" {
 		if g.addr != "" || g.socket != "" {
 			return nil, cli.Usagef("--local conflicts with --socket and --addr")
+		}
+		if g.contextSet {
+			return nil, cli.Usagef("--local DIR names the context directory itself: give no --context with it")
+		}
+		if st, err := os.Stat(g.local); err == nil && !st.IsDir() {
+			return nil, cli.Usagef("--local %s: not a directory (a context directory holds attribute_manifest.jsonl and schedule_manifest.jsonl)", g.local)
 		}
 		return local{&publish.Local{Dir: g.local, V: publish.Validator{Margin: g.margin}}}, nil
 	}
@@ -189,7 +200,11 @@ func (g *globals) published(p *api.Published, err error) error {
 		return nil
 	}
 	if p.Kind == api.KindSched {
-		fmt.Fprintf(g.s.Out, "schedule %d published to %s (%s, %s): %s\n", p.ID, g.target(), where, when, p.File)
+		file := ""
+		if p.File != "" { // a generated entry has none
+			file = ": " + p.File
+		}
+		fmt.Fprintf(g.s.Out, "schedule %d published to %s (%s, %s)%s\n", p.ID, g.target(), where, when, file)
 		return nil
 	}
 	fmt.Fprintf(g.s.Out, "%s %d published to %s (%s, %s)\n", what, p.ID, g.target(), where, when)

@@ -236,10 +236,14 @@ type Attribute struct {
 
 // Schedule is one schedule manifest entry.
 type Schedule struct {
-	ID          int    `json:"id"`
-	Name        string `json:"name,omitempty"`
-	File        string `json:"file,omitempty"`
-	Collective  string `json:"collective,omitempty"`
+	ID   int    `json:"id"`
+	Name string `json:"name,omitempty"`
+	File string `json:"file,omitempty"`
+	// Gen is a generated entry's generator ("ring", ...; "p2p" for the
+	// point-to-point engine's parameters), "" for an entry with a file.
+	Gen        string `json:"gen,omitempty"`
+	Collective string `json:"collective,omitempty"`
+	// NRanks is the entry's nranks (0: any).
 	NRanks      int    `json:"nranks,omitempty"`
 	Usable      string `json:"usable,omitempty"`
 	Preference  string `json:"preference,omitempty"`

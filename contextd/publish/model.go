@@ -286,6 +286,12 @@ func (m *Model) Context() api.Context {
 		if s.invalid == "" {
 			e := s.entry
 			v.Name, v.File, v.Collective, v.NRanks = e.Name, e.File, e.Collective.String(), e.NRanks
+			switch {
+			case e.Gen != nil:
+				v.Gen = e.Gen.Algorithm
+			case e.P2P != nil:
+				v.Gen = "p2p"
+			}
 			v.Usable, v.Preference, v.Replaces, v.ValidAfter = e.Usable, e.Preference, e.Replaces, rfc3339(e.ValidAfter)
 			v.Precompiled = m.current(e.UsableProgram, e.Usable, policy.WantBool) && m.current(e.PreferenceProgram, e.Preference, policy.WantNumber)
 		}
