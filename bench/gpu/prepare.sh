@@ -14,6 +14,9 @@ go test -c -ldflags="-s -w" -o "$D/cuda.test" ./cuda
 go test -c -ldflags="-s -w" -o "$D/driver.test" ./cuda/driver
 go build -ldflags="-s -w" -o "$D/theseus-bench" ./cmd/theseus-bench
 # The UCX transport's tests (bench/gpu/ucx-transport.sh; no GPU needed).
+# bench/gpu/run-nodes.sh (simulated nodes on one GPU, issue 24) needs the
+# prefix below and nccl-tests (the lead's .device/build_nccl_tests.sh and
+# .device/build_nccl_baseline.sh, or binaries in .device/nccl-bin).
 go test -c -ldflags="-s -w" -o "$D/ucx.test" ./runtime/transport/ucx
 go test -c -ldflags="-s -w" -o "$D/proxy.test" ./runtime/transport/proxy
 make -C ncclabi install-shared PREFIX="$D/prefix" >/dev/null
