@@ -140,6 +140,10 @@ func (c *Config) fill() error {
 	if c.Replicas < 1 || c.Replicas > 5 || !cluster && c.Replicas != 1 {
 		return fmt.Errorf("replicas %d: want 1 alone, 1 to 5 in cluster mode", c.Replicas)
 	}
+	if cluster && c.Replicas > 1 && len(c.Routes) == 0 {
+		// It would wait for peers it has no way to find, and never serve.
+		return fmt.Errorf("cluster mode with %d replicas needs the routes of the other nodes (--routes nats://A,nats://B,...: every node, this one included)", c.Replicas)
+	}
 	if c.Margin < 0 {
 		c.Margin = 0
 		if cluster {
@@ -160,19 +164,21 @@ func (c *Config) fill() error {
 
 // Daemon is one running theseus-contextd.
 type Daemon struct {
-	cfg   Config
-	ns    *server.Server
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	v     publish.Validator
-	ctx   context.Context
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
-	lock  *os.File
-	http  []*http.Server
-	lns   []net.Listener
-	token []byte
-	met   *metrics
+	cfg  Config
+	ns   *server.Server
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	v    publish.Validator
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+	lock *os.File
+	// rootLock is publish.RootLock in the contexts root, held.
+	rootLock *os.File
+	http     []*http.Server
+	lns      []net.Listener
+	token    []byte
+	met      *metrics
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -180,7 +186,8 @@ type Daemon struct {
 	objects jetstream.ObjectStore
 	m       *materialiser
 	ctxMu   map[string]*sync.Mutex
-	lastErr string // the materialiser's or the log's current error
+	seen    map[string]seenNode // status: every node's last answer
+	lastErr string              // the materialiser's or the log's current error
 	last    struct {
 		seq uint64
 		at  time.Time
@@ -209,7 +216,13 @@ func Start(cfg Config) (*Daemon, error) {
 		lock.Close()
 		return nil, fmt.Errorf("%s is in use by another theseus-contextd (%v)", cfg.DataDir, err)
 	}
-	d := &Daemon{cfg: cfg, lock: lock, ctxMu: map[string]*sync.Mutex{}, lastErr: "starting: the replicated log is not set up yet"}
+	root, err := publish.LockRoot(cfg.ContextsDir, fmt.Sprintf("pid %d, data %s", os.Getpid(), cfg.DataDir))
+	if err != nil {
+		unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+		lock.Close()
+		return nil, err
+	}
+	d := &Daemon{cfg: cfg, lock: lock, rootLock: root, ctxMu: map[string]*sync.Mutex{}, seen: map[string]seenNode{}, lastErr: "starting: the replicated log is not set up yet"}
 	d.cond = sync.NewCond(&d.mu)
 	d.ctx, d.stop = context.WithCancel(context.Background())
 	d.v = publish.Validator{MaxScheduleBytes: cfg.MaxScheduleBytes, MaxVectorLen: cfg.MaxVectorLen, Margin: cfg.Margin,
@@ -300,12 +313,20 @@ func (d *Daemon) startNATS() error {
 // has a quorum) and then runs the materialiser.
 func (d *Daemon) run() {
 	defer d.wg.Done()
+	logged := time.Now()
 	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, 500*time.Millisecond) {
 		err := d.setup()
 		if err == nil {
 			break
 		}
 		d.setErr("the replicated log is not available yet: " + err.Error())
+		if time.Since(logged) > 10*time.Second {
+			// Say so: a cluster without a quorum of its nodes waits here.
+			logged = time.Now()
+			up, known := d.reachable(d.ctx)
+			d.cfg.Logf("theseus-contextd %s: waiting for the replicated log (%d replicas: a majority of them must be up and routed; %d of %d nodes answer): %v",
+				d.cfg.Name, d.cfg.Replicas, up, known, err)
+		}
 		select {
 		case <-d.ctx.Done():
 			return
@@ -480,6 +501,10 @@ func (d *Daemon) Close() error {
 	}
 	if d.cfg.Socket != "none" && d.cfg.Socket != "" && len(d.lns) > 0 {
 		os.Remove(d.cfg.Socket)
+	}
+	if d.rootLock != nil {
+		unix.Flock(int(d.rootLock.Fd()), unix.LOCK_UN)
+		d.rootLock.Close()
 	}
 	if d.lock != nil {
 		unix.Flock(int(d.lock.Fd()), unix.LOCK_UN)

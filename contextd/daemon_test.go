@@ -2,6 +2,7 @@ package contextd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/contextd/api"
 	"github.com/theseus-ccl/theseus/contextd/client"
+	"github.com/theseus-ccl/theseus/contextd/publish"
 )
 
 func example(t testing.TB, name string) []byte {
@@ -118,7 +120,7 @@ func snapshot(t testing.TB, dir string) string {
 	t.Helper()
 	var b strings.Builder
 	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
-		if err == nil && !info.IsDir() {
+		if err == nil && !info.IsDir() && info.Name() != publish.RootLock { // the lock names its daemon
 			data, _ := os.ReadFile(p)
 			rel, _ := filepath.Rel(dir, p)
 			fmt.Fprintf(&b, "== %s\n%s", rel, data)
@@ -206,6 +208,31 @@ func TestClusterInProcess(t *testing.T) {
 	if len(st.Nodes) != 3 {
 		t.Fatalf("status: %+v", st)
 	}
+
+	// Finding 06: a node that is down is listed, as down, with what it
+	// said last; without a quorum a publication fails at once as
+	// unavailable, saying so and that nothing was published.
+	ds[1].Status(ctx)
+	ds[2].Close()
+	st = ds[1].Status(ctx) // known from n1's earlier status
+	if len(st.Nodes) != 3 || st.Nodes[0].Down || st.Nodes[1].Down || !st.Nodes[2].Down || st.Nodes[2].Node != "n2" ||
+		st.Nodes[2].Applied != last || st.Nodes[2].LastSeen == "" || !strings.Contains(st.Nodes[2].Error, "not answering") {
+		t.Fatalf("status with n2 down: %+v", st)
+	}
+	st = ds[0].Status(ctx) // known from JetStream's meta group only
+	if len(st.Nodes)+st.Unnamed != 3 || st.Nodes[0].Down || st.Nodes[1].Down || st.Unnamed == 0 && !st.Nodes[2].Down {
+		t.Fatalf("status with n2 down, from a node that never saw it: %+v", st)
+	}
+	ds[1].Close()
+	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err := ds[0].Value(pctx, "default", api.ValueRequest{Name: "slow_rank", Value: "7"})
+	if !Unavailable(err) || !strings.Contains(err.Error(), "no quorum: 1 of 3 nodes answer") || pctx.Err() != nil {
+		t.Fatalf("a publication without a quorum: %v (deadline: %v)", err, pctx.Err())
+	}
+	if n := strings.Count(snapshot(t, filepath.Join(dir, "0", "contexts")), `{"value":`); n != 30 {
+		t.Fatalf("%d values on n0 after a publication without a quorum, want 30", n)
+	}
 }
 
 // TestJournal: the checkpoint journal replays its deltas and ignores a
@@ -221,5 +248,53 @@ func TestJournal(t *testing.T) {
 	os.WriteFile(p, []byte(`{"seq":5}`+"\n"), 0o600)
 	if _, err := readJournal(p); err == nil {
 		t.Fatal("a journal without its header was accepted")
+	}
+}
+
+// TestOneDaemonPerContextsDir (finding 07): a second daemon, with its own
+// data directory, is refused on a contexts directory that a running
+// daemon materialises (both would append to the same files, and one's
+// materialiser would stop for good), and --local publication into one of
+// its contexts is refused; once the first stops, the second may start.
+func TestOneDaemonPerContextsDir(t *testing.T) {
+	dir := t.TempDir()
+	d := start(t, single(t, dir))
+	cfg := single(t, filepath.Join(dir, "second"))
+	cfg.ContextsDir = filepath.Join(dir, "contexts")
+	if d2, err := Start(cfg); err == nil {
+		d2.Close()
+		t.Fatal("a second daemon started on the contexts directory of a running one")
+	} else if !strings.Contains(err.Error(), "is in use by another theseus-contextd") || !strings.Contains(err.Error(), filepath.Join(dir, "data")) {
+		t.Fatalf("a second daemon on the same contexts directory: %v", err)
+	}
+	l := &publish.Local{Dir: filepath.Join(dir, "contexts", "default")}
+	if _, err := l.Attr(api.AttrRequest{Name: "a", Origin: "exo", Type: "int"}); !errors.Is(err, publish.ErrDaemonRoot) {
+		t.Fatalf("--local into a daemon's context: %v", err)
+	}
+	d.Close()
+	start(t, cfg)
+}
+
+// TestDecodeStrict (finding 12, L2): a request is read as the manifests
+// are: a field given twice (in any case: encoding/json matches names
+// case-insensitively) and data after the object are refused.
+func TestDecodeStrict(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"name":"slow_rank","value":"1"}`:               "",
+		`{"name":"slow_rank","value":"1","value":"2"}`:   `field "value" given twice`,
+		`{"name":"slow_rank","value":"1","VALUE":"2"}`:   `field "VALUE" given twice`,
+		`{"name":"slow_rank","value":"1"} trailing`:      "data after the JSON object",
+		`{"name":"slow_rank","value":"1"}{"name":"x"}`:   "data after the JSON object",
+		`{"name":"slow_rank","value":"1","nosuch":true}`: "unknown field",
+		`["name"]`: "malformed request",
+	} {
+		var r api.ValueRequest
+		err := decode1([]byte(body), &r)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", body, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
 	}
 }

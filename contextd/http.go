@@ -143,14 +143,16 @@ func listenUnix(path string) (net.Listener, error) {
 	return l, nil
 }
 
-// maxBody bounds a request: a schedule file in base64, and the rest.
-func (d *Daemon) maxBody() int64 {
-	n := d.cfg.MaxScheduleBytes
-	if n <= 0 {
-		n = publish.DefaultMaxScheduleBytes
+// maxSched is the schedule file limit in bytes.
+func (d *Daemon) maxSched() int64 {
+	if n := d.cfg.MaxScheduleBytes; n > 0 {
+		return n
 	}
-	return n/3*4 + 8 + 1<<20
+	return publish.DefaultMaxScheduleBytes
 }
+
+// maxBody bounds a request: a schedule file in base64, and the rest.
+func (d *Daemon) maxBody() int64 { return d.maxSched()/3*4 + 8 + 1<<20 }
 
 func (d *Daemon) handle(f func(ctx context.Context, name string, body []byte) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -161,7 +163,7 @@ func (d *Daemon) handle(f func(ctx context.Context, name string, body []byte) (a
 			if err != nil {
 				d.met.rejections.WithLabelValues(api.ReasonTooLarge).Inc()
 				writeJSON(w, http.StatusRequestEntityTooLarge, &api.Error{Reason: api.ReasonTooLarge,
-					Message: fmt.Sprintf("the request is over %d bytes (the schedule file limit is %d)", d.maxBody(), d.maxBody()*3/4)})
+					Message: fmt.Sprintf("the request is over %d bytes: a schedule file may have at most %d bytes (in base64 in the request)", d.maxBody(), d.maxSched())})
 				return
 			}
 		}
@@ -182,19 +184,52 @@ func (d *Daemon) handle(f func(ctx context.Context, name string, body []byte) (a
 			}
 			writeJSON(w, code, ae)
 		case Unavailable(err):
-			writeJSON(w, http.StatusServiceUnavailable, &api.Error{Reason: "unavailable", Message: err.Error()})
+			writeJSON(w, http.StatusServiceUnavailable, &api.Error{Reason: api.ReasonUnavailable, Message: err.Error()})
 		default:
 			writeJSON(w, http.StatusInternalServerError, &api.Error{Reason: "internal", Message: err.Error()})
 		}
 	}
 }
 
-// decode1 reads one JSON request strictly: unknown fields are rejected.
+// decode1 reads one JSON request strictly, as the manifests are read: one
+// object, nothing after it, no unknown field and no field twice (the
+// last would silently win).
 func decode1(body []byte, v any) error {
+	bad := func(format string, args ...any) error {
+		return &api.Error{Reason: api.ReasonBadRequest, Message: "malformed request: " + fmt.Sprintf(format, args...)}
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return &api.Error{Reason: api.ReasonBadRequest, Message: "malformed request: " + err.Error()}
+		return bad("%v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return bad("data after the JSON object (at byte %d)", dec.InputOffset())
+	}
+	// Field names, once each: the top level of the object (the requests
+	// are flat), with encoding/json's tokenizer.
+	tok := json.NewDecoder(bytes.NewReader(body))
+	if t, err := tok.Token(); err != nil || t != json.Delim('{') {
+		return bad("want a JSON object")
+	}
+	seen := map[string]bool{}
+	for tok.More() {
+		t, err := tok.Token()
+		if err != nil {
+			return bad("%v", err)
+		}
+		key, _ := t.(string)
+		// encoding/json matches field names case-insensitively: so does
+		// this check.
+		if k := strings.ToLower(key); seen[k] {
+			return bad("field %q given twice", key)
+		} else {
+			seen[k] = true
+		}
+		var skip json.RawMessage
+		if err := tok.Decode(&skip); err != nil {
+			return bad("%v", err)
+		}
 	}
 	return nil
 }

@@ -44,7 +44,8 @@ type materialiser struct {
 	w       *publish.Writer
 	applied uint64 // under d.mu
 	models  map[string]*publish.Model
-	recent  map[uint64]int // seq -> position of the entry in its file, for replies; under d.mu
+	recent  map[uint64]int    // seq -> position of the entry in its file, for replies; under d.mu
+	ids     map[string]uint64 // message id (publication id) -> seq, of the entries in recent; under d.mu
 	inbox   chan jetstream.Msg
 	cc      jetstream.ConsumeContext
 	journal *os.File
@@ -52,7 +53,7 @@ type materialiser struct {
 }
 
 func openMaterialiser(d *Daemon) (*materialiser, error) {
-	m := &materialiser{d: d, models: map[string]*publish.Model{}, recent: map[uint64]int{}, inbox: make(chan jetstream.Msg, 4096),
+	m := &materialiser{d: d, models: map[string]*publish.Model{}, recent: map[uint64]int{}, ids: map[string]uint64{}, inbox: make(chan jetstream.Msg, 4096),
 		attrSeq: map[string]uint64{}}
 	cp, err := readJournal(filepath.Join(d.cfg.DataDir, checkpointFile))
 	if err != nil {
@@ -212,6 +213,9 @@ func (m *materialiser) run() {
 			if err == nil {
 				d.mu.Lock()
 				m.cc = cc
+				if strings.HasPrefix(d.lastErr, "materialiser: ") {
+					d.lastErr = "" // the consumer is back: what stopped it is over
+				}
 				d.mu.Unlock()
 				err = m.applyLoop()
 				cc.Stop()
@@ -287,6 +291,7 @@ func (m *materialiser) apply(batch []jetstream.Msg) error {
 		kind string
 		attr string
 		line []byte
+		id   string // the message id
 	}
 	var dones []done
 	var failure error
@@ -321,7 +326,7 @@ func (m *materialiser) apply(batch []jetstream.Msg) error {
 			break
 		}
 		last = seq
-		dones = append(dones, done{seq, ctxName, kind, e.Attr, []byte(e.Line)})
+		dones = append(dones, done{seq, ctxName, kind, e.Attr, []byte(e.Line), msg.Headers().Get(jetstream.MsgIDHeader)})
 	}
 	if len(dones) == 0 {
 		return failure
@@ -338,6 +343,9 @@ func (m *materialiser) apply(batch []jetstream.Msg) error {
 		}
 		mod := m.model(x.ctx)
 		m.recent[x.seq] = mod.Add(x.kind, x.attr, x.line)
+		if x.id != "" {
+			m.ids[x.id] = x.seq
+		}
 		if x.kind == api.KindAttr {
 			mod.AttrSeq = x.seq
 		}
@@ -355,6 +363,13 @@ func (m *materialiser) apply(batch []jetstream.Msg) error {
 	for s := range m.recent {
 		if s+8192 < last {
 			delete(m.recent, s)
+		}
+	}
+	if len(m.ids) > 2*8192 {
+		for id, s := range m.ids {
+			if s+8192 < last {
+				delete(m.ids, id)
+			}
 		}
 	}
 	if failure == nil && strings.HasPrefix(d.lastErr, "materialiser: ") {

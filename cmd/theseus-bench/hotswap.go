@@ -162,7 +162,8 @@ type hsRank struct {
 
 // runHotSwap runs this rank's part on demo communicator c. publish appends
 // attr's next value to the context this rank's communicator reads (a no-op
-// on ranks that share another rank's copy).
+// on ranks that share another rank's copy): away after request hsSlowAt,
+// back after hsBackAt.
 //
 // Each request is timed on the host from just before the call to its
 // return. The call has no stream, so it runs on the communicator's own
@@ -170,7 +171,7 @@ type hsRank struct {
 // with a nil Stream: the launch has completed on the device); the poison
 // fill before it and the read and check of the output after it are not
 // timed.
-func runHotSwap(c *theseus.Comm, refs *references, attr string, publish func(v int) error) (*hsRank, error) {
+func runHotSwap(c *theseus.Comm, refs *references, attr string, away, back int, publish func(v int) error) (*hsRank, error) {
 	n := c.NRanks()
 	rank := c.Rank()
 	count := int64(hsBytes / 4)
@@ -223,7 +224,6 @@ func runHotSwap(c *theseus.Comm, refs *references, attr string, publish func(v i
 			rec.reused[i] = true
 		}
 		prev = st
-		away, back := hsValues(attr, n)
 		switch i {
 		case hsSlowAt:
 			err = publish(away)
@@ -240,7 +240,7 @@ func runHotSwap(c *theseus.Comm, refs *references, attr string, publish func(v i
 // summarizeHotSwap compares the ranks' records (a collective step on agg's
 // communicator) and, on every rank, returns the demonstration's outcome as
 // rank 0 saw it, with each request's time the maximum over the ranks.
-func summarizeHotSwap(agg *aggregator, rec *hsRank, attr, where string) (*HotSwap, error) {
+func summarizeHotSwap(agg *aggregator, rec *hsRank, attr string, away, back int, where string) (*HotSwap, error) {
 	r := len(rec.ids)
 	neg := make([]int64, r)
 	for i, id := range rec.ids {
@@ -255,7 +255,6 @@ func summarizeHotSwap(agg *aggregator, rec *hsRank, attr, where string) (*HotSwa
 		return nil, err
 	}
 	same := func(i int) bool { return hi[i] == -hi[r+i] }
-	away, back := hsValues(attr, agg.c.NRanks())
 	hs := &HotSwap{Attribute: attr, Collective: "allreduce", Bytes: hsBytes, Count: hsBytes / 4, Type: "float", RedOp: "sum",
 		Requests: r, CheckPeriod: hsPeriod, First: rec.names[rec.ids[0]], Wrong: wrong[0], Consistent: true,
 		// [] rather than null in JSON when nothing switches (1 rank,

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/theseus-ccl/theseus/contextd/api"
@@ -18,8 +20,11 @@ import (
 // slow_rank 2` does, valid at once, and every rank reads that directory
 // instead of a private copy: the daemon appends the value there (and on
 // every other node of its cluster), and the ranks switch at the same
-// request as with the copy. The two values stay in the context's log; the
-// second restores the first's predecessor.
+// request as with the copy. The context is live: the second value puts back
+// the value the demonstration found (daemonValue), so that an operator's
+// setting survives it, and a context that already holds the first value
+// (the demonstration would switch nothing) is not published to at all.
+// Both values stay in the context's log.
 
 // daemonFor returns the daemon's client and the context name when the
 // daemon on socket serves dir ("none", or no daemon: ok false).
@@ -61,4 +66,31 @@ func daemonPublish(c *client.Client, name, attr string) func(v int) error {
 			Comment: "theseus-bench hot swap"})
 		return err
 	}
+}
+
+// daemonValue returns attr's value in context name as the daemon has it:
+// the last value logged, else the attribute's default (an int: the
+// demonstration publishes exogenous ints only).
+func daemonValue(c *client.Client, name, attr string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cx, err := c.Context(ctx, name)
+	if err != nil {
+		return 0, fmt.Errorf("reading %s's value in context %s: %w", attr, name, err)
+	}
+	for _, a := range cx.Attributes {
+		if a.Name != attr {
+			continue
+		}
+		v := a.Value
+		if a.Values == 0 {
+			v = a.Default
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return 0, fmt.Errorf("%s's value in context %s is %q, not an int", attr, name, v)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("context %s declares no attribute %s", name, attr)
 }

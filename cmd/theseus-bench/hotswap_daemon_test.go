@@ -11,6 +11,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 	"github.com/theseus-ccl/theseus/contextd"
+	"github.com/theseus-ccl/theseus/contextd/api"
 	"github.com/theseus-ccl/theseus/contextd/publish"
 	"github.com/theseus-ccl/theseus/examples/contexts"
 )
@@ -48,6 +49,11 @@ func TestHotSwapThroughDaemon(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// An operator's setting, which the demonstration must put back
+	// (finding 02).
+	if _, err := d.Value(ctx, "default", api.ValueRequest{Name: "slow_rank", Value: "3", ValidAfter: "always"}); err != nil {
+		t.Fatal(err)
+	}
 	ctxDir := filepath.Join(d.ContextsDir(), "default")
 	code, out, errs := runBench(t, "--json", "--nranks", "4", "-b", "8", "-e", "8", "--coll", "allreduce", "--context", ctxDir, "--contextd", d.Socket())
 	if code != cli.ExitOK {
@@ -61,7 +67,7 @@ func TestHotSwapThroughDaemon(t *testing.T) {
 	if hs == nil || hs.Attribute != "slow_rank" || !hs.Consistent || len(hs.Switches) != 2 || len(hs.Published) != 2 {
 		t.Fatalf("hot swap %+v", hs)
 	}
-	if !strings.Contains(hs.Published[0].Where, "theseus-contextd") || hs.Published[0].Value != 2 {
+	if !strings.Contains(hs.Published[0].Where, "theseus-contextd") || hs.Published[0].Value != 2 || hs.Published[1].Value != 3 {
 		t.Fatalf("published %+v", hs.Published)
 	}
 	for _, s := range hs.Switches {
@@ -73,7 +79,23 @@ func TestHotSwapThroughDaemon(t *testing.T) {
 		t.Fatalf("switches at requests %d and %d, want %d and %d", hs.Switches[0].Request, hs.Switches[1].Request, hsSlowAt+5, hsBackAt+5)
 	}
 	log, _ := os.ReadFile(filepath.Join(ctxDir, contexts.SlowRankLog))
-	if n := strings.Count(string(log), "\n"); n != 2 || !strings.HasPrefix(string(log), `{"value":2,`) {
-		t.Fatalf("slow_rank.jsonl:\n%s", log)
+	lines := strings.Split(strings.TrimSuffix(string(log), "\n"), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], `{"value":3`) || !strings.HasPrefix(lines[1], `{"value":2,`) || !strings.HasPrefix(lines[2], `{"value":3,`) {
+		t.Fatalf("slow_rank.jsonl, want 3 (the operator's), 2, then 3 again:\n%s", log)
+	}
+
+	// A context that already holds the value the demonstration publishes:
+	// it would switch nothing, so it is skipped, saying why, and nothing
+	// is published.
+	if _, err := d.Value(ctx, "default", api.ValueRequest{Name: "slow_rank", Value: "2", ValidAfter: "always"}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = runBench(t, "--json", "--nranks", "4", "-b", "8", "-e", "8", "--coll", "allreduce", "--context", ctxDir, "--contextd", d.Socket())
+	rep = Report{}
+	if code != cli.ExitOK || json.Unmarshal([]byte(out), &rep) != nil || rep.HotSwap == nil || !strings.Contains(rep.HotSwap.Skipped, "already has slow_rank = 2") {
+		t.Fatalf("a context at the demonstration's value: exit %d, %+v\n%s", code, rep.HotSwap, errs)
+	}
+	if log, _ := os.ReadFile(filepath.Join(ctxDir, contexts.SlowRankLog)); strings.Count(string(log), "\n") != 4 {
+		t.Fatalf("published although skipped:\n%s", log)
 	}
 }

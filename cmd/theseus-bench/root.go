@@ -729,8 +729,34 @@ func (b *benchCmd) hotSwapPhase(ctx context.Context, cfg *config, dir string, w 
 	copyDir := dir
 	publishTo := func(v int) error { return theseus.PublishValue(copyDir, attr, v) }
 	where := hsWhere(cfg.multi, copyDir, attr)
+	away, back := hsValues(attr, cfg.nranks)
 	if dc, name, ok := daemonFor(b.contextd, dir); ok {
-		// The daemon serves dir: publish through it (hotswap_daemon.go).
+		// The daemon serves dir: publish through it (hotswap_daemon.go),
+		// and put back the value found there.
+		found, err := daemonValue(dc, name, attr)
+		if err != nil {
+			return nil, err
+		}
+		// Every rank skips if one does (each process asks its own daemon).
+		var skip int64
+		if found == away {
+			skip = 1
+		}
+		var skips []int64
+		if err := w.each(func(i int, rb *rankBench) error {
+			s, err := rb.agg.Sum([]int64{skip})
+			if i == 0 {
+				skips = s
+			}
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		if skips[0] > 0 {
+			return &HotSwap{Skipped: fmt.Sprintf("context %s (theseus-contextd) already has %s = %d, the value the demonstration publishes: it would switch nothing, so nothing was published "+
+				"(set %s to another value first, or pass --contextd none to run it on a private copy)", name, attr, away, attr)}, nil
+		}
+		back = found
 		publishTo, where = daemonPublish(dc, name, attr), "published with theseus-contextd ("+dc.Where()+") to context "+name+", read in "+dir
 	} else {
 		if copyDir, err = os.MkdirTemp("", "theseus-bench-hotswap-"); err != nil {
@@ -775,7 +801,7 @@ func (b *benchCmd) hotSwapPhase(ctx context.Context, cfg *config, dir string, w 
 		if !cfg.multi && c.Rank() != 0 || cfg.multi && copyDir == dir && c.Rank() != 0 {
 			publish = func(int) error { return nil } // rank 0 publishes to the shared copy, or through the daemon
 		}
-		rec, err := runHotSwap(c, w.refs, attr, publish)
+		rec, err := runHotSwap(c, w.refs, attr, away, back, publish)
 		if err != nil {
 			return err
 		}
@@ -784,7 +810,7 @@ func (b *benchCmd) hotSwapPhase(ctx context.Context, cfg *config, dir string, w 
 			return err
 		}
 		defer agg.Free()
-		sums[i], err = summarizeHotSwap(agg, rec, attr, where)
+		sums[i], err = summarizeHotSwap(agg, rec, attr, away, back, where)
 		return err
 	})
 	if err != nil {

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +17,7 @@ import (
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 	"github.com/theseus-ccl/theseus/contextd"
 	"github.com/theseus-ccl/theseus/contextd/api"
+	"github.com/theseus-ccl/theseus/contextd/publish"
 	"github.com/theseus-ccl/theseus/runtime/selector/manifest"
 	"github.com/theseus-ccl/theseus/runtime/theseus"
 )
@@ -164,5 +168,188 @@ func TestLocalMode(t *testing.T) {
 	}
 	if code, _, errs := runCLI(t, "--socket", filepath.Join(t.TempDir(), "none.sock"), "list"); code != cli.ExitUsage || !strings.Contains(errs, "no theseus-contextd is running") {
 		t.Errorf("no daemon: exit %d, %s", code, errs)
+	}
+}
+
+// TestSetNegativeValue (finding 05): set takes a VALUE that starts with
+// '-' (slow_rank's "no slow rank" -1, -0.5) as written, with flags before
+// NAME or after VALUE, and "--" still works.
+func TestSetNegativeValue(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ctx")
+	loc := "--local=" + dir
+	mustRun(t, loc, "new", "attr", "slow_rank", "--origin", "exo", "--type", "int", "--default", "-1")
+	mustRun(t, loc, "new", "attr", "temp", "--origin", "exo", "--type", "float")
+	for _, args := range [][]string{
+		{"set", "slow_rank", "-1"},
+		{"set", "slow_rank", "-3", "--valid-after", "always"},
+		{"set", "--valid-after", "always", "slow_rank", "-4"},
+		{"set", "slow_rank", "--", "-5"},
+		{"set", "temp", "-0.5"},
+	} {
+		mustRun(t, append([]string{loc}, args...)...)
+	}
+	out := mustRun(t, loc, "--json", "show", "slow_rank")
+	var a api.Attribute
+	if err := json.Unmarshal([]byte(out), &a); err != nil || a.Value != "-5" || a.Values != 4 {
+		t.Fatalf("show slow_rank: %s", out)
+	}
+	if code, _, errs := runCLI(t, loc, "set", "slow_rank", "-1", "extra"); code != cli.ExitUsage || !strings.Contains(errs, `"extra" after VALUE`) {
+		t.Errorf("set with a third argument: exit %d, %s", code, errs)
+	}
+	if code, _, errs := runCLI(t, loc, "new", "sched", ring2, "--coll", "allreduce", "--replaces", "-5"); code != cli.ExitUsage || !strings.Contains(errs, "--replaces -5") {
+		t.Errorf("--replaces -5: exit %d, %s", code, errs)
+	}
+}
+
+// TestInitFromAtomic (finding 08): init --from DIR validates every entry
+// before it publishes any, so a seed with a bad entry half-way leaves the
+// target empty (and a second init is not refused as not_empty), and a
+// symbolic link in DIR to a file outside it is refused, its content never
+// read.
+func TestInitFromAtomic(t *testing.T) {
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "src")
+	os.MkdirAll(src, 0o755)
+	attrs, err := os.ReadFile("../../examples/contexts/default/attribute_manifest.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := os.ReadFile(ring2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(src, "attribute_manifest.jsonl"), attrs, 0o644)
+	os.WriteFile(filepath.Join(src, "ring.json"), ring, 0o644)
+	os.WriteFile(filepath.Join(src, "bad.json"), []byte(`{"broken`+"\n"), 0o644)
+	os.WriteFile(filepath.Join(src, "schedule_manifest.jsonl"),
+		[]byte(`{"file":"ring.json","collective":"allreduce","nranks":2}`+"\n"+`{"file":"bad.json","collective":"allreduce","nranks":2}`+"\n"), 0o644)
+	dst := filepath.Join(tmp, "dst")
+	for try := range 2 {
+		code, _, errs := runCLI(t, "--local="+dst, "init", "--from", src)
+		if code != cli.ExitFindings || !strings.Contains(errs, "entry") || !strings.Contains(errs, "nothing was published") {
+			t.Fatalf("init %d of a seed with a bad entry: exit %d, %s", try, code, errs)
+		}
+		if b, err := os.ReadFile(filepath.Join(dst, "schedule_manifest.jsonl")); err == nil && len(b) > 0 {
+			t.Fatalf("init %d published part of the seed:\n%s", try, b)
+		}
+		if b, err := os.ReadFile(filepath.Join(dst, "attribute_manifest.jsonl")); err == nil && len(b) > 0 {
+			t.Fatalf("init %d published the attributes of a seed it refused:\n%s", try, b)
+		}
+	}
+	// A link to a file outside DIR.
+	secret := filepath.Join(tmp, "outside.json")
+	os.WriteFile(secret, ring, 0o600)
+	os.Remove(filepath.Join(src, "bad.json"))
+	if err := os.Symlink(secret, filepath.Join(src, "link.json")); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(src, "schedule_manifest.jsonl"), []byte(`{"file":"link.json","collective":"allreduce","nranks":2}`+"\n"), 0o644)
+	if code, _, errs := runCLI(t, "--local="+dst, "init", "--from", src); code != cli.ExitUsage || !strings.Contains(errs, "link.json") {
+		t.Fatalf("init through a link out of DIR: exit %d, %s", code, errs)
+	}
+	// A link inside DIR is followed.
+	os.Remove(filepath.Join(src, "link.json"))
+	os.Symlink("ring.json", filepath.Join(src, "link.json"))
+	if out := mustRun(t, "--local="+dst, "init", "--from", src); !strings.Contains(out, "1 schedules") {
+		t.Fatalf("init through a link inside DIR: %s", out)
+	}
+}
+
+// TestDaemonNoAnswer (findings 11 and 06): a daemon that closes the
+// connection before answering (it died mid-request) is exit 4 (retry)
+// with a message that says the publication may or may not be in the log,
+// not Go's transport error; a 503 (no quorum) is exit 4 with the daemon's
+// reason.
+func TestDaemonNoAnswer(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "d.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() { // read a request's head, then hang up
+		defer wg.Done()
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		c.Read(make([]byte, 512))
+		c.Close()
+	}()
+	code, _, errs := runCLI(t, "--socket", sock, "set", "slow_rank", "2")
+	wg.Wait()
+	if code != cli.ExitRetry || !strings.Contains(errs, "closed the connection before answering") ||
+		!strings.Contains(errs, "may or may not be in the log") || strings.Contains(errs, "http://") {
+		t.Fatalf("a daemon that hangs up: exit %d, %s", code, errs)
+	}
+	l.Close()
+
+	os.Remove(sock)
+	l2, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(api.Error{Reason: api.ReasonUnavailable, Message: "no quorum: 1 of 3 nodes answer; nothing was published"})
+	})}
+	go srv.Serve(l2)
+	defer srv.Close()
+	code, _, errs = runCLI(t, "--socket", sock, "set", "slow_rank", "2")
+	if code != cli.ExitRetry || !strings.Contains(errs, "no quorum: 1 of 3 nodes answer; nothing was published") {
+		t.Fatalf("a 503: exit %d, %s", code, errs)
+	}
+}
+
+// TestLowFindings (finding 12, the CLI's): control characters in a name
+// are refused (L1); --local refuses a file, and --context beside it, and
+// speaks of its directory (L3); an oversize file is reported with its size
+// (L6); list and show print a generated entry's generator and "any" ranks,
+// and its publication message has no empty file (L9).
+func TestLowFindings(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "ctx")
+	loc := "--local=" + dir
+	mustRun(t, loc, "new", "attr", "slow_rank", "--origin", "exo", "--type", "int", "--default", "-1")
+	for _, name := range []string{"x\x1b[2Jy", "a\nb", "r\u202eevil", "bad\xffutf8"} {
+		code, _, errs := runCLI(t, loc, "new", "sched", ring2, "--coll", "allreduce", "--name", name)
+		if code != cli.ExitFindings || !strings.Contains(errs, "rejected (bad_name)") {
+			t.Errorf("--name %q: exit %d, %s", name, code, errs)
+		}
+	}
+	if code, _, errs := runCLI(t, loc, "set", "slow_rank", "1", "--comment", "a\x1b]0;title\x07"); code != cli.ExitFindings || !strings.Contains(errs, "control character") {
+		t.Errorf("--comment with an escape sequence: exit %d, %s", code, errs)
+	}
+	file := filepath.Join(tmp, "file")
+	os.WriteFile(file, []byte("x"), 0o644)
+	if code, _, errs := runCLI(t, "--local="+file, "list"); code != cli.ExitUsage || !strings.Contains(errs, "not a directory") {
+		t.Errorf("--local FILE: exit %d, %s", code, errs)
+	}
+	if code, _, errs := runCLI(t, loc, "--context", "other", "list"); code != cli.ExitUsage || !strings.Contains(errs, "give no --context") {
+		t.Errorf("--local with --context: exit %d, %s", code, errs)
+	}
+	if code, _, errs := runCLI(t, loc, "init"); code != cli.ExitFindings || !strings.Contains(errs, dir+" has 1 attribute") {
+		t.Errorf("init of a non-empty --local directory: exit %d, %s", code, errs)
+	}
+	big := filepath.Join(tmp, "big.json")
+	f, _ := os.Create(big)
+	f.Truncate(publish.DefaultMaxScheduleBytes + 1000)
+	f.Close()
+	if code, _, errs := runCLI(t, loc, "new", "sched", big, "--coll", "allreduce"); code != cli.ExitFindings ||
+		!strings.Contains(errs, fmt.Sprintf("big.json is %d bytes, over the limit of %d", publish.DefaultMaxScheduleBytes+1000, publish.DefaultMaxScheduleBytes)) {
+		t.Errorf("an oversize file: exit %d, %s", code, errs)
+	}
+	out := mustRun(t, loc, "new", "sched", "--gen", "ring", "--coll", "allreduce", "--name", "genring")
+	if strings.HasSuffix(strings.TrimSpace(out), ":") || strings.Contains(out, "): ") {
+		t.Errorf("new sched --gen: %q", out)
+	}
+	if out := mustRun(t, loc, "show", "genring"); !strings.Contains(out, "any ranks, generated by ring") || !strings.Contains(out, "replaces: none") {
+		t.Errorf("show of a generated entry:\n%s", out)
+	}
+	if out := mustRun(t, loc, "list"); !strings.Contains(out, "genring  allreduce   any") {
+		t.Errorf("list:\n%s", out)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -42,7 +43,7 @@ generator (theseusc gen --list) and its parameters (--protocol, --channels,
 	f.StringVar(&r.Collective, "coll", "", "the schedule's collective (required): allreduce, allgather, ...")
 	f.StringVar(&r.Usable, "usability", "", `usability expression, a bool (default "true")`)
 	f.StringVar(&r.Preference, "preference", "", `preference expression, an int or float (default "0")`)
-	f.IntVar(&replaces, "replaces", -1, "id of the earlier schedule this one replaces (delta migration source)")
+	f.IntVar(&replaces, "replaces", 0, "id of the earlier schedule this one replaces (delta migration source; default none)")
 	f.StringVar(&r.ValidAfter, "valid-after", "", "when it takes effect: a time, +DURATION or always (default now + the propagation margin)")
 	f.StringVar(&r.Name, "name", "", "the entry's name (default: FILE's base name)")
 	f.StringVar(&r.Comment, "comment", "", "free text")
@@ -58,7 +59,10 @@ generator (theseusc gen --list) and its parameters (--protocol, --channels,
 		if r.Collective == "" {
 			return cli.Usagef("--coll is required")
 		}
-		if replaces >= 0 {
+		if f.Changed("replaces") {
+			if replaces < 0 {
+				return cli.Usagef("--replaces %d: want the id of an earlier schedule (0 or more); leave the flag out for none", replaces)
+			}
 			r.Replaces = &replaces
 		}
 		switch {
@@ -72,7 +76,7 @@ generator (theseusc gen --list) and its parameters (--protocol, --channels,
 		default:
 			data, err := readFile(args[0], publish.DefaultMaxScheduleBytes)
 			if err != nil {
-				return err
+				return g.fail(err)
 			}
 			r.FileName, r.File = filepath.Base(args[0]), data
 		}
@@ -85,8 +89,9 @@ generator (theseusc gen --list) and its parameters (--protocol, --channels,
 	return cmd
 }
 
-// readFile reads at most limit+1 bytes (the daemon rejects a larger file
-// with its reason; this only bounds the memory).
+// readFile reads at most limit+1 bytes: a regular file over limit bytes is
+// rejected here, with its size (as the daemon would reject it), and one
+// that grows past it while read is sent cut, for the daemon to reject.
 func readFile(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -95,6 +100,8 @@ func readFile(path string, limit int64) ([]byte, error) {
 	defer f.Close()
 	if st, err := f.Stat(); err == nil && st.IsDir() {
 		return nil, cli.Usagef("%s is a directory", path)
+	} else if err == nil && st.Mode().IsRegular() && st.Size() > limit {
+		return nil, &api.Error{Reason: api.ReasonTooLarge, Message: fmt.Sprintf("%s is %d bytes, over the limit of %d for a schedule file", filepath.Base(path), st.Size(), limit)}
 	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
@@ -133,18 +140,39 @@ func newAttrCmd(g *globals) *cobra.Command {
 func setCmd(g *globals) *cobra.Command {
 	var r api.ValueRequest
 	cmd := &cobra.Command{
-		Use:   "set NAME VALUE",
+		Use:   "set [flags] NAME VALUE [flags]",
 		Short: "Publish a value of an exogenous attribute",
 		Long: `set appends VALUE to the value log of exogenous attribute NAME. VALUE is an
 int (3), a float (2.5), a bool (true) or a vector ([1, 2.5] or 1,2.5), of
-NAME's declared type.`,
+NAME's declared type.
+
+VALUE is taken as it is written, even when it starts with '-' (set slow_rank
+-1): flags go before NAME or after VALUE, not between them.`,
 		Example: `  theseus-context set slow_rank 2
   theseus-context set slow_rank -1 --valid-after +30s`,
-		Args: cli.ExactArgs(2, "NAME and VALUE"),
+		Args: cli.MinArgs(2, "NAME and VALUE"),
 	}
 	cmd.Flags().StringVar(&r.ValidAfter, "valid-after", "", "when it takes effect (default now + the propagation margin)")
 	cmd.Flags().StringVar(&r.Comment, "comment", "", "free text")
+	// Flag parsing stops at NAME, so that a VALUE such as -1 or -0.5 is not
+	// read as a shorthand flag; what follows VALUE is parsed as flags again.
+	cmd.Flags().SetInterspersed(false)
 	cmd.RunE = cli.RunE(func(cmd *cobra.Command, args []string) error {
+		rest := args[2:]
+		if args[1] == "--" && len(args) >= 3 { // set NAME -- VALUE, as pflag's terminator would have it
+			args, rest = []string{args[0], args[2]}, args[3:]
+		}
+		if len(rest) > 0 {
+			if err := cmd.Flags().Parse(rest); err != nil {
+				return cli.Usage(err)
+			}
+			if help, _ := cmd.Flags().GetBool("help"); help {
+				return cmd.Help()
+			}
+			if extra := cmd.Flags().Args(); len(extra) > 0 {
+				return cli.Usagef("want NAME and VALUE, then flags; got %q after VALUE", extra[0])
+			}
+		}
 		r.Name, r.Value = args[0], args[1]
 		b, err := g.backend()
 		if err != nil {
@@ -175,11 +203,23 @@ source is the embedded default context, or a context directory.`,
 			if st, err := os.Stat(from); err != nil || !st.IsDir() {
 				return cli.Usagef("--from %s: not a directory", from)
 			}
-			src = os.DirFS(from)
+			// Through an os.Root: a symbolic link that leads out of the
+			// directory is refused, as a ".." path is.
+			root, err := os.OpenRoot(from)
+			if err != nil {
+				return cli.Usage(fmt.Errorf("--from %s: %w", from, err))
+			}
+			defer root.Close()
+			src = root.FS()
 		}
 		reqs, err := publish.Seed(src)
 		if err != nil {
 			return cli.Usage(fmt.Errorf("--from %s: %w", from, err))
+		}
+		// Every entry is validated before any is published: a seed with a
+		// bad entry publishes nothing (the daemon validates each again).
+		if err := publish.CheckSeed(&publish.Validator{Margin: g.margin}, reqs); err != nil {
+			return g.fail(err)
 		}
 		b, err := g.backend()
 		if err != nil {
@@ -190,8 +230,8 @@ source is the embedded default context, or a context directory.`,
 			return g.fail(err)
 		}
 		if len(c.Attributes) > 0 || len(c.Schedules) > 0 {
-			return g.fail(&api.Error{Reason: api.ReasonNotEmpty, Message: fmt.Sprintf("context %s has %d attribute and %d schedule entries: init seeds an empty context",
-				g.context, len(c.Attributes), len(c.Schedules))})
+			return g.fail(&api.Error{Reason: api.ReasonNotEmpty, Message: fmt.Sprintf("%s has %d attribute and %d schedule entries: init seeds an empty context",
+				g.target(), len(c.Attributes), len(c.Schedules))})
 		}
 		counts := map[string]int{}
 		for _, r := range reqs {
@@ -213,7 +253,7 @@ source is the embedded default context, or a context directory.`,
 		if g.json {
 			return writeJSON(g.s.Out, counts)
 		}
-		fmt.Fprintf(g.s.Out, "context %s seeded from %s: %d attributes, %d schedules, %d values\n", g.context, from,
+		fmt.Fprintf(g.s.Out, "%s seeded from %s: %d attributes, %d schedules, %d values\n", g.target(), from,
 			counts["attributes"], counts["schedules"], counts["values"])
 		return nil
 	})
@@ -258,7 +298,7 @@ func listCmd(g *globals) *cobra.Command {
 			if s.Replaces >= 0 {
 				rep = strconv.Itoa(s.Replaces)
 			}
-			fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%v\t%s\n", s.ID, s.Name, s.Collective, s.NRanks, rep, s.Precompiled, s.ValidAfter)
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%v\t%s\n", s.ID, orNone(s.Name), s.Collective, nranksText(s.NRanks), rep, s.Precompiled, s.ValidAfter)
 		}
 		return w.Flush()
 	})
@@ -306,8 +346,16 @@ func showCmd(g *globals) *cobra.Command {
 		for _, x := range found {
 			switch v := x.(type) {
 			case api.Schedule:
-				fmt.Fprintf(g.s.Out, "schedule %d %s: %s, %d ranks, file %s\n  usable: %s\n  preference: %s\n  precompiled: %v\n  replaces: %d\n  valid after: %s\n  line: %s\n",
-					v.ID, v.Name, v.Collective, v.NRanks, v.File, v.Usable, v.Preference, v.Precompiled, v.Replaces, orNone(v.ValidAfter), v.Line)
+				from := "file " + v.File
+				if v.Gen != "" {
+					from = "generated by " + v.Gen
+				}
+				rep := "none"
+				if v.Replaces >= 0 {
+					rep = strconv.Itoa(v.Replaces)
+				}
+				fmt.Fprintf(g.s.Out, "schedule %d %s: %s, %s ranks, %s\n  usable: %s\n  preference: %s\n  precompiled: %v\n  replaces: %s\n  valid after: %s\n  line: %s\n",
+					v.ID, orNone(v.Name), v.Collective, nranksText(v.NRanks), from, orNone(v.Usable), orNone(v.Preference), v.Precompiled, rep, orNone(v.ValidAfter), v.Line)
 			case api.Attribute:
 				fmt.Fprintf(g.s.Out, "attribute %d %s: %s %s", v.ID, v.Name, v.Origin, v.Type)
 				if v.Origin == "endo" {
@@ -323,6 +371,14 @@ func showCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// nranksText is an entry's nranks as list and show print it: "any" for 0.
+func nranksText(n int) string {
+	if n == 0 {
+		return "any"
+	}
+	return strconv.Itoa(n)
+}
+
 func orNone(s string) string {
 	if s == "" {
 		return "-"
@@ -331,7 +387,11 @@ func orNone(s string) string {
 }
 
 func statusCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "status", Short: "Show every node's applied log sequence and lag", Args: cobra.NoArgs}
+	cmd := &cobra.Command{Use: "status", Short: "Show every node's applied log sequence and lag", Args: cobra.NoArgs,
+		Long: `status lists every node of the daemon's cluster: those that answer, with the
+log sequence each has applied, its lag behind the log and its error if any,
+and those that do not (down, or unreachable from the answering node), with
+what each said last. It exits 1 when a node is down or reports an error.`}
 	cmd.RunE = cli.RunE(func(cmd *cobra.Command, _ []string) error {
 		b, err := g.backend()
 		if err != nil {
@@ -341,16 +401,47 @@ func statusCmd(g *globals) *cobra.Command {
 		if err != nil {
 			return g.fail(err)
 		}
-		if g.json {
-			return writeJSON(g.s.Out, st)
-		}
-		fmt.Fprintf(g.s.Out, "log: last entry %d\n", st.Last)
-		w := tabwriter.NewWriter(g.s.Out, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(w, "NODE\tAPPLIED\tLAG\tCONTEXTS\tERROR\n")
+		down, failing := 0, 0
 		for _, n := range st.Nodes {
-			fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\n", n.Node, n.Applied, n.Lag, strings.Join(n.Contexts, ","), orNone(n.Error))
+			switch {
+			case n.Down:
+				down++
+			case n.Error != "":
+				failing++
+			}
 		}
-		return w.Flush()
+		down += st.Unnamed
+		if g.json {
+			writeJSON(g.s.Out, st)
+		} else {
+			if st.Last == 0 && slices.ContainsFunc(st.Nodes, func(n api.Node) bool { return n.Applied > 0 }) {
+				fmt.Fprintf(g.s.Out, "log: last entry unknown (the log has no leader now: no quorum, or an election)\n")
+			} else {
+				fmt.Fprintf(g.s.Out, "log: last entry %d\n", st.Last)
+			}
+			w := tabwriter.NewWriter(g.s.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "NODE\tSTATE\tAPPLIED\tLAG\tCONTEXTS\tERROR\n")
+			for _, n := range st.Nodes {
+				state := "up"
+				if n.Down {
+					state = "down"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\n", n.Node, state, n.Applied, n.Lag, orNone(strings.Join(n.Contexts, ",")), orNone(n.Error))
+			}
+			if st.Unnamed > 0 {
+				fmt.Fprintf(w, "(%d more)\tdown\t-\t-\t-\tknown to the cluster by id only: not heard from since it restarted\n", st.Unnamed)
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		}
+		switch {
+		case down > 0:
+			return cli.Findingsf("%d of %d nodes down or unreachable", down, len(st.Nodes)+st.Unnamed)
+		case failing > 0:
+			return cli.Findingsf("%d of %d nodes report an error", failing, len(st.Nodes))
+		}
+		return nil
 	})
 	return cmd
 }

@@ -46,15 +46,17 @@ func (b local) Status(context.Context) (*api.Status, error) {
 
 // globals are the root's persistent flags.
 type globals struct {
-	s         cli.Streams
-	context   string
-	local     string
-	margin    time.Duration
-	socket    string
-	addr      string
-	tokenFile string
-	caFile    string
-	json      bool
+	s       cli.Streams
+	context string
+	// contextSet: --context was given.
+	contextSet bool
+	local      string
+	margin     time.Duration
+	socket     string
+	addr       string
+	tokenFile  string
+	caFile     string
+	json       bool
 }
 
 func newRoot(s cli.Streams) *cobra.Command {
@@ -77,7 +79,10 @@ propagation margin, so every node has it before it takes effect; --valid-after
 sets a time (RFC 3339, local standard time, Unix seconds), +DURATION, or
 "always".
 
-Exit codes: 0 done, 1 rejected, 2 usage error (or no daemon), 3 internal failure.`,
+Exit codes: 0 done, 1 rejected (status: a node down or failing), 2 usage
+error (or no daemon), 3 internal failure, 4 retry: the daemon's log has no
+quorum (nothing was published), or the daemon closed the connection before
+answering (the publication may or may not be in the log).`,
 		Example: `  theseus-context new attr slow_rank --origin exo --type int --default -1
   theseus-context new sched ring.json --coll allreduce --usability 'msgsize >= 65536' --preference '20 - (slow_rank >= 0 ? 15 : 0)'
   theseus-context set slow_rank 2
@@ -104,6 +109,9 @@ Exit codes: 0 done, 1 rejected, 2 usage error (or no daemon), 3 internal failure
 	}
 	newCmd.AddCommand(newSchedCmd(g), newAttrCmd(g))
 	root.AddCommand(newCmd, setCmd(g), initCmd(g), listCmd(g), showCmd(g), statusCmd(g))
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		g.contextSet = cmd.Flags().Changed("context")
+	}
 	return root
 }
 
@@ -112,6 +120,12 @@ func (g *globals) backend() (backend, error) {
 	if g.local != "" {
 		if g.addr != "" || g.socket != "" {
 			return nil, cli.Usagef("--local conflicts with --socket and --addr")
+		}
+		if g.contextSet {
+			return nil, cli.Usagef("--local DIR names the context directory itself: give no --context with it")
+		}
+		if st, err := os.Stat(g.local); err == nil && !st.IsDir() {
+			return nil, cli.Usagef("--local %s: not a directory (a context directory holds attribute_manifest.jsonl and schedule_manifest.jsonl)", g.local)
 		}
 		return local{&publish.Local{Dir: g.local, V: publish.Validator{Margin: g.margin}}}, nil
 	}
@@ -145,6 +159,10 @@ func (g *globals) fail(err error) error {
 		return cli.Findingsf("rejected (%s): %s", ae.Reason, ae.Error())
 	case errors.Is(err, client.ErrNoDaemon):
 		return cli.Usage(err)
+	case errors.Is(err, client.ErrNoAnswer), errors.Is(err, client.ErrUnavailable):
+		// No quorum, or no answer: the same command may be run again
+		// (after list/show for a publication that got no answer).
+		return cli.Retry(err)
 	}
 	var ee *cli.ExitError
 	if errors.As(err, &ee) {
@@ -182,7 +200,11 @@ func (g *globals) published(p *api.Published, err error) error {
 		return nil
 	}
 	if p.Kind == api.KindSched {
-		fmt.Fprintf(g.s.Out, "schedule %d published to %s (%s, %s): %s\n", p.ID, g.target(), where, when, p.File)
+		file := ""
+		if p.File != "" { // a generated entry has none
+			file = ": " + p.File
+		}
+		fmt.Fprintf(g.s.Out, "schedule %d published to %s (%s, %s)%s\n", p.ID, g.target(), where, when, file)
 		return nil
 	}
 	fmt.Fprintf(g.s.Out, "%s %d published to %s (%s, %s)\n", what, p.ID, g.target(), where, when)

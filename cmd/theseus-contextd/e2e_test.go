@@ -21,6 +21,7 @@ import (
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 	"github.com/theseus-ccl/theseus/contextd/api"
 	"github.com/theseus-ccl/theseus/contextd/client"
+	"github.com/theseus-ccl/theseus/contextd/publish"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/selector"
 	"github.com/theseus-ccl/theseus/runtime/selector/manifest"
@@ -192,7 +193,7 @@ func dirState(t *testing.T, dir string) (hash string, lines map[string]int) {
 	lines = map[string]int{}
 	var files []string
 	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
-		if err == nil && !info.IsDir() {
+		if err == nil && !info.IsDir() && info.Name() != publish.RootLock { // the lock names its daemon
 			files = append(files, p)
 		}
 		return nil

@@ -67,7 +67,7 @@ GET /metrics serves Prometheus metrics on both.`,
 	f.StringVar(&cfg.ClusterName, "cluster-name", "theseus", "cluster mode: the cluster's name")
 	f.StringVar(&cfg.ClusterToken, "cluster-token", "", "cluster mode: shared secret the routes authenticate with")
 	f.IntVar(&cfg.Replicas, "replicas", 0, "replicas of the log (default 3 in cluster mode, 1 alone)")
-	f.DurationVar(&cfg.Margin, "propagation-margin", -1, "default valid_after is now plus this (default 1s in cluster mode, 0 alone)")
+	f.DurationVar(&cfg.Margin, "propagation-margin", 0, "default valid_after is now plus this, 0 or more (default 1s in cluster mode, 0 alone)")
 	f.Int64Var(&cfg.MaxScheduleBytes, "max-schedule-bytes", 0, "largest schedule file accepted, in bytes (default 64 MiB)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "log nothing but errors")
 	cmd.RunE = cli.RunE(func(cmd *cobra.Command, _ []string) error {
@@ -76,6 +76,18 @@ GET /metrics serves Prometheus metrics on both.`,
 		}
 		if cfg.ClusterListen == "" && len(cfg.Routes) > 0 {
 			return cli.Usagef("--routes needs --cluster-listen")
+		}
+		switch {
+		case !f.Changed("propagation-margin"):
+			cfg.Margin = -1 // the mode's default
+		case cfg.Margin < 0:
+			return cli.Usagef("--propagation-margin %v: want 0 or more", cfg.Margin)
+		}
+		if f.Changed("max-schedule-bytes") && cfg.MaxScheduleBytes <= 0 {
+			return cli.Usagef("--max-schedule-bytes %d: want a size in bytes, 1 or more (leave it out for 64 MiB)", cfg.MaxScheduleBytes)
+		}
+		if f.Changed("replicas") && cfg.Replicas <= 0 {
+			return cli.Usagef("--replicas %d: want 1 or more", cfg.Replicas)
 		}
 		cfg.Logf = func(format string, args ...any) {
 			if !quiet {

@@ -70,11 +70,7 @@ func compileContext(dir string, check bool, s cli.Streams) error {
 				want       policy.Want
 			}{{manifest.UsableProgramField, e.Usable, e.UsableProgram, policy.WantBool},
 				{manifest.PreferenceProgramField, e.Preference, e.PreferenceProgram, policy.WantNumber}} {
-				p, err := manifest.Program(x.bin, x.src, x.want, 0)
-				if err == nil {
-					err = manifest.CheckImports(p, attrs)
-				}
-				if err != nil {
+				if _, err := manifest.Verified(x.bin, x.src, attrs, policy.Options{Want: x.want}); err != nil {
 					stale++
 					ds = append(ds, diag.Diagnostic{Code: diag.BadValue, Severity: diag.Error, File: sf, Line: n, Col: manifest.FieldCol(text, x.field),
 						Rank: -1, TB: -1, Step: -1, Msg: fmt.Sprintf("schedule %d: %s: %v", n-1, x.field, err), Hint: "run theseusc compile --context " + dir})

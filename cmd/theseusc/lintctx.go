@@ -87,6 +87,23 @@ func lintContext(dir string, vo verify.Options) ([]diag.Diagnostic, error) {
 		_, du := policy.Compile(s.Usable, attrs, policy.Options{Want: policy.WantBool, File: sf, Line: line, Col: s.UsableCol})
 		_, dp := policy.Compile(s.Preference, attrs, policy.Options{Want: policy.WantNumber, File: sf, Line: line, Col: s.PreferenceCol})
 		ds = append(append(ds, du...), dp...)
+		// A precompiled program that is not what its text compiles to (or
+		// is stale) is not run: the runtime compiles the text instead.
+		for _, x := range []struct {
+			field, src string
+			bin        []byte
+			want       policy.Want
+		}{{manifest.UsableProgramField, s.Usable, s.UsableProgram, policy.WantBool},
+			{manifest.PreferenceProgramField, s.Preference, s.PreferenceProgram, policy.WantNumber}} {
+			if len(x.bin) == 0 {
+				continue
+			}
+			if _, err := manifest.Verified(x.bin, x.src, attrs, policy.Options{Want: x.want}); err != nil {
+				ds = append(ds, diag.Diagnostic{Code: diag.BadValue, Severity: diag.Warning, File: sf, Line: line, Col: manifest.FieldCol(text, x.field),
+					Rank: -1, TB: -1, Step: -1, Msg: fmt.Sprintf("schedule %d: %s is not used (%v); the runtime compiles the text", line-1, x.field, err),
+					Hint: "run theseusc compile --context " + dir})
+			}
+		}
 		if s.P2P != nil {
 			return // the point-to-point engine's parameters: no program (ParseSchedule checked them)
 		}

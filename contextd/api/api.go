@@ -73,6 +73,10 @@ type AttrRequest struct {
 	Default     string `json:"default,omitempty"`
 	ValidAfter  string `json:"valid_after,omitempty"`
 	Description string `json:"description,omitempty"`
+	// PublicationID, when set, identifies the publication: a request sent
+	// again with the same id (after a lost answer) is not published twice
+	// (CheckPublicationID; docs/contextd.md §2).
+	PublicationID string `json:"publication_id,omitempty"`
 }
 
 // SchedRequest publishes a schedule (theseus-context new sched).
@@ -110,6 +114,8 @@ type SchedRequest struct {
 	Protocol string `json:"protocol,omitempty"`
 	Channels string `json:"channels,omitempty"`
 	Avoid    []int  `json:"avoid,omitempty"`
+	// PublicationID: as AttrRequest's.
+	PublicationID string `json:"publication_id,omitempty"`
 }
 
 // ValueRequest appends a value to an exogenous attribute's log
@@ -122,6 +128,8 @@ type ValueRequest struct {
 	Value      string `json:"value"`
 	ValidAfter string `json:"valid_after,omitempty"`
 	Comment    string `json:"comment,omitempty"`
+	// PublicationID: as AttrRequest's.
+	PublicationID string `json:"publication_id,omitempty"`
 }
 
 // Published is the reply to a publication that was accepted.
@@ -143,6 +151,25 @@ type Published struct {
 	// acknowledged with Applied false is in the replicated log and will be
 	// applied; the node was slow or its materialiser is failing (status).
 	Applied bool `json:"applied"`
+	// PublicationID is the request's, and Duplicate reports that the log
+	// already held a publication with that id: nothing was added, and the
+	// reply describes the entry logged the first time (Line, Seq, ID).
+	PublicationID string `json:"publication_id,omitempty"`
+	Duplicate     bool   `json:"duplicate,omitempty"`
+}
+
+var publicationID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// CheckPublicationID rejects a publication id that is not 1 to 64 letters,
+// digits, '_' or '-'. The daemon uses it as the log entry's JetStream
+// message id: within the log's duplicate window (2 minutes) a second
+// publication with the same id is dropped, and after it as long as the
+// node remembers the entry (its last 8192 entries since it started).
+func CheckPublicationID(id string) error {
+	if !publicationID.MatchString(id) {
+		return fmt.Errorf("publication id %q: want 1 to 64 letters, digits, '_' or '-'", id)
+	}
+	return nil
 }
 
 // Rejection reasons (Error.Reason), also the reason label of the
@@ -159,6 +186,9 @@ const (
 	ReasonBadReplaces      = "bad_replaces"      // replaces an id that does not exist
 	ReasonNotEmpty         = "not_empty"         // init of a context that has entries
 	ReasonUnauthorized     = "unauthorized"      // TCP without the token
+	// ReasonUnavailable is a 503's: the replicated log is not available (no
+	// quorum, the daemon starting or stopping); the request may be retried.
+	ReasonUnavailable = "unavailable"
 )
 
 // Error is the body of a rejection (4xx) or failure (5xx).
@@ -206,10 +236,14 @@ type Attribute struct {
 
 // Schedule is one schedule manifest entry.
 type Schedule struct {
-	ID          int    `json:"id"`
-	Name        string `json:"name,omitempty"`
-	File        string `json:"file,omitempty"`
-	Collective  string `json:"collective,omitempty"`
+	ID   int    `json:"id"`
+	Name string `json:"name,omitempty"`
+	File string `json:"file,omitempty"`
+	// Gen is a generated entry's generator ("ring", ...; "p2p" for the
+	// point-to-point engine's parameters), "" for an entry with a file.
+	Gen        string `json:"gen,omitempty"`
+	Collective string `json:"collective,omitempty"`
+	// NRanks is the entry's nranks (0: any).
 	NRanks      int    `json:"nranks,omitempty"`
 	Usable      string `json:"usable,omitempty"`
 	Preference  string `json:"preference,omitempty"`
@@ -220,12 +254,18 @@ type Schedule struct {
 	Invalid     string `json:"invalid,omitempty"`
 }
 
-// Status is every reachable node's state (theseus-context status).
+// Status is the state of every node of the cluster (theseus-context
+// status): those that answered, and those the cluster knows that did not
+// (Node.Down).
 type Status struct {
 	// Last is the replicated log's last sequence number, as the answering
 	// node's replica of the log knows it (0 when unknown).
 	Last  uint64 `json:"last"`
 	Nodes []Node `json:"nodes"`
+	// Unnamed counts further nodes the cluster knows by id only (not heard
+	// from since the whole cluster restarted): down as far as this node can
+	// tell.
+	Unnamed int `json:"unnamed,omitempty"`
 }
 
 // Node is one daemon's state.
@@ -243,4 +283,10 @@ type Node struct {
 	Cluster  string   `json:"cluster,omitempty"` // "" single node
 	// Error is what stops this node's materialiser or log access now, or "".
 	Error string `json:"error,omitempty"`
+	// Down: the node did not answer the answering node's request (it is
+	// down, or unreachable from there). Applied, Lag and Contexts are then
+	// its last answer's (Applied 0 when it never answered that node), and
+	// LastSeen when that was (RFC 3339, UTC; "" for never).
+	Down     bool   `json:"down,omitempty"`
+	LastSeen string `json:"last_seen,omitempty"`
 }

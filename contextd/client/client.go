@@ -6,8 +6,10 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,6 +108,17 @@ func (c *Client) Where() string { return c.where }
 // ErrNoDaemon is wrapped by errors that mean nothing answers on the socket.
 var ErrNoDaemon = errors.New("no theseus-contextd is running")
 
+// ErrUnavailable is wrapped by the errors of a 503: the daemon's replicated
+// log is not available (no quorum, starting, stopping); the message says
+// whether the publication may have been sent. The request may be retried.
+var ErrUnavailable = errors.New("the context daemon's log is unavailable")
+
+// ErrNoAnswer is wrapped by the errors of a request that was sent and got
+// no answer: the daemon closed the connection (it died, or was stopped) or
+// did not answer in time. A publication's outcome is then unknown: it may
+// be in the log. Sending it again with the same publication id is safe.
+var ErrNoAnswer = errors.New("the daemon did not answer")
+
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
@@ -131,19 +144,22 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		if errors.As(err, &oe) && oe.Op == "dial" {
 			return fmt.Errorf("%w at %s (start it, or use --local DIR): %v", ErrNoDaemon, c.where, oe.Err)
 		}
-		return err
+		return noAnswer(c.where, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return err
+		return noAnswer(c.where, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		e := &api.Error{}
 		if json.Unmarshal(data, e) != nil || e.Message == "" {
 			return fmt.Errorf("%s: %s: %s", c.where, resp.Status, strings.TrimSpace(string(data)))
 		}
-		if resp.StatusCode >= 500 {
+		switch {
+		case resp.StatusCode == http.StatusServiceUnavailable:
+			return fmt.Errorf("%w: %s", ErrUnavailable, e.Message)
+		case resp.StatusCode >= 500:
 			return fmt.Errorf("%s: %s", c.where, e.Message)
 		}
 		return e
@@ -151,25 +167,64 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	return json.Unmarshal(data, out)
 }
 
+// noAnswer describes a request that got no answer (Go's transport error:
+// EOF, a reset connection, a broken pipe, a timeout).
+func noAnswer(where string, err error) error {
+	why := "closed the connection before answering"
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Timeout() {
+		why = "did not answer in time"
+	}
+	if errors.As(err, &ue) {
+		err = ue.Err // without the method and the URL, which is the socket's dummy host
+	}
+	return fmt.Errorf("%w: theseus-contextd at %s %s (%v)", ErrNoAnswer, where, why, err)
+}
+
 func ctxPath(name, rest string) string {
 	return api.Prefix + "/contexts/" + url.PathEscape(name) + rest
 }
 
 // Attr, Sched and Value publish to context name; a rejection is an
-// *api.Error.
+// *api.Error. A request without a publication id is given a random one,
+// so that the daemon deduplicates a request sent twice; when the daemon
+// does not answer (ErrNoAnswer), the error names it and says that the
+// publication may or may not be in the log.
 func (c *Client) Attr(ctx context.Context, name string, r api.AttrRequest) (*api.Published, error) {
 	var p api.Published
-	return &p, c.do(ctx, http.MethodPost, ctxPath(name, "/attributes"), r, &p)
+	r.PublicationID = pubID(r.PublicationID)
+	return &p, outcome(r.PublicationID, c.do(ctx, http.MethodPost, ctxPath(name, "/attributes"), r, &p))
 }
 
 func (c *Client) Sched(ctx context.Context, name string, r api.SchedRequest) (*api.Published, error) {
 	var p api.Published
-	return &p, c.do(ctx, http.MethodPost, ctxPath(name, "/schedules"), r, &p)
+	r.PublicationID = pubID(r.PublicationID)
+	return &p, outcome(r.PublicationID, c.do(ctx, http.MethodPost, ctxPath(name, "/schedules"), r, &p))
 }
 
 func (c *Client) Value(ctx context.Context, name string, r api.ValueRequest) (*api.Published, error) {
 	var p api.Published
-	return &p, c.do(ctx, http.MethodPost, ctxPath(name, "/values"), r, &p)
+	r.PublicationID = pubID(r.PublicationID)
+	return &p, outcome(r.PublicationID, c.do(ctx, http.MethodPost, ctxPath(name, "/values"), r, &p))
+}
+
+// pubID is id, or a new random one when id is "".
+func pubID(id string) string {
+	if id != "" {
+		return id
+	}
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// outcome adds to an error of a publication with id what is known of its
+// fate.
+func outcome(id string, err error) error {
+	if errors.Is(err, ErrNoAnswer) {
+		return fmt.Errorf("%w; the publication (id %s) may or may not be in the log: check with theseus-context list or show before publishing it again", err, id)
+	}
+	return err
 }
 
 // Context returns the daemon's copy of context name.

@@ -1,9 +1,12 @@
 package publish
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -22,8 +25,62 @@ type Local struct {
 	V   Validator
 }
 
-// lock creates the directory and takes the lock.
+// RootLock is the lock file a daemon holds (flock, exclusive) in the
+// contexts root it materialises into, for as long as it runs: one daemon
+// per contexts root, and no --local writer in a context it materialises.
+const RootLock = ".theseus-contextd.lock"
+
+// ErrDaemonRoot is wrapped by the errors of a --local publication into a
+// context directory that a running daemon materialises.
+var ErrDaemonRoot = errors.New("in the contexts directory of a theseus-contextd")
+
+// LockRoot takes the daemon's lock on the contexts root (creating both),
+// for owner (a line written into the lock file, for the message another
+// daemon gets). A daemon stopping as another starts may hold it an instant
+// longer: LockRoot retries for a second before it reports the root in use.
+func LockRoot(root, owner string) (*os.File, error) {
+	if err := mkdirDurable(root); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(root, RootLock)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	for try := 0; ; try++ {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil || !errors.Is(err, unix.EWOULDBLOCK) || try == 20 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		who, _ := os.ReadFile(path)
+		f.Close()
+		if w := strings.TrimSpace(string(who)); w != "" {
+			return nil, fmt.Errorf("the contexts directory %s is in use by another theseus-contextd (%s): run one daemon per contexts directory, or give this one another --contexts", root, w)
+		}
+		return nil, fmt.Errorf("the contexts directory %s is in use by another theseus-contextd (%v)", root, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(owner+"\n"), 0)
+	}
+	return f, nil
+}
+
+// lock creates the directory and takes its lock. A directory in a
+// daemon's contexts root (one holding RootLock) is refused (ErrDaemonRoot),
+// whether the daemon runs now or not: its materialiser stops at the first
+// line it finds that it did not write.
 func (l *Local) lock() (func(), error) {
+	abs, err := filepath.Abs(l.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if who, err := os.ReadFile(filepath.Join(filepath.Dir(abs), RootLock)); err == nil {
+		return nil, fmt.Errorf("%s is %w (%s): publish through the daemon, without --local (theseus-context --context %s ...)",
+			l.Dir, ErrDaemonRoot, strings.TrimSpace(string(who)), filepath.Base(abs))
+	}
 	if err := mkdirDurable(l.Dir); err != nil {
 		return nil, err
 	}

@@ -286,6 +286,12 @@ func (m *Model) Context() api.Context {
 		if s.invalid == "" {
 			e := s.entry
 			v.Name, v.File, v.Collective, v.NRanks = e.Name, e.File, e.Collective.String(), e.NRanks
+			switch {
+			case e.Gen != nil:
+				v.Gen = e.Gen.Algorithm
+			case e.P2P != nil:
+				v.Gen = "p2p"
+			}
 			v.Usable, v.Preference, v.Replaces, v.ValidAfter = e.Usable, e.Preference, e.Replaces, rfc3339(e.ValidAfter)
 			v.Precompiled = m.current(e.UsableProgram, e.Usable, policy.WantBool) && m.current(e.PreferenceProgram, e.Preference, policy.WantNumber)
 		}
@@ -295,10 +301,11 @@ func (m *Model) Context() api.Context {
 }
 
 // current reports whether the runtime would run program bin for src
-// rather than compile it, against the attributes declared now.
+// rather than compile it, against the attributes declared now
+// (manifest.Verified).
 func (m *Model) current(bin []byte, src string, want policy.Want) bool {
-	p, err := manifest.Program(bin, src, want, m.mopt.MaxVectorLen)
-	return err == nil && manifest.CheckImports(p, m) == nil
+	_, err := manifest.Verified(bin, src, m, policy.Options{Want: want, MaxVectorLen: m.mopt.MaxVectorLen})
+	return err == nil
 }
 
 // now is the clock of validators that have none (tests set Validator.Now).

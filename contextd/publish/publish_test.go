@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/theseus-ccl/theseus/compiler/load"
+	"github.com/theseus-ccl/theseus/compiler/passes"
 	"github.com/theseus-ccl/theseus/contextd/api"
 	"github.com/theseus-ccl/theseus/runtime/selector/manifest"
 )
@@ -291,4 +293,106 @@ func TestEntryCheck(t *testing.T) {
 			t.Errorf("Check accepted %+v", e)
 		}
 	}
+}
+
+// compileTSB compiles the schedule file at path (relative to the
+// repository root) into a bundle as theseusc compile does, with the
+// passes in skip left out.
+func compileTSB(t *testing.T, path string, skip []string, embed bool) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := load.Parse(path, load.Detect(path, data), data)
+	if src.Program == nil {
+		t.Fatalf("%s: %v", path, src.Diags)
+	}
+	st, err := passes.Run(src.Program, passes.Options{Skip: skip, EmbedSource: embed})
+	if err != nil || st.Bundle == nil {
+		t.Fatalf("compiling %s: %v %v", path, err, st.Diags)
+	}
+	var b bytes.Buffer
+	if _, err := st.Bundle.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestUnverifiedBundles (finding 03): a bundle compiled without
+// verification (theseusc compile --skip verify-input,verify) is refused
+// when its embedded source is wrong (a wrong result, a race) or absent,
+// and accepted when its source is right and compiles to its tables; a
+// verified bundle is accepted.
+func TestUnverifiedBundles(t *testing.T) {
+	skip := []string{"verify-input", "verify"}
+	for _, tc := range []struct {
+		name, path string
+		skip       []string
+		embed      bool
+		want       string // "" accepted, else a piece of the rejection
+	}{
+		{"wrong result", "testdata/bad/wrong_result.json", skip, true, "fails verification"},
+		{"race", "testdata/bad/race.json", skip, true, "fails verification"},
+		{"no source", "examples/allreduce_pairs_2rank_simple.json", skip, false, "compiled without verification"},
+		{"unverified, right", "examples/allreduce_pairs_2rank_simple.json", skip, true, ""},
+		{"verified", "examples/allreduce_pairs_2rank_simple.json", nil, true, ""},
+		{"verified, no source", "examples/allreduce_pairs_2rank_simple.json", nil, false, ""},
+	} {
+		l := newLocal(t)
+		_, err := l.Sched(api.SchedRequest{FileName: "s.tsb", File: compileTSB(t, tc.path, tc.skip, tc.embed), Collective: "allreduce"})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want a rejection for %q", tc.name, err, tc.want)
+		case tc.want != "":
+			if b, _ := os.ReadFile(filepath.Join(l.Dir, manifest.ScheduleManifest)); len(b) > 0 {
+				t.Errorf("%s: rejected, but written:\n%s", tc.name, b)
+			}
+		}
+	}
+}
+
+// TestGeneratedEntryChecks (finding 03): a generated entry is refused
+// when the runtime could never use it: channels that read an attribute
+// other than the communicator's shape, a hierarchical layout whose
+// nlocalranks does not divide nranks, a ring over the op limit.
+func TestGeneratedEntryChecks(t *testing.T) {
+	l := newLocal(t)
+	seedAttrs(t, l)
+	if _, err := l.Attr(api.AttrRequest{Name: "nranks", Origin: "endo", Path: "request.nranks"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		r    api.SchedRequest
+		want string
+	}{
+		{"channels read an attribute", api.SchedRequest{Gen: "ring", Collective: "allreduce", Channels: "slow_rank"}, "channels reads"},
+		{"hier 6 by 4", api.SchedRequest{Gen: "hier", Collective: "allreduce", NRanks: 6, NLocalRanks: 4}, "can serve no communicator"},
+		{"ring 8192", api.SchedRequest{Gen: "ring", Collective: "allreduce", NRanks: 8192}, "can serve no communicator"},
+		{"ring", api.SchedRequest{Gen: "ring", Collective: "allreduce", Channels: "nranks > 4 ? 2 : 1"}, ""},
+		{"hier 8 by 4", api.SchedRequest{Gen: "hier", Collective: "allreduce", NRanks: 8, NLocalRanks: 4}, ""},
+	} {
+		_, err := l.Sched(tc.r)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want a rejection for %q", tc.name, err, tc.want)
+		}
+	}
+	if got := l.mustContext(t).Schedules; len(got) != 2 {
+		t.Errorf("%d schedules written, want the 2 accepted", len(got))
+	}
+}
+
+func (l *Local) mustContext(t *testing.T) *api.Context {
+	t.Helper()
+	c, err := l.Context()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -198,3 +198,44 @@ func seedGen(line []byte) (*api.SchedRequest, error) {
 	}
 	return r, nil
 }
+
+// CheckSeed validates every publication of reqs (Seed's, in order) with v
+// against an empty context, each seeing the ones before it, and writes
+// nothing: init publishes none of a seed that has an entry the target
+// would reject (the first such one is the error, naming it by its
+// position and name). The target validates each again as it is
+// published.
+func CheckSeed(v *Validator, reqs []Request) error {
+	m := NewModel("seed", "", v.MaxVectorLen)
+	for i, r := range reqs {
+		var e *Entry
+		var rej *Rejection
+		var what string
+		switch {
+		case r.Attr != nil:
+			what = "attribute " + r.Attr.Name
+			e, rej = v.Attr(m, *r.Attr)
+		case r.Sched != nil:
+			what = "schedule " + r.Sched.Name
+			if r.Sched.Name == "" {
+				what = "schedule " + r.Sched.FileName
+			}
+			if r.Sched.Gen != "" && r.Sched.Name == "" {
+				what = "generated schedule " + r.Sched.Gen
+			}
+			e, _, rej = v.Sched(m, *r.Sched)
+		case r.Value != nil:
+			what = "value of " + r.Value.Name
+			e, rej = v.Value(m, *r.Value)
+		default:
+			continue
+		}
+		if rej != nil {
+			err := rej.Error
+			err.Message = fmt.Sprintf("entry %d of %d (%s): %s; nothing was published", i+1, len(reqs), what, err.Message)
+			return &err
+		}
+		m.Add(e.Kind, e.Attr, []byte(e.Line))
+	}
+	return nil
+}

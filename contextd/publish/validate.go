@@ -108,9 +108,15 @@ func (v *Validator) validAfter(s string) (json.RawMessage, *Rejection) {
 	return raw, nil
 }
 
+// text bounds a name, comment or description and refuses the characters
+// a terminal would act on (hasControl): list, show and theseusc select
+// print them.
 func text(what, s string) *Rejection {
 	if len(s) > MaxTextBytes {
 		return reject(api.ReasonTooLarge, "%s of %d bytes is over the limit of %d", what, len(s), MaxTextBytes)
+	}
+	if hasControl(s) {
+		return reject(api.ReasonBadName, "the %s %q holds a control character (a line break, an escape sequence, a bidirectional override) or is not UTF-8: write it on one line of printable text", what, s)
 	}
 	return nil
 }
@@ -322,6 +328,9 @@ func (v *Validator) Sched(m *Model, r api.SchedRequest) (*Entry, []byte, *Reject
 	name := r.Name
 	if name == "" {
 		name = strings.TrimSuffix(r.FileName, filepath.Ext(r.FileName))
+		if rej := text("name", name); rej != nil {
+			return nil, nil, rej
+		}
 	}
 	usable, pref, u, p, rej := v.policy(m, r.Usable, r.Preference)
 	if rej != nil {
@@ -410,6 +419,11 @@ func (v *Validator) verify(name string, data []byte) (*selector.ScheduleInfo, *R
 	}
 	info, err := schedfile.Loader{MaxBytes: v.maxSched()}.Load(tmp)
 	if err == nil {
+		if strings.EqualFold(filepath.Ext(name), ".tsb") {
+			if rej := proveBundle(name, data); rej != nil {
+				return nil, rej
+			}
+		}
 		return info, nil
 	}
 	rej := reject(api.ReasonInvalidSchedule, "%s fails verification", name)
@@ -499,13 +513,17 @@ func (v *Validator) gen(m *Model, r api.SchedRequest) (*Entry, *Rejection) {
 	if rej != nil {
 		return nil, rej
 	}
-	if _, ds := manifest.ParseSchedule(manifest.ScheduleManifest, len(m.scheds)+1, []byte(l), m.mopt); len(ds) > 0 {
+	e, ds := manifest.ParseSchedule(manifest.ScheduleManifest, len(m.scheds)+1, []byte(l), m.mopt)
+	if len(ds) > 0 {
 		why := ds[0].Msg
 		rej := reject(api.ReasonBadRequest, "the generated entry is invalid: %s", why)
 		if strings.Contains(why, `unknown field "gen"`) {
 			rej.Message = "this build's schedule manifest reader does not know generated entries (\"gen\", issue 20): nothing published"
 		}
 		rej.Diagnostics = ds
+		return nil, rej
+	}
+	if rej := checkGenerated(m, &e, len(m.scheds)+1, v.MaxVectorLen); rej != nil {
 		return nil, rej
 	}
 	return &Entry{Kind: api.KindSched, Line: l}, nil

@@ -193,14 +193,22 @@ func (s *sched) genWhy(r *Request) string {
 	if sh.set && sh.n == r.NRanks && sh.l == r.NLocalRanks {
 		return sh.why
 	}
-	g := s.entry.Gen
-	err := gen.Check(g.Algorithm, gen.Options{Collective: s.entry.Collective, NRanks: r.NRanks,
-		NLocalRanks: genLocal(g.Algorithm, r.NRanks, r.NLocalRanks), Protocol: g.Protocol, Avoid: g.Avoid})
+	err := GenCheck(&s.entry, r.NRanks, r.NLocalRanks)
 	sh.n, sh.l, sh.set, sh.why = r.NRanks, r.NLocalRanks, true, ""
 	if err != nil {
 		sh.why = err.Error()
 	}
 	return sh.why
+}
+
+// GenCheck is nil when generated entry e's generator serves a communicator
+// of nranks ranks, nlocalranks per node (gen.Check: what the runtime
+// matches the entry with, besides the entry's own nranks and nlocalranks
+// constraints), else the generator's reason. e.Gen must be set.
+func GenCheck(e *manifest.Schedule, nranks, nlocalranks int) error {
+	g := e.Gen
+	return gen.Check(g.Algorithm, gen.Options{Collective: e.Collective, NRanks: nranks,
+		NLocalRanks: genLocal(g.Algorithm, nranks, nlocalranks), Protocol: g.Protocol, Avoid: g.Avoid})
 }
 
 // genLocal is the nlocalranks a generator is given for a communicator of n
@@ -498,18 +506,16 @@ func (r *reader) addSched(l manifest.Line) {
 }
 
 // expr returns the program of one of s's expressions: its precompiled
-// program (bin) when manifest.Program and manifest.CheckImports accept it
-// against the attributes declared so far (pre is then true), else the
-// compilation of the text src. A program present but unusable is logged
-// (INFO) once per entry and kind; it costs only the compilation.
+// program (bin) when manifest.Verified accepts it against the attributes
+// declared so far (pre is then true: it is what the text compiles to),
+// else the compilation of the text src. A program present but unusable
+// (stale, or not what its text compiles to) is logged (INFO) once per
+// entry and kind, and the text's program runs.
 func (r *reader) expr(s *sched, bin []byte, src, what string, opt policy.Options) (p *bc.Program, ds []diag.Diagnostic, pre bool) {
 	if len(bin) > 0 {
-		prog, err := manifest.Program(bin, src, opt.Want, opt.MaxVectorLen)
-		if err == nil {
-			missed := r.missed
-			err = manifest.CheckImports(prog, r)
-			r.missed = missed // the text's compilation decides whether s waits
-		}
+		missed := r.missed
+		prog, err := manifest.Verified(bin, src, r, opt)
+		r.missed = missed // the text's compilation below decides whether s waits
 		if err == nil {
 			return prog, nil, true
 		}

@@ -35,11 +35,35 @@ func compileT(t *testing.T, src string, want policy.Want, attrs policy.AttrMap) 
 var msgsizeAttr = policy.AttrMap{"msgsize": {Name: "msgsize", Type: bc.Int, Origin: bc.Endo, Path: bc.ReqMessageSize}}
 
 // TestPrecompiledProgramIsRun: the runtime runs an entry's precompiled
-// programs rather than compiling its text. The programs here are compiled
-// from "msgsize >= 0" and "7" but carry the entry's text ("msgsize < 0",
-// "1") as their source, so only the programs make the entry usable and
-// only they give preference 7.
+// programs when they are exactly what the entry's text compiles to
+// (manifest.Verified): the entry is marked precompiled and selects as its
+// text says.
 func TestPrecompiledProgramIsRun(t *testing.T) {
+	h := newHarness(t)
+	h.standardAttrs()
+	h.file("a.json", allreduce8())
+	h.file("b.json", allreduce8())
+	u := compileT(t, "msgsize >= 0", policy.WantBool, msgsizeAttr)
+	p := compileT(t, "7", policy.WantNumber, nil)
+	h.sched(withPrograms(t, `{"file":"a.json","collective":"allreduce","nranks":8,"usable":"msgsize >= 0","preference":"7"}`, u, p))
+	h.sched(`{"file":"b.json","collective":"allreduce","nranks":8,"preference":"5"}`)
+	if id := h.sel(req(ir.AllReduce, 1024)); id != 0 {
+		t.Fatalf("Select = %d, want 0 (usable and preferred 7)", id)
+	}
+	if s := h.s.rd.scheds[0]; !s.precompiled {
+		t.Fatal("entry 0 was compiled from its text")
+	}
+	if s := h.s.rd.scheds[1]; s.precompiled {
+		t.Fatal("entry 1 has no programs but is marked precompiled")
+	}
+}
+
+// TestPrecompiledForgedNotRun (finding 10): programs whose code is not
+// what their text compiles to are not run, even though they carry the
+// entry's text as their source and pass bytecode.Verify: here compiled
+// from "msgsize >= 0" and "7" with the text "msgsize < 0" and "1". The
+// text is compiled instead, so the entry is unusable, as its text says.
+func TestPrecompiledForgedNotRun(t *testing.T) {
 	h := newHarness(t)
 	h.standardAttrs()
 	h.file("a.json", allreduce8())
@@ -50,14 +74,11 @@ func TestPrecompiledProgramIsRun(t *testing.T) {
 	p.Source, p.Spans = "1", nil
 	h.sched(withPrograms(t, `{"file":"a.json","collective":"allreduce","nranks":8,"usable":"msgsize < 0","preference":"1"}`, u, p))
 	h.sched(`{"file":"b.json","collective":"allreduce","nranks":8,"preference":"5"}`)
-	if id := h.sel(req(ir.AllReduce, 1024)); id != 0 {
-		t.Fatalf("Select = %d, want 0 (usable and preferred 7 by its programs)", id)
+	if id := h.sel(req(ir.AllReduce, 1024)); id != 1 {
+		t.Fatalf("Select = %d, want 1 (entry 0 is unusable by its text)", id)
 	}
-	if s := h.s.rd.scheds[0]; !s.precompiled {
-		t.Fatal("entry 0 was compiled from its text")
-	}
-	if s := h.s.rd.scheds[1]; s.precompiled {
-		t.Fatal("entry 1 has no programs but is marked precompiled")
+	if s := h.s.rd.scheds[0]; s.precompiled {
+		t.Fatal("entry 0's forged programs were run")
 	}
 }
 

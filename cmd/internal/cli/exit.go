@@ -30,6 +30,11 @@ const (
 	// ExitInternal: the tool itself failed (a compiler pass panicked, an
 	// output could not be written, a self-check failed).
 	ExitInternal ExitCode = 3
+	// ExitRetry: a service the tool needs could not do the job now, and
+	// the same command may be run again: theseus-context when the context
+	// daemon's replicated log has no quorum, or when the daemon closed the
+	// connection before answering (docs/contextd.md).
+	ExitRetry ExitCode = 4
 )
 
 func (c ExitCode) String() string {
@@ -42,6 +47,8 @@ func (c ExitCode) String() string {
 		return "usage error"
 	case ExitInternal:
 		return "internal failure"
+	case ExitRetry:
+		return "retry"
 	}
 	return fmt.Sprintf("exit code %d", int(c))
 }
@@ -84,6 +91,14 @@ func Findings() error { return &ExitError{Code: ExitFindings, Quiet: true} }
 // Findingsf returns a findings error (ExitFindings) with a message.
 func Findingsf(format string, args ...any) error {
 	return &ExitError{Code: ExitFindings, Err: fmt.Errorf(format, args...)}
+}
+
+// Retry wraps err as ExitRetry; nil stays nil.
+func Retry(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ExitError{Code: ExitRetry, Err: err}
 }
 
 // Internal wraps err as an internal failure (ExitInternal); nil stays nil.

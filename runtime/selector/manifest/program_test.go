@@ -185,3 +185,24 @@ func compiledF(src string, want policy.Want) *bc.Program {
 }
 
 func base64Std(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// TestVerifiedForged (finding 10): a program whose code is not what its
+// text compiles to (the text says 1, the code computes 1000, its Source
+// set to the text) passes Program and CheckImports but not Verified; the
+// honest program passes all three.
+func TestVerifiedForged(t *testing.T) {
+	opt := policy.Options{Want: policy.WantNumber}
+	honest := bc.Marshal(compiled(t, "slow_rank < 0 ? 1 : 2", policy.WantNumber))
+	if _, err := Verified(honest, "slow_rank < 0 ? 1 : 2", progAttrs, opt); err != nil {
+		t.Fatalf("the honest program: %v", err)
+	}
+	p := compiled(t, "1000", policy.WantNumber)
+	p.Source = "0001"
+	forged := bc.Marshal(p)
+	if q, err := Program(forged, "0001", policy.WantNumber, 0); err != nil || CheckImports(q, progAttrs) != nil {
+		t.Fatalf("the forged program should pass the cheap checks: %v", err)
+	}
+	if _, err := Verified(forged, "0001", progAttrs, opt); err == nil || !strings.Contains(err.Error(), "not what its text compiles to") {
+		t.Fatalf("the forged program: %v", err)
+	}
+}
