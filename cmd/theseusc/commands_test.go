@@ -538,6 +538,15 @@ func TestSizeLimits(t *testing.T) {
 	if _, err := os.Stat(out); err == nil {
 		t.Error("gen wrote the file it refused")
 	}
+	// An all-pairs program over the generators' bound is a usage error,
+	// told before anything is built (it was exit 3 from the JSON writer
+	// at 2048 ranks, and out of memory at 65536: t1 finding H1).
+	for _, n := range []string{"2048", "65536"} {
+		r = theseusc(t, "gen", "oneshot", "--coll", "allreduce", "--protocol", "ll", "--nranks", n, "-o", out)
+		if r.code != cli.ExitUsage || !strings.Contains(r.err, "bad options: oneshot allreduce on "+n+" ranks") {
+			t.Errorf("gen oneshot --nranks %s: exit %d: %s", n, r.code, r.err)
+		}
+	}
 	big := filepath.Join(t.TempDir(), "big.json")
 	f, err := os.Create(big)
 	if err != nil {

@@ -177,7 +177,7 @@ func (c *genCmd) run(cmd *cobra.Command, args []string) error {
 	if len(out) > genOutputLimit {
 		// Refused up front rather than written: lint, compile, sim and the
 		// runtime read at most MaxInputBytes of a schedule file.
-		return cli.Usagef("the program's JSON is %d bytes, more than the %d bytes (%d MiB) theseusc and the runtime read of a schedule file (compiler/load.MaxInputBytes); generate fewer ranks or channels, or name the generator in a selection context instead (docs/selection-context.md §5.1), which builds the program in memory",
+		return cli.Usagef("the program's JSON is %d bytes, more than the %d bytes (%d MiB) theseusc and the runtime read of a schedule file (compiler/load.MaxInputBytes); generate fewer ranks or channels, or name the generator in a selection context instead (docs/selection-context.md §5.5), which builds the program in memory",
 			len(out), genOutputLimit, genOutputLimit>>20)
 	}
 	return writeOutput(c.out, out, c.s.Out)

@@ -133,7 +133,7 @@ type Schedule struct {
 	P2P *P2PEntry
 }
 
-// Generator is a generated entry's recipe (docs/selection-context.md §5.1):
+// Generator is a generated entry's recipe (docs/selection-context.md §5.5):
 // a compiler/gen algorithm and its parameters. The runtime builds the
 // program for the communicator's nranks and nlocalranks (and rank), so one
 // entry serves every shape the algorithm supports.
