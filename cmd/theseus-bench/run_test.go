@@ -601,6 +601,11 @@ func TestRoughEdges(t *testing.T) {
 			"theseus-bench: -e 16GiB at 4 rank(s) (4 in this process) needs about 223338299392 bytes of memory (two 17179869184-byte buffers per rank, and every rank's input for the check), more than the limit of 25769803776 bytes"},
 		{"max-memory", nil, []string{"-b", "1M", "-e", "1M", "--max-memory", "1000000"}, cli.ExitUsage,
 			"more than the limit of 1000000 bytes, set by --max-memory"},
+		// With a suffix, as -b and -e take them (it was a strconv error:
+		// t1 finding L5).
+		{"max-memory suffix", nil, []string{"-b", "1M", "-e", "1M", "--max-memory", "1M"}, cli.ExitUsage,
+			"more than the limit of 1048576 bytes, set by --max-memory"},
+		{"max-memory negative", nil, []string{"--max-memory", "-1"}, cli.ExitUsage, "bad size \"-1\""},
 		// A negative timeout is a usage error naming the flag (it was an
 		// internal executor error).
 		{"timeout", nil, []string{"--timeout", "-5s"}, cli.ExitUsage, "theseus-bench: --timeout -5s: want a positive duration"},
@@ -640,8 +645,16 @@ func TestFDLimit(t *testing.T) {
 	}
 	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &old)
 	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "theseus-*"))
-	code, _, errs := runBench(t, "--nranks", "32", "-e", "8")
+	code, _, errs := runBench(t, "--nranks", "32", "-e", "8", "--hotswap=false")
 	if code != cli.ExitUsage || !strings.Contains(errs, "32 rank(s) (32 in this process) need about 3136 file descriptors (connections between the ranks), more than the limit of 1024 (ulimit -n)") {
+		t.Errorf("exit %d:\n%s", code, errs)
+	}
+	// The hot swap's second communicator counts too: 16 ranks need 832
+	// descriptors for the table and as many again for the hot swap (at
+	// ulimit -n 832 the check passed and the hot swap's bootstrap timed
+	// out: t1 finding M1).
+	code, _, errs = runBench(t, "--nranks", "16", "-e", "8", "--coll", "allreduce", "--timeout", "5s")
+	if code != cli.ExitUsage || !strings.Contains(errs, "16 rank(s) (16 in this process) need about 1600 file descriptors (connections between the ranks, for the table's communicator and the hot swap's), more than the limit of 1024 (ulimit -n); raise it (ulimit -n 3200), --hotswap=false (half as many)") {
 		t.Errorf("exit %d:\n%s", code, errs)
 	}
 	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "theseus-*"))
