@@ -15,6 +15,7 @@ import (
 	"github.com/theseus-ccl/theseus/compiler/frontends/schedjson"
 	"github.com/theseus-ccl/theseus/ir/irtest"
 	"github.com/theseus-ccl/theseus/ir/irtext"
+	"github.com/theseus-ccl/theseus/runtime/env"
 )
 
 func TestCompile(t *testing.T) {
@@ -567,6 +568,16 @@ func TestSizeLimits(t *testing.T) {
 func TestSelectNotAContext(t *testing.T) {
 	r := theseusc(t, "select", "--context", t.TempDir(), "--coll", "allreduce", "--count", "1024", "--dtype", "float32", "--nranks", "4")
 	if r.code != cli.ExitUsage || !strings.Contains(r.err, "not a selection context") {
+		t.Errorf("exit %d: %s", r.code, r.err)
+	}
+	// Without --context, a context the environment names that does not
+	// exist is blamed on the variable (it blamed --context, which the
+	// user never gave: t1 finding M6), with theseus-bench's exit code.
+	t.Setenv("THESEUS_SELECTION_CONTEXT", "/nonexistent")
+	env.Reset()
+	defer env.Reset()
+	r = theseusc(t, "select", "--coll", "allreduce", "--count", "1024", "--nranks", "4")
+	if r.code != cli.ExitUsage || !strings.Contains(r.err, "THESEUS_SELECTION_CONTEXT=/nonexistent: stat /nonexistent") {
 		t.Errorf("exit %d: %s", r.code, r.err)
 	}
 }
