@@ -302,6 +302,11 @@ func (b *benchCmd) parseJob(cfg *config) error {
 		}
 		cfg.ctxDir, cfg.ctxFrom = dir, from
 	}
+	// A directory that is not a context: the same exit as theseusc select
+	// (it printed the table's header and failed with exit 3).
+	if err := cli.CheckContextDir(cfg.ctxDir); err != nil {
+		return cli.Usagef("%s: %v", cfg.ctxFrom, err)
+	}
 	cfg.header = Header{NRanks: cfg.nranks, Backend: b.backend, ContextFrom: cfg.ctxFrom, MinBytes: cfg.minB, MaxBytes: cfg.maxB,
 		StepFactor: b.factor, StepBytes: cfg.stepB, Iters: b.iters, Warmup: b.warmup, Scaled: !p.ItersOK || !p.WarmOK, Check: b.check,
 		Mode: "in-process"}

@@ -392,10 +392,18 @@ func TestContextWithoutSlowRank(t *testing.T) {
 }
 
 // TestNoSchedule: a context with no schedule for a request fails the run
-// (exit 3) naming what is missing, without hanging: an empty context (the
-// ranks cannot even combine results), and one without broadcast schedules.
+// (exit 3) naming what is missing, without hanging: an empty context (empty
+// manifests: the ranks cannot even combine results), and one without
+// broadcast schedules. (A directory without manifests is not a context:
+// TestRoughEdges.)
 func TestNoSchedule(t *testing.T) {
-	code, out, errs := runBench(t, "--context", t.TempDir(), "-e", "8", "--coll", "broadcast", "--timeout", "5s")
+	empty := t.TempDir()
+	for _, f := range []string{"attribute_manifest.jsonl", "schedule_manifest.jsonl"} {
+		if err := os.WriteFile(filepath.Join(empty, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errs := runBench(t, "--context", empty, "-e", "8", "--coll", "broadcast", "--timeout", "5s")
 	if code != cli.ExitInternal || !strings.Contains(errs, "has no schedule for an int64 allreduce of 4 ranks") {
 		t.Errorf("empty context: exit %d\n%s\n%s", code, out, errs)
 	}
@@ -588,6 +596,7 @@ func contextWithout(t *testing.T, coll string) string {
 // command line, its exit code and what standard error (or output) says.
 func TestRoughEdges(t *testing.T) {
 	noAllreduce := contextWithout(t, "allreduce")
+	notContext := t.TempDir()
 	for _, tc := range []struct {
 		name   string
 		env    map[string]string
@@ -613,6 +622,12 @@ func TestRoughEdges(t *testing.T) {
 		{"context flag", nil, []string{"--context", "/nonexistent"}, cli.ExitUsage, "--context /nonexistent: not a directory"},
 		{"context variable", map[string]string{"THESEUS_SELECTION_CONTEXT": "/nonexistent"}, []string{"-e", "8"}, cli.ExitUsage,
 			"theseus-bench: THESEUS_SELECTION_CONTEXT=/nonexistent: not a directory"},
+		// A directory that is not a context: exit 2 before the table, as
+		// theseusc select (it was exit 3 after the header: t1 finding L4).
+		{"not a context", nil, []string{"--context", notContext, "-e", "8"}, cli.ExitUsage,
+			"theseus-bench: --context: " + notContext + " is a directory without attribute_manifest.jsonl or schedule_manifest.jsonl: not a selection context"},
+		{"not a context variable", map[string]string{"THESEUS_SELECTION_CONTEXT": notContext}, []string{"-e", "8"}, cli.ExitUsage,
+			"theseus-bench: THESEUS_SELECTION_CONTEXT: " + notContext + " is a directory without"},
 		// What the context lacks (it said the ranks "combine their results
 		// with small int64 allreduces...").
 		{"lacks allreduce", nil, []string{"--context", noAllreduce, "--nranks", "3", "-e", "8", "--coll", "broadcast", "--hotswap=false"},

@@ -193,7 +193,7 @@ func (c *selectCmd) run(cmd *cobra.Command, _ []string) error {
 	} else if !st.IsDir() {
 		return cli.Usagef("%s: %s is not a directory", from, dir)
 	}
-	if err := checkContextDir(dir); err != nil {
+	if err := cli.CheckContextDir(dir); err != nil {
 		return cli.Usagef("%s: %v", from, err)
 	}
 	opts := selector.Options{Dir: dir, Loader: schedfile.Loader{}, Agreement: selector.Solo{},
