@@ -186,7 +186,6 @@ func lintGenerated(s *manifest.Schedule, sf string, line int, vo verify.Options)
 	return ds
 }
 
-
 // lintScheduleFile lints the schedule file at path, named by line of the
 // schedule manifest sf, appending its diagnostics to ds. It returns what the
 // runtime's loader would learn from it (nil when the file is missing, does
