@@ -571,7 +571,7 @@ func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 		}
 	}
 	defer printOnSignal(func(sig os.Signal) {
-		err := fmt.Errorf("interrupted by %v after %d row(s)", sig, len(rep.Rows))
+		err := fmt.Errorf("interrupted (%s) after %d row(s)", signalName(sig), len(rep.Rows))
 		partial(err)
 		fmt.Fprintf(b.s.Err, "theseus-bench: %v\n", err)
 	})()

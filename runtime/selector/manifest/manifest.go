@@ -501,7 +501,10 @@ func ParseSchedule(file string, line int, text []byte, opt Options) (Schedule, [
 		}
 	}
 	if genF != nil && len(c.ds) == 0 {
-		if !gen.Supports(g.Algorithm, s.Collective) {
+		if gen.Canonical(g.Algorithm) == "" {
+			c.errorf(diag.BadValue, genF.ValOff, "theseusc gen --list lists the algorithms and what they serve",
+				"unknown generator %q", g.Algorithm)
+		} else if !gen.Supports(g.Algorithm, s.Collective) {
 			c.errorf(diag.BadValue, genF.ValOff, "theseusc gen --list lists the algorithms and what they serve",
 				"generator %q does not serve %s", g.Algorithm, s.Collective)
 		} else if err := gen.CheckOptions(g.Algorithm, gen.Options{Collective: s.Collective, Protocol: g.Protocol, Avoid: g.Avoid}); err != nil {
