@@ -139,6 +139,17 @@ func checkGen(a *Algorithm, o Options, full bool) (*gen, error) {
 		}
 	}
 	g := &gen{a: a, o: o, n: n, K: K, coll: o.Collective, root: root, order: order, avoid: avoid}
+	// direct's and twoshot's busiest rank has a threadblock per peer and
+	// one of its own per lane (twoshot at 1000 ranks built 1.4 GB before
+	// finding it out).
+	if (a.Name == "direct" || a.Name == "twoshot") && n > 1 && int64(n)*int64(K) > MaxThreadblocks {
+		alt := "pull serves any nranks"
+		if a.Name == "twoshot" {
+			alt = "oneshot and ring serve more ranks"
+		}
+		return nil, fmt.Errorf("%w: %s %v on %d ranks with %d channels needs %d threadblocks per rank (limit %d); %s",
+			ErrOptions, a.Name, o.Collective, n, K, n*K, MaxThreadblocks, alt)
+	}
 	if (a.Name == "oneshot" || a.Name == "pull") && int64(K)*int64(n-1) > MaxChannelEnds {
 		return nil, fmt.Errorf("%w: %s %v on %d ranks with %d channels needs %d channel ends per rank (limit %d); use fewer channels or ranks",
 			ErrOptions, a.Name, o.Collective, n, K, int64(K)*int64(n-1), MaxChannelEnds)

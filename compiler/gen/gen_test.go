@@ -329,6 +329,8 @@ func TestCheckBoundsAllPairs(t *testing.T) {
 		{"oneshot", Options{Collective: ir.AllReduce, NRanks: 8192}},
 		{"oneshot", Options{Collective: ir.AllReduce, NRanks: 200, Channels: 32, Protocol: ir.LL}},
 		{"pull", Options{Collective: ir.Gather, NRanks: 200, Channels: 32}},
+		{"twoshot", Options{Collective: ir.AllReduce, NRanks: 1000}},
+		{"direct", Options{Collective: ir.AllToAll, NRanks: 1000}},
 	} {
 		var err error
 		allocs := testing.AllocsPerRun(1, func() { err = Check(c.algo, c.o) })
@@ -337,6 +339,12 @@ func TestCheckBoundsAllPairs(t *testing.T) {
 		}
 		if allocs > 20 {
 			t.Errorf("%s at %d ranks: Check made %v allocations", c.algo, c.o.NRanks, allocs)
+		}
+		// Generate refuses it as cheaply (twoshot at 1000 ranks built
+		// 1.4 GB before refusing).
+		allocs = testing.AllocsPerRun(1, func() { _, err = Generate(c.algo, c.o) })
+		if !errors.Is(err, ErrOptions) || allocs > 20 {
+			t.Errorf("%s at %d ranks: Generate = %v after %v allocations", c.algo, c.o.NRanks, err, allocs)
 		}
 	}
 	// What the default context relies on at 1024 ranks still passes.
