@@ -29,6 +29,9 @@ type Backend struct {
 	// process (one context), a context-wide wait would wait for a peer's
 	// kernel that is itself waiting for this rank (docs/design/cuda.md, "Streams and waits").
 	ctl driver.Stream
+	// stage is the stream of the proxy's staging copies (ToHost), made on
+	// first use (guarded by mu).
+	stage *driver.Stream
 	// With several ranks in this process (ShareContext), frees go to the
 	// reaper goroutine, which runs them only while every stream of the
 	// backend is idle, holding gate so that no launch starts meanwhile:

@@ -180,20 +180,18 @@ func setLaunch(a *Launch, launch uint64, fence bool, nfence int32) {
 	}
 }
 
-// launchBox holds a Launch in an object whose size is a multiple of 64
-// bytes (Launch is 256 bytes since the point-to-point engine's field: no
-// padding, and none may be added as a zero-length last field, which Go
-// pads), which Go's allocator places on a 64-byte boundary (its size class
-// is a multiple of 64): the fields a launch writes (setLaunch) then share
-// as few cache lines as the argument's layout allows. No Go pointers, as
-// cgo requires of memory C reads. A Launch that grows past 256 bytes
-// fails to compile here: give the box a padding field to 320 then.
+// launchBox holds a Launch at the start of an object of a multiple of 64
+// bytes, which Go's allocator places on a 64-byte boundary (its size class
+// is that multiple): the fields a launch writes (setLaunch) then share as
+// few cache lines as the argument's layout allows. The padding is never
+// empty (a struct ending in a zero-size field is padded by 8 bytes): a
+// Launch of 264 bytes (with the point-to-point engine's and the port
+// channels' fields) is boxed in 320. No Go pointers, as cgo requires of
+// memory C reads.
 type launchBox struct {
 	a Launch
+	_ [64 - unsafe.Sizeof(Launch{})%64]byte
 }
-
-// (Launch's size is a multiple of 64: see launchBox.)
-var _ [0]struct{} = [unsafe.Sizeof(Launch{}) % 64]struct{}{}
 
 // newLaunch allocates a zeroed launch argument (launchBox).
 func newLaunch() *Launch { return &new(launchBox).a }

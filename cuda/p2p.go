@@ -76,6 +76,10 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 	add := func(list []device.P2PPeer) error {
 		for i := range list {
 			pr := &list[i]
+			if pr.Port != nil {
+				// (runtime/comm refuses such pairs first: docs/p2p.md, "Across nodes")
+				return fmt.Errorf("cuda: p2p connection with rank %d on another node: the kernel's point-to-point engine has no port channels yet", pr.Peer)
+			}
 			if pr.Local.Size < g.ConnBytes() || pr.Remote.Size < g.ConnBytes() {
 				return fmt.Errorf("cuda: p2p connection with rank %d: blocks of %d and %d bytes for a geometry of %d", pr.Peer, pr.Local.Size, pr.Remote.Size, g.ConnBytes())
 			}

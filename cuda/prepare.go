@@ -168,15 +168,26 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 			return err
 		}
 		p.chans, p.nchans = chans, len(a.Ends)
-		if len(a.Ends) > 0 {
-			rts := make([]ChanRT, len(a.Ends))
-			for i, e := range a.Ends {
-				var pb [3]driver.Ptr
-				for k := range 3 {
-					pb[k] = driver.Ptr(e.PeerBuf[k].Ptr)
-				}
-				setChanRT(&rts[i], pb, driver.Ptr(e.PeerInbound), driver.Ptr(e.Inbound), driver.Ptr(e.Expected), e.Peer)
+		var port driver.Ptr
+		rts := make([]ChanRT, len(a.Ends))
+		for i, e := range a.Ends {
+			var pb [3]driver.Ptr
+			for k := range 3 {
+				pb[k] = driver.Ptr(e.PeerBuf[k].Ptr)
 			}
+			setChanRT(&rts[i], pb, driver.Ptr(e.PeerInbound), driver.Ptr(e.Inbound), driver.Ptr(e.Expected), e.Peer)
+		}
+		// Ends to peers on other nodes go through the proxy (port.go).
+		if pb := portRecords(a, rts); pb != nil {
+			if port, err = alloc(int64(len(pb))); err != nil {
+				return err
+			}
+			fixPort(pb, port)
+			if err := driver.CopyHtoDAsync(port, pb, b.ctl); err != nil {
+				return err
+			}
+		}
+		if len(a.Ends) > 0 {
 			if err := driver.CopyHtoDAsync(chans, unsafe.Slice((*byte)(unsafe.Pointer(&rts[0])), len(rts)*ChanRTBytes), b.ctl); err != nil {
 				return err
 			}
@@ -225,7 +236,8 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 			}
 			fillTrace(p.arg, tr.mem)
 		}
-		fillDone(p.arg, driver.Ptr(a.Done), finish, fence, len(a.Fence))
+		fillDone(p.arg, driver.Ptr(a.Done), finish, fence, len(a.Fence)+len(a.PortFence))
+		setPort(p.arg, port)
 		var pair driver.Ptr
 		if len(a.Pair) > 0 {
 			if pair, err = alloc(8 * int64(len(a.Pair))); err != nil {
@@ -254,7 +266,7 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 				p.grid = unitsGrid(b.dev, k.units, p.grid, p.threads, u.nunits)
 			}
 		}
-		p.nfence = int32(len(a.Fence))
+		p.nfence = int32(len(a.Fence) + len(a.PortFence))
 		// With a persistent executor in the process its kernel reads the
 		// argument from device memory (resident.go).
 		if b.residents.Load() > 0 && !p.units {

@@ -45,6 +45,8 @@ const (
 	BadWindow      Code = "TS0113" // message-size window empty or inverted
 	BadRoot        Code = "TS0114" // root missing, out of range, or set on a non-rooted collective
 	NoArrangement  Code = "TS0115" // neither in-place nor out-of-place supported
+	PortOp         Code = "TS0116" // a port channel across nodes used for anything but a put of one local ref
+	CrossNode      Code = "TS0117" // a memory channel between ranks of different nodes
 )
 
 // Synchronisation, ordering and semantic codes.
@@ -109,6 +111,8 @@ var Codes = []CodeInfo{
 	{BadWindow, "the message-size window is empty or inverted", "make minBytes <= maxBytes, or maxBytes 0 for unlimited"},
 	{BadRoot, "the root is missing, out of range, or not applicable", "set root for rooted collectives only"},
 	{NoArrangement, "neither in-place nor out-of-place is supported", "support at least one buffer arrangement"},
+	{PortOp, "a port channel across nodes reads a peer's memory, or puts more than one local ref", "across nodes, put with one copy from a local ref to one remote ref of the same layout (packets to packets), and read only local memory"},
+	{CrossNode, "a memory channel joins ranks of different nodes", "use a port channel between ranks of different nodes (the generators and the legaliser emit them for the program's nlocalranks)"},
 	{TransferMismatch, "sends and receives of a connection do not pair", "match every send with a receive of the same count"},
 	{SignalWait, "signals and waits of a channel do not balance", "make every wait consume exactly one signal"},
 	{DepNotPublished, "a dependency names a step that does not publish", "set publish (hasdep) on the target step"},

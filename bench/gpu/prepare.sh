@@ -14,9 +14,24 @@ go test -c -ldflags="-s -w" -o "$D/cuda.test" ./cuda
 go test -c -ldflags="-s -w" -o "$D/driver.test" ./cuda/driver
 go build -ldflags="-s -w" -o "$D/theseus-bench" ./cmd/theseus-bench
 # The UCX transport's tests (bench/gpu/ucx-transport.sh; no GPU needed).
+# bench/gpu/run-nodes.sh (simulated nodes on one GPU, issue 24) needs the
+# prefix below and nccl-tests (the lead's .device/build_nccl_tests.sh and
+# .device/build_nccl_baseline.sh, or binaries in .device/nccl-bin).
 go test -c -ldflags="-s -w" -o "$D/ucx.test" ./runtime/transport/ucx
 go test -c -ldflags="-s -w" -o "$D/proxy.test" ./runtime/transport/proxy
 make -C ncclabi install-shared PREFIX="$D/prefix" >/dev/null
+# The point-to-point engine's parameter sweep (ncclabi/gpu/run_p2p.sh step 5,
+# P2P_CONTEXTS): the installed default context plus one "gen": "p2p" entry
+# each (the entry also in p2p-entry.json, for the summary).
+rm -rf "$D/p2p-contexts"
+for v in ch32:'"channels":32' ch16-t1024:'"threads":1024' ch32-t1024:'"channels":32,"threads":1024'; do
+  dir=$D/p2p-contexts/${v%%:*}
+  mkdir -p "$dir"
+  cp -r "$D/prefix/share/theseus/contexts/default/." "$dir/"
+  entry='{"gen":"p2p","collective":"sendrecv",'"${v#*:}"',"preference":"100","name":"p2p-'"${v%%:*}"'"}'
+  echo "$entry" >>"$dir/schedule_manifest.jsonl"
+  echo "$entry" >"$dir/p2p-entry.json"
+done
 # The default context plus its LL schedules with specialised kernels
 # (float32; bench/gpu/small-calls-b.sh, TestDifferentialSpecialized
 # -diff.spec): theseusc compile --specialize runs clang-14 here.

@@ -42,6 +42,10 @@ export GODEBUG=asyncpreemptoff=1 CUDA_CACHE_MAXSIZE=4294967296 CUDA_DEVICE_MAX_C
 export NCCL_NVLS_ENABLE=0
 T0=$(date +%s)
 DEADLINE=${DEADLINE:-270}
+# PARTS: which parts run (default all): tests (1-3), lat (4), nccl (5's 8 B and
+# 32 KiB), bw (5's 128 MiB busbw).
+PARTS=${PARTS:-tests lat nccl bw}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 C=$D/cuda.test
 SPEC=$D/spec-context
 {
@@ -52,7 +56,7 @@ SPEC=$D/spec-context
 cat "$R/machine.txt"
 [ -d "$SPEC/schedules" ] || { echo "no $SPEC: run bash bench/gpu/prepare.sh first" >&2; exit 2; }
 # nccl-tests, built in the background against our nccl.h (CPU only), as run-all.sh does.
-if [ -f "$ROOT/third_party/nccl-tests/src/common.cu" ] && [ -f "$D/build_nccl_tests.sh" ]; then
+if [ ! -x "$ROOT/build/nccl-tests/all_reduce_perf" ] && [ -f "$ROOT/third_party/nccl-tests/src/common.cu" ] && [ -f "$D/build_nccl_tests.sh" ]; then
   (cp "$D/build_nccl_tests.sh" "$ROOT/ncclabi/gpu/build_nccl_tests.sh" &&
     THESEUS_PREFIX=$D/prefix bash "$ROOT/ncclabi/gpu/build_nccl_tests.sh") >"$R/nccl-tests-build.txt" 2>&1 &
 fi
@@ -61,6 +65,7 @@ fi
 #    1000 doublings over queued and launched schedules, two streams, a graph
 #    (TestPersistent prints the SMs its kernels ran on); the graph and
 #    runtime tests in persistent mode.
+if part tests; then
 step resident-module 60 "$C" -test.run 'TestKernelModules|TestResidentModule' -test.v
 step persistent 90 env THESEUS_EXECUTOR=persistent "$C" -test.run 'TestPersistent$|TestGraphReplay$/threadlocal|TestRuntimeCollectives' -test.v
 # 2. Specialised kernels: bit for bit against the host interpreter, then the
@@ -70,6 +75,7 @@ step spec-tests 60 "$C" -test.run 'TestGraphReplay$/threadlocal|TestRuntimeColle
 # 3. Launch mode, generic kernel: the same tests and a differential sample.
 step launch-tests 60 "$C" -test.run 'TestGraphReplay$/threadlocal|TestRuntimeCollectives' -test.v
 step diff-sample 60 "$C" -test.run 'TestDifferential/programs/(oneshot|direct)/.*/n2/' -diff.sample=21 -diff.corpus=/nonexistent
+fi
 
 # 4. Latency, 2 ranks as goroutines (BenchmarkLatency: eager and graph-replayed), the
 #    four configurations interleaved.
@@ -79,10 +85,12 @@ lat() { # lat NAME "ENV=V ..." [TEST FLAGS...]
   step "lat-$name" 30 env $envs "$C" -test.run xxx -test.bench 'Latency/(8B|32768B)/' -test.benchtime 2000x -test.v "$@"
   awk -v c="$name" '/^BenchmarkLatency\//{ for (i = 2; i <= NF; i++) if ($i == "us/call") printf "LAT %s %s %s us/call\n", c, $1, $(i-1) }' "$R/lat-$name.txt" | tee -a "$R/summary.txt"
 }
-lat launch "THESEUS_EXECUTOR=launch"
-lat persistent "THESEUS_EXECUTOR=persistent"
-lat spec "THESEUS_EXECUTOR=launch" -comms.context="$SPEC"
-lat spec-off "THESEUS_SPECIALIZED=0" -comms.context="$SPEC"
+if part lat; then
+  lat launch "THESEUS_EXECUTOR=launch"
+  lat persistent "THESEUS_EXECUTOR=persistent"
+  lat spec "THESEUS_EXECUTOR=launch" -comms.context="$SPEC"
+  lat spec-off "THESEUS_SPECIALIZED=0" -comms.context="$SPEC"
+fi
 
 # 5. nccl-tests all_reduce_perf, 2 ranks as processes under MPS (ncclabi/gpu/run_nccl_tests.sh),
 #    8 B and 32 KiB, eager and -G 1, per configuration; then 128 MiB busbw in launch and
@@ -104,12 +112,14 @@ nccl() { # nccl NAME GRAPH SIZES ENV...
 }
 if [ -x "$ROOT/build/nccl-tests/all_reduce_perf" ]; then
   for g in 0 1; do
+    part nccl || break
     nccl launch "$g" "-b 8 -e 32K -f 4096" THESEUS_EXECUTOR=launch
     nccl persistent "$g" "-b 8 -e 32K -f 4096" THESEUS_EXECUTOR=persistent
     nccl spec "$g" "-b 8 -e 32K -f 4096" THESEUS_SELECTION_CONTEXT="$SPEC"
     nccl spec-off "$g" "-b 8 -e 32K -f 4096" THESEUS_SELECTION_CONTEXT="$SPEC" THESEUS_SPECIALIZED=0
   done
   for m in launch persistent; do
+    part bw || break
     mkdir -p "$R/nccl/bw-$m"
     step "bw128m-$m" 40 env THESEUS_EXECUTOR=$m RESULTS="$R/nccl/bw-$m" MODES=ldpath NRANKS=2 TESTS=all_reduce SIZES="-b 128M -e 128M" \
       ITERS="-n 20 -w 5" bash "$ROOT/ncclabi/gpu/run_nccl_tests.sh"

@@ -42,6 +42,10 @@ trap pack EXIT
 export NCCL_NVLS_ENABLE=0 GODEBUG=asyncpreemptoff=1 CUDA_CACHE_MAXSIZE=4294967296
 T0=$(date +%s)
 DEADLINE=${DEADLINE:-420}
+# PARTS: which parts run (default all): tests (1), latency (2), trace (3), nccl (4's
+# nccl-tests), sweep (4's sweeps).
+PARTS=${PARTS:-tests latency trace nccl sweep}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 C=$D/cuda.test
 TB=$D/theseus-bench
 OLD=$D/old-ptx
@@ -67,12 +71,15 @@ fi
 
 # 1. Behaviour: the modules (JIT), buffers moved within their allocations (eager and in a
 #    graph), the GPU trace and its clock mapping, graph capture with the new L3 path.
-step modules 150 "$C" -test.run 'TestKernelModules|TestModuleLoad' -test.v
-step tests 120 "$C" -test.run 'TestShiftedBuffers|TestTraceGPU|TestGraph' -test.v
+if part tests; then
+  step modules 150 "$C" -test.run 'TestKernelModules|TestModuleLoad' -test.v
+  step tests 120 "$C" -test.run 'TestShiftedBuffers|TestTraceGPU|TestGraph' -test.v
+fi
 
 # 2. Latency, trace off (new kernel, and the old one when carried) and on, interleaved:
 #    <size>/eager, <size>/shift (new buffers every call), <size>/graph.
 for k in 1 2; do
+  part latency || break
   step latency-new-$k 40 "$C" -test.run xxx -test.bench Latency -test.benchtime 1000x
   if [ -f "$OLD/theseus_float32.ptx" ]; then
     step latency-old-$k 40 env THESEUS_PTX_DIR="$OLD" "$C" -test.run xxx -test.bench Latency -test.benchtime 1000x
@@ -82,9 +89,9 @@ done
 rm -f "$R"/latency-trace-*.json # large; the allreduce trace below is the one to keep
 
 # 3. The trace of a 2-rank allreduce through theseus-bench (in process, one GPU), drawn.
-step trace 60 "$TB" --backend cuda --nranks 2 --coll allreduce -b 8 -e 32K -f 64 -n 20 -w 5 --hotswap=false \
+part trace && step trace 60 "$TB" --backend cuda --nranks 2 --coll allreduce -b 8 -e 32K -f 64 -n 20 -w 5 --hotswap=false \
   --trace "$R/trace-cuda-2rank.json"
-step trace-plot 20 "$TB" trace-plot "$R/trace-cuda-2rank.json" "$R/trace-cuda-2rank.png" --calls 2 --call "allreduce 8 B"
+part trace && step trace-plot 20 "$TB" trace-plot "$R/trace-cuda-2rank.json" "$R/trace-cuda-2rank.png" --calls 2 --call "allreduce 8 B"
 "$TB" trace-plot "$R/trace-cuda-2rank.json" "$R/trace-cuda-2rank-32k.png" --calls 2 --call "allreduce 32768 B" >/dev/null 2>&1
 cp "$R/trace-cuda-2rank.json" "$R/trace-cuda-2rank.png" "$FINAL/" 2>/dev/null
 
@@ -94,7 +101,9 @@ export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
 mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
 nvidia-cuda-mps-control -d && log "MPS started"
 if [ -n "${NT_BUILD:-}" ]; then wait "$NT_BUILD"; log "nccl-tests built: $(ls "$NT" 2>/dev/null | wc -l) files"; fi
-if [ -x "$NT/all_reduce_perf" ]; then
+if ! part nccl; then
+  :
+elif [ -x "$NT/all_reduce_perf" ]; then
   export THESEUS_PREFIX=$D/prefix
   for g in 0 1; do
     step nccl-g$g 60 env RESULTS="$R/nccl-g$g" SIZES="-b 8 -e 64K -f 2" ITERS="-n 50 -w 10 -G $g" NRANKS=2 MODES=ldpath \
@@ -125,8 +134,8 @@ cat "$R/sweep.0.out"
 EOF
 }
 write_sweep2
-step sweep-allreduce 100 bash "$R/sweep2.sh" -b 8 -e 64M -f 2 --coll allreduce --save "$R/sweep-allreduce.json"
-step sweep-others 80 "$TB" sweep --backend cuda --nranks 2 -b 8 -e 16M -f 4 --coll allgather,reducescatter,alltoall,broadcast,reduce \
+part sweep && step sweep-allreduce 100 bash "$R/sweep2.sh" -b 8 -e 64M -f 2 --coll allreduce --save "$R/sweep-allreduce.json"
+part sweep && step sweep-others 80 "$TB" sweep --backend cuda --nranks 2 -b 8 -e 16M -f 4 --coll allgather,reducescatter,alltoall,broadcast,reduce \
   --save "$R/sweep-others.json"
 echo quit | nvidia-cuda-mps-control
 wait

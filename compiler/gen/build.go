@@ -176,6 +176,12 @@ func newGen(a *Algorithm, o Options) (*gen, error) {
 		OutOfPlace: true,
 		Ranks:      make([]ir.Rank, n),
 	}
+	if o.NLocalRanks > 0 && o.NLocalRanks < n {
+		// Several nodes: the program needs that shape, and its channels
+		// between nodes are port channels (legalised transfers across nodes
+		// are puts; docs/transport.md).
+		g.p.NLocalRanks = o.NLocalRanks
+	}
 	g.rs = make([]rankState, n)
 	g.relay = make([]bool, n)
 	return g, nil

@@ -125,7 +125,11 @@ func TestGeometry(t *testing.T) {
 		{"chain", ir.Reduce, geo{2, 0, PipelineSliceBytes, 2}},
 	}
 	for _, tc := range tests {
-		p, err := Generate(tc.algo, Options{Collective: tc.coll, NRanks: 6, NLocalRanks: 3, Channels: 2})
+		l := 0 // one node (several change the channels and, for LL, the scratch)
+		if tc.algo == "hier" {
+			l = 3
+		}
+		p, err := Generate(tc.algo, Options{Collective: tc.coll, NRanks: 6, NLocalRanks: l, Channels: 2})
 		if err != nil {
 			t.Fatalf("%s %v: %v", tc.algo, tc.coll, err)
 		}
@@ -139,11 +143,13 @@ func TestGeometry(t *testing.T) {
 	if err != nil || p.SliceBytes != 0 {
 		t.Errorf("tree LL: slice bytes %d, %v", p.SliceBytes, err)
 	}
-	// hier records its node shape; others run on any.
+	// hier records its node shape; the others record several nodes (their
+	// channels between nodes are port channels) and on one node run on any.
 	p, _ = Generate("hier", Options{Collective: ir.AllGather, NRanks: 6, NLocalRanks: 3})
 	q, _ := Generate("ring", Options{Collective: ir.AllGather, NRanks: 6, NLocalRanks: 3})
-	if p.NLocalRanks != 3 || q.NLocalRanks != 0 {
-		t.Errorf("NLocalRanks: hier %d, ring %d", p.NLocalRanks, q.NLocalRanks)
+	one, _ := Generate("ring", Options{Collective: ir.AllGather, NRanks: 6, NLocalRanks: 6})
+	if p.NLocalRanks != 3 || q.NLocalRanks != 3 || one.NLocalRanks != 0 {
+		t.Errorf("NLocalRanks: hier %d, ring on 2 nodes %d, ring on one node %d", p.NLocalRanks, q.NLocalRanks, one.NLocalRanks)
 	}
 }
 

@@ -61,11 +61,15 @@ type Options struct {
 	// NRanks is the world size, 1..ir.MaxRanks. Every generator handles every
 	// nranks (non-powers of two included); nranks 1 gives a local copy.
 	NRanks int
-	// NLocalRanks is the number of ranks per node. The hierarchical
-	// generator requires it (1 <= NLocalRanks <= NRanks, dividing NRanks;
-	// ranks r and r' share a node iff r/NLocalRanks == r'/NLocalRanks) and
-	// records it in Program.NLocalRanks. Other generators ignore it: their
-	// programs run on any node shape (Program.NLocalRanks 0).
+	// NLocalRanks is the number of ranks per node (1 <= NLocalRanks <=
+	// NRanks, dividing NRanks; ranks r and r' share a node iff
+	// r/NLocalRanks == r'/NLocalRanks). The hierarchical generator
+	// requires it. When it is below NRanks (several nodes) every generator
+	// records it in Program.NLocalRanks and joins ranks of different nodes
+	// with port channels only, which put and never read a peer's memory
+	// (docs/transport.md); generators whose programs read peers' memory
+	// (pull, Simple oneshot) refuse several nodes (ErrUnsupported). 0, or
+	// NRanks: one node, any shape (Program.NLocalRanks 0, except hier).
 	NLocalRanks int
 	// Protocol is ir.Simple or ir.LL. LL programs are never sliced.
 	Protocol ir.Protocol
@@ -254,6 +258,9 @@ func Generate(algo string, opts Options) (*ir.Program, error) {
 		}
 		return nil, fmt.Errorf("%w: %s serves %s, not %v", ErrUnsupported, a.Name, strings.Join(cs, ", "), opts.Collective)
 	}
+	if err := acrossNodes(a, opts); err != nil {
+		return nil, err
+	}
 	g, err := newGen(a, opts)
 	if err != nil {
 		return nil, err
@@ -287,6 +294,9 @@ func Check(algo string, opts Options) error {
 	}
 	if a.Name == "hier" && opts.NLocalRanks == 0 {
 		return fmt.Errorf("%w: hier needs NLocalRanks (ranks per node) dividing NRanks", ErrOptions)
+	}
+	if err := acrossNodes(a, opts); err != nil {
+		return err
 	}
 	if a.SimpleOnly && opts.Protocol != ir.Simple {
 		return fmt.Errorf("%w: %s writes Simple programs only", ErrOptions, a.Name)
@@ -326,6 +336,20 @@ func CheckOptions(algo string, opts Options) error {
 			return fmt.Errorf("%w: avoid[%d] = %d: negative or repeated", ErrOptions, i, r)
 		}
 		seen[r] = true
+	}
+	return nil
+}
+
+// acrossNodes refuses several nodes (0 < NLocalRanks < NRanks) to the
+// generators whose programs read peers' memory: across nodes ranks share
+// no memory, and port channels only put.
+func acrossNodes(a *Algorithm, o Options) error {
+	if o.NLocalRanks <= 0 || o.NLocalRanks >= o.NRanks {
+		return nil
+	}
+	if a.Name == "pull" || a.Name == "oneshot" && o.Protocol == ir.Simple {
+		return fmt.Errorf("%w: %s (%v) reads peers' buffers, which ranks of different nodes cannot (%d ranks per node of %d); across nodes use a generator that puts (oneshot LL, direct, ring, hier)",
+			ErrUnsupported, a.Name, o.Protocol, o.NLocalRanks, o.NRanks)
 	}
 	return nil
 }

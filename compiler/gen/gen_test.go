@@ -109,7 +109,7 @@ func TestGenerateErrors(t *testing.T) {
 			t.Errorf("lookup(%q) failed", name)
 			continue
 		}
-		o := Options{Collective: a.Collectives[0], NRanks: 4, NLocalRanks: 2}
+		o := Options{Collective: a.Collectives[0], NRanks: 4, NLocalRanks: 4}
 		if _, err := Generate(name, o); err != nil {
 			t.Errorf("Generate(%q): %v", name, err)
 		}

@@ -23,6 +23,12 @@ import "github.com/theseus-ccl/theseus/ir"
 //	signal all; wait all                 no peer reads my input any more
 //	copy   s[k] -> o[k]
 //
+// Across nodes (NLocalRanks below nranks; LL only, Simple reads peers'
+// memory and is refused) the channels between nodes are port channels,
+// which put packets as they are: rank r first writes its packets of lane
+// k into its own slot K(n-1)+k, puts them from there to each peer on
+// another node, and writes them straight to the peers on its node.
+//
 // Sources are in rank order on every rank, so every rank computes
 // bit-identical results. In place is correct: LL reads its own input before
 // writing the output in the same op and peers never read it; Simple stages
@@ -38,7 +44,7 @@ func buildOneShot(g *gen) error {
 				if p == r {
 					continue
 				}
-				chans[k*np+pidx(r, p)] = ir.Channel{Peer: p, PeerChannel: k*np + pidx(p, r), Type: ir.MemoryChannel}
+				chans[k*np+pidx(r, p)] = ir.Channel{Peer: p, PeerChannel: k*np + pidx(p, r), Type: chanType(g, r, p)}
 			}
 		}
 		g.p.Ranks[r].Channels = chans
@@ -54,12 +60,25 @@ func buildOneShot(g *gen) error {
 			srcs := make([]ir.Ref, n)
 			if g.p.Protocol == ir.LL {
 				dsts := make([]ir.Ref, 0, np)
+				var far []ir.Ref
 				for p := 0; p < n; p++ {
 					if p != r {
-						dsts = append(dsts, ir.Ref{Buf: ir.Scratch, Off: int64(k*np + pidx(p, r)), Chan: k*np + pidx(r, p), Packet: true})
+						ref := ir.Ref{Buf: ir.Scratch, Off: int64(k*np + pidx(p, r)), Chan: k*np + pidx(r, p), Packet: true}
+						if chanType(g, r, p) == ir.PortChannel {
+							far = append(far, ref)
+						} else {
+							dsts = append(dsts, ref)
+						}
 					}
 				}
+				own := ir.Ref{Buf: ir.Scratch, Off: int64(K*np + k), Chan: -1, Packet: true}
+				if len(far) > 0 {
+					dsts = append(dsts, own)
+				}
 				g.emit(r, t, g.opCopy(1, in(k64), dsts...))
+				for _, f := range far {
+					g.emit(r, t, g.opCopy(1, own, f))
+				}
 				for q := 0; q < n; q++ {
 					if q == r {
 						srcs[q] = in(k64)
@@ -86,6 +105,9 @@ func buildOneShot(g *gen) error {
 		}
 		if g.p.Protocol == ir.LL {
 			g.rs[r].scratch = int64(K * np)
+			if g.p.NLocalRanks > 0 {
+				g.rs[r].scratch += int64(K) // the packets put across nodes
+			}
 		}
 	}
 	return g.err
@@ -150,4 +172,14 @@ func buildTwoShot(g *gen) error {
 		}
 	}
 	return g.err
+}
+
+// chanType is the type of the channel between ranks r and p of g's
+// program: a port channel between nodes (Program.NLocalRanks), else a
+// memory channel.
+func chanType(g *gen, r, p int) ir.ChannelType {
+	if nl := g.p.NLocalRanks; nl > 0 && (r/nl != p/nl || g.coll.Rooted()) {
+		return ir.PortChannel
+	}
+	return ir.MemoryChannel
 }

@@ -224,6 +224,13 @@ type conn struct {
 	m                int64 // slot size, chunks
 	sendEnd, recvEnd int   // channel index on src and on dst
 	base             int64 // first scratch chunk of slot 0 on dst
+	// port: src and dst may be on different nodes (legalizer.port): the
+	// ends are port channels, and every put through them is one copy from
+	// a local ref of the same layout (docs/transport.md); tmp is, for LL,
+	// the first scratch chunk of the sender's own T slots, where it builds
+	// the packets it puts.
+	port bool
+	tmp  int64
 }
 
 // end is one new channel end, for ordering.
@@ -396,7 +403,7 @@ func (l *legalizer) pair() {
 			}
 			l.checkCounts(s, r)
 			l.conns = append(l.conns, conn{src: s.src, dst: s.dst, ch: s.ch, sendTB: s.tb, recvTB: r.tb,
-				t: s.n, m: max(s.max, r.max)})
+				t: s.n, m: max(s.max, r.max), port: l.port(s.src, s.dst)})
 		}
 	}
 }
@@ -461,6 +468,17 @@ func (l *legalizer) assignEnds() {
 		c := &l.conns[e.conn]
 		if !e.recv {
 			c.sendEnd = idx
+			if c.port && l.ll {
+				// The sender's packet slots (LL across nodes).
+				c.tmp = l.scratch[e.rank]
+				size, ok := mulAdd(int64(c.t), c.m, c.tmp)
+				if !ok || c.tmp < 0 {
+					l.errorf(diag.TooLarge, e.rank, c.sendTB, -1, ir.Pos{},
+						"the scratch of rank %d does not fit 2^63 chunks with %d packet slots of %d chunks to rank %d", e.rank, c.t, c.m, c.dst)
+					return
+				}
+				l.scratch[e.rank] = size
+			}
 			continue
 		}
 		c.recvEnd = idx
@@ -513,12 +531,29 @@ func (l *legalizer) checkDeps() {
 	}
 }
 
-// expansion is the number of primitives op becomes.
-func (l *legalizer) expansion(c ir.Opcode) int {
+// expansion is the number of primitives op becomes when the threadblock
+// sends on out (nil: none).
+func (l *legalizer) expansion(c ir.Opcode, out *conn) int {
+	n := 1
 	if c.IsTransfer() && !l.ll {
-		return 3
+		n = 3
 	}
-	return 1
+	if l.splitPut(c, out) {
+		n++
+	}
+	return n
+}
+
+// splitPut reports whether transfer op c's data op is cut in two because it
+// sends across nodes: a port channel puts one local ref as it is (docs/
+// transport.md), so the op first computes what it sends into a local ref
+// (its destination, the received slot, or for LL its packet slot) and then
+// puts that. A Simple send is such a put already.
+func (l *legalizer) splitPut(c ir.Opcode, out *conn) bool {
+	if out == nil || !out.port || !c.Info().Sends {
+		return false
+	}
+	return l.ll || c != ir.OpSend
 }
 
 // rankSlab holds one rank's output refs, channel lists and dependencies in
@@ -570,6 +605,9 @@ func (l *legalizer) rankHeader(dst *ir.Rank, r, e int) int {
 		end := l.ends[e]
 		c := &l.conns[end.conn]
 		ch := ir.Channel{Peer: end.peer, Type: ir.MemoryChannel}
+		if c.port {
+			ch.Type = ir.PortChannel
+		}
 		if end.recv {
 			ch.PeerChannel = c.sendEnd
 		} else {
@@ -605,11 +643,15 @@ func (l *legalizer) buildRank(dst *ir.Rank, r, e int) {
 		off := offBuf[at : at+len(ops)+1]
 		at += len(ops) + 1
 		k := int32(0)
+		out := l.outConn(r, t)
 		for s := range ops {
 			op := &ops[s]
 			off[s] = k
-			k += int32(l.expansion(op.Code))
+			k += int32(l.expansion(op.Code, out))
 			nrefs += len(op.Srcs) + len(op.Dsts)
+			if l.splitPut(op.Code, out) {
+				nrefs += 4 // the second op's refs, and the packet slot
+			}
 			nchans += len(op.Chans)
 			ndeps += len(op.Deps)
 			if op.Code.IsTransfer() {
@@ -719,17 +761,77 @@ func (l *legalizer) buildRank(dst *ir.Rank, r, e int) {
 			if len(srcs) > 1 {
 				code = ir.OpReduce
 			}
-			data := ir.Op{Code: code, Srcs: srcs, Dsts: dsts, Count: op.Count, Pos: op.Pos}
+			data := []ir.Op{{Code: code, Srcs: srcs, Dsts: dsts, Count: op.Count, Pos: op.Pos}}
+			if l.splitPut(op.Code, out) {
+				data = l.cutPut(data[0], inSlot, out, nout-1, &slab)
+			}
 			if l.ll {
-				data.Deps, data.Publish = deps, op.Publish
-				ops[0] = data
+				copy(ops, data)
+				ops[0].Deps = deps
+				ops[len(ops)-1].Publish = op.Publish
 				continue
 			}
 			ops[0] = ir.Op{Code: ir.OpWait, Chans: waits, Deps: deps, Pos: op.Pos}
-			ops[1] = data
-			ops[2] = ir.Op{Code: ir.OpSignal, Chans: signals, Publish: op.Publish, Pos: op.Pos}
+			copy(ops[1:], data)
+			ops[len(ops)-1] = ir.Op{Code: ir.OpSignal, Chans: signals, Publish: op.Publish, Pos: op.Pos}
 		}
 	}
+}
+
+// port reports whether the connection between ranks a and b gets port
+// channels: the program runs on several nodes (0 < NLocalRanks < NRanks)
+// and a and b are on different ones — or the collective is rooted, whose
+// root rotation (ir.md §3) may place any two ranks on different nodes.
+// On one node a port channel runs like a memory channel.
+func (l *legalizer) port(a, b int) bool {
+	nl := l.p.NLocalRanks
+	if nl <= 0 || nl >= l.n {
+		return false
+	}
+	return a/nl != b/nl || l.p.Collective.Rooted()
+}
+
+// outConn is the connection threadblock t of rank r sends on, or nil.
+func (l *legalizer) outConn(r, t int) *conn {
+	if i := l.sendConn[l.tbBase[r]+t]; i >= 0 {
+		return &l.conns[i]
+	}
+	return nil
+}
+
+// cutPut splits data op d, whose last destination is the slot of the next
+// hop across nodes, into the op computing what is sent and the put of it
+// (splitPut): the value lands in d's first local destination, or (Simple)
+// the received slot in, or (LL) the sender's packet slot of transfer i;
+// then one copy moves it to the next hop's slot.
+func (l *legalizer) cutPut(d ir.Op, in ir.Ref, out *conn, i int64, slab *rankSlab) []ir.Op {
+	outSlot := d.Dsts[len(d.Dsts)-1]
+	local := d.Dsts[:len(d.Dsts)-1]
+	var from ir.Ref
+	switch {
+	case l.ll:
+		// Packets are put as they are: build them in the sender's slot
+		// (received packets, rcs, are put from where they arrived).
+		from = ir.Ref{Buf: ir.Scratch, Off: out.tmp + i*out.m, Chan: -1, Packet: true}
+		if d.Code == ir.OpCopy && len(d.Srcs) == 1 && d.Srcs[0].Packet && d.Srcs[0].Chan < 0 {
+			from = d.Srcs[0]
+		} else {
+			local = append(slab.takeRefs(len(local) + 1)[:0], append(local, from)...)
+		}
+	case len(local) > 0:
+		from = local[0]
+	default:
+		// rrs: reduce into the received slot, then put it.
+		from = in
+		local = append(slab.takeRefs(1)[:0], in)
+	}
+	first := d
+	first.Dsts = local
+	put := ir.Op{Code: ir.OpCopy, Srcs: append(slab.takeRefs(1)[:0], from), Dsts: append(slab.takeRefs(1)[:0], outSlot), Count: d.Count, Pos: d.Pos}
+	if len(local) == 0 {
+		return []ir.Op{put} // unreachable: a send's value is its source
+	}
+	return []ir.Op{first, put}
 }
 
 // ScratchCost returns, per rank, the scratch chunks Legalize adds to p: the

@@ -194,7 +194,7 @@ func TestPeerAccessWide(t *testing.T) {
 	n := 24
 	p := PairsAllReducePrimitive(n)
 	clean(t, p, verify.Options{})
-	o, err := gen.Generate("oneshot", gen.Options{Collective: ir.AllReduce, NRanks: 8, Protocol: ir.Simple, Channels: 1, NLocalRanks: 1})
+	o, err := gen.Generate("oneshot", gen.Options{Collective: ir.AllReduce, NRanks: 8, Protocol: ir.Simple, Channels: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -208,6 +208,13 @@ func (c *checker) channels() [][]bool {
 			case e.Init < 0:
 				c.reportAt(diag.BadChannel, diag.Error, at, r, -1, -1, "give the semaphore an initial value >= 0",
 					"rank %d channel %d: semaphore init %d is negative", r, ch, e.Init)
+			case e.Type == ir.MemoryChannel && c.crossNode(r, e.Peer) && e.Peer < c.n:
+				if r < e.Peer {
+					nl := p.NLocalRanks
+					c.reportAt(diag.CrossNode, diag.Error, at, r, -1, -1, "",
+						"rank %d channel %d is a memory channel to rank %d, but with %d ranks per node rank %d is on node %d and rank %d on node %d: ranks of different nodes share no memory",
+						r, ch, e.Peer, nl, r, r/nl, e.Peer, e.Peer/nl)
+				}
 			case e.PeerChannel < 0 || e.PeerChannel >= len(p.Ranks[e.Peer].Channels):
 				c.reportAt(diag.ChannelPairing, diag.Error, at, r, -1, -1, "",
 					"rank %d channel %d names channel %d of rank %d, which has %d channels", r, ch, e.PeerChannel, e.Peer, len(p.Ranks[e.Peer].Channels))
@@ -326,6 +333,9 @@ func (c *checker) threadblock(r, t int, chOK [][]bool) int64 {
 		}
 		for i, ref := range op.Dsts {
 			refsOK = c.checkRef(r, t, s, op, ref, "dst", i, chOK[r]) && refsOK
+		}
+		if info.Data && refsOK {
+			c.portOp(r, t, s, op)
 		}
 		if info.Data && refsOK {
 			c.ncrefs += 1 + len(op.Srcs) + len(op.Dsts)
@@ -530,4 +540,46 @@ func satAdd(a, b int64) int64 {
 		return 1<<63 - 1
 	}
 	return -1 << 63
+}
+
+// crossNode reports whether ranks a and b lie on different nodes under the
+// program's node shape (NLocalRanks > 0: ranks r and r' share a node iff
+// r/NLocalRanks == r'/NLocalRanks; 0: any shape, no node known).
+func (c *checker) crossNode(a, b int) bool {
+	nl := c.p.NLocalRanks
+	return nl > 0 && a/nl != b/nl
+}
+
+// portOp checks a data op of a program for several nodes that reaches a
+// peer through a port channel: the proxy puts one local ref as it is, so the op must be a
+// copy of one local src to that one remote dst, both plain or both packets
+// (MSCCL++'s port-channel put; a packet put moves packets as they are),
+// and no src may be remote (port channels do not read).
+func (c *checker) portOp(r, t, s int, op *ir.Op) {
+	chs := c.p.Ranks[r].Channels
+	// On several nodes every port channel may cross (a rooted collective's
+	// root rotation moves ranks between nodes).
+	nl := c.p.NLocalRanks
+	if nl <= 0 || nl >= c.n {
+		return
+	}
+	far := func(ref ir.Ref) bool {
+		return ref.Chan >= 0 && ref.Chan < len(chs) && chs[ref.Chan].Type == ir.PortChannel
+	}
+	for i, ref := range op.Srcs {
+		if far(ref) {
+			c.errf(diag.PortOp, r, t, s, "src %d reads rank %d's memory through port channel %d, across nodes: port channels only put", i, chs[ref.Chan].Peer, ref.Chan)
+			return
+		}
+	}
+	for i, ref := range op.Dsts {
+		if !far(ref) {
+			continue
+		}
+		if op.Code != ir.OpCopy || len(op.Srcs) != 1 || len(op.Dsts) != 1 || op.Srcs[0].Chan >= 0 || op.Srcs[0].Packet != ref.Packet {
+			c.errf(diag.PortOp, r, t, s, "dst %d is rank %d's memory through port channel %d, across nodes, in a %v of %d srcs and %d dsts: the proxy puts one local ref of the same layout (a copy of one src to one dst)",
+				i, chs[ref.Chan].Peer, ref.Chan, op.Code, len(op.Srcs), len(op.Dsts))
+		}
+		return
+	}
 }

@@ -490,6 +490,10 @@ struct Place {
   bool packet;
 };
 
+// port_mirror (port_exec.cuh): a scratch chunk that peers on other nodes
+// put into lives in the mirror on the staged path.
+DEV bool port_mirror(const Ctx& c, i64 chunk, u64& base);
+
 DEV Place place(const Ctx& c, const theseus_ref& r, i64 t, i64 s) {
   Place pl;
   pl.packet = (r.flags & THESEUS_REF_PACKET) != 0;
@@ -502,6 +506,7 @@ DEV Place place(const Ctx& c, const theseus_ref& r, i64 t, i64 s) {
   resolve(c, phys, k, chunk);
   base = remote ? c.chans[r.channel].peer_buf[k] : c.L->buf[k];
   if (k == THESEUS_BUF_SCRATCH) {
+    if (!remote && c.L->port != 0) port_mirror(c, chunk, base);
     pl.p = (char*)(base + (u64)c.half + (u64)(chunk * c.chunkB));
     pl.bytes = -1;
     return pl;
@@ -964,6 +969,10 @@ NOINLINE void units_t(const theseus_launch& L) {
   units_loop<T>(L);
 }
 
+// ---------------------------------------------------------------- port channels
+
+#include "port_exec.cuh"
+
 // data_op_t runs data op *op (copy or reduce) of step step, slice s; with
 // no op (nullptr), the launch's shared work instead. Inlined into
 // theseus_exec: called, each data op spent about a microsecond between its
@@ -1112,16 +1121,20 @@ DEV void launch_begin(const theseus_launch& launch) {
 // the same sequence of launches, so that is each peer's previous launch,
 // also after launches that were captured but never replayed (the host
 // counted them, the device never ran them; docs/known-issues.md, 17). A
-// timeout or an abort fails the launch (s_fail).
+// timeout or an abort fails the launch (s_fail). A fenced launch's nfence
+// counts the done words and the fences with peers on other nodes (the
+// last, port_fence).
 DEV void launch_fence(const Ctx& c) {
   const theseus_launch& L = *c.L;
   if (L.nfence <= 0) return;
   const u64* const* fw = (const u64* const*)L.fence;
   const u64 want = s_prev;
-  for (int f = 0; f < L.nfence; f++) {
+  const int nlocal = L.nfence - (L.port != 0 ? port_launch(c)->nfence : 0);
+  for (int f = 0; f < nlocal; f++) {
     const u64* w = fw[f];
-    if (!spin(c, [&] { return ld_poll_sys(w) >= want; }, THESEUS_WAIT_FENCE, -1, -1, f, want, w)) break;
+    if (!spin(c, [&] { return ld_poll_sys(w) >= want; }, THESEUS_WAIT_FENCE, -1, -1, f, want, w)) return;
   }
+  port_fence(c);  // the peers on other nodes
 }
 
 // atom_max_sys raises *p to at least v (relaxed: the word orders nothing
@@ -1402,7 +1415,8 @@ DEV void exec_block(const theseus_launch& launch) {
           break;
         case THESEUS_OP_COPY:
         case THESEUS_OP_REDUCE:
-          data_op(c, &op, (i64)i, s);  // a failure sets s_fail, checked below
+          // (a put to a peer on another node goes through the proxy)
+          if (!port_data_op(c, op, (i64)i, s)) data_op(c, &op, (i64)i, s);  // a failure sets s_fail, checked below
           break;
         case THESEUS_OP_SIGNAL:
           bar();  // every thread's writes before the signal
@@ -1410,7 +1424,12 @@ DEV void exec_block(const theseus_launch& launch) {
             fence_sys();
             T_UNROLL
             for (u32 k = 0; k < op.nchan; k++) {
-              const theseus_chan_rt& ch = c.chans[T_CHAN_LIST(c)[op.chan_start + k]];
+              const i32 cid = T_CHAN_LIST(c)[op.chan_start + k];
+              const theseus_chan_rt& ch = c.chans[cid];
+              if (ch.port != 0) {
+                if (!port_signal(c, cid, (i64)i, s)) break;
+                continue;
+              }
               red_add_release_sys((u64*)ch.peer_inbound, 1);
             }
           }
@@ -1432,7 +1451,13 @@ DEV void exec_block(const theseus_launch& launch) {
           }
           break;
         case THESEUS_OP_FLUSH:
-          if (tid() == 0) fence_sys();
+          if (tid() == 0) {
+            fence_sys();
+            for (u32 k = 0; k < op.nchan; k++) {
+              const i32 cid = T_CHAN_LIST(c)[op.chan_start + k];
+              if (c.chans[cid].port != 0 && !port_flush(c, cid, (i64)i, s)) break;
+            }
+          }
           break;
         case THESEUS_OP_BARRIER:
           bar();

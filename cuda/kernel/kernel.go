@@ -12,9 +12,10 @@ import (
 )
 
 // Sources are the executor's sources: executor.cuh, resident.cuh,
-// launch.h, optable.h and queue.h.
+// port_exec.cuh, launch.h, optable.h, queue.h and port.h (the port-channel
+// FIFO of the proxy, runtime/transport/proxy, whose tests check it).
 //
-//go:embed executor.cuh resident.cuh launch.h optable.h queue.h
+//go:embed executor.cuh resident.cuh port_exec.cuh launch.h optable.h queue.h port.h
 var Sources embed.FS
 
 //go:embed clang.flags

@@ -25,6 +25,7 @@
                                        slice: 0 send, 1 receive) or, checking, a cell that differs (step: the cell;
                                        have: GPU, want: CPU) */
 #define THESEUS_ERR_P2P_PEER 8u     /* the peer's launch failed (it reports the cause) */
+#define THESEUS_ERR_PORT 9u     /* the proxy failed the connection (its error names the ranks and UCX's status), or a port op it cannot run */
 
 /* The most srcs + dsts one op may have (the kernel stages their addresses in
  * shared memory). */
@@ -49,6 +50,7 @@
 #define THESEUS_P2P_ORDER 15u       /* the peer's receive posted another transfer first */
 #define THESEUS_P2P_CAPACITY 16u
 #define THESEUS_P2P_CHECK 17u
+#define THESEUS_WAIT_PORT 18u    /* the proxy: a free FIFO slot, or the completion of a descriptor */
 
 /* The first failure of a launch, written once (code first, by atomic CAS) to
  * host-mapped memory the communicator reads for ncclCommGetAsyncError. */
@@ -78,7 +80,7 @@ typedef struct theseus_chan_rt {
   uint64_t inbound;       /* uint64_t* : this end's inbound semaphore */
   uint64_t expected;      /* uint64_t* : this end's expected counter (persistent) */
   int32_t peer_phys;      /* the peer's physical rank (root rotation) */
-  int32_t reserved;
+  int32_t port;           /* 0: a mapped end; else 1 + its index in theseus_port_launch.ends */
 } theseus_chan_rt;
 
 /* The kernel's single by-value argument. */
@@ -124,7 +126,52 @@ typedef struct theseus_launch {
   uint64_t trace;        /* theseus_trace* (device memory): op records of a traced launch; 0: none.
                           * After the fields above, so that a kernel built before it (THESEUS_PTX_DIR) ignores it. */
   uint64_t p2p;          /* const theseus_p2p_launch* : the point-to-point engine's launch (theseus_p2p entry; 0 otherwise) */
+  uint64_t port;         /* const theseus_port_launch* : port channels across nodes (0: none) */
 } theseus_launch;
+
+/* Port channels across nodes (docs/transport.md, "Integration"): the ends
+ * whose peer is on another node go through the process's proxy. Their
+ * theseus_chan_rt has port = 1 + the index of their theseus_port_rt in
+ * theseus_port_launch.ends, peer_buf[k] the byte offset of the peer's
+ * buffer k in its region (so that the kernel's address arithmetic yields
+ * region offsets), inbound a word of pinned, device-mapped host memory the
+ * proxy increments, and peer_inbound 0. A put is one descriptor posted into
+ * the connection's FIFO (port.h) from a local ref of the same layout; the
+ * kernel waits until the proxy is done with its source. */
+typedef struct theseus_port_rt {
+  uint64_t fifo;         /* theseus_port_ctrl* : the connection's FIFO (device-mapped host memory) */
+  uint64_t head;         /* uint64_t* : its ticket counter (device memory) */
+  uint64_t src_base[3];  /* device address of byte 0 of the region holding this rank's input, output, scratch */
+  uint64_t mirror_base;  /* device address of this rank's scratch mirror (staged path), 0: none */
+  uint16_t src_region[3];
+  uint16_t channel;      /* the connection's channel of this end */
+  uint16_t dst_region[3];
+  uint16_t mirror_region; /* the mirror as a region of the connection */
+} theseus_port_rt;
+
+/* A fence with a peer on another node: signal channel, then wait until
+ * inbound (host-mapped) reaches ++*expected. */
+typedef struct theseus_port_fence {
+  uint64_t fifo, head;
+  uint64_t inbound, expected;
+  uint32_t channel;
+  int32_t peer;
+} theseus_port_fence;
+
+typedef struct theseus_port_launch {
+  uint64_t ends;         /* const theseus_port_rt* */
+  uint64_t fences;       /* const theseus_port_fence* : nfence of them */
+  /* The staged path (a UCX build without CUDA support): peers on other
+   * nodes put into the mirror, a copy of the scratch in pinned host memory;
+   * the scratch chunks they write (bit i of mirror_map: chunk i) are read
+   * and written there. 0: no mirror. */
+  uint64_t mirror;       /* device address of the mirror's byte 0 */
+  uint64_t mirror_map;   /* const uint32_t* */
+  int64_t mirror_chunks; /* bits in mirror_map */
+  int64_t mirror_bytes;  /* the mirror's size (the scratch's) */
+  int32_t nfence;
+  int32_t reserved;
+} theseus_port_launch;
 
 /* The op records of traced launches (docs/trace.md): a header, then cap
  * records of THESEUS_TRACE_REC bytes. Thread 0 of each block reserves a

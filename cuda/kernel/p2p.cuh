@@ -152,8 +152,60 @@ DEV void p2p_post_fail(const Ctx& c, const u64* post, u64 tseq, int q, i64 total
        ldv(&post[THESEUS_P2P_POST_TOTAL]), (u64)total);
 }
 
+// p2p_take_post (thread 0) looks at the receiver's post for transfer tseq:
+// 0 when it has not posted it yet; 1 when it has and the post agrees with
+// the send, with *dst the posted buffer as this rank imported it (nullptr
+// when it lies in no import: the FIFO for the rest); 2 when it failed (an
+// error post, or a post that disagrees: the receive is told when a slot is
+// free).
+DEV int p2p_take_post(const Ctx& c, const theseus_p2p_peer& pr, int ch, const u64* post, const u64* credit, u64* st, u64 sent,
+                      u64 tseq, i64 total, u32 dtype, char** dst) {
+  const u64 N = (u64)s_p2p.slots;
+  *dst = nullptr;
+  if (ld_poll_sys(&post[THESEUS_P2P_POST_TSEQ]) < tseq) return 0;
+  const u64 pseq = ldv(&post[THESEUS_P2P_POST_TSEQ]), pt = ldv(&post[THESEUS_P2P_POST_TYPE]);
+  const i64 ptot = (i64)ldv(&post[THESEUS_P2P_POST_TOTAL]);
+  const u32 pdt = (u32)(pt & 0xffffffffu);
+  const int q = pr.peer;
+  if ((pt >> 32) != 0) {
+    p2p_post_fail(c, post, tseq, q, total, dtype);
+    return 2;
+  }
+  if (pseq != tseq) {
+    fail(c, THESEUS_ERR_P2P_MISMATCH, THESEUS_P2P_ORDER, (i64)tseq, (i64)(pdt << 8 | dtype), q, pseq, tseq);
+    return 2;
+  }
+  if (ptot != total || pdt != dtype) {
+    if (sent - ld_poll_sys(credit) < N) {  // tell the receive, if a slot is free
+      u64* hdr = p2p_hdr((char*)pr.remote, ch, (int)(sent % N));
+      stv(&hdr[THESEUS_P2P_HDR_WANT], (u64)ptot);
+      stv(&hdr[THESEUS_P2P_HDR_WANTT], pdt);
+      p2p_publish(hdr, sent + 1, tseq, total, 0, 0, THESEUS_P2P_KIND_ERROR, dtype);
+      st[THESEUS_P2P_STATE_CHUNKS] = sent + 1;
+    }
+    fail(c, THESEUS_ERR_P2P_MISMATCH, THESEUS_P2P_SENDER, (i64)tseq, (i64)(pdt << 8 | dtype), q, (u64)ptot, (u64)total);
+    return 2;
+  }
+  const u64 addr = ldv(&post[THESEUS_P2P_POST_ADDR]), gen = ldv(&post[THESEUS_P2P_POST_GEN]);
+  const theseus_p2p_import* imps = (const theseus_p2p_import*)s_p2p.imports + pr.imp_first;
+  for (u32 k = 0; gen != 0 && k < pr.nimport; k++) {
+    const theseus_p2p_import& im = imps[k];
+    if (im.gen == gen && addr >= im.peer_base && addr - im.peer_base <= im.size && (u64)total <= im.size - (addr - im.peer_base)) {
+      *dst = (char*)(im.local + (addr - im.peer_base));
+      break;
+    }
+  }
+  return 1;
+}
+
 // p2p_send_peer runs channel ch of the transfers to one peer. Thread 0
 // waits and decides, the block copies; the lane state is stored as it moves.
+// A transfer above the eager bytes to a peer whose offers this rank imported
+// goes straight into the receiver's buffer from the first chunk at which
+// the receiver has posted it (the chunks before went through the FIFO):
+// the send never waits for the post, so that a send completes into the
+// receiver's FIFO while it has room, also when the receive comes in a later
+// launch (NCCL's ungrouped send, then receive, on both ranks).
 DEV bool p2p_send_peer(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
   const theseus_p2p_launch& P = s_p2p;
   const i64 C = P.chunk_bytes;
@@ -167,7 +219,6 @@ DEV bool p2p_send_peer(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
   u64 sent = st[THESEUS_P2P_STATE_CHUNKS], tsent = st[THESEUS_P2P_STATE_TRANSFERS];
   bar();  // every thread has read the state before thread 0 moves it
   const theseus_p2p_xfer* xs = (const theseus_p2p_xfer*)P.xfers + pr.first;
-  const theseus_p2p_import* imps = (const theseus_p2p_import*)P.imports + pr.imp_first;
   for (u32 i = 0; i < pr.nxfer; i++) {
     const theseus_p2p_xfer& x = xs[i];
     const u64 tseq = ++tsent;
@@ -178,61 +229,53 @@ DEV bool p2p_send_peer(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
     const int used = p2p_used(total);
     if (ch >= used) continue;
     // slot: thread 0 waits for a free slot of the peer's FIFO (or its
-    // error post), for the block.
+    // error post), for the block; while it looks at the post (look), also
+    // for the post, and then sets s_dst when the post gives a destination
+    // (no slot taken).
+    bool look = total > P.eager_bytes && P.direct && pr.nimport > 0;  // thread 0's
     auto slot = [&]() -> bool {
       if (tid() == 0) {
-        const u64 s0 = sent;
-        if (spin(c, [&] { return s0 - ld_poll_sys(credit) < N || p2p_post_error(post, tseq); }, THESEUS_WAIT_P2P_CREDIT,
-                 (i64)tseq, ch, q, s0 - N + 1, credit) &&
-            p2p_post_error(post, tseq))
-          p2p_post_fail(c, post, tseq, q, total, x.dtype);
+        s_dst = nullptr;
+        for (;;) {
+          if (look) {
+            char* d;
+            const int r = p2p_take_post(c, pr, ch, post, credit, st, sent, tseq, total, x.dtype, &d);
+            if (r == 2) break;
+            if (r == 1) {
+              look = false;
+              s_dst = d;
+              if (d) break;
+            }
+          }
+          const u64 s0 = sent;
+          const bool lk = look;
+          if (!spin(c, [&] { return s0 - ld_poll_sys(credit) < N || p2p_post_error(post, tseq) || (lk && ld_poll_sys(&post[THESEUS_P2P_POST_TSEQ]) >= tseq); },
+                    THESEUS_WAIT_P2P_CREDIT, (i64)tseq, ch, q, s0 - N + 1, credit))
+            break;
+          if (p2p_post_error(post, tseq)) {
+            p2p_post_fail(c, post, tseq, q, total, x.dtype);
+            break;
+          }
+          if (lk && ld_poll_sys(&post[THESEUS_P2P_POST_TSEQ]) >= tseq) continue;  // the post first, then (if no destination) a slot
+          if (s0 - ld_poll_sys(credit) < N) break;                               // a free slot
+        }
       }
       bar();
       return !s_fail;
     };
-    if (tid() == 0) {
-      s_dst = nullptr;
-      if (total > P.eager_bytes && P.direct && pr.nimport > 0 &&
-          spin(c, [&] { return ld_poll_sys(&post[THESEUS_P2P_POST_TSEQ]) >= tseq; }, THESEUS_WAIT_P2P_POST, (i64)tseq, ch, q, tseq,
-               &post[THESEUS_P2P_POST_TSEQ])) {
-        const u64 pseq = ldv(&post[THESEUS_P2P_POST_TSEQ]), pt = ldv(&post[THESEUS_P2P_POST_TYPE]);
-        const i64 ptot = (i64)ldv(&post[THESEUS_P2P_POST_TOTAL]);
-        const u32 pdt = (u32)(pt & 0xffffffffu);
-        if ((pt >> 32) != 0) {
-          p2p_post_fail(c, post, tseq, q, total, x.dtype);
-        } else if (pseq != tseq) {
-          fail(c, THESEUS_ERR_P2P_MISMATCH, THESEUS_P2P_ORDER, (i64)tseq, (i64)(pdt << 8 | x.dtype), q, pseq, tseq);
-        } else if (ptot != total || pdt != x.dtype) {
-          if (sent - ld_poll_sys(credit) < N) {  // tell the receive, if a slot is free
-            u64* hdr = p2p_hdr(remote, ch, (int)(sent % N));
-            stv(&hdr[THESEUS_P2P_HDR_WANT], (u64)ptot);
-            stv(&hdr[THESEUS_P2P_HDR_WANTT], pdt);
-            p2p_publish(hdr, sent + 1, tseq, total, 0, 0, THESEUS_P2P_KIND_ERROR, x.dtype);
-            st[THESEUS_P2P_STATE_CHUNKS] = sent + 1;
-          }
-          fail(c, THESEUS_ERR_P2P_MISMATCH, THESEUS_P2P_SENDER, (i64)tseq, (i64)(pdt << 8 | x.dtype), q, (u64)ptot, (u64)total);
-        } else {
-          const u64 addr = ldv(&post[THESEUS_P2P_POST_ADDR]), gen = ldv(&post[THESEUS_P2P_POST_GEN]);
-          for (u32 k = 0; gen != 0 && k < pr.nimport; k++) {
-            const theseus_p2p_import& im = imps[k];
-            if (im.gen == gen && addr >= im.peer_base && addr - im.peer_base <= im.size && (u64)total <= im.size - (addr - im.peer_base)) {
-              s_dst = (char*)(im.local + (addr - im.peer_base));
-              break;
-            }
-          }
-        }
-      }
-    }
-    bar();
-    if (s_fail) return false;
-    char* dst = s_dst;  // (thread 0 writes it again only after a later barrier: slot's, or the one before it)
+    char* dst = nullptr;
+    i64 dlo = 0;  // the first chunk written directly, in bytes
     for (i64 j = ch; j * C < total; j += used) {
       const i64 lo = j * C, len = total - lo < C ? total - lo : C;
+      if (!dst) {
+        if (!slot()) return false;
+        dst = s_dst;  // (thread 0 writes it again only after a later barrier)
+        dlo = lo;
+      }
       if (dst) {
         p2p_copy(dst + lo, src + lo, len);
         continue;
       }
-      if (!slot()) return false;
       const int k = (int)(sent % N);
       p2p_copy(p2p_data(remote, ch, k), src + lo, len);
       bar();  // every thread's data before the header
@@ -244,9 +287,11 @@ DEV bool p2p_send_peer(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
     }
     if (dst) {
       bar();  // every thread's direct writes before the header
+      look = false;
       if (!slot()) return false;
       if (tid() == 0) {
-        p2p_publish(p2p_hdr(remote, ch, (int)(sent % N)), sent + 1, tseq, total, 0, p2p_share(total, ch), THESEUS_P2P_KIND_DIRECT, x.dtype);
+        const i64 rest = p2p_share(total, ch) - (dlo / C - ch) / used * C;
+        p2p_publish(p2p_hdr(remote, ch, (int)(sent % N)), sent + 1, tseq, total, dlo, rest, THESEUS_P2P_KIND_DIRECT, x.dtype);
         st[THESEUS_P2P_STATE_CHUNKS] = sent + 1;
       }
       sent++;
@@ -322,9 +367,11 @@ DEV bool p2p_recv_peer(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
             st_release_sys(&post[THESEUS_P2P_POST_TSEQ], tseq);
             fail(c, THESEUS_ERR_P2P_MISMATCH, THESEUS_P2P_RECEIVER, (i64)tseq, (i64)(sdt << 8 | x.dtype), q, (u64)stot, (u64)total);
           } else if (kind == THESEUS_P2P_KIND_DIRECT) {
+            // The rest of the channel's share, from chunk j on, is in place.
             s_direct = 1;
-            if ((i64)ldv(&hdr[THESEUS_P2P_HDR_LEN]) != p2p_share(total, ch))
-              fail(c, THESEUS_ERR_BADREF, THESEUS_WAIT_P2P_HEADER, (i64)tseq, ch, q, ldv(&hdr[THESEUS_P2P_HDR_LEN]), (u64)p2p_share(total, ch));
+            const i64 rest = p2p_share(total, ch) - (j - ch) / used * C;
+            if ((i64)ldv(&hdr[THESEUS_P2P_HDR_OFF]) != j * C || (i64)ldv(&hdr[THESEUS_P2P_HDR_LEN]) != rest)
+              fail(c, THESEUS_ERR_BADREF, THESEUS_WAIT_P2P_HEADER, (i64)tseq, ch, q, ldv(&hdr[THESEUS_P2P_HDR_LEN]), (u64)rest);
           } else {
             s_poff = (i64)ldv(&hdr[THESEUS_P2P_HDR_OFF]);
             s_plen = (i64)ldv(&hdr[THESEUS_P2P_HDR_LEN]);

@@ -16,7 +16,10 @@
 #      in two processes at once (both ranks share the GPU's memory), 2-rank
 #      sendrecv at 1 GiB (goal >= 0.9 of memcpy), 8 B sendrecv latency eager
 #      (goal <= 10 us), and an MoE-like alltoallv of 8 ranks with 4 hot
-#      experts against alltoall of the padded maximum (both times).
+#      experts against alltoall of the padded maximum (both times);
+#   5. the engine's parameters: sendrecv 1 GiB and 8 B on the contexts of
+#      P2P_CONTEXTS ("name=dir ...": the default plus a "gen": "p2p" entry,
+#      which bench/gpu/prepare.sh makes under .device/p2p-contexts).
 #
 # Needs (bench/gpu/prepare.sh builds them here, in .device/): cuda.test, the
 # library prefix (.device/prefix, or THESEUS_PREFIX), and nccl-tests built
@@ -41,7 +44,7 @@ BUILD=${NCCL_TESTS_BUILD:-$ROOT/build/nccl-tests}
 if [ -d "$BUILD/minimpi/lib" ]; then
   export LD_LIBRARY_PATH="$BUILD/minimpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
-STEPS=${STEPS:-1 2 3 4}
+STEPS=${STEPS:-1 2 3 4 5}
 OUTD=$RESULTS/p2p
 mkdir -p "$OUTD"
 SUMMARY=$OUTD/summary.md
@@ -175,7 +178,10 @@ if want 4; then
     [ "$rc" = 0 ] || fail=1
     nccl_run sendrecv-8B-graph 2 sendrecv -b 8 -e 8 -n 2000 -w 200 -c 1 -G 100
     row 4 "sendrecv 2 ranks 8 B, CUDA graph of 100" "$?" "time $(col_of "$OUTD/sendrecv-8B-graph.txt" 6) us"
-    # MoE: 8 ranks each sending 64 MiB, 90% of it to 4 hot experts (ranks 0-3).
+    # MoE: 8 ranks each sending 64 MiB, 90% of it to 4 hot experts (ranks 0-3)
+    # (P2P_MOE=0 leaves it out).
+  fi
+  if [ -x "$BUILD/sendrecv_perf" ] && [ "${P2P_MOE:-1}" = 1 ]; then
     hot=$(((64 << 20) * 9 / 10 / 4 / 16 * 16)) cold=$(((64 << 20) / 10 / 4 / 16 * 16))
     mat=$OUTD/moe-matrix.txt
     for i in $(seq 0 7); do
@@ -194,6 +200,20 @@ if want 4; then
     row 4 "MoE 8 ranks, 4 hot experts" "$rc/$rc2" "alltoallv $tv us; alltoall of the padded maximum ($hot B per peer) $tp us"
     [ "$rc" = 0 ] && [ "$rc2" = 0 ] || fail=1
   fi
+fi
+# 5. The engine's parameters: sendrecv 1 GiB and 8 B on other selection contexts, each
+#    the default plus a "gen": "p2p" entry (P2P_CONTEXTS="name=dir ...", made by
+#    bench/gpu/prepare.sh under .device/p2p-contexts).
+if want 5; then
+  for nc in ${P2P_CONTEXTS:-}; do
+    name=${nc%%=*} dir=${nc#*=}
+    THESEUS_SELECTION_CONTEXT=$dir nccl_run "sweep-$name-1G" 2 sendrecv -b 1G -e 1G -n 20 -w 5 -c 1
+    rc=$?
+    bw=$(col_of "$OUTD/sweep-$name-1G.txt" 7)
+    THESEUS_SELECTION_CONTEXT=$dir nccl_run "sweep-$name-8B" 2 sendrecv -b 8 -e 8 -n 2000 -w 200 -c 1
+    rc2=$?
+    row 5 "sendrecv 2 ranks, $name ($(tr -d '\n' <"$dir/p2p-entry.json" 2>/dev/null))" "$rc/$rc2" "1 GiB algbw $bw GB/s; 8 B $(col_of "$OUTD/sweep-$name-8B.txt" 6) us"
+  done
 fi
 echo >>"$SUMMARY"
 echo "Total: $(($(date +%s) - T0)) s; exit $fail." >>"$SUMMARY"

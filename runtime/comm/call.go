@@ -16,6 +16,7 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/executor"
 	"github.com/theseus-ccl/theseus/runtime/selector"
 	"github.com/theseus-ccl/theseus/runtime/selector/manifest"
+	"github.com/theseus-ccl/theseus/runtime/transport/proxy"
 )
 
 // Call is one collective call on this rank, with NCCL's arguments.
@@ -309,10 +310,23 @@ func (c *Comm) executed(call *Call, st device.Stream, err error) error {
 		if err != nil {
 			e := c.wrap(call.Coll.String(), err)
 			c.setAsync(e)
+			c.nodeLost(err)
 			return e
 		}
 	}
 	return nil
+}
+
+// nodeLost declares lost the peer on another node that a port channel
+// failed on (a *proxy.Error naming it: UCX reported the peer gone, or a
+// wait on it passed THESEUS_TIMEOUT), so that every rank learns which rank
+// failed first (peerLost's notice) instead of naming the ranks that
+// aborted because of it.
+func (c *Comm) nodeLost(err error) {
+	var pe *proxy.Error
+	if errors.As(err, &pe) && pe.Peer >= 0 && pe.Peer < c.n && pe.Peer != c.rank {
+		c.peerLost(pe.Peer, err)
+	}
 }
 
 // contextState describes the selection context for an ErrNoSchedule

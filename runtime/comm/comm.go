@@ -39,6 +39,8 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/replay"
 	"github.com/theseus-ccl/theseus/runtime/selector"
 	"github.com/theseus-ccl/theseus/runtime/selector/schedfile"
+	"github.com/theseus-ccl/theseus/runtime/transport/proxy"
+	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
 )
 
 // Config configures a communicator. Zero fields take the environment's
@@ -218,8 +220,22 @@ func (l CompilingLoader) Load(path string) (*selector.ScheduleInfo, error) {
 
 // LoadFor implements selector.RankLoader (generated entries, and one
 // rank's section of a bundle).
+//
+// On several nodes (req.NLocalRanks < req.NRanks) a transfer-level source
+// written for any node shape (MSCCL XML) is compiled for the
+// communicator's: the legaliser joins ranks of different nodes with port
+// channels (docs/transport.md), so an algorithm written for several nodes
+// runs as written.
 func (l CompilingLoader) LoadFor(req selector.LoadRequest) (*selector.ScheduleInfo, error) {
 	info, err := l.Loader.LoadFor(req)
+	if err == nil && info.Program != nil && req.NLocalRanks > 0 && req.NLocalRanks < req.NRanks &&
+		info.Program.NLocalRanks == 0 && info.Program.NRanks == req.NRanks && info.Program.Level() == ir.LevelTransfer {
+		shaped := *info
+		p := *info.Program
+		p.NLocalRanks = req.NLocalRanks
+		shaped.Program = &p
+		info = &shaped
+	}
 	return compiled(req.Path, info, err)
 }
 
@@ -428,6 +444,13 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 		return nil, err
 	}
 	c.perNode = c.layout.PerNode
+	if c.layout.Nodes > 1 {
+		// Ranks of different nodes talk through the proxy over UCX: without
+		// libucp the communicator cannot serve the job (docs/transport.md).
+		if err := ucx.Load(); err != nil {
+			return nil, &Error{Code: SystemError, Op: "init", Rank: rank, Msg: fmt.Sprintf("%d nodes need the cross-node transport", c.layout.Nodes), Err: err}
+		}
+	}
 	c.agree = newEpochAgreement(c.boot, rank, nranks, cfg.Timeout)
 	c.sel, err = selector.New(selector.Options{Dir: cfg.ContextDir, CheckPeriod: cfg.CheckPeriod, Agreement: c.agree,
 		Timeout: cfg.Timeout, Loader: cfg.Loader, Clock: cfg.Clock, Rank: rank, Logger: cfg.SelectorLogger})
@@ -436,7 +459,7 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 	}
 	c.exec, err = executor.New(executor.Config{Rank: rank, NRanks: nranks, Backend: cfg.Backend, Net: c.boot,
 		InitialScratch: cfg.InitialScratch, Alternate: *cfg.Alternate, SliceBytes: cfg.SliceBytes, Timeout: cfg.Timeout,
-		Executor: cfg.Executor})
+		Executor: cfg.Executor, Node: c.layout.Node(), LocalRank: c.layout.LocalRank[rank], LocalRanks: c.layout.PerNode, HostID: cfg.HostID})
 	if err != nil {
 		return nil, &Error{Code: InvalidArgument, Op: "init", Rank: rank, Msg: "executor", Err: err}
 	}
@@ -633,6 +656,7 @@ func (c *Comm) StreamError(op string, err error) *Error {
 	e := c.wrapErr(op, err, false)
 	if !errors.Is(err, device.ErrClosed) {
 		c.setAsync(e)
+		c.nodeLost(err)
 	}
 	return e
 }
@@ -652,6 +676,8 @@ func (c *Comm) wrapErr(op string, err error, inCall bool) *Error {
 	var be *bootstrap.Error
 	var ee *executor.Error
 	var ie *launch.Error
+	var pe *proxy.Error
+	var le *ucx.LoadError
 	switch {
 	case errors.As(err, &be):
 		out.Code, out.Peers = RemoteError, be.Missing
@@ -670,6 +696,13 @@ func (c *Comm) wrapErr(op string, err error, inCall bool) *Error {
 		out.Code, out.Msg = InvalidUsage, "graph capture"
 	case errors.Is(err, executor.ErrScratchMismatch):
 		out.Code, out.Msg = InvalidUsage, "scratch"
+	case errors.Is(err, executor.ErrCrossNode):
+		out.Code, out.Msg = InvalidUsage, "schedule does not fit the job's nodes"
+	case errors.As(err, &le):
+		out.Code, out.Msg = SystemError, "cross-node transport"
+	case errors.As(err, &pe) && pe.Peer >= 0:
+		// A port channel's failure: UCX's status text names the cause.
+		out.Code, out.Peers, out.Msg = RemoteError, []int{pe.Peer}, "port channel across nodes"
 	case errors.Is(err, launch.ErrTimeout) || errors.Is(err, launch.ErrAborted):
 		out.Code, out.Msg = RemoteError, "launch stopped"
 		if inCall {

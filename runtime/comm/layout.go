@@ -29,6 +29,19 @@ type Layout struct {
 	LocalRank []int
 }
 
+// Node returns every rank's node index (rank / PerNode: nodes host
+// contiguous blocks of ranks), or nil for a job on one node.
+func (l Layout) Node() []int {
+	if l.Nodes <= 1 || l.PerNode <= 0 {
+		return nil
+	}
+	out := make([]int, len(l.LocalRank))
+	for r := range out {
+		out[r] = r / l.PerNode
+	}
+	return out
+}
+
 // CheckLayout applies the seed's job-layout assumptions (README, "Job Layout
 // Assumptions") to every rank's info, indexed by rank, and returns the node
 // structure. Every rank computes the same verdict from the same gathered

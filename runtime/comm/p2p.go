@@ -135,18 +135,17 @@ func (c *Comm) p2pName() string {
 }
 
 // crossNode reports whether rank q is on another node than this rank on a
-// backend whose memory channels cannot reach it: across nodes the engine
-// needs port channels over the inter-node transport (runtime/transport;
-// issue 24), which it does not use yet. The host backend's "nodes" (ranks
-// with distinct MSCCLPP_HOSTID) share one machine's memory, and run over
-// memory channels as its collectives do.
+// backend whose engine cannot reach it: across nodes the engine runs over
+// port channels (the executor's p2pLink, runtime/transport), which the
+// host backend's engine uses and the CUDA kernel's does not yet (issue 24,
+// docs/p2p.md "Across nodes").
 func (c *Comm) crossNode(q int) bool {
 	return c.cfg.Backend.Name() != "host" && c.perNode > 0 && q/c.perNode != c.rank/c.perNode
 }
 
 func (c *Comm) crossNodeErr(op string, q int) *Error {
 	return &Error{Code: InvalidUsage, Op: op, Rank: c.rank, Peers: []int{q},
-		Msg: fmt.Sprintf("point-to-point between rank %d (node %d) and rank %d (node %d): across nodes the point-to-point engine needs port channels over the inter-node transport, which it does not use yet (docs/p2p.md, \"Across nodes\")",
+		Msg: fmt.Sprintf("point-to-point between rank %d (node %d) and rank %d (node %d): across nodes the CUDA backend's point-to-point engine has no port channels over the inter-node transport yet (the host backend's has; docs/p2p.md, \"Across nodes\")",
 			c.rank, c.rank/c.perNode, q, q/c.perNode)}
 }
 

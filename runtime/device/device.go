@@ -23,6 +23,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/ir"
@@ -407,6 +408,15 @@ type Args struct {
 	// Fence are the peers' done words (mapped here) that a fenced launch
 	// waits on.
 	Fence []PeerWord
+	// PortFence are the fences of a fenced launch with the peers on other
+	// nodes, whose done words are not mapped here: the launch signals each
+	// one's Channel (this rank has finished its previous launch), then
+	// increments its Expected counter and waits until Inbound, which the
+	// peer's signal increments, reaches it.
+	PortFence []PortFence
+	// PortMirror is set on the staged path when peers on other nodes put
+	// into this rank's scratch (nil otherwise).
+	PortMirror *PortMirror
 	// HDone, when nonzero, is this rank's finished word (8 bytes): a
 	// launch that has finished raises it to its launch counter as the host
 	// gave it (an atomic maximum; the done word holds the device's
@@ -496,6 +506,127 @@ type End struct {
 	// PeerInbound the other end's (this end signals into it), Expected this
 	// end's private expected counter. 8-byte words.
 	Inbound, PeerInbound, Expected Ptr
+	// Port is set for a port channel to a peer on another node: nothing of
+	// the peer is mapped here (PeerBuf and PeerInbound are zero), remote
+	// refs through the end are puts that the process's proxy executes, its
+	// signals and flushes go through the proxy, and Inbound is host memory
+	// (on CUDA pinned and mapped into the device, HostMapper) that the
+	// peer's signals increment (docs/transport.md, "Integration").
+	Port *PortEnd
+}
+
+// PortEnd is a channel end through the port-channel proxy.
+type PortEnd struct {
+	// Conn is the connection to the peer (one per pair of ranks of the
+	// communicator).
+	Conn PortConn
+	// Channel is the connection's channel id of this end (its signals).
+	Channel uint16
+	// Local and Peer place this rank's and the peer's input, output and
+	// scratch (device.Input, Output, Scratch) in the connection's regions;
+	// a zero Size: not reachable through this end. The scratch is the
+	// whole scratch buffer, as Args.Buf[Scratch] is.
+	Local, Peer [3]PortBuf
+	// Head is the ticket counter of Conn's FIFO for device producers: 8
+	// bytes of device memory, zero at first, shared by every end of Conn
+	// (port.h). 0 for Go producers.
+	Head Ptr
+	// Mirror is the staged path's scratch mirror (Args.PortMirror) as a
+	// source region of Conn: a relay puts the chunks the peers wrote from
+	// there. Size 0: no mirror.
+	Mirror PortBuf
+}
+
+// PortMirror is the staged path's copy of the scratch (device memory
+// with a UCX build that lacks CUDA support): pinned host memory mapped
+// into the device, of the scratch's size, that the peers on other nodes
+// put into. The scratch chunks they write (Map: bit i of word i/32 is
+// chunk i, Chunks of them) are read and written there by the launches.
+type PortMirror struct {
+	Mem    MappedMem
+	Map    []uint32
+	Chunks int64
+}
+
+// PortFence is a fence with a peer on another node (Args.PortFence): a
+// port channel of the connection Conn of its own, Inbound this rank's
+// semaphore of it (host memory, as a port end's) and Expected its
+// counter, Head the FIFO's device ticket counter (PortEnd.Head).
+type PortFence struct {
+	Peer              int
+	Conn              PortConn
+	Channel           uint16
+	Inbound, Expected Ptr
+	Head              Ptr
+}
+
+// PortBuf is a buffer's place in a region registered with a port-channel
+// connection: Size bytes from byte Off of region Region.
+type PortBuf struct {
+	Region uint16
+	Off    int64
+	Size   int64
+}
+
+// PortConn is one rank's port-channel connection to a peer on another
+// node (runtime/transport/proxy.Conn, as the executor adapts it): Go
+// producers (the host backend) call Put, Signal, Flush, Wait and
+// WaitSignal; device producers post descriptors into the FIFO whose
+// device address FIFO gives (port.h). Every wait is bounded by
+// THESEUS_TIMEOUT and ends early when the connection fails; errors name
+// both ranks and carry UCX's status text.
+type PortConn interface {
+	// Put queues size bytes from this rank's region src at srcOff to the
+	// peer's region dst at dstOff, with a signal on channel ch after it
+	// when signal is set, and returns the descriptor's ticket; the source
+	// may be overwritten once Wait(ticket) has returned.
+	Put(ch, src uint16, srcOff uint64, dst uint16, dstOff uint64, size uint32, signal bool) (uint64, error)
+	// Wait waits until the ticket's descriptor is complete.
+	Wait(ticket uint64) error
+	// Signal adds 1 to the peer's semaphore of channel ch after the
+	// channel's earlier puts.
+	Signal(ch uint16) error
+	// Flush waits until the channel's earlier puts and signals are
+	// complete at the peer.
+	Flush(ch uint16) error
+	// WaitSignal waits until the semaphore word sem (host memory of this
+	// rank) reaches want; it ends early when the connection or the
+	// endpoint to peer fails or stop returns an error.
+	WaitSignal(sem *uint64, want uint64, peer int, stop func() error) error
+	// Help runs one round of the proxy from the caller.
+	Help()
+	// Kick wakes the proxy before a launch whose kernel posts.
+	Kick()
+	// Err is the connection's failure, nil while it works.
+	Err() error
+	// FIFO is the device address of the connection's FIFO block (port.h
+	// theseus_port_ctrl), for device producers.
+	FIFO() Ptr
+}
+
+// HostMapper is implemented by backends whose launches poll and post to
+// host memory that the proxy writes and reads (CUDA): AllocMapped returns
+// size bytes of zeroed, pinned host memory mapped into the device (Host is
+// its host address, Dev its device address), FreeMapped releases it.
+// ToHost copies n bytes of device memory at src to host memory at dst and
+// returns once they are there (the proxy's staging of device memory, from
+// any goroutine). Backends without it (host) use their ordinary memory,
+// which is host memory already.
+type HostMapper interface {
+	AllocMapped(size int64) (MappedMem, error)
+	FreeMapped(m MappedMem) error
+	ToHost(dst unsafe.Pointer, src Ptr, n int64) error
+	// BindThread makes the backend's device context current on the
+	// calling OS thread, which the caller has locked (the proxy's: a UCX
+	// built with CUDA copies device memory in its progress).
+	BindThread() error
+}
+
+// MappedMem is host memory mapped into the device (HostMapper).
+type MappedMem struct {
+	Host unsafe.Pointer
+	Dev  Ptr
+	Size int64
 }
 
 // PeerWord is a peer's 8-byte word mapped here, with the peer's physical

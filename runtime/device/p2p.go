@@ -69,6 +69,31 @@ type P2PPeer struct {
 	// imported: a post naming one of them lets a transfer be written
 	// directly.
 	Imports []P2PImport
+	// Port, for a peer on another node, is the port-channel connection
+	// that carries this rank's writes into the peer's block: Remote is
+	// then this rank's own copy of that block (P2PPort), never a mapping
+	// of the peer's memory (docs/p2p.md, "Across nodes").
+	Port *P2PPort
+}
+
+// P2PPort is a point-to-point connection across nodes: the records and
+// chunks this rank writes into the peer's block are written into the
+// peer's block's copy here (P2PPeer.Remote, region Src of Conn) and put
+// from it into the peer's block (the peer's region Dst) through the
+// proxy. Publications become signals: a header is put, then a signal on
+// Arrive[ch] increments the receiver's arrival word of channel ch
+// (launch.P2PStateArrived of its lane state as receiver, which its
+// receive waits on instead of the header's flag); a credit is a signal on
+// Credit[ch], which increments the sender's credit word of channel ch.
+// Posts are not written across nodes (the sender never writes directly
+// into the receiver's buffer there), except error and abort posts, which
+// are put and flushed.
+type P2PPort struct {
+	Conn     PortConn
+	Src, Dst uint16
+	// Arrive and Credit are the proxy channels of each channel of the
+	// connection (Geometry.Channels entries each).
+	Arrive, Credit []uint16
 }
 
 // P2PXfer is one send (Buf is the source) or receive (Buf the

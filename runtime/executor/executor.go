@@ -85,6 +85,17 @@ type Config struct {
 	// NoMigration materialises every schedule cold, never as a delta of
 	// another (for measuring what delta migration saves).
 	NoMigration bool
+	// Node is every rank's node (0 .. nodes-1, by physical rank), as the
+	// communicator's layout checks found them (MSCCLPP_HOSTID); nil: one
+	// node. Ranks of different nodes never map each other's memory: their
+	// channels must be port channels, which the process's proxy executes
+	// over UCX (docs/transport.md).
+	Node []int
+	// LocalRank and LocalRanks place this rank on its node (local rank k
+	// uses the k-th NIC of MSCCLPP_HCA_DEVICES), HostID names the node:
+	// the proxy's configuration and the key of the process's proxy.
+	LocalRank, LocalRanks int
+	HostID                string
 	// Executor is how launches reach the device: ModeLaunch (a kernel
 	// launch per call) or ModePersistent (a resident executor fed through
 	// a queue: device.ResidentBackend; a backend without one launches);
@@ -447,6 +458,9 @@ type Executor struct {
 	abortW  atomic.Uintptr // the control segment once L0 exists, 0 after Close
 	closed  bool
 	stats   Stats
+	// port is the proxy side: connections to peers on other nodes
+	// (port.go).
+	port portState
 	// p2p is the point-to-point engine's state (p2p.go).
 	p2p p2pState
 
@@ -480,6 +494,8 @@ func New(cfg Config) (*Executor, error) {
 		return nil, errors.New("executor: no backend")
 	case cfg.Net == nil && cfg.NRanks > 1:
 		return nil, errors.New("executor: no network")
+	case cfg.Node != nil && len(cfg.Node) != cfg.NRanks:
+		return nil, fmt.Errorf("executor: %d node indices for %d ranks", len(cfg.Node), cfg.NRanks)
 	}
 	c, err := ConfigFromEnv(cfg)
 	if err != nil {
@@ -630,6 +646,9 @@ func (e *Executor) Close() error {
 	if aborted {
 		werr = nil
 	}
+	if !aborted && werr == nil {
+		e.p2pDrainLinks()
+	}
 	e.setFailed(ErrClosed)
 	// The service goroutines stop (one waiting for this rank's launches
 	// sees the executor closed), before anything they use is released.
@@ -659,6 +678,7 @@ func (e *Executor) Close() error {
 		e.dev.Unimport(p)
 	}
 	e.l0.allImports = nil
+	e.closePorts()
 	for _, p := range e.allocs {
 		e.dev.Free(p)
 	}

@@ -87,6 +87,12 @@ func (p *planner) run(ctx context.Context, e *Executor, r *Request, s *Schedule,
 
 func newWorld(t testing.TB, n int, cfg Config) *world {
 	t.Helper()
+	return newWorldOf(t, n, func(_ int, c *Config) { *c = cfg })
+}
+
+// newWorldOf is newWorld with rank r's configuration set by cfg(r, c).
+func newWorldOf(t testing.TB, n int, cfg func(r int, c *Config)) *world {
+	t.Helper()
 	id, err := bootstrap.NewLoopbackUniqueID(bootstrap.Options{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +114,8 @@ func newWorld(t testing.TB, n int, cfg Config) *world {
 		}
 	}
 	for r := range n {
-		c := cfg
+		var c Config
+		cfg(r, &c)
 		c.Rank, c.NRanks, c.Backend, c.Net = r, n, w.dev, w.boots[r]
 		if c.Timeout == 0 {
 			c.Timeout = 10 * time.Second

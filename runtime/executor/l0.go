@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/log"
@@ -35,6 +36,11 @@ type pool struct {
 	n      int
 	used   int
 	handle device.Handle
+	// port: a pool of the proxy's semaphores (port.go), host memory whose
+	// host address is host (on CUDA pinned and device-mapped: mapped).
+	port   bool
+	host   unsafe.Pointer
+	mapped device.MappedMem
 }
 
 const (
@@ -224,6 +230,11 @@ func (e *Executor) l0Setup(ctx context.Context, w *walk) Event {
 			e.l0.peerPools[q][0] = device.Region{Base: p0.base, Size: 16 * poolSlots}
 			continue
 		}
+		if e.crossNode(q) {
+			// Ranks of different nodes map nothing of each other: their
+			// port channels go through the proxy (port.go).
+			continue
+		}
 		var regs [3]device.Region
 		for i, h := range hs {
 			if regs[i], err = e.importHandle(h); err != nil {
@@ -244,7 +255,7 @@ func (e *Executor) l0Setup(ctx context.Context, w *walk) Event {
 		return e.fail(w, L0Setup, fmt.Errorf("persistent executor: %w", err), true)
 	}
 	if log.On(log.Info, log.Executor) {
-		log.Infof(log.Executor, "rank %d: L0: scratch %d bytes, %d peers imported", rank, capB, e.stats.Created.Connections)
+		log.Infof(log.Executor, "rank %d: L0: scratch %d bytes, %d peers imported (%s)", rank, capB, e.stats.Created.Connections, e.layoutText())
 	}
 	e.stats.ScratchBytes = capB
 	e.stats.L0Setups++

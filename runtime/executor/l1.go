@@ -18,6 +18,11 @@ type endRes struct {
 	peerInbound device.Ptr
 	peer        int // physical
 	init        int64
+	// port is the connection of an end to a peer on another node, and
+	// portChan its channel there (port.go); nil for a mapped end.
+	port     *portPeer
+	portChan uint16
+	lane     int
 }
 
 type l1Entry struct {
@@ -41,6 +46,13 @@ type l1Entry struct {
 	importFrom []uint8
 	l2         map[l2Key]*l2Entry
 	l3         map[l3Key]*l3Entry // when !needL2
+	// mirror marks the scratch chunks that peers on other nodes put into,
+	// on the staged path (port.go, mirrorMap); nil otherwise.
+	mirror       []uint32
+	mirrorChunks int64
+	// kick are the proxy connections a launch of the entry wakes first
+	// (device producers only: Go producers wake the proxy as they post).
+	kick []*portConn
 	// kernels are the table's specialised kernels by datatype, read from
 	// the bundle at the first L3 setup of each (nil: none).
 	kernels map[ir.DataType]*device.Kernel
@@ -121,6 +133,13 @@ func (e *Executor) l1Switch(w *walk) Event {
 	var buf [8]byte
 	for _, c := range todo {
 		er := &w.l1.ends[c]
+		if er.slot.pool.port {
+			w := er.slot.pool.word(int(er.slot.expected() - er.slot.pool.base))
+			*w += uint64(er.slot.curInit - er.init)
+			er.slot.curInit = er.init
+			e.stats.Rebases++
+			continue
+		}
 		if err := e.dev.Download(buf[:], er.slot.expected()); err != nil {
 			return e.fail(w, L1Switch, err, true)
 		}

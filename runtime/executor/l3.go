@@ -170,15 +170,29 @@ func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
 		a.StageIn, a.StageOut = w.l2.stageIn, w.l2.stageOut
 	}
 	a.Ends = make([]device.End, len(ent.ends))
-	for c, er := range ent.ends {
+	for c := range ent.ends {
+		er := &ent.ends[c]
 		pe := device.End{Peer: er.peer, Inbound: er.slot.inbound(), PeerInbound: er.peerInbound, Expected: er.slot.expected()}
+		if er.port != nil {
+			p, err := e.portEnd(er, a.Buf)
+			if err != nil {
+				return e.fail(w, L3Setup, err, false, er.peer)
+			}
+			pe.Port = p
+			a.Ends[c] = pe
+			continue
+		}
 		pe.PeerBuf[device.Scratch] = e.l0.peers[er.peer].scratch
 		a.Ends[c] = pe
 	}
 	for q := range e.n {
-		if q != e.cfg.Rank {
+		if q != e.cfg.Rank && !e.crossNode(q) {
 			a.Fence = append(a.Fence, device.PeerWord{Peer: q, Word: e.l0.peers[q].done})
 		}
+	}
+	a.PortFence = e.portFences()
+	if ent.mirror != nil {
+		a.PortMirror = &device.PortMirror{Mem: e.port.mirror, Map: ent.mirror, Chunks: ent.mirrorChunks}
 	}
 	a.HDone = e.l0.control + ctlHDone
 	l3 := &l3Entry{key: w.l3key, args: a, sig: scratchSig{l1: ent, chunkBytes: lay.Stride * lay.ElemSize, slices: lay.Slices}}
@@ -217,7 +231,10 @@ func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
 	}
 	w.l3 = l3
 	w.l3map[w.l3key] = w.l3
-	if _, ok := e.dev.(device.Rebaser); ok && w.l2 == nil && len(a.StageIn)+len(a.StageOut) == 0 {
+	// (Not with port channels across nodes: their puts name this rank's
+	// buffers as regions of the connections, portEnd, which a rebase
+	// would not move.)
+	if _, ok := e.dev.(device.Rebaser); ok && w.l2 == nil && len(a.StageIn)+len(a.StageOut) == 0 && !hasPort(a) {
 		if sk := shapeKey(w.l3key); w.l3map[sk] == nil {
 			w.l3map[sk] = w.l3
 		}
@@ -332,4 +349,14 @@ func (e *Executor) dropL3(m map[l3Key]*l3Entry) {
 		}
 		delete(m, k)
 	}
+}
+
+// hasPort reports whether a has an end through the proxy.
+func hasPort(a *device.Args) bool {
+	for i := range a.Ends {
+		if a.Ends[i].Port != nil {
+			return true
+		}
+	}
+	return false
 }

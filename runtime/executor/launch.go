@@ -80,6 +80,9 @@ func (e *Executor) enqueue(p *Plan, st device.Stream) error {
 		}
 	}
 	fence := e.launch > 0 && (p.sig != e.lastSig || p.fenceAll)
+	for _, k := range p.l1.kick {
+		k.Kick() // the kernel posts port-channel descriptors: the proxy spins
+	}
 	if e.plain(p, st) {
 		// The usual repeat. The capture check and the launch are one
 		// backend call, under one switch to the device's context.

@@ -328,6 +328,9 @@ type p2pConnMsg struct {
 	ChunkBytes      int64
 	Slots, Channels uint32
 	Handle          device.Handle
+	// Region is, across nodes, 1 + the block's region id on the pair's
+	// proxy connection (no Handle then), 0 on one node.
+	Region uint32
 }
 
 // p2pOfferMsg offers the peer one of the sender's allocations, which it
@@ -347,14 +350,18 @@ func (m p2pConnMsg) encode() []byte {
 	w.u32(m.Slots)
 	w.u32(m.Channels)
 	w.handle(m.Handle)
+	w.u32(m.Region)
 	return w
 }
 
 func decodeP2PConn(b []byte) (p2pConnMsg, error) {
 	r := reader{b: b}
-	m := p2pConnMsg{ChunkBytes: int64(r.u64()), Slots: r.u32(), Channels: r.u32(), Handle: r.handle()}
+	m := p2pConnMsg{ChunkBytes: int64(r.u64()), Slots: r.u32(), Channels: r.u32(), Handle: r.handle(), Region: r.u32()}
 	if m.ChunkBytes < 0 {
 		r.fail("negative chunk size")
+	}
+	if m.Region > 1<<16 {
+		r.fail("region id out of range")
 	}
 	return m, r.done()
 }

@@ -2,8 +2,8 @@ package executor
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/theseus-ccl/theseus/compiler/diff"
@@ -29,6 +29,9 @@ func (e *Executor) l1Materialise(ctx context.Context, w *walk, migrate bool) Eve
 	}
 	shift := w.shift
 	phys := func(l int) int { return (l + shift) % n }
+	if err := e.checkCrossNode(s, shift); err != nil {
+		return e.fail(w, state, err, false)
+	}
 	l := ((rank-shift)%n + n) % n
 	t, err := s.Table(l)
 	if err != nil {
@@ -85,18 +88,35 @@ func (e *Executor) l1Materialise(ctx context.Context, w *walk, migrate bool) Eve
 		reuse = diff.SemaphoreReuse(src.sched.Bundle.Ranks, b.Ranks)[l]
 	}
 	added := map[int][]int{} // peer -> our channel indices with new slots
+	// Connections to the peers on other nodes, made before any slot
+	// exchange (in rank order on every rank).
+	var far []int
+	for _, ch := range t.Channels {
+		if q := phys(ch.Peer); e.crossNode(q) && e.port.peers[q] == nil && !slices.Contains(far, q) {
+			far = append(far, q)
+		}
+	}
+	if len(far) > 0 {
+		if err := e.portPeers(ctx, far); err != nil {
+			return e.fail(w, state, err, true, bootstrapPeers(err)...)
+		}
+	}
 	for c, ch := range t.Channels {
 		er := endRes{peer: phys(ch.Peer), init: ch.Init}
+		if e.crossNode(er.peer) {
+			er.port = e.port.peers[er.peer]
+			er.lane = er.port.laneOf(c, ch.PeerChannel)
+		}
 		if reuse != nil && reuse[c] >= 0 && reuse[c] < len(src.ends) {
 			old := src.ends[reuse[c]]
-			er.slot, er.peerInbound = old.slot, old.peerInbound
+			er.slot, er.peerInbound, er.portChan, er.lane = old.slot, old.peerInbound, old.portChan, old.lane
 			kept++
 			if old.init != ch.Init {
 				rebased++
 				e.stats.Created.ChannelEnds++
 			}
 		} else {
-			sl, err := e.newSlot(ch.Init)
+			sl, err := e.newSlot(ch.Init, er.port != nil)
 			if err != nil {
 				return e.fail(w, state, err, true)
 			}
@@ -110,6 +130,18 @@ func (e *Executor) l1Materialise(ctx context.Context, w *walk, migrate bool) Eve
 	// Exchange the new slots, point to point, with the peers concerned.
 	if err := e.exchangeSlots(ctx, ent, added); err != nil {
 		return e.fail(w, state, err, true, bootstrapPeers(err)...)
+	}
+	if e.staged() {
+		if ent.mirror, ent.mirrorChunks, err = e.mirrorMap(s, ent); err != nil {
+			return e.fail(w, state, err, true)
+		}
+	}
+	if e.mapper() != nil {
+		for c := range ent.ends {
+			if er := &ent.ends[c]; er.port != nil && !slices.Contains(ent.kick, er.port.lanes[er.lane].pc) {
+				ent.kick = append(ent.kick, er.port.lanes[er.lane].pc)
+			}
+		}
 	}
 	e.l1[ent.key] = ent
 	w.l1 = ent
@@ -139,23 +171,30 @@ func diffCreated(a, b Created) Created {
 		BootstrapRounds: a.BootstrapRounds - b.BootstrapRounds, Allocations: a.Allocations - b.Allocations}
 }
 
-func (e *Executor) newSlot(init int64) (*slot, error) {
-	p := e.l0.pools[len(e.l0.pools)-1]
-	if p.used == p.n {
+// newSlot takes the next semaphore slot of the pools, initialised for an
+// end of init; port takes it from the port pools (the semaphores of ends
+// toward other nodes, which the proxy writes).
+func (e *Executor) newSlot(init int64, port bool) (*slot, error) {
+	pools, grow := e.l0.pools, e.newPool
+	if port {
+		pools, grow = e.port.pools, e.newPortPool
+	}
+	var p *pool
+	if len(pools) > 0 {
+		p = pools[len(pools)-1]
+	}
+	if p == nil || p.used == p.n {
 		var err error
-		if p, err = e.newPool(); err != nil {
+		if p, err = grow(); err != nil {
 			return nil, err
 		}
 	}
 	s := &slot{pool: p, idx: p.used, curInit: init}
 	p.used++
-	var w [8]byte
-	binary.LittleEndian.PutUint64(w[:], semBias+uint64(init))
-	if err := e.dev.Upload(s.inbound(), w[:]); err != nil {
+	if err := e.setWord(s, s.inbound(), semBias+uint64(init)); err != nil {
 		return nil, err
 	}
-	binary.LittleEndian.PutUint64(w[:], semBias)
-	if err := e.dev.Upload(s.expected(), w[:]); err != nil {
+	if err := e.setWord(s, s.expected(), semBias); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -179,6 +218,26 @@ func (e *Executor) exchangeSlots(ctx context.Context, ent *l1Entry, added map[in
 	tag := e.tag(tagL1)
 	peers := sortedKeys(added)
 	for _, q := range peers {
+		if pp := e.port.peers[q]; pp != nil && e.crossNode(q) {
+			// Across nodes the slots are regions of the connection: share
+			// the pools they lie in first (the peer, whose ends pair with
+			// ours, shares at the same request).
+			var msg slotMsg
+			for _, c := range added[q] {
+				reg, off, err := e.portSlotRef(pp, ent.ends[c].slot)
+				if err != nil {
+					return err
+				}
+				msg.Slots = append(msg.Slots, slotRef{Channel: uint32(c), Pool: uint32(reg), Index: uint32(off / 8)})
+			}
+			if err := pp.share(ctx); err != nil {
+				return err
+			}
+			if err := e.send(q, tag, msg.encode()); err != nil {
+				return err
+			}
+			continue
+		}
 		if q == e.cfg.Rank {
 			continue
 		}
@@ -214,6 +273,21 @@ func (e *Executor) exchangeSlots(ctx context.Context, ent *l1Entry, added map[in
 			}
 			for _, x := range sm.Slots {
 				theirs[int(x.Channel)] = ref{x.Pool, x.Index}
+			}
+			if pp := e.port.peers[q]; pp != nil && e.crossNode(q) {
+				for _, c := range added[q] {
+					pc := ent.table.Channels[c].PeerChannel
+					r, ok := theirs[pc]
+					if !ok || r.pool > 0xffff {
+						return fmt.Errorf("%w: rank %d sent no semaphore for its channel %d (our channel %d): the schedules' ends do not pair", ErrMismatch, q, pc, c)
+					}
+					ch, err := pp.lanes[ent.ends[c].lane].conn.AddChannel(q, uint16(r.pool), 8*uint64(r.idx))
+					if err != nil {
+						return err
+					}
+					ent.ends[c].portChan = ch
+				}
+				continue
 			}
 			for _, p := range sm.Pools {
 				if _, ok := e.l0.peerPools[q][p.ID]; !ok {

@@ -15,6 +15,7 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/launch"
 	"github.com/theseus-ccl/theseus/runtime/log"
+	"github.com/theseus-ccl/theseus/runtime/transport/proxy"
 )
 
 // The point-to-point engine's side of the executor (docs/p2p.md): traffic
@@ -129,6 +130,9 @@ type P2PStats struct {
 	// another geometry); Offers are allocations this rank offered its
 	// peers, Imports peers' allocations it imported.
 	Connects, Reconnects, Offers, Imports uint64
+	// Links are the connections of Connects with peers on other nodes
+	// (over port channels: no memory mapped).
+	Links uint64
 	// Withdrawn are offers of ours withdrawn by a deregistration, Drops
 	// the peers' imports dropped here at their deregistrations.
 	Withdrawn, Drops uint64
@@ -142,9 +146,27 @@ var ErrP2PUnsupported = errors.New("executor: the backend has no point-to-point 
 type p2pConn struct {
 	geo    launch.P2PGeometry
 	local  device.Ptr
-	remote device.Ptr // the peer's block, imported
+	remote device.Ptr // the peer's block, imported (across nodes: this rank's copy of it)
 	seq    uint64     // connections made with this peer (the exchange's tag)
+	// port (a peer on another node): the proxy connection's regions and
+	// channels (device.P2PPort); regs are this connection's regions of it
+	// (the local block and the copy), released when it is replaced.
+	port *device.P2PPort
+	regs []uint16
 }
+
+// p2pLink is the proxy connection the engine uses with a peer on another
+// node (one per peer, made at the first connection with it; a
+// connection of another geometry registers new blocks with it).
+type p2pLink struct {
+	conn *proxy.Conn
+	pc   *portConn
+}
+
+// p2pProxyTag separates the engine's proxy connections' setup exchanges
+// from the collectives' (proxy.ConnOptions.Tag: their lanes use 0 to
+// maxLanes-1).
+const p2pProxyTag = 255
 
 type p2pL3 struct {
 	prep     device.Prepared
@@ -176,8 +198,9 @@ type p2pState struct {
 	mapped   []device.Ptr         // every import's local mapping (superseded ones too), unimported at Close
 	drops    atomic.Uint64        // imports dropped at the peers' deregistrations
 	l3       map[string]*p2pL3
-	retired  []*p2pL3    // entries replaced while their launches may run: released at the next wait
-	captured atomic.Bool // a point-to-point launch went into a CUDA graph: its memory stays until Close
+	retired  []*p2pL3         // entries replaced while their launches may run: released at the next wait
+	captured atomic.Bool      // a point-to-point launch went into a CUDA graph: its memory stays until Close
+	links    map[int]*p2pLink // [peer on another node]
 	stats    P2PStats
 }
 
@@ -434,7 +457,14 @@ func (e *Executor) connect(ctx context.Context, g launch.P2PGeometry, peers []in
 			c.seq = old.seq + 1
 			s.stats.Reconnects++
 			if !s.captured.Load() {
-				e.unimport(old.remote)
+				if old.port != nil {
+					if err := e.p2pDrained(q, old, e.cfg.Timeout); err != nil {
+						return e.p2pFail(err, true, q)
+					}
+					e.p2pUnlink(q, old)
+				} else {
+					e.unimport(old.remote)
+				}
 				e.freeAlloc(old.local)
 			}
 		}
@@ -443,11 +473,18 @@ func (e *Executor) connect(ctx context.Context, g launch.P2PGeometry, peers []in
 			return e.p2pFail(fmt.Errorf("connection block of %d bytes for rank %d: %w", size, q, err), true, q)
 		}
 		c.local = p
-		h, err := e.export(p, size)
-		if err != nil {
+		msg := p2pConnMsg{ChunkBytes: g.ChunkBytes, Slots: uint32(g.Slots), Channels: uint32(g.Channels)}
+		if e.crossNode(q) {
+			// Across nodes no memory is mapped (docs/transport.md, "L0"):
+			// the block is a destination of the peer's puts.
+			id, err := e.p2pLinkBlock(ctx, q, c)
+			if err != nil {
+				return e.p2pFail(fmt.Errorf("point-to-point connection across nodes with rank %d: %w", q, err), true, q)
+			}
+			msg.Region = uint32(id) + 1
+		} else if msg.Handle, err = e.export(p, size); err != nil {
 			return e.p2pFail(err, true, q)
 		}
-		msg := p2pConnMsg{ChunkBytes: g.ChunkBytes, Slots: uint32(g.Slots), Channels: uint32(g.Channels), Handle: h}
 		if err := e.send(q, p2pTag(p2pTagConnect, c.seq), msg.encode()); err != nil {
 			return e.p2pFail(err, true, q)
 		}
@@ -467,6 +504,19 @@ func (e *Executor) connect(ctx context.Context, g launch.P2PGeometry, peers []in
 		pg := launch.P2PGeometry{ChunkBytes: pm.ChunkBytes, Slots: int(pm.Slots), Channels: int(pm.Channels)}
 		if pg != g {
 			return e.p2pFail(fmt.Errorf("rank %d connects with point-to-point parameters (%v) other than this rank's (%v): their selection snapshots differ (a send and its receive must be issued after the same collectives)", q, pg, g), true, q)
+		}
+		if e.crossNode(q) != (pm.Region != 0) {
+			return e.p2pFail(fmt.Errorf("rank %d connects for point-to-point as if on the same node, or this rank as if on another (their layouts differ: %s)", q, e.layoutText()), true, q)
+		}
+		if pm.Region != 0 {
+			if err := e.p2pLinkChannels(q, c, uint16(pm.Region-1)); err != nil {
+				return e.p2pFail(fmt.Errorf("point-to-point connection across nodes with rank %d: %w", q, err), true, q)
+			}
+			s.conns[q] = c
+			s.stats.Connects++
+			s.stats.Links++
+			e.stats.Created.Connections++
+			continue
 		}
 		reg, err := e.importHandle(pm.Handle)
 		if err != nil {
@@ -516,6 +566,9 @@ func (e *Executor) offer(r *P2PRequest, recvs []int) error {
 		}
 	}
 	for _, b := range bufs {
+		if e.crossNode(b.q) {
+			continue // (no direct writes across nodes)
+		}
 		reg, ok := e.dev.Lookup(b.p, b.n)
 		if !ok {
 			continue
@@ -536,7 +589,7 @@ func (e *Executor) offer(r *P2PRequest, recvs []int) error {
 // (Register itself stays local, as in NCCL). An allocation that cannot be
 // exported is not offered (nil). Errors: the message's (sticky).
 func (e *Executor) Offer(q int, reg device.Region) error {
-	if q == e.cfg.Rank || q < 0 || q >= e.n {
+	if q == e.cfg.Rank || q < 0 || q >= e.n || e.crossNode(q) {
 		return nil
 	}
 	e.p2pInit()
@@ -709,7 +762,7 @@ func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, rec
 	size := g.ConnBytes()
 	peer := func(q int, recv bool) device.P2PPeer {
 		c := e.p2p.conns[q]
-		pr := device.P2PPeer{Peer: q, Local: device.Mem{Ptr: c.local, Size: size}, Remote: device.Mem{Ptr: c.remote, Size: size}}
+		pr := device.P2PPeer{Peer: q, Local: device.Mem{Ptr: c.local, Size: size}, Remote: device.Mem{Ptr: c.remote, Size: size}, Port: c.port}
 		if !recv {
 			e.p2p.mu.Lock()
 			pr.Imports = append([]device.P2PImport(nil), e.p2p.imports[q]...)
@@ -935,6 +988,10 @@ func (e *Executor) releaseP2P(ent *p2pL3) {
 // (Close; the connection blocks and imports go with the executor's
 // allocations and imports).
 func (e *Executor) closeP2P() {
+	for _, l := range e.p2p.links {
+		l.conn.Close()
+	}
+	e.p2p.links = nil
 	for _, ent := range e.p2p.l3 {
 		ent.prep.Release()
 		if ent.check != 0 {
@@ -1018,4 +1075,154 @@ func (e *Executor) p2pDrop(q int, reg device.Region) error {
 		s.drops.Add(1)
 	}
 	return nil
+}
+
+// p2pLinkBlock makes c's half of a connection with q on another node: the
+// proxy connection with q (made at the first connection, both ranks at the
+// same call), c's block registered as a destination of q's puts, a block
+// of this rank as the copy of q's block that this rank's writes are put
+// from (c.remote), both shared with q. It returns the block's region id.
+func (e *Executor) p2pLinkBlock(ctx context.Context, q int, c *p2pConn) (uint16, error) {
+	l := e.p2p.links[q]
+	if l == nil {
+		prxs, err := e.theProxies()
+		if err != nil {
+			return 0, err
+		}
+		o := e.connOptions()
+		o.Tag = p2pProxyTag
+		conn, err := prxs[0].Connect(ctx, e.net, e.cfg.Rank, []int{q}, o)
+		if err != nil {
+			return 0, err
+		}
+		l = &p2pLink{conn: conn, pc: &portConn{c: conn, fifo: device.Ptr(conn.FIFO().Block().Device)}}
+		if e.p2p.links == nil {
+			e.p2p.links = map[int]*p2pLink{}
+		}
+		e.p2p.links[q] = l
+		e.logPath()
+	}
+	size := c.geo.ConnBytes()
+	cp, err := e.alloc(size)
+	if err != nil {
+		return 0, fmt.Errorf("the copy of its connection block (%d bytes): %w", size, err)
+	}
+	c.remote = cp
+	bm := e.wireMem(c.local, size)
+	bm.SourceOnly = false
+	blk, err := l.conn.Register(bm)
+	if err != nil {
+		return 0, err
+	}
+	c.regs = append(c.regs, blk.ID)
+	sm := e.wireMem(cp, size)
+	sm.SourceOnly = true
+	src, err := l.conn.Register(sm)
+	if err != nil {
+		return 0, err
+	}
+	c.regs = append(c.regs, src.ID)
+	if err := l.conn.Share(ctx); err != nil {
+		return 0, err
+	}
+	c.port = &device.P2PPort{Conn: l.pc, Src: src.ID}
+	return blk.ID, nil
+}
+
+// p2pLinkChannels completes c with q's block (its region id peer): per
+// channel, an arrival channel (signals into q's arrival word as receiver)
+// and a credit channel (signals into q's credit word as sender).
+func (e *Executor) p2pLinkChannels(q int, c *p2pConn, peer uint16) error {
+	l, g := e.p2p.links[q], c.geo
+	c.port.Dst = peer
+	for ch := range g.Channels {
+		a, err := l.conn.AddChannel(q, peer, uint64(g.LaneState(ch, true)+8*launch.P2PStateArrived))
+		if err != nil {
+			return err
+		}
+		cr, err := l.conn.AddChannel(q, peer, uint64(g.Credit(ch)))
+		if err != nil {
+			return err
+		}
+		c.port.Arrive, c.port.Credit = append(c.port.Arrive, a), append(c.port.Credit, cr)
+	}
+	return nil
+}
+
+// p2pUnlink releases the regions of a replaced connection across nodes
+// and frees its block copy (no launch uses it any more).
+func (e *Executor) p2pUnlink(q int, c *p2pConn) {
+	if l := e.p2p.links[q]; l != nil {
+		for _, id := range c.regs {
+			if err := l.conn.Release(id); err != nil {
+				log.Warnf(log.Executor, "rank %d: releasing a point-to-point region of rank %d's connection: %v", e.cfg.Rank, q, err)
+			}
+		}
+	}
+	if c.remote != 0 {
+		e.freeAlloc(c.remote)
+	}
+}
+
+// p2pDrained waits until every chunk this rank sent q over c (a connection
+// across nodes) has been credited back: q's credits are signals into c's
+// block, the last ones still on their way when both ends' launches have
+// ended (a sender does not wait for them), and c's block must not be freed
+// or unregistered under them (UCX would write into freed memory, or fail
+// its reply to an endpoint closed). Bounded by limit; errors name q.
+func (e *Executor) p2pDrained(q int, c *p2pConn, limit time.Duration) error {
+	g := c.geo
+	l := e.p2p.links[q]
+	if limit <= 0 {
+		limit = launch.DefaultTimeout
+	}
+	deadline := time.Now().Add(limit)
+	var w [2][8]byte
+	for ch := range g.Channels {
+		sentAt := c.local + device.Ptr(g.LaneState(ch, false)+8*launch.P2PStateChunks)
+		creditAt := c.local + device.Ptr(g.Credit(ch))
+		for i := 0; ; i++ {
+			if err := e.dev.Download(w[0][:], sentAt); err != nil {
+				return err
+			}
+			if err := e.dev.Download(w[1][:], creditAt); err != nil {
+				return err
+			}
+			sent, credit := binary.LittleEndian.Uint64(w[0][:]), binary.LittleEndian.Uint64(w[1][:])
+			if credit >= sent {
+				break
+			}
+			if l != nil {
+				if err := l.conn.Err(); err != nil {
+					return fmt.Errorf("rank %d's credits for point-to-point channel %d (%d of %d chunks): %w", q, ch, credit, sent, err)
+				}
+				l.conn.Help()
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("rank %d has not consumed %d of the %d chunks this rank sent it on point-to-point channel %d within %v (sends without their receives?)", q, sent-credit, sent, ch, limit)
+			}
+			if i > 64 {
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
+	}
+	return nil
+}
+
+// p2pDrainLinks waits, at Close (no launch running), for the credits of
+// every connection across nodes (p2pDrained), each bounded by a second:
+// a peer gone or a send never received is logged and not waited for.
+func (e *Executor) p2pDrainLinks() {
+	for q, c := range e.p2p.conns {
+		if c == nil || c.port == nil {
+			continue
+		}
+		limit := time.Second
+		if t := e.cfg.Timeout; t > 0 {
+			limit = min(t, limit)
+		}
+		if err := e.p2pDrained(q, c, limit); err != nil {
+			log.Warnf(log.Executor, "rank %d: closing the point-to-point connection with rank %d: %v", e.cfg.Rank, q, err)
+		}
+	}
 }

@@ -48,6 +48,9 @@ func (e *Executor) grow(ctx context.Context, w *walk) Event {
 			e.l0.peers[q].scratch = device.Mem{Ptr: sc, Size: capB}
 			continue
 		}
+		if e.crossNode(q) {
+			continue // its scratch is a region of the connection (portGrow)
+		}
 		reg, err := e.importHandle(qh)
 		if err != nil {
 			return e.fail(w, Grow, fmt.Errorf("import rank %d's scratch: %w", q, err), true, q)
@@ -61,6 +64,9 @@ func (e *Executor) grow(ctx context.Context, w *walk) Event {
 		return e.fail(w, Grow, fmt.Errorf("%w: growing to %d bytes, ranks %v differ", ErrScratchMismatch, capB, bad), true, bad...)
 	}
 	e.l0.scratch = device.Mem{Ptr: sc, Size: capB}
+	if err := e.portGrow(ctx); err != nil {
+		return e.fail(w, Grow, err, true, bootstrapPeers(err)...)
+	}
 	if !e.captured { // (captured graphs keep it: freed at Close)
 		e.freeAlloc(old.Ptr)
 	}

@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -414,4 +415,21 @@ func (b *backend) word(p device.Ptr) (*uint64, error) {
 		return nil, err
 	}
 	return (*uint64)(unsafe.Pointer(unsafe.SliceData(w))), nil
+}
+
+// ImportedFrom returns the process ids whose segments this process maps
+// (its imports from other processes), sorted: a test hook showing which
+// processes share memory with this one (ranks of different nodes never
+// do: docs/transport.md).
+func ImportedFrom() []int {
+	theBackend.mu.RLock()
+	defer theBackend.mu.RUnlock()
+	var out []int
+	for k := range theBackend.imports {
+		if !slices.Contains(out, k.pid) {
+			out = append(out, k.pid)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -38,6 +38,9 @@ type p2pPrepared struct {
 type p2pPeer struct {
 	*device.P2PPeer
 	local, remote []byte
+	// port (a peer on another node): remote is this rank's copy of the
+	// peer's block, whose writes are put into it (device.P2PPort).
+	port *device.P2PPort
 }
 
 func (p *p2pPrepared) Release() {}
@@ -71,7 +74,10 @@ func (b *backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 			if err != nil {
 				return nil, err
 			}
-			out[i] = p2pPeer{P2PPeer: pr, local: l, remote: r}
+			out[i] = p2pPeer{P2PPeer: pr, local: l, remote: r, port: pr.Port}
+			if pt := pr.Port; pt != nil && (pt.Conn == nil || len(pt.Arrive) < a.Geometry.Channels || len(pt.Credit) < a.Geometry.Channels) {
+				return nil, fmt.Errorf("host: p2p connection with rank %d across nodes: %d arrival and %d credit channels for %d channels", pr.Peer, len(pt.Arrive), len(pt.Credit), a.Geometry.Channels)
+			}
 		}
 		return out, nil
 	}
@@ -185,6 +191,7 @@ func (r *p2pRun) poison() {
 			*w(hdr, 8*launch.P2PHdrKind) = launch.P2PKindAbort
 			*sent++
 			atomic.StoreUint64(w(hdr, 8*launch.P2PHdrFlag), *sent)
+			_ = pr.publishPort(ch, g.Header(ch, k)) // (a failed connection tells the peer by itself)
 		}
 	}
 	for i := range r.p.recvs {
@@ -196,6 +203,7 @@ func (r *p2pRun) poison() {
 			}
 			*w(post, 8*launch.P2PPostType) = launch.P2PPostAbort << 32
 			atomic.StoreUint64(w(post, 8*launch.P2PPostTSeq), launch.P2PAbortSeq)
+			_ = pr.postPort(ch, g.Post(ch))
 		}
 	}
 }
@@ -350,25 +358,38 @@ func (r *p2pRun) sendPeer(ch int, pr *p2pPeer) error {
 	sent, tsent := w(st, 8*launch.P2PStateChunks), w(st, 8*launch.P2PStateTransfers)
 	credit := w(pr.local, g.Credit(ch))
 	post := pr.local[g.Post(ch) : g.Post(ch)+launch.P2PLine]
+	var slotK int // the slot slot returned last
 	// slot waits for a free slot of the peer's FIFO (a credit), or for the
 	// peer's error post for this transfer, and returns its header and data.
-	slot := func(step int, tseq uint64) ([]byte, []byte, error) {
+	// While look, it also returns (nil, nil, nil) when the receiver has
+	// posted transfer tseq first (no slot taken).
+	posted := func(tseq uint64) bool { return atomic.LoadUint64(w(post, 8*launch.P2PPostTSeq)) >= tseq }
+	slot := func(step int, tseq uint64, look bool) ([]byte, []byte, error) {
 		s := *sent
 		err := r.wait(func() bool {
-			return s-atomic.LoadUint64(credit) < uint64(g.Slots) || postError(post, tseq)
+			return s-atomic.LoadUint64(credit) < uint64(g.Slots) || postError(post, tseq) || pr.portFailed() || look && posted(tseq)
 		}, ch, step, q, func() string {
 			return fmt.Sprintf("rank %d to free a slot of channel %d (send #%d to it; it consumed %d of %d chunks)", q, ch, tseq, atomic.LoadUint64(credit), s)
 		})
 		if err != nil {
 			return nil, nil, err
 		}
+		if err := pr.portErrNow(); err != nil && s-atomic.LoadUint64(credit) >= uint64(g.Slots) {
+			return nil, nil, r.portErr(ch, step, q, err, "a free slot of channel %d (send #%d)", ch, tseq)
+		}
 		if postError(post, tseq) {
 			return nil, nil, r.postMismatch(ch, step, q, post, tseq)
 		}
+		if look && posted(tseq) {
+			return nil, nil, nil // the post first, then (if it gives no destination) a slot
+		}
 		k := int(s % uint64(g.Slots))
+		slotK = k
 		return pr.remote[g.Header(ch, k) : g.Header(ch, k)+launch.P2PLine], pr.remote[g.Data(ch, k) : g.Data(ch, k)+g.ChunkBytes], nil
 	}
-	publish := func(hdr []byte, tseq uint64, total, off, n int64, kind uint64, dt ir.DataType) {
+	// publish publishes the header of the slot last returned by slot
+	// (across nodes: puts its data, n bytes, and its header, then signals).
+	publish := func(hdr []byte, tseq uint64, total, off, n int64, kind uint64, dt ir.DataType) error {
 		*w(hdr, 8*launch.P2PHdrTSeq) = tseq
 		*w(hdr, 8*launch.P2PHdrTotal) = uint64(total)
 		*w(hdr, 8*launch.P2PHdrOff) = uint64(off)
@@ -376,6 +397,18 @@ func (r *p2pRun) sendPeer(ch int, pr *p2pPeer) error {
 		*w(hdr, 8*launch.P2PHdrKind) = kind | uint64(dt)<<32
 		*sent++
 		atomic.StoreUint64(w(hdr, 8*launch.P2PHdrFlag), *sent) // after the data and the header's words
+		if pr.port == nil {
+			return nil
+		}
+		if kind == launch.P2PKindData && n > 0 {
+			if err := pr.putPort(ch, g.Data(ch, slotK), n, false); err != nil {
+				return r.portErr(ch, -1, q, err, "the data of send #%d", tseq)
+			}
+		}
+		if err := pr.publishPort(ch, g.Header(ch, slotK)); err != nil {
+			return r.portErr(ch, -1, q, err, "the header of send #%d", tseq)
+		}
+		return nil
 	}
 	for i := range pr.Xfers {
 		x := &pr.Xfers[i]
@@ -390,56 +423,96 @@ func (r *p2pRun) sendPeer(ch int, pr *p2pPeer) error {
 		if err != nil {
 			return err
 		}
-		var dst []byte
-		if total > r.a.EagerBytes && r.a.Direct && len(pr.Imports) > 0 {
-			err := r.wait(func() bool { return atomic.LoadUint64(w(post, 8*launch.P2PPostTSeq)) >= tseq }, ch, i, q, func() string {
-				return fmt.Sprintf("rank %d to post its receive #%d on channel %d (for send #%d of %d bytes to it)", q, tseq, ch, tseq, total)
-			})
-			if err != nil {
-				return err
+		// A transfer above the eager bytes to a peer whose offers this
+		// rank imported goes straight into the receiver's buffer from the
+		// first chunk at which the receiver has posted it (the chunks
+		// before go through the FIFO): the send never waits for the post,
+		// so that it completes into the receiver's FIFO while that has
+		// room, also when the receive comes in a later launch (NCCL's
+		// ungrouped send, then receive, on both ranks). (Across nodes
+		// there are no imports: the FIFO only.)
+		look := total > r.a.EagerBytes && r.a.Direct && len(pr.Imports) > 0
+		// take looks at the receiver's post for tseq: ok reports whether
+		// it is there; dst is the posted buffer as this rank imported it
+		// (nil: in no import, the FIFO for the rest).
+		take := func() (dst []byte, ok bool, err error) {
+			if !posted(tseq) {
+				return nil, false, nil
 			}
 			pt := *w(post, 8*launch.P2PPostType)
 			ptotal, pdt := int64(*w(post, 8*launch.P2PPostTotal)), ir.DataType(pt&0xffffffff)
 			pseq := atomic.LoadUint64(w(post, 8*launch.P2PPostTSeq))
 			if pt>>32 != 0 {
-				return r.postMismatch(ch, i, q, post, tseq)
+				return nil, true, r.postMismatch(ch, i, q, post, tseq)
 			}
 			if pseq != tseq {
 				// The receiver is past this transfer on this channel: its
 				// receive tseq had nothing here, so the two disagree.
-				return r.errorf(ch, i, q, launch.ErrP2PMismatch, "send #%d to rank %d has %d bytes of %s, but rank %d's receives do not match it (its receive #%d posts here first; NCCL 2.25: a send and its receive must agree on count and datatype; each pair's calls are matched in order)",
+				return nil, true, r.errorf(ch, i, q, launch.ErrP2PMismatch, "send #%d to rank %d has %d bytes of %s, but rank %d's receives do not match it (its receive #%d posts here first; NCCL 2.25: a send and its receive must agree on count and datatype; each pair's calls are matched in order)",
 					tseq, q, total, x.DataType, q, pseq)
 			}
 			if ptotal != total || pdt != x.DataType {
-				if hdr, _, err := slot(i, tseq); err == nil {
+				if s := *sent; s-atomic.LoadUint64(credit) < uint64(g.Slots) { // tell the receive, if a slot is free
+					slotK = int(s % uint64(g.Slots))
+					hdr := pr.remote[g.Header(ch, slotK) : g.Header(ch, slotK)+launch.P2PLine]
 					*w(hdr, 8*launch.P2PHdrWant) = uint64(ptotal)
 					*w(hdr, 8*launch.P2PHdrWantT) = uint64(pdt)
-					publish(hdr, tseq, total, 0, 0, launch.P2PKindError, x.DataType)
+					_ = publish(hdr, tseq, total, 0, 0, launch.P2PKindError, x.DataType)
 				}
-				return r.errorf(ch, i, q, launch.ErrP2PMismatch, "send #%d to rank %d has %d bytes of %s, but rank %d's receive #%d from this rank expects %d bytes of %s (NCCL 2.25: a send and its receive must agree on count and datatype; each pair's calls are matched in order)",
+				return nil, true, r.errorf(ch, i, q, launch.ErrP2PMismatch, "send #%d to rank %d has %d bytes of %s, but rank %d's receive #%d from this rank expects %d bytes of %s (NCCL 2.25: a send and its receive must agree on count and datatype; each pair's calls are matched in order)",
 					tseq, q, total, x.DataType, q, tseq, ptotal, pdt)
 			}
-			dst = r.directDst(pr, *w(post, 8*launch.P2PPostGen), device.Ptr(*w(post, 8*launch.P2PPostAddr)), total)
+			return r.directDst(pr, *w(post, 8*launch.P2PPostGen), device.Ptr(*w(post, 8*launch.P2PPostAddr)), total), true, nil
 		}
+		// next returns the destination the post gives, or a free slot's
+		// header and data.
+		next := func() (dst, hdr, data []byte, err error) {
+			for {
+				if look {
+					d, ok, err := take()
+					if err != nil {
+						return nil, nil, nil, err
+					}
+					if ok {
+						look = false
+						if d != nil {
+							return d, nil, nil, nil
+						}
+					}
+				}
+				if hdr, data, err := slot(i, tseq, look); err != nil || hdr != nil {
+					return nil, hdr, data, err
+				}
+			}
+		}
+		var dst []byte
+		var dlo int64 // the first byte written directly
 		for j := int64(ch); j*g.ChunkBytes < total; j += used {
 			lo, hi := j*g.ChunkBytes, min((j+1)*g.ChunkBytes, total)
-			if dst != nil {
-				copy(dst[lo:hi], src[lo:hi])
-				continue
+			if dst == nil {
+				d, hdr, data, err := next()
+				if err != nil {
+					return err
+				}
+				if d == nil {
+					copy(data, src[lo:hi])
+					if err := publish(hdr, tseq, total, lo, hi-lo, launch.P2PKindData, x.DataType); err != nil {
+						return err
+					}
+					continue
+				}
+				dst, dlo = d, lo
 			}
-			hdr, data, err := slot(i, tseq)
-			if err != nil {
-				return err
-			}
-			copy(data, src[lo:hi])
-			publish(hdr, tseq, total, lo, hi-lo, launch.P2PKindData, x.DataType)
+			copy(dst[lo:hi], src[lo:hi])
 		}
 		if dst != nil {
-			hdr, _, err := slot(i, tseq)
+			hdr, _, err := slot(i, tseq, false)
 			if err != nil {
 				return err
 			}
-			publish(hdr, tseq, total, 0, g.Share(total, ch), launch.P2PKindDirect, x.DataType)
+			if err := publish(hdr, tseq, total, dlo, g.Share(total, ch)-(dlo/g.ChunkBytes-int64(ch))/used*g.ChunkBytes, launch.P2PKindDirect, x.DataType); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -490,6 +563,9 @@ func (r *p2pRun) recvLane(ch, lane int) error {
 			x := &pr.Xfers[i]
 			total, buf := r.xfer(x, pr.Peer, true)
 			if g.Used(total) > ch {
+				if pr.port != nil {
+					return // (no direct writes across nodes: nothing reads the post)
+				}
 				post := pr.remote[g.Post(ch) : g.Post(ch)+launch.P2PLine]
 				*w(post, 8*launch.P2PPostTotal) = uint64(total)
 				*w(post, 8*launch.P2PPostType) = uint64(x.DataType)
@@ -537,6 +613,7 @@ func (r *p2pRun) recvPeer(ch, lane int, pr *p2pPeer, next func(*p2pPeer, int, ui
 			*w(post, 8*launch.P2PPostTotal) = uint64(total)
 			*w(post, 8*launch.P2PPostType) = uint64(x.DataType) | launch.P2PPostError<<32
 			atomic.StoreUint64(w(post, 8*launch.P2PPostTSeq), tseq)
+			_ = pr.postPort(ch, g.Post(ch))
 			return r.errorf(lane, i, q, launch.ErrP2PMismatch, "receive #%d from rank %d expects %d bytes of %s, but rank %d's send #%d to this rank has %d bytes of %s (NCCL 2.25: a send and its receive must agree on count and datatype; each pair's calls are matched in order)",
 				tseq, q, total, x.DataType, q, sseq, stotal, sdt)
 		}
@@ -544,11 +621,25 @@ func (r *p2pRun) recvPeer(ch, lane int, pr *p2pPeer, next func(*p2pPeer, int, ui
 			k := int(*recvd % uint64(g.Slots))
 			hdr := pr.local[g.Header(ch, k) : g.Header(ch, k)+launch.P2PLine]
 			want := *recvd + 1
-			err := r.wait(func() bool { return atomic.LoadUint64(w(hdr, 8*launch.P2PHdrFlag)) >= want }, lane, i, q, func() string {
+			ready := func() bool { return atomic.LoadUint64(w(hdr, 8*launch.P2PHdrFlag)) >= want }
+			if pr.port != nil {
+				// Across nodes the signal that follows the header's put.
+				arrived := w(st, 8*launch.P2PStateArrived)
+				ready = func() bool { return atomic.LoadUint64(arrived) >= want || pr.portFailed() }
+			}
+			err := r.wait(ready, lane, i, q, func() string {
 				return fmt.Sprintf("rank %d's send #%d on channel %d (receive #%d of %d bytes from it)", q, tseq, ch, tseq, total)
 			})
 			if err != nil {
 				return err
+			}
+			if pr.port != nil {
+				if err := pr.portErrNow(); err != nil && atomic.LoadUint64(w(st, 8*launch.P2PStateArrived)) < want {
+					return r.portErr(lane, i, q, err, "send #%d on channel %d", tseq, ch)
+				}
+				if f := atomic.LoadUint64(w(hdr, 8*launch.P2PHdrFlag)); f < want {
+					return r.errorf(lane, i, q, nil, "receive #%d from rank %d: the signal of chunk %d arrived before its header (flag %d): the proxy's ordering is broken", tseq, q, want, f)
+				}
 			}
 			kd := *w(hdr, 8*launch.P2PHdrKind)
 			kind, sdt := kd&0xffffffff, ir.DataType(kd>>32)
@@ -565,20 +656,84 @@ func (r *p2pRun) recvPeer(ch, lane int, pr *p2pPeer, next func(*p2pPeer, int, ui
 			}
 			*recvd++
 			if kind == launch.P2PKindDirect {
-				atomic.StoreUint64(credit, *recvd)
-				if n := int64(*w(hdr, 8*launch.P2PHdrLen)); n != g.Share(total, ch) {
-					return r.errorf(lane, i, q, nil, "receive #%d from rank %d: %d bytes written directly on channel %d where %d were due (a broken peer)", tseq, q, n, ch, g.Share(total, ch))
+				// The rest of the channel's share, from chunk j on, is in place.
+				if err := pr.credit(credit, *recvd, ch); err != nil {
+					return r.portErr(lane, i, q, err, "a credit of channel %d", ch)
 				}
-				break // the channel's share is in place
+				rest := g.Share(total, ch) - (j-int64(ch))/used*g.ChunkBytes
+				if lo, n := int64(*w(hdr, 8*launch.P2PHdrOff)), int64(*w(hdr, 8*launch.P2PHdrLen)); lo != j*g.ChunkBytes || n != rest {
+					return r.errorf(lane, i, q, nil, "receive #%d from rank %d: %d bytes written directly on channel %d from byte %d where %d were due from byte %d (a broken peer)", tseq, q, n, ch, lo, rest, j*g.ChunkBytes)
+				}
+				break
 			}
 			lo, n := int64(*w(hdr, 8*launch.P2PHdrOff)), int64(*w(hdr, 8*launch.P2PHdrLen))
 			if lo != j*g.ChunkBytes || n != min(g.ChunkBytes, total-lo) {
 				return r.errorf(lane, i, q, nil, "receive #%d from rank %d: chunk at %d of %d bytes where chunk %d was due (a broken peer)", tseq, q, lo, n, j)
 			}
 			copy(dst[lo:lo+n], pr.local[g.Data(ch, k):g.Data(ch, k)+n])
-			atomic.StoreUint64(credit, *recvd) // the slot is free
+			if err := pr.credit(credit, *recvd, ch); err != nil { // the slot is free
+				return r.portErr(lane, i, q, err, "a credit of channel %d", ch)
+			}
 		}
 		next(pr, i+1, tseq+1)
 	}
 	return nil
+}
+
+// Connections across nodes (device.P2PPort): what this rank writes into
+// remote (its copy of the peer's block) is put into the peer's block.
+
+// putPort puts n bytes at byte off of the block copy into the peer's
+// block, with a signal on channel ch's arrival channel after it when
+// signal is set.
+func (pr *p2pPeer) putPort(ch int, off, n int64, signal bool) error {
+	pt := pr.port
+	_, err := pt.Conn.Put(pt.Arrive[ch], pt.Src, uint64(off), pt.Dst, uint64(off), uint32(n), signal)
+	return err
+}
+
+// publishPort puts the header line at off and signals its arrival (a
+// no-op for a peer of this node).
+func (pr *p2pPeer) publishPort(ch int, off int64) error {
+	if pr.port == nil {
+		return nil
+	}
+	return pr.putPort(ch, off, launch.P2PLine, true)
+}
+
+// postPort puts an error or abort post line at off and waits until it is
+// at the peer (a no-op for a peer of this node).
+func (pr *p2pPeer) postPort(ch int, off int64) error {
+	pt := pr.port
+	if pt == nil {
+		return nil
+	}
+	if _, err := pt.Conn.Put(pt.Credit[ch], pt.Src, uint64(off), pt.Dst, uint64(off), launch.P2PLine, false); err != nil {
+		return err
+	}
+	return pt.Conn.Flush(pt.Credit[ch])
+}
+
+// credit returns a slot of channel ch: the credit word of the peer's
+// block becomes n (a store here; across nodes a signal, which adds 1).
+func (pr *p2pPeer) credit(word *uint64, n uint64, ch int) error {
+	if pt := pr.port; pt != nil {
+		return pt.Conn.Signal(pt.Credit[ch])
+	}
+	atomic.StoreUint64(word, n)
+	return nil
+}
+
+func (pr *p2pPeer) portFailed() bool { return pr.port != nil && pr.port.Conn.Err() != nil }
+
+func (pr *p2pPeer) portErrNow() error {
+	if pr.port == nil {
+		return nil
+	}
+	return pr.port.Conn.Err()
+}
+
+// portErr is a failure of the connection to peer (its UCX status text).
+func (r *p2pRun) portErr(lane, step, peer int, err error, format string, args ...any) error {
+	return r.errorf(lane, step, peer, err, "port channel to rank %d (another node) failed at %s: %v", peer, fmt.Sprintf(format, args...), err)
 }

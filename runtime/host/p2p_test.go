@@ -5,11 +5,14 @@ package host
 import (
 	"errors"
 	"math/rand"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device"
@@ -120,20 +123,49 @@ func (w *p2pWorld) args(r int, ops []p2pOp, direct bool, eager int64) *device.P2
 // run launches every rank's ops and returns each rank's error.
 func (w *p2pWorld) run(ops [][]p2pOp, direct bool, eager int64, imports func(r int, a *device.P2PArgs)) []error {
 	w.t.Helper()
-	errs := make([]error, w.n)
 	for r := range w.n {
-		a := w.args(r, ops[r], direct, eager)
-		if imports != nil {
-			imports(r, a)
-		}
-		p, err := Backend().(*backend).PrepareP2P(a)
-		if err != nil {
-			w.t.Fatal(err)
-		}
-		if err := w.st[r].Launch(p, 1, false); err != nil {
-			w.t.Fatal(err)
-		}
+		w.launch(r, ops[r], direct, eager, imports)
 	}
+	return w.sync()
+}
+
+// launch launches rank r's ops on its stream.
+func (w *p2pWorld) launch(r int, ops []p2pOp, direct bool, eager int64, imports func(r int, a *device.P2PArgs)) {
+	w.t.Helper()
+	a := w.args(r, ops, direct, eager)
+	if imports != nil {
+		imports(r, a)
+	}
+	p, err := Backend().(*backend).PrepareP2P(a)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.st[r].Launch(p, 1, false); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// word is the 64-bit word at off in the allocation at p.
+func word(p device.Ptr, off int64) *uint64 {
+	b, _ := Bytes(p+device.Ptr(off), 8)
+	return (*uint64)(unsafe.Pointer(&b[0]))
+}
+
+// await polls *p until it is at least v (another rank's launch moves it),
+// failing the test after 10 s.
+func (w *p2pWorld) await(p *uint64, v uint64, what string) {
+	w.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); atomic.LoadUint64(p) < v; {
+		if time.Now().After(deadline) {
+			w.t.Fatalf("%s: %d, want %d", what, atomic.LoadUint64(p), v)
+		}
+		runtime.Gosched()
+	}
+}
+
+// sync waits for every rank's launches and returns each rank's error.
+func (w *p2pWorld) sync() []error {
+	errs := make([]error, w.n)
 	var wg sync.WaitGroup
 	for r := range w.n {
 		wg.Add(1)
@@ -246,7 +278,7 @@ func TestP2PHostPatterns(t *testing.T) {
 
 // A receive whose count differs from its send's fails with ErrP2PMismatch
 // naming the pair, well before the timeout, and nothing is written past the
-// receive buffer. The sender fails too when it waited for the post (a
+// receive buffer. The sender fails too when it looked at the post (a
 // direct transfer); an eager send that fit the FIFO has completed.
 func TestP2PHostMismatch(t *testing.T) {
 	g := launch.P2PGeometry{ChunkBytes: 1024, Slots: 2, Channels: 2}
@@ -265,7 +297,17 @@ func TestP2PHostMismatch(t *testing.T) {
 				}
 			}
 		}
-		errs := w.run(ops, direct, 0, imports)
+		var errs []error
+		if direct {
+			// The receive first, posted, so that the sender looks at the
+			// post before its first chunk.
+			w.launch(1, ops[1], direct, 0, imports)
+			w.await(word(w.conn[0][1], g.Post(0)+8*launch.P2PPostTSeq), 1, "the receiver's post")
+			w.launch(0, ops[0], direct, 0, imports)
+			errs = w.sync()
+		} else {
+			errs = w.run(ops, direct, 0, imports)
+		}
 		if el := time.Since(start); el > time.Second {
 			t.Errorf("direct %v: mismatch found after %v", direct, el)
 		}
@@ -296,5 +338,41 @@ func TestP2PHostTimeout(t *testing.T) {
 	}
 	if errs[1] != nil {
 		t.Errorf("rank 1: %v", errs[1])
+	}
+}
+
+// A send above the eager bytes whose receive comes later (in the peer's
+// next launch: PyTorch's ungrouped isend, then irecv) does not wait for the
+// post: it fills the receiver's FIFO, and once the receiver has posted its
+// buffer it writes the rest straight into it (one DIRECT header for the
+// rest of the channel's share). Here the FIFO holds 2 of the 10 chunks:
+// the receiver consumes 2 DATA headers and 1 DIRECT one.
+func TestP2PHostDirectAfterFIFO(t *testing.T) {
+	g := launch.P2PGeometry{ChunkBytes: 1024, Slots: 2, Channels: 1}
+	w := newP2PWorld(t, 2, g)
+	const n = 10 * 1024
+	sb, rb := w.alloc(n), w.alloc(n)
+	src := fill(sb, n, 5)
+	ops := [][]p2pOp{{{peer: 1, buf: sb, bytes: n, dt: ir.Uint8}}, {{recv: true, peer: 0, buf: rb, bytes: n, dt: ir.Uint8}}}
+	imports := func(r int, a *device.P2PArgs) {
+		if r == 0 {
+			reg, _ := Backend().Lookup(rb, 1)
+			a.Sends[0].Imports = []device.P2PImport{{ID: reg.Gen, PeerBase: reg.Base, Size: reg.Size, Local: reg.Base}}
+		}
+	}
+	w.launch(0, ops[0], true, 0, imports)
+	// The sender has filled the FIFO (it waits for a slot or the post).
+	w.await(word(w.conn[0][1], g.LaneState(0, false)+8*launch.P2PStateChunks), 2, "FIFO slots written")
+	w.launch(1, ops[1], true, 0, imports)
+	for r, err := range w.sync() {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	if got, _ := Bytes(rb, n); string(got) != string(src) {
+		t.Error("the receive differs from the send")
+	}
+	if got := *word(w.conn[1][0], g.LaneState(0, true)+8*launch.P2PStateChunks); got != 3 {
+		t.Errorf("the receiver consumed %d headers, want 3 (2 DATA, then 1 DIRECT)", got)
 	}
 }

@@ -34,6 +34,9 @@ type prepared struct {
 	abort *uint64
 	done  *uint64
 	fence []fenceWord
+	// portFence are the fences with peers on other nodes (through the
+	// proxy: their done words are not mapped here).
+	portFence []portFence
 	// started and hdone are this rank's started and finished words (nil:
 	// none); pair the peers' started words a launch waits for
 	// (device.Args).
@@ -96,6 +99,13 @@ func (t *opTrace) Close() {}
 type fenceWord struct {
 	peer int
 	word *uint64
+}
+
+type portFence struct {
+	peer              int
+	conn              device.PortConn
+	ch                uint16
+	inbound, expected *uint64
 }
 
 // copyOp is a staging copy; a nil side is the foreign memory at its Mem.
@@ -229,6 +239,10 @@ func (b *backend) Prepare(a *device.Args) (device.Prepared, error) {
 			Ends:    make([]interp.End, len(a.Ends)),
 		}
 		for c, e := range a.Ends {
+			if e.Port != nil {
+				m.Ends[c] = interp.End{Inbound: word(e.Inbound), Expected: word(e.Expected), Port: portEnd(e.Port, shift[parity])}
+				continue
+			}
 			m.Ends[c] = interp.End{Inbound: word(e.Inbound), PeerInbound: word(e.PeerInbound), Expected: word(e.Expected),
 				Peer: interp.Buffers{Input: mem(e.PeerBuf[device.Input]), Output: mem(e.PeerBuf[device.Output]),
 					Scratch: mem(view(e.PeerBuf[device.Scratch], parity))}}
@@ -248,6 +262,9 @@ func (b *backend) Prepare(a *device.Args) (device.Prepared, error) {
 	p.done = word(a.Done)
 	for _, f := range a.Fence {
 		p.fence = append(p.fence, fenceWord{peer: f.Peer, word: word(f.Word)})
+	}
+	for _, f := range a.PortFence {
+		p.portFence = append(p.portFence, portFence{peer: f.Peer, conn: f.Conn, ch: f.Channel, inbound: word(f.Inbound), expected: word(f.Expected)})
 	}
 	if a.Started != 0 {
 		p.started = word(a.Started)
@@ -519,6 +536,9 @@ func runLaunch(ctx context.Context, t task) error {
 		if err := waitWords(ctx, p, p.fence, t.launch, t.launch-1, "fence"); err != nil {
 			return err
 		}
+		if err := meetPortFences(ctx, p, t.launch); err != nil {
+			return err
+		}
 	}
 	if len(p.pair) > 0 {
 		if err := waitWords(ctx, p, p.pair, t.launch, t.launch, "pairing"); err != nil {
@@ -555,6 +575,33 @@ func runLaunch(ctx context.Context, t task) error {
 	atomic.StoreUint64(p.done, t.launch)
 	if p.hdone != nil {
 		raise(p.hdone, t.launch)
+	}
+	return nil
+}
+
+// meetPortFences meets every peer on another node: this rank has finished its
+// previous launch (the stream runs in order), so it signals each one's
+// fence channel, then waits for the peer's signal, which says the same.
+// Every rank fences the same launches, so the counts match.
+func meetPortFences(ctx context.Context, p *prepared, counter uint64) error {
+	for _, f := range p.portFence {
+		if err := f.conn.Signal(f.ch); err != nil {
+			return &LaunchError{Rank: p.rank, Launch: counter, Peer: f.peer, Err: fmt.Errorf("fence with rank %d on another node: %w", f.peer, err)}
+		}
+	}
+	stop := func() error {
+		if atomic.LoadUint64(p.abort) != 0 {
+			return launch.ErrAborted
+		}
+		return ctx.Err()
+	}
+	for _, f := range p.portFence {
+		want := atomic.AddUint64(f.expected, 1)
+		if err := f.conn.WaitSignal(f.inbound, want, f.peer, stop); err != nil {
+			atomic.StoreUint64(p.abort, 1)
+			return &LaunchError{Rank: p.rank, Launch: counter, Peer: f.peer,
+				Err: fmt.Errorf("fence: rank %d on another node did not finish launch %d: %w", f.peer, counter-1, err)}
+		}
 	}
 	return nil
 }
@@ -662,4 +709,19 @@ func (s *stream) Close() error {
 	<-s.exited
 	s.cancel()
 	return s.Err()
+}
+
+// portEnd is a proxied end as the interpreter sees it in a launch whose
+// scratch view starts shift bytes into the scratch buffer (both ranks'
+// scratch views shift alike: Prepare's view).
+func portEnd(p *device.PortEnd, shift int64) *interp.PortEnd {
+	pe := &interp.PortEnd{Conn: p.Conn, Channel: p.Channel, Local: p.Local, Peer: p.Peer}
+	for _, b := range []*device.PortBuf{&pe.Local[device.Scratch], &pe.Peer[device.Scratch]} {
+		if b.Size > shift {
+			b.Off, b.Size = b.Off+shift, b.Size-shift
+		} else {
+			*b = device.PortBuf{}
+		}
+	}
+	return pe
 }

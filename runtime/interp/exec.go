@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/interp/numeric"
 )
 
@@ -42,6 +44,10 @@ type rankRun struct {
 	publish  []uint64
 	barriers map[int]*barrier
 	stop     atomic.Bool
+	// help are the distinct proxy connections of the rank's proxied ends:
+	// a wait runs their rounds (a peer's puts land in this process's
+	// progress).
+	help []device.PortConn
 
 	mu      sync.Mutex
 	primary []error
@@ -66,7 +72,7 @@ func newRankRun(ctx context.Context, t *optable.Table, rank int, g *geometry, me
 	rr := &rankRun{ctx: ctx, t: t, rank: rank, g: g, mem: mem, peerPhys: make([]int, len(t.Channels)), barriers: map[int]*barrier{}}
 	for c, ch := range t.Channels {
 		e := &mem.Ends[c]
-		if e.Inbound == nil || e.PeerInbound == nil || e.Expected == nil {
+		if e.Inbound == nil || (e.PeerInbound == nil && e.Port == nil) || e.Expected == nil {
 			return nil, fail("channel %d: nil semaphore word", c)
 		}
 		for _, p := range []*uint64{e.Inbound, e.PeerInbound, e.Expected} {
@@ -74,7 +80,15 @@ func newRankRun(ctx context.Context, t *optable.Table, rank int, g *geometry, me
 				return nil, fail("channel %d: semaphore word not 8-byte aligned", c)
 			}
 		}
-		if g.LL && !aligned16(e.Peer.Scratch) {
+		if e.Port != nil {
+			if e.Port.Conn == nil {
+				return nil, fail("channel %d: a port end without a connection", c)
+			}
+			if !slices.Contains(rr.help, e.Port.Conn) {
+				rr.help = append(rr.help, e.Port.Conn)
+			}
+		}
+		if g.LL && e.Port == nil && !aligned16(e.Peer.Scratch) {
 			return nil, fail("channel %d: the peer's scratch is not 16-byte aligned", c)
 		}
 		rr.peerPhys[c] = g.Placement.Physical(ch.Peer)
@@ -256,18 +270,38 @@ func (x *tbRun) run() error {
 			var err error
 			switch op.Code {
 			case ir.OpCopy, ir.OpReduce:
-				err = x.data(op, s)
+				var port bool
+				if port, err = x.portRefs(op); port && err == nil {
+					err = x.portPut(op, s)
+				} else if err == nil {
+					err = x.data(op, s)
+				}
 			case ir.OpSignal:
 				for _, c := range op.Chans {
-					atomic.AddUint64(x.rr.mem.Ends[c].PeerInbound, 1)
+					e := &x.rr.mem.Ends[c]
+					if e.Port == nil {
+						atomic.AddUint64(e.PeerInbound, 1)
+					} else if err = e.Port.Conn.Signal(e.Port.Channel); err != nil {
+						err = x.portErr(err, x.rr.peerPhys[c], "signal to rank %d (channel %d)", x.rr.peerPhys[c], c)
+						break
+					}
 				}
 			case ir.OpWait:
 				err = x.waitChans(op.Chans)
 			case ir.OpBarrier:
 				err = x.barrier(op)
-			case ir.OpNop, ir.OpFlush:
-				// flush: host stores are visible once done, on memory and
-				// port channels alike.
+			case ir.OpFlush:
+				// Host stores are visible once done; a proxied end waits
+				// for its puts and signals to complete at the peer.
+				for _, c := range op.Chans {
+					if e := &x.rr.mem.Ends[c]; e.Port != nil {
+						if err = e.Port.Conn.Flush(e.Port.Channel); err != nil {
+							err = x.portErr(err, x.rr.peerPhys[c], "flush to rank %d (channel %d)", x.rr.peerPhys[c], c)
+							break
+						}
+					}
+				}
+			case ir.OpNop:
 			default:
 				err = x.errf(nil, "op %v cannot run in an op table", op.Code)
 			}
@@ -302,6 +336,14 @@ func (x *tbRun) wait(cond func() bool, what func() string) error {
 		if cond() {
 			return nil
 		}
+		if len(x.rr.help) > 0 {
+			for _, p := range x.rr.help {
+				p.Help()
+			}
+			if cond() {
+				return nil
+			}
+		}
 		if x.rr.stopped() {
 			return x.errf(ErrAborted, "aborted while waiting for %s", what())
 		}
@@ -326,6 +368,26 @@ func (x *tbRun) waitChans(chans []int) error {
 	for i, c := range chans {
 		in, want := ends[c].Inbound, exp[i]
 		if atomic.LoadUint64(in) >= want {
+			continue
+		}
+		if pe := ends[c].Port; pe != nil {
+			stop := func() error {
+				if x.rr.stopped() {
+					return ErrAborted
+				}
+				return x.rr.ctx.Err()
+			}
+			if err := pe.Conn.WaitSignal(in, want, x.rr.peerPhys[c], stop); err != nil {
+				ch := x.rr.t.Channels[c]
+				var cause error = err
+				if errors.Is(err, ErrAborted) || x.rr.ctx.Err() != nil {
+					cause = fmt.Errorf("%w: %w", ErrAborted, err)
+				}
+				e := x.errf(cause, "waiting for the semaphore of channel %d (signals from rank %d channel %d, a port channel across nodes): inbound %d, expected %d: %v",
+					c, x.rr.peerPhys[c], ch.PeerChannel, atomic.LoadUint64(in), want, err)
+				e.(*Error).Peer = x.rr.peerPhys[c]
+				return e
+			}
 			continue
 		}
 		err := x.wait(func() bool { return atomic.LoadUint64(in) >= want }, func() string {

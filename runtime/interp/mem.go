@@ -39,6 +39,12 @@ type End struct {
 	// through this end read and write them. Buffers the table never reaches
 	// through this end may be nil.
 	Peer Buffers
+	// Port, when set, makes this a port channel to a peer on another node
+	// (docs/transport.md): nothing of the peer is mapped here (Peer and
+	// PeerInbound are unused), remote refs through the end are puts the
+	// proxy executes, signals and flushes go through the proxy, and the
+	// peer's signals reach Inbound through it.
+	Port *PortEnd
 }
 
 // RankMem is everything one rank's launch touches. Semaphores and

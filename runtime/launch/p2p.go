@@ -117,6 +117,10 @@ func (g P2PGeometry) Data(ch, s int) int64 { return g.dataOff() + int64(ch*g.Slo
 const (
 	P2PStateChunks    = 0 // FIFO slots written (sender) or consumed (receiver) on the channel
 	P2PStateTransfers = 1 // transfers of the pair done on the channel
+	// P2PStateArrived (receiver's line, connections across nodes only):
+	// the chunks the sender has published on the channel, incremented by
+	// its signals through the proxy (device.P2PPort).
+	P2PStateArrived = 2
 )
 
 // Word indices of a header (8-byte words of its 64-byte line).

@@ -195,7 +195,7 @@ func (s *sched) genWhy(r *Request) string {
 	}
 	g := s.entry.Gen
 	err := gen.Check(g.Algorithm, gen.Options{Collective: s.entry.Collective, NRanks: r.NRanks,
-		NLocalRanks: genLocal(g.Algorithm, r.NLocalRanks), Protocol: g.Protocol, Avoid: g.Avoid})
+		NLocalRanks: genLocal(g.Algorithm, r.NRanks, r.NLocalRanks), Protocol: g.Protocol, Avoid: g.Avoid})
 	sh.n, sh.l, sh.set, sh.why = r.NRanks, r.NLocalRanks, true, ""
 	if err != nil {
 		sh.why = err.Error()
@@ -203,11 +203,13 @@ func (s *sched) genWhy(r *Request) string {
 	return sh.why
 }
 
-// genLocal is the nlocalranks a generator is given for a communicator with
-// l ranks per node: the hierarchical generator needs it; the others write
-// programs for any node shape and are given 0.
-func genLocal(algo string, l int) int {
-	if gen.Canonical(algo) == "hier" {
+// genLocal is the nlocalranks a generator is given for a communicator of n
+// ranks with l per node: on several nodes (l < n) every generator, so that
+// it joins the nodes with port channels or refuses (compiler/gen: across
+// nodes ranks share no memory); on one node the hierarchical generator
+// needs it and the others write programs for any node shape (0).
+func genLocal(algo string, n, l int) int {
+	if l > 0 && l < n || gen.Canonical(algo) == "hier" {
 		return l
 	}
 	return 0

@@ -65,9 +65,10 @@ type GenSpec struct {
 	Channels int
 	// Avoid lists ranks kept off relaying paths.
 	Avoid []int
-	// NLocalRanks is what the generator is given: the communicator's for
-	// the hierarchical generator, 0 for the others (their programs run on
-	// any node shape).
+	// NLocalRanks is what the generator is given: the communicator's on
+	// several nodes (every generator joins nodes with port channels, or
+	// refuses) and for the hierarchical generator; else 0 (programs for any
+	// node shape).
 	NLocalRanks int
 }
 

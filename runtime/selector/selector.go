@@ -733,7 +733,7 @@ func (s *Selector) loadOne(c *sched, r *Request) (*ScheduleInfo, error) {
 		k = int(max(1, min(math.Floor(x), gen.MaxChannels)))
 	}
 	req.Gen = &GenSpec{Algorithm: g.Algorithm, Protocol: g.Protocol, Channels: k, Avoid: g.Avoid,
-		NLocalRanks: genLocal(g.Algorithm, r.NLocalRanks)}
+		NLocalRanks: genLocal(g.Algorithm, r.NRanks, r.NLocalRanks)}
 	return rl.LoadFor(req)
 }
 

@@ -56,6 +56,25 @@ func (p *rankProc) output() string {
 // startRanks starts n rank processes in mode with the extra environment.
 func startRanks(t *testing.T, n int, mode string, extra ...string) []*rankProc {
 	t.Helper()
+	return startRanksEnv(t, n, mode, nil, extra...)
+}
+
+// startRanksEnv is startRanks with rank r's own environment perRank(r)
+// (nil: none) after the extra environment.
+func startRanksEnv(t *testing.T, n int, mode string, perRank func(r int) []string, extra ...string) []*rankProc {
+	t.Helper()
+	return startRanksWrapped(t, n, mode, func(r int) ([]string, []string) {
+		if perRank == nil {
+			return nil, nil
+		}
+		return nil, perRank(r)
+	}, extra...)
+}
+
+// startRanksWrapped is startRanksEnv where spec(r) gives rank r's command
+// prefix (for example ip netns exec NS) and its own environment.
+func startRanksWrapped(t *testing.T, n int, mode string, spec func(r int) (wrap, env []string), extra ...string) []*rankProc {
+	t.Helper()
 	port := freePort(t)
 	args := []string{"-test.run=^TestRankProcess$", "-test.v", "-test.timeout=10m"}
 	if *fullMatrix {
@@ -63,10 +82,13 @@ func startRanks(t *testing.T, n int, mode string, extra ...string) []*rankProc {
 	}
 	procs := make([]*rankProc, n)
 	for r := range n {
-		cmd := exec.Command(os.Args[0], args...)
+		wrap, own := spec(r)
+		argv := append(append(append([]string(nil), wrap...), os.Args[0]), args...)
+		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env = append(os.Environ(), mpMode+"="+mode, "RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n),
 			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port))
 		cmd.Env = append(cmd.Env, extra...)
+		cmd.Env = append(cmd.Env, own...)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -99,6 +121,28 @@ func startRanks(t *testing.T, n int, mode string, extra ...string) []*rankProc {
 		}
 	})
 	return procs
+}
+
+// fault returns the rank's last "MP fault" line ("" if none) once its
+// output ends, failing the test when it has not ended within limit of
+// since (the rank hangs).
+func (p *rankProc) fault(t *testing.T, since time.Time, limit time.Duration) string {
+	t.Helper()
+	var fault string
+	deadline := time.After(limit - time.Since(since))
+	for {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				return fault
+			}
+			if strings.HasPrefix(line, "MP fault") {
+				fault = line
+			}
+		case <-deadline:
+			t.Fatalf("rank %d still running %v after the fault: it hangs\n%s", p.rank, time.Since(since), p.output())
+		}
+	}
 }
 
 // field returns key's value in an "MP ..." line.
@@ -216,22 +260,7 @@ func TestFaultKilledRank(t *testing.T) {
 		if p.rank == victim {
 			continue
 		}
-		var fault string
-		deadline := time.After(timeout + 10*time.Second)
-	wait:
-		for {
-			select {
-			case line, ok := <-p.lines:
-				if !ok {
-					break wait
-				}
-				if strings.HasPrefix(line, "MP fault") {
-					fault = line
-				}
-			case <-deadline:
-				t.Fatalf("rank %d still running %v after the kill: it hangs\n%s", p.rank, time.Since(killed), p.output())
-			}
-		}
+		fault := p.fault(t, killed, timeout+10*time.Second)
 		elapsed := time.Since(killed)
 		if err := <-p.done; err != nil {
 			t.Errorf("rank %d process: %v\n%s", p.rank, err, p.output())
@@ -281,6 +310,8 @@ func TestRankProcess(t *testing.T) {
 		}
 	case "fault":
 		runFaultRank(t, c)
+	case "nodes":
+		runNodesRank(t, c, li.Rank, li.WorldSize)
 	case "p2p":
 		line := fmt.Sprintf("MP result rank=%d", li.Rank)
 		if err := runP2PSuite(c); err != nil {
@@ -312,7 +343,19 @@ func runFaultRank(t *testing.T, c *Comm) {
 			fmt.Printf("MP ready rank=%d\n", c.Rank())
 		}
 		start := time.Now()
-		err := c.AllReduce(send, recv, count+1, Float32, Sum, nil)
+		var err error
+		if os.Getenv("MP_FAULT_OP") == "sendrecv" {
+			// Point-to-point with the rank of the same local rank on the
+			// other node (2 nodes of MP_FAULT_PER ranks): port channels.
+			per, _ := strconv.Atoi(os.Getenv("MP_FAULT_PER"))
+			q := (c.Rank() + per) % c.NRanks()
+			c.GroupStart()
+			c.Send(send, count+1, Float32, q, nil)
+			c.Recv(recv, count+1, Float32, q, nil)
+			err = c.GroupEnd() // (nil streams: it waits)
+		} else {
+			err = c.AllReduce(send, recv, count+1, Float32, Sum, nil)
+		}
 		if err == nil {
 			if i > 1_000_000 {
 				t.Fatal("no fault")

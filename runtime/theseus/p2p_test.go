@@ -559,7 +559,7 @@ func TestP2PDeregisterDropsImports(t *testing.T) {
 	for _, collective := range []bool{true, false} {
 		t.Run(fmt.Sprintf("collective=%v", collective), func(t *testing.T) {
 			comms, _ := localComms(t, 2, nil)
-			const n = 1 << 18 // above the eager bytes: the sender waits for the post and writes directly
+			const n = 1 << 18 // above the eager bytes: the sender writes directly once the receiver has posted
 			bufs := make([]Ptr, 2)
 			var reg uint64
 			for r, err := range onEach(comms, func(c *Comm) error {
@@ -659,5 +659,59 @@ func TestP2PPersistent(t *testing.T) {
 		if st.Resident.Queued == 0 || st.P2P.Launches == 0 {
 			t.Errorf("rank %d: %d launches through the queue, %d point-to-point launches; want both", r, st.Resident.Queued, st.P2P.Launches)
 		}
+	}
+}
+
+// TestP2PUngroupedBothSendFirst: both ranks send to each other, then
+// receive, each call on its own (PyTorch's unbatched isend/irecv). NCCL
+// completes such a send into the receiver's buffers while they hold it; so
+// must Theseus, also above the eager bytes once the sender writes directly
+// into the receiver's offered buffers (it must not wait for a post the
+// receiver makes only in its next launch).
+func TestP2PUngroupedBothSendFirst(t *testing.T) {
+	comms, _ := localComms(t, 2, nil)
+	for _, n := range []int64{17 * 2, 65537 * 2, 1 << 20} {
+		src := make([]Ptr, 2)
+		dst := make([]Ptr, 2)
+		for r, err := range onEach(comms, func(c *Comm) error {
+			var err error
+			if src[c.Rank()], err = c.MemAlloc(n); err != nil {
+				return err
+			}
+			dst[c.Rank()], err = c.MemAlloc(n)
+			return err
+		}) {
+			if err != nil {
+				t.Fatalf("rank %d: %v", r, err)
+			}
+		}
+		for rep := range 4 {
+			for r, err := range onEach(comms, func(c *Comm) error {
+				me, q := c.Rank(), 1-c.Rank()
+				hs, _ := c.HostBytes(src[me], n)
+				hd, _ := c.HostBytes(dst[me], n)
+				for i := range hs {
+					hs[i] = p2pByte(me, q, 0, rep, int64(i))
+				}
+				clear(hd)
+				if err := c.Send(src[me], n, Uint8, q, nil); err != nil {
+					return err
+				}
+				if err := c.Recv(dst[me], n, Uint8, q, nil); err != nil {
+					return err
+				}
+				for i := range hd {
+					if want := p2pByte(q, me, 0, rep, int64(i)); hd[i] != want {
+						return fmt.Errorf("%d bytes, rep %d: byte %d = %d, want %d", n, rep, i, hd[i], want)
+					}
+				}
+				return nil
+			}) {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+		}
+		t.Logf("%d bytes: sender stats %+v", n, comms[0].Stats().Executor.P2P)
 	}
 }

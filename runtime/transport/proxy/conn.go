@@ -32,6 +32,11 @@ type Mem struct {
 	// it; docs/transport.md, "Staging"). Ignored for host memory and when
 	// UCX handles CUDA memory.
 	Mirror uintptr
+	// SourceOnly registers the memory only as a source of this rank's
+	// puts: the peers never put into it, so device memory needs no Mirror
+	// on the staged path (the staging copies read it) and no key is shared
+	// for it.
+	SourceOnly bool
 }
 
 // Path is how a region's bytes cross the wire.
@@ -55,8 +60,10 @@ type Region struct {
 	ID   uint16
 	Mem  Mem
 	Path Path
-	mem  *ucx.Mem // the registration (of Mirror when staged)
+	mem  *ucx.Mem // the registration (of Mirror when staged; nil for a staged SourceOnly region)
 	wire uintptr  // the address the wire uses: Addr, or Mirror when staged
+	// released: Release dropped the registration.
+	released bool
 }
 
 // Register registers m with UCX and gives it the next region id (ids count
@@ -80,10 +87,13 @@ func (c *Conn) Register(m Mem) (*Region, error) {
 		if c.p.CUDA() {
 			kind = ucx.CUDA
 		} else {
-			if m.Mirror == 0 {
+			if m.Mirror == 0 && !m.SourceOnly {
 				return nil, fmt.Errorf("proxy: rank %d: register: device memory of %d bytes, and this UCX build has no CUDA support: give a pinned host Mirror (staged path) or point THESEUS_UCX_LIB at a UCX built with CUDA", c.rank, m.Size)
 			}
 			r.Path, r.wire = Staged, m.Mirror
+			if m.SourceOnly {
+				r.wire = 0
+			}
 			if c.stage == nil {
 				st, err := newStager(c.p, c.opts)
 				if err != nil {
@@ -93,11 +103,13 @@ func (c *Conn) Register(m Mem) (*Region, error) {
 			}
 		}
 	}
-	mem, err := c.p.ctx.Map(r.wire, m.Size, kind)
-	if err != nil {
-		return nil, &Error{Rank: c.rank, Peer: -1, Op: "register", Err: err}
+	if r.wire != 0 {
+		mem, err := c.p.ctx.Map(r.wire, m.Size, kind)
+		if err != nil {
+			return nil, &Error{Rank: c.rank, Peer: -1, Op: "register", Err: err}
+		}
+		r.mem = mem
 	}
-	r.mem = mem
 	if log.On(log.Info, log.Net) {
 		log.Infof(log.Net, "rank %d: region %d: %d bytes of %s memory, %s", c.rank, r.ID, m.Size, [...]string{"host", "device"}[m.Kind], r.Path)
 	}
@@ -116,10 +128,13 @@ func (c *Conn) Share(ctx context.Context) error {
 	var msg []byte
 	msg = binary.LittleEndian.AppendUint32(msg, uint32(len(fresh)))
 	for _, r := range fresh {
-		key, err := r.mem.PackRKey()
-		if err != nil {
-			c.mu.Unlock()
-			return &Error{Rank: c.rank, Peer: -1, Op: "share", Err: err}
+		var key []byte
+		if r.mem != nil && !r.Mem.SourceOnly {
+			var err error
+			if key, err = r.mem.PackRKey(); err != nil {
+				c.mu.Unlock()
+				return &Error{Rank: c.rank, Peer: -1, Op: "share", Err: err}
+			}
 		}
 		msg = binary.LittleEndian.AppendUint16(msg, r.ID)
 		msg = append(msg, byte(r.Path))
@@ -151,7 +166,8 @@ type wireRegion struct {
 }
 
 // decodeRegions parses a Share message: u32 count, then per region u16 id,
-// u8 path, u64 base, u64 size, u32 key length, the packed key. Ids must
+// u8 path, u64 base, u64 size, u32 key length, the packed key (empty for a
+// region that is no destination: SourceOnly, or released). Ids must
 // continue from have (the peer's regions known so far).
 func decodeRegions(m []byte, have int) ([]wireRegion, error) {
 	bad := func(why string) error { return fmt.Errorf("malformed region table from the peer: %s", why) }
@@ -174,7 +190,7 @@ func decodeRegions(m []byte, have int) ([]wireRegion, error) {
 		if int(r.id) != have+i {
 			return nil, bad(fmt.Sprintf("region id %d, want %d", r.id, have+i))
 		}
-		if r.path > Staged || kl == 0 || kl > len(m) || r.size == 0 || r.base+r.size < r.base {
+		if r.path > Staged || kl > len(m) || r.size == 0 || r.base+r.size < r.base {
 			return nil, bad(fmt.Sprintf("region %d: path %d, key of %d bytes (%d left), %d bytes at %#x", r.id, r.path, kl, len(m), r.size, r.base))
 		}
 		r.key, m = m[:kl], m[kl:]
@@ -194,9 +210,12 @@ func (c *Conn) addRemote(pe *peer, m []byte) error {
 	}
 	defer func() { pe.remote.Store(&remote) }()
 	for _, r := range rs {
-		rk, err := pe.ep.UnpackRKey(r.key)
-		if err != nil {
-			return err
+		var rk *ucx.RKey
+		if len(r.key) > 0 {
+			var err error
+			if rk, err = pe.ep.UnpackRKey(r.key); err != nil {
+				return err
+			}
 		}
 		remote = append(remote, remoteRegion{base: r.base, size: r.size, path: r.path, rk: rk})
 	}
@@ -219,6 +238,9 @@ func (c *Conn) AddChannel(peer int, semRegion uint16, semOff uint64) (uint16, er
 		return 0, fmt.Errorf("proxy: rank %d: channel to rank %d: the peer has shared %d regions, not region %d", c.rank, peer, len(remote), semRegion)
 	}
 	rr := remote[semRegion]
+	if rr.rk == nil {
+		return 0, fmt.Errorf("proxy: rank %d: channel to rank %d: the peer's region %d is not shared for writing", c.rank, peer, semRegion)
+	}
 	if semOff%8 != 0 || semOff+8 > rr.size {
 		return 0, fmt.Errorf("proxy: rank %d: channel to rank %d: semaphore at byte %d of a %d-byte region (want 8-byte aligned, inside)", c.rank, peer, semOff, rr.size)
 	}
@@ -262,6 +284,9 @@ func (c *Conn) Stats() Stats {
 // or the endpoints are full.
 func (c *Conn) drain() (work, busy bool) {
 	start := c.next
+	if c.releaseHeld() {
+		work = true
+	}
 	if c.pending != nil {
 		done, err := c.pending.Test()
 		if !done {
@@ -269,11 +294,12 @@ func (c *Conn) drain() (work, busy bool) {
 				c.fail(&Error{Rank: c.rank, Peer: c.pendPeer.rank, Op: fmt.Sprintf("flush (descriptor %d) not complete", c.next), Err: c.peerErr(c.pendPeer, errTimeout(c.p.timeout))})
 				c.pending, c.pendRest = nil, 0
 				c.next++
-				c.fifo.publish(c.next)
+				c.publishTail()
 				return true, false
 			}
 			c.checkPeers()
-			return false, true
+			c.publishTail()
+			return work, true
 		}
 		c.pending = nil
 		if err != nil {
@@ -299,7 +325,7 @@ func (c *Conn) drain() (work, busy bool) {
 		// queued in UCX (it queues without bound): the FIFO fills and its
 		// producers wait.
 		if chs := *c.channels.Load(); int(d.Channel) < len(chs) && d.Op&(OpPut|OpSignal) != 0 &&
-			c.failed.Load() == nil && chs[d.Channel].peer.ep.InFlight() >= maxInFlight {
+			c.failed.Load() == nil && (len(c.held) >= maxInFlight || chs[d.Channel].peer.ep.InFlight() >= maxInFlight) {
 			busy = true
 			break
 		}
@@ -312,12 +338,66 @@ func (c *Conn) drain() (work, busy bool) {
 		}
 		c.next++
 	}
+	c.publishTail()
 	if c.next != start {
-		c.fifo.publish(c.next)
-		return true, busy || c.pending != nil
+		return true, busy || c.pending != nil || len(c.held) > 0
 	}
 	c.checkPeers()
-	return false, busy || c.pending != nil
+	return work, busy || c.pending != nil || len(c.held) > 0
+}
+
+// heldPut is a put whose source UCX still reads (a tracked request not
+// complete yet): its descriptor, and every later one, is not complete
+// until the request is, so that a producer that waits for the ticket may
+// overwrite the source (docs/transport.md, "The FIFO").
+type heldPut struct {
+	ticket uint64
+	peer   *peer
+	req    *ucx.Request
+	since  time.Time
+}
+
+// releaseHeld drops the held puts whose requests have completed, in
+// ticket order; a failed one fails the Conn, one past the timeout too.
+// It reports whether it released any.
+func (c *Conn) releaseHeld() bool {
+	n := 0
+	for n < len(c.held) {
+		h := c.held[n]
+		done, err := h.req.Test()
+		if !done {
+			if time.Since(h.since) > c.p.timeout {
+				c.fail(&Error{Rank: c.rank, Peer: h.peer.rank, Op: fmt.Sprintf("put (descriptor %d) not complete", h.ticket), Err: c.peerErr(h.peer, errTimeout(c.p.timeout))})
+				for _, x := range c.held[n:] {
+					x.req.Wait(time.Now())
+				}
+				n = len(c.held)
+			}
+			break
+		}
+		if err != nil {
+			c.fail(&Error{Rank: c.rank, Peer: h.peer.rank, Op: fmt.Sprintf("put (descriptor %d)", h.ticket), Err: c.peerErr(h.peer, err)})
+		}
+		n++
+	}
+	if n == 0 {
+		return false
+	}
+	c.held = append(c.held[:0], c.held[n:]...)
+	return true
+}
+
+// publishTail stores the FIFO's tail: the first descriptor not complete
+// (a held put's, or the next to execute).
+func (c *Conn) publishTail() {
+	t := c.next
+	if len(c.held) > 0 {
+		t = c.held[0].ticket
+	}
+	if t > c.published {
+		c.published = t
+		c.fifo.publish(t)
+	}
 }
 
 // maxInFlight bounds the operations a Conn leaves queued in UCX per
@@ -424,6 +504,9 @@ func (c *Conn) put(pe *peer, d Desc) error {
 		return fmt.Errorf("source region %d of %d", d.SrcRegion, len(regs))
 	}
 	src := regs[d.SrcRegion]
+	if src.released {
+		return fmt.Errorf("source region %d was released", d.SrcRegion)
+	}
 	if d.SrcOff+uint64(d.Size) > uint64(src.Mem.Size) || d.SrcOff > uint64(src.Mem.Size) {
 		return fmt.Errorf("source bytes [%d, %d) beyond region %d of %d bytes", d.SrcOff, d.SrcOff+uint64(d.Size), d.SrcRegion, src.Mem.Size)
 	}
@@ -432,6 +515,9 @@ func (c *Conn) put(pe *peer, d Desc) error {
 		return fmt.Errorf("destination region %d: the peer has shared %d", d.DstRegion, len(remote))
 	}
 	dst := remote[d.DstRegion]
+	if dst.rk == nil {
+		return fmt.Errorf("destination region %d of the peer is no destination of puts", d.DstRegion)
+	}
 	if d.DstOff+uint64(d.Size) > dst.size || d.DstOff > dst.size {
 		return fmt.Errorf("destination bytes [%d, %d) beyond the peer's region %d of %d bytes", d.DstOff, d.DstOff+uint64(d.Size), d.DstRegion, dst.size)
 	}
@@ -443,7 +529,16 @@ func (c *Conn) put(pe *peer, d Desc) error {
 		return c.stage.put(c, pe, src.Mem.Addr+uintptr(d.SrcOff), int(d.Size), dst.base+d.DstOff, dst.rk)
 	}
 	c.stats.direct.Add(1)
-	return pe.ep.Put(src.wire+uintptr(d.SrcOff), int(d.Size), dst.base+d.DstOff, dst.rk, src.mem)
+	r, err := pe.ep.PutTracked(src.wire+uintptr(d.SrcOff), int(d.Size), dst.base+d.DstOff, dst.rk, src.mem)
+	if err != nil {
+		return err
+	}
+	if done, err := r.Test(); !done {
+		c.held = append(c.held, heldPut{ticket: c.next, peer: pe, req: r, since: time.Now()})
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // Go producers (the host backend, tests): they share the FIFO's head word.
@@ -484,7 +579,10 @@ func (c *Conn) waitErr(op string, err error) error {
 	return &Error{Rank: c.rank, Peer: -1, Op: op, Err: err}
 }
 
-func (c *Conn) bound() waitBound { return waitBound{time.Now().Add(c.p.timeout), c.p.timeout} }
+func (c *Conn) bound() waitBound {
+	now := time.Now()
+	return waitBound{deadline: now.Add(c.p.timeout), timeout: c.p.timeout, start: now, spin: c.p.spin}
+}
 
 // Put posts a put of size bytes from local region src at srcOff to the
 // channel's peer's region dst at dstOff (queued; complete after a Flush).
@@ -526,6 +624,13 @@ func (c *Conn) Flush(ch uint16) error {
 // is bounded by the timeout, and ends early when the Conn fails or the
 // endpoint to peer reports the peer lost; errors name both ranks.
 func (c *Conn) WaitSignal(sem *uint64, want uint64, peer int) error {
+	return c.WaitSignalStop(sem, want, peer, nil)
+}
+
+// WaitSignalStop is WaitSignal that also ends, with stop's error, as soon
+// as stop (checked every few dozen polls; nil: never) returns one: the
+// executor's abort word, a cancelled launch.
+func (c *Conn) WaitSignalStop(sem *uint64, want uint64, peer int, stop func() error) error {
 	pe := c.peers[peer]
 	if pe == nil {
 		return fmt.Errorf("proxy: rank %d: wait for a signal from rank %d, which is not a peer", c.rank, peer)
@@ -537,6 +642,9 @@ func (c *Conn) WaitSignal(sem *uint64, want uint64, peer int) error {
 		}
 		if err := pe.ep.Err(); err != nil {
 			return err
+		}
+		if stop != nil {
+			return stop()
 		}
 		return nil
 	}
@@ -555,3 +663,40 @@ func (c *Conn) WaitSignal(sem *uint64, want uint64, peer int) error {
 	}
 	return nil
 }
+
+// Release unregisters region id (its memory is about to be freed: a
+// scratch buffer replaced by a larger one). Later puts from it fail the
+// Conn; the peers' keys for it are left unused. Releasing twice is a
+// no-op.
+func (c *Conn) Release(id uint16) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	regs := *c.regions.Load()
+	if int(id) >= len(regs) {
+		return fmt.Errorf("proxy: rank %d: release of region %d of %d", c.rank, id, len(regs))
+	}
+	if regs[id].released {
+		return nil
+	}
+	// Not while the loop may be putting from it.
+	c.p.loopMu.Lock()
+	defer c.p.loopMu.Unlock()
+	nr := slices.Clone(regs)
+	r := *nr[id]
+	if r.mem != nil {
+		r.mem.Unmap()
+	}
+	r.mem, r.released = nil, true
+	nr[id] = &r
+	c.regions.Store(&nr)
+	return nil
+}
+
+// Help runs one round of the proxy from the caller's goroutine when no
+// other goroutine is running one: a waiter for data that a peer's puts
+// deliver (an LL packet flag) calls it, since over TCP the puts land in
+// this process's progress.
+func (c *Conn) Help() { c.p.help() }
+
+// Kick wakes the proxy's goroutine (Proxy.Kick).
+func (c *Conn) Kick() { c.p.Kick() }

@@ -185,14 +185,21 @@ func (e errTimeout) Error() string {
 	return fmt.Sprintf("timed out after %v (THESEUS_TIMEOUT)", time.Duration(e))
 }
 
-// waitBound is a wait's deadline and the timeout it came from.
+// waitBound is a wait's deadline and the timeout it came from, when it
+// began, and how long it spins before it sleeps.
 type waitBound struct {
 	deadline time.Time
 	timeout  time.Duration
+	start    time.Time
+	spin     time.Duration
 }
 
 // spinCheck is one round of a bounded spin-wait: every 64 rounds it
-// checks failed and the deadline, and yields the processor.
+// checks failed and the deadline, and yields the processor; a wait longer
+// than its spin (THESEUS_PROXY_SPIN) sleeps instead, a sixteenth of the
+// time waited so far, 10 us to 1 ms, as the proxy's idle loop does. (Waits
+// that only yield starve the threads that would end them when the ranks
+// outnumber the cores: a peer's rank computing, its proxy.)
 func spinCheck(i int, b waitBound, failed func() error) error {
 	if i&63 != 63 {
 		return nil
@@ -200,8 +207,13 @@ func spinCheck(i int, b waitBound, failed func() error) error {
 	if err := failed(); err != nil {
 		return err
 	}
-	if time.Now().After(b.deadline) {
+	now := time.Now()
+	if now.After(b.deadline) {
 		return errTimeout(b.timeout)
+	}
+	if el := now.Sub(b.start); !b.start.IsZero() && el > b.spin {
+		time.Sleep(min(max(el/16, 10*time.Microsecond), time.Millisecond))
+		return nil
 	}
 	osYield()
 	return nil

@@ -28,7 +28,7 @@ func TestFIFOProtocol(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range per {
-				tk, err := f.reserve(waitBound{time.Now().Add(time.Minute), time.Minute}, ok)
+				tk, err := f.reserve(waitBound{deadline: time.Now().Add(time.Minute), timeout: time.Minute}, ok)
 				if err != nil {
 					t.Error(err)
 					return
@@ -87,7 +87,7 @@ func TestFIFOFullTimesOut(t *testing.T) {
 	defer blk.Free()
 	f, _ := newFIFO(blk, 2)
 	ok := func() error { return nil }
-	b := waitBound{time.Now().Add(50 * time.Millisecond), 50 * time.Millisecond}
+	b := waitBound{deadline: time.Now().Add(50 * time.Millisecond), timeout: 50 * time.Millisecond}
 	for range 2 {
 		if _, err := f.reserve(b, ok); err != nil {
 			t.Fatal(err)

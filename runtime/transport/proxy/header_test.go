@@ -1,24 +1,27 @@
 package proxy
 
 import (
-	_ "embed"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/theseus-ccl/theseus/cuda/kernel"
 )
 
-// port.h, embedded so that a compiled test binary run elsewhere checks it.
-//
-//go:embed port.h
-var portHeader string
-
-// headerDir writes port.h into a temporary directory for the compilers.
+// headerDir writes port.h (cuda/kernel/port.h, the kernel's sources
+// embedded there, so that a compiled test binary run elsewhere checks it)
+// into a temporary directory for the compilers.
 func headerDir(t *testing.T) string {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "port.h"), []byte(portHeader), 0o644); err != nil {
+	h, err := fs.ReadFile(kernel.Sources, "port.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "port.h"), h, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir

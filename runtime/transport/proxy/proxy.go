@@ -25,6 +25,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -43,6 +44,11 @@ type Options struct {
 	LocalRank, LocalRanks int
 	// Timeout bounds every wait (0: THESEUS_TIMEOUT, default 60 s).
 	Timeout time.Duration
+	// OnThread, when set, runs first on the OS thread the proxy's
+	// goroutine locks for its life: the CUDA backend makes its context
+	// current there, since a UCX built with CUDA copies device memory
+	// inside the worker's progress.
+	OnThread func() error
 }
 
 // Proxy is a process's port-channel engine: a UCX context and worker and
@@ -68,6 +74,9 @@ type Proxy struct {
 	stop    chan struct{}
 	done    chan struct{}
 	closed  atomic.Bool
+	// spin is how long the idle loop yields before it sleeps
+	// (THESEUS_PROXY_SPIN).
+	spin time.Duration
 }
 
 // New starts a Proxy: it loads UCX (a *ucx.LoadError when libucp is
@@ -87,6 +96,10 @@ func New(o Options) (*Proxy, error) {
 	if p.timeout <= 0 {
 		p.timeout = env.TimeoutOrDefault()
 	}
+	p.spin = 2 * time.Millisecond
+	if us, err := env.ProxySpin.Int(); err == nil && us >= 0 {
+		p.spin = time.Duration(us) * time.Microsecond
+	}
 	if log.On(log.Info, log.Init) {
 		maj, min, rel := ucx.Version()
 		sets := make([]string, 0, len(c.Settings()))
@@ -95,7 +108,7 @@ func New(o Options) (*Proxy, error) {
 		}
 		log.Infof(log.Init, "NET/UCX: UCX %d.%d.%d, CUDA memory %v%s", maj, min, rel, c.CUDA(), strings.Join(append([]string{""}, sets...), "; "))
 	}
-	go p.loop()
+	go p.loop(o.OnThread)
 	return p, nil
 }
 
@@ -137,9 +150,17 @@ func (p *Proxy) Close() error {
 
 // loop drains the FIFOs and progresses the worker until Close. Idle, it
 // spins for 256 rounds, then yields the processor (sched_yield) each round
-// for 2 ms, then sleeps with a backoff from 10 us to 1 ms, woken by Kick.
-func (p *Proxy) loop() {
+// for THESEUS_PROXY_SPIN (2 ms), then sleeps with a backoff from 10 us to
+// 1 ms, woken by Kick.
+func (p *Proxy) loop(onThread func() error) {
 	defer close(p.done)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if onThread != nil {
+		if err := onThread(); err != nil {
+			log.Warnf(log.Net, "NET/UCX: the proxy's thread: %v", err)
+		}
+	}
 	idleSince := time.Time{}
 	var idle int
 	sleep := 10 * time.Microsecond
@@ -175,7 +196,7 @@ func (p *Proxy) loop() {
 		if idleSince.IsZero() {
 			idleSince = time.Now()
 		}
-		if busy || time.Since(idleSince) < 2*time.Millisecond {
+		if busy || time.Since(idleSince) < p.spin {
 			osYield()
 			continue
 		}
@@ -238,8 +259,9 @@ type Net interface {
 }
 
 // tagBase is the bootstrap tag space of connection setup: 1<<62 | "UX" <<
-// 32 | a per-Conn exchange number (other users: runtime/comm 1<<62 | 16-bit
-// words, the executor (launch+1)<<8 | kind below 2^62).
+// 32 | ConnOptions.Tag << 24 | a per-Conn exchange number mod 2^24 (other
+// users: runtime/comm 1<<62 | 16-bit words, the executor (launch+1)<<8 |
+// kind below 2^62).
 const tagBase = 1<<62 | 0x5558<<32
 
 // Error is a port-channel failure: the ranks, the operation and the cause
@@ -277,6 +299,10 @@ type ConnOptions struct {
 	// StageBytes is the staging buffer of staged puts, two halves used in
 	// turn (0: 4 MiB).
 	StageBytes int
+	// Tag separates the setup exchanges of several Conns between the same
+	// ranks on one Net (one per lane: the executor's parallel connections
+	// through several proxies), 0 to 255.
+	Tag uint8
 }
 
 type peer struct {
@@ -337,6 +363,10 @@ type Conn struct {
 	pendDesc Desc
 	pendRest Op // the descriptor's operations still to run after the flush
 	stage    *stager
+	// held are the puts whose sources UCX still reads; published is the
+	// tail last stored.
+	held      []heldPut
+	published uint64
 
 	probe    HostBlock // the word each peer increments at Connect
 	probeMem *ucx.Mem
@@ -581,7 +611,7 @@ func (c *Conn) Transports(peer int) string {
 // exchange sends msg(peer) to every peer and receives one message from
 // each, under the Conn's next tag.
 func (c *Conn) exchange(ctx context.Context, op string, msg func(*peer) []byte) (map[int][]byte, error) {
-	tag := uint64(tagBase) | c.seq
+	tag := uint64(tagBase) | uint64(c.opts.Tag)<<24 | c.seq&(1<<24-1)
 	c.seq++
 	for _, pe := range c.order {
 		if err := c.net.Send(pe.rank, tag, msg(pe)); err != nil {
@@ -646,13 +676,34 @@ func (c *Conn) Close() error {
 
 func (c *Conn) release() {
 	deadline := time.Now().Add(time.Second)
+	for _, h := range c.held {
+		h.req.Wait(deadline)
+	}
+	c.held = nil
+	// Flush before closing: a put or signal of this rank that the peer has
+	// not handled yet when the endpoint goes would fail the peer's reply to
+	// it, which UCX's software RMA treats as fatal ("unexpected error:
+	// Endpoint timeout" in ucp_put_handler: an eager send's last chunks,
+	// a receiver's last credit). Skipped on a failed Conn; bounded.
+	if c.failed.Load() == nil {
+		for _, pe := range c.order {
+			if pe.ep == nil || pe.ep.Err() != nil {
+				continue
+			}
+			if r, err := pe.ep.Flush(); err == nil {
+				r.Wait(deadline)
+			}
+		}
+	}
 	for _, pe := range c.order {
 		if pe.ep != nil {
 			pe.ep.Close(deadline)
 		}
 	}
 	for _, r := range *c.regions.Load() {
-		r.mem.Unmap()
+		if r.mem != nil {
+			r.mem.Unmap()
+		}
 	}
 	if c.probeMem != nil {
 		c.probeMem.Unmap()
@@ -666,4 +717,50 @@ func (c *Conn) release() {
 	if f := c.fifo.blk.Free; f != nil {
 		f()
 	}
+}
+
+// The process's proxies by key (Shared).
+var sharedProxies struct {
+	sync.Mutex
+	m map[string]*sharedProxy
+}
+
+type sharedProxy struct {
+	p    *Proxy
+	refs int
+}
+
+// Shared returns the Proxy of this process for key, starting it with o on
+// first use, and a release function that closes it when its last user
+// releases it. The executor keys by node and local rank, so that the
+// communicators of one rank share one proxy (one UCX context and worker
+// per process), while ranks of different simulated nodes in one process
+// (tests) get their own, as separate processes would. Errors: New's.
+func Shared(key string, o Options) (*Proxy, func(), error) {
+	sharedProxies.Lock()
+	defer sharedProxies.Unlock()
+	if sharedProxies.m == nil {
+		sharedProxies.m = map[string]*sharedProxy{}
+	}
+	sp := sharedProxies.m[key]
+	if sp == nil {
+		p, err := New(o)
+		if err != nil {
+			return nil, nil, err
+		}
+		sp = &sharedProxy{p: p}
+		sharedProxies.m[key] = sp
+	}
+	sp.refs++
+	var once sync.Once
+	return sp.p, func() {
+		once.Do(func() {
+			sharedProxies.Lock()
+			defer sharedProxies.Unlock()
+			if sp.refs--; sp.refs == 0 {
+				delete(sharedProxies.m, key)
+				sp.p.Close()
+			}
+		})
+	}, nil
 }

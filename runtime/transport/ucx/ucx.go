@@ -165,12 +165,33 @@ typedef struct {
   int err;       // from the endpoint error handler
   int op_err;    // from a completed operation
   int inflight;  // untracked operations not complete yet
+  int closed;    // the error handler closed the endpoint (its handle is gone)
 } th_ep_rec;
 
+// th_err_cb records the failure and closes the endpoint at once (FORCE,
+// which UCX allows from its error handler). UCX's software RMA (TCP)
+// answers every put and atomic it receives, and a failed answer aborts the
+// process ("Fatal: unexpected error: Endpoint timeout", ucp_request_try_send,
+// UCX 1.13 to at least 1.19); it looks the endpoint up by id, closed ones
+// included, so a lost peer's messages still in a socket's buffer are
+// answered until the endpoint is destroyed, which the close brings
+// forward (to when its lanes are discarded) from our own Close. It
+// narrows the window; it cannot close it (docs/known-issues.md 25). The
+// endpoint's handle is not used again (th_ep_closed).
 static void th_err_cb(void* arg, th_ucp_ep_h ep, th_ucs_status_t st) {
   th_ep_rec* r = (th_ep_rec*)arg;
   if (r->err == 0) __atomic_store_n(&r->err, (int)st, __ATOMIC_RELEASE);
+  if (!r->closed) {
+    r->closed = 1;
+    th_ucp_request_param_t p;
+    memset(&p, 0, sizeof p);
+    p.op_attr_mask = TH_UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = TH_UCP_EP_CLOSE_FLAG_FORCE;
+    th_ucs_status_ptr_t req = FN(ep_close_nbx)(ep, &p);
+    if (req != NULL && !TH_UCS_PTR_IS_ERR(req)) FN(request_free)(req);
+  }
 }
+static int th_ep_closed(th_ep_rec* r) { return r->closed; }
 static void th_send_cb(void* req, th_ucs_status_t st, void* user) {
   th_ep_rec* r = (th_ep_rec*)user;
   if (st != TH_UCS_OK && r->op_err == 0) __atomic_store_n(&r->op_err, (int)st, __ATOMIC_RELEASE);
@@ -689,6 +710,15 @@ func (w *Worker) Connect(addr []byte, name string) (*Endpoint, error) {
 	return e, nil
 }
 
+// gone is the endpoint's failure once its error handler has closed it
+// (its handle is no longer valid); the caller holds the context's lock.
+func (e *Endpoint) gone(op string) error {
+	if C.th_ep_closed(e.rec) == 0 {
+		return nil
+	}
+	return &Error{Op: op, Status: Status(C.th_ep_err(e.rec))}
+}
+
 // Err is the endpoint's first failure: the peer lost (UCX's error handler)
 // or an untracked operation that completed with an error; nil while none.
 func (e *Endpoint) Err() error {
@@ -725,6 +755,9 @@ func (e *Endpoint) InFlight() int {
 func (e *Endpoint) Put(src uintptr, n int, raddr uint64, rk *RKey, mem *Mem) error {
 	e.w.c.mu.Lock()
 	defer e.w.c.mu.Unlock()
+	if err := e.gone("ucp_put_nbx"); err != nil {
+		return err
+	}
 	var st C.int
 	C.th_put(e.h, C.uintptr_t(src), C.size_t(n), C.uint64_t(raddr), rk.h, mem.handle(), e.rec, 0, &st)
 	return check("ucp_put_nbx", st)
@@ -735,6 +768,9 @@ func (e *Endpoint) Put(src uintptr, n int, raddr uint64, rk *RKey, mem *Mem) err
 func (e *Endpoint) PutTracked(src uintptr, n int, raddr uint64, rk *RKey, mem *Mem) (*Request, error) {
 	e.w.c.mu.Lock()
 	defer e.w.c.mu.Unlock()
+	if err := e.gone("ucp_put_nbx"); err != nil {
+		return nil, err
+	}
 	var st C.int
 	r := C.th_put(e.h, C.uintptr_t(src), C.size_t(n), C.uint64_t(raddr), rk.h, mem.handle(), e.rec, 1, &st)
 	return newRequest(e.w, "put", r, st)
@@ -746,6 +782,9 @@ func (e *Endpoint) PutTracked(src uintptr, n int, raddr uint64, rk *RKey, mem *M
 func (e *Endpoint) Inc(raddr uint64, rk *RKey) error {
 	e.w.c.mu.Lock()
 	defer e.w.c.mu.Unlock()
+	if err := e.gone("ucp_atomic_op_nbx(add)"); err != nil {
+		return err
+	}
 	return check("ucp_atomic_op_nbx(add)", C.th_inc(e.h, C.uint64_t(raddr), rk.h, e.rec))
 }
 
@@ -755,6 +794,9 @@ func (e *Endpoint) Inc(raddr uint64, rk *RKey) error {
 func (e *Endpoint) Flush() (*Request, error) {
 	e.w.c.mu.Lock()
 	defer e.w.c.mu.Unlock()
+	if err := e.gone("ucp_ep_flush_nbx"); err != nil {
+		return nil, err
+	}
 	var st C.int
 	r := C.th_ep_flush(e.h, &st)
 	return newRequest(e.w, "flush", r, st)
@@ -777,6 +819,10 @@ func (l Lane) String() string { return l.Transport + "/" + l.Device }
 // lane (as it does over TCP).
 func (e *Endpoint) Lanes() []Lane {
 	e.w.c.mu.Lock()
+	if e.gone("") != nil {
+		e.w.c.mu.Unlock()
+		return nil
+	}
 	s := C.th_ep_info(e.h)
 	e.w.c.mu.Unlock()
 	if s == nil {
@@ -847,6 +893,10 @@ func (e *Endpoint) Close(deadline time.Time) {
 		}
 	}
 	e.rkeys = nil
+	if C.th_ep_closed(e.rec) != 0 { // (by the error handler)
+		e.w.c.mu.Unlock()
+		return
+	}
 	var st C.int
 	h := C.th_ep_close(e.h, 1, &st)
 	e.w.c.mu.Unlock()
@@ -941,6 +991,9 @@ func (e *Endpoint) UnpackRKey(b []byte) (*RKey, error) {
 	cb := C.CBytes(b)
 	defer C.free(cb)
 	k := &RKey{e: e}
+	if err := e.gone("ucp_ep_rkey_unpack"); err != nil {
+		return nil, err
+	}
 	if err := check("ucp_ep_rkey_unpack", C.th_rkey_unpack(e.h, cb, &k.h)); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,222 @@
+// Port channels across nodes in the executor kernel (docs/transport.md,
+// "Integration"; launch.h, theseus_port_rt). A channel end whose peer is on
+// another node maps nothing of the peer: its puts, signals and flushes are
+// descriptors that one thread posts into the connection's FIFO in pinned,
+// device-mapped host memory (port.h, theseus_port_post), which the
+// process's proxy drains and executes over UCX; the peer's signals arrive
+// in this end's inbound word, host memory too, which the usual semaphore
+// wait polls with acquire loads at system scope.
+//
+// Included by executor.cuh (which defines Ctx, fail, spin, place, resolve
+// and read_packet); its hooks there are port_mirror (place), port_data_op
+// (data ops), port_signal and port_flush (the sync ops) and port_fence
+// (the launch fence).
+
+#pragma once
+
+#include "port.h"
+
+DEV const theseus_port_launch* port_launch(const Ctx& c) { return (const theseus_port_launch*)c.L->port; }
+
+DEV bool port_end(const Ctx& c, i32 ch) { return c.chans[ch].port != 0; }
+
+DEV const theseus_port_rt* port_rt(const Ctx& c, i32 ch) {
+  return (const theseus_port_rt*)port_launch(c)->ends + (c.chans[ch].port - 1);
+}
+
+// port_mirror reports whether this rank's scratch chunk is one that peers
+// on other nodes put into on the staged path: it lives in the mirror.
+DEV bool port_mirror(const Ctx& c, i64 chunk, u64& base) {
+  const theseus_port_launch* pl = port_launch(c);
+  if (pl == nullptr || pl->mirror == 0 || chunk < 0 || chunk >= pl->mirror_chunks) return false;
+  const u32* map = (const u32*)pl->mirror_map;
+  if (((map[chunk >> 5] >> (chunk & 31)) & 1u) == 0) return false;
+  base = pl->mirror;
+  return true;
+}
+
+// port_post posts descriptor d on end p (thread 0) and returns its ticket
+// in t; false after recording the failure (the proxy failed the
+// connection, or the launch was aborted while the FIFO was full).
+DEV bool port_post(const Ctx& c, u64 fifo, u64 head, const theseus_port_desc& d, u64& t, i64 step, i64 s, i32 ch) {
+  t = theseus_port_post((theseus_port_ctrl*)fifo, (uint64_t*)head, &d, (const volatile uint32_t*)c.L->abort_word);
+  if (t == ~(u64)0) {
+    const bool aborted = ld_volatile_u32((const volatile u32*)c.L->abort_word) != 0;
+    fail(c, aborted ? THESEUS_ERR_ABORTED : THESEUS_ERR_PORT, THESEUS_WAIT_PORT, step, s, ch, 0, 0);
+    return false;
+  }
+  return true;
+}
+
+// port_done waits (thread 0, bounded) until ticket t of the FIFO is
+// complete: the proxy is done with the put's source, or the flush is
+// complete at the peer.
+DEV bool port_done(const Ctx& c, u64 fifo, u64 t, i64 step, i64 s, i32 ch) {
+  const theseus_port_ctrl* f = (const theseus_port_ctrl*)fifo;
+  bool ok = spin(c, [&] { return theseus_port_done(f, t) || ((const volatile theseus_port_ctrl*)f)->error != 0; }, THESEUS_WAIT_PORT,
+                 step, s, ch, t + 1, (const u64*)&f->tail);
+  if (ok && ((const volatile theseus_port_ctrl*)f)->error != 0) {
+    fail(c, THESEUS_ERR_PORT, THESEUS_WAIT_PORT, step, s, ch, 0, t + 1);
+    return false;
+  }
+  return ok;
+}
+
+// port_where resolves ref r's chunk t of slice s as place() does, and also
+// the buffer it lands in after in-place aliasing (k).
+DEV Place port_where(const Ctx& c, const theseus_ref& r, i64 t, i64 s, int& k) {
+  k = r.buf;
+  i64 chunk = r.off + t;
+  int phys = (r.flags & THESEUS_REF_REMOTE) ? c.chans[r.channel].peer_phys : c.L->rank;
+  resolve(c, phys, k, chunk);
+  return place(c, r, t, s);
+}
+
+// port_put runs a copy of one local ref to one ref of a peer on another
+// node (the verifier's TS0116 rule: nothing else goes through the proxy):
+// thread 0 posts one put per run of contiguous chunks and waits until the
+// proxy is done with the last (its source may be overwritten afterwards).
+// Packet sources are waited for first (every flag of this launch), then
+// moved as raw packets.
+DEV void port_put(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
+  bar();  // every thread's writes of the sources before thread 0 posts
+  if (tid() != 0) return;
+  fence_sys();
+  const theseus_ref* r = T_REFS(c) + (op.ref_start - T_REF_BASE(c));
+  const theseus_ref src = r[0], dst = r[1];
+  const i32 ch = dst.channel;
+  const theseus_port_rt* p = port_rt(c, ch);
+  const theseus_port_launch* pl = port_launch(c);
+  const bool pkt = (src.flags & THESEUS_REF_PACKET) != 0;
+  const i64 strideB = c.L->stride * c.es;
+  theseus_port_desc run = {};
+  bool on = false, any = false;
+  u64 last = 0;
+  auto post = [&]() -> bool {
+    if (!on || run.size == 0) {
+      on = false;
+      return true;
+    }
+    run.op = THESEUS_PORT_PUT;
+    run.channel = p->channel;
+    u64 t;
+    if (!port_post(c, p->fifo, p->head, run, t, step, s, ch)) return false;
+    last = t;
+    any = true;
+    on = false;
+    return true;
+  };
+  for (i64 t = 0; t < op.count; t++) {
+    int ks, kd;
+    const Place ps = port_where(c, src, t, s, ks);
+    const Place pd = port_where(c, dst, t, s, kd);
+    i64 n;
+    if (pkt) {
+      n = c.chunkB;
+      const bool ll8 = c.L->ll8 != 0;
+      const i64 step8 = ll8 ? 8 : 16;
+      for (i64 o = 0; o < n; o += step8) {
+        u32 d0, d1;
+        if (!read_packet(c, ps.p + o, ll8, c.flag, d0, d1, step, s)) return;
+      }
+    } else {
+      n = strideB;
+      if (ps.bytes >= 0 && ps.bytes < n) n = ps.bytes;
+      if (pd.bytes >= 0 && pd.bytes < n) n = pd.bytes;
+    }
+    if (n <= 0) continue;
+    u64 soff;
+    u16 sreg;
+    if (pl->mirror != 0 && (u64)ps.p >= pl->mirror && (u64)ps.p < pl->mirror + (u64)pl->mirror_bytes) {
+      soff = (u64)ps.p - p->mirror_base;
+      sreg = p->mirror_region;
+    } else {
+      soff = (u64)ps.p - p->src_base[ks];
+      sreg = p->src_region[ks];
+    }
+    const u64 doff = (u64)pd.p;
+    const u16 dreg = p->dst_region[kd];
+    if (on && run.src_region == sreg && run.dst_region == dreg && run.src_off + run.size == soff && run.dst_off + run.size == doff &&
+        (u64)run.size + (u64)n < (1ull << 30)) {
+      run.size += (u32)n;
+      continue;
+    }
+    if (!post()) return;
+    run = theseus_port_desc{};
+    run.src_off = soff;
+    run.dst_off = doff;
+    run.size = (u32)n;
+    run.src_region = sreg;
+    run.dst_region = dreg;
+    on = true;
+  }
+  if (!post()) return;
+  if (any) port_done(c, p->fifo, last, step, s, ch);
+}
+
+// port_data_op runs data op op through the proxy when it puts to a peer on
+// another node, and reports whether it did (else the op is an ordinary
+// one).
+DEV bool port_data_op(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
+  if (c.L->port == 0 || op.ndst == 0) return false;
+  const theseus_ref* r = T_REFS(c) + (op.ref_start - T_REF_BASE(c));
+  bool any = false;
+  for (u32 i = 0; i < (u32)op.nsrc + op.ndst; i++) {
+    if ((r[i].flags & THESEUS_REF_REMOTE) && port_end(c, r[i].channel)) any = true;
+  }
+  if (!any) return false;
+  const bool ok = op.opcode == THESEUS_OP_COPY && op.nsrc == 1 && op.ndst == 1 && !(r[0].flags & THESEUS_REF_REMOTE) &&
+                  ((r[0].flags ^ r[1].flags) & THESEUS_REF_PACKET) == 0 && (r[1].flags & THESEUS_REF_REMOTE);
+  if (!ok) {
+    if (tid() == 0) fail(c, THESEUS_ERR_PORT, 0, step, s, r[op.nsrc].channel, op.nsrc, op.ndst);
+    return true;
+  }
+  port_put(c, op, step, s);
+  return true;
+}
+
+// port_sync posts a signal or a flush (op) on end ch (thread 0) and
+// returns its ticket in t: a signal adds 1 to the peer's semaphore after
+// the channel's earlier puts; a flush completes once they and the signals
+// are complete at the peer.
+DEV bool port_sync(const Ctx& c, i32 ch, u8 op, u64& t, i64 step, i64 s) {
+  const theseus_port_rt* p = port_rt(c, ch);
+  theseus_port_desc d = {};
+  d.op = op;
+  d.channel = p->channel;
+  return port_post(c, p->fifo, p->head, d, t, step, s, ch);
+}
+
+DEV bool port_signal(const Ctx& c, i32 ch, i64 step, i64 s) {
+  u64 t;
+  return port_sync(c, ch, THESEUS_PORT_SIGNAL, t, step, s);
+}
+
+// port_flush posts a flush on end ch and waits for it (thread 0).
+DEV bool port_flush(const Ctx& c, i32 ch, i64 step, i64 s) {
+  u64 t;
+  return port_sync(c, ch, THESEUS_PORT_FLUSH, t, step, s) && port_done(c, port_rt(c, ch)->fifo, t, step, s, ch);
+}
+
+// port_fence (thread 0) meets every peer on another node at a fenced
+// launch: this rank has finished its previous launch (stream order), so it
+// signals each fence channel, then waits for each peer's signal.
+DEV void port_fence(const Ctx& c) {
+  const theseus_port_launch* pl = port_launch(c);
+  if (pl == nullptr || pl->nfence <= 0) return;
+  const theseus_port_fence* fs = (const theseus_port_fence*)pl->fences;
+  for (int f = 0; f < pl->nfence; f++) {
+    theseus_port_desc d = {};
+    d.op = THESEUS_PORT_SIGNAL;
+    d.channel = (u16)fs[f].channel;
+    u64 t;
+    if (!port_post(c, fs[f].fifo, fs[f].head, d, t, -1, -1, fs[f].peer)) return;
+  }
+  for (int f = 0; f < pl->nfence; f++) {
+    u64* exp = (u64*)fs[f].expected;
+    const u64 want = *exp + 1;
+    *exp = want;
+    const u64* in = (const u64*)fs[f].inbound;
+    if (!spin(c, [&] { return ld_poll_sys(in) >= want; }, THESEUS_WAIT_FENCE, -1, -1, fs[f].peer, want, in)) return;
+  }
+}
