@@ -284,6 +284,9 @@ func (p *textPrinter) footer(rep *Report) {
 	if rep.Header.Check == 0 {
 		// Nothing was compared: no count to vouch for.
 		fmt.Fprintf(w, "# Wrong elements       : N/A (not checked: -c 0)\n")
+	} else if rep.Wrong == 0 && rep.Errors == 0 && rep.Error != "" {
+		// Stopped with nothing wrong so far: not a verdict either way.
+		fmt.Fprintf(w, "# Wrong elements       : 0 in the %d row(s) that ran (incomplete: stopped)\n", len(rep.Rows))
 	} else {
 		fmt.Fprintf(w, "# Wrong elements       : %d %s\n", rep.Wrong, ok)
 	}

@@ -130,7 +130,7 @@ func (b *benchCmd) addJobFlags(f *pflag.FlagSet) {
 	f.StringVar(&b.idFile, "id-file", "", "multi-process mode: a fresh file on a shared file system where rank 0 writes the unique id")
 	f.IntVar(&b.device, "device", -1, "device ordinal of this process; -1: LOCAL_RANK or OMPI_COMM_WORLD_LOCAL_RANK, else 0")
 	f.DurationVar(&b.timeout, "timeout", 0, "bound on every wait on a peer (default THESEUS_TIMEOUT, 60s)")
-	f.Int64Var(&b.maxMem, "max-memory", 0, "bound in bytes on the memory this process's ranks need (buffers, the check's inputs), checked before anything is allocated (default: three quarters of physical memory, half of ulimit -v)")
+	cli.BytesVar(f, &b.maxMem, "max-memory", 0, "bound in bytes (K, M, G suffixes) on the memory this process's ranks need (buffers, the check's inputs), checked before anything is allocated (default: three quarters of physical memory, half of ulimit -v)")
 }
 
 // config is the validated command line.
@@ -302,6 +302,11 @@ func (b *benchCmd) parseJob(cfg *config) error {
 		}
 		cfg.ctxDir, cfg.ctxFrom = dir, from
 	}
+	// A directory that is not a context: the same exit as theseusc select
+	// (it printed the table's header and failed with exit 3).
+	if err := cli.CheckContextDir(cfg.ctxDir); err != nil {
+		return cli.Usagef("%s: %v", cfg.ctxFrom, err)
+	}
 	cfg.header = Header{NRanks: cfg.nranks, Backend: b.backend, ContextFrom: cfg.ctxFrom, MinBytes: cfg.minB, MaxBytes: cfg.maxB,
 		StepFactor: b.factor, StepBytes: cfg.stepB, Iters: b.iters, Warmup: b.warmup, Scaled: !p.ItersOK || !p.WarmOK, Check: b.check,
 		Mode: "in-process"}
@@ -333,20 +338,27 @@ func (b *benchCmd) checkLimits(cfg *config) error {
 	if b.maxMem > 0 {
 		limit, why = b.maxMem, "set by --max-memory"
 	}
-	if b.maxMem < 0 {
-		return cli.Usagef("--max-memory %d: want >= 0", b.maxMem)
-	}
 	if need > limit {
 		return cli.Usagef("-e %s at %d rank(s) (%d in this process) needs about %d bytes of memory (two %d-byte buffers per rank, and every rank's input for the check), more than the limit of %d bytes, %s; lower -e or --nranks, or set --max-memory",
 			humanBytes(cfg.plan.Sizes[len(cfg.plan.Sizes)-1]), cfg.nranks, local, need, buf, limit, why)
 	}
 	// Bootstrap connections: in one process every pair of ranks (about 3n²
 	// descriptors measured at 4 to 16 ranks); one rank per process, about
-	// 3n.
-	fds := int64(3*local*cfg.nranks + 64)
+	// 3n. The hot swap opens a second communicator while the table's is
+	// open: twice that (16 ranks at ulimit -n 832 passed the check and
+	// timed out in the hot swap's bootstrap; 1600 is enough).
+	fds, comms := int64(3*local*cfg.nranks), "connections between the ranks"
+	if b.hotswap {
+		fds, comms = 2*fds, "connections between the ranks, for the table's communicator and the hot swap's"
+	}
+	fds += 64
 	if lim := cli.FileLimit(); lim > 0 && fds > lim {
-		return cli.Usagef("%d rank(s) (%d in this process) need about %d file descriptors (connections between the ranks), more than the limit of %d (ulimit -n); raise it (ulimit -n %d) or run fewer ranks in one process",
-			cfg.nranks, local, fds, lim, fds*2)
+		hint := ""
+		if b.hotswap {
+			hint = ", --hotswap=false (half as many)"
+		}
+		return cli.Usagef("%d rank(s) (%d in this process) need about %d file descriptors (%s), more than the limit of %d (ulimit -n); raise it (ulimit -n %d)%s, or run fewer ranks in one process",
+			cfg.nranks, local, fds, comms, lim, fds*2, hint)
 	}
 	return nil
 }
@@ -559,7 +571,7 @@ func (b *benchCmd) execute(ctx context.Context, cfg *config) (*Report, error) {
 		}
 	}
 	defer printOnSignal(func(sig os.Signal) {
-		err := fmt.Errorf("interrupted by %v after %d row(s)", sig, len(rep.Rows))
+		err := fmt.Errorf("interrupted (%s) after %d row(s)", signalName(sig), len(rep.Rows))
 		partial(err)
 		fmt.Fprintf(b.s.Err, "theseus-bench: %v\n", err)
 	})()

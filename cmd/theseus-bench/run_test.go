@@ -392,10 +392,18 @@ func TestContextWithoutSlowRank(t *testing.T) {
 }
 
 // TestNoSchedule: a context with no schedule for a request fails the run
-// (exit 3) naming what is missing, without hanging: an empty context (the
-// ranks cannot even combine results), and one without broadcast schedules.
+// (exit 3) naming what is missing, without hanging: an empty context (empty
+// manifests: the ranks cannot even combine results), and one without
+// broadcast schedules. (A directory without manifests is not a context:
+// TestRoughEdges.)
 func TestNoSchedule(t *testing.T) {
-	code, out, errs := runBench(t, "--context", t.TempDir(), "-e", "8", "--coll", "broadcast", "--timeout", "5s")
+	empty := t.TempDir()
+	for _, f := range []string{"attribute_manifest.jsonl", "schedule_manifest.jsonl"} {
+		if err := os.WriteFile(filepath.Join(empty, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errs := runBench(t, "--context", empty, "-e", "8", "--coll", "broadcast", "--timeout", "5s")
 	if code != cli.ExitInternal || !strings.Contains(errs, "has no schedule for an int64 allreduce of 4 ranks") {
 		t.Errorf("empty context: exit %d\n%s\n%s", code, out, errs)
 	}
@@ -588,6 +596,7 @@ func contextWithout(t *testing.T, coll string) string {
 // command line, its exit code and what standard error (or output) says.
 func TestRoughEdges(t *testing.T) {
 	noAllreduce := contextWithout(t, "allreduce")
+	notContext := t.TempDir()
 	for _, tc := range []struct {
 		name   string
 		env    map[string]string
@@ -601,6 +610,11 @@ func TestRoughEdges(t *testing.T) {
 			"theseus-bench: -e 16GiB at 4 rank(s) (4 in this process) needs about 223338299392 bytes of memory (two 17179869184-byte buffers per rank, and every rank's input for the check), more than the limit of 25769803776 bytes"},
 		{"max-memory", nil, []string{"-b", "1M", "-e", "1M", "--max-memory", "1000000"}, cli.ExitUsage,
 			"more than the limit of 1000000 bytes, set by --max-memory"},
+		// With a suffix, as -b and -e take them (it was a strconv error:
+		// t1 finding L5).
+		{"max-memory suffix", nil, []string{"-b", "1M", "-e", "1M", "--max-memory", "1M"}, cli.ExitUsage,
+			"more than the limit of 1048576 bytes, set by --max-memory"},
+		{"max-memory negative", nil, []string{"--max-memory", "-1"}, cli.ExitUsage, "bad size \"-1\""},
 		// A negative timeout is a usage error naming the flag (it was an
 		// internal executor error).
 		{"timeout", nil, []string{"--timeout", "-5s"}, cli.ExitUsage, "theseus-bench: --timeout -5s: want a positive duration"},
@@ -608,6 +622,12 @@ func TestRoughEdges(t *testing.T) {
 		{"context flag", nil, []string{"--context", "/nonexistent"}, cli.ExitUsage, "--context /nonexistent: not a directory"},
 		{"context variable", map[string]string{"THESEUS_SELECTION_CONTEXT": "/nonexistent"}, []string{"-e", "8"}, cli.ExitUsage,
 			"theseus-bench: THESEUS_SELECTION_CONTEXT=/nonexistent: not a directory"},
+		// A directory that is not a context: exit 2 before the table, as
+		// theseusc select (it was exit 3 after the header: t1 finding L4).
+		{"not a context", nil, []string{"--context", notContext, "-e", "8"}, cli.ExitUsage,
+			"theseus-bench: --context: " + notContext + " is a directory without attribute_manifest.jsonl or schedule_manifest.jsonl: not a selection context"},
+		{"not a context variable", map[string]string{"THESEUS_SELECTION_CONTEXT": notContext}, []string{"-e", "8"}, cli.ExitUsage,
+			"theseus-bench: THESEUS_SELECTION_CONTEXT: " + notContext + " is a directory without"},
 		// What the context lacks (it said the ranks "combine their results
 		// with small int64 allreduces...").
 		{"lacks allreduce", nil, []string{"--context", noAllreduce, "--nranks", "3", "-e", "8", "--coll", "broadcast", "--hotswap=false"},
@@ -640,8 +660,16 @@ func TestFDLimit(t *testing.T) {
 	}
 	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &old)
 	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "theseus-*"))
-	code, _, errs := runBench(t, "--nranks", "32", "-e", "8")
+	code, _, errs := runBench(t, "--nranks", "32", "-e", "8", "--hotswap=false")
 	if code != cli.ExitUsage || !strings.Contains(errs, "32 rank(s) (32 in this process) need about 3136 file descriptors (connections between the ranks), more than the limit of 1024 (ulimit -n)") {
+		t.Errorf("exit %d:\n%s", code, errs)
+	}
+	// The hot swap's second communicator counts too: 16 ranks need 832
+	// descriptors for the table and as many again for the hot swap (at
+	// ulimit -n 832 the check passed and the hot swap's bootstrap timed
+	// out: t1 finding M1).
+	code, _, errs = runBench(t, "--nranks", "16", "-e", "8", "--coll", "allreduce", "--timeout", "5s")
+	if code != cli.ExitUsage || !strings.Contains(errs, "16 rank(s) (16 in this process) need about 1600 file descriptors (connections between the ranks, for the table's communicator and the hot swap's), more than the limit of 1024 (ulimit -n); raise it (ulimit -n 3200), --hotswap=false (half as many)") {
 		t.Errorf("exit %d:\n%s", code, errs)
 	}
 	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "theseus-*"))

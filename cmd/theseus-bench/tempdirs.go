@@ -5,6 +5,8 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // onSignal holds what SIGINT or SIGTERM must do before the process ends:
@@ -65,6 +67,16 @@ func removeOnSignal(dir string) (unregister func()) {
 // printOnSignal registers f to print the run's partial output if SIGINT or
 // SIGTERM ends the process (f runs under the handler's lock, before the
 // directories are removed). The returned function unregisters it.
+// signalName is sig's name, "SIGINT" (its String is "interrupt").
+func signalName(sig os.Signal) string {
+	if s, ok := sig.(syscall.Signal); ok {
+		if n := unix.SignalName(s); n != "" {
+			return n
+		}
+	}
+	return sig.String()
+}
+
 func printOnSignal(f func(sig os.Signal)) (unregister func()) {
 	onSignal.Lock()
 	onSignal.last = f

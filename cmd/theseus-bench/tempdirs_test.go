@@ -114,8 +114,13 @@ func TestSignalKeepsOutput(t *testing.T) {
 				t.Errorf("left in TMPDIR after SIGINT: %v", left)
 			}
 			if !tc.waitErr {
-				if !strings.Contains(out.String(), "# Stopped              : interrupted by interrupt after ") {
+				if !strings.Contains(out.String(), "# Stopped              : interrupted (SIGINT) after ") {
 					t.Errorf("no footer after SIGINT:\n%s", out.String())
+				}
+				// Nothing wrong in the rows that ran is no failure verdict
+				// (it said "0 FAILED": t1 finding L9).
+				if !strings.Contains(out.String(), "# Wrong elements       : 0 in the ") || strings.Contains(out.String(), "0 FAILED") {
+					t.Errorf("footer after SIGINT:\n%s", out.String())
 				}
 				return
 			}
@@ -123,7 +128,7 @@ func TestSignalKeepsOutput(t *testing.T) {
 			if err := json.Unmarshal([]byte(out.String()), &rep); err != nil {
 				t.Fatalf("the JSON output after SIGINT does not parse: %v\n%s", err, out.String())
 			}
-			if !strings.HasPrefix(rep.Error, "interrupted by interrupt after ") || rep.Header.Context != bad {
+			if !strings.HasPrefix(rep.Error, "interrupted (SIGINT) after ") || rep.Header.Context != bad {
 				t.Errorf("report error %q, context %q", rep.Error, rep.Header.Context)
 			}
 		})

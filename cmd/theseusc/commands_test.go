@@ -15,6 +15,7 @@ import (
 	"github.com/theseus-ccl/theseus/compiler/frontends/schedjson"
 	"github.com/theseus-ccl/theseus/ir/irtest"
 	"github.com/theseus-ccl/theseus/ir/irtext"
+	"github.com/theseus-ccl/theseus/runtime/env"
 )
 
 func TestCompile(t *testing.T) {
@@ -532,11 +533,20 @@ func TestSizeLimits(t *testing.T) {
 	genOutputLimit = 100 << 10
 	out := filepath.Join(t.TempDir(), "ring64.json")
 	r := theseusc(t, "gen", "ring", "--coll", "allreduce", "--nranks", "64", "-o", out)
-	if r.code != cli.ExitUsage || !strings.Contains(r.err, "the program's JSON is 59") || !strings.Contains(r.err, "more than the 102400 bytes") {
+	if r.code != cli.ExitUsage || !strings.Contains(r.err, "the program's JSON is more than the 102400 bytes") || !strings.Contains(r.err, "the first 12 of 64 ranks alone are 111403 bytes;") {
 		t.Errorf("exit %d: %s", r.code, r.err)
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Error("gen wrote the file it refused")
+	}
+	// An all-pairs program over the generators' bound is a usage error,
+	// told before anything is built (it was exit 3 from the JSON writer
+	// at 2048 ranks, and out of memory at 65536: t1 finding H1).
+	for _, n := range []string{"2048", "65536"} {
+		r = theseusc(t, "gen", "oneshot", "--coll", "allreduce", "--protocol", "ll", "--nranks", n, "-o", out)
+		if r.code != cli.ExitUsage || !strings.Contains(r.err, "bad options: oneshot allreduce on "+n+" ranks") {
+			t.Errorf("gen oneshot --nranks %s: exit %d: %s", n, r.code, r.err)
+		}
 	}
 	big := filepath.Join(t.TempDir(), "big.json")
 	f, err := os.Create(big)
@@ -558,6 +568,16 @@ func TestSizeLimits(t *testing.T) {
 func TestSelectNotAContext(t *testing.T) {
 	r := theseusc(t, "select", "--context", t.TempDir(), "--coll", "allreduce", "--count", "1024", "--dtype", "float32", "--nranks", "4")
 	if r.code != cli.ExitUsage || !strings.Contains(r.err, "not a selection context") {
+		t.Errorf("exit %d: %s", r.code, r.err)
+	}
+	// Without --context, a context the environment names that does not
+	// exist is blamed on the variable (it blamed --context, which the
+	// user never gave: t1 finding M6), with theseus-bench's exit code.
+	t.Setenv("THESEUS_SELECTION_CONTEXT", "/nonexistent")
+	env.Reset()
+	defer env.Reset()
+	r = theseusc(t, "select", "--coll", "allreduce", "--count", "1024", "--nranks", "4")
+	if r.code != cli.ExitUsage || !strings.Contains(r.err, "THESEUS_SELECTION_CONTEXT=/nonexistent: stat /nonexistent") {
 		t.Errorf("exit %d: %s", r.code, r.err)
 	}
 }

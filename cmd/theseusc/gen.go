@@ -158,27 +158,26 @@ func (c *genCmd) run(cmd *cobra.Command, args []string) error {
 	case err != nil:
 		return cli.Internal(err)
 	}
+	// The size first, before verifying: lint, compile, sim and the runtime
+	// read at most MaxInputBytes of a schedule file, and formatting stops
+	// as soon as the JSON is over it (a 2048-rank ring's is 608 MB).
+	out, err := schedjson.FormatMax(p, genOutputLimit)
+	switch {
+	case errors.Is(err, schedjson.ErrTooLarge):
+		return cli.Usagef("the program's JSON is more than the %d bytes (%d MiB) theseusc and the runtime read of a schedule file (compiler/load.MaxInputBytes): %s; generate fewer ranks or channels, or name the generator in a selection context instead (docs/selection-context.md §5.5), which builds the program in memory",
+			genOutputLimit, genOutputLimit>>20, strings.TrimPrefix(err.Error(), schedjson.ErrTooLarge.Error()+": "))
+	case err != nil:
+		return cli.Internal(err)
+	}
 	if c.verify {
 		ds := verify.Verify(p, verify.Options{})
 		cli.PrintDiags(c.s.Err, ds)
 		if cli.CountErrors(ds) > 0 {
 			return cli.Findingsf("the generated program does not verify: %s", summary(ds))
 		}
-	}
-	var out []byte
-	if c.verify {
-		out, err = toJSON(p) // with the round-trip check
-	} else if out, err = schedjson.Format(p); err != nil {
-		err = cli.Internal(err)
-	}
-	if err != nil {
-		return err
-	}
-	if len(out) > genOutputLimit {
-		// Refused up front rather than written: lint, compile, sim and the
-		// runtime read at most MaxInputBytes of a schedule file.
-		return cli.Usagef("the program's JSON is %d bytes, more than the %d bytes (%d MiB) theseusc and the runtime read of a schedule file (compiler/load.MaxInputBytes); generate fewer ranks or channels, or name the generator in a selection context instead (docs/selection-context.md §5.1), which builds the program in memory",
-			len(out), genOutputLimit, genOutputLimit>>20)
+		if err := roundTrip(p, out); err != nil {
+			return err
+		}
 	}
 	return writeOutput(c.out, out, c.s.Out)
 }

@@ -58,14 +58,23 @@ func toJSON(p *ir.Program) ([]byte, error) {
 	if err != nil {
 		return nil, cli.Internal(fmt.Errorf("formatting %s: %w", p.Name, err))
 	}
+	if err := roundTrip(p, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// roundTrip checks that out, p's JSON, parses back to p (an internal
+// error otherwise).
+func roundTrip(p *ir.Program, out []byte) error {
 	back, ds := schedjson.Parse(p.File, out)
 	if back == nil {
-		return nil, cli.Internal(fmt.Errorf("round trip: the JSON written for %s does not parse: %v", p.Name, ds))
+		return cli.Internal(fmt.Errorf("round trip: the JSON written for %s does not parse: %v", p.Name, ds))
 	}
 	var a, b strings.Builder
 	ea, eb := ir.Print(&a, p), ir.Print(&b, back)
 	if ea != nil || eb != nil || a.String() != b.String() {
-		return nil, cli.Internal(fmt.Errorf("round trip: the JSON written for %s parses to a different program", p.Name))
+		return cli.Internal(fmt.Errorf("round trip: the JSON written for %s parses to a different program", p.Name))
 	}
-	return out, nil
+	return nil
 }

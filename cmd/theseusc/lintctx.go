@@ -48,7 +48,7 @@ import (
 // Blank lines and a torn last line (no newline yet) are skipped, as the
 // runtime does.
 func lintContext(dir string, vo verify.Options) ([]diag.Diagnostic, error) {
-	if err := checkContextDir(dir); err != nil {
+	if err := cli.CheckContextDir(dir); err != nil {
 		return nil, err
 	}
 	var ds []diag.Diagnostic
@@ -201,17 +201,6 @@ func lintGenerated(s *manifest.Schedule, sf string, line int, vo verify.Options)
 			"%s serves none of the shapes lint builds (1-16 ranks)", s.Gen))
 	}
 	return ds
-}
-
-// checkContextDir is a usage error unless dir holds a manifest of a
-// selection context (attribute_manifest.jsonl or schedule_manifest.jsonl).
-func checkContextDir(dir string) error {
-	_, e1 := os.Stat(filepath.Join(dir, manifest.AttributeManifest))
-	_, e2 := os.Stat(filepath.Join(dir, manifest.ScheduleManifest))
-	if e1 != nil && e2 != nil {
-		return cli.Usagef("%s is a directory without %s or %s: not a selection context", dir, manifest.AttributeManifest, manifest.ScheduleManifest)
-	}
-	return nil
 }
 
 // lintScheduleFile lints the schedule file at path, named by line of the

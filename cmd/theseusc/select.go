@@ -12,6 +12,7 @@ import (
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/ctxdir"
+	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/selector"
 	"github.com/theseus-ccl/theseus/runtime/selector/manifest"
 	"github.com/theseus-ccl/theseus/runtime/selector/schedfile"
@@ -172,17 +173,28 @@ func (c *selectCmd) run(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	dir := c.context
+	dir, from := c.context, "--context"
 	if dir == "" {
-		dir = ctxdir.Dir()
+		// The library's choice (ctxdir.Default). When the embedded default
+		// cannot be written anywhere the reason is the tool's failure, as
+		// theseus-bench reports it; a --context the user never gave is not
+		// to blame.
+		ch, err := ctxdir.Default()
+		if err != nil {
+			return cli.Internal(err)
+		}
+		dir, from = ch.Dir, "the "+ch.Source.String()+" context "+ch.Dir
+		if ch.Source == ctxdir.FromEnv {
+			from = env.SelContext.Source() + "=" + ch.Dir
+		}
 	}
 	if st, err := os.Stat(dir); err != nil {
-		return cli.Usagef("--context: %v", err)
+		return cli.Usagef("%s: %v", from, err)
 	} else if !st.IsDir() {
-		return cli.Usagef("--context: %s is not a directory", dir)
+		return cli.Usagef("%s: %s is not a directory", from, dir)
 	}
-	if err := checkContextDir(dir); err != nil {
-		return cli.Usagef("--context: %v", err)
+	if err := cli.CheckContextDir(dir); err != nil {
+		return cli.Usagef("%s: %v", from, err)
 	}
 	opts := selector.Options{Dir: dir, Loader: schedfile.Loader{}, Agreement: selector.Solo{},
 		Timeout: c.timeout, Logger: &stderrLogger{s: c.s, verbose: c.verbose}, CheckPeriod: 1}

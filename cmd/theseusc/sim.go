@@ -73,7 +73,7 @@ terminal a progress bar on standard error says how many remain.`,
 	f.DurationVar(&c.timeout, "timeout", 10*time.Second, "bound on every wait of the interpreter")
 	f.BoolVar(&c.noVerify, "no-verify", false, "simulate even when the verifier reports errors")
 	f.StringVar(&c.progress, "progress", "auto", "progress bar on standard error: auto (when it is a terminal), always or never")
-	f.Int64Var(&c.maxMem, "max-memory", 0, "bound on the bytes one case allocates, checked before any case runs (default: the smallest of 64 GiB, half of ulimit -v and three quarters of physical memory)")
+	cli.BytesVar(f, &c.maxMem, "max-memory", 0, "bound on the bytes (K, M, G suffixes) one case allocates, checked before any case runs (default: the smallest of 64 GiB, half of ulimit -v and three quarters of physical memory)")
 	c.cmd.RunE = cli.RunE(c.run)
 	return c
 }
@@ -122,9 +122,6 @@ func (c *simCmd) options() (interp.SimOptions, error) {
 	}
 	if c.timeout <= 0 {
 		return o, cli.Usagef("--timeout must be positive")
-	}
-	if c.maxMem < 0 {
-		return o, cli.Usagef("--max-memory must be >= 0, got %d", c.maxMem)
 	}
 	switch c.progress {
 	case "auto", "always", "never":

@@ -160,6 +160,12 @@ func TestSimMemoryLimit(t *testing.T) {
 	}
 	theseusc(t, "sim", ex, "--count", "100000", "--dtype", "int8", "--redop", "sum", "--max-memory", "700000").want(t, cli.ExitOK)
 	theseusc(t, "sim", ex, "--max-memory", "-1").want(t, cli.ExitUsage)
+	// Suffixes, as theseus-bench's sizes take them (t1 finding L5).
+	r = theseusc(t, "sim", ex, "--count", "100000", "--dtype", "int8", "--redop", "sum", "--max-memory", "683K").want(t, cli.ExitUsage)
+	if !strings.Contains(r.err, "more than the limit of 699392 bytes, set by --max-memory") {
+		t.Errorf("--max-memory 683K: %s", r.err)
+	}
+	theseusc(t, "sim", ex, "--count", "100000", "--dtype", "int8", "--redop", "sum", "--max-memory", "1M").want(t, cli.ExitOK)
 	// A count whose sizes overflow 64 bits is refused up front too.
 	r = theseusc(t, "sim", ex, "--count", "9223372036854775807", "--dtype", "float64", "--redop", "sum").want(t, cli.ExitUsage)
 	if !strings.Contains(r.err, "cannot be laid out") {

@@ -10,8 +10,11 @@ import (
 )
 
 // MaxOps bounds the ops of one generated program (about 150 bytes each in
-// memory); Generate refuses larger requests with ErrOptions instead of
-// exhausting memory. A 2048-rank ring allreduce (8.4 M ops) fits.
+// memory); Generate and Check refuse larger requests with ErrOptions
+// instead of exhausting memory. A 2048-rank ring allreduce (8.4 M ops)
+// fits. For the all-pairs oneshot, whose every op lists all n ranks, the
+// estimate counts each listed ref as an op, so it serves at most 2046
+// ranks (at one channel).
 const MaxOps = 1 << 23
 
 // Executor limits the generated programs respect (the verifier's TS0110
@@ -21,6 +24,11 @@ const MaxOps = 1 << 23
 const (
 	MaxThreadblocks     = 128
 	MaxTransferChannels = 32
+	// MaxChannelEnds bounds the channel ends (ir.Channel) of one rank, the
+	// verifier's per-rank limit (compiler/verify.MaxChannels). Check
+	// refuses oneshot and pull, which open channels*(nranks-1) of them on
+	// every rank, over it.
+	MaxChannelEnds = 4096
 )
 
 // gen is the state of one Generate call: the program under construction,
@@ -131,6 +139,21 @@ func checkGen(a *Algorithm, o Options, full bool) (*gen, error) {
 		}
 	}
 	g := &gen{a: a, o: o, n: n, K: K, coll: o.Collective, root: root, order: order, avoid: avoid}
+	// direct's and twoshot's busiest rank has a threadblock per peer and
+	// one of its own per lane (twoshot at 1000 ranks built 1.4 GB before
+	// finding it out).
+	if (a.Name == "direct" || a.Name == "twoshot") && n > 1 && int64(n)*int64(K) > MaxThreadblocks {
+		alt := "pull serves any nranks"
+		if a.Name == "twoshot" {
+			alt = "oneshot and ring serve more ranks"
+		}
+		return nil, fmt.Errorf("%w: %s %v on %d ranks with %d channels needs %d threadblocks per rank (limit %d); %s",
+			ErrOptions, a.Name, o.Collective, n, K, n*K, MaxThreadblocks, alt)
+	}
+	if (a.Name == "oneshot" || a.Name == "pull") && int64(K)*int64(n-1) > MaxChannelEnds {
+		return nil, fmt.Errorf("%w: %s %v on %d ranks with %d channels needs %d channel ends per rank (limit %d); use fewer channels or ranks",
+			ErrOptions, a.Name, o.Collective, n, K, int64(K)*int64(n-1), MaxChannelEnds)
+	}
 	if est := g.estimate(); est > MaxOps {
 		return nil, fmt.Errorf("%w: %s %v on %d ranks with %d channels would have about %d ops (limit %d)",
 			ErrOptions, a.Name, o.Collective, n, K, est, MaxOps)
@@ -179,7 +202,10 @@ func (g *gen) estimate() int64 {
 		}
 		return 2 * n * n * K
 	case "oneshot":
-		return 6 * n * K
+		// Six ops per rank and lane, but the copy lists n-1 refs and the
+		// reduce n (LL), or the reduce n and the handshakes n-1 channels
+		// each (Simple): count the refs.
+		return 6*n*K + 2*n*n*K
 	case "twoshot", "direct":
 		return 5*n*n*K + 2*n*K
 	case "rhd":

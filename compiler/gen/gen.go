@@ -280,7 +280,8 @@ func Generate(algo string, opts Options) (*ir.Program, error) {
 // can be told without building the program: the algorithm is known and
 // serves the collective, and every option is in range for opts.NRanks
 // (nlocalranks, channels, root, order, avoid, the op bound MaxOps, the
-// protocol of a SimpleOnly algorithm, and direct's threadblocks). It is
+// protocol of a SimpleOnly algorithm, direct's and twoshot's threadblocks,
+// oneshot's and pull's channel ends per rank). It is
 // cheap (no op is built), for matching a generated manifest entry against
 // a communicator's shape. What only building shows — ErrAvoid, and the
 // other algorithms' MaxThreadblocks and MaxTransferChannels limits —
@@ -299,12 +300,6 @@ func Check(algo string, opts Options) error {
 	}
 	if a.SimpleOnly && opts.Protocol != ir.Simple {
 		return fmt.Errorf("%w: %s writes Simple programs only", ErrOptions, a.Name)
-	}
-	// direct's busiest rank has a threadblock per peer and one of its own
-	// per lane (the one limit that is simple to tell without building).
-	if k := max(opts.Channels, 1); a.Name == "direct" && opts.NRanks > 1 && opts.NRanks*k > MaxThreadblocks {
-		return fmt.Errorf("%w: direct %v on %d ranks with %d channels needs %d threadblocks per rank (limit %d); pull serves any nranks",
-			ErrOptions, opts.Collective, opts.NRanks, k, opts.NRanks*k, MaxThreadblocks)
 	}
 	_, err = checkGen(a, opts, false)
 	return err

@@ -309,3 +309,49 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckBoundsAllPairs: the all-pairs generators refuse, up front and
+// without building, the shapes whose programs would be over the op bound
+// (counting oneshot's per-op peer lists) or over the verifier's channel
+// ends per rank: t1 finding H1, where the default context's oneshot entry
+// built gigabytes at 4096 ranks and ran out of memory at 65536.
+func TestCheckBoundsAllPairs(t *testing.T) {
+	if MaxChannelEnds != verify.MaxChannels {
+		t.Errorf("MaxChannelEnds = %d, verify.MaxChannels = %d", MaxChannelEnds, verify.MaxChannels)
+	}
+	for _, c := range []struct {
+		algo string
+		o    Options
+	}{
+		{"oneshot", Options{Collective: ir.AllReduce, NRanks: 2048, Protocol: ir.LL}},
+		{"oneshot", Options{Collective: ir.AllReduce, NRanks: 4096, Protocol: ir.LL}},
+		{"oneshot", Options{Collective: ir.AllReduce, NRanks: 65536, Protocol: ir.LL}},
+		{"oneshot", Options{Collective: ir.AllReduce, NRanks: 8192}},
+		{"oneshot", Options{Collective: ir.AllReduce, NRanks: 200, Channels: 32, Protocol: ir.LL}},
+		{"pull", Options{Collective: ir.Gather, NRanks: 200, Channels: 32}},
+		{"twoshot", Options{Collective: ir.AllReduce, NRanks: 1000}},
+		{"direct", Options{Collective: ir.AllToAll, NRanks: 1000}},
+	} {
+		var err error
+		allocs := testing.AllocsPerRun(1, func() { err = Check(c.algo, c.o) })
+		if !errors.Is(err, ErrOptions) {
+			t.Errorf("%s %v at %d ranks, %d channels: Check = %v, want ErrOptions", c.algo, c.o.Collective, c.o.NRanks, c.o.Channels, err)
+		}
+		if allocs > 20 {
+			t.Errorf("%s at %d ranks: Check made %v allocations", c.algo, c.o.NRanks, allocs)
+		}
+		// Generate refuses it as cheaply (twoshot at 1000 ranks built
+		// 1.4 GB before refusing).
+		allocs = testing.AllocsPerRun(1, func() { _, err = Generate(c.algo, c.o) })
+		if !errors.Is(err, ErrOptions) || allocs > 20 {
+			t.Errorf("%s at %d ranks: Generate = %v after %v allocations", c.algo, c.o.NRanks, err, allocs)
+		}
+	}
+	// What the default context relies on at 1024 ranks still passes.
+	if err := Check("oneshot", Options{Collective: ir.AllReduce, NRanks: 1024, Protocol: ir.LL}); err != nil {
+		t.Error(err)
+	}
+	if err := Check("oneshot", Options{Collective: ir.AllReduce, NRanks: 128, Channels: 32, Protocol: ir.LL}); err != nil {
+		t.Error(err)
+	}
+}

@@ -4,8 +4,8 @@ package contexts
 // and their policies (plan), written as schedule_manifest.jsonl (build),
 // and the relay analysis the slow_rank policies are checked against
 // (relays). Every entry names a compiler/gen algorithm instead of a file
-// (docs/selection-context.md §5.1), so the context serves every nranks and
-// node shape its generators serve, 1 to 1024 ranks and beyond, and the
+// (docs/selection-context.md §5.5), so the context serves every nranks and
+// node shape its generators serve, 1 to 1024 ranks and most up to 2046 (docs §5.6), and the
 // runtime builds only the calling rank's tables. The LL/Simple crossover of
 // allreduce, allgather, reducescatter and alltoall is not a static window:
 // it reads the exogenous attribute ll_max_bytes (llPref).

@@ -94,6 +94,10 @@ func Hash() string {
 // context with different contents.
 var ErrExists = errors.New("contexts: a different file already exists")
 
+// ErrUntrusted is wrapped by ReadOnlyDir when the directory it would use
+// is owned by, or writable by, someone other than this user (or root).
+var ErrUntrusted = errors.New("contexts: not the user's own directory")
+
 // Materialize writes the default context into dir, creating dir and its
 // subdirectories as needed (mode 0755, files 0644). A file that already
 // exists with the same contents is kept; one with different contents is an
@@ -158,14 +162,25 @@ func writeFile(name string, data []byte) error {
 // beside it, which is then renamed into place, so a process that finds the
 // directory finds it complete; several processes may call it at once. A
 // directory of that name whose files differ from the embedded ones
-// (someone changed them) is an error wrapping ErrExists. Errors: those of
-// the file system.
+// (someone changed them) is an error wrapping ErrExists; one that another
+// user owns or could change (it, its files or a directory above it owned
+// by someone other than this user or root, or writable by group or others
+// without the sticky bit, as ssh checks) is an error wrapping
+// ErrUntrusted. Errors: those of the file system.
 func ReadOnlyDir(parent string) (string, error) {
 	dir := filepath.Join(parent, "default-"+Hash()[:12])
-	if _, err := os.Stat(dir); err == nil {
+	if _, err := os.Lstat(dir); err == nil {
+		if err := trusted(dir); err != nil {
+			return "", err
+		}
 		return dir, same(dir)
 	}
 	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", err
+	}
+	// parent and what is above it first: the copy written below must not
+	// land where someone else can replace it.
+	if err := trustedDir(parent); err != nil {
 		return "", err
 	}
 	tmp, err := os.MkdirTemp(parent, ".default-")
@@ -191,6 +206,9 @@ func ReadOnlyDir(parent string) (string, error) {
 		if _, serr := os.Stat(dir); serr != nil { // not another process's copy: a real failure
 			return "", err
 		}
+	}
+	if err := trusted(dir); err != nil {
+		return "", err
 	}
 	return dir, same(dir)
 }

@@ -432,6 +432,14 @@ func everyShape() []shape {
 	return out
 }
 
+// servesNothing is the known gap (docs/known-issues.md 26): beyond 128
+// ranks on several nodes nothing serves alltoall, gather and scatter
+// (direct runs out of threadblocks, and pull reads peers' memory, which
+// ranks of different nodes cannot).
+func servesNothing(c ir.Collective, s shape) bool {
+	return (c == ir.AllToAll || c == ir.Gather || c == ir.Scatter) && s.n > gen.MaxThreadblocks && s.l > 0 && s.l < s.n
+}
+
 // TestServesEveryShape: for every nranks from 1 to 1024, every node shape, every collective and a message size in every regime, with no
 // slow rank and with a slow one, some entry of the default context matches
 // (its collective, window, and generator serving the shape: gen.Check) and
@@ -446,6 +454,7 @@ func TestServesEveryShape(t *testing.T) {
 		for _, e := range es {
 			o := e.opts(s.n, s.l)
 			o.Channels = 1
+			o.NLocalRanks = s.l // as the runtime asks every generator (gen.Options.NLocalRanks)
 			if gen.Check(e.Algo, o) != nil {
 				continue
 			}
@@ -465,6 +474,12 @@ func TestServesEveryShape(t *testing.T) {
 			}
 		}
 		for _, c := range collectives {
+			if servesNothing(c, s) {
+				if served[c] != nil {
+					t.Errorf("%s at %d ranks, %d per node is served: drop it from servesNothing and docs/known-issues.md 26", c, s.n, s.l)
+				}
+				continue
+			}
 			for i, ok := range served[c] {
 				if !ok {
 					t.Errorf("%s at %d ranks, %d per node: nothing serves %d B (slow rank %v)", c, s.n, s.l, sizes[i%len(sizes)], i >= len(sizes))

@@ -68,7 +68,9 @@ func (c Choice) String() string { return fmt.Sprintf("%s (%s)", c.Dir, c.Source)
 //  4. the embedded default context (examples/contexts), materialised
 //     read-only under the user's cache directory (os.UserCacheDir, else
 //     os.TempDir()/theseus-UID) in a directory named after its contents,
-//     shared by every process of the same build.
+//     shared by every process of the same build; a copy, or a directory
+//     above it, that another user owns or may write is not used
+//     (contexts.ReadOnlyDir, contexts.ErrUntrusted).
 //
 // It logs its choice (INIT). The NCCL library (runtime/comm, through
 // ncclabi), the Go API (runtime/theseus), theseus-bench and theseusc select
@@ -137,7 +139,7 @@ var embeddedContext = sync.OnceValues(func() (string, error) {
 		}
 		errs = append(errs, err.Error())
 	}
-	return "", fmt.Errorf("ctxdir: writing the embedded default selection context: %s", strings.Join(errs, "; "))
+	return "", fmt.Errorf("ctxdir: writing the embedded default selection context: %s; set THESEUS_SELECTION_CONTEXT to a context directory (`theseusc context init DIR` writes one)", strings.Join(errs, "; "))
 })
 
 // installedContext is PREFIX/share/theseus/contexts/default for the object

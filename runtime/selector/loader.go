@@ -55,7 +55,7 @@ type LoadRequest struct {
 }
 
 // GenSpec is a generated entry's recipe, resolved for the request's shape
-// (docs/selection-context.md §5.1).
+// (docs/selection-context.md §5.5).
 type GenSpec struct {
 	// Algorithm is a compiler/gen algorithm (name or alias).
 	Algorithm string

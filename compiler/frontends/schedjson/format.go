@@ -33,19 +33,35 @@ import (
 // undefined enum value, or a number outside the domain Parse accepts, such
 // as a negative offset or more than ir.MaxRanks ranks); the error names the
 // rank, threadblock and step.
-func Format(p *ir.Program) ([]byte, error) {
+func Format(p *ir.Program) ([]byte, error) { return FormatMax(p, 0) }
+
+// ErrTooLarge is wrapped by FormatMax's error for a program whose JSON is
+// over its limit.
+var ErrTooLarge = errors.New("schedjson: JSON over the limit")
+
+// FormatMax is Format that gives up, with an error wrapping ErrTooLarge,
+// as soon as the JSON is known to be longer than max bytes (0: no limit),
+// so that refusing a program too large to write costs memory in
+// proportion to max, not to the program's JSON (a 2048-rank ring
+// allreduce's is 608 MB). The error says how far it got.
+func FormatMax(p *ir.Program, max int) ([]byte, error) {
 	if p == nil {
 		return nil, errors.New("schedjson: nil program")
 	}
 	if err := check(p); err != nil {
 		return nil, err
 	}
-	w := &writer{}
-	w.program(p)
+	w := &writer{max: max}
+	if err := w.program(p); err != nil {
+		return nil, err
+	}
 	return w.b.Bytes(), nil
 }
 
-type writer struct{ b bytes.Buffer }
+type writer struct {
+	b   bytes.Buffer
+	max int // FormatMax's limit, 0 for none
+}
 
 // member is one "key": value pair, the value already encoded.
 type member struct{ k, v string }
@@ -131,7 +147,7 @@ func list(indent string, elems []string) string {
 // flat encodes an array on one line.
 func flat(elems []string) string { return "[" + strings.Join(elems, ", ") + "]" }
 
-func (w *writer) program(p *ir.Program) {
+func (w *writer) program(p *ir.Program) error {
 	ms := []member{
 		{"version", num(Version)},
 		{"name", quote(p.Name)},
@@ -172,12 +188,20 @@ func (w *writer) program(p *ir.Program) {
 	}
 	def := DefaultPeerChannels(p)
 	ranks := make([]string, len(p.Ranks))
+	size := 0
 	for r := range p.Ranks {
 		ranks[r] = rank(p, r, def[r])
+		if size += len(ranks[r]); w.max > 0 && size > w.max {
+			return fmt.Errorf("%w: the first %d of %d ranks alone are %d bytes", ErrTooLarge, r+1, len(p.Ranks), size)
+		}
 	}
 	ms = append(ms, member{"ranks", list("  ", ranks)})
 	w.b.WriteString(block("", ms))
 	w.b.WriteByte('\n')
+	if w.max > 0 && w.b.Len() > w.max {
+		return fmt.Errorf("%w: %d bytes", ErrTooLarge, w.b.Len())
+	}
+	return nil
 }
 
 func rank(p *ir.Program, r int, def []int) string {

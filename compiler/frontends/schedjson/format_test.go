@@ -1,6 +1,7 @@
 package schedjson
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -251,3 +252,28 @@ func BenchmarkFormat(b *testing.B) {
 
 // bigRing is a 64-rank, 8-channel ring (1016 ops per rank, 65024 in all).
 func bigRing(n int) *ir.Program { return ring("big", n, 8, ir.Simple, "") }
+
+// TestFormatMax: FormatMax writes what Format writes up to its limit and
+// gives up, wrapping ErrTooLarge, past it (theseusc gen refuses a program
+// too large to read back without building all of its JSON).
+func TestFormatMax(t *testing.T) {
+	p := irtest.RingAllReduce(8, ir.Simple)
+	want, err := Format(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, max := range []int{0, len(want), len(want) + 1} {
+		got, err := FormatMax(p, max)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("FormatMax(p, %d) = %d bytes, %v; want Format's %d bytes", max, len(got), err, len(want))
+		}
+	}
+	for _, max := range []int{len(want) - 1, 100} {
+		if _, err := FormatMax(p, max); !errors.Is(err, ErrTooLarge) {
+			t.Errorf("FormatMax(p, %d) = %v, want ErrTooLarge", max, err)
+		}
+	}
+	if _, err := FormatMax(p, 100); err == nil || !strings.Contains(err.Error(), "the first 1 of 8 ranks alone are ") {
+		t.Errorf("FormatMax(p, 100) = %v", err)
+	}
+}

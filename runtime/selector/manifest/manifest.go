@@ -133,7 +133,7 @@ type Schedule struct {
 	P2P *P2PEntry
 }
 
-// Generator is a generated entry's recipe (docs/selection-context.md §5.1):
+// Generator is a generated entry's recipe (docs/selection-context.md §5.5):
 // a compiler/gen algorithm and its parameters. The runtime builds the
 // program for the communicator's nranks and nlocalranks (and rank), so one
 // entry serves every shape the algorithm supports.
@@ -501,7 +501,10 @@ func ParseSchedule(file string, line int, text []byte, opt Options) (Schedule, [
 		}
 	}
 	if genF != nil && len(c.ds) == 0 {
-		if !gen.Supports(g.Algorithm, s.Collective) {
+		if gen.Canonical(g.Algorithm) == "" {
+			c.errorf(diag.BadValue, genF.ValOff, "theseusc gen --list lists the algorithms and what they serve",
+				"unknown generator %q", g.Algorithm)
+		} else if !gen.Supports(g.Algorithm, s.Collective) {
 			c.errorf(diag.BadValue, genF.ValOff, "theseusc gen --list lists the algorithms and what they serve",
 				"generator %q does not serve %s", g.Algorithm, s.Collective)
 		} else if err := gen.CheckOptions(g.Algorithm, gen.Options{Collective: s.Collective, Protocol: g.Protocol, Avoid: g.Avoid}); err != nil {

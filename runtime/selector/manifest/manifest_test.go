@@ -172,7 +172,7 @@ func TestParseGeneratedErrors(t *testing.T) {
 		{`{"collective":"allreduce","nranks":8}`, diag.MissingField, 1, `lacks "file" (or "gen")`},
 		{`{"gen":"ring","file":"a.json","collective":"allreduce"}`, diag.BadValue, 2, "both file and gen"},
 		{`{"gen":"ring","collective":"alltoall"}`, diag.BadValue, 8, `generator "ring" does not serve alltoall`},
-		{`{"gen":"nosuch","collective":"alltoall"}`, diag.BadValue, 8, `does not serve`},
+		{`{"gen":"nosuch","collective":"allreduce"}`, diag.BadValue, 8, `unknown generator "nosuch"`}, // t1 L9: it said "does not serve"
 		{head + `,"channels":0}`, diag.BadValue, 51, "channels must be in [1, 32]"},
 		{head + `,"channels":33}`, diag.BadValue, 51, "channels must be in [1, 32]"},
 		{head + `,"channels":""}`, diag.BadValue, 51, "channels is empty"},

@@ -18,7 +18,7 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/selector"
 )
 
-// Generated entries (docs/selection-context.md §5.1). A generated
+// Generated entries (docs/selection-context.md §5.5). A generated
 // schedule is built once per shape and process:
 //
 //  1. the generator writes the whole program for the communicator's
