@@ -291,10 +291,14 @@ func alltoallvGPU(c *theseus.Comm, be *cuda.Backend, skew bool) error {
 
 // A send and a receive of different counts: ncclInvalidUsage on both,
 // naming the pair, within the timeout; nothing written past the receive.
+// The send (64 MiB) is larger than the FIFO's room (16 MiB with the
+// built-in 32 channels for 2 ranks), so the sender is still sending when
+// the receiver's error post arrives (a send that fits the FIFO completes
+// before the receive looks at it, as in NCCL).
 func TestP2PMismatchGPU(t *testing.T) {
 	gputest.Require(t)
 	comms, be := p2pComms(t, 2, func(c *theseus.Config) { c.Options.Timeout = 10 * time.Second })
-	const sent, got = 4 << 20, 2 << 20
+	const sent, got = 16 << 20, 2 << 20
 	buf := make([]device.Ptr, 2)
 	for r := range buf {
 		p, err := be.Alloc(4 * sent)
