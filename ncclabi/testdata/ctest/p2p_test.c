@@ -404,15 +404,16 @@ static double now(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Rank 1 receives 2 Mi floats where rank 0 sends 4 Mi: more than the
- * FIFOs hold, so the send cannot complete before the receive has looked at
- * it (both fail, and rank 0 stays until rank 1 is done). */
+/* Rank 1 receives 2 Mi floats where rank 0 sends 16 Mi (64 MiB): more than
+ * the FIFOs hold (16 MiB with the built-in 32 channels for 2 ranks), so the
+ * send cannot complete before the receive has looked at it (both fail, and
+ * rank 0 stays until rank 1 is done). */
 static int mode_mismatch(int argc, char** argv) {
   ncclUniqueId id;
   pair_id(argc > 4 ? argv[4] : NULL, &id);
   ncclComm_t c;
   OK(ncclCommInitRank(&c, g_n, id, g_rank));
-  const size_t sent = (size_t)4 << 20, got = (size_t)2 << 20;
+  const size_t sent = (size_t)16 << 20, got = (size_t)2 << 20;
   float* buf;
   OK(ncclMemAlloc((void**)&buf, sent * 4));
   memset(buf, 0, sent * 4);
