@@ -31,6 +31,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/log"
@@ -368,7 +369,8 @@ type Conn struct {
 	held      []heldPut
 	published uint64
 
-	probe    HostBlock // the word each peer increments at Connect
+	probe    HostBlock // the words the peers put 1 into at Connect (one per rank), then a 1
+	probeOne int       // the offset of that 1
 	probeMem *ucx.Mem
 
 	failed  atomic.Pointer[Error]
@@ -419,15 +421,26 @@ func (p *Proxy) Connect(ctx context.Context, net Net, rank int, peers []int, o C
 		c.peers[r] = &peer{rank: r}
 		c.order = append(c.order, c.peers[r])
 	}
-	// The probe: a word each peer increments once, so that a completed
-	// flush of that atomic proves the connection up in both directions
-	// (an endpoint flush alone can complete while UCX's wireup is still
-	// running: UCX 1.13 then aborts, on an assertion, if the endpoint is
-	// purged with a wireup reply still queued; the assertion went in 1.14,
-	// UCX commit 9ccaf31bb6).
-	if c.probe, err = AllocHost(4096); err != nil {
+	// The probe: a word per rank, into which that peer puts 1; a rank
+	// goes on when every peer's word has arrived and its endpoints are
+	// flushed, so the connection is up in both directions (an endpoint
+	// flush alone can complete while UCX's wireup is still running: UCX
+	// 1.13 then aborts, on an assertion, if the endpoint is purged with a
+	// wireup reply still queued; the assertion went in 1.14, UCX commit
+	// 9ccaf31bb6). No flush is started before the peers' words have come:
+	// a flush queued on an endpoint whose TCP connection is still being
+	// accepted makes UCX 1.16 built with assertions abort in tcp_ep.c's
+	// pending queue dispatch ("ucs_queue_is_empty(&ep->pending_q)";
+	// bench/results/2026-12-01-h200-eleventh, call E).
+	maxRank := rank
+	for _, pe := range c.order {
+		maxRank = max(maxRank, pe.rank)
+	}
+	if c.probe, err = AllocHost(max(4096, 8*(maxRank+2))); err != nil {
 		return nil, err
 	}
+	*(*uint64)(unsafe.Add(c.probe.Ptr, 8*(maxRank+1))) = 1 // what the probe puts
+	c.probeOne = 8 * (maxRank + 1)
 	if c.probeMem, err = p.ctx.Map(uintptr(c.probe.Ptr), c.probe.Size, ucx.Host); err != nil {
 		return nil, &Error{Rank: rank, Peer: -1, Op: "connect (register)", Err: err}
 	}
@@ -446,25 +459,22 @@ func (p *Proxy) Connect(ctx context.Context, net Net, rank int, peers []int, o C
 		if err != nil {
 			return nil, &Error{Rank: rank, Peer: pe.rank, Op: "connect", Err: err}
 		}
-		if pe.ep, err = p.w.Connect(h.addr, fmt.Sprintf("theseus %d->%d", rank, pe.rank)); err != nil {
-			return nil, &Error{Rank: rank, Peer: pe.rank, Op: "connect", Err: err}
-		}
 		probes[pe.rank] = h
 	}
-	// Increment every peer's probe word and flush: the peer is reachable
-	// and UCX's wireup is complete, or the error names the pair.
 	deadline := time.Now().Add(p.timeout)
 	for _, pe := range c.order {
-		h := probes[pe.rank]
-		rk, err := pe.ep.UnpackRKey(h.key)
-		if err == nil {
-			err = pe.ep.Inc(h.probe, rk)
+		if err := c.connectPeer(pe, probes[pe.rank]); err != nil {
+			return nil, err
 		}
-		if err == nil {
-			err = c.flushEP(pe, deadline)
+	}
+	for _, pe := range c.order {
+		if err := c.awaitProbe(pe, deadline); err != nil {
+			return nil, &Error{Rank: rank, Peer: pe.rank, Op: "connect (probe)", Err: err}
 		}
-		if err != nil {
-			return nil, &Error{Rank: rank, Peer: pe.rank, Op: "connect (probe)", Err: c.peerErr(pe, err)}
+	}
+	for _, pe := range c.order {
+		if err := c.flushEP(pe, deadline); err != nil {
+			return nil, &Error{Rank: rank, Peer: pe.rank, Op: "connect (flush)", Err: c.peerErr(pe, err)}
 		}
 		pe.lanes = pe.ep.Lanes()
 		pe.strong = forceStrongOrder || !orderedByFence(pe.lanes)
@@ -525,6 +535,45 @@ func decodeHello(m []byte, rank int) (helloMsg, error) {
 }
 
 // flushEP flushes one endpoint from a caller's goroutine.
+// connectPeer makes the endpoint to pe and puts 1 into the peer's probe
+// word for this rank.
+func (c *Conn) connectPeer(pe *peer, h helloMsg) error {
+	var err error
+	if pe.ep, err = c.p.w.Connect(h.addr, fmt.Sprintf("theseus %d->%d", c.rank, pe.rank)); err != nil {
+		return &Error{Rank: c.rank, Peer: pe.rank, Op: "connect", Err: err}
+	}
+	rk, err := pe.ep.UnpackRKey(h.key)
+	if err == nil {
+		// A put, not an atomic: UCX emulates atomics over TCP with active
+		// messages on another lane, and an atomic queued during wireup
+		// trips the pending-queue assertion above.
+		err = pe.ep.Put(uintptr(c.probe.Ptr)+uintptr(c.probeOne), 8, h.probe+8*uint64(c.rank), rk, c.probeMem)
+	}
+	if err != nil {
+		return &Error{Rank: c.rank, Peer: pe.rank, Op: "connect (probe)", Err: c.peerErr(pe, err)}
+	}
+	return nil
+}
+
+// awaitProbe waits (progressing the worker) until pe has put its 1 into
+// this rank's probe word for it, or the deadline.
+func (c *Conn) awaitProbe(pe *peer, deadline time.Time) error {
+	word := (*uint64)(unsafe.Add(c.probe.Ptr, 8*pe.rank))
+	for i := 0; atomic.LoadUint64(word) == 0; i++ {
+		if err := pe.ep.Err(); err != nil {
+			return err
+		}
+		if i&63 == 63 {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("rank %d's probe did not arrive within %v", pe.rank, c.p.timeout)
+			}
+			runtime.Gosched()
+		}
+		c.p.w.Progress()
+	}
+	return nil
+}
+
 func (c *Conn) flushEP(pe *peer, deadline time.Time) error {
 	r, err := pe.ep.Flush()
 	if err != nil {

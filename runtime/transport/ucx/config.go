@@ -65,6 +65,8 @@ var (
 		return out
 	}
 	lookupEnv = os.LookupEnv
+	// loadedVersion is the loaded libucp's release (Version).
+	loadedVersion = Version
 )
 
 // Settings maps the seed's network variables onto UCX's configuration:
@@ -76,6 +78,12 @@ var (
 //     every RDMA port stays listed; with only the HCAs, TCP has no device.
 //   - MSCCLPP_SOCKET_FAMILY AF_INET / AF_INET6 gives TCP_AF_PRIO inet / inet6.
 //   - MSCCLPP_GID_INDEX, when set, gives IB_GID_INDEX.
+//   - UCX 1.15 and later: PROTO_ENABLE=n (UCX's first protocols). The
+//     protocols v2, the default from 1.16, lose RMA and atomics over TCP:
+//     "cannot find remote protocol for amo_post", the requests canceled,
+//     and, built with assertions, an abort in tcp_ep.c's pending queue
+//     dispatch during wireup (bench/results/2026-12-01-h200-eleventh,
+//     call E; ucx/TestProtoV2Off).
 //
 // An explicit UCX_<key> keeps UCX's value (the Setting is Kept). Errors: an
 // HCA list shorter than o.LocalRanks (or not reaching o.LocalRank), an
@@ -140,6 +148,9 @@ func Settings(o Options) ([]Setting, error) {
 		add(Setting{Key: "TCP_AF_PRIO", Value: "inet", From: env.SocketFamily.Source(), Env: true})
 	case "AF_INET6":
 		add(Setting{Key: "TCP_AF_PRIO", Value: "inet6", From: env.SocketFamily.Source(), Env: true})
+	}
+	if major, minor, _ := loadedVersion(); major > 1 || major == 1 && minor >= 15 {
+		add(Setting{Key: "PROTO_ENABLE", Value: "n", From: fmt.Sprintf("UCX %d.%d: its protocols v2 lose RMA and atomics over TCP", major, minor)})
 	}
 	if _, ok := env.GIDIndex.Raw(); ok {
 		g, err := env.GIDIndex.Int()

@@ -18,6 +18,13 @@ func fakeSettings(t *testing.T, vars map[string]string, ifs, rdma []string) {
 	t.Cleanup(func() { listInterfaces, listRDMAPorts, lookupEnv = oi, or, ol })
 }
 
+// fakeVersion makes Settings see UCX 1.minor loaded.
+func fakeVersion(t *testing.T, minor uint) {
+	ov := loadedVersion
+	loadedVersion = func() (uint, uint, uint) { return 1, minor, 0 }
+	t.Cleanup(func() { loadedVersion = ov })
+}
+
 func TestSettings(t *testing.T) {
 	ifs := []string{"lo", "eth0", "eth1", "ib0"}
 	rdma := []string{"mlx5_0:1", "mlx5_1:1"}
@@ -45,6 +52,7 @@ func TestSettings(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			fakeSettings(t, c.vars, ifs, rdma)
+			fakeVersion(t, 13)
 			got, err := Settings(c.o)
 			if err != nil {
 				t.Fatal(err)
@@ -53,6 +61,32 @@ func TestSettings(t *testing.T) {
 				t.Fatalf("settings (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// TestProtoV2Off: from UCX 1.15 the protocols v2 are turned off
+// (PROTO_ENABLE=n) unless UCX_PROTO_ENABLE is set: with them, UCX 1.16
+// cancels atomics over TCP and, built with assertions, aborts during
+// wireup.
+func TestProtoV2Off(t *testing.T) {
+	for _, c := range []struct {
+		minor uint
+		vars  map[string]string
+		want  []Setting
+	}{
+		{13, nil, nil},
+		{16, nil, []Setting{{Key: "PROTO_ENABLE", Value: "n", From: "UCX 1.16: its protocols v2 lose RMA and atomics over TCP"}}},
+		{16, map[string]string{"UCX_PROTO_ENABLE": "y"}, []Setting{{Key: "PROTO_ENABLE", Value: "n", From: "UCX 1.16: its protocols v2 lose RMA and atomics over TCP", Kept: true}}},
+	} {
+		fakeSettings(t, c.vars, nil, nil)
+		fakeVersion(t, c.minor)
+		got, err := Settings(Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(c.want, got); d != "" {
+			t.Errorf("UCX 1.%d %v (-want +got):\n%s", c.minor, c.vars, d)
+		}
 	}
 }
 
@@ -107,7 +141,13 @@ func TestContextSettingsApplied(t *testing.T) {
 	fakeSettings(t, map[string]string{"MSCCLPP_SOCKET_IFNAME": "lo"}, []string{"lo", "eth0"}, nil)
 	p := newPair(t, 4096)
 	want := []Setting{{Key: "NET_DEVICES", Value: "lo", From: "MSCCLPP_SOCKET_IFNAME"}}
-	if d := cmp.Diff(want, p.c.Settings()); d != "" {
+	var got []Setting
+	for _, s := range p.c.Settings() {
+		if s.Key != "PROTO_ENABLE" { // (UCX 1.15 and later: TestProtoV2Off)
+			got = append(got, s)
+		}
+	}
+	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("settings (-want +got):\n%s", d)
 	}
 	// An atomic and its flush: the connection is up both ways (a flush
