@@ -29,7 +29,7 @@ import (
 // for broadcast and reduce (a static window: both sides are Simple); rings,
 // chains and hierarchical schedules above.
 const (
-	smallMax = 64 << 10
+	smallMax = 32 << 10 // the sweep on one H200 (docs/crossovers.md)
 	midMax   = 1 << 20
 )
 
@@ -56,8 +56,8 @@ const llMaxAttr = "ll_max_bytes"
 // preference (at most prefHier); llOff beyond it, below every Simple
 // preference (at least prefBase - demote). The Simple schedules have no
 // lower size bound, so the crossover moves both ways; with the default
-// ll_max_bytes selection is that of the static windows max_bytes 65536 /
-// min_bytes 65537 it replaces (TestStaticCrossoverEquivalence).
+// ll_max_bytes selection is that of the static windows max_bytes smallMax /
+// min_bytes smallMax+1 it replaces (TestStaticCrossoverEquivalence).
 func llPref() string {
 	return fmt.Sprintf("msgsize <= %s ? %d : %d", llMaxAttr, prefSmall, llOff)
 }
@@ -166,7 +166,7 @@ const attributeLines = `{"name":"slow_rank","type":"int","origin":"exo","default
 {"name":"msgsize","type":"int","origin":"endo","path":"request.messagesize","description":"message size in bytes (ir.MessageBytes)"}
 {"name":"nranks","type":"int","origin":"endo","path":"request.nranks"}
 {"name":"nlocalranks","type":"int","origin":"endo","path":"request.nlocalranks"}
-{"name":"ll_max_bytes","type":"int","origin":"exo","default":65536,"description":"largest message size in bytes (request.messagesize) for which the LL schedules of allreduce, allgather, reducescatter and alltoall are preferred over the Simple ones (LL serves at most 4194304 B)"}
+{"name":"ll_max_bytes","type":"int","origin":"exo","default":32768,"description":"largest message size in bytes (request.messagesize) for which the LL schedules of allreduce, allgather, reducescatter and alltoall are preferred over the Simple ones (LL serves at most 4194304 B)"}
 `
 
 // everyRank relays every rank from 3 ranks on (rings, hierarchical).

@@ -16,8 +16,8 @@ import (
 
 // staticManifest writes the default context's schedule manifest in the form
 // it had before ll_max_bytes existed (commit a8fa0ce): LL schedules with the
-// static window "max_bytes":65536 and preference 30, the Simple ones that
-// compete with them taking over with "min_bytes":65537. Its lines are in the
+// static window "max_bytes":smallMax and preference 30, the Simple ones that
+// compete with them taking over with "min_bytes":smallMax+1. Its lines are in the
 // same order as the default context's, so a schedule has the same id (and
 // name) in both. It returns the file's path.
 func staticManifest(t *testing.T) string {
@@ -69,7 +69,7 @@ func selectedName(t *testing.T, s *selector.Selector, r *selector.Request) strin
 
 // sweepCounts are the per-block counts (float32 elements) of the size sweep
 // for a collective with b blocks: one element, and the counts one below, at
-// and one above each of 1 KiB, 64 KiB (the default crossover), 256 KiB,
+// and one above each of 1 KiB, 32 KiB (the default crossover), 256 KiB,
 // 1 MiB (the broadcast/reduce tree window's end), 4 MiB (llCap) and 16 MiB,
 // so that the message sizes straddle every threshold by one element per
 // block.
@@ -151,8 +151,8 @@ func TestLLMaxBytes(t *testing.T) {
 		reason   string
 	}{
 		{1 << 20, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_oneshot_ll", "the hot swap at 2 ranks: 256 KiB moves to LL"},
-		{-1, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_ring", "default: 256 KiB is above 64 KiB"},
-		{65536, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_ring", "publishing the default again: back to the ring"},
+		{-1, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_ring", "default: 256 KiB is above 32 KiB"},
+		{32768, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_ring", "publishing the default again: back to the ring"},
 		{1 << 20, -1, ir.AllReduce, 4, 4, 1 << 20, "allreduce_oneshot_ll", "1 MiB is at the crossover"},
 		{1 << 20, -1, ir.AllReduce, 4, 4, 1<<20 + 16, "allreduce_ring", "one element above it"},
 		{1 << 20, -1, ir.AllReduce, 8, 4, 2 << 20, "allreduce_hier", "above it, the node shape still decides"},
@@ -194,7 +194,7 @@ func TestLLMaxBytes(t *testing.T) {
 
 // TestLLMaxBytesAtRunTime: appending {"value":1048576} to ll_max_bytes.jsonl
 // of a context in use moves the 256 KiB allreduce from the Simple ring to
-// the LL one-shot at the next epoch (not before), and appending 65536 moves
+// the LL one-shot at the next epoch (not before), and appending 32768 moves
 // it back, on each of two ranks at the same request (one MIN-allreduce
 // agrees on the snapshot, docs/selection-context.md §7).
 func TestLLMaxBytesAtRunTime(t *testing.T) {
@@ -267,7 +267,7 @@ func TestLLMaxBytesAtRunTime(t *testing.T) {
 		case 2:
 			publish(1 << 20)
 		case 6:
-			publish(65536)
+			publish(32768)
 		}
 	}
 	for r := range n {
