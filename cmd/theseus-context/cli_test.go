@@ -175,7 +175,7 @@ func TestLocalMode(t *testing.T) {
 // '-' (slow_rank's "no slow rank" -1, -0.5) as written, with flags before
 // NAME or after VALUE, and "--" still works.
 func TestSetNegativeValue(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "ctx")
+	dir := t.TempDir() // an empty directory starts a context
 	loc := "--local=" + dir
 	mustRun(t, loc, "new", "attr", "slow_rank", "--origin", "exo", "--type", "int", "--default", "-1")
 	mustRun(t, loc, "new", "attr", "temp", "--origin", "exo", "--type", "float")
@@ -312,8 +312,21 @@ func TestDaemonNoAnswer(t *testing.T) {
 func TestLowFindings(t *testing.T) {
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "ctx")
+	if err := os.Mkdir(dir, 0o755); err != nil { // an empty directory starts a context
+		t.Fatal(err)
+	}
 	loc := "--local=" + dir
 	mustRun(t, loc, "new", "attr", "slow_rank", "--origin", "exo", "--type", "int", "--default", "-1")
+	// A directory that does not exist is a usage error, not a new context
+	// (a typo in --local).
+	for _, args := range [][]string{{"list"}, {"set", "slow_rank", "2"}, {"new", "attr", "x", "--origin", "exo", "--type", "int", "--default", "0"}} {
+		if code, _, errs := runCLI(t, append([]string{"--local=" + filepath.Join(tmp, "typo")}, args...)...); code != 2 || !strings.Contains(errs, "no such context directory") {
+			t.Errorf("--local of a missing directory, %v: exit %d, %s", args, code, errs)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "typo")); err == nil {
+		t.Error("--local created the missing directory")
+	}
 	for _, name := range []string{"x\x1b[2Jy", "a\nb", "r\u202eevil", "bad\xffutf8"} {
 		code, _, errs := runCLI(t, loc, "new", "sched", ring2, "--coll", "allreduce", "--name", name)
 		if code != cli.ExitFindings || !strings.Contains(errs, "rejected (bad_name)") {

@@ -221,6 +221,7 @@ source is the embedded default context, or a context directory.`,
 		if err := publish.CheckSeed(&publish.Validator{Margin: g.margin}, reqs); err != nil {
 			return g.fail(err)
 		}
+		g.creating = true
 		b, err := g.backend()
 		if err != nil {
 			return err

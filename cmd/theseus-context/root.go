@@ -51,6 +51,7 @@ type globals struct {
 	// contextSet: --context was given.
 	contextSet bool
 	local      string
+	creating   bool // init: --local DIR may not exist yet
 	margin     time.Duration
 	socket     string
 	addr       string
@@ -124,8 +125,13 @@ func (g *globals) backend() (backend, error) {
 		if g.contextSet {
 			return nil, cli.Usagef("--local DIR names the context directory itself: give no --context with it")
 		}
-		if st, err := os.Stat(g.local); err == nil && !st.IsDir() {
+		st, err := os.Stat(g.local)
+		switch {
+		case err == nil && !st.IsDir():
 			return nil, cli.Usagef("--local %s: not a directory (a context directory holds attribute_manifest.jsonl and schedule_manifest.jsonl)", g.local)
+		case err != nil && !g.creating:
+			// A typo must not become a new, empty context.
+			return nil, cli.Usagef("--local %s: no such context directory (start one with theseus-context --local %s init, or theseusc context init %s)", g.local, g.local, g.local)
 		}
 		return local{&publish.Local{Dir: g.local, V: publish.Validator{Margin: g.margin}}}, nil
 	}
@@ -205,6 +211,11 @@ func (g *globals) published(p *api.Published, err error) error {
 			file = ": " + p.File
 		}
 		fmt.Fprintf(g.s.Out, "schedule %d published to %s (%s, %s)%s\n", p.ID, g.target(), where, when, file)
+		return nil
+	}
+	if p.Kind == api.KindValue {
+		// "value 0 published" read as the value 0: name the line and what it says.
+		fmt.Fprintf(g.s.Out, "value published to %s (%s, line %d of its log: %s, %s)\n", g.target(), where, p.ID, p.Line, when)
 		return nil
 	}
 	fmt.Fprintf(g.s.Out, "%s %d published to %s (%s, %s)\n", what, p.ID, g.target(), where, when)

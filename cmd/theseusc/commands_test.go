@@ -603,3 +603,33 @@ func TestContextInit(t *testing.T) {
 	}
 	theseusc(t, "context").want(t, cli.ExitUsage)
 }
+
+// TestSelectPointToPoint: select --coll sendrecv reports what the runtime's
+// point-to-point engine runs (it printed "chosen: none" and exited 1, while
+// the runtime ran the built-in parameters, or a "gen": "p2p" entry).
+func TestSelectPointToPoint(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ctx")
+	theseusc(t, "context", "init", dir).want(t, cli.ExitOK)
+	r := theseusc(t, "select", "--context", dir, "--coll", "sendrecv", "--count", "1", "--nranks", "2")
+	if r.code != cli.ExitOK || !strings.Contains(r.out, "the built-in parameters") || !strings.Contains(r.out, "channels 32") {
+		t.Errorf("built-in: exit %d: %s%s", r.code, r.out, r.err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "schedule_manifest.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`{"gen":"p2p","collective":"sendrecv","channels":3,"chunk_bytes":4096,"slots":2,"preference":"10","name":"narrow"}` + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	r = theseusc(t, "select", "--context", dir, "--coll", "sendrecv", "--count", "1", "--nranks", "3", "--json")
+	var got struct {
+		Entry    int
+		Name     string
+		Channels int
+		Slots    int
+	}
+	if r.code != cli.ExitOK || json.Unmarshal([]byte(r.out), &got) != nil || got.Entry < 0 || got.Name != "narrow" || got.Channels != 3 || got.Slots != 2 {
+		t.Errorf("entry: exit %d: %s%s (%+v)", r.code, r.out, r.err, got)
+	}
+}

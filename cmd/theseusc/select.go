@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/theseus-ccl/theseus/cmd/internal/cli"
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/comm"
 	"github.com/theseus-ccl/theseus/runtime/ctxdir"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/selector"
@@ -61,7 +63,7 @@ standard error. Exit 0 when a schedule is chosen, 1 when none is.`,
 	}
 	f := c.cmd.Flags()
 	c.out = cli.AddOutputFlags(c.cmd, cli.ExplainPrinters)
-	f.StringVar(&c.context, "context", "", "selection context directory (default: THESEUS_SELECTION_CONTEXT, else $HOME/.theseus/contexts/default)")
+	f.StringVar(&c.context, "context", "", "selection context directory (default: the runtime's: THESEUS_SELECTION_CONTEXT, else ~/.theseus/contexts/default, else the one installed beside the library, else the embedded default; docs/selection-context.md §10)")
 	f.StringVar(&c.coll, "coll", "", "collective (required): allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter, sendrecv")
 	f.Int64Var(&c.count, "count", 0, "the NCCL count argument, in elements (required)")
 	f.StringVar(&c.dtype, "dtype", "float32", "data type")
@@ -212,6 +214,9 @@ func (c *selectCmd) run(cmd *cobra.Command, _ []string) error {
 	defer sel.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
+	if req.Coll == ir.SendRecv {
+		return c.p2p(ctx, sel, req)
+	}
 	e, err := sel.Explain(ctx, req)
 	switch {
 	case errors.Is(err, selector.ErrBadRequest):
@@ -226,5 +231,44 @@ func (c *selectCmd) run(cmd *cobra.Command, _ []string) error {
 		fmt.Fprintln(c.s.Err, "select: no schedule matches and is usable for this request")
 		return cli.Findings()
 	}
+	return nil
+}
+
+// p2p reports what the runtime's point-to-point engine runs for the
+// request's shape (ncclSend/ncclRecv groups and ncclAlltoAllv): the best
+// usable "gen": "p2p" entry (selector.P2P), else the built-in parameters,
+// and the parameters either gives (comm.P2PParamsOf). Point-to-point
+// always runs, so this exits 0.
+func (c *selectCmd) p2p(ctx context.Context, sel *selector.Selector, req *selector.Request) error {
+	if err := sel.Prime(ctx); err != nil {
+		return cli.Internal(err)
+	}
+	ch := sel.P2P(req.NRanks, req.NLocalRanks)
+	p := comm.P2PParamsOf(req.NLocalRanks, ch.Entry)
+	out := struct {
+		Entry      int    `json:"entry"` // -1: none, the built-in parameters
+		Name       string `json:"name,omitempty"`
+		ChunkBytes int64  `json:"chunk_bytes"`
+		Slots      int    `json:"slots"`
+		Channels   int    `json:"channels"`
+		Threads    int    `json:"threads"` // 0: the backend's default
+		EagerBytes int64  `json:"eager_bytes"`
+		Direct     bool   `json:"direct"`
+	}{ch.ID, ch.Name, p.Geometry.ChunkBytes, p.Geometry.Slots, p.Geometry.Channels, p.Threads, p.EagerBytes, p.Direct}
+	if format, _ := c.out.Name(); format == cli.FormatJSON {
+		enc := json.NewEncoder(c.s.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return cli.Internal(err)
+		}
+		return nil
+	}
+	what := "the built-in parameters (no usable \"gen\": \"p2p\" entry)"
+	if ch.ID != selector.None {
+		what = fmt.Sprintf("entry %d %q", ch.ID, ch.Name)
+	}
+	fmt.Fprintf(c.s.Out, "point-to-point engine (ncclSend/ncclRecv, ncclAlltoAllv), %d ranks, %d per node: %s\n", req.NRanks, req.NLocalRanks, what)
+	fmt.Fprintf(c.s.Out, "  chunk_bytes %d, slots %d, channels %d, threads %d (0: the backend's default), eager_bytes %d, direct %v\n",
+		out.ChunkBytes, out.Slots, out.Channels, out.Threads, out.EagerBytes, out.Direct)
 	return nil
 }

@@ -101,15 +101,21 @@ func CheckLayout(infos []RankInfo, hca int, allowShared bool) (Layout, error) {
 		return fail(blockStart, "%d ranks on %d nodes: every node must host the same number of ranks", n, nodes)
 	}
 	per := n / nodes
+	var counts []string
+	uneven := -1
 	for k, s := range blockStart {
 		end := n
 		if k+1 < nodes {
 			end = blockStart[k+1]
 		}
-		if end-s != per {
-			return fail([]int{s}, "node %q hosts %d ranks (%d..%d), others %d: every node must host the same number of contiguous ranks",
-				infos[s].HostID, end-s, s, end-1, per)
+		counts = append(counts, fmt.Sprintf("%q %d (ranks %d..%d)", infos[s].HostID, end-s, s, end-1))
+		if end-s != per && uneven < 0 {
+			uneven = s
 		}
+	}
+	if uneven >= 0 {
+		return fail([]int{uneven}, "nodes host different numbers of ranks (%s): every node must host the same number of contiguous ranks",
+			strings.Join(counts, ", "))
 	}
 	// 2. At most 8 per node across nodes; enough RNICs.
 	if nodes > 1 && per > 8 {

@@ -2,6 +2,7 @@ package comm
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -89,6 +90,12 @@ func TestCheckLayout(t *testing.T) {
 		if d := cmp.Diff(tc.peers, e.Peers); d != "" {
 			t.Errorf("%s: peers (-want +got):\n%s\n%v", tc.name, d, err)
 		}
+	}
+	// The unequal-blocks message gives every node's count (it said "others
+	// 2" for a node of 1: the expected count).
+	if _, err := CheckLayout(infos([]string{"a", "a", "a", "b"}, local(4), []int{0, 1, 2, 0}, "cuda"), 0, false); err == nil ||
+		!strings.Contains(err.Error(), `"a" 3 (ranks 0..2), "b" 1 (ranks 3..3)`) {
+		t.Errorf("unequal blocks: %v, want every node's count", err)
 	}
 	// THESEUS_ALLOW_SHARED_DEVICE admits two processes on one device.
 	if _, err := CheckLayout(infos(hosts(2, "a"), local(2), []int{0, 0}, "cuda"), 0, true); err != nil {

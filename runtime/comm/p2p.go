@@ -12,6 +12,7 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/executor"
 	"github.com/theseus-ccl/theseus/runtime/launch"
 	"github.com/theseus-ccl/theseus/runtime/selector"
+	"github.com/theseus-ccl/theseus/runtime/selector/manifest"
 	"github.com/theseus-ccl/theseus/runtime/trace"
 )
 
@@ -98,30 +99,39 @@ func (c *Comm) P2PParams() (executor.P2PParams, int) {
 	if s.have && s.gen == c.sel.CacheGen() {
 		return s.params, s.choice.ID
 	}
-	p := executor.DefaultP2PParams(c.perNode)
 	ch := c.sel.P2P(c.n, c.perNode)
-	if e := ch.Entry; e != nil {
-		if e.ChunkBytes != 0 {
-			p.Geometry.ChunkBytes = e.ChunkBytes
-		}
-		if e.Slots != 0 {
-			p.Geometry.Slots = e.Slots
-		}
-		if e.Channels != 0 {
-			p.Geometry.Channels = e.Channels
-		}
-		if e.Threads != 0 {
-			p.Threads = e.Threads
-		}
-		if e.EagerBytes != nil {
-			p.EagerBytes = *e.EagerBytes
-		}
-		if e.Direct != nil {
-			p.Direct = *e.Direct
-		}
-	}
+	p := P2PParamsOf(c.perNode, ch.Entry)
 	s.params, s.choice, s.gen, s.have = p, ch, c.sel.CacheGen(), true
 	return p, ch.ID
+}
+
+// P2PParamsOf is the point-to-point engine's parameters for nlocal ranks
+// per node: the built-in ones (executor.DefaultP2PParams) overridden by the
+// fields e sets (nil: none).
+func P2PParamsOf(nlocal int, e *manifest.P2PEntry) executor.P2PParams {
+	p := executor.DefaultP2PParams(nlocal)
+	if e == nil {
+		return p
+	}
+	if e.ChunkBytes != 0 {
+		p.Geometry.ChunkBytes = e.ChunkBytes
+	}
+	if e.Slots != 0 {
+		p.Geometry.Slots = e.Slots
+	}
+	if e.Channels != 0 {
+		p.Geometry.Channels = e.Channels
+	}
+	if e.Threads != 0 {
+		p.Threads = e.Threads
+	}
+	if e.EagerBytes != nil {
+		p.EagerBytes = *e.EagerBytes
+	}
+	if e.Direct != nil {
+		p.Direct = *e.Direct
+	}
+	return p
 }
 
 func (c *Comm) p2pName() string {

@@ -668,7 +668,11 @@ func Open(name string) (Backend, error) {
 	open, ok := backends[name]
 	regMu.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("device: no backend %q in this program (have %v)", name, Names())
+		hint := ""
+		if name == "cuda" {
+			hint = ": a program uses CUDA when it imports github.com/theseus-ccl/theseus/cuda; without a GPU choose the host backend (Config.Backend \"host\", or THESEUS_BACKEND=host)"
+		}
+		return nil, fmt.Errorf("device: no backend %q in this program (have %v)%s", name, Names(), hint)
 	}
 	return open()
 }

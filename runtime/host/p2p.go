@@ -108,6 +108,36 @@ type p2pRun struct {
 	aborted []error
 }
 
+// laneErrors is a failed launch's lane errors: its message is the first
+// lane's cause (a mismatch before any other, then any primary failure,
+// then an abort) and how many more lanes failed; errors.Is and errors.As
+// see every lane's error.
+type laneErrors struct {
+	all  []error
+	head error
+}
+
+func newLaneErrors(primary, aborted []error) error {
+	all := append(append([]error(nil), primary...), aborted...)
+	head := all[0]
+	for _, e := range primary {
+		if errors.Is(e, launch.ErrP2PMismatch) {
+			head = e
+			break
+		}
+	}
+	if len(all) == 1 {
+		return head
+	}
+	return &laneErrors{all: all, head: head}
+}
+
+func (e *laneErrors) Error() string {
+	return fmt.Sprintf("%v (and %d more lane(s) of the launch: the same cause, or stopped by it)", e.head, len(e.all)-1)
+}
+
+func (e *laneErrors) Unwrap() []error { return e.all }
+
 func (r *p2pRun) fail(err error) {
 	r.mu.Lock()
 	if errors.Is(err, launch.ErrAborted) {
@@ -167,7 +197,7 @@ func runP2P(ctx context.Context, p *p2pPrepared) error {
 	wg.Wait()
 	if len(r.primary)+len(r.aborted) > 0 {
 		r.poison()
-		return errors.Join(append(r.primary, r.aborted...)...)
+		return newLaneErrors(r.primary, r.aborted)
 	}
 	return nil
 }

@@ -318,6 +318,10 @@ func TestP2PHostMismatch(t *testing.T) {
 			if !errors.Is(err, launch.ErrP2PMismatch) || !strings.Contains(err.Error(), "rank "+string(rune('1'-r))) {
 				t.Errorf("direct %v rank %d: %v, want a mismatch naming the peer", direct, r, err)
 			}
+			// One lane's message, the others counted (not one line per lane).
+			if err != nil && strings.Count(err.Error(), "point-to-point lane") > 1 {
+				t.Errorf("direct %v rank %d: %d lanes' messages in one error: %v", direct, r, strings.Count(err.Error(), "point-to-point lane"), err)
+			}
 		}
 		if got, _ := Bytes(rb+3000, 1000); strings.Trim(string(got), "\x00") != "" {
 			t.Errorf("direct %v: bytes written past the 3000-byte receive", direct)
