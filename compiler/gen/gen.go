@@ -68,7 +68,8 @@ type Options struct {
 	// records it in Program.NLocalRanks and joins ranks of different nodes
 	// with port channels only, which put and never read a peer's memory
 	// (docs/transport.md); generators whose programs read peers' memory
-	// (pull, Simple oneshot) refuse several nodes (ErrUnsupported). 0, or
+	// (pull, Simple oneshot) refuse several nodes (ErrUnsupported; push is
+	// pull written with puts into the peers' scratch). 0, or
 	// NRanks: one node, any shape (Program.NLocalRanks 0, except hier).
 	NLocalRanks int
 	// Protocol is ir.Simple or ir.LL. LL programs are never sliced.
