@@ -90,19 +90,9 @@ func buildPush(g *gen) error {
 		for k := 0; k < K; k++ {
 			k64 := int64(k)
 			blk := func(b int) int64 { return int64(b)*K64 + k64 }
-			groups := map[int][]int{}
-			var order []int
-			for _, p := range peers {
-				t := (r + p) % T
-				if groups[t] == nil {
-					order = append(order, t)
-				}
-				groups[t] = append(groups[t], p)
-			}
-			var last int
-			for _, key := range order {
-				ps := groups[key]
-				t := g.tb(r, k*T+key, -1, -1, -1) // one threadblock per (lane, group)
+			last := -1
+			for _, ps := range peerGroups(r, T, peers) {
+				t := g.tb(r, k*T+(r+ps[0])%T, -1, -1, -1) // one threadblock per (lane, group)
 				last = t
 				cs := make([]int, len(ps))
 				for i, p := range ps {
@@ -135,17 +125,7 @@ func buildPush(g *gen) error {
 					}
 				}
 			}
-			if len(order) == 0 {
-				last = g.tb(r, k*T, -1, -1, -1)
-			}
-			switch {
-			case g.coll == ir.AllToAll:
-				g.emit(r, last, g.opCopy(1, in(blk(r)), out(blk(r))))
-			case g.coll == ir.Gather && r == R:
-				g.emit(r, last, g.opCopy(1, in(k64), out(blk(R))))
-			case g.coll == ir.Scatter && r == R:
-				g.emit(r, last, g.opCopy(1, in(blk(R)), out(k64)))
-			}
+			g.ownBlock(r, k, last)
 		}
 	}
 	return g.err
