@@ -59,14 +59,7 @@ func buildPull(g *gen) error {
 		g.p.Ranks[r].Channels = chans
 	}
 	for r := 0; r < n; r++ {
-		peers := make([]int, 0, np)
-		for p := 0; p < n; p++ {
-			switch {
-			case p == r:
-			case g.coll == ir.AllToAll, r == R, p == R:
-				peers = append(peers, p)
-			}
-		}
+		peers := g.oneStepPeers(r)
 		for k := 0; k < K; k++ {
 			k64 := int64(k)
 			blk := func(b int) int64 { return int64(b)*K64 + k64 }
@@ -104,6 +97,21 @@ func buildPull(g *gen) error {
 		}
 	}
 	return g.err
+}
+
+// oneStepPeers are the peers of rank r in a pull or push program, in rank
+// order: every other rank for alltoall and the root of gather and
+// scatter, the root alone for the others.
+func (g *gen) oneStepPeers(r int) []int {
+	ps := make([]int, 0, g.n-1)
+	for p := 0; p < g.n; p++ {
+		switch {
+		case p == r:
+		case g.coll == ir.AllToAll, r == g.root, p == g.root:
+			ps = append(ps, p)
+		}
+	}
+	return ps
 }
 
 // peerGroups groups rank r's peers by threadblock, peer p in group

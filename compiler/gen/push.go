@@ -49,17 +49,6 @@ func buildPush(g *gen) error {
 	np := n - 1
 	g.p.ChunksPerBlock = K64
 	R := g.root
-	peersOf := func(r int) []int {
-		ps := make([]int, 0, np)
-		for p := 0; p < n; p++ {
-			switch {
-			case p == r:
-			case g.coll == ir.AllToAll, r == R, p == R:
-				ps = append(ps, p)
-			}
-		}
-		return ps
-	}
 	// place is i(r, p) and m(r): p's place among r's peers and their number.
 	place := func(r, p int) (int, int) {
 		if g.coll == ir.AllToAll || r == R {
@@ -73,7 +62,7 @@ func buildPush(g *gen) error {
 	}
 	T := min(np, pullTBs)
 	for r := 0; r < n; r++ {
-		ps := peersOf(r)
+		ps := g.oneStepPeers(r)
 		chans := make([]ir.Channel, K*len(ps))
 		for k := 0; k < K; k++ {
 			for _, p := range ps {
@@ -83,7 +72,7 @@ func buildPush(g *gen) error {
 		g.p.Ranks[r].Channels = chans
 	}
 	for r := 0; r < n; r++ {
-		peers := peersOf(r)
+		peers := g.oneStepPeers(r)
 		// Whether r puts to its peers and whether they put to it.
 		sends := g.coll == ir.AllToAll || g.coll == ir.Gather && r != R || g.coll == ir.Scatter && r == R
 		recvs := g.coll == ir.AllToAll || g.coll == ir.Gather && r == R || g.coll == ir.Scatter && r != R
