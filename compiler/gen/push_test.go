@@ -41,9 +41,19 @@ func TestPushExact(t *testing.T) {
 // verifier before and after legalisation (TS0116/TS0117 included), the
 // symbolic executor in both arrangements, and the host interpreter bit for
 // bit; and at 200 ranks on nodes of 8 (where direct does not serve) the
-// verifier.
+// verifier. With -gen.full: every node shape up to 40 ranks.
 func TestPushAcrossNodes(t *testing.T) {
 	shapes := [][2]int{{2, 1}, {4, 2}, {6, 3}, {6, 1}, {9, 3}, {20, 4}, {34, 17}}
+	if *full { // -gen.full: every nranks 2..40, every nlocalranks below it dividing it
+		shapes = nil
+		for n := 2; n <= 40; n++ {
+			for l := 1; l < n; l++ {
+				if n%l == 0 {
+					shapes = append(shapes, [2]int{n, l})
+				}
+			}
+		}
+	}
 	if testing.Short() {
 		shapes = [][2]int{{4, 2}, {20, 4}}
 	}
