@@ -495,9 +495,10 @@ func TestMSCCLAcrossNodes(t *testing.T) {
 // TestNodesPush: the push generator (compiler/gen: puts into the peers'
 // scratch, the one that serves alltoall, gather and scatter beyond 128
 // ranks on several nodes in the default context) on 2 simulated nodes of
-// 2 ranks in this process, UCX over TCP, on a context of push entries
-// alone: every root, both arrangements, a short and a large count, right
-// on every rank through port channels between the nodes.
+// 2 ranks (every root) and 3 of 6 (a threadblock serving two peers) in this
+// process, UCX over TCP, on a context of push entries alone: both
+// arrangements, a short and a large count, right on every rank through
+// port channels between the nodes.
 func TestNodesPush(t *testing.T) {
 	needUCX(t)
 	dir := t.TempDir()
@@ -512,11 +513,23 @@ func TestNodesPush(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const n = 4
-	comms := nodeComms(t, 2, 2, dir)
+	t.Run("2x2", func(t *testing.T) { pushCases(t, dir, 2, 2, colls, []int{0, 1, 2, 3}) })
+	// 3 nodes of 6: 17 peers over 16 threadblocks, so one threadblock
+	// serves two peers (alltoall; gather and scatter with a root on each
+	// node).
+	t.Run("3x6", func(t *testing.T) { pushCases(t, dir, 3, 6, colls, []int{0, 13}) })
+}
+
+// pushCases runs colls at each root of roots (alltoall: root 0 only) on
+// nodes x per ranks of context dir, a short and a large count, and
+// requires them right, run by the push entries.
+func pushCases(t *testing.T, dir string, nodes, per int, colls []ir.Collective, roots []int) {
+	t.Helper()
+	n := nodes * per
+	comms := nodeComms(t, nodes, per, dir)
 	var cases []devicetest.Case
 	for i, coll := range colls {
-		for root := range n {
+		for _, root := range roots {
 			for _, count := range []int64{7, 100003} {
 				if !coll.Rooted() && root > 0 {
 					continue
@@ -536,6 +549,8 @@ func TestNodesPush(t *testing.T) {
 				t.Errorf("rank %d ran schedule %s", r, name)
 			}
 		}
-		t.Logf("rank %d: %d cases, schedules %v", r, x.Cases, x.Schedules)
+		if r == 0 {
+			t.Logf("rank %d: %d cases, schedules %v", r, x.Cases, x.Schedules)
+		}
 	}
 }
