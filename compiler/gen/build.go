@@ -26,8 +26,8 @@ const (
 	MaxTransferChannels = 32
 	// MaxChannelEnds bounds the channel ends (ir.Channel) of one rank, the
 	// verifier's per-rank limit (compiler/verify.MaxChannels). Check
-	// refuses oneshot and pull, which open channels*(nranks-1) of them on
-	// every rank, over it.
+	// refuses oneshot, pull and push, which open channels*(nranks-1) of
+	// them on every rank (push: on the root of gather and scatter), over it.
 	MaxChannelEnds = 4096
 )
 
@@ -143,14 +143,19 @@ func checkGen(a *Algorithm, o Options, full bool) (*gen, error) {
 	// one of its own per lane (twoshot at 1000 ranks built 1.4 GB before
 	// finding it out).
 	if (a.Name == "direct" || a.Name == "twoshot") && n > 1 && int64(n)*int64(K) > MaxThreadblocks {
-		alt := "pull serves any nranks"
+		alt := "pull (one node) and push serve any nranks"
 		if a.Name == "twoshot" {
 			alt = "oneshot and ring serve more ranks"
 		}
 		return nil, fmt.Errorf("%w: %s %v on %d ranks with %d channels needs %d threadblocks per rank (limit %d); %s",
 			ErrOptions, a.Name, o.Collective, n, K, n*K, MaxThreadblocks, alt)
 	}
-	if (a.Name == "oneshot" || a.Name == "pull") && int64(K)*int64(n-1) > MaxChannelEnds {
+	// pull and push: K lanes of min(nranks-1, pullTBs) threadblocks.
+	if (a.Name == "pull" || a.Name == "push") && n > 1 && K*min(n-1, pullTBs) > MaxThreadblocks {
+		return nil, fmt.Errorf("%w: %s %v on %d ranks with %d channels needs %d threadblocks per rank (limit %d); use fewer channels",
+			ErrOptions, a.Name, o.Collective, n, K, K*min(n-1, pullTBs), MaxThreadblocks)
+	}
+	if (a.Name == "oneshot" || a.Name == "pull" || a.Name == "push") && int64(K)*int64(n-1) > MaxChannelEnds {
 		return nil, fmt.Errorf("%w: %s %v on %d ranks with %d channels needs %d channel ends per rank (limit %d); use fewer channels or ranks",
 			ErrOptions, a.Name, o.Collective, n, K, int64(K)*int64(n-1), MaxChannelEnds)
 	}
@@ -215,7 +220,11 @@ func (g *gen) estimate() int64 {
 		return n*K*(4*lg+6) + n*n*K
 	case "hier":
 		return 3*n*n*K + 4*n*K
-	case "pull":
+	case "pull", "push":
+		if g.coll.Rooted() {
+			// The root's copies and handshake lists: about 4(n-1) per lane.
+			return 16 * n * K
+		}
 		return 2*n*n*K + 8*n*K
 	}
 	return 16 * n * K

@@ -122,6 +122,9 @@ func TestGeometry(t *testing.T) {
 		{"hier", ir.AllReduce, geo{12, 0, 0, 4}},
 		{"hier", ir.ReduceScatter, geo{2, 4, 0, 4}},
 		{"direct", ir.AllToAll, geo{2, 0, 0, 12}},
+		{"push", ir.AllToAll, geo{2, 10, 0, 8}},
+		{"push", ir.Gather, geo{2, 0, 0, 2}},
+		{"push", ir.Scatter, geo{2, 2, 0, 2}},
 		{"chain", ir.Reduce, geo{2, 0, PipelineSliceBytes, 2}},
 	}
 	for _, tc := range tests {

@@ -16,6 +16,7 @@ func FuzzGenerate(f *testing.F) {
 	f.Add("hier", uint8(2), 12, 4, uint8(0), 1, 0, []byte{}, []byte{})
 	f.Add("chain", uint8(3), 5, 0, uint8(0), 1, 4, []byte{}, []byte{1})
 	f.Add("direct", uint8(5), 7, 0, uint8(1), 3, 0, []byte{}, []byte{0, 1})
+	f.Add("push", uint8(3), 20, 4, uint8(0), 2, 0, []byte{}, []byte{})
 	f.Fuzz(func(t *testing.T, algo string, coll uint8, n, l int, proto uint8, k, root int, order, avoid []byte) {
 		// Keep programs small enough to generate quickly; Generate itself
 		// refuses the absurd ones.

@@ -68,7 +68,8 @@ type Options struct {
 	// records it in Program.NLocalRanks and joins ranks of different nodes
 	// with port channels only, which put and never read a peer's memory
 	// (docs/transport.md); generators whose programs read peers' memory
-	// (pull, Simple oneshot) refuse several nodes (ErrUnsupported). 0, or
+	// (pull, Simple oneshot) refuse several nodes (ErrUnsupported; push is
+	// pull written with puts into the peers' scratch). 0, or
 	// NRanks: one node, any shape (Program.NLocalRanks 0, except hier).
 	NLocalRanks int
 	// Protocol is ir.Simple or ir.LL. LL programs are never sliced.
@@ -174,6 +175,11 @@ var algorithms = []Algorithm{
 		Summary:     "one step at the primitive level: every rank reads what it needs from its peers' buffers, many peers per threadblock",
 		Constraints: "Simple only; serves any nranks (direct needs nranks-1 threadblocks per lane); no relays",
 		build:       buildPull},
+	{Name: "push", Aliases: []string{"direct-push", "allpairs-push"}, Collectives: []ir.Collective{ir.AllToAll, ir.Gather, ir.Scatter},
+		Level: ir.LevelPrimitive, SimpleOnly: true,
+		Summary:     "one step at the primitive level: every rank puts its blocks into scratch slots of the ranks that need them, which copy them out; many peers per threadblock",
+		Constraints: "Simple only; serves any nranks and several nodes (puts only, into the peers' scratch); no relays",
+		build:       buildPush},
 	{Name: "chain", Aliases: []string{"pipeline"}, Collectives: []ir.Collective{ir.Broadcast, ir.Reduce},
 		Level: ir.LevelTransfer, UsesOrder: true, UsesAvoid: true,
 		Summary:     "pipelined chain from (broadcast) or to (reduce) the root along Order",
@@ -280,8 +286,8 @@ func Generate(algo string, opts Options) (*ir.Program, error) {
 // can be told without building the program: the algorithm is known and
 // serves the collective, and every option is in range for opts.NRanks
 // (nlocalranks, channels, root, order, avoid, the op bound MaxOps, the
-// protocol of a SimpleOnly algorithm, direct's and twoshot's threadblocks,
-// oneshot's and pull's channel ends per rank). It is
+// protocol of a SimpleOnly algorithm, direct's, twoshot's, pull's and
+// push's threadblocks, oneshot's, pull's and push's channel ends per rank). It is
 // cheap (no op is built), for matching a generated manifest entry against
 // a communicator's shape. What only building shows — ErrAvoid, and the
 // other algorithms' MaxThreadblocks and MaxTransferChannels limits —
@@ -348,7 +354,7 @@ func acrossNodes(a *Algorithm, o Options) error {
 		return nil
 	}
 	if a.Name == "pull" || a.Name == "oneshot" && o.Protocol == ir.Simple {
-		return fmt.Errorf("%w: %s (%v) reads peers' buffers, which ranks of different nodes cannot (%d ranks per node of %d); across nodes use a generator that puts (oneshot LL, direct, ring, hier)",
+		return fmt.Errorf("%w: %s (%v) reads peers' buffers, which ranks of different nodes cannot (%d ranks per node of %d); across nodes use a generator that puts (push, oneshot LL, direct, ring, hier)",
 			ErrUnsupported, a.Name, o.Protocol, o.NLocalRanks, o.NRanks)
 	}
 	return nil

@@ -18,7 +18,7 @@ func TestAlgorithmsTable(t *testing.T) {
 	for _, a := range algos {
 		names = append(names, a.Name)
 	}
-	want := []string{"chain", "dbtree", "direct", "hier", "oneshot", "pull", "rhd", "ring", "tree", "twoshot"}
+	want := []string{"chain", "dbtree", "direct", "hier", "oneshot", "pull", "push", "rhd", "ring", "tree", "twoshot"}
 	if d := cmp.Diff(want, names); d != "" {
 		t.Fatalf("algorithm names (-want +got):\n%s", d)
 	}
@@ -94,6 +94,8 @@ func TestGenerateErrors(t *testing.T) {
 		{"chain", Options{Collective: ir.Broadcast, NRanks: 4, Root: -1}, ErrOptions},
 		{"dbtree", with(func(o *Options) { o.Channels = 17 }), ErrOptions},
 		{"direct", Options{Collective: ir.AllToAll, NRanks: 100, Channels: 2}, ErrOptions},
+		{"push", Options{Collective: ir.Scatter, NRanks: 8, Protocol: ir.LL}, ErrOptions},
+		{"pull", Options{Collective: ir.AllToAll, NRanks: 8, NLocalRanks: 4}, ErrUnsupported},
 		{"ring", with(func(o *Options) { o.NRanks = 4096; o.Channels = 4 }), ErrOptions},
 	}
 	for _, tc := range tests {
@@ -262,8 +264,8 @@ func checkStructure(p *ir.Program) error {
 
 // TestCheck: Check accepts what Generate accepts on a sample of shapes and
 // refuses, without building, direct beyond its threadblocks, hier without
-// nlocalranks, pull with LL, and options out of range; pull serves where
-// direct cannot.
+// nlocalranks, pull and push with LL or over their threadblocks, and options
+// out of range; pull serves where direct cannot.
 func TestCheck(t *testing.T) {
 	for _, c := range cases([]int{1, 2, 3, 6}, []int{1, 2}) {
 		_, gerr := Generate(c.algo, c.opts)
@@ -283,6 +285,8 @@ func TestCheck(t *testing.T) {
 		{"direct", Options{Collective: ir.Gather, NRanks: 65, Channels: 2}},
 		{"hier", Options{Collective: ir.AllReduce, NRanks: 8}},
 		{"pull", Options{Collective: ir.AllToAll, NRanks: 8, Protocol: ir.LL}},
+		{"push", Options{Collective: ir.Gather, NRanks: 8, NLocalRanks: 4, Protocol: ir.LL}},
+		{"push", Options{Collective: ir.AllToAll, NRanks: 200, NLocalRanks: 8, Channels: 16}},
 		{"ring", Options{Collective: ir.AllReduce, NRanks: 4, Avoid: []int{4}}},
 	} {
 		if err := Check(c.algo, c.o); !errors.Is(err, ErrOptions) {

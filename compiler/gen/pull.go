@@ -59,33 +59,15 @@ func buildPull(g *gen) error {
 		g.p.Ranks[r].Channels = chans
 	}
 	for r := 0; r < n; r++ {
-		peers := make([]int, 0, np)
-		for p := 0; p < n; p++ {
-			switch {
-			case p == r:
-			case g.coll == ir.AllToAll, r == R, p == R:
-				peers = append(peers, p)
-			}
-		}
+		peers := g.oneStepPeers(r)
 		for k := 0; k < K; k++ {
 			k64 := int64(k)
 			blk := func(b int) int64 { return int64(b)*K64 + k64 }
 			ch := func(p int) int { return k*np + pidx(r, p) }
 			slot := func(p int) int64 { return int64(k*np + pidx(r, p)) }
-			// Group the peers by threadblock, in order of first use.
-			groups := map[int][]int{}
-			var order []int
-			for _, p := range peers {
-				t := (r + p) % T
-				if groups[t] == nil {
-					order = append(order, t)
-				}
-				groups[t] = append(groups[t], p)
-			}
-			var last int
-			for _, key := range order {
-				ps := groups[key]
-				t := g.tb(r, k*T+key, -1, -1, -1) // one threadblock per (lane, group)
+			last := -1
+			for _, ps := range peerGroups(r, T, peers) {
+				t := g.tb(r, k*T+(r+ps[0])%T, -1, -1, -1) // one threadblock per (lane, group)
 				last = t
 				cs := make([]int, len(ps))
 				for i, p := range ps {
@@ -111,18 +93,60 @@ func buildPull(g *gen) error {
 					}
 				}
 			}
-			if len(order) == 0 {
-				last = g.tb(r, k*T, -1, -1, -1)
-			}
-			switch {
-			case g.coll == ir.AllToAll:
-				g.emit(r, last, g.opCopy(1, in(blk(r)), out(blk(r))))
-			case g.coll == ir.Gather && r == R:
-				g.emit(r, last, g.opCopy(1, in(k64), out(blk(R))))
-			case g.coll == ir.Scatter && r == R:
-				g.emit(r, last, g.opCopy(1, in(blk(R)), out(k64)))
-			}
+			g.ownBlock(r, k, last)
 		}
 	}
 	return g.err
+}
+
+// oneStepPeers are the peers of rank r in a pull or push program, in rank
+// order: every other rank for alltoall and the root of gather and
+// scatter, the root alone for the others.
+func (g *gen) oneStepPeers(r int) []int {
+	ps := make([]int, 0, g.n-1)
+	for p := 0; p < g.n; p++ {
+		switch {
+		case p == r:
+		case g.coll == ir.AllToAll, r == g.root, p == g.root:
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// peerGroups groups rank r's peers by threadblock, peer p in group
+// (r+p) mod T, in order of first use (pull and push).
+func peerGroups(r, T int, peers []int) [][]int {
+	at := map[int]int{}
+	var out [][]int
+	for _, p := range peers {
+		key := (r + p) % T
+		i, ok := at[key]
+		if !ok {
+			i = len(out)
+			at[key] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], p)
+	}
+	return out
+}
+
+// ownBlock emits, in lane k of rank r of a pull or push program, the copy
+// of the rank's own block (alltoall; the root of gather and scatter) in
+// threadblock t, the lane's last (-1: none yet, one is made).
+func (g *gen) ownBlock(r, k, t int) {
+	K64, k64, R := int64(g.K), int64(k), g.root
+	if t < 0 {
+		t = g.tb(r, k*min(g.n-1, pullTBs), -1, -1, -1)
+	}
+	blk := func(b int) int64 { return int64(b)*K64 + k64 }
+	switch {
+	case g.coll == ir.AllToAll:
+		g.emit(r, t, g.opCopy(1, in(blk(r)), out(blk(r))))
+	case g.coll == ir.Gather && r == R:
+		g.emit(r, t, g.opCopy(1, in(k64), out(blk(R))))
+	case g.coll == ir.Scatter && r == R:
+		g.emit(r, t, g.opCopy(1, in(blk(R)), out(k64)))
+	}
 }

@@ -268,14 +268,18 @@ func planColl(c ir.Collective) []*entry {
 			&entry{Name: name("direct"), Algo: "direct", Channels: wideChannels, Pref: fmt.Sprint(prefBase), Relays: nobody,
 				Comment: "messages above ll_max_bytes: direct, one step, relays through nobody (up to 128 ranks)"},
 			&entry{Name: name("pull"), Algo: "pull", Pref: fmt.Sprint(prefFlat), Relays: nobody,
-				Comment: "any size beyond 128 ranks (direct takes a threadblock per peer): every rank reads its blocks from its peers"})
+				Comment: "any size beyond 128 ranks on one node (direct takes a threadblock per peer): every rank reads its blocks from its peers"},
+			&entry{Name: name("push"), Algo: "push", Usable: "nlocalranks < nranks", Pref: fmt.Sprint(prefFlat), Relays: nobody,
+				Comment: "any size beyond 128 ranks on several nodes (pull reads peers' memory): every rank puts its blocks into its peers' scratch"})
 	case ir.Gather, ir.Scatter:
 		// Simple even for small messages: see rootedSmall.
 		es = append(es,
 			&entry{Name: name("direct"), Algo: "direct", Protocol: rootedSmall, Pref: fmt.Sprint(prefBase), Relays: nobody,
 				Comment: "direct: the root talks to every rank, one step, relays through nobody (up to 128 ranks)"},
 			&entry{Name: name("pull"), Algo: "pull", Pref: fmt.Sprint(prefFlat), Relays: nobody,
-				Comment: "beyond 128 ranks: the root reads (gather) or the ranks read (scatter) the blocks directly"})
+				Comment: "beyond 128 ranks on one node: the root reads (gather) or the ranks read (scatter) the blocks directly"},
+			&entry{Name: name("push"), Algo: "push", Usable: "nlocalranks < nranks", Pref: fmt.Sprint(prefFlat), Relays: nobody,
+				Comment: "beyond 128 ranks on several nodes: the ranks put (gather) or the root puts (scatter) the blocks into scratch, whence they are copied out"})
 	case ir.Broadcast, ir.Reduce:
 		treeCond := fmt.Sprintf("%s && %s >= 1 && 2 * %s + 1 < nranks", slowIn, logicalSlow, logicalSlow)
 		chainCond := fmt.Sprintf("%s && %s >= 1 && %s <= nranks - 2", slowIn, logicalSlow, logicalSlow)
@@ -352,10 +356,13 @@ func build() (map[string][]byte, []*entry, error) {
 	}, es, nil
 }
 
-// opts is e's generator options at nranks n (nlocalranks l for hier).
+// opts is e's generator options at nranks n, nlocalranks l, as the
+// runtime gives them (runtime/selector genLocal): l on several nodes (0 <
+// l < n), where every generator joins the nodes with port channels or
+// refuses, and for hier; else 0 (a program for any node shape).
 func (e *entry) opts(n, l int) gen.Options {
 	o := gen.Options{Collective: e.Coll, NRanks: n, Protocol: e.Protocol, Avoid: e.Avoid, Name: e.Name}
-	if e.Algo == "hier" {
+	if l > 0 && l < n || e.Algo == "hier" {
 		o.NLocalRanks = l
 	}
 	return o

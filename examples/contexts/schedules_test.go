@@ -313,6 +313,8 @@ func TestPoliciesMatchRelays(t *testing.T) {
 							want = s.l < s.n
 						case e.Algo == "direct":
 							want = s.n > 2
+						case e.Algo == "push":
+							want = s.l < s.n
 						}
 						if u != want {
 							t.Errorf("%s at %v root %d slow %d: usable %v, want %v", e.Name, s, root, slow, u, want)
@@ -337,7 +339,7 @@ func prefOf(e *entry) int {
 	switch e.Algo {
 	case "hier":
 		return prefHier
-	case "pull":
+	case "pull", "push":
 		return prefFlat
 	}
 	if e.MaxBytes == smallMax {
@@ -432,14 +434,6 @@ func everyShape() []shape {
 	return out
 }
 
-// servesNothing is the known gap (docs/known-issues.md 26): beyond 128
-// ranks on several nodes nothing serves alltoall, gather and scatter
-// (direct runs out of threadblocks, and pull reads peers' memory, which
-// ranks of different nodes cannot).
-func servesNothing(c ir.Collective, s shape) bool {
-	return (c == ir.AllToAll || c == ir.Gather || c == ir.Scatter) && s.n > gen.MaxThreadblocks && s.l > 0 && s.l < s.n
-}
-
 // TestServesEveryShape: for every nranks from 1 to 1024, every node shape, every collective and a message size in every regime, with no
 // slow rank and with a slow one, some entry of the default context matches
 // (its collective, window, and generator serving the shape: gen.Check) and
@@ -454,7 +448,6 @@ func TestServesEveryShape(t *testing.T) {
 		for _, e := range es {
 			o := e.opts(s.n, s.l)
 			o.Channels = 1
-			o.NLocalRanks = s.l // as the runtime asks every generator (gen.Options.NLocalRanks)
 			if gen.Check(e.Algo, o) != nil {
 				continue
 			}
@@ -474,12 +467,6 @@ func TestServesEveryShape(t *testing.T) {
 			}
 		}
 		for _, c := range collectives {
-			if servesNothing(c, s) {
-				if served[c] != nil {
-					t.Errorf("%s at %d ranks, %d per node is served: drop it from servesNothing and docs/known-issues.md 26", c, s.n, s.l)
-				}
-				continue
-			}
 			for i, ok := range served[c] {
 				if !ok {
 					t.Errorf("%s at %d ranks, %d per node: nothing serves %d B (slow rank %v)", c, s.n, s.l, sizes[i%len(sizes)], i >= len(sizes))
@@ -496,20 +483,29 @@ func TestServesEveryShape(t *testing.T) {
 
 // TestGeneratesLarge: at the large shapes the sampled sweep cannot build
 // (up to 1024 ranks), the entry that serves each collective's large
-// messages on one node and on nodes of 8 generates within gen's limits
-// (its channel count halved as the runtime does).
+// messages on one node and on nodes of 8 (pull on one node, push on
+// several) generates within gen's limits (its channel count halved as the
+// runtime does).
 func TestGeneratesLarge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("programs of up to 2 M ops")
 	}
 	_, es := mustBuild(t)
 	want := map[string]bool{"allreduce_ring": true, "allreduce_hier": true, "allgather_ring": true, "reducescatter_hier": true,
-		"alltoall_pull": true, "broadcast_chain": true, "reduce_tree": true, "gather_pull": true, "scatter_pull": true}
+		"alltoall_pull": true, "alltoall_push": true, "broadcast_chain": true, "reduce_tree": true,
+		"gather_pull": true, "gather_push": true, "scatter_pull": true, "scatter_push": true}
 	for _, e := range es {
 		if !want[e.Name] {
 			continue
 		}
-		for _, s := range []shape{{1024, 1024}, {1024, 8}, {200, 8}} {
+		shapes := []shape{{1024, 1024}, {1024, 8}, {200, 8}}
+		switch e.Algo {
+		case "pull": // one node only (it reads peers' memory)
+			shapes = []shape{{1024, 1024}, {200, 200}}
+		case "push": // where pull cannot: several nodes
+			shapes = []shape{{1024, 8}, {1024, 1}, {200, 8}}
+		}
+		for _, s := range shapes {
 			if e.program(t, s) == nil {
 				t.Errorf("%s does not serve %v", e.Name, s)
 			}

@@ -491,3 +491,66 @@ func TestMSCCLAcrossNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestNodesPush: the push generator (compiler/gen: puts into the peers'
+// scratch, the one that serves alltoall, gather and scatter beyond 128
+// ranks on several nodes in the default context) on 2 simulated nodes of
+// 2 ranks (every root) and 3 of 6 (a threadblock serving two peers) in this
+// process, UCX over TCP, on a context of push entries alone: both
+// arrangements, a short and a large count, right on every rank through
+// port channels between the nodes.
+func TestNodesPush(t *testing.T) {
+	needUCX(t)
+	dir := t.TempDir()
+	attrs := `{"name":"msgsize","type":"int","origin":"endo","path":"request.messagesize"}` + "\n"
+	var sm strings.Builder
+	colls := []ir.Collective{ir.AllToAll, ir.Gather, ir.Scatter}
+	for _, c := range colls {
+		fmt.Fprintf(&sm, `{"gen":"push","collective":"%s","preference":"1","name":"%s_push"}`+"\n", c, c)
+	}
+	for name, s := range map[string]string{"attribute_manifest.jsonl": attrs, "schedule_manifest.jsonl": sm.String()} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("2x2", func(t *testing.T) { pushCases(t, dir, 2, 2, colls, []int{0, 1, 2, 3}) })
+	// 3 nodes of 6: 17 peers over 16 threadblocks, so one threadblock
+	// serves two peers (alltoall; gather and scatter with a root on each
+	// node).
+	t.Run("3x6", func(t *testing.T) { pushCases(t, dir, 3, 6, colls, []int{0, 13}) })
+}
+
+// pushCases runs colls at each root of roots (alltoall: root 0 only) on
+// nodes x per ranks of context dir, a short and a large count, and
+// requires them right, run by the push entries.
+func pushCases(t *testing.T, dir string, nodes, per int, colls []ir.Collective, roots []int) {
+	t.Helper()
+	n := nodes * per
+	comms := nodeComms(t, nodes, per, dir)
+	var cases []devicetest.Case
+	for i, coll := range colls {
+		for _, root := range roots {
+			for _, count := range []int64{7, 100003} {
+				if !coll.Rooted() && root > 0 {
+					continue
+				}
+				cases = append(cases, devicetest.Case{Coll: coll, DataType: ir.Float32, RedOp: ir.Sum, Count: count, NRanks: n,
+					Root: root, InPlace: (i+root)%2 == 0, Seed: uint64(len(cases) + 1)})
+			}
+		}
+	}
+	res := onEach(comms, func(c *Comm) rankResult { return runCases(c, cases) })
+	for r, x := range res {
+		if x.Err != nil || x.Wrong != 0 || x.Cases != len(cases) {
+			t.Errorf("rank %d: %d of %d cases, %d wrong: %v", r, x.Cases, len(cases), x.Wrong, x.Err)
+		}
+		for name := range x.Schedules {
+			if !strings.HasSuffix(name, "_push") {
+				t.Errorf("rank %d ran schedule %s", r, name)
+			}
+		}
+		if r == 0 {
+			t.Logf("rank %d: %d cases, schedules %v", r, x.Cases, x.Schedules)
+		}
+	}
+}
