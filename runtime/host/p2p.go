@@ -103,49 +103,11 @@ type p2pRun struct {
 	// block in the receive buffer; n+1 entries each.
 	rowOff, colOff []int64
 
-	mu      sync.Mutex
-	primary []error
-	aborted []error
+	failures launch.Failures
 }
-
-// laneErrors is a failed launch's lane errors: its message is the first
-// lane's cause (a mismatch before any other, then any primary failure,
-// then an abort) and how many more lanes failed; errors.Is and errors.As
-// see every lane's error.
-type laneErrors struct {
-	all  []error
-	head error
-}
-
-func newLaneErrors(primary, aborted []error) error {
-	all := append(append([]error(nil), primary...), aborted...)
-	head := all[0]
-	for _, e := range primary {
-		if errors.Is(e, launch.ErrP2PMismatch) {
-			head = e
-			break
-		}
-	}
-	if len(all) == 1 {
-		return head
-	}
-	return &laneErrors{all: all, head: head}
-}
-
-func (e *laneErrors) Error() string {
-	return fmt.Sprintf("%v (and %d more lane(s) of the launch: the same cause, or stopped by it)", e.head, len(e.all)-1)
-}
-
-func (e *laneErrors) Unwrap() []error { return e.all }
 
 func (r *p2pRun) fail(err error) {
-	r.mu.Lock()
-	if errors.Is(err, launch.ErrAborted) {
-		r.aborted = append(r.aborted, err)
-	} else {
-		r.primary = append(r.primary, err)
-	}
-	r.mu.Unlock()
+	r.failures.Add(err)
 	r.stop.Store(true)
 	atomic.StoreUint64(r.p.abort, 1)
 }
@@ -195,9 +157,9 @@ func runP2P(ctx context.Context, p *p2pPrepared) error {
 		}()
 	}
 	wg.Wait()
-	if len(r.primary)+len(r.aborted) > 0 {
+	if r.failures.Len() > 0 {
 		r.poison()
-		return newLaneErrors(r.primary, r.aborted)
+		return r.failures.Summary(launch.ErrP2PMismatch)
 	}
 	return nil
 }

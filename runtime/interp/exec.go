@@ -16,6 +16,7 @@ import (
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/interp/numeric"
+	"github.com/theseus-ccl/theseus/runtime/launch"
 )
 
 // Waiting: spinChecks checks of the condition (yielding every yieldEvery),
@@ -30,9 +31,6 @@ const (
 // backoffSleep is time.Sleep; the fuzz test makes it a yield, so that
 // inputs that deadlock time out quickly on a loaded machine.
 var backoffSleep = time.Sleep
-
-// maxErrors caps the threadblock errors one RunRank or Run reports.
-const maxErrors = 16
 
 type rankRun struct {
 	ctx      context.Context
@@ -49,9 +47,7 @@ type rankRun struct {
 	// progress).
 	help []device.PortConn
 
-	mu      sync.Mutex
-	primary []error
-	aborted []error
+	failures launch.Failures
 }
 
 type barrier struct {
@@ -123,25 +119,11 @@ func (rr *rankRun) stopped() bool {
 }
 
 func (rr *rankRun) fail(err error) {
-	rr.mu.Lock()
-	if errors.Is(err, ErrAborted) {
-		rr.aborted = append(rr.aborted, err)
-	} else {
-		rr.primary = append(rr.primary, err)
-	}
-	rr.mu.Unlock()
+	rr.failures.Add(err)
 	rr.stop.Store(true)
 	if rr.mem.Abort != nil {
 		atomic.StoreUint64(rr.mem.Abort, 1)
 	}
-}
-
-func joinErrors(primary, aborted []error) error {
-	all := append(append([]error(nil), primary...), aborted...)
-	if len(all) > maxErrors {
-		all = append(all[:maxErrors], fmt.Errorf("interp: ... and %d more errors", len(all)-maxErrors))
-	}
-	return errors.Join(all...)
 }
 
 func (rr *rankRun) run() error {
@@ -162,8 +144,8 @@ func (rr *rankRun) run() error {
 		}()
 	}
 	wg.Wait()
-	if len(rr.primary)+len(rr.aborted) > 0 {
-		return joinErrors(rr.primary, rr.aborted)
+	if rr.failures.Len() > 0 {
+		return rr.failures.Join()
 	}
 	return rr.epilogue()
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/theseus-ccl/theseus/codegen/optable"
+	"github.com/theseus-ccl/theseus/runtime/launch"
 )
 
 // Run runs one launch of every rank in this process: physical rank p runs
@@ -55,23 +56,16 @@ func Run(ctx context.Context, tables []*optable.Table, req Request, w *World) er
 		}()
 	}
 	wg.Wait()
-	var primary, aborted []error
+	var f launch.Failures
 	for _, e := range errs {
 		if e == nil {
 			continue
 		}
 		for _, one := range unjoin(e) {
-			if errors.Is(one, ErrAborted) {
-				aborted = append(aborted, one)
-			} else {
-				primary = append(primary, one)
-			}
+			f.Add(one)
 		}
 	}
-	if len(primary)+len(aborted) == 0 {
-		return nil
-	}
-	return joinErrors(primary, aborted)
+	return f.Join()
 }
 
 func unjoin(err error) []error {
