@@ -437,12 +437,6 @@ func ParseSchedule(file string, line int, text []byte, opt Options) (Schedule, [
 				}
 				s.Collective = coll
 			}
-		case "nranks":
-			v, _ := c.integer(f, 1, ir.MaxRanks)
-			s.NRanks = int(v)
-		case "nlocalranks":
-			v, _ := c.integer(f, 0, ir.MaxRanks)
-			s.NLocalRanks = int(v)
 		case "min_bytes":
 			s.MinBytes, _ = c.integer(f, 0, math.MaxInt64)
 		case "max_bytes":
@@ -455,31 +449,15 @@ func ParseSchedule(file string, line int, text []byte, opt Options) (Schedule, [
 			if v, ok := c.boolean(f); ok {
 				s.OutOfPlace = &v
 			}
-		case "usable":
-			s.Usable, _ = c.str(f)
-			s.UsableCol = c.col(f.ValOff) + 1
-		case "preference":
-			s.Preference, _ = c.str(f)
-			s.PreferenceCol = c.col(f.ValOff) + 1
 		case UsableProgramField:
 			s.UsableProgram = c.program(f)
 		case PreferenceProgramField:
 			s.PreferenceProgram = c.program(f)
-		case "replaces":
-			v, ok := c.integer(f, 0, math.MaxInt32)
-			if ok && v >= int64(line-1) {
-				c.errorf(diag.BadValue, f.ValOff, "a schedule can only replace an earlier entry", "replaces %d, but this entry's id is %d", v, line-1)
-			}
-			s.Replaces = int(v)
-		case "valid_after":
-			s.ValidAfter, _ = c.validAfter(f, opt.Location)
-		case "name", "comment":
-			if v, ok := c.str(f); ok && f.Key == "name" {
-				s.Name = v
-			}
 		default:
-			c.errorf(diag.UnknownField, f.KeyOff, "fields: file or gen (with protocol, channels, avoid), collective, nranks, nlocalranks, min_bytes, max_bytes, inplace, outofplace, usable, preference, usable_program, preference_program, replaces, valid_after, name, comment",
-				"unknown field %q in a schedule entry", f.Key)
+			if !c.commonField(&s, f, line, opt) {
+				c.errorf(diag.UnknownField, f.KeyOff, "fields: file or gen (with protocol, channels, avoid), collective, nranks, nlocalranks, min_bytes, max_bytes, inplace, outofplace, usable, preference, usable_program, preference_program, replaces, valid_after, name, comment",
+					"unknown field %q in a schedule entry", f.Key)
+			}
 		}
 	}
 	switch {
@@ -547,4 +525,39 @@ func ParseValue(file string, line int, text []byte, t bc.Type, opt Options) (Val
 		c.errorf(diag.MissingField, 0, "", "value entry lacks \"value\"")
 	}
 	return e, c.ds
+}
+
+// commonField decodes a field that schedule entries and "gen": "p2p"
+// entries share (nranks, nlocalranks, usable, preference, replaces,
+// valid_after, name, comment) into s, and reports whether f was one.
+func (c *lineCtx) commonField(s *Schedule, f field, line int, opt Options) bool {
+	switch f.Key {
+	case "nranks":
+		v, _ := c.integer(f, 1, ir.MaxRanks)
+		s.NRanks = int(v)
+	case "nlocalranks":
+		v, _ := c.integer(f, 0, ir.MaxRanks)
+		s.NLocalRanks = int(v)
+	case "usable":
+		s.Usable, _ = c.str(f)
+		s.UsableCol = c.col(f.ValOff) + 1
+	case "preference":
+		s.Preference, _ = c.str(f)
+		s.PreferenceCol = c.col(f.ValOff) + 1
+	case "replaces":
+		v, ok := c.integer(f, 0, math.MaxInt32)
+		if ok && v >= int64(line-1) {
+			c.errorf(diag.BadValue, f.ValOff, "a schedule can only replace an earlier entry", "replaces %d, but this entry's id is %d", v, line-1)
+		}
+		s.Replaces = int(v)
+	case "valid_after":
+		s.ValidAfter, _ = c.validAfter(f, opt.Location)
+	case "name", "comment":
+		if v, ok := c.str(f); ok && f.Key == "name" {
+			s.Name = v
+		}
+	default:
+		return false
+	}
+	return true
 }

@@ -60,12 +60,6 @@ func (c *lineCtx) p2pEntry(fs []field, line int, opt Options) (Schedule, []diag.
 			if v, ok := c.str(f); ok && v != "sendrecv" {
 				c.errorf(diag.BadValue, f.ValOff, `write "collective": "sendrecv"`, "a p2p entry serves sendrecv, not %q", v)
 			}
-		case "nranks":
-			v, _ := c.integer(f, 1, ir.MaxRanks)
-			s.NRanks = int(v)
-		case "nlocalranks":
-			v, _ := c.integer(f, 0, ir.MaxRanks)
-			s.NLocalRanks = int(v)
 		case "chunk_bytes":
 			v, ok := c.integer(f, 1<<10, 64<<20)
 			if ok && v%256 != 0 {
@@ -92,26 +86,10 @@ func (c *lineCtx) p2pEntry(fs []field, line int, opt Options) (Schedule, []diag.
 			if v, ok := c.boolean(f); ok {
 				p.Direct = &v
 			}
-		case "usable":
-			s.Usable, _ = c.str(f)
-			s.UsableCol = c.col(f.ValOff) + 1
-		case "preference":
-			s.Preference, _ = c.str(f)
-			s.PreferenceCol = c.col(f.ValOff) + 1
-		case "replaces":
-			v, ok := c.integer(f, 0, math.MaxInt32)
-			if ok && v >= int64(line-1) {
-				c.errorf(diag.BadValue, f.ValOff, "a schedule can only replace an earlier entry", "replaces %d, but this entry's id is %d", v, line-1)
-			}
-			s.Replaces = int(v)
-		case "valid_after":
-			s.ValidAfter, _ = c.validAfter(f, opt.Location)
-		case "name", "comment":
-			if v, ok := c.str(f); ok && f.Key == "name" {
-				s.Name = v
-			}
 		default:
-			c.errorf(diag.UnknownField, f.KeyOff, "fields of a p2p entry: "+p2pFields, "unknown field %q in a p2p entry", f.Key)
+			if !c.commonField(&s, f, line, opt) {
+				c.errorf(diag.UnknownField, f.KeyOff, "fields of a p2p entry: "+p2pFields, "unknown field %q in a p2p entry", f.Key)
+			}
 		}
 	}
 	if !haveColl {
