@@ -4,6 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/theseus-ccl/theseus/runtime/bootstrap"
+	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/executor"
+	"github.com/theseus-ccl/theseus/runtime/launch"
+	"github.com/theseus-ccl/theseus/runtime/transport/proxy"
+	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
 )
 
 // Code is a result code with NCCL's ncclResult_t values (NCCL 2.25.1), so
@@ -100,3 +107,150 @@ var (
 	// communicator cannot continue; abort or destroy it.
 	ErrMismatch = errors.New("the ranks issued different collectives")
 )
+
+// StreamError classifies err, the failure of one of this communicator's
+// launches as a stream reported it (device.Stream.Synchronize or Err on a
+// caller's stream), as Collective classifies the failures it sees:
+// RemoteError naming the silent or lost peer, or the rank that found the
+// ranks issued different collectives (ErrMismatch), and so on; an *Error
+// is returned as it is. op names the call ("synchronize").
+//
+// A launch's failure is also recorded as the communicator's asynchronous
+// error (sticky: ncclCommGetAsyncError reports it from then on).
+func (c *Comm) StreamError(op string, err error) *Error {
+	e := c.wrapErr(op, err, false)
+	if !errors.Is(err, device.ErrClosed) {
+		c.setAsync(e)
+		c.nodeLost(err)
+	}
+	return e
+}
+
+// wrap converts a failure into an *Error, naming the ranks concerned.
+func (c *Comm) wrap(op string, err error) *Error { return c.wrapErr(op, err, true) }
+
+// wrapErr is wrap; inCall says the caller holds the call (so the last
+// call's schedule may be read to name suspects); AsyncError, which may run
+// concurrently with a call, passes false.
+func (c *Comm) wrapErr(op string, err error, inCall bool) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	out := &Error{Code: InternalError, Op: op, Rank: c.rank, Msg: "failed", Err: err}
+	var be *bootstrap.Error
+	var ee *executor.Error
+	var ie *launch.Error
+	var pe *proxy.Error
+	var le *ucx.LoadError
+	switch {
+	case errors.As(err, &be):
+		out.Code, out.Peers = RemoteError, be.Missing
+		out.Msg = "peer did not answer"
+		if be.Lost {
+			out.Msg = "lost a peer"
+		}
+	case errors.Is(err, executor.ErrMismatch):
+		out.Code, out.Msg, out.Err = InvalidUsage, mismatchMsg, mismatchErr{err}
+	case p2pIs(err):
+		out.Code, out.Msg, _ = p2pCode(err)
+		if p := peerRank(err); p >= 0 {
+			out.Peers = []int{p}
+		}
+	case errors.Is(err, executor.ErrCapture):
+		out.Code, out.Msg = InvalidUsage, "graph capture"
+	case errors.Is(err, executor.ErrScratchMismatch):
+		out.Code, out.Msg = InvalidUsage, "scratch"
+	case errors.Is(err, executor.ErrCrossNode):
+		out.Code, out.Msg = InvalidUsage, "schedule does not fit the job's nodes"
+	case errors.As(err, &le):
+		out.Code, out.Msg = SystemError, "cross-node transport"
+	case errors.As(err, &pe) && pe.Peer >= 0:
+		// A port channel's failure: UCX's status text names the cause.
+		out.Code, out.Peers, out.Msg = RemoteError, []int{pe.Peer}, "port channel across nodes"
+	case errors.Is(err, launch.ErrTimeout) || errors.Is(err, launch.ErrAborted):
+		out.Code, out.Msg = RemoteError, "launch stopped"
+		if inCall {
+			out.Peers = c.suspects(err)
+		} else if p := peerRank(err); p >= 0 {
+			out.Peers = []int{p}
+		}
+	case errors.As(err, &ee) && len(ee.Peers) > 0:
+		out.Code, out.Peers = RemoteError, ee.Peers
+	case errors.As(err, &ie):
+		out.Code = InternalError
+	}
+	if lost := c.Lost(); len(lost) > 0 && !p2pIs(err) { // (a mismatch found before the loss says more)
+		out.Code, out.Peers, out.Msg = RemoteError, lost, "lost a peer"
+	}
+	// A launch stopped because a peer found that the ranks issued
+	// different collectives: say that, not "launch stopped".
+	if a := c.asyncErr.Load(); a != nil && out.Code == RemoteError && errors.Is(a, ErrMismatch) && a.Code == RemoteError {
+		out.Peers, out.Msg, out.Err = a.Peers, a.Msg, mismatchErr{err}
+	}
+	return out
+}
+
+// suspects names the peers a failed launch waited for: a fence's peer, or
+// the peers at the other end of the channels of the op that timed out.
+func (c *Comm) suspects(err error) []int {
+	if lost := c.Lost(); len(lost) > 0 {
+		return lost
+	}
+	if p := peerRank(err); p >= 0 {
+		return []int{p}
+	}
+	var ie *launch.Error
+	if !errors.As(err, &ie) || c.last.Schedule < 0 || c.last.Schedule >= len(c.scheds) || c.scheds[c.last.Schedule] == nil {
+		return nil
+	}
+	b := c.scheds[c.last.Schedule].Bundle
+	t, terr := b.Table(ie.Logical)
+	if terr != nil || ie.TB < 0 || ie.TB >= len(t.TBs) || ie.Step < 0 || ie.Step >= len(t.TBs[ie.TB].Ops) {
+		return nil
+	}
+	shift := (ie.Rank - ie.Logical + c.n) % c.n
+	op := t.TBs[ie.TB].Ops[ie.Step]
+	chans := op.Chans
+	if len(chans) == 0 {
+		for ch := range t.Channels {
+			chans = append(chans, ch)
+		}
+	}
+	seen := map[int]bool{}
+	var out []int
+	for _, ch := range chans {
+		if ch >= 0 && ch < len(t.Channels) {
+			p := (t.Channels[ch].Peer + shift) % c.n
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// peerRank walks err's chain for the first PeerRank() >= 0 (a fence's peer,
+// or the peer a semaphore wait waited for).
+func peerRank(err error) int {
+	for err != nil {
+		if pe, ok := err.(interface{ PeerRank() int }); ok && pe.PeerRank() >= 0 {
+			return pe.PeerRank()
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if p := peerRank(e); p >= 0 {
+					return p
+				}
+			}
+			return -1
+		default:
+			return -1
+		}
+	}
+	return -1
+}

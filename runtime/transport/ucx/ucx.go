@@ -325,12 +325,10 @@ static int th_inc(th_ucp_ep_h ep, uint64_t raddr, th_ucp_rkey_h rk, th_ep_rec* r
 import "C"
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -802,17 +800,6 @@ func (e *Endpoint) Flush() (*Request, error) {
 	return newRequest(e.w, "flush", r, st)
 }
 
-// Lane is one transport UCX selected for an endpoint, from
-// ucp_ep_print_info: the transport (tcp, rc_mlx5, posix, cma, cuda_ipc...),
-// its device (lo, mlx5_0:1, memory) and what the lane carries (am, rma_bw,
-// amo, ...).
-type Lane struct {
-	Transport, Device string
-	Uses              []string
-}
-
-func (l Lane) String() string { return l.Transport + "/" + l.Device }
-
 // Lanes are the transports UCX selected for the endpoint. UCX connects in
 // the background: call it after a flush completed. Without an "rma" or
 // "amo" lane, UCX carries puts and atomics as active messages on the "am"
@@ -830,50 +817,6 @@ func (e *Endpoint) Lanes() []Lane {
 	}
 	defer C.free(unsafe.Pointer(s))
 	return parseLanes(C.GoString(s))
-}
-
-// parseLanes reads the lane lines of ucp_ep_print_info, for example
-//
-//	#                 lane[0]:  1:tcp/lo.0 md[1]  -> md[1]/tcp/sysdev[255] am am_bw#0 keepalive wireup
-func parseLanes(info string) []Lane {
-	var out []Lane
-	sc := bufio.NewScanner(strings.NewReader(info))
-	for sc.Scan() {
-		line := strings.TrimSpace(strings.TrimLeft(sc.Text(), "# "))
-		if !strings.HasPrefix(line, "lane[") {
-			continue
-		}
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		_, rsc, ok := strings.Cut(f[1], ":")
-		if !ok {
-			continue
-		}
-		tl, dev, _ := strings.Cut(rsc, "/")
-		if i := strings.LastIndexByte(dev, '.'); i > 0 {
-			dev = dev[:i] // the path index
-		}
-		l := Lane{Transport: tl, Device: dev}
-		if i := indexOf(f, "->"); i >= 0 && i+2 < len(f) {
-			for _, u := range f[i+2:] {
-				u, _, _ = strings.Cut(u, "#")
-				l.Uses = append(l.Uses, u)
-			}
-		}
-		out = append(out, l)
-	}
-	return out
-}
-
-func indexOf(f []string, s string) int {
-	for i, x := range f {
-		if x == s {
-			return i
-		}
-	}
-	return -1
 }
 
 // Close closes the endpoint forcibly (ucp_ep_close_nbx with FORCE: pending

@@ -1,0 +1,165 @@
+package executor
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/launch"
+	"github.com/theseus-ccl/theseus/runtime/log"
+)
+
+// The point-to-point engine's pairs on different nodes (docs/p2p.md,
+// "Across nodes"): connection blocks over the proxy's port channels.
+
+// p2pLinkBlock makes c's half of a connection with q on another node: the
+// proxy connection with q (made at the first connection, both ranks at the
+// same call), c's block registered as a destination of q's puts, a block
+// of this rank as the copy of q's block that this rank's writes are put
+// from (c.remote), both shared with q. It returns the block's region id.
+func (e *Executor) p2pLinkBlock(ctx context.Context, q int, c *p2pConn) (uint16, error) {
+	l := e.p2p.links[q]
+	if l == nil {
+		prxs, err := e.theProxies()
+		if err != nil {
+			return 0, err
+		}
+		o := e.connOptions()
+		o.Tag = p2pProxyTag
+		conn, err := prxs[0].Connect(ctx, e.net, e.cfg.Rank, []int{q}, o)
+		if err != nil {
+			return 0, err
+		}
+		l = &p2pLink{conn: conn, pc: &portConn{c: conn, fifo: device.Ptr(conn.FIFO().Block().Device)}}
+		if e.p2p.links == nil {
+			e.p2p.links = map[int]*p2pLink{}
+		}
+		e.p2p.links[q] = l
+		e.logPath()
+	}
+	size := c.geo.ConnBytes()
+	cp, err := e.alloc(size)
+	if err != nil {
+		return 0, fmt.Errorf("the copy of its connection block (%d bytes): %w", size, err)
+	}
+	c.remote = cp
+	bm := e.wireMem(c.local, size)
+	bm.SourceOnly = false
+	blk, err := l.conn.Register(bm)
+	if err != nil {
+		return 0, err
+	}
+	c.regs = append(c.regs, blk.ID)
+	sm := e.wireMem(cp, size)
+	sm.SourceOnly = true
+	src, err := l.conn.Register(sm)
+	if err != nil {
+		return 0, err
+	}
+	c.regs = append(c.regs, src.ID)
+	if err := l.conn.Share(ctx); err != nil {
+		return 0, err
+	}
+	c.port = &device.P2PPort{Conn: l.pc, Src: src.ID}
+	return blk.ID, nil
+}
+
+// p2pLinkChannels completes c with q's block (its region id peer): per
+// channel, an arrival channel (signals into q's arrival word as receiver)
+// and a credit channel (signals into q's credit word as sender).
+func (e *Executor) p2pLinkChannels(q int, c *p2pConn, peer uint16) error {
+	l, g := e.p2p.links[q], c.geo
+	c.port.Dst = peer
+	for ch := range g.Channels {
+		a, err := l.conn.AddChannel(q, peer, uint64(g.LaneState(ch, true)+8*launch.P2PStateArrived))
+		if err != nil {
+			return err
+		}
+		cr, err := l.conn.AddChannel(q, peer, uint64(g.Credit(ch)))
+		if err != nil {
+			return err
+		}
+		c.port.Arrive, c.port.Credit = append(c.port.Arrive, a), append(c.port.Credit, cr)
+	}
+	return nil
+}
+
+// p2pUnlink releases the regions of a replaced connection across nodes
+// and frees its block copy (no launch uses it any more).
+func (e *Executor) p2pUnlink(q int, c *p2pConn) {
+	if l := e.p2p.links[q]; l != nil {
+		for _, id := range c.regs {
+			if err := l.conn.Release(id); err != nil {
+				log.Warnf(log.Executor, "rank %d: releasing a point-to-point region of rank %d's connection: %v", e.cfg.Rank, q, err)
+			}
+		}
+	}
+	if c.remote != 0 {
+		e.freeAlloc(c.remote)
+	}
+}
+
+// p2pDrained waits until every chunk this rank sent q over c (a connection
+// across nodes) has been credited back: q's credits are signals into c's
+// block, the last ones still on their way when both ends' launches have
+// ended (a sender does not wait for them), and c's block must not be freed
+// or unregistered under them (UCX would write into freed memory, or fail
+// its reply to an endpoint closed). Bounded by limit; errors name q.
+func (e *Executor) p2pDrained(q int, c *p2pConn, limit time.Duration) error {
+	g := c.geo
+	l := e.p2p.links[q]
+	if limit <= 0 {
+		limit = launch.DefaultTimeout
+	}
+	deadline := time.Now().Add(limit)
+	var w [2][8]byte
+	for ch := range g.Channels {
+		sentAt := c.local + device.Ptr(g.LaneState(ch, false)+8*launch.P2PStateChunks)
+		creditAt := c.local + device.Ptr(g.Credit(ch))
+		for i := 0; ; i++ {
+			if err := e.dev.Download(w[0][:], sentAt); err != nil {
+				return err
+			}
+			if err := e.dev.Download(w[1][:], creditAt); err != nil {
+				return err
+			}
+			sent, credit := binary.LittleEndian.Uint64(w[0][:]), binary.LittleEndian.Uint64(w[1][:])
+			if credit >= sent {
+				break
+			}
+			if l != nil {
+				if err := l.conn.Err(); err != nil {
+					return fmt.Errorf("rank %d's credits for point-to-point channel %d (%d of %d chunks): %w", q, ch, credit, sent, err)
+				}
+				l.conn.Help()
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("rank %d has not consumed %d of the %d chunks this rank sent it on point-to-point channel %d within %v (sends without their receives?)", q, sent-credit, sent, ch, limit)
+			}
+			if i > 64 {
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
+	}
+	return nil
+}
+
+// p2pDrainLinks waits, at Close (no launch running), for the credits of
+// every connection across nodes (p2pDrained), each bounded by a second:
+// a peer gone or a send never received is logged and not waited for.
+func (e *Executor) p2pDrainLinks() {
+	for q, c := range e.p2p.conns {
+		if c == nil || c.port == nil {
+			continue
+		}
+		limit := time.Second
+		if t := e.cfg.Timeout; t > 0 {
+			limit = min(t, limit)
+		}
+		if err := e.p2pDrained(q, c, limit); err != nil {
+			log.Warnf(log.Executor, "rank %d: closing the point-to-point connection with rank %d: %v", e.cfg.Rank, q, err)
+		}
+	}
+}
