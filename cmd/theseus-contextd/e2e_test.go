@@ -125,10 +125,15 @@ func startCluster(t *testing.T) []*node {
 	return ns
 }
 
+// clusterWait bounds waitReady and waitConverged: a restarted daemon's
+// recovery under the whole test suite's load on 2 cores took more than 90 s
+// once.
+const clusterWait = 180 * time.Second
+
 // waitReady waits until every node answers and has its log set up.
 func waitReady(t *testing.T, ns ...*node) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(clusterWait)
 	for _, n := range ns {
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -157,7 +162,7 @@ func waitReady(t *testing.T, ns ...*node) {
 // returns the log's last sequence.
 func waitConverged(t *testing.T, ns []*node) uint64 {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(clusterWait)
 	for {
 		var last uint64
 		ok := true
