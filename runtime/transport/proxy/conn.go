@@ -549,9 +549,9 @@ func (c *Conn) Post(d Desc) (uint64, error) {
 	if err := c.Err(); err != nil {
 		return 0, err
 	}
-	c.p.helping(1)
-	t, err := c.fifo.reserve(c.bound(), c.Err)
-	c.p.helping(-1)
+	b := c.helpBound()
+	t, err := c.fifo.reserve(b, c.Err)
+	b.h.stop()
 	if err != nil {
 		return 0, c.waitErr("post", err)
 	}
@@ -563,9 +563,9 @@ func (c *Conn) Post(d Desc) (uint64, error) {
 
 // Wait waits until ticket t has completed (for a flush: at the peer).
 func (c *Conn) Wait(t uint64) error {
-	c.p.helping(1)
-	defer c.p.helping(-1)
-	if err := c.fifo.waitDone(t, c.bound(), c.Err); err != nil {
+	b := c.helpBound()
+	defer b.h.stop()
+	if err := c.fifo.waitDone(t, b, c.Err); err != nil {
 		return c.waitErr("wait", err)
 	}
 	return nil
@@ -582,6 +582,14 @@ func (c *Conn) waitErr(op string, err error) error {
 func (c *Conn) bound() waitBound {
 	now := time.Now()
 	return waitBound{deadline: now.Add(c.p.timeout), timeout: c.p.timeout, start: now, spin: c.p.spin}
+}
+
+// helpBound is bound for a wait whose goroutine helps the proxy until it
+// ends or sleeps (the caller stops b.h when the wait ends).
+func (c *Conn) helpBound() waitBound {
+	b := c.bound()
+	b.h = c.p.startHelping()
+	return b
 }
 
 // Put posts a put of size bytes from local region src at srcOff to the
@@ -604,9 +612,9 @@ func (c *Conn) Flush(ch uint16) error {
 	if err != nil {
 		return err
 	}
-	c.p.helping(1)
-	defer c.p.helping(-1)
-	if err := c.fifo.waitDone(t, c.bound(), c.Err); err != nil {
+	b := c.helpBound()
+	defer b.h.stop()
+	if err := c.fifo.waitDone(t, b, c.Err); err != nil {
 		peer := -1
 		if chs := *c.channels.Load(); int(ch) < len(chs) {
 			peer = chs[ch].peer.rank
@@ -651,8 +659,8 @@ func (c *Conn) WaitSignalStop(sem *uint64, want uint64, peer int, stop func() er
 	if atomic.LoadUint64(sem) >= want {
 		return nil
 	}
-	c.p.helping(1)
-	defer c.p.helping(-1)
+	b.h = c.p.startHelping()
+	defer b.h.stop()
 	for i := 0; atomic.LoadUint64(sem) < want; i++ {
 		if i&7 == 7 {
 			c.p.help() // the signal may be waiting in this process's worker

@@ -192,6 +192,32 @@ type waitBound struct {
 	timeout  time.Duration
 	start    time.Time
 	spin     time.Duration
+	h        *helper // the waiter's registration as a helper (nil: none)
+}
+
+// helper is a waiting goroutine's registration as a helper of the proxy
+// (Proxy.helping), from the start of its wait until the wait ends or
+// starts sleeping, whichever comes first: the proxy's goroutine backs off
+// while helpers spin, so a registered waiter that sleeps would leave the
+// worker progressed only at its wake-ups (a put stream over TCP then ran
+// at a sixth of its rate).
+type helper struct {
+	p  *Proxy
+	on bool
+}
+
+// startHelping registers the calling goroutine as a helper (stop ends it).
+func (p *Proxy) startHelping() *helper {
+	p.helping(1)
+	return &helper{p: p, on: true}
+}
+
+// stop unregisters the helper; calling it again, or on nil, does nothing.
+func (h *helper) stop() {
+	if h != nil && h.on {
+		h.on = false
+		h.p.helping(-1)
+	}
 }
 
 // spinCheck is one round of a bounded spin-wait: every 64 rounds it
@@ -212,6 +238,7 @@ func spinCheck(i int, b waitBound, failed func() error) error {
 		return errTimeout(b.timeout)
 	}
 	if el := now.Sub(b.start); !b.start.IsZero() && el > b.spin {
+		b.h.stop() // the proxy's goroutine progresses while this one sleeps
 		time.Sleep(min(max(el/16, 10*time.Microsecond), time.Millisecond))
 		return nil
 	}

@@ -141,3 +141,36 @@ func FuzzDecodeHello(f *testing.F) {
 		}
 	})
 }
+
+// A waiter that has waited past its spin sleeps, and from then on no longer
+// counts as a helper: the proxy's goroutine, which backs off while helpers
+// spin, must progress the worker meanwhile (a put stream over TCP ran at a
+// sixth of its rate while waiters slept registered).
+func TestSleepingWaiterStopsHelping(t *testing.T) {
+	p := &Proxy{kick: make(chan struct{}, 1)}
+	h := p.startHelping()
+	b := waitBound{deadline: time.Now().Add(time.Minute), timeout: time.Minute, start: time.Now().Add(-time.Second), spin: time.Millisecond, h: h}
+	if got := p.helpers.Load(); got != 1 {
+		t.Fatalf("helpers %d after startHelping, want 1", got)
+	}
+	if err := spinCheck(1, b, func() error { return nil }); err != nil || p.helpers.Load() != 1 {
+		t.Fatalf("round 1 (no check): err %v, helpers %d; want nil, 1", err, p.helpers.Load())
+	}
+	if err := spinCheck(63, b, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.helpers.Load(); got != 0 {
+		t.Fatalf("helpers %d after the wait began to sleep, want 0", got)
+	}
+	h.stop() // the wait's end: nothing more to undo
+	if got := p.helpers.Load(); got != 0 {
+		t.Fatalf("helpers %d after stop, want 0", got)
+	}
+	// A wait within its spin yields and stays a helper.
+	h2 := p.startHelping()
+	b2 := waitBound{deadline: time.Now().Add(time.Minute), timeout: time.Minute, start: time.Now(), spin: time.Hour, h: h2}
+	if err := spinCheck(63, b2, func() error { return nil }); err != nil || p.helpers.Load() != 1 {
+		t.Fatalf("spinning wait: err %v, helpers %d; want nil, 1", err, p.helpers.Load())
+	}
+	h2.stop()
+}
