@@ -133,7 +133,7 @@ __shared__ i64 s_piece;  // the piece the block copies next (-1: none)
 
 DEV u64* p2p_help(int ch) { return s_p2p.help ? (u64*)(s_p2p.help + (u64)ch * THESEUS_P2P_HELP_BYTES) : nullptr; }
 
-DEV u64 atom_cas_acq_rel_gpu(u64* p, u64 cmp, u64 v) {
+DEV u64 p2p_cas_acq_rel(u64* p, u64 cmp, u64 v) {
   u64 old;
   asm volatile("atom.acq_rel.gpu.global.cas.b64 %0, [%1], %2, %3;" : "=l"(old) : "l"(p), "l"(cmp), "l"(v) : "memory");
   return old;
@@ -156,7 +156,7 @@ DEV void p2p_copy_piece(const p2p_job& J, i64 p) {
 DEV bool p2p_help_take(u64* h) {
   const u64 v = ld_acquire_gpu(&h[P2P_H_CLAIM]);
   if ((v >> 32) == 0 || (v & 0xffffffffu) >= ldv(&h[P2P_H_PIECES])) return false;
-  if (atom_cas_acq_rel_gpu(&h[P2P_H_CLAIM], v, v + 1) != v) return false;
+  if (p2p_cas_acq_rel(&h[P2P_H_CLAIM], v, v + 1) != v) return false;
   // The job stays as it is until done counts this piece.
   const u64 geom = ldv(&h[P2P_H_GEOM]);
   s_job.src = (const char*)ldv(&h[P2P_H_SRC]);
