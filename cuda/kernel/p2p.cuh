@@ -85,17 +85,20 @@ DEV void p2p_copy(char* d, const char* s, i64 n) {
 // When send lane c enters the direct phase of a transfer (the rest of its
 // share goes straight into the posted buffer), it publishes the rest as a
 // job in its help record (P.help, one per channel, local to the rank) and
-// cuts it into pieces of THESEUS_P2P_HELP_PIECE bytes (whole chunks). The
+// cuts it into pieces of whole chunks (an eighth of the rest, from one
+// chunk up to THESEUS_P2P_HELP_PIECE bytes: few enough that a piece's
+// release costs little, small enough that the two lanes end together). The
 // send lane and receive lane channels+c claim pieces from the record's
 // claim word (job number << 32 | next piece): the send lane by atomic add,
 // a helper by compare-and-swap of a word it has seen with pieces left, so
 // a helper never takes a piece of a job other than the one it read. A
-// helper that took a piece copies it (waiting on nothing), then adds one
-// to the done word with release semantics after a system-scope fence; the
-// send lane, when no piece is left, waits until done counts every piece it
-// did not copy itself, then publishes the DIRECT header as before (its
-// acquire of done, then its fence and release of the header: what the
-// helpers wrote is visible to the receiver before the header). The job
+// helper that took a piece copies it (waiting on nothing), then, after a
+// barrier, adds one to the done word with release semantics (GPU scope:
+// the send lane is a block of the same grid); the send lane, when no
+// piece is left, waits until done counts every piece it did not copy
+// itself (acquire), then publishes the DIRECT header as before, with its
+// system-scope fence and release: causality is transitive, so what the
+// helpers wrote is visible to the receiver before the header. The job
 // number moves on with every job (the record is the prepared launch's and
 // persists across launches and graph replays), and a job's pieces are all
 // taken before the send lane moves on, so no later job's claim word ever
@@ -106,7 +109,7 @@ DEV void p2p_copy(char* d, const char* s, i64 n) {
 // lane has finished the launch (the record's fin word, against the
 // receive lane's own count of launches: the two lanes run once in every
 // launch of the prepared launch) or the launch stops.
-#define THESEUS_P2P_HELP_PIECE (256ll << 10)
+#define THESEUS_P2P_HELP_PIECE (512ll << 10)
 // Words of a help record (THESEUS_P2P_HELP_BYTES): the first line is the
 // send lane's (written by it, read by helpers), done and the receive
 // lane's launch count the second.
@@ -170,15 +173,15 @@ DEV bool p2p_help_take(u64* h) {
   return true;
 }
 
+DEV void p2p_red_release_gpu(u64* p, u64 v) { asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory"); }
+
 // p2p_help_run copies the piece thread 0 took (s_piece >= 0) and counts it
-// done: every thread's writes, a system-scope fence, then the release.
+// done: every thread's writes (the barrier), then thread 0's release, which
+// is cumulative over them.
 DEV void p2p_help_run(u64* h) {
   p2p_copy_piece(s_job, s_piece);
   bar();
-  if (tid() == 0) {
-    fence_sys();
-    red_add_release_sys(&h[P2P_H_DONE], 1);
-  }
+  if (tid() == 0) p2p_red_release_gpu(&h[P2P_H_DONE], 1);
 }
 
 // p2p_help_rest is a receive lane's help after its receives: pieces of its
@@ -215,7 +218,8 @@ DEV bool p2p_direct(const Ctx& c, int ch, const char* src, char* dst, i64 total,
   if (tid() == 0) {
     const i64 C = s_p2p.chunk_bytes;
     const i64 nrest = (p2p_chunks(total) - 1 - j0) / used + 1;
-    i64 g = THESEUS_P2P_HELP_PIECE / C > 1 ? THESEUS_P2P_HELP_PIECE / C : 1;
+    const i64 gmax = THESEUS_P2P_HELP_PIECE / C > 1 ? THESEUS_P2P_HELP_PIECE / C : 1;
+    i64 g = nrest / 8 < 1 ? 1 : nrest / 8 > gmax ? gmax : nrest / 8;
     if (nrest / g >= (1ll << 30)) g = (nrest + (1ll << 30) - 1) >> 30;  // pieces < 2^31
     s_job = p2p_job{src, dst, total, j0, nrest, g, used};
     np = (nrest + g - 1) / g;
@@ -247,7 +251,7 @@ DEV bool p2p_direct(const Ctx& c, int ch, const char* src, char* dst, i64 total,
   }
   if (h) {  // (thread 0)
     const u64 want = (u64)(np - mine), t0 = gtime();
-    while (ld_poll_sys(&h[P2P_H_DONE]) < want) {
+    while (ld_acquire_gpu(&h[P2P_H_DONE]) < want) {
       if (gtime() - t0 > c.L->timeout_ns) {
         fail(c, THESEUS_ERR_TIMEOUT, THESEUS_WAIT_P2P_HELP, (i64)tseq, ch, q, ldv(&h[P2P_H_DONE]), want);
         break;
