@@ -379,7 +379,7 @@ func TestP2PMismatchGPU(t *testing.T) {
 // A warmed-up group (a ring of two ranks) captured into a CUDA graph per
 // rank (global capture mode, PyTorch's) replays correctly, each replay with
 // new data: pipeline schedules capture send/recv. 32 MiB each way: zero-copy
-// shared with the idle lanes (1 MiB per channel, four pieces), whose help
+// shared with the idle lanes (1 MiB per channel, eight pieces), whose help
 // records persist across replays; the checks follow 1 to 4 replays in a
 // row.
 func TestP2PGraphCapture(t *testing.T) {
