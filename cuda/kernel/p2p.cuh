@@ -89,9 +89,10 @@ DEV void p2p_copy(char* d, const char* s, i64 n) {
 // chunk up to THESEUS_P2P_HELP_PIECE bytes: few enough that a piece's
 // release costs little, small enough that the two lanes end together). The
 // send lane and receive lane channels+c claim pieces from the record's
-// claim word (job number << 32 | next piece): the send lane by atomic add,
-// a helper by compare-and-swap of a word it has seen with pieces left, so
-// a helper never takes a piece of a job other than the one it read. A
+// claim word (job number << 32 | pieces << 16 | next piece: one word says
+// whether the job has a piece left): the send lane by atomic add, a helper
+// by compare-and-swap of a word it has seen with pieces left, so a helper
+// never takes a piece of a job other than the one it read. A
 // helper that took a piece copies it (waiting on nothing), then, after a
 // barrier, adds one to the done word with release semantics (GPU scope:
 // the send lane is a block of the same grid); the send lane, when no
@@ -113,12 +114,11 @@ DEV void p2p_copy(char* d, const char* s, i64 n) {
 // Words of a help record (THESEUS_P2P_HELP_BYTES): the first line is the
 // send lane's (written by it, read by helpers), done and the receive
 // lane's launch count the second.
-#define P2P_H_CLAIM 0   // job << 32 | next piece
+#define P2P_H_CLAIM 0   // job << 32 | pieces << 16 | next piece (pieces < 2^15)
 #define P2P_H_SRC 1     // the transfer's source and destination (as mapped here)
 #define P2P_H_DST 2
 #define P2P_H_TOTAL 3   // its bytes
 #define P2P_H_J0 4      // the job's first chunk
-#define P2P_H_PIECES 5  // pieces of the job
 #define P2P_H_GEOM 6    // channels used | chunks per piece << 32
 #define P2P_H_FIN 7     // launches the send lane has finished
 #define P2P_H_DONE 8    // pieces helpers finished (reset by the send lane per job)
@@ -158,7 +158,7 @@ DEV void p2p_copy_piece(const p2p_job& J, i64 p) {
 // help record h if it has one left: s_job and s_piece, and true.
 DEV bool p2p_help_take(u64* h) {
   const u64 v = ld_acquire_gpu(&h[P2P_H_CLAIM]);
-  if ((v >> 32) == 0 || (v & 0xffffffffu) >= ldv(&h[P2P_H_PIECES])) return false;
+  if ((v >> 32) == 0 || (v & 0xffff) >= ((v >> 16) & 0xffff)) return false;  // no job, or none left
   if (p2p_cas_acq_rel(&h[P2P_H_CLAIM], v, v + 1) != v) return false;
   // The job stays as it is until done counts this piece.
   const u64 geom = ldv(&h[P2P_H_GEOM]);
@@ -169,7 +169,7 @@ DEV bool p2p_help_take(u64* h) {
   s_job.used = (int)(geom & 0xffffffffu);
   s_job.g = (i64)(geom >> 32);
   s_job.nrest = (p2p_chunks(s_job.total) - 1 - s_job.j0) / s_job.used + 1;
-  s_piece = (i64)(v & 0xffffffffu);
+  s_piece = (i64)(v & 0xffff);
   return true;
 }
 
@@ -220,7 +220,7 @@ DEV bool p2p_direct(const Ctx& c, int ch, const char* src, char* dst, i64 total,
     const i64 nrest = (p2p_chunks(total) - 1 - j0) / used + 1;
     const i64 gmax = THESEUS_P2P_HELP_PIECE / C > 1 ? THESEUS_P2P_HELP_PIECE / C : 1;
     i64 g = nrest / 8 < 1 ? 1 : nrest / 8 > gmax ? gmax : nrest / 8;
-    if (nrest / g >= (1ll << 30)) g = (nrest + (1ll << 30) - 1) >> 30;  // pieces < 2^31
+    if (nrest / g >= (1ll << 14)) g = (nrest + (1ll << 14) - 1) >> 14;  // pieces < 2^15 (the claim word's fields)
     s_job = p2p_job{src, dst, total, j0, nrest, g, used};
     np = (nrest + g - 1) / g;
     h = np > 1 ? p2p_help(ch) : nullptr;
@@ -231,15 +231,14 @@ DEV bool p2p_direct(const Ctx& c, int ch, const char* src, char* dst, i64 total,
       stv(&h[P2P_H_DST], (u64)dst);
       stv(&h[P2P_H_TOTAL], (u64)total);
       stv(&h[P2P_H_J0], (u64)j0);
-      stv(&h[P2P_H_PIECES], (u64)np);
       stv(&h[P2P_H_GEOM], (u64)used | (u64)g << 32);
       stv(&h[P2P_H_DONE], 0);
-      st_release_gpu(&h[P2P_H_CLAIM], job << 32);
+      st_release_gpu(&h[P2P_H_CLAIM], job << 32 | (u64)np << 16);
     }
   }
   for (;;) {
     if (tid() == 0) {
-      const i64 p = h ? (i64)(atom_add_gpu(&h[P2P_H_CLAIM], 1) & 0xffffffffu) : next++;
+      const i64 p = h ? (i64)(atom_add_gpu(&h[P2P_H_CLAIM], 1) & 0xffff) : next++;
       s_piece = p < np ? p : -1;
       if (p < np) mine++;
     }
