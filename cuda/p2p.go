@@ -177,9 +177,9 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 			return fmt.Errorf("cuda: the uint8 module has no %s entry", P2PKernelName)
 		}
 		p.fn = k.p2p
-		sms, err := b.dev.Attribute(driver.AttrMultiprocessorCount)
-		if err != nil {
-			sms = 0
+		sms, aerr := b.dev.Attribute(driver.AttrMultiprocessorCount)
+		if aerr != nil {
+			sms = 0 // (p2pFitThreads: the device cannot be asked)
 		}
 		p.threads = p2pFitThreads(want, nlocal*p.grid, sms, k.p2p.MaxActiveBlocksPerSM)
 		m, err := b.zeroed(int64(len(blob)))
