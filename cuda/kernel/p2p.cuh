@@ -4,7 +4,8 @@
 // (runtime/host/p2p.go) runs the same way, byte for byte: 2 x channels
 // blocks, block c < channels the send lane of channel c (its share of the
 // self copies, then channel c of every peer it sends to), block channels+c
-// the receive lane of channel c; each lane takes its peers in round order.
+// the receive lane of channel c (which also helps send lane c with its
+// direct copies: "Helping" below); each lane takes its peers in round order.
 //
 // Included by executor.cuh; compiled into the uint8 module only (the data
 // is bytes: cuda/p2p.go loads the entry from that module). It uses the
