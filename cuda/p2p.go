@@ -13,6 +13,7 @@ import (
 	"github.com/theseus-ccl/theseus/cuda/driver"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/launch"
 )
 
@@ -124,6 +125,9 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 		}
 		return off
 	}
+	// The help records (kernel/p2p.cuh, "Helping"): zeroed with the rest,
+	// kept by the prepared launch, one line pair per channel.
+	helps := p2pHelps(a)
 	dOff := put(unsafe.Pointer(&desc), int(unsafe.Sizeof(desc)))
 	offs := [4]uint64{}
 	for i, arr := range []struct {
@@ -140,11 +144,20 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 			put(arr.p, arr.n)
 		}
 	}
-	threads := a.Threads
-	if threads <= 0 {
-		threads = defaultThreads(-1)
+	var helpOff uint64
+	if helps {
+		for len(blob)%C.THESEUS_P2P_HELP_BYTES != 0 {
+			blob = append(blob, 0)
+		}
+		helpOff = uint64(len(blob))
+		blob = append(blob, make([]byte, g.Channels*C.THESEUS_P2P_HELP_BYTES)...)
 	}
-	p := &prepared{b: b, arg: newLaunch(), grid: 2 * g.Channels, threads: threads}
+	want := p2pWantThreads(a.Threads, p2pLargest(a))
+	nlocal := a.LocalRanks
+	if nlocal <= 0 {
+		nlocal = a.NRanks
+	}
+	p := &prepared{b: b, arg: newLaunch(), grid: 2 * g.Channels, threads: want}
 	err := b.with(func() (err error) {
 		prev, err := driver.ExchangeCaptureMode(driver.CaptureModeRelaxed) // (as Prepare: it may run during a capture)
 		if err != nil {
@@ -164,6 +177,11 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 			return fmt.Errorf("cuda: the uint8 module has no %s entry", P2PKernelName)
 		}
 		p.fn = k.p2p
+		sms, aerr := b.dev.Attribute(driver.AttrMultiprocessorCount)
+		if aerr != nil {
+			sms = 0 // (p2pFitThreads: the device cannot be asked)
+		}
+		p.threads = p2pFitThreads(want, nlocal*p.grid, sms, k.p2p.MaxActiveBlocksPerSM)
 		m, err := b.zeroed(int64(len(blob)))
 		if err != nil {
 			return err
@@ -173,6 +191,9 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 		// The arrays' addresses go into the descriptor before it is uploaded.
 		d := (*C.theseus_p2p_launch)(unsafe.Pointer(&blob[dOff]))
 		d.peers, d.xfers, d.imports, d.selfs = C.uint64_t(base+offs[0]), C.uint64_t(base+offs[1]), C.uint64_t(base+offs[2]), C.uint64_t(base+offs[3])
+		if helps {
+			d.help = C.uint64_t(base + helpOff)
+		}
 		if err := driver.CopyHtoDAsync(m, blob, b.ctl); err != nil {
 			return err
 		}
@@ -184,6 +205,112 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// The threads per threadblock of a point-to-point launch (docs/p2p.md,
+// "Threads"). They are the rank's own (the peer's launch need not use the
+// same): the context's threads, else THESEUS_NTHREADS, else by the
+// launch's largest transfer (an AlltoAllv's by the CPU matrix): SmallThreads
+// up to P2PSmallBytes (a small launch starts and synchronises sooner),
+// P2PLargeThreads from P2PLargeBytes on (more threads per lane draw more of
+// the copy rate: bench/results/2026-12-01-h200-eleventh, call F1, 869
+// against 791 GB/s at 1 GiB with 512), DefaultThreads between. Then fewer,
+// halving, while the launch's grid times the ranks of the node (which may
+// share the GPU) would not be resident at once.
+const (
+	P2PSmallBytes   = 4 << 10
+	P2PLargeBytes   = 4 << 20
+	P2PLargeThreads = 1024
+)
+
+// p2pWantThreads is the threads a launch asks for: set (the context's,
+// when > 0), else THESEUS_NTHREADS, else by largest, the launch's largest
+// transfer in bytes.
+func p2pWantThreads(set int, largest int64) int {
+	if set > 0 {
+		return set
+	}
+	if n, ok := envThreads(); ok {
+		return n
+	}
+	switch {
+	case largest <= P2PSmallBytes:
+		return SmallThreads
+	case largest >= P2PLargeBytes:
+		return P2PLargeThreads
+	}
+	return DefaultThreads
+}
+
+// p2pFitThreads returns the most threads, want or fewer by halving (down
+// to 32), at which blocks threadblocks of the kernel are resident at once
+// on sms multiprocessors (perSM: the occupancy per block size,
+// cuOccupancyMaxActiveBlocksPerMultiprocessor). When the device cannot be
+// asked (sms <= 0 or an error), at most DefaultThreads (the launch as it
+// ran before the size rule); when no size fits, want (the launch then
+// waits on its peers until THESEUS_TIMEOUT, as docs/p2p.md's limits say).
+func p2pFitThreads(want, blocks, sms int, perSM func(threads, sharedBytes int) (int, error)) int {
+	if sms <= 0 {
+		return min(want, DefaultThreads)
+	}
+	for t := want; t >= 32; t = t / 2 / 32 * 32 {
+		err := residentFit(map[int]int{t: blocks}, sms, func(threads int) (int, error) { return perSM(threads, 0) })
+		if err == nil {
+			return t
+		}
+		if !errors.Is(err, ErrNotResident) {
+			return min(want, DefaultThreads)
+		}
+	}
+	return want
+}
+
+// p2pLargest is a's largest transfer in bytes: its sends', receives' and
+// self copies', an AlltoAllv's by the CPU matrix.
+func p2pLargest(a *device.P2PArgs) int64 {
+	var n int64
+	for _, list := range [][]device.P2PPeer{a.Sends, a.Recvs} {
+		for _, pr := range list {
+			for _, x := range pr.Xfers {
+				n = max(n, x.Bytes)
+			}
+		}
+	}
+	for _, s := range a.Self {
+		n = max(n, s.Bytes)
+	}
+	if a.Matrix != nil {
+		n = max(n, a.Matrix.MaxBytes)
+	}
+	return n
+}
+
+// p2pHelp reports THESEUS_P2P_HELP (docs/env.md): on unless set to 0.
+func p2pHelp() bool {
+	on, err := env.P2PHelp.Bool()
+	return on || err != nil
+}
+
+// p2pHelps reports whether a's launch shares its direct copies with idle
+// lanes (kernel/p2p.cuh, "Helping"): THESEUS_P2P_HELP on, and a send that
+// may be written directly (Direct, into a peer whose offers this rank
+// imported, above the eager bytes). Otherwise the kernel runs as without
+// helping, polling nothing more.
+func p2pHelps(a *device.P2PArgs) bool {
+	if !a.Direct || !p2pHelp() {
+		return false
+	}
+	for _, pr := range a.Sends {
+		if len(pr.Imports) == 0 {
+			continue
+		}
+		for _, x := range pr.Xfers {
+			if x.Bytes > a.EagerBytes || x.Matrix && a.Matrix != nil && a.Matrix.SendCap > a.EagerBytes {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // fillP2P names the point-to-point descriptor in a launch argument.
@@ -238,6 +365,11 @@ func p2pError(e *KernelError) error {
 		if e.Code == ErrAborted {
 			le.Err = launch.ErrAborted
 		}
+		if e.What == C.THESEUS_WAIT_P2P_HELP {
+			le.Msg = fmt.Sprintf("%s%s waiting for this rank's helping threadblocks to finish their pieces of the direct write to rank %d (transfer #%d, channel %d: %d of %d done)",
+				lane, map[bool]string{true: "timed out", false: "aborted"}[e.Code == ErrTimeout], e.Channel, e.Step, e.Slice, e.Have, e.Want)
+			break
+		}
 		what := map[uint32]string{C.THESEUS_WAIT_P2P_CREDIT: "to free a slot of its FIFO", C.THESEUS_WAIT_P2P_POST: "to post its receive",
 			C.THESEUS_WAIT_P2P_HEADER: "to send"}[e.What]
 		le.Msg = fmt.Sprintf("%s%s waiting for rank %d %s (transfer #%d with it, channel %d)", lane, map[bool]string{true: "timed out", false: "aborted"}[e.Code == ErrTimeout],
@@ -254,5 +386,5 @@ func (e *KernelError) p2p() bool {
 	case C.THESEUS_ERR_P2P_MISMATCH, C.THESEUS_ERR_P2P_MATRIX, C.THESEUS_ERR_P2P_PEER:
 		return true
 	}
-	return e.What >= C.THESEUS_WAIT_P2P_CREDIT && e.What <= C.THESEUS_WAIT_P2P_HEADER
+	return e.What >= C.THESEUS_WAIT_P2P_CREDIT && e.What <= C.THESEUS_WAIT_P2P_HEADER || e.What == C.THESEUS_WAIT_P2P_HELP
 }

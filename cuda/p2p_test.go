@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/theseus-ccl/theseus/examples/contexts"
 	"github.com/theseus-ccl/theseus/runtime/comm"
 	"github.com/theseus-ccl/theseus/runtime/device"
+	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/theseus"
 )
 
@@ -175,6 +177,24 @@ func TestP2PPatternsGPU(t *testing.T) {
 			runP2P(t, comms, be, "ring", func(r int) []p2pOp { return both(next(r), prev(r), 70001, theseus.Float32, 0, 0) }, 3)
 			runP2P(t, comms, be, "ring 64 MiB", func(r int) []p2pOp { return both(next(r), prev(r), 64<<20, theseus.Uint8, 0, 0) }, 3)
 			runP2P(t, comms, be, "unaligned", func(r int) []p2pOp { return both(next(r), prev(r), 300001, theseus.Int8, 3, 5) }, 2)
+			// Zero-copy shared with the idle lanes (kernel "Helping"): a ring
+			// of an odd size at a 16-byte-misaligned address (a partial last
+			// chunk and piece), and one rank sending to all others, whose
+			// receive lanes have nothing to receive and only help. Repeated,
+			// so that the help records' later jobs and launches are checked.
+			runP2P(t, comms, be, "ring 40 MiB odd, helped", func(r int) []p2pOp { return both(next(r), prev(r), 40<<20+12345, theseus.Uint8, 3, 3) }, 3)
+			runP2P(t, comms, be, "one to all 24 MiB, helped", func(r int) []p2pOp {
+				var o []p2pOp
+				for q := 1; q < n; q++ {
+					switch r {
+					case 0:
+						o = append(o, p2pOp{peer: q, count: 6<<20 + int64(q), dt: theseus.Float32})
+					case q:
+						o = append(o, p2pOp{recv: true, peer: 0, count: 6<<20 + int64(q), dt: theseus.Float32})
+					}
+				}
+				return o
+			}, 3)
 			runP2P(t, comms, be, "all-pairs", func(r int) []p2pOp {
 				rng := rand.New(rand.NewSource(5))
 				m := make([]int64, n*n)
@@ -211,6 +231,26 @@ func TestP2PPatternsGPU(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestP2PNoHelpGPU: with THESEUS_P2P_HELP=0 (the A/B switch) the engine's
+// zero-copy writes are each send lane's alone, and the bytes are the same.
+func TestP2PNoHelpGPU(t *testing.T) {
+	gputest.Require(t)
+	restore := env.SetLookupForTest(func(k string) (string, bool) {
+		if k == "THESEUS_P2P_HELP" {
+			return "0", true
+		}
+		return os.LookupEnv(k)
+	})
+	defer restore()
+	comms, be := p2pComms(t, 2, nil)
+	runP2P(t, comms, be, "ring 40 MiB odd, not helped", func(r int) []p2pOp { return both(1-r, 1-r, 40<<20+12345, theseus.Uint8, 3, 3) }, 3)
+	for r, c := range comms {
+		if st := c.Stats().Executor.P2P; st.Imports == 0 {
+			t.Errorf("rank %d imported no peer buffer (no zero-copy): %+v", r, st)
+		}
 	}
 }
 
@@ -338,10 +378,13 @@ func TestP2PMismatchGPU(t *testing.T) {
 
 // A warmed-up group (a ring of two ranks) captured into a CUDA graph per
 // rank (global capture mode, PyTorch's) replays correctly, each replay with
-// new data: pipeline schedules capture send/recv.
+// new data: pipeline schedules capture send/recv. 32 MiB each way: zero-copy
+// shared with the idle lanes (1 MiB per channel, eight pieces), whose help
+// records persist across replays; the checks follow 1 to 4 replays in a
+// row.
 func TestP2PGraphCapture(t *testing.T) {
 	gputest.Require(t)
-	const n, count = 2, 1 << 20
+	const n, count = 2, 8 << 20
 	comms, streams, be := localComms(t, n)
 	send, recv := make([]device.Ptr, n), make([]device.Ptr, n)
 	for r := range n {
@@ -373,7 +416,7 @@ func TestP2PGraphCapture(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := replay(streams, execs, 1); err != nil {
+		if err := replay(streams, execs, 1+rep); err != nil {
 			t.Fatal(err)
 		}
 		for r := range n {

@@ -37,16 +37,25 @@ const SmallBlockBytes = 2048
 // The kernel runs any block size; the number changes how many threads
 // share each op's data, and what a launch costs.
 func defaultThreads(blockBytes int64) int {
-	if raw, set := env.NThreads.Raw(); set && raw != "" {
-		n, err := env.NThreads.Int()
-		if err == nil && n >= 32 && n <= 1024 && n%32 == 0 {
-			return int(n)
-		}
+	if n, ok := envThreads(); ok {
+		return n
 	}
 	if blockBytes >= 0 && blockBytes <= SmallBlockBytes {
 		return SmallThreads
 	}
 	return DefaultThreads
+}
+
+// envThreads is THESEUS_NTHREADS when it is a multiple of 32 from 32 to
+// 1024 (the kernel's launch bound).
+func envThreads() (int, bool) {
+	if raw, set := env.NThreads.Raw(); set && raw != "" {
+		n, err := env.NThreads.Int()
+		if err == nil && n >= 32 && n <= 1024 && n%32 == 0 {
+			return int(n), true
+		}
+	}
+	return 0, false
 }
 
 // prepared is the CUDA launch state of one request shape.

@@ -51,6 +51,8 @@
 #define THESEUS_P2P_CAPACITY 16u
 #define THESEUS_P2P_CHECK 17u
 #define THESEUS_WAIT_PORT 18u    /* the proxy: a free FIFO slot, or the completion of a descriptor */
+#define THESEUS_WAIT_P2P_HELP 19u /* the point-to-point engine: a send lane waits for the pieces of its direct copy
+                                     that this rank's helping threadblocks took (p2p.cuh) */
 
 /* The first failure of a launch, written once (code first, by atomic CAS) to
  * host-mapped memory the communicator reads for ncclCommGetAsyncError. */
@@ -323,6 +325,11 @@ typedef struct theseus_p2p_launch {
   int32_t nrecv;
   int32_t nself;
   int32_t direct;
+  uint64_t help;    /* p2p.cuh's help records, THESEUS_P2P_HELP_BYTES per channel, in device memory zeroed at
+                       prepare and kept by the prepared launch (0: no helping: idle lanes never copy) */
 } theseus_p2p_launch;
+
+/* Bytes of one channel's help record (p2p.cuh). */
+#define THESEUS_P2P_HELP_BYTES 128
 
 #endif /* THESEUS_LAUNCH_H */

@@ -4,7 +4,8 @@
 // (runtime/host/p2p.go) runs the same way, byte for byte: 2 x channels
 // blocks, block c < channels the send lane of channel c (its share of the
 // self copies, then channel c of every peer it sends to), block channels+c
-// the receive lane of channel c; each lane takes its peers in round order.
+// the receive lane of channel c (which also helps send lane c with its
+// direct copies: "Helping" below); each lane takes its peers in round order.
 //
 // Included by executor.cuh; compiled into the uint8 module only (the data
 // is bytes: cuda/p2p.go loads the entry from that module). It uses the
@@ -76,6 +77,189 @@ DEV void p2p_copy(char* d, const char* s, i64 n) {
     return;
   }
   for (i64 i = th; i < n; i += nt) d[i] = s[i];
+}
+
+// ---- Helping (docs/p2p.md, "Helping"): a send lane's direct copy is
+// shared with this rank's idle receive lanes. Kernel-local: the bytes
+// written, the records and the order of the headers are the protocol's.
+//
+// When send lane c enters the direct phase of a transfer (the rest of its
+// share goes straight into the posted buffer), it publishes the rest as a
+// job in its help record (P.help, one per channel, local to the rank) and
+// cuts it into pieces of whole chunks (an eighth of the rest, from one
+// chunk up to THESEUS_P2P_HELP_PIECE bytes: few enough that a piece's
+// release costs little, small enough that the two lanes end together). The
+// send lane and receive lane channels+c claim pieces from the record's
+// claim word (job number << 32 | pieces << 16 | next piece: one word says
+// whether the job has a piece left): the send lane by atomic add, a helper
+// by compare-and-swap of a word it has seen with pieces left, so a helper
+// never takes a piece of a job other than the one it read. A
+// helper that took a piece copies it (waiting on nothing), then, after a
+// barrier, adds one to the done word with release semantics (GPU scope:
+// the send lane is a block of the same grid); the send lane, when no
+// piece is left, waits until done counts every piece it did not copy
+// itself (acquire), then publishes the DIRECT header as before, with its
+// system-scope fence and release: causality is transitive, so what the
+// helpers wrote is visible to the receiver before the header. The job
+// number moves on with every job (the record is the prepared launch's and
+// persists across launches and graph replays), and a job's pieces are all
+// taken before the send lane moves on, so no later job's claim word ever
+// equals an earlier one's: a stale job is never taken.
+//
+// A receive lane helps while it waits for a header (thread 0 polls the
+// header's flag and the record), and after its receives, until its send
+// lane has finished the launch (the record's fin word, against the
+// receive lane's own count of launches: the two lanes run once in every
+// launch of the prepared launch) or the launch stops.
+#define THESEUS_P2P_HELP_PIECE (512ll << 10)
+// Words of a help record (THESEUS_P2P_HELP_BYTES): the first line is the
+// send lane's (written by it, read by helpers), done and the receive
+// lane's launch count the second.
+#define P2P_H_CLAIM 0   // job << 32 | pieces << 16 | next piece (pieces < 2^15)
+#define P2P_H_SRC 1     // the transfer's source and destination (as mapped here)
+#define P2P_H_DST 2
+#define P2P_H_TOTAL 3   // its bytes
+#define P2P_H_J0 4      // the job's first chunk
+#define P2P_H_GEOM 6    // channels used | chunks per piece << 32
+#define P2P_H_FIN 7     // launches the send lane has finished
+#define P2P_H_DONE 8    // pieces helpers finished (reset by the send lane per job)
+#define P2P_H_LAUNCH 9  // launches the receive lane has started
+
+// A job as the block that copies a piece of it knows it.
+struct p2p_job {
+  const char* src;
+  char* dst;
+  i64 total, j0, nrest, g;
+  int used;
+};
+__shared__ p2p_job s_job;
+__shared__ i64 s_piece;  // the piece the block copies next (-1: none)
+
+DEV u64* p2p_help(int ch) { return s_p2p.help ? (u64*)(s_p2p.help + (u64)ch * THESEUS_P2P_HELP_BYTES) : nullptr; }
+
+DEV u64 p2p_cas_acq_rel(u64* p, u64 cmp, u64 v) {
+  u64 old;
+  asm volatile("atom.acq_rel.gpu.global.cas.b64 %0, [%1], %2, %3;" : "=l"(old) : "l"(p), "l"(cmp), "l"(v) : "memory");
+  return old;
+}
+
+// p2p_copy_piece copies piece p of job J with every thread of the block:
+// chunks j0 + t x used of the transfer for t in [p x g, (p+1) x g) below
+// nrest.
+DEV void p2p_copy_piece(const p2p_job& J, i64 p) {
+  const i64 C = s_p2p.chunk_bytes;
+  const i64 t1 = (p + 1) * J.g < J.nrest ? (p + 1) * J.g : J.nrest;
+  for (i64 t = p * J.g; t < t1; t++) {
+    const i64 lo = (J.j0 + t * J.used) * C, len = J.total - lo < C ? J.total - lo : C;
+    p2p_copy(J.dst + lo, J.src + lo, len);
+  }
+}
+
+// p2p_help_take (thread 0 of a receive lane) takes a piece of the job in
+// help record h if it has one left: s_job and s_piece, and true.
+DEV bool p2p_help_take(u64* h) {
+  const u64 v = ld_acquire_gpu(&h[P2P_H_CLAIM]);
+  if ((v >> 32) == 0 || (v & 0xffff) >= ((v >> 16) & 0xffff)) return false;  // no job, or none left
+  if (p2p_cas_acq_rel(&h[P2P_H_CLAIM], v, v + 1) != v) return false;
+  // The job stays as it is until done counts this piece.
+  const u64 geom = ldv(&h[P2P_H_GEOM]);
+  s_job.src = (const char*)ldv(&h[P2P_H_SRC]);
+  s_job.dst = (char*)ldv(&h[P2P_H_DST]);
+  s_job.total = (i64)ldv(&h[P2P_H_TOTAL]);
+  s_job.j0 = (i64)ldv(&h[P2P_H_J0]);
+  s_job.used = (int)(geom & 0xffffffffu);
+  s_job.g = (i64)(geom >> 32);
+  s_job.nrest = (p2p_chunks(s_job.total) - 1 - s_job.j0) / s_job.used + 1;
+  s_piece = (i64)(v & 0xffff);
+  return true;
+}
+
+DEV void p2p_red_release_gpu(u64* p, u64 v) { asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory"); }
+
+// p2p_help_run copies the piece thread 0 took (s_piece >= 0) and counts it
+// done: every thread's writes (the barrier), then thread 0's release, which
+// is cumulative over them.
+DEV void p2p_help_run(u64* h) {
+  p2p_copy_piece(s_job, s_piece);
+  bar();
+  if (tid() == 0) p2p_red_release_gpu(&h[P2P_H_DONE], 1);
+}
+
+// p2p_help_rest is a receive lane's help after its receives: pieces of its
+// send lane's jobs until that lane has finished launch k (or the launch
+// stops: a failed launch's copies need no help).
+DEV void p2p_help_rest(const Ctx& c, u64* h, u64 k) {
+  for (;;) {
+    if (tid() == 0) {
+      s_piece = -1;
+      for (u32 n = 1;; n++) {
+        if (p2p_help_take(h) || ld_acquire_gpu(&h[P2P_H_FIN]) >= k) break;
+        if ((n & 1023) == 0 && stop(c)) break;
+      }
+    }
+    bar();
+    if (s_piece < 0) return;
+    p2p_help_run(h);
+  }
+}
+
+// p2p_direct (send lane ch) writes the rest of its share of a transfer of
+// total bytes straight into dst, from chunk j0 on (chunks j0, j0 + used,
+// ...), sharing it with a helper through its help record when there is one
+// and the rest is more than a piece. Returns when every byte is written
+// (the caller's barrier and header publish it). Waiting for the helpers'
+// pieces ignores the abort word (a piece a helper took is always finished,
+// soon: a copy waits on nothing), so that no helper's count lands in a
+// later job; the wait is still bounded by the timeout.
+DEV bool p2p_direct(const Ctx& c, int ch, const char* src, char* dst, i64 total, i64 j0, int used, u64 tseq, int q) {
+  // Thread 0 alone knows the job and whether it is shared: it takes the
+  // pieces (atomically when shared) and tells the block which is next.
+  u64* h = nullptr;
+  i64 np = 0, mine = 0, next = 0;
+  if (tid() == 0) {
+    const i64 C = s_p2p.chunk_bytes;
+    const i64 nrest = (p2p_chunks(total) - 1 - j0) / used + 1;
+    const i64 gmax = THESEUS_P2P_HELP_PIECE / C > 1 ? THESEUS_P2P_HELP_PIECE / C : 1;
+    i64 g = nrest / 8 < 1 ? 1 : nrest / 8 > gmax ? gmax : nrest / 8;
+    if (nrest / g >= (1ll << 14)) g = (nrest + (1ll << 14) - 1) >> 14;  // pieces < 2^15 (the claim word's fields)
+    s_job = p2p_job{src, dst, total, j0, nrest, g, used};
+    np = (nrest + g - 1) / g;
+    h = np > 1 ? p2p_help(ch) : nullptr;
+    if (h) {
+      u64 job = ((ldv(&h[P2P_H_CLAIM]) >> 32) + 1) & 0xffffffffu;  // (only this lane moves the job number)
+      if (job == 0) job = 1;
+      stv(&h[P2P_H_SRC], (u64)src);
+      stv(&h[P2P_H_DST], (u64)dst);
+      stv(&h[P2P_H_TOTAL], (u64)total);
+      stv(&h[P2P_H_J0], (u64)j0);
+      stv(&h[P2P_H_GEOM], (u64)used | (u64)g << 32);
+      stv(&h[P2P_H_DONE], 0);
+      st_release_gpu(&h[P2P_H_CLAIM], job << 32 | (u64)np << 16);
+    }
+  }
+  for (;;) {
+    if (tid() == 0) {
+      const i64 p = h ? (i64)(atom_add_gpu(&h[P2P_H_CLAIM], 1) & 0xffff) : next++;
+      s_piece = p < np ? p : -1;
+      if (p < np) mine++;
+    }
+    bar();
+    const i64 p = s_piece;
+    if (p < 0) break;
+    p2p_copy_piece(s_job, p);
+    bar();  // every thread has read s_piece and s_job
+  }
+  if (h) {  // (thread 0)
+    const u64 want = (u64)(np - mine), t0 = gtime();
+    while (ld_acquire_gpu(&h[P2P_H_DONE]) < want) {
+      if (gtime() - t0 > c.L->timeout_ns) {
+        fail(c, THESEUS_ERR_TIMEOUT, THESEUS_WAIT_P2P_HELP, (i64)tseq, ch, q, ldv(&h[P2P_H_DONE]), want);
+        break;
+      }
+    }
+  }
+  bar();
+  return !s_fail;
 }
 
 // p2p_matrix reads this rank's row and column of the GPU counts matrix,
@@ -267,14 +451,12 @@ DEV bool p2p_send_peer(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
     i64 dlo = 0;  // the first chunk written directly, in bytes
     for (i64 j = ch; j * C < total; j += used) {
       const i64 lo = j * C, len = total - lo < C ? total - lo : C;
-      if (!dst) {
-        if (!slot()) return false;
-        dst = s_dst;  // (thread 0 writes it again only after a later barrier)
+      if (!slot()) return false;
+      dst = s_dst;  // (thread 0 writes it again only after a later barrier)
+      if (dst) {    // the rest of the share, from chunk j on, goes straight into the receive buffer
         dlo = lo;
-      }
-      if (dst) {
-        p2p_copy(dst + lo, src + lo, len);
-        continue;
+        if (!p2p_direct(c, ch, src, dst, total, j, used, tseq, q)) return false;
+        break;
       }
       const int k = (int)(sent % N);
       p2p_copy(p2p_data(remote, ch, k), src + lo, len);
@@ -285,8 +467,7 @@ DEV bool p2p_send_peer(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
       }
       sent++;
     }
-    if (dst) {
-      bar();  // every thread's direct writes before the header
+    if (dst) {  // (p2p_direct ended with a barrier: every thread's direct writes, and the helpers', before the header)
       look = false;
       if (!slot()) return false;
       if (tid() == 0) {
@@ -331,6 +512,7 @@ DEV bool p2p_recv_peer(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
   u64* st = p2p_state(local, ch, 1);
   u64* credit = p2p_credit(remote, ch);
   u64* post = p2p_post(remote, ch);
+  u64* help = p2p_help(ch);  // the send lane this lane helps while it waits
   const int q = pr.peer;
   u64 recvd = st[THESEUS_P2P_STATE_CHUNKS], trecv = st[THESEUS_P2P_STATE_TRANSFERS];
   bar();  // every thread has read the state before thread 0 moves it
@@ -347,41 +529,47 @@ DEV bool p2p_recv_peer(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
     for (i64 j = ch; j * C < total; j += used) {
       const int k = (int)(recvd % N);
       u64* hdr = p2p_hdr(local, ch, k);
-      if (tid() == 0) {
-        const u64 want = recvd + 1;
-        if (spin(c, [&] { return ld_poll_sys(&hdr[THESEUS_P2P_HDR_FLAG]) >= want; }, THESEUS_WAIT_P2P_HEADER, (i64)tseq, ch, q, want,
-                 &hdr[THESEUS_P2P_HDR_FLAG])) {
-          const u64 kd = ldv(&hdr[THESEUS_P2P_HDR_KIND]), sseq = ldv(&hdr[THESEUS_P2P_HDR_TSEQ]);
-          const u64 kind = kd & 0xffffffffu;
-          const u32 sdt = (u32)(kd >> 32);
-          const i64 stot = (i64)ldv(&hdr[THESEUS_P2P_HDR_TOTAL]);
-          s_direct = 0;
-          if (kind == THESEUS_P2P_KIND_ABORT) {
-            fail(c, THESEUS_ERR_P2P_PEER, THESEUS_WAIT_P2P_HEADER, (i64)tseq, 0, q, 0, 0);
-          } else if (kind == THESEUS_P2P_KIND_ERROR) {
-            fail(c, THESEUS_ERR_P2P_MISMATCH, THESEUS_P2P_BY_SENDER, (i64)tseq, (i64)(sdt << 8 | x.dtype), q, (u64)stot, (u64)total);
-          } else if (sseq != tseq || stot != total || sdt != x.dtype) {
-            stv(&post[THESEUS_P2P_POST_TOTAL], (u64)total);
-            stv(&post[THESEUS_P2P_POST_TYPE], x.dtype | (u64)THESEUS_P2P_POST_ERROR << 32);
+      for (;;) {  // until the header is there (or the wait failed), helping the send lane meanwhile
+        if (tid() == 0) {
+          const u64 want = recvd + 1;
+          s_piece = -1;
+          if (spin(c, [&] { return ld_poll_sys(&hdr[THESEUS_P2P_HDR_FLAG]) >= want || (help && p2p_help_take(help)); },
+                   THESEUS_WAIT_P2P_HEADER, (i64)tseq, ch, q, want, &hdr[THESEUS_P2P_HDR_FLAG]) &&
+              s_piece < 0) {
+            const u64 kd = ldv(&hdr[THESEUS_P2P_HDR_KIND]), sseq = ldv(&hdr[THESEUS_P2P_HDR_TSEQ]);
+            const u64 kind = kd & 0xffffffffu;
+            const u32 sdt = (u32)(kd >> 32);
+            const i64 stot = (i64)ldv(&hdr[THESEUS_P2P_HDR_TOTAL]);
+            s_direct = 0;
+            if (kind == THESEUS_P2P_KIND_ABORT) {
+              fail(c, THESEUS_ERR_P2P_PEER, THESEUS_WAIT_P2P_HEADER, (i64)tseq, 0, q, 0, 0);
+            } else if (kind == THESEUS_P2P_KIND_ERROR) {
+              fail(c, THESEUS_ERR_P2P_MISMATCH, THESEUS_P2P_BY_SENDER, (i64)tseq, (i64)(sdt << 8 | x.dtype), q, (u64)stot, (u64)total);
+            } else if (sseq != tseq || stot != total || sdt != x.dtype) {
+              stv(&post[THESEUS_P2P_POST_TOTAL], (u64)total);
+              stv(&post[THESEUS_P2P_POST_TYPE], x.dtype | (u64)THESEUS_P2P_POST_ERROR << 32);
+              fence_sys();
+              st_release_sys(&post[THESEUS_P2P_POST_TSEQ], tseq);
+              fail(c, THESEUS_ERR_P2P_MISMATCH, THESEUS_P2P_RECEIVER, (i64)tseq, (i64)(sdt << 8 | x.dtype), q, (u64)stot, (u64)total);
+            } else if (kind == THESEUS_P2P_KIND_DIRECT) {
+              // The rest of the channel's share, from chunk j on, is in place.
+              s_direct = 1;
+              const i64 rest = p2p_share(total, ch) - (j - ch) / used * C;
+              if ((i64)ldv(&hdr[THESEUS_P2P_HDR_OFF]) != j * C || (i64)ldv(&hdr[THESEUS_P2P_HDR_LEN]) != rest)
+                fail(c, THESEUS_ERR_BADREF, THESEUS_WAIT_P2P_HEADER, (i64)tseq, ch, q, ldv(&hdr[THESEUS_P2P_HDR_LEN]), (u64)rest);
+            } else {
+              s_poff = (i64)ldv(&hdr[THESEUS_P2P_HDR_OFF]);
+              s_plen = (i64)ldv(&hdr[THESEUS_P2P_HDR_LEN]);
+              if (s_poff != j * C || s_plen != (total - s_poff < C ? total - s_poff : C))
+                fail(c, THESEUS_ERR_BADREF, THESEUS_WAIT_P2P_HEADER, (i64)tseq, ch, q, (u64)s_poff, (u64)(j * C));
+            }
             fence_sys();
-            st_release_sys(&post[THESEUS_P2P_POST_TSEQ], tseq);
-            fail(c, THESEUS_ERR_P2P_MISMATCH, THESEUS_P2P_RECEIVER, (i64)tseq, (i64)(sdt << 8 | x.dtype), q, (u64)stot, (u64)total);
-          } else if (kind == THESEUS_P2P_KIND_DIRECT) {
-            // The rest of the channel's share, from chunk j on, is in place.
-            s_direct = 1;
-            const i64 rest = p2p_share(total, ch) - (j - ch) / used * C;
-            if ((i64)ldv(&hdr[THESEUS_P2P_HDR_OFF]) != j * C || (i64)ldv(&hdr[THESEUS_P2P_HDR_LEN]) != rest)
-              fail(c, THESEUS_ERR_BADREF, THESEUS_WAIT_P2P_HEADER, (i64)tseq, ch, q, ldv(&hdr[THESEUS_P2P_HDR_LEN]), (u64)rest);
-          } else {
-            s_poff = (i64)ldv(&hdr[THESEUS_P2P_HDR_OFF]);
-            s_plen = (i64)ldv(&hdr[THESEUS_P2P_HDR_LEN]);
-            if (s_poff != j * C || s_plen != (total - s_poff < C ? total - s_poff : C))
-              fail(c, THESEUS_ERR_BADREF, THESEUS_WAIT_P2P_HEADER, (i64)tseq, ch, q, (u64)s_poff, (u64)(j * C));
           }
-          fence_sys();
         }
+        bar();
+        if (s_piece < 0) break;
+        p2p_help_run(help);
       }
-      bar();
       if (s_fail) return false;
       const int direct = s_direct;
       const i64 off = s_poff, len = s_plen;
@@ -449,6 +637,13 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_p2p(theseus_la
   const int lane = (int)bid();
   const bool recv = lane >= k;
   const int ch = recv ? lane - k : lane;
+  // This lane's help record (launch counts: the receive lane's own, every launch).
+  u64* help = p2p_help(ch);
+  u64 nlaunch = 0;
+  if (help && recv && tid() == 0) {
+    nlaunch = ldv(&help[P2P_H_LAUNCH]) + 1;
+    stv(&help[P2P_H_LAUNCH], nlaunch);
+  }
   bool ok = P.matrix == 0 || p2p_matrix(c);
   if (ok && !recv) {
     for (int i = 0; i < P.nself; i++) {
@@ -478,9 +673,11 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_p2p(theseus_la
         p2p_post_next(peers[i], ch, 0, p2p_state((char*)peers[i].local, ch, 1)[THESEUS_P2P_STATE_TRANSFERS] + 1);
     bar();
     for (int i = 0; ok && i < P.nrecv; i++) ok = p2p_recv_peer(c, ch, peers[i]);
+    if (ok && help) p2p_help_rest(c, help, nlaunch);
   }
   bar();
   if (tid() == 0 && (!ok || s_fail || stop(c))) p2p_poison(ch, recv);
+  if (tid() == 0 && help && !recv) st_release_gpu(&help[P2P_H_FIN], ldv(&help[P2P_H_FIN]) + 1);  // (after every piece of its jobs)
 }
 
 #endif  // THESEUS_DTYPE == 1

@@ -36,8 +36,13 @@ type P2PArgs struct {
 	// receive buffer when this rank has imported its allocation (Imports).
 	Direct bool
 	// Threads is the threads per threadblock (CUDA; 0: the backend's
-	// default).
+	// choice, by the largest transfer: docs/p2p.md, "Threads").
 	Threads int
+	// LocalRanks is the number of ranks on this rank's node (0: unknown,
+	// taken as NRanks): the CUDA backend assumes that many launches like
+	// this one may share the GPU when it checks that its threadblocks are
+	// resident together.
+	LocalRanks int
 	// Sends are the peers this launch sends to, Recvs those it receives
 	// from, each in round order (launch.P2PRound); every peer appears at
 	// most once per list, with its transfers in call order.
@@ -142,4 +147,8 @@ type P2PMatrix struct {
 	SendCap, RecvCap int64
 	// ElemSize is the datatype's size in bytes.
 	ElemSize int64
+	// MaxBytes is the largest cell of this rank's row and column by the
+	// CPU matrix, in bytes (the launch's largest transfer as planned: the
+	// CUDA backend's threads per threadblock follow it).
+	MaxBytes int64
 }

@@ -550,6 +550,16 @@ func matrixRow(m *P2PMatrix, n, me int) int64 {
 	return t
 }
 
+// matrixMax is the largest cell of rank me's row and column by the CPU
+// matrix, in elements.
+func matrixMax(m *P2PMatrix, n, me int) int64 {
+	var v int64
+	for j := range n {
+		v = max(v, m.Counts[me*n+j], m.Counts[j*n+me])
+	}
+	return v
+}
+
 func matrixCol(m *P2PMatrix, n, me int) int64 {
 	var t int64
 	for i := range n {
@@ -609,7 +619,7 @@ func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, rec
 	me, n := e.cfg.Rank, e.n
 	g := r.Params.Geometry
 	a := &device.P2PArgs{Rank: me, NRanks: n, Geometry: g, EagerBytes: r.Params.EagerBytes, Direct: r.Params.Direct,
-		Threads: r.Params.Threads, Abort: e.l0.control, Timeout: e.cfg.Timeout}
+		Threads: r.Params.Threads, LocalRanks: e.cfg.LocalRanks, Abort: e.l0.control, Timeout: e.cfg.Timeout}
 	gen0 := e.p2p.gen.Load() // (before the imports are read: a drop after it makes the plan stale)
 	ent := &p2pL3{gen: gen0}
 	plan := &P2PPlan{gen: gen0, params: r.Params, l3: ent, sends: sendPeers}
@@ -665,7 +675,8 @@ func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, rec
 			recvs[q].Xfers = []device.P2PXfer{{Buf: m.Recv, DataType: m.DataType, Offer: post(q, rg), Matrix: true}}
 		}
 		a.Self = []device.P2PCopy{{Src: m.Send, Dst: m.Recv, Matrix: true}}
-		a.Matrix = &device.P2PMatrix{Counts: m.GPU, SendCap: matrixRow(m, n, me) * es, RecvCap: matrixCol(m, n, me) * es, ElemSize: es}
+		a.Matrix = &device.P2PMatrix{Counts: m.GPU, SendCap: matrixRow(m, n, me) * es, RecvCap: matrixCol(m, n, me) * es, ElemSize: es,
+			MaxBytes: matrixMax(m, n, me) * es}
 		if m.Check {
 			nb := int64(8 * len(m.Counts))
 			p, err := e.dev.Alloc(nb)

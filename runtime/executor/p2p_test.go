@@ -266,3 +266,18 @@ func TestP2PReconnect(t *testing.T) {
 		}
 	}
 }
+
+// The CPU matrix's per-rank figures a launch is planned with (elements):
+// the row and column totals (capacity) and the largest cell of the row and
+// column (the CUDA backend's threads follow it).
+func TestP2PMatrixFigures(t *testing.T) {
+	m := &P2PMatrix{Counts: []int64{
+		1, 7, 0,
+		2, 3, 9,
+		4, 5, 6}}
+	for _, c := range []struct{ me, row, col, max int64 }{{0, 8, 7, 7}, {1, 14, 15, 9}, {2, 15, 15, 9}} {
+		if got := [3]int64{matrixRow(m, 3, int(c.me)), matrixCol(m, 3, int(c.me)), matrixMax(m, 3, int(c.me))}; got != [3]int64{c.row, c.col, c.max} {
+			t.Errorf("rank %d: row, column, largest %v, want %v", c.me, got, [3]int64{c.row, c.col, c.max})
+		}
+	}
+}
