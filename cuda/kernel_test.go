@@ -13,6 +13,7 @@ import (
 	"github.com/theseus-ccl/theseus/cuda/driver"
 	"github.com/theseus-ccl/theseus/cuda/gputest"
 	"github.com/theseus-ccl/theseus/ir"
+	"github.com/theseus-ccl/theseus/runtime/env"
 )
 
 // TestKernelModules: one embedded PTX module per datatype with the
@@ -111,6 +112,41 @@ func TestModuleLoad(t *testing.T) {
 			}
 		}
 		mod.Unload()
+	}
+}
+
+// TestModuleLoadPTXDir JIT-compiles every module of THESEUS_PTX_DIR (a
+// measurement build: cuda/kernel/build.sh bench), one subtest per
+// datatype, and prints KERNEL lines as TestModuleLoad does; skipped when
+// the variable is unset. The driver caches what it compiles, so a GPU
+// script runs it for several builds at once, in separate processes,
+// before it times or tests them (bench/gpu/latency-variants.sh).
+func TestModuleLoadPTXDir(t *testing.T) {
+	gputest.Require(t)
+	dir := env.PTXDir.String()
+	if dir == "" {
+		t.Skip("THESEUS_PTX_DIR is not set")
+	}
+	for _, dt := range ir.AllDataTypes() {
+		t.Run(dt.String(), func(t *testing.T) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			currentDevice0(t)
+			ptx, err := modulePTX(moduleExec, dt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			mod, err := driver.LoadModule(ptx)
+			if err != nil {
+				t.Fatalf("%s %v: %v", dir, dt, err)
+			}
+			defer mod.Unload()
+			if _, err := mod.Function(KernelName); err != nil {
+				t.Fatalf("%s %v: %v", dir, dt, err)
+			}
+			fmt.Printf("KERNEL %s %v: loaded in %.2f s\n", dir, dt, time.Since(start).Seconds())
+		})
 	}
 }
 

@@ -8,6 +8,69 @@ D=$ROOT/.device
 mkdir -p "$D"
 cd "$ROOT"
 git rev-parse HEAD >"$D/COMMIT"
+# The latency variants of the kernel's synchronisation (issue 25; cuda/kernel/
+# executor.cuh THESEUS_LAT_*, docs/design/cuda.md "Synchronisation variants"),
+# for bench/gpu/latency-variants.sh: LAT_VARIANTS=default builds the set below,
+# or "name:build flags" entries separated by ";" build those. Each variant is
+# every datatype's module of the measurement build (the differential test uses
+# them all), packed into .device/lat/<name>.tgz (about 1.5 MB; the script
+# unpacks it on the GPU machine) with its flags in flags.txt. Also
+# .device/lat/ctx-simple: the default context with the Simple all-pairs
+# allreduce preferred up to 4 KiB and the ring above (the waits, signals and
+# multi-block done words the LL schedule has none of). LAT_ONLY=1 builds only
+# what latency-variants.sh needs (cuda.test, .device/lat, .device/corpus) and
+# stops.
+LAT_DEFAULT="acqrel:-DTHESEUS_LAT_ACQREL=1;done:-DTHESEUS_LAT_DONE=1;poll:-DTHESEUS_LAT_POLL=1;begin:-DTHESEUS_LAT_BEGIN=1;\
+fence:-DTHESEUS_LAT_FENCE=1;stage:-DTHESEUS_LAT_STAGE=1;\
+all:-DTHESEUS_LAT_ACQREL=1 -DTHESEUS_LAT_DONE=1 -DTHESEUS_LAT_POLL=1 -DTHESEUS_LAT_BEGIN=1 -DTHESEUS_LAT_FENCE=1 -DTHESEUS_LAT_STAGE=1"
+LAT_VARIANTS=${LAT_VARIANTS:-}
+[ "$LAT_VARIANTS" = default ] && LAT_VARIANTS=$LAT_DEFAULT
+# build_variants WHAT LIST DIR DTYPES PACK: each "name:build flags" entry of
+# LIST (separated by ";") built into DIR/name (THESEUS_PTX_DTYPES=DTYPES, ""
+# for every datatype), its flags in flags.txt; with PACK=1 packed into
+# DIR/name.tgz instead.
+build_variants() {
+  local what=$1 list=$2 dir=$3 dtypes=$4 pack=$5 v name flags entries
+  IFS=';' read -ra entries <<<"${list//$'\n'/ }"
+  for v in ${entries[@]+"${entries[@]}"}; do
+    v=${v#"${v%%[![:space:]]*}"} # entries may start with blanks (or a new line)
+    [ -n "$v" ] || continue
+    name=${v%%:*} flags=${v#*:}
+    if [ -z "$name" ] || [ "$name" = "$v" ] || [[ "$name" == */* ]]; then
+      echo "prepare.sh: $what entry '$v' is not name:flags" >&2
+      exit 2
+    fi
+    THESEUS_PTX_OUT="$dir/$name" THESEUS_PTX_DTYPES="$dtypes" THESEUS_KERNEL_FLAGS="$flags" bash cuda/kernel/build.sh bench
+    echo "$flags" >"$dir/$name/flags.txt"
+    if [ "$pack" = 1 ]; then
+      tar czf "$dir/$name.tgz" -C "$dir/$name" .
+      rm -rf "${dir:?}/$name"
+    fi
+    echo "$what $name: $flags"
+  done
+}
+build_lat() {
+  rm -rf "$D/lat"
+  mkdir -p "$D/lat"
+  build_variants LAT_VARIANTS "$LAT_VARIANTS" "$D/lat" "" 1
+  local ctx=$D/lat/ctx-simple
+  mkdir -p "$ctx"
+  cp examples/contexts/default/*.jsonl "$ctx/"
+  cat >>"$ctx/schedule_manifest.jsonl" <<'JSONL'
+{"gen":"oneshot","collective":"allreduce","usable":"nranks > 1","preference":"msgsize <= 4096 ? 60 : 0","name":"allreduce_oneshot_simple_lat","comment":"bench/gpu/latency-variants.sh: Simple all-pairs (signals, waits, the pairing wait) up to 4 KiB"}
+{"gen":"ring","channels":"clamp(64 / nranks, 1, 32)","collective":"allreduce","preference":"msgsize > 4096 ? 60 : 0","name":"allreduce_ring_lat","comment":"bench/gpu/latency-variants.sh: the ring (32 threadblocks at 2 ranks: multi-block done words) above 4 KiB"}
+JSONL
+  go run ./cmd/theseusc lint "$ctx" >/dev/null
+}
+if [ "${LAT_ONLY:-0}" = 1 ]; then
+  [ -n "$LAT_VARIANTS" ] || LAT_VARIANTS=$LAT_DEFAULT
+  go test -c -ldflags="-s -w" -o "$D/cuda.test" ./cuda
+  build_lat
+  rm -rf "$D/corpus"
+  if [ -d ../shared/corpus ]; then cp -r ../shared/corpus "$D/corpus"; fi
+  du -sh "$D/cuda.test" "$D/lat" "$D/corpus" 2>/dev/null
+  exit 0
+fi
 # cuda.test and the prefix also serve ncclabi/gpu/run_p2p.sh (issue 22: the
 # point-to-point engine's GPU tests, nccl-tests' p2p tests, PyTorch, figures).
 go test -c -ldflags="-s -w" -o "$D/cuda.test" ./cuda
@@ -66,20 +129,8 @@ if [ -n "${OLD_PTX:-}" ]; then
   done
   echo "$OLD_PTX" >"$D/old-ptx/COMMIT"
 fi
-BW_VARIANTS=${BW_VARIANTS:-}
-IFS=';' read -ra variants <<<"${BW_VARIANTS//$'\n'/ }"
-for v in ${variants[@]+"${variants[@]}"}; do
-  v=${v#"${v%%[![:space:]]*}"} # entries may start with blanks (or a new line)
-  [ -n "$v" ] || continue
-  name=${v%%:*} flags=${v#*:}
-  if [ -z "$name" ] || [ "$name" = "$v" ] || [[ "$name" == */* ]]; then
-    echo "prepare.sh: BW_VARIANTS entry '$v' is not name:flags" >&2
-    exit 2
-  fi
-  THESEUS_PTX_OUT="$D/bw/$name" THESEUS_PTX_DTYPES="${BW_VARIANT_DTYPES-float32 bfloat16}" THESEUS_KERNEL_FLAGS="$flags" bash cuda/kernel/build.sh bench
-  echo "$flags" >"$D/bw/$name/flags.txt"
-  echo "bw variant $name: $flags"
-done
+build_variants BW_VARIANTS "${BW_VARIANTS:-}" "$D/bw" "${BW_VARIANT_DTYPES-float32 bfloat16}" 0
+[ -z "$LAT_VARIANTS" ] || build_lat
 rm -rf "$D/corpus"
 if [ -d ../shared/corpus ]; then cp -r ../shared/corpus "$D/corpus"; fi
 du -sh "$D"
