@@ -170,8 +170,7 @@ func (c *Comm) checkBuf(op, what string, p device.Ptr, n int64) *Error {
 // call's arguments when it is made: InvalidArgument for a peer out of
 // range, an unknown datatype, a negative count or one whose bytes overflow
 // 63 bits, a NULL buffer with count > 0, a buffer that wraps around or is
-// too small for its count within its allocation; InvalidUsage (CUDA) for a
-// peer on another node.
+// too small for its count within its allocation.
 func (c *Comm) ValidateP2POp(o P2POp) error {
 	api := "ncclSend"
 	if o.Recv {
@@ -238,8 +237,7 @@ func (c *Comm) ValidateP2P(ops []P2POp) error {
 // count, a row or column whose total overflows 63 bits in bytes, a NULL GPU
 // copy, an unknown datatype, a NULL buffer with elements to send or
 // receive, or a buffer too small for its row or column within its
-// allocation; InvalidUsage for a communicator over MaxAlltoAllvRanks, or
-// (CUDA) one spanning nodes.
+// allocation; InvalidUsage for a communicator over MaxAlltoAllvRanks.
 func (c *Comm) ValidateAlltoAllv(a *AlltoAllvCall) error {
 	const op = "ncclAlltoAllv"
 	bad := func(code Code, format string, args ...any) error {

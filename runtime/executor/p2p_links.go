@@ -21,7 +21,11 @@ import (
 // proxy connection with q (made at the first connection, both ranks at the
 // same call), c's block registered as a destination of q's puts, a block
 // of this rank as the copy of q's block that this rank's writes are put
-// from (c.remote), both shared with q. It returns the block's region id.
+// from (c.remote), both shared with q. On a backend with a HostMapper
+// (CUDA) the link also gets a device ticket counter for the kernel's posts
+// to its FIFO (device.P2PPort.Head), and c's block is the mapped host
+// memory p2pBlock allocated, registered as host memory. It returns the
+// block's region id.
 func (e *Executor) p2pLinkBlock(ctx context.Context, q int, c *p2pConn) (uint16, error) {
 	l := e.p2p.links[q]
 	if l == nil {
