@@ -34,6 +34,7 @@ func p2pContract() int {
 	pairs := [][2]int64{
 		{C.THESEUS_P2P_LINE, launch.P2PLine}, {C.THESEUS_P2P_CHUNK_ALIGN, launch.P2PChunkAlign},
 		{C.THESEUS_P2P_STATE_CHUNKS, launch.P2PStateChunks}, {C.THESEUS_P2P_STATE_TRANSFERS, launch.P2PStateTransfers},
+		{C.THESEUS_P2P_STATE_ARRIVED, launch.P2PStateArrived},
 		{C.THESEUS_P2P_HDR_FLAG, launch.P2PHdrFlag}, {C.THESEUS_P2P_HDR_TSEQ, launch.P2PHdrTSeq},
 		{C.THESEUS_P2P_HDR_TOTAL, launch.P2PHdrTotal}, {C.THESEUS_P2P_HDR_OFF, launch.P2PHdrOff},
 		{C.THESEUS_P2P_HDR_LEN, launch.P2PHdrLen}, {C.THESEUS_P2P_HDR_KIND, launch.P2PHdrKind},
@@ -70,41 +71,11 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 	if err := g.Check(); err != nil {
 		return nil, fmt.Errorf("cuda: p2p geometry: %w", err)
 	}
-	var peers []C.theseus_p2p_peer
-	var xfers []C.theseus_p2p_xfer
-	var imps []C.theseus_p2p_import
-	var selfs []C.theseus_p2p_copy
-	add := func(list []device.P2PPeer) error {
-		for i := range list {
-			pr := &list[i]
-			if pr.Port != nil {
-				// (runtime/comm refuses such pairs first: docs/p2p.md, "Across nodes")
-				return fmt.Errorf("cuda: p2p connection with rank %d on another node: the kernel's point-to-point engine has no port channels yet", pr.Peer)
-			}
-			if pr.Local.Size < g.ConnBytes() || pr.Remote.Size < g.ConnBytes() {
-				return fmt.Errorf("cuda: p2p connection with rank %d: blocks of %d and %d bytes for a geometry of %d", pr.Peer, pr.Local.Size, pr.Remote.Size, g.ConnBytes())
-			}
-			peers = append(peers, C.theseus_p2p_peer{local: C.uint64_t(pr.Local.Ptr), remote: C.uint64_t(pr.Remote.Ptr), peer: C.int32_t(pr.Peer),
-				first: C.uint32_t(len(xfers)), nxfer: C.uint32_t(len(pr.Xfers)), imp_first: C.uint32_t(len(imps)), nimport: C.uint32_t(len(pr.Imports))})
-			for _, x := range pr.Xfers {
-				xfers = append(xfers, C.theseus_p2p_xfer{buf: C.uint64_t(x.Buf), bytes: C.uint64_t(x.Bytes), gen: C.uint64_t(x.Offer),
-					dtype: C.uint32_t(x.DataType), matrix: C.uint32_t(b2u8(x.Matrix))})
-			}
-			for _, im := range pr.Imports {
-				imps = append(imps, C.theseus_p2p_import{gen: C.uint64_t(im.ID), peer_base: C.uint64_t(im.PeerBase), size: C.uint64_t(im.Size), local: C.uint64_t(im.Local)})
-			}
-		}
-		return nil
-	}
-	if err := add(a.Sends); err != nil {
+	r, err := p2pRecords(a)
+	if err != nil {
 		return nil, err
 	}
-	if err := add(a.Recvs); err != nil {
-		return nil, err
-	}
-	for _, s := range a.Self {
-		selfs = append(selfs, C.theseus_p2p_copy{dst: C.uint64_t(s.Dst), src: C.uint64_t(s.Src), bytes: C.uint64_t(s.Bytes), matrix: C.uint32_t(b2u8(s.Matrix))})
-	}
+	peers, xfers, imps, selfs, chans := r.peers, r.xfers, r.imps, r.selfs, r.chans
 	desc := C.theseus_p2p_launch{chunk_bytes: C.int64_t(g.ChunkBytes), eager_bytes: C.int64_t(a.EagerBytes), slots: C.int32_t(g.Slots),
 		channels: C.int32_t(g.Channels), nsend: C.int32_t(len(a.Sends)), nrecv: C.int32_t(len(a.Recvs)), nself: C.int32_t(len(selfs)),
 		direct: C.int32_t(b2u8(a.Direct))}
@@ -129,7 +100,7 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 	// kept by the prepared launch, one line pair per channel.
 	helps := p2pHelps(a)
 	dOff := put(unsafe.Pointer(&desc), int(unsafe.Sizeof(desc)))
-	offs := [4]uint64{}
+	offs := [5]uint64{}
 	for i, arr := range []struct {
 		p unsafe.Pointer
 		n int
@@ -138,6 +109,7 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 		{unsafe.Pointer(unsafe.SliceData(xfers)), len(xfers) * int(unsafe.Sizeof(C.theseus_p2p_xfer{}))},
 		{unsafe.Pointer(unsafe.SliceData(imps)), len(imps) * int(unsafe.Sizeof(C.theseus_p2p_import{}))},
 		{unsafe.Pointer(unsafe.SliceData(selfs)), len(selfs) * int(unsafe.Sizeof(C.theseus_p2p_copy{}))},
+		{unsafe.Pointer(unsafe.SliceData(chans)), len(chans) * 2},
 	} {
 		offs[i] = uint64(len(blob))
 		if arr.n > 0 {
@@ -158,7 +130,7 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 		nlocal = a.NRanks
 	}
 	p := &prepared{b: b, arg: newLaunch(), grid: 2 * g.Channels, threads: want}
-	err := b.with(func() (err error) {
+	err = b.with(func() (err error) {
 		prev, err := driver.ExchangeCaptureMode(driver.CaptureModeRelaxed) // (as Prepare: it may run during a capture)
 		if err != nil {
 			return err
@@ -194,6 +166,7 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 		if helps {
 			d.help = C.uint64_t(base + helpOff)
 		}
+		d.chans = C.uint64_t(base + offs[4])
 		if err := driver.CopyHtoDAsync(m, blob, b.ctl); err != nil {
 			return err
 		}
@@ -313,6 +286,72 @@ func p2pHelps(a *device.P2PArgs) bool {
 	return false
 }
 
+// p2pRecs are a launch's records (kernel/launch.h): the peers (sends, then
+// receives), their transfers and imports, the self copies, and the proxy
+// channels of the peers on other nodes.
+type p2pRecs struct {
+	peers []C.theseus_p2p_peer
+	xfers []C.theseus_p2p_xfer
+	imps  []C.theseus_p2p_import
+	selfs []C.theseus_p2p_copy
+	chans []uint16
+}
+
+// p2pRecords builds a's records. A peer on another node (device.P2PPort:
+// docs/p2p.md, "Across nodes") gets its connection's FIFO and ticket
+// counter, the regions of its block copy and of the peer's block, and per
+// channel its arrival and credit channels; the kernel's engine then runs
+// the host engine's protocol over the proxy (kernel/p2p.cuh,
+// p2p_send_port and p2p_recv_port).
+func p2pRecords(a *device.P2PArgs) (*p2pRecs, error) {
+	g := a.Geometry
+	r := &p2pRecs{}
+	add := func(list []device.P2PPeer) error {
+		for i := range list {
+			pr := &list[i]
+			if pr.Local.Size < g.ConnBytes() || pr.Remote.Size < g.ConnBytes() {
+				return fmt.Errorf("cuda: p2p connection with rank %d: blocks of %d and %d bytes for a geometry of %d", pr.Peer, pr.Local.Size, pr.Remote.Size, g.ConnBytes())
+			}
+			rec := C.theseus_p2p_peer{local: C.uint64_t(pr.Local.Ptr), remote: C.uint64_t(pr.Remote.Ptr), peer: C.int32_t(pr.Peer),
+				first: C.uint32_t(len(r.xfers)), nxfer: C.uint32_t(len(pr.Xfers)), imp_first: C.uint32_t(len(r.imps)), nimport: C.uint32_t(len(pr.Imports))}
+			if pt := pr.Port; pt != nil {
+				switch {
+				case pt.Conn == nil || pt.Conn.FIFO() == 0 || pt.Head == 0:
+					return fmt.Errorf("cuda: p2p connection with rank %d on another node: no FIFO or ticket counter for the kernel to post to", pr.Peer)
+				case len(pt.Arrive) < g.Channels || len(pt.Credit) < g.Channels:
+					return fmt.Errorf("cuda: p2p connection with rank %d on another node: %d arrival and %d credit channels for %d channels", pr.Peer, len(pt.Arrive), len(pt.Credit), g.Channels)
+				case len(pr.Imports) > 0:
+					return fmt.Errorf("cuda: p2p connection with rank %d on another node: %d imports (no memory is mapped across nodes)", pr.Peer, len(pr.Imports))
+				}
+				rec.fifo, rec.head = C.uint64_t(pt.Conn.FIFO()), C.uint64_t(pt.Head)
+				rec.chan_first, rec.src_region, rec.dst_region = C.uint32_t(len(r.chans)), C.uint16_t(pt.Src), C.uint16_t(pt.Dst)
+				for ch := range g.Channels {
+					r.chans = append(r.chans, pt.Arrive[ch], pt.Credit[ch])
+				}
+			}
+			r.peers = append(r.peers, rec)
+			for _, x := range pr.Xfers {
+				r.xfers = append(r.xfers, C.theseus_p2p_xfer{buf: C.uint64_t(x.Buf), bytes: C.uint64_t(x.Bytes), gen: C.uint64_t(x.Offer),
+					dtype: C.uint32_t(x.DataType), matrix: C.uint32_t(b2u8(x.Matrix))})
+			}
+			for _, im := range pr.Imports {
+				r.imps = append(r.imps, C.theseus_p2p_import{gen: C.uint64_t(im.ID), peer_base: C.uint64_t(im.PeerBase), size: C.uint64_t(im.Size), local: C.uint64_t(im.Local)})
+			}
+		}
+		return nil
+	}
+	if err := add(a.Sends); err != nil {
+		return nil, err
+	}
+	if err := add(a.Recvs); err != nil {
+		return nil, err
+	}
+	for _, s := range a.Self {
+		r.selfs = append(r.selfs, C.theseus_p2p_copy{dst: C.uint64_t(s.Dst), src: C.uint64_t(s.Src), bytes: C.uint64_t(s.Bytes), matrix: C.uint32_t(b2u8(s.Matrix))})
+	}
+	return r, nil
+}
+
 // fillP2P names the point-to-point descriptor in a launch argument.
 func fillP2P(a *Launch, desc driver.Ptr) { a.p2p = C.uint64_t(desc) }
 
@@ -360,6 +399,10 @@ func p2pError(e *KernelError) error {
 	case C.THESEUS_ERR_P2P_PEER:
 		le.Err = launch.ErrP2PAborted
 		le.Msg = fmt.Sprintf("%srank %d's launch failed while transfer #%d with it was due (see rank %d's error)", lane, e.Channel, e.Step, e.Channel)
+	case C.THESEUS_ERR_PORT:
+		// (the executor's error of the proxy connection names the cause)
+		le.Err = launch.ErrAborted
+		le.Msg = fmt.Sprintf("%sport channel to rank %d (another node) failed at transfer #%d with it, channel %d: the proxy failed the connection", lane, e.Channel, e.Step, e.Slice)
 	case ErrTimeout, ErrAborted:
 		le.Err = launch.ErrTimeout
 		if e.Code == ErrAborted {
@@ -371,7 +414,7 @@ func p2pError(e *KernelError) error {
 			break
 		}
 		what := map[uint32]string{C.THESEUS_WAIT_P2P_CREDIT: "to free a slot of its FIFO", C.THESEUS_WAIT_P2P_POST: "to post its receive",
-			C.THESEUS_WAIT_P2P_HEADER: "to send"}[e.What]
+			C.THESEUS_WAIT_P2P_HEADER: "to send", C.THESEUS_WAIT_P2P_FIFO: "(the proxy to free a slot of its FIFO)"}[e.What]
 		le.Msg = fmt.Sprintf("%s%s waiting for rank %d %s (transfer #%d with it, channel %d)", lane, map[bool]string{true: "timed out", false: "aborted"}[e.Code == ErrTimeout],
 			e.Channel, what, e.Step, e.Slice)
 	default: // THESEUS_ERR_BADREF from a header
@@ -386,5 +429,6 @@ func (e *KernelError) p2p() bool {
 	case C.THESEUS_ERR_P2P_MISMATCH, C.THESEUS_ERR_P2P_MATRIX, C.THESEUS_ERR_P2P_PEER:
 		return true
 	}
-	return e.What >= C.THESEUS_WAIT_P2P_CREDIT && e.What <= C.THESEUS_WAIT_P2P_HEADER || e.What == C.THESEUS_WAIT_P2P_HELP
+	return e.What >= C.THESEUS_WAIT_P2P_CREDIT && e.What <= C.THESEUS_WAIT_P2P_HEADER || e.What == C.THESEUS_WAIT_P2P_HELP ||
+		e.What == C.THESEUS_WAIT_P2P_FIFO
 }

@@ -15,10 +15,12 @@ import (
 	"github.com/theseus-ccl/theseus/cuda/driver"
 	"github.com/theseus-ccl/theseus/cuda/gputest"
 	"github.com/theseus-ccl/theseus/examples/contexts"
+	"github.com/theseus-ccl/theseus/runtime/bootstrap"
 	"github.com/theseus-ccl/theseus/runtime/comm"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/theseus"
+	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
 )
 
 // The kernel's copy of the point-to-point contract's numbers is
@@ -430,6 +432,123 @@ func TestP2PGraphCapture(t *testing.T) {
 					t.Fatalf("replay %d rank %d: byte %d = %d, want %d", rep, r, j, v, want)
 				}
 			}
+		}
+	}
+}
+
+// TestP2PAcrossNodesGPU: the kernel's engine between 2 simulated nodes of 2
+// ranks on one GPU (goroutines of this process, each node its own host id
+// and so its own proxy; UCX over TCP unless UCX_TLS says otherwise: device
+// memory staged through pinned host memory when UCX lacks CUDA support):
+// a ring both ways (one neighbour on this node, one on the other; small,
+// and 24 MiB, which cycles every FIFO slot many times), all-pairs of random
+// sizes and AlltoAllv (random and skewed), every byte checked; each rank's
+// pairs across nodes are port-channel connections (Links); then a send and
+// a receive across nodes that disagree fail both ends with
+// ncclInvalidUsage naming the pair, within the timeout.
+func TestP2PAcrossNodesGPU(t *testing.T) {
+	gputest.Require(t)
+	if err := ucx.Load(); err != nil {
+		t.Skipf("libucp is not installed here (%v)", err)
+	}
+	if _, ok := os.LookupEnv("UCX_TLS"); !ok {
+		t.Setenv("UCX_TLS", "tcp")
+	}
+	const nodes, per, n = 2, 2, 4
+	dir := t.TempDir()
+	if err := contexts.Materialize(dir); err != nil {
+		t.Fatal(err)
+	}
+	id, err := bootstrap.NewLoopbackUniqueID(bootstrap.Options{Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	comms := make([]*theseus.Comm, n)
+	err = onEach(n, func(r int) error {
+		cfg := theseus.Config{Backend: "cuda", ContextDir: dir}
+		cfg.Options.Timeout = 20 * time.Second
+		cfg.Options.HostID = fmt.Sprintf("node%d", r/per)
+		var err error
+		comms[r], err = theseus.NewComm(context.Background(), id, r, n, cfg)
+		return err
+	})
+	t.Cleanup(func() {
+		for _, c := range comms {
+			if c != nil {
+				c.Destroy()
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cuda.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := b.(*cuda.Backend)
+	next := func(r int) int { return (r + 1) % n }
+	prev := func(r int) int { return (r + n - 1) % n }
+	runP2P(t, comms, be, "ring", func(r int) []p2pOp {
+		return append(both(next(r), prev(r), 70001, theseus.Float32, 0, 0), both(prev(r), next(r), 4099, theseus.Int8, 3, 5)...)
+	}, 3)
+	runP2P(t, comms, be, "ring 24 MiB", func(r int) []p2pOp { return both(next(r), prev(r), 24<<20, theseus.Uint8, 0, 0) }, 2)
+	runP2P(t, comms, be, "all-pairs", func(r int) []p2pOp {
+		rng := rand.New(rand.NewSource(7))
+		m := make([]int64, n*n)
+		for i := range m {
+			if rng.Intn(3) != 0 {
+				m[i] = int64(rng.Intn(1 << 20))
+			}
+		}
+		var o []p2pOp
+		for k := range n {
+			q := (r + k) % n
+			o = append(o, p2pOp{peer: q, count: m[r*n+q], dt: theseus.Bfloat16}, p2pOp{recv: true, peer: q, count: m[q*n+r], dt: theseus.Bfloat16})
+		}
+		return o
+	}, 2)
+	for _, skew := range []bool{false, true} {
+		if err := onEach(n, func(r int) error { return alltoallvGPU(comms[r], be, skew) }); err != nil {
+			t.Fatalf("alltoallv skew=%v: %v", skew, err)
+		}
+	}
+	for r, c := range comms {
+		if st := c.Stats().Executor.P2P; st.Links != per {
+			t.Errorf("rank %d: %d connections across nodes, want %d (%+v)", r, st.Links, per, st)
+		}
+	}
+	// Rank 1 sends 64 MiB to rank 2 (another node), which receives 8 MiB:
+	// larger than the FIFO's room, so the sender is still sending when the
+	// receiver's error post arrives through the proxy.
+	const sent, got = 16 << 20, 2 << 20
+	buf := make([]device.Ptr, n)
+	for _, r := range []int{1, 2} {
+		p, err := be.Alloc(4 * sent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { be.Free(p) })
+		buf[r] = p
+	}
+	start := time.Now()
+	errs := make([]error, n)
+	onEach(n, func(r int) error {
+		switch r {
+		case 1:
+			errs[r] = comms[r].Send(buf[r], sent, theseus.Float32, 2, nil)
+		case 2:
+			errs[r] = comms[r].Recv(buf[r], got, theseus.Float32, 1, nil)
+		}
+		return nil
+	})
+	if el := time.Since(start); el > 18*time.Second {
+		t.Errorf("the mismatch took %v", el)
+	}
+	for _, r := range []int{1, 2} {
+		var e *theseus.Error
+		if theseus.CodeOf(errs[r]) != theseus.InvalidUsage || !errors.As(errs[r], &e) || len(e.Peers) != 1 || e.Peers[0] != 3-r || !strings.Contains(errs[r].Error(), "disagree") {
+			t.Errorf("rank %d: %v, want ncclInvalidUsage naming rank %d", r, errs[r], 3-r)
 		}
 	}
 }

@@ -53,6 +53,8 @@
 #define THESEUS_WAIT_PORT 18u    /* the proxy: a free FIFO slot, or the completion of a descriptor */
 #define THESEUS_WAIT_P2P_HELP 19u /* the point-to-point engine: a send lane waits for the pieces of its direct copy
                                      that this rank's helping threadblocks took (p2p.cuh) */
+#define THESEUS_WAIT_P2P_FIFO 20u /* the point-to-point engine across nodes: a free slot of the proxy's FIFO
+                                     (THESEUS_ERR_PORT: the proxy failed the connection) */
 
 /* The first failure of a launch, written once (code first, by atomic CAS) to
  * host-mapped memory the communicator reads for ncclCommGetAsyncError. */
@@ -239,6 +241,7 @@ typedef struct theseus_run {
 #define THESEUS_P2P_CHUNK_ALIGN 256
 #define THESEUS_P2P_STATE_CHUNKS 0
 #define THESEUS_P2P_STATE_TRANSFERS 1
+#define THESEUS_P2P_STATE_ARRIVED 2
 #define THESEUS_P2P_HDR_FLAG 0
 #define THESEUS_P2P_HDR_TSEQ 1
 #define THESEUS_P2P_HDR_TOTAL 2
@@ -295,6 +298,21 @@ typedef struct theseus_p2p_peer {
   uint32_t imp_first; /* imports[imp_first, imp_first+nimport) */
   uint32_t nimport;
   uint32_t reserved;
+  /* A peer on another node (docs/p2p.md, "Across nodes"; fifo 0: a peer of
+   * this node): remote is this rank's copy of the peer's block (region
+   * src_region of the connection), whose records and chunks are put into
+   * the peer's block (its region dst_region) at the same offsets through
+   * the connection's FIFO (port.h); local is pinned, device-mapped host
+   * memory that the peer's puts and signals land in. Channel ch's proxy
+   * channels are chans[chan_first + 2*ch] (arrival signals: puts of chunks
+   * and headers, each header followed by a signal into the receiver's
+   * arrival word) and chans[chan_first + 2*ch + 1] (credit signals, and the
+   * receiver's error and abort posts). */
+  uint64_t fifo;       /* theseus_port_ctrl* : the connection's FIFO (device-mapped host memory) */
+  uint64_t head;       /* uint64_t* : its ticket counter (device memory) */
+  uint32_t chan_first;
+  uint16_t src_region;
+  uint16_t dst_region;
 } theseus_p2p_peer;
 
 /* A self transfer (dst may equal src). */
@@ -312,6 +330,7 @@ typedef struct theseus_p2p_launch {
   uint64_t xfers;   /* const theseus_p2p_xfer* */
   uint64_t imports; /* const theseus_p2p_import* */
   uint64_t selfs;   /* const theseus_p2p_copy* : nself */
+  uint64_t chans;   /* const uint16_t* : the proxy channels of the peers on other nodes (theseus_p2p_peer.chan_first) */
   uint64_t matrix;  /* const uint64_t* : the GPU counts matrix, nranks x nranks (0: not an AlltoAllv) */
   uint64_t check;   /* const uint64_t* : the CPU matrix's copy (checking mode; 0: off) */
   int64_t send_cap; /* bytes this rank sends and receives by the CPU matrix */

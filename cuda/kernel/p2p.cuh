@@ -591,14 +591,226 @@ DEV bool p2p_recv_peer(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
   return true;
 }
 
+// ---- Peers on other nodes (docs/p2p.md, "Across nodes"): the host
+// engine's protocol over the proxy's port channels (runtime/host/p2p.go:
+// putPort, publishPort, postPort, credit), descriptor for descriptor. The
+// sender writes a chunk and its header into its copy of the peer's block
+// (remote, device memory), then posts a put of the chunk and a put of the
+// header with a signal on the channel's arrival channel; the receiver
+// waits for its arrival word (its block, local, is pinned device-mapped
+// host memory that the peer's puts and signals land in) instead of the
+// header's flag, copies the chunk out and returns the slot with a signal
+// on the credit channel (which adds 1 to the sender's credit word). No
+// posts are written across nodes (no direct writes there), except error
+// and abort posts, which are put and flushed. Thread 0 posts; every post
+// is bounded by the abort word and the proxy's error word (port.h).
+
+DEV bool p2p_port_failed(const theseus_p2p_peer& pr) { return ((const volatile theseus_port_ctrl*)pr.fifo)->error != 0; }
+
+// p2p_port_op posts one descriptor for channel ch of peer pr (thread 0):
+// op on its arrival channel (credit 0) or credit channel (credit 1); a put
+// carries n bytes at byte off of the block copy to the same offset of the
+// peer's block. False after recording the failure.
+DEV bool p2p_port_op(const Ctx& c, const theseus_p2p_peer& pr, int ch, int credit, u8 op, i64 off, i64 n, u64 tseq) {
+  theseus_port_desc d = {};
+  d.op = op;
+  d.channel = ((const u16*)s_p2p.chans)[pr.chan_first + 2 * ch + credit];
+  if (op & THESEUS_PORT_PUT) {
+    d.src_off = d.dst_off = (u64)off;
+    d.size = (u32)n;
+    d.src_region = pr.src_region;
+    d.dst_region = pr.dst_region;
+  }
+  if (theseus_port_post((theseus_port_ctrl*)pr.fifo, (uint64_t*)pr.head, &d, (const volatile uint32_t*)c.L->abort_word) != ~(u64)0)
+    return true;
+  const bool aborted = ld_volatile_u32((const volatile u32*)c.L->abort_word) != 0;
+  fail(c, aborted ? THESEUS_ERR_ABORTED : THESEUS_ERR_PORT, THESEUS_WAIT_P2P_FIFO, (i64)tseq, ch, pr.peer, 0, 0);
+  return false;
+}
+
+// p2p_port_publish puts the slot k's data (n bytes, a DATA header's) and
+// header, then signals its arrival (thread 0; the header is written).
+DEV bool p2p_port_publish(const Ctx& c, const theseus_p2p_peer& pr, int ch, int k, i64 n, u64 kind, u64 tseq) {
+  char* b = (char*)pr.remote;
+  if (kind == THESEUS_P2P_KIND_DATA && n > 0 && !p2p_port_op(c, pr, ch, 0, THESEUS_PORT_PUT, p2p_data(b, ch, k) - b, n, tseq)) return false;
+  return p2p_port_op(c, pr, ch, 0, THESEUS_PORT_PUT | THESEUS_PORT_SIGNAL, (char*)p2p_hdr(b, ch, k) - b, THESEUS_P2P_LINE, tseq);
+}
+
+// p2p_port_post_line puts channel ch's post line (an error or abort post,
+// written into the block copy) and flushes it (thread 0).
+DEV bool p2p_port_post_line(const Ctx& c, const theseus_p2p_peer& pr, int ch, u64 tseq) {
+  char* b = (char*)pr.remote;
+  return p2p_port_op(c, pr, ch, 1, THESEUS_PORT_PUT, (char*)p2p_post(b, ch) - b, THESEUS_P2P_LINE, tseq) &&
+         p2p_port_op(c, pr, ch, 1, THESEUS_PORT_FLUSH, 0, 0, tseq);
+}
+
+// p2p_send_port runs channel ch of the transfers to a peer on another node
+// (p2p_send_peer's FIFO path; never direct).
+DEV bool p2p_send_port(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
+  const theseus_p2p_launch& P = s_p2p;
+  const i64 C = P.chunk_bytes;
+  const u64 N = (u64)P.slots;
+  char* local = (char*)pr.local;
+  char* remote = (char*)pr.remote;
+  u64* st = p2p_state(local, ch, 0);
+  const u64* credit = p2p_credit(local, ch);
+  const u64* post = p2p_post(local, ch);
+  const int q = pr.peer;
+  u64 sent = st[THESEUS_P2P_STATE_CHUNKS], tsent = st[THESEUS_P2P_STATE_TRANSFERS];
+  bar();  // every thread has read the state before thread 0 moves it
+  const theseus_p2p_xfer* xs = (const theseus_p2p_xfer*)P.xfers + pr.first;
+  for (u32 i = 0; i < pr.nxfer; i++) {
+    const theseus_p2p_xfer& x = xs[i];
+    const u64 tseq = ++tsent;
+    if (tid() == 0) st[THESEUS_P2P_STATE_TRANSFERS] = tsent;
+    i64 total;
+    char* src;
+    p2p_resolve(x, q, false, total, src);
+    const int used = p2p_used(total);
+    if (ch >= used) continue;
+    for (i64 j = ch; j * C < total; j += used) {
+      const i64 lo = j * C, len = total - lo < C ? total - lo : C;
+      if (tid() == 0) {
+        const u64 s0 = sent;
+        if (spin(c, [&] { return s0 - ld_poll_sys(credit) < N || p2p_post_error(post, tseq) || p2p_port_failed(pr); }, THESEUS_WAIT_P2P_CREDIT,
+                 (i64)tseq, ch, q, s0 - N + 1, credit)) {
+          if (p2p_post_error(post, tseq))
+            p2p_post_fail(c, post, tseq, q, total, x.dtype);
+          else if (s0 - ld_poll_sys(credit) >= N)
+            fail(c, THESEUS_ERR_PORT, THESEUS_WAIT_P2P_CREDIT, (i64)tseq, ch, q, 0, 0);
+        }
+      }
+      bar();
+      if (s_fail) return false;
+      const int k = (int)(sent % N);
+      p2p_copy(p2p_data(remote, ch, k), src + lo, len);
+      bar();  // every thread's data before the header and its put
+      if (tid() == 0) {
+        p2p_publish(p2p_hdr(remote, ch, k), sent + 1, tseq, total, lo, len, THESEUS_P2P_KIND_DATA, x.dtype);
+        st[THESEUS_P2P_STATE_CHUNKS] = sent + 1;
+        p2p_port_publish(c, pr, ch, k, len, THESEUS_P2P_KIND_DATA, tseq);
+      }
+      sent++;
+    }
+  }
+  bar();
+  return !s_fail;
+}
+
+// p2p_recv_port reads channel ch of the transfers from a peer on another
+// node (p2p_recv_peer's FIFO path, waiting on the arrival word).
+DEV bool p2p_recv_port(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
+  const theseus_p2p_launch& P = s_p2p;
+  const i64 C = P.chunk_bytes;
+  const u64 N = (u64)P.slots;
+  char* local = (char*)pr.local;
+  char* remote = (char*)pr.remote;
+  u64* st = p2p_state(local, ch, 1);
+  const u64* arrived = &st[THESEUS_P2P_STATE_ARRIVED];
+  u64* post = p2p_post(remote, ch);
+  const int q = pr.peer;
+  u64 recvd = st[THESEUS_P2P_STATE_CHUNKS], trecv = st[THESEUS_P2P_STATE_TRANSFERS];
+  bar();  // every thread has read the state before thread 0 moves it
+  const theseus_p2p_xfer* xs = (const theseus_p2p_xfer*)P.xfers + pr.first;
+  for (u32 i = 0; i < pr.nxfer; i++) {
+    const theseus_p2p_xfer& x = xs[i];
+    const u64 tseq = ++trecv;
+    if (tid() == 0) st[THESEUS_P2P_STATE_TRANSFERS] = trecv;
+    i64 total;
+    char* dst;
+    p2p_resolve(x, q, true, total, dst);
+    const int used = p2p_used(total);
+    if (ch >= used) continue;
+    for (i64 j = ch; j * C < total; j += used) {
+      const int k = (int)(recvd % N);
+      u64* hdr = p2p_hdr(local, ch, k);
+      if (tid() == 0) {
+        const u64 want = recvd + 1;
+        if (spin(c, [&] { return ld_poll_sys(arrived) >= want || p2p_port_failed(pr); }, THESEUS_WAIT_P2P_HEADER, (i64)tseq, ch, q, want, arrived)) {
+          const u64 flag = ld_poll_sys(&hdr[THESEUS_P2P_HDR_FLAG]);
+          const u64 kd = ldv(&hdr[THESEUS_P2P_HDR_KIND]), sseq = ldv(&hdr[THESEUS_P2P_HDR_TSEQ]);
+          const u64 kind = kd & 0xffffffffu;
+          const u32 sdt = (u32)(kd >> 32);
+          const i64 stot = (i64)ldv(&hdr[THESEUS_P2P_HDR_TOTAL]);
+          if (ld_poll_sys(arrived) < want) {
+            fail(c, THESEUS_ERR_PORT, THESEUS_WAIT_P2P_HEADER, (i64)tseq, ch, q, 0, want);
+          } else if (flag < want) {  // the signal before its header: the proxy's ordering is broken
+            fail(c, THESEUS_ERR_BADREF, THESEUS_WAIT_P2P_HEADER, (i64)tseq, ch, q, flag, want);
+          } else if (kind == THESEUS_P2P_KIND_ABORT) {
+            fail(c, THESEUS_ERR_P2P_PEER, THESEUS_WAIT_P2P_HEADER, (i64)tseq, 0, q, 0, 0);
+          } else if (kind == THESEUS_P2P_KIND_ERROR) {
+            fail(c, THESEUS_ERR_P2P_MISMATCH, THESEUS_P2P_BY_SENDER, (i64)tseq, (i64)(sdt << 8 | x.dtype), q, (u64)stot, (u64)total);
+          } else if (sseq != tseq || stot != total || sdt != x.dtype) {
+            stv(&post[THESEUS_P2P_POST_TOTAL], (u64)total);
+            stv(&post[THESEUS_P2P_POST_TYPE], x.dtype | (u64)THESEUS_P2P_POST_ERROR << 32);
+            fence_sys();
+            st_release_sys(&post[THESEUS_P2P_POST_TSEQ], tseq);
+            p2p_port_post_line(c, pr, ch, tseq);
+            fail(c, THESEUS_ERR_P2P_MISMATCH, THESEUS_P2P_RECEIVER, (i64)tseq, (i64)(sdt << 8 | x.dtype), q, (u64)stot, (u64)total);
+          } else {
+            s_poff = (i64)ldv(&hdr[THESEUS_P2P_HDR_OFF]);
+            s_plen = (i64)ldv(&hdr[THESEUS_P2P_HDR_LEN]);
+            if (kind != THESEUS_P2P_KIND_DATA || s_poff != j * C || s_plen != (total - s_poff < C ? total - s_poff : C))
+              fail(c, THESEUS_ERR_BADREF, THESEUS_WAIT_P2P_HEADER, (i64)tseq, ch, q, (u64)s_poff, (u64)(j * C));
+          }
+          fence_sys();
+        }
+      }
+      bar();
+      if (s_fail) return false;
+      const i64 off = s_poff, len = s_plen;
+      bar();  // every thread has them before thread 0 may write the next
+      p2p_copy(dst + off, p2p_data(local, ch, k), len);
+      bar();  // every thread's reads of the slot before the credit
+      recvd++;
+      if (tid() == 0) {
+        st[THESEUS_P2P_STATE_CHUNKS] = recvd;
+        p2p_port_op(c, pr, ch, 1, THESEUS_PORT_SIGNAL, 0, 0, tseq);
+      }
+    }
+  }
+  bar();
+  return !s_fail;
+}
+
+// p2p_poison_port is p2p_poison for a peer on another node: the abort
+// header put and signalled, the abort post put and flushed. Thread 0.
+DEV void p2p_poison_port(const Ctx& c, int ch, bool recv, const theseus_p2p_peer& pr) {
+  const theseus_p2p_launch& P = s_p2p;
+  char* local = (char*)pr.local;
+  char* remote = (char*)pr.remote;
+  if (!recv) {
+    u64* st = p2p_state(local, ch, 0);
+    const u64 sent = st[THESEUS_P2P_STATE_CHUNKS];
+    if (sent - ld_poll_sys(p2p_credit(local, ch)) >= (u64)P.slots) return;
+    const int k = (int)(sent % (u64)P.slots);
+    p2p_publish(p2p_hdr(remote, ch, k), sent + 1, 0, 0, 0, 0, THESEUS_P2P_KIND_ABORT, 0);
+    st[THESEUS_P2P_STATE_CHUNKS] = sent + 1;
+    p2p_port_publish(c, pr, ch, k, 0, THESEUS_P2P_KIND_ABORT, 0);
+    return;
+  }
+  u64* post = p2p_post(remote, ch);
+  if ((ldv(&post[THESEUS_P2P_POST_TYPE]) >> 32) == THESEUS_P2P_POST_ERROR) return;
+  stv(&post[THESEUS_P2P_POST_TYPE], (u64)THESEUS_P2P_POST_ABORT << 32);
+  fence_sys();
+  st_release_sys(&post[THESEUS_P2P_POST_TSEQ], THESEUS_P2P_ABORT_SEQ);
+  p2p_port_post_line(c, pr, ch, 0);
+}
+
+// ---- (end of the peers on other nodes)
+
 // p2p_poison tells the peers of lane (send or receive lane ch) that this
 // launch failed, so that theirs fail at once: an abort header where a slot
 // is free, an abort post where no error post is. Thread 0.
-DEV void p2p_poison(int ch, bool recv) {
+DEV void p2p_poison(const Ctx& c, int ch, bool recv) {
   const theseus_p2p_launch& P = s_p2p;
   const theseus_p2p_peer* peers = (const theseus_p2p_peer*)P.peers + (recv ? P.nsend : 0);
   const int np = recv ? P.nrecv : P.nsend;
   for (int i = 0; i < np; i++) {
+    if (peers[i].fifo) {  // a peer on another node
+      p2p_poison_port(c, ch, recv, peers[i]);
+      continue;
+    }
     char* local = (char*)peers[i].local;
     char* remote = (char*)peers[i].remote;
     if (!recv) {
@@ -665,18 +877,19 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_p2p(theseus_la
       }
     }
     const theseus_p2p_peer* peers = (const theseus_p2p_peer*)P.peers;
-    for (int i = 0; ok && i < P.nsend; i++) ok = p2p_send_peer(c, ch, peers[i]);
+    for (int i = 0; ok && i < P.nsend; i++) ok = peers[i].fifo ? p2p_send_port(c, ch, peers[i]) : p2p_send_peer(c, ch, peers[i]);
   } else if (ok) {
     const theseus_p2p_peer* peers = (const theseus_p2p_peer*)P.peers + P.nsend;
     if (tid() == 0)
       for (int i = 0; i < P.nrecv; i++)
-        p2p_post_next(peers[i], ch, 0, p2p_state((char*)peers[i].local, ch, 1)[THESEUS_P2P_STATE_TRANSFERS] + 1);
+        if (!peers[i].fifo)  // (across nodes nothing reads the post)
+          p2p_post_next(peers[i], ch, 0, p2p_state((char*)peers[i].local, ch, 1)[THESEUS_P2P_STATE_TRANSFERS] + 1);
     bar();
-    for (int i = 0; ok && i < P.nrecv; i++) ok = p2p_recv_peer(c, ch, peers[i]);
+    for (int i = 0; ok && i < P.nrecv; i++) ok = peers[i].fifo ? p2p_recv_port(c, ch, peers[i]) : p2p_recv_peer(c, ch, peers[i]);
     if (ok && help) p2p_help_rest(c, help, nlaunch);
   }
   bar();
-  if (tid() == 0 && (!ok || s_fail || stop(c))) p2p_poison(ch, recv);
+  if (tid() == 0 && (!ok || s_fail || stop(c))) p2p_poison(c, ch, recv);
   if (tid() == 0 && help && !recv) st_release_gpu(&help[P2P_H_FIN], ldv(&help[P2P_H_FIN]) + 1);  // (after every piece of its jobs)
 }
 

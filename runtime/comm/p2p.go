@@ -144,21 +144,6 @@ func (c *Comm) p2pName() string {
 	return fmt.Sprintf("point-to-point engine (entry %d)", c.p2p.choice.ID)
 }
 
-// crossNode reports whether rank q is on another node than this rank on a
-// backend whose engine cannot reach it: across nodes the engine runs over
-// port channels (the executor's p2pLink, runtime/transport), which the
-// host backend's engine uses and the CUDA kernel's does not yet (issue 24,
-// docs/p2p.md "Across nodes").
-func (c *Comm) crossNode(q int) bool {
-	return c.cfg.Backend.Name() != "host" && c.perNode > 0 && q/c.perNode != c.rank/c.perNode
-}
-
-func (c *Comm) crossNodeErr(op string, q int) *Error {
-	return &Error{Code: InvalidUsage, Op: op, Rank: c.rank, Peers: []int{q},
-		Msg: fmt.Sprintf("point-to-point between rank %d (node %d) and rank %d (node %d): across nodes the CUDA backend's point-to-point engine has no port channels over the inter-node transport yet (the host backend's has; docs/p2p.md, \"Across nodes\")",
-			c.rank, c.rank/c.perNode, q, q/c.perNode)}
-}
-
 // checkBuf checks one buffer of n bytes: not null when n > 0, not wrapping
 // around, and inside its allocation when it lies in a backend allocation
 // that is too small for it.
@@ -185,8 +170,7 @@ func (c *Comm) checkBuf(op, what string, p device.Ptr, n int64) *Error {
 // call's arguments when it is made: InvalidArgument for a peer out of
 // range, an unknown datatype, a negative count or one whose bytes overflow
 // 63 bits, a NULL buffer with count > 0, a buffer that wraps around or is
-// too small for its count within its allocation; InvalidUsage (CUDA) for a
-// peer on another node.
+// too small for its count within its allocation.
 func (c *Comm) ValidateP2POp(o P2POp) error {
 	api := "ncclSend"
 	if o.Recv {
@@ -211,9 +195,6 @@ func (c *Comm) ValidateP2POp(o P2POp) error {
 	}
 	if e := c.checkBuf(api, what, o.Buf, o.Count*int64(o.DataType.Size())); e != nil {
 		return e
-	}
-	if o.Peer != c.rank && c.crossNode(o.Peer) {
-		return c.crossNodeErr(api, o.Peer)
 	}
 	return nil
 }
@@ -256,8 +237,7 @@ func (c *Comm) ValidateP2P(ops []P2POp) error {
 // count, a row or column whose total overflows 63 bits in bytes, a NULL GPU
 // copy, an unknown datatype, a NULL buffer with elements to send or
 // receive, or a buffer too small for its row or column within its
-// allocation; InvalidUsage for a communicator over MaxAlltoAllvRanks, or
-// (CUDA) one spanning nodes.
+// allocation; InvalidUsage for a communicator over MaxAlltoAllvRanks.
 func (c *Comm) ValidateAlltoAllv(a *AlltoAllvCall) error {
 	const op = "ncclAlltoAllv"
 	bad := func(code Code, format string, args ...any) error {
@@ -297,11 +277,6 @@ func (c *Comm) ValidateAlltoAllv(a *AlltoAllvCall) error {
 		}
 		if e := c.checkBuf(op, what, buf, tot*es); e != nil {
 			return e
-		}
-	}
-	for q := range n {
-		if q != c.rank && c.crossNode(q) {
-			return c.crossNodeErr(op, q)
 		}
 	}
 	return nil

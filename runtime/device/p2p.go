@@ -99,6 +99,14 @@ type P2PPort struct {
 	// Arrive and Credit are the proxy channels of each channel of the
 	// connection (Geometry.Channels entries each).
 	Arrive, Credit []uint16
+	// Head is the FIFO's ticket counter for device producers (8 bytes of
+	// device memory, zero at creation; 0 on a backend without a
+	// HostMapper, whose engine posts through Conn). On such a backend
+	// (CUDA) the connection's own block (P2PPeer.Local) is pinned host
+	// memory mapped into the device, which the peer's puts and signals
+	// land in, and only the kernel posts to the FIFO (port.h: one ticket
+	// counter per FIFO).
+	Head Ptr
 }
 
 // P2PXfer is one send (Buf is the source) or receive (Buf the

@@ -93,11 +93,17 @@ func newWorld(t testing.TB, n int, cfg Config) *world {
 // newWorldOf is newWorld with rank r's configuration set by cfg(r, c).
 func newWorldOf(t testing.TB, n int, cfg func(r int, c *Config)) *world {
 	t.Helper()
+	return newWorldDev(t, n, host.Backend(), cfg)
+}
+
+// newWorldDev is newWorldOf on backend dev.
+func newWorldDev(t testing.TB, n int, dev device.Backend, cfg func(r int, c *Config)) *world {
+	t.Helper()
 	id, err := bootstrap.NewLoopbackUniqueID(bootstrap.Options{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{t: t, n: n, boots: make([]*bootstrap.Bootstrap, n), ex: make([]*Executor, n), st: make([]device.Stream, n), dev: host.Backend()}
+	w := &world{t: t, n: n, boots: make([]*bootstrap.Bootstrap, n), ex: make([]*Executor, n), st: make([]device.Stream, n), dev: dev}
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {

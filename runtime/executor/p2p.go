@@ -156,6 +156,12 @@ type p2pConn struct {
 	// (the local block and the copy), released when it is replaced.
 	port *device.P2PPort
 	regs []uint16
+	// mapped (a peer on another node, on a backend with a HostMapper:
+	// CUDA) is the local block as pinned host memory mapped into the
+	// device (local is its device address): the peer's puts and signals
+	// land in host memory on every path (on the staged one UCX reaches no
+	// device memory), and the kernel polls it as it polls port semaphores.
+	mapped device.MappedMem
 }
 
 // p2pLink is the proxy connection the engine uses with a peer on another
@@ -164,6 +170,10 @@ type p2pConn struct {
 type p2pLink struct {
 	conn *proxy.Conn
 	pc   *portConn
+	// head is the FIFO's ticket counter for the kernel's posts (8 bytes of
+	// device memory; 0 without a HostMapper: the host engine posts
+	// through conn).
+	head device.Ptr
 }
 
 // p2pProxyTag separates the engine's proxy connections' setup exchanges
@@ -177,6 +187,9 @@ type p2pL3 struct {
 	check    device.Ptr // the CPU matrix's device copy (AlltoAllv, checking mode)
 	captured bool
 	plan     *P2PPlan
+	// kick are the connections across nodes whose FIFO the launch's
+	// kernel posts to (CUDA): the proxy is woken before each launch.
+	kick []device.PortConn
 }
 
 // p2pState is the executor's point-to-point state (see the file comment).
@@ -468,14 +481,13 @@ func (e *Executor) connect(ctx context.Context, g launch.P2PGeometry, peers []in
 				} else {
 					e.unimport(old.remote)
 				}
-				e.freeAlloc(old.local)
+				e.p2pFreeBlock(old)
 			}
 		}
-		p, err := e.alloc(size)
+		p, err := e.p2pBlock(q, c, size)
 		if err != nil {
 			return e.p2pFail(fmt.Errorf("connection block of %d bytes for rank %d: %w", size, q, err), true, q)
 		}
-		c.local = p
 		msg := p2pConnMsg{ChunkBytes: g.ChunkBytes, Slots: uint32(g.Slots), Channels: uint32(g.Channels)}
 		if e.crossNode(q) {
 			// Across nodes no memory is mapped (docs/transport.md, "L0"):
@@ -624,9 +636,14 @@ func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, rec
 	ent := &p2pL3{gen: gen0}
 	plan := &P2PPlan{gen: gen0, params: r.Params, l3: ent, sends: sendPeers}
 	size := g.ConnBytes()
+	kicked := map[int]bool{}
 	peer := func(q int, recv bool) device.P2PPeer {
 		c := e.p2p.conns[q]
 		pr := device.P2PPeer{Peer: q, Local: device.Mem{Ptr: c.local, Size: size}, Remote: device.Mem{Ptr: c.remote, Size: size}, Port: c.port}
+		if c.port != nil && c.port.Head != 0 && !kicked[q] {
+			kicked[q] = true
+			ent.kick = append(ent.kick, c.port.Conn)
+		}
 		if !recv {
 			e.p2p.mu.Lock()
 			pr.Imports = append([]device.P2PImport(nil), e.p2p.imports[q]...)
@@ -743,6 +760,12 @@ func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, rec
 // the device), uncounted and unfenced; a launch captured into a CUDA graph
 // keeps the engine's memory until Close.
 func (e *Executor) enqueueP2P(ent *p2pL3, st device.Stream) error {
+	if len(ent.kick) > 0 && st.Capturing() {
+		return e.p2pFail(fmt.Errorf("%w: point-to-point with ranks on other nodes is not supported in CUDA graph capture on the CUDA backend yet (its kernel posts to the proxy's FIFO, and a replay has no host-side launch to wake the proxy; docs/p2p.md, \"Across nodes\"): issue these calls outside the capture", ErrCapture), false)
+	}
+	for _, k := range ent.kick {
+		k.Kick() // the kernel posts port-channel descriptors: the proxy spins
+	}
 	var capturing bool
 	var err error
 	ctr := max(e.launch, 1) // ignored by the engine
@@ -857,6 +880,12 @@ func (e *Executor) closeP2P() {
 		l.conn.Close()
 	}
 	e.p2p.links = nil
+	for _, c := range e.p2p.conns {
+		if c != nil && c.mapped.Host != nil {
+			e.mapper().FreeMapped(c.mapped)
+			c.mapped = device.MappedMem{}
+		}
+	}
 	for _, ent := range e.p2p.l3 {
 		ent.prep.Release()
 		if ent.check != 0 {

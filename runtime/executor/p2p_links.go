@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/launch"
 	"github.com/theseus-ccl/theseus/runtime/log"
+	"github.com/theseus-ccl/theseus/runtime/transport/proxy"
 )
 
 // The point-to-point engine's pairs on different nodes (docs/p2p.md,
@@ -18,7 +21,11 @@ import (
 // proxy connection with q (made at the first connection, both ranks at the
 // same call), c's block registered as a destination of q's puts, a block
 // of this rank as the copy of q's block that this rank's writes are put
-// from (c.remote), both shared with q. It returns the block's region id.
+// from (c.remote), both shared with q. On a backend with a HostMapper
+// (CUDA) the link also gets a device ticket counter for the kernel's posts
+// to its FIFO (device.P2PPort.Head), and c's block is the mapped host
+// memory p2pBlock allocated, registered as host memory. It returns the
+// block's region id.
 func (e *Executor) p2pLinkBlock(ctx context.Context, q int, c *p2pConn) (uint16, error) {
 	l := e.p2p.links[q]
 	if l == nil {
@@ -33,6 +40,12 @@ func (e *Executor) p2pLinkBlock(ctx context.Context, q int, c *p2pConn) (uint16,
 			return 0, err
 		}
 		l = &p2pLink{conn: conn, pc: &portConn{c: conn, fifo: device.Ptr(conn.FIFO().Block().Device)}}
+		if e.mapper() != nil {
+			if l.head, err = e.small(8); err != nil {
+				conn.Close()
+				return 0, err
+			}
+		}
 		if e.p2p.links == nil {
 			e.p2p.links = map[int]*p2pLink{}
 		}
@@ -47,6 +60,9 @@ func (e *Executor) p2pLinkBlock(ctx context.Context, q int, c *p2pConn) (uint16,
 	c.remote = cp
 	bm := e.wireMem(c.local, size)
 	bm.SourceOnly = false
+	if c.mapped.Host != nil {
+		bm = proxy.Mem{Addr: uintptr(c.mapped.Host), Size: int(size)} // host memory, a destination on every path
+	}
 	blk, err := l.conn.Register(bm)
 	if err != nil {
 		return 0, err
@@ -62,7 +78,7 @@ func (e *Executor) p2pLinkBlock(ctx context.Context, q int, c *p2pConn) (uint16,
 	if err := l.conn.Share(ctx); err != nil {
 		return 0, err
 	}
-	c.port = &device.P2PPort{Conn: l.pc, Src: src.ID}
+	c.port = &device.P2PPort{Conn: l.pc, Src: src.ID, Head: l.head}
 	return blk.ID, nil
 }
 
@@ -119,13 +135,19 @@ func (e *Executor) p2pDrained(q int, c *p2pConn, limit time.Duration) error {
 		sentAt := c.local + device.Ptr(g.LaneState(ch, false)+8*launch.P2PStateChunks)
 		creditAt := c.local + device.Ptr(g.Credit(ch))
 		for i := 0; ; i++ {
-			if err := e.dev.Download(w[0][:], sentAt); err != nil {
-				return err
+			var sent, credit uint64
+			if h := c.mapped.Host; h != nil { // (CUDA: the block is host memory)
+				sent = atomic.LoadUint64((*uint64)(unsafe.Add(h, sentAt-c.local)))
+				credit = atomic.LoadUint64((*uint64)(unsafe.Add(h, creditAt-c.local)))
+			} else {
+				if err := e.dev.Download(w[0][:], sentAt); err != nil {
+					return err
+				}
+				if err := e.dev.Download(w[1][:], creditAt); err != nil {
+					return err
+				}
+				sent, credit = binary.LittleEndian.Uint64(w[0][:]), binary.LittleEndian.Uint64(w[1][:])
 			}
-			if err := e.dev.Download(w[1][:], creditAt); err != nil {
-				return err
-			}
-			sent, credit := binary.LittleEndian.Uint64(w[0][:]), binary.LittleEndian.Uint64(w[1][:])
 			if credit >= sent {
 				break
 			}
@@ -162,4 +184,34 @@ func (e *Executor) p2pDrainLinks() {
 			log.Warnf(log.Executor, "rank %d: closing the point-to-point connection with rank %d: %v", e.cfg.Rank, q, err)
 		}
 	}
+}
+
+// p2pBlock allocates c's own block (size bytes) for a connection with q:
+// device memory, except with a peer on another node on a backend with a
+// HostMapper (CUDA), where it is pinned, device-mapped host memory
+// (p2pConn.mapped).
+func (e *Executor) p2pBlock(q int, c *p2pConn, size int64) (device.Ptr, error) {
+	if m := e.mapper(); m != nil && e.crossNode(q) {
+		mm, err := m.AllocMapped(size)
+		if err != nil {
+			return 0, fmt.Errorf("pinned host memory for a connection across nodes: %w", err)
+		}
+		c.mapped, c.local = mm, mm.Dev
+		return c.local, nil
+	}
+	p, err := e.alloc(size)
+	c.local = p
+	return p, err
+}
+
+// p2pFreeBlock frees c's own block (p2pBlock).
+func (e *Executor) p2pFreeBlock(c *p2pConn) {
+	if c.mapped.Host != nil {
+		if err := e.mapper().FreeMapped(c.mapped); err != nil {
+			log.Warnf(log.Executor, "rank %d: freeing a point-to-point connection block: %v", e.cfg.Rank, err)
+		}
+		c.mapped = device.MappedMem{}
+		return
+	}
+	e.freeAlloc(c.local)
 }

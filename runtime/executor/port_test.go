@@ -3,9 +3,14 @@
 package executor
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/compiler/load"
@@ -13,6 +18,7 @@ import (
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/device/devicetest"
+	"github.com/theseus-ccl/theseus/runtime/host"
 	"github.com/theseus-ccl/theseus/runtime/launch"
 	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
 )
@@ -20,6 +26,12 @@ import (
 // newNodeWorld is newWorld with rank r on simulated node r/per: its own
 // host id, so that its proxy (keyed by node and local rank) is its own.
 func newNodeWorld(t *testing.T, nodes, per int) *world {
+	t.Helper()
+	return newNodeWorldDev(t, nodes, per, host.Backend())
+}
+
+// newNodeWorldDev is newNodeWorld on backend dev.
+func newNodeWorldDev(t *testing.T, nodes, per int, dev device.Backend) *world {
 	t.Helper()
 	if err := ucx.Load(); err != nil {
 		t.Skipf("libucp is not installed here (%v)", err)
@@ -31,7 +43,7 @@ func newNodeWorld(t *testing.T, nodes, per int) *world {
 	for r := range node {
 		node[r] = r / per
 	}
-	return newWorldOf(t, nodes*per, func(r int, c *Config) {
+	return newWorldDev(t, nodes*per, dev, func(r int, c *Config) {
 		*c = Config{InitialScratch: 1 << 20, Node: node, LocalRank: r % per, LocalRanks: per, HostID: fmt.Sprintf("node%d", r/per)}
 	})
 }
@@ -125,8 +137,12 @@ func TestPortMigration(t *testing.T) {
 // or mapping of the other node's memory; new parameters reconnect them
 // (the old blocks' regions released), and the engine keeps working.
 func TestP2PAcrossNodes(t *testing.T) {
+	p2pAcrossNodes(t, newNodeWorld(t, 2, 2))
+}
+
+// p2pAcrossNodes is TestP2PAcrossNodes on w (2 nodes of 2 ranks).
+func p2pAcrossNodes(t *testing.T, w *world) {
 	const n, count = 4, 70001 // bytes: chunks of 4 KiB on 2 channels, a short last one
-	w := newNodeWorld(t, 2, 2)
 	kept := make([]*P2PPlan, n)
 	type rb struct {
 		send, recv [2]device.Ptr
@@ -177,6 +193,172 @@ func TestP2PAcrossNodes(t *testing.T) {
 			if q/2 != r/2 && len(w.ex[r].p2p.imports[q]) != 0 {
 				t.Errorf("rank %d imported %d allocations of rank %d on another node", r, len(w.ex[r].p2p.imports[q]), q)
 			}
+		}
+	}
+}
+
+// mappedHost is the host backend with a device.HostMapper, as the CUDA
+// backend has: its "mapped" memory is host memory at the same address
+// (Host and Dev alike), ToHost a copy. It records the point-to-point
+// launches prepared, so that a test sees what a kernel would be given.
+type mappedHost struct {
+	device.Backend
+	mu       sync.Mutex
+	mapped   map[device.Ptr]int64 // live
+	ever     map[device.Ptr]bool  // every mapped allocation made
+	prepared []*device.P2PArgs
+}
+
+func (m *mappedHost) AllocMapped(size int64) (device.MappedMem, error) {
+	p, err := m.Backend.Alloc(size)
+	if err != nil {
+		return device.MappedMem{}, err
+	}
+	b, err := host.Bytes(p, size)
+	if err != nil {
+		return device.MappedMem{}, err
+	}
+	clear(b)
+	m.mu.Lock()
+	m.mapped[p], m.ever[p] = size, true
+	m.mu.Unlock()
+	return device.MappedMem{Host: unsafe.Pointer(&b[0]), Dev: p, Size: size}, nil
+}
+
+func (m *mappedHost) FreeMapped(mm device.MappedMem) error {
+	m.mu.Lock()
+	delete(m.mapped, mm.Dev)
+	m.mu.Unlock()
+	return m.Backend.Free(mm.Dev)
+}
+
+func (m *mappedHost) ToHost(dst unsafe.Pointer, src device.Ptr, n int64) error {
+	b, err := host.Bytes(src, n)
+	if err != nil {
+		return err
+	}
+	copy(unsafe.Slice((*byte)(dst), n), b)
+	return nil
+}
+
+func (m *mappedHost) BindThread() error { return nil }
+
+func (m *mappedHost) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
+	m.mu.Lock()
+	m.prepared = append(m.prepared, a)
+	m.mu.Unlock()
+	return m.Backend.(device.P2PPreparer).PrepareP2P(a)
+}
+
+// capturingStream is a stream that says it is being captured.
+type capturingStream struct{ device.Stream }
+
+func (capturingStream) Capturing() bool { return true }
+
+// TestP2PAcrossNodesMapped: on a backend with a HostMapper (the CUDA
+// backend's setup, run here by the host engine over the staged proxy path),
+// the point-to-point connections across nodes put each rank's own block in
+// mapped host memory (the peer's puts and signals land there), give the
+// launch a device ticket counter for the kernel's posts to the FIFO, and
+// wake the proxy before each launch; every byte is right (the ring of
+// TestP2PAcrossNodes); a launch across nodes during a CUDA graph capture is
+// refused as ErrCapture, naming the limit, and the next call works; Close
+// frees the mapped blocks.
+func TestP2PAcrossNodesMapped(t *testing.T) {
+	dev := &mappedHost{Backend: host.Backend(), mapped: map[device.Ptr]int64{}, ever: map[device.Ptr]bool{}}
+	w := newNodeWorldDev(t, 2, 2, dev)
+	p2pAcrossNodes(t, w)
+	const n = 4
+	for r := range n {
+		e := w.ex[r]
+		for q, c := range e.p2p.conns {
+			if c == nil {
+				continue
+			}
+			cross := q/2 != r/2
+			if cross != (c.mapped.Host != nil) || cross != (c.port != nil) {
+				t.Errorf("rank %d, peer %d (across nodes %v): mapped block %v, port %v", r, q, cross, c.mapped.Host != nil, c.port != nil)
+				continue
+			}
+			if !cross {
+				continue
+			}
+			if c.local != c.mapped.Dev || dev.mapped[c.local] < c.geo.ConnBytes() {
+				t.Errorf("rank %d, peer %d: block at %#x is not the mapped allocation %#x of %d bytes", r, q, c.local, c.mapped.Dev, dev.mapped[c.local])
+			}
+			if l := e.p2p.links[q]; l == nil || l.head == 0 || c.port.Head != l.head {
+				t.Errorf("rank %d, peer %d: no device ticket counter for the link's FIFO (port %+v)", r, q, c.port)
+			}
+		}
+		for _, ent := range e.p2p.l3 {
+			if len(ent.kick) != 1 {
+				t.Errorf("rank %d: a launch wakes %d proxy connections, want its one peer across nodes", r, len(ent.kick))
+			}
+		}
+	}
+	// Every launch prepared with a peer on another node names its mapped
+	// block, its copy of the peer's block and the FIFO's counter.
+	dev.mu.Lock()
+	ports := 0
+	for _, a := range dev.prepared {
+		for _, pr := range append(append([]device.P2PPeer(nil), a.Sends...), a.Recvs...) {
+			if pr.Peer/2 == a.Rank/2 {
+				if pr.Port != nil {
+					t.Errorf("rank %d: peer %d of its node has a port", a.Rank, pr.Peer)
+				}
+				continue
+			}
+			ports++
+			if pr.Port == nil || pr.Port.Head == 0 || !dev.ever[pr.Local.Ptr] || dev.ever[pr.Remote.Ptr] || len(pr.Port.Arrive) != a.Geometry.Channels {
+				t.Errorf("rank %d, peer %d: %+v, want a port with a counter, the own block mapped and the copy not", a.Rank, pr.Peer, pr)
+			}
+		}
+	}
+	dev.mu.Unlock()
+	if ports == 0 {
+		t.Fatal("no launch with a peer on another node was prepared")
+	}
+
+	// Capture: refused (not sticky), named; the same call then runs.
+	r := 0
+	send, _ := w.mem(64)
+	recv, _ := w.mem(64)
+	req := func() *P2PRequest {
+		return &P2PRequest{Params: testP2P, Ops: []P2POp{{Peer: 2, Buf: send, Count: 64, DataType: ir.Int8}, {Recv: true, Peer: 2, Buf: recv, Count: 64, DataType: ir.Int8}}}
+	}
+	w.must(w.each(func(rank int) error {
+		if rank != 0 && rank != 2 {
+			return nil
+		}
+		var kept *P2PPlan
+		rq := req()
+		rq.Ops[0].Peer, rq.Ops[1].Peer = 2-rank, 2-rank
+		return w.p2pCall(rank, rq, &kept)
+	}))
+	_, err := w.ex[r].ExecuteP2P(context.Background(), req(), capturingStream{w.st[r]})
+	if !errors.Is(err, ErrCapture) || !strings.Contains(err.Error(), "CUDA graph capture") || !strings.Contains(err.Error(), "other nodes") {
+		t.Fatalf("captured launch across nodes: %v, want ErrCapture naming the limit", err)
+	}
+	if w.ex[r].Err() != nil {
+		t.Fatalf("the refusal is sticky: %v", w.ex[r].Err())
+	}
+	w.must(w.each(func(rank int) error {
+		if rank != 0 && rank != 2 {
+			return nil
+		}
+		var kept *P2PPlan
+		rq := req()
+		rq.Ops[0].Peer, rq.Ops[1].Peer = 2-rank, 2-rank
+		return w.p2pCall(rank, rq, &kept)
+	}))
+	for _, e := range w.ex {
+		e.Close()
+	}
+	dev.mu.Lock()
+	defer dev.mu.Unlock()
+	for p, n := range dev.mapped {
+		if n >= testP2P.Geometry.ConnBytes() && n < 1<<20 { // (the proxy's FIFOs are freed with their connections)
+			t.Errorf("a mapped block of %d bytes at %#x outlives Close", n, p)
 		}
 	}
 }
