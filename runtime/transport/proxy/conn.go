@@ -654,8 +654,8 @@ func (c *Conn) WaitSignalStop(sem *uint64, want uint64, peer int, stop func() er
 	c.p.helping(1)
 	defer c.p.helping(-1)
 	for i := 0; atomic.LoadUint64(sem) < want; i++ {
-		if i&7 == 7 {
-			c.p.help() // the signal may be waiting in this process's worker
+		if i&7 == 7 && c.p.help() { // the signal may be waiting in this process's worker
+			b.busy()
 		}
 		if err := spinCheck(i, b, failed); err != nil {
 			return &Error{Rank: c.rank, Peer: peer, Op: fmt.Sprintf("waiting for signal %d from rank %d (have %d)", want, peer, atomic.LoadUint64(sem)), Err: err}

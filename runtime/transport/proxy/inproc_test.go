@@ -87,7 +87,7 @@ func newWorld(t *testing.T, n int, o ConnOptions) *world {
 	return w
 }
 
-func alloc(t *testing.T, n int) HostBlock {
+func alloc(t testing.TB, n int) HostBlock {
 	t.Helper()
 	b, err := AllocHost(n)
 	if err != nil {

@@ -17,16 +17,39 @@ type Stager interface {
 	ToHost(dst unsafe.Pointer, src uintptr, n int) error
 }
 
-// stager is a Conn's staging buffer: two halves of pinned host memory
-// (ConnOptions.Alloc), registered with UCX, used in turn so that the copy
-// of one piece overlaps the put of the previous one.
+// stager is a Conn's staging buffer: pinned host memory
+// (ConnOptions.Alloc), registered with UCX, cut into pieces used in turn,
+// so that the copy of one piece overlaps the puts of the pieces before it
+// still on the wire. A piece is reused once the put from it has completed;
+// only when every piece is still in flight does the proxy wait for the
+// oldest (with two pieces, each copy waited for the put before last: the
+// wire and the copies only half overlapped; docs/transport.md, "Staging").
 type stager struct {
-	blk  HostBlock
-	mem  *ucx.Mem
-	half int
-	reqs [2]*ucx.Request
-	turn int
-	s    Stager
+	blk   HostBlock
+	mem   *ucx.Mem
+	piece int            // bytes of one piece
+	reqs  []*ucx.Request // the put from each piece still in flight, or nil
+	turn  int            // the next piece
+	s     Stager
+}
+
+// DefaultStageBytes is the staging buffer of a Conn unless
+// ConnOptions.StageBytes or THESEUS_PROXY_STAGE_BYTES says otherwise:
+// 16 pieces of StagePiece.
+const DefaultStageBytes = 16 << 20
+
+// StagePiece is the largest piece of one staging copy and put (bytes);
+// buffers under two pieces are cut in two halves.
+const StagePiece = 1 << 20
+
+// stagePieces cuts a staging buffer of size bytes: pieces of StagePiece
+// (at least two), or two halves of a smaller buffer.
+func stagePieces(size int) (piece, n int) {
+	piece = StagePiece
+	if size < 2*piece {
+		piece = size / 2
+	}
+	return piece, size / piece
 }
 
 func newStager(p *Proxy, o ConnOptions) (*stager, error) {
@@ -41,27 +64,29 @@ func newStager(p *Proxy, o ConnOptions) (*stager, error) {
 		}
 		return nil, err
 	}
-	return &stager{blk: blk, mem: mem, half: o.StageBytes / 2, s: o.Stager}, nil
+	piece, n := stagePieces(o.StageBytes)
+	return &stager{blk: blk, mem: mem, piece: piece, reqs: make([]*ucx.Request, n), s: o.Stager}, nil
 }
 
-// put copies n bytes at device address src through the staging halves
-// and puts each piece to raddr onwards. It waits (bounded) for the put of
-// the piece that last used a half before copying into it again.
+// put copies n bytes at device address src through the staging pieces
+// and puts each piece to raddr onwards. Before copying into a piece it
+// waits (bounded) for the put that last used it, which is the oldest in
+// flight.
 func (s *stager) put(c *Conn, pe *peer, src uintptr, n int, raddr uint64, rk *ucx.RKey) error {
 	if s.s == nil {
 		return errors.New("a put from device memory, and this UCX build has no CUDA support: the staged path needs ConnOptions.Stager")
 	}
 	for off := 0; off < n; {
-		k := min(n-off, s.half)
+		k := min(n-off, s.piece)
 		h := s.turn
-		s.turn ^= 1
+		s.turn = (s.turn + 1) % len(s.reqs)
 		if r := s.reqs[h]; r != nil {
 			s.reqs[h] = nil
 			if err := r.Wait(time.Now().Add(c.p.timeout)); err != nil {
 				return err
 			}
 		}
-		dst := unsafe.Add(s.blk.Ptr, h*s.half)
+		dst := unsafe.Add(s.blk.Ptr, h*s.piece)
 		if err := s.s.ToHost(dst, src+uintptr(off), k); err != nil {
 			return err
 		}
