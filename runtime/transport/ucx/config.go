@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/theseus-ccl/theseus/runtime/env"
 )
@@ -69,6 +70,24 @@ var (
 	loadedVersion = Version
 )
 
+// ourEnv holds the UCX_<key> variables NewContext set itself (Env
+// settings) and their values: not explicit for the next context.
+var ourEnv sync.Map
+
+// explicit reports whether UCX_<key> is set, other than by NewContext.
+func explicit(key string) bool {
+	v, ok := lookupEnv("UCX_" + key)
+	if !ok {
+		return false
+	}
+	ours, set := ourEnv.Load(key)
+	return !set || ours.(string) != v
+}
+
+// TCPSegSize is the TCP segment size Settings gives UCX (UCX_TCP_TX_SEG_SIZE
+// and UCX_TCP_RX_SEG_SIZE, in UCX's memory units).
+const TCPSegSize = "256k"
+
 // Settings maps the seed's network variables onto UCX's configuration:
 //
 //   - MSCCLPP_HCA_DEVICES (comma-separated RNICs; local rank k uses the k-th)
@@ -78,6 +97,12 @@ var (
 //     every RDMA port stays listed; with only the HCAs, TCP has no device.
 //   - MSCCLPP_SOCKET_FAMILY AF_INET / AF_INET6 gives TCP_AF_PRIO inet / inet6.
 //   - MSCCLPP_GID_INDEX, when set, gives IB_GID_INDEX.
+//   - TCP_TX_SEG_SIZE and TCP_RX_SEG_SIZE = TCPSegSize (UCX: 8 KiB and
+//     64 KiB): UCX moves a put over TCP as active messages of one TX
+//     segment each; 8 KiB segments held one connection's puts to a third
+//     of what 256 KiB ones carry on loopback (docs/transport.md,
+//     "Figures"). An explicit UCX_TCP_TX_SEG_SIZE or UCX_TCP_RX_SEG_SIZE
+//     keeps both of UCX's (a TX segment must fit an RX one).
 //   - UCX 1.15 and later: PROTO_ENABLE=n (UCX's first protocols). The
 //     protocols v2, the default from 1.16, lose RMA and atomics over TCP:
 //     "cannot find remote protocol for amo_post", the requests canceled,
@@ -91,9 +116,7 @@ var (
 func Settings(o Options) ([]Setting, error) {
 	var out []Setting
 	add := func(s Setting) {
-		if _, ok := lookupEnv("UCX_" + s.Key); ok {
-			s.Kept = true
-		}
+		s.Kept = explicit(s.Key)
 		out = append(out, s)
 	}
 	var devs, from []string
@@ -151,6 +174,16 @@ func Settings(o Options) ([]Setting, error) {
 	}
 	if major, minor, _ := loadedVersion(); major > 1 || major == 1 && minor >= 15 {
 		add(Setting{Key: "PROTO_ENABLE", Value: "n", From: fmt.Sprintf("UCX %d.%d: its protocols v2 lose RMA and atomics over TCP", major, minor)})
+	}
+	// TCP segments: UCX carries puts over TCP as active messages cut into
+	// TX_SEG_SIZE pieces (8 KiB by default), each its own send and its
+	// own handling at the target; RX_SEG_SIZE (64 KiB) must hold a TX
+	// segment. Either set explicitly keeps both UCX's. Through the
+	// environment: ucp_config_modify leaves them unused (UCX 1.13 warns
+	// "invalid configurations: TCP_TX_SEG_SIZE=...").
+	tx, rx := explicit("TCP_TX_SEG_SIZE"), explicit("TCP_RX_SEG_SIZE")
+	for _, k := range []string{"TCP_TX_SEG_SIZE", "TCP_RX_SEG_SIZE"} {
+		out = append(out, Setting{Key: k, Value: TCPSegSize, From: "Theseus: puts over TCP in larger segments", Env: true, Kept: tx || rx})
 	}
 	if _, ok := env.GIDIndex.Raw(); ok {
 		g, err := env.GIDIndex.Int()
