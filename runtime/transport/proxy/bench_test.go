@@ -153,31 +153,41 @@ func BenchmarkPutSignalLatency(b *testing.B) {
 // BenchmarkPutStaged is BenchmarkPut from a "device" region on the staged
 // path (host memory standing in for device memory, a memmove Stager), with
 // the staging buffer of two halves (2 MiB, as before) and the default
-// (16 pieces): how much of the wire the staging ring keeps busy.
+// (16 pieces), each with one synchronous copy per put and with the copies
+// of a round batched (BatchStager): how much of the wire the staging
+// keeps busy.
 func BenchmarkPutStaged(b *testing.B) {
 	for _, stage := range []int{2 << 20, DefaultStageBytes} {
-		b.Run(fmt.Sprintf("stage%dMiB", stage>>20), func(b *testing.B) {
-			dev := alloc(b, benchData)
-			bp := startBenchPeerOpts(b, ConnOptions{Stager: &memmoveStager{dev: []HostBlock{dev}}, StageBytes: stage})
-			if bp.c.p.CUDA() {
-				b.Skip("this UCX build handles CUDA memory: device regions go direct")
+		for _, batch := range []bool{false, true} {
+			b.Run(fmt.Sprintf("stage%dMiB/batch=%v", stage>>20, batch), func(b *testing.B) { benchPutStaged(b, stage, batch) })
+		}
+	}
+}
+
+func benchPutStaged(b *testing.B, stage int, batch bool) {
+	dev := alloc(b, benchData)
+	var st Stager = &memmoveStager{dev: []HostBlock{dev}}
+	if batch {
+		st = &batchStager{memmoveStager: memmoveStager{dev: []HostBlock{dev}}}
+	}
+	bp := startBenchPeerOpts(b, ConnOptions{Stager: st, StageBytes: stage})
+	if bp.c.p.CUDA() {
+		b.Skip("this UCX build handles CUDA memory: device regions go direct")
+	}
+	reg, err := bp.c.Register(Mem{Addr: uintptr(dev.Ptr), Size: dev.Size, Kind: DeviceMem, SourceOnly: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, size := range []int{1 << 20, 16 << 20} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			for range b.N {
+				if err := bp.c.Put(bp.ch, reg.ID, 0, 0, 0, uint32(size)); err != nil {
+					b.Fatal(err)
+				}
 			}
-			reg, err := bp.c.Register(Mem{Addr: uintptr(dev.Ptr), Size: dev.Size, Kind: DeviceMem, SourceOnly: true})
-			if err != nil {
+			if err := bp.c.Flush(bp.ch); err != nil {
 				b.Fatal(err)
-			}
-			for _, size := range []int{1 << 20, 16 << 20} {
-				b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
-					b.SetBytes(int64(size))
-					for range b.N {
-						if err := bp.c.Put(bp.ch, reg.ID, 0, 0, 0, uint32(size)); err != nil {
-							b.Fatal(err)
-						}
-					}
-					if err := bp.c.Flush(bp.ch); err != nil {
-						b.Fatal(err)
-					}
-				})
 			}
 		})
 	}

@@ -390,6 +390,7 @@ func (c *Conn) releaseHeld() bool {
 // publishTail stores the FIFO's tail: the first descriptor not complete
 // (a held put's, or the next to execute).
 func (c *Conn) publishTail() {
+	c.flushStaged()
 	t := c.next
 	if len(c.held) > 0 {
 		t = c.held[0].ticket
@@ -397,6 +398,23 @@ func (c *Conn) publishTail() {
 	if t > c.published {
 		c.published = t
 		c.fifo.publish(t)
+	}
+}
+
+// flushStaged issues the puts of the staged pieces whose copies the
+// round started (BatchStager), once the copies are done.
+func (c *Conn) flushStaged() {
+	if c.stage == nil || len(c.stage.batch) == 0 {
+		return
+	}
+	pe := c.stage.batch[0].pe
+	if c.failed.Load() != nil {
+		c.stage.bs.Sync() // no puts after a failure: the copies' pieces are dropped
+		c.stage.batch = c.stage.batch[:0]
+		return
+	}
+	if err := c.stage.flush(); err != nil {
+		c.fail(&Error{Rank: c.rank, Peer: pe.rank, Op: fmt.Sprintf("staged put (before descriptor %d)", c.next), Err: c.peerErr(pe, err)})
 	}
 }
 
@@ -447,6 +465,12 @@ func (c *Conn) exec(d Desc, ops Op) {
 	if ops&OpPut != 0 && d.Size > 0 {
 		if err := c.put(pe, d); err != nil {
 			c.fail(&Error{Rank: c.rank, Peer: pe.rank, Op: fmt.Sprintf("put (descriptor %d, %d bytes)", c.next, d.Size), Err: c.peerErr(pe, err)})
+			return
+		}
+	}
+	if ops&(OpSignal|OpFlush) != 0 {
+		c.flushStaged() // the channel's staged puts go first
+		if c.failed.Load() != nil {
 			return
 		}
 	}

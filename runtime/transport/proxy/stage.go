@@ -5,6 +5,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
 )
 
@@ -15,6 +16,18 @@ import (
 // CUDA context current.
 type Stager interface {
 	ToHost(dst unsafe.Pointer, src uintptr, n int) error
+}
+
+// BatchStager is a Stager that can start copies without waiting for them
+// (ToHostAsync, in order on one queue: a CUDA stream) and wait for all it
+// started at once (Sync). The proxy then starts the copies of every staged
+// put it drains in one round and waits once before putting them, instead
+// of one synchronous copy per put (each a round trip to the device, under
+// MPS a long one). THESEUS_PROXY_STAGE_BATCH=0 uses ToHost instead.
+type BatchStager interface {
+	Stager
+	ToHostAsync(dst unsafe.Pointer, src uintptr, n int) error
+	Sync() error
 }
 
 // stager is a Conn's staging buffer: pinned host memory
@@ -31,6 +44,19 @@ type stager struct {
 	reqs  []*ucx.Request // the put from each piece still in flight, or nil
 	turn  int            // the next piece
 	s     Stager
+	// batch (a BatchStager, batching on) holds the pieces whose copies are
+	// started and whose puts are not issued yet, in order (flush).
+	bs    BatchStager
+	batch []stagedPiece
+}
+
+// stagedPiece is a piece copied (or being copied) into the staging buffer
+// whose put is still to issue.
+type stagedPiece struct {
+	h, n  int
+	pe    *peer
+	raddr uint64
+	rk    *ucx.RKey
 }
 
 // DefaultStageBytes is the staging buffer of a Conn unless
@@ -65,7 +91,17 @@ func newStager(p *Proxy, o ConnOptions) (*stager, error) {
 		return nil, err
 	}
 	piece, n := stagePieces(o.StageBytes)
-	return &stager{blk: blk, mem: mem, piece: piece, reqs: make([]*ucx.Request, n), s: o.Stager}, nil
+	st := &stager{blk: blk, mem: mem, piece: piece, reqs: make([]*ucx.Request, n), s: o.Stager}
+	if bs, ok := o.Stager.(BatchStager); ok && stageBatch() {
+		st.bs = bs
+	}
+	return st, nil
+}
+
+// stageBatch is THESEUS_PROXY_STAGE_BATCH (default on).
+func stageBatch() bool {
+	v, err := env.ProxyStageBatch.Bool()
+	return err != nil || v
 }
 
 // put copies n bytes at device address src through the staging pieces
@@ -80,6 +116,12 @@ func (s *stager) put(c *Conn, pe *peer, src uintptr, n int, raddr uint64, rk *uc
 		k := min(n-off, s.piece)
 		h := s.turn
 		s.turn = (s.turn + 1) % len(s.reqs)
+		if len(s.batch) > 0 && s.batch[0].h == h {
+			// Every piece holds a copy of this round: put them first.
+			if err := s.flush(); err != nil {
+				return err
+			}
+		}
 		if r := s.reqs[h]; r != nil {
 			s.reqs[h] = nil
 			if err := r.Wait(time.Now().Add(c.p.timeout)); err != nil {
@@ -87,6 +129,14 @@ func (s *stager) put(c *Conn, pe *peer, src uintptr, n int, raddr uint64, rk *uc
 			}
 		}
 		dst := unsafe.Add(s.blk.Ptr, h*s.piece)
+		if s.bs != nil {
+			if err := s.bs.ToHostAsync(dst, src+uintptr(off), k); err != nil {
+				return err
+			}
+			s.batch = append(s.batch, stagedPiece{h: h, n: k, pe: pe, raddr: raddr + uint64(off), rk: rk})
+			off += k
+			continue
+		}
 		if err := s.s.ToHost(dst, src+uintptr(off), k); err != nil {
 			return err
 		}
@@ -100,7 +150,33 @@ func (s *stager) put(c *Conn, pe *peer, src uintptr, n int, raddr uint64, rk *uc
 	return nil
 }
 
+// flush waits for the copies of the batch and issues their puts, in
+// order: the proxy calls it before a descriptor's signal or flush (which
+// must follow the channel's puts) and before it publishes the tail (a
+// staged put's descriptor is done once its source is copied).
+func (s *stager) flush() error {
+	if len(s.batch) == 0 {
+		return nil
+	}
+	b := s.batch
+	s.batch = s.batch[:0]
+	if err := s.bs.Sync(); err != nil {
+		return err
+	}
+	for _, p := range b {
+		r, err := p.pe.ep.PutTracked(uintptr(unsafe.Add(s.blk.Ptr, p.h*s.piece)), p.n, p.raddr, p.rk, s.mem)
+		if err != nil {
+			return err
+		}
+		s.reqs[p.h] = r
+	}
+	return nil
+}
+
 func (s *stager) free() {
+	if len(s.batch) > 0 {
+		s.bs.Sync() // (copies started, their puts never issued: the Conn failed)
+	}
 	deadline := time.Now().Add(time.Second)
 	for _, r := range s.reqs {
 		if r != nil {
