@@ -404,16 +404,21 @@ func (c *Conn) publishTail() {
 // flushStaged issues the puts of the staged pieces whose copies the
 // round started (BatchStager), once the copies are done.
 func (c *Conn) flushStaged() {
-	if c.stage == nil || len(c.stage.batch) == 0 {
+	st := c.batched
+	if st == nil {
 		return
 	}
-	pe := c.stage.batch[0].pe
+	c.batched = nil
+	if len(st.batch) == 0 {
+		return
+	}
+	pe := st.batch[0].pe
 	if c.failed.Load() != nil {
-		c.stage.bs.Sync() // no puts after a failure: the copies' pieces are dropped
-		c.stage.batch = c.stage.batch[:0]
+		st.bs.Sync() // no puts after a failure: the copies' pieces are dropped
+		st.batch = st.batch[:0]
 		return
 	}
-	if err := c.stage.flush(); err != nil {
+	if err := st.flush(); err != nil {
 		c.fail(&Error{Rank: c.rank, Peer: pe.rank, Op: fmt.Sprintf("staged put (before descriptor %d)", c.next), Err: c.peerErr(pe, err)})
 	}
 }
@@ -550,7 +555,11 @@ func (c *Conn) put(pe *peer, d Desc) error {
 	if src.Path == Staged {
 		c.stats.staged.Add(1)
 		c.stats.stagedBytes.Add(uint64(d.Size))
-		return c.stage.put(c, pe, src.Mem.Addr+uintptr(d.SrcOff), int(d.Size), dst.base+d.DstOff, dst.rk)
+		err := c.stage.put(c, pe, src.Mem.Addr+uintptr(d.SrcOff), int(d.Size), dst.base+d.DstOff, dst.rk)
+		if len(c.stage.batch) > 0 {
+			c.batched = c.stage
+		}
+		return err
 	}
 	c.stats.direct.Add(1)
 	r, err := pe.ep.PutTracked(src.wire+uintptr(d.SrcOff), int(d.Size), dst.base+d.DstOff, dst.rk, src.mem)

@@ -370,6 +370,10 @@ type Conn struct {
 	pendDesc Desc
 	pendRest Op // the descriptor's operations still to run after the flush
 	stage    *stager
+	// batched is stage while it holds copies started this round whose
+	// puts are not issued yet (flushStaged); the loop's own, unlike stage,
+	// which Register sets.
+	batched *stager
 	// held are the puts whose sources UCX still reads; published is the
 	// tail last stored.
 	held      []heldPut
