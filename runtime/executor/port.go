@@ -345,7 +345,7 @@ func (e *Executor) logPath() {
 		if e.port.prx[0].CUDA() {
 			path = "device memory direct (UCX has CUDA support)"
 		} else {
-			path = "device memory staged through pinned host memory (this UCX build has no CUDA support)"
+			path = fmt.Sprintf("device memory staged through pinned host memory (this UCX build has no CUDA support; %s)", proxy.DescribeStaging(e.connOptions().Stager))
 		}
 	}
 	log.Infof(log.Init, "rank %d: NET/UCX: port channels across nodes: %s; %d lane(s) (THESEUS_PROXY_LANES)", e.cfg.Rank, path, len(e.port.prx))

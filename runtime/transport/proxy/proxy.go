@@ -403,10 +403,7 @@ func (p *Proxy) Connect(ctx context.Context, net Net, rank int, peers []int, o C
 		o.Alloc = AllocHost
 	}
 	if o.StageBytes <= 0 {
-		o.StageBytes = DefaultStageBytes
-		if v, err := env.ProxyStage.Size(); err == nil && v >= 2 {
-			o.StageBytes = int(min(v, 1<<30))
-		}
+		o.StageBytes = stageBytes()
 	}
 	blk, err := o.Alloc(FIFOBytes(o.Capacity))
 	if err != nil {

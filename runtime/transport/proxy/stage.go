@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"time"
 	"unsafe"
 
@@ -67,6 +68,29 @@ const DefaultStageBytes = 16 << 20
 // StagePiece is the largest piece of one staging copy and put (bytes);
 // buffers under two pieces are cut in two halves.
 const StagePiece = 1 << 20
+
+// stageBytes is THESEUS_PROXY_STAGE_BYTES (DefaultStageBytes; at least 2,
+// at most 1 GiB).
+func stageBytes() int {
+	if v, err := env.ProxyStage.Size(); err == nil && v >= 2 {
+		return int(min(v, 1<<30))
+	}
+	return DefaultStageBytes
+}
+
+// DescribeStaging is the INIT log's account of the staged path with
+// Stager s and the default staging buffer (THESEUS_PROXY_STAGE_BYTES,
+// THESEUS_PROXY_STAGE_BATCH), for example "staging 16 MiB in 16 pieces,
+// copies batched".
+func DescribeStaging(s Stager) string {
+	size := stageBytes()
+	piece, n := stagePieces(size)
+	how := "one synchronous copy per put"
+	if _, ok := s.(BatchStager); ok && stageBatch() {
+		how = "copies batched"
+	}
+	return fmt.Sprintf("staging %d KiB in %d pieces of %d KiB, %s", size>>10, n, piece>>10, how)
+}
 
 // stagePieces cuts a staging buffer of size bytes: pieces of StagePiece
 // (at least two), or two halves of a smaller buffer.
