@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/theseus-ccl/theseus/runtime/env"
 )
@@ -70,18 +69,13 @@ var (
 	loadedVersion = Version
 )
 
-// ourEnv holds the UCX_<key> variables NewContext set itself (Env
-// settings) and their values: not explicit for the next context.
-var ourEnv sync.Map
-
-// explicit reports whether UCX_<key> is set, other than by NewContext.
-func explicit(key string) bool {
+// explicit reports whether UCX_<key> is set to something other than
+// value: then UCX's (the user's) value stays. The same value is not
+// explicit: a process inherits the variables NewContext set in its parent
+// (Env settings), and keeping them changes nothing.
+func explicit(key, value string) bool {
 	v, ok := lookupEnv("UCX_" + key)
-	if !ok {
-		return false
-	}
-	ours, set := ourEnv.Load(key)
-	return !set || ours.(string) != v
+	return ok && v != value
 }
 
 // TCPSegSize is the TCP segment size Settings gives UCX (UCX_TCP_TX_SEG_SIZE
@@ -116,7 +110,7 @@ const TCPSegSize = "256k"
 func Settings(o Options) ([]Setting, error) {
 	var out []Setting
 	add := func(s Setting) {
-		s.Kept = explicit(s.Key)
+		s.Kept = explicit(s.Key, s.Value)
 		out = append(out, s)
 	}
 	var devs, from []string
@@ -181,7 +175,7 @@ func Settings(o Options) ([]Setting, error) {
 	// segment. Either set explicitly keeps both UCX's. Through the
 	// environment: ucp_config_modify leaves them unused (UCX 1.13 warns
 	// "invalid configurations: TCP_TX_SEG_SIZE=...").
-	tx, rx := explicit("TCP_TX_SEG_SIZE"), explicit("TCP_RX_SEG_SIZE")
+	tx, rx := explicit("TCP_TX_SEG_SIZE", TCPSegSize), explicit("TCP_RX_SEG_SIZE", TCPSegSize)
 	for _, k := range []string{"TCP_TX_SEG_SIZE", "TCP_RX_SEG_SIZE"} {
 		out = append(out, Setting{Key: k, Value: TCPSegSize, From: "Theseus: puts over TCP in larger segments", Env: true, Kept: tx || rx})
 	}

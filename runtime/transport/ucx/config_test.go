@@ -82,7 +82,9 @@ func TestTCPSegments(t *testing.T) {
 	for _, c := range []struct {
 		vars map[string]string
 		kept bool
-	}{{nil, false}, {map[string]string{"UCX_TCP_TX_SEG_SIZE": "8k"}, true}, {map[string]string{"UCX_TCP_RX_SEG_SIZE": "1m"}, true}} {
+	}{{nil, false}, {map[string]string{"UCX_TCP_TX_SEG_SIZE": "8k"}, true}, {map[string]string{"UCX_TCP_RX_SEG_SIZE": "1m"}, true},
+		// Inherited from a parent whose context set them: not explicit.
+		{map[string]string{"UCX_TCP_TX_SEG_SIZE": TCPSegSize, "UCX_TCP_RX_SEG_SIZE": TCPSegSize}, false}} {
 		fakeSettings(t, c.vars, []string{"lo"}, nil)
 		fakeVersion(t, 13)
 		got, err := Settings(Options{})

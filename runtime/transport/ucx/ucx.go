@@ -463,7 +463,6 @@ func NewContext(o Options) (*Context, error) {
 	for _, s := range sets {
 		if s.Env && !s.Kept {
 			os.Setenv("UCX_"+s.Key, s.Value)
-			ourEnv.Store(s.Key, s.Value)
 		}
 	}
 	var cfg *C.th_ucp_config_t
