@@ -124,7 +124,7 @@ func newStager(p *Proxy, o ConnOptions) (*stager, error) {
 
 // stageBatch is THESEUS_PROXY_STAGE_BATCH (default on).
 func stageBatch() bool {
-	v, err := env.ProxyStageBatch.Bool()
+	v, err := env.ProxyBatch.Bool()
 	return err != nil || v
 }
 
