@@ -159,6 +159,13 @@ func (s *stager) put(c *Conn, pe *peer, src uintptr, n int, raddr uint64, rk *uc
 			}
 			s.batch = append(s.batch, stagedPiece{h: h, n: k, pe: pe, raddr: raddr + uint64(off), rk: rk})
 			off += k
+			if len(s.batch) >= max(1, len(s.reqs)/2) {
+				// Half the ring copied: put it, so that the wire carries one
+				// half while the copies fill the other.
+				if err := s.flush(); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		if err := s.s.ToHost(dst, src+uintptr(off), k); err != nil {
@@ -175,9 +182,10 @@ func (s *stager) put(c *Conn, pe *peer, src uintptr, n int, raddr uint64, rk *uc
 }
 
 // flush waits for the copies of the batch and issues their puts, in
-// order: the proxy calls it before a descriptor's signal or flush (which
-// must follow the channel's puts) and before it publishes the tail (a
-// staged put's descriptor is done once its source is copied).
+// order: put calls it when the batch holds half the pieces, the proxy
+// before a descriptor's signal or flush (which must follow the channel's
+// puts) and before it publishes the tail (a staged put's descriptor is
+// done once its source is copied).
 func (s *stager) flush() error {
 	if len(s.batch) == 0 {
 		return nil
