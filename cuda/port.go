@@ -20,6 +20,13 @@ import (
 // the launch's port records (kernel/launch.h, theseus_port_launch), which
 // the kernel's port-channel ops read (kernel/port_exec.cuh).
 
+// The backend's side of the proxy: host memory the kernel and the proxy
+// share, and the staged path's copies, batched (device.AsyncToHost).
+var (
+	_ device.HostMapper  = (*Backend)(nil)
+	_ device.AsyncToHost = (*Backend)(nil)
+)
+
 // Sizes of the port records.
 const (
 	portRTBytes     = C.sizeof_theseus_port_rt
@@ -68,22 +75,58 @@ func (b *Backend) ToHost(dst unsafe.Pointer, src device.Ptr, n int64) error {
 		return nil
 	}
 	return b.with(func() error {
-		b.mu.Lock()
-		if b.stage == nil {
-			s, err := driver.NewStream()
-			if err != nil {
-				b.mu.Unlock()
-				return err
-			}
-			b.stage = &s
+		s, err := b.stageStream()
+		if err != nil {
+			return err
 		}
-		s := *b.stage
-		b.mu.Unlock()
 		if err := driver.CopyDtoHAsync(unsafe.Slice((*byte)(dst), n), driver.Ptr(src), s); err != nil {
 			return err
 		}
 		return s.Synchronize()
 	})
+}
+
+// ToHostAsync implements device.AsyncToHost: ToHost's copy, queued on
+// the staging stream and not waited for (SyncToHost waits).
+func (b *Backend) ToHostAsync(dst unsafe.Pointer, src device.Ptr, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	return b.with(func() error {
+		s, err := b.stageStream()
+		if err != nil {
+			return err
+		}
+		return driver.CopyDtoHAsync(unsafe.Slice((*byte)(dst), n), driver.Ptr(src), s)
+	})
+}
+
+// SyncToHost implements device.AsyncToHost: it waits for every copy of
+// the staging stream.
+func (b *Backend) SyncToHost() error {
+	return b.with(func() error {
+		s, err := b.stageStream()
+		if err != nil {
+			return err
+		}
+		return s.Synchronize()
+	})
+}
+
+// stageStream is the staging copies' stream (non-blocking: a copy on the
+// legacy default stream would wait for the kernel that waits for it),
+// created on first use; the caller has the context current.
+func (b *Backend) stageStream() (driver.Stream, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stage == nil {
+		s, err := driver.NewStream()
+		if err != nil {
+			return s, err
+		}
+		b.stage = &s
+	}
+	return *b.stage, nil
 }
 
 // portRecords fills the port fields of the channel records rts (one per

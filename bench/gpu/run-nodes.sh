@@ -35,14 +35,25 @@
 #            (UCX_MM_ERROR_HANDLING=y): LABELLED, not the loopback-TCP figure
 #   a suffix -lN runs N lanes (THESEUS_PROXY_LANES=N: N proxies, each its
 #   own UCX worker, progress thread and TCP connection per pair of ranks,
-#   the schedule's channels spread over them)
+#   the schedule's channels spread over them); further suffixes, for A/B
+#   runs of the proxy's tuning (docs/transport.md, "Figures"):
+#     -base     as before that tuning: UCX's TCP segments (8k/64k), a 2 MB
+#               staging buffer, one synchronous staging copy per put
+#     -seg8k    UCX's TCP segments only (UCX_TCP_TX/RX_SEG_SIZE=8k/64k)
+#     -nobatch  one synchronous staging copy per put only
+#               (THESEUS_PROXY_STAGE_BATCH=0)
+#     -stage2m  a 2 MB staging buffer only (THESEUS_PROXY_STAGE_BYTES=2MB)
+#     -spin     the idle proxy polls for 10 s before it sleeps
+#               (THESEUS_PROXY_SPIN=10000000: is a sleeping proxy the cost?)
+#   for example tcp-l4-base.
 #
 # Knobs (passed through to every Theseus run): THESEUS_SLICE_BYTES (the
 # pipeline slice: the size of one put; default 1 MiB), THESEUS_PROXY_SPIN,
 # UCX_TCP_TX_SEG_SIZE / UCX_TCP_RX_SEG_SIZE / UCX_TCP_SNDBUF /
 # UCX_TCP_RCVBUF (UCX's TCP segments and socket buffers), and EXTRA_ENV
 # ("K=V K=V"). NT_SIZES (default -b 8 -e 128M -f 4), NT_ITERS (default -n
-# 10 -w 3), DEADLINE (seconds, default 290).
+# 10 -w 3), DEADLINE (seconds, default 290), RESULTS (the archive's name
+# under $OUT, default nodes-results).
 #
 # Success: every Theseus row rc=0 and #wrong=0 (sendrecv and alltoall,
 # grouped ncclSend/ncclRecv, run on the point-to-point engine, whose kernel
@@ -57,7 +68,8 @@ D=$ROOT/.device
 R=$(mktemp -d /tmp/nodes-results.XXXXXX)
 FINAL=${OUT:-$ROOT/build}
 mkdir -p "$FINAL" "$R/runs" "$R/logs"
-pack() { tar czf "$FINAL/nodes-results.tgz.tmp" -C "$R" . && mv "$FINAL/nodes-results.tgz.tmp" "$FINAL/nodes-results.tgz"; }
+RESULTS=${RESULTS:-nodes-results} # the archive's name (two runs in one call: different names)
+pack() { tar czf "$FINAL/$RESULTS.tgz.tmp" -C "$R" . && mv "$FINAL/$RESULTS.tgz.tmp" "$FINAL/$RESULTS.tgz"; }
 trap 'stop_mps; pack' EXIT
 export NCCL_NVLS_ENABLE=0 GODEBUG=asyncpreemptoff=1 CUDA_CACHE_MAXSIZE=4294967296
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
@@ -86,7 +98,7 @@ set +e
   echo "sizes: $NT_SIZES $NT_ITERS"
   nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>&1
   echo "cores: $(nproc)"
-  for k in THESEUS_SLICE_BYTES THESEUS_PROXY_SPIN UCX_TCP_TX_SEG_SIZE UCX_TCP_RX_SEG_SIZE UCX_TCP_SNDBUF UCX_TCP_RCVBUF EXTRA_ENV; do
+  for k in THESEUS_SLICE_BYTES THESEUS_PROXY_SPIN THESEUS_PROXY_STAGE_BYTES THESEUS_PROXY_STAGE_BATCH UCX_TCP_TX_SEG_SIZE UCX_TCP_RX_SEG_SIZE UCX_TCP_SNDBUF UCX_TCP_RCVBUF EXTRA_ENV; do
     [ -n "${!k:-}" ] && echo "knob $k=${!k}"
   done
 } >"$R/machine.txt" 2>&1
@@ -174,13 +186,23 @@ th_env() { # th_env R: Theseus rank R's environment (layout and transport from t
   echo "THESEUS_DEBUG_FILE=$R/logs/$NAME.%p"
   echo "MSCCLPP_HOSTID=node$((r / PER))"
   echo "MSCCLPP_SOCKET_IFNAME=lo"
-  case ${TP%-l*} in
-  tcp) echo "UCX_TLS=tcp" ;;
-  tcpcuda) echo "UCX_TLS=tcp,cuda_copy" ;;
-  default) echo "UCX_MM_ERROR_HANDLING=y" ;;
-  esac
-  case $TP in *-l*) echo "THESEUS_PROXY_LANES=${TP##*-l}" ;; esac
-  for k in THESEUS_SLICE_BYTES THESEUS_PROXY_SPIN UCX_TCP_TX_SEG_SIZE UCX_TCP_RX_SEG_SIZE UCX_TCP_SNDBUF UCX_TCP_RCVBUF; do
+  local part
+  for part in $(echo "$TP" | tr '-' ' '); do
+    case $part in
+    tcp) echo "UCX_TLS=tcp" ;;
+    tcpcuda) echo "UCX_TLS=tcp,cuda_copy" ;;
+    default) echo "UCX_MM_ERROR_HANDLING=y" ;;
+    l[0-9]*) echo "THESEUS_PROXY_LANES=${part#l}" ;;
+    base) # the proxy as before issue 24's tuning (A/B): UCX's TCP segments, two staging halves, one synchronous copy per put
+      echo "UCX_TCP_TX_SEG_SIZE=8k"; echo "UCX_TCP_RX_SEG_SIZE=64k"
+      echo "THESEUS_PROXY_STAGE_BYTES=2MB"; echo "THESEUS_PROXY_STAGE_BATCH=0" ;;
+    seg8k) echo "UCX_TCP_TX_SEG_SIZE=8k"; echo "UCX_TCP_RX_SEG_SIZE=64k" ;;
+    nobatch) echo "THESEUS_PROXY_STAGE_BATCH=0" ;;
+    stage2m) echo "THESEUS_PROXY_STAGE_BYTES=2MB" ;;
+    spin) echo "THESEUS_PROXY_SPIN=10000000" ;;
+    esac
+  done
+  for k in THESEUS_SLICE_BYTES THESEUS_PROXY_SPIN THESEUS_PROXY_STAGE_BYTES THESEUS_PROXY_STAGE_BATCH UCX_TCP_TX_SEG_SIZE UCX_TCP_RX_SEG_SIZE UCX_TCP_SNDBUF UCX_TCP_RCVBUF; do
     [ -n "${!k:-}" ] && echo "$k=${!k}"
   done
   for kv in ${EXTRA_ENV:-}; do echo "$kv"; done
@@ -209,7 +231,7 @@ run1() { # run1 LIB LAYOUT TRANSPORT TEST
   set -- $(row "$R/runs/$NAME.txt")
   local path="-"
   if [ "$lib" = theseus ]; then
-    path=$(cat "$R/logs/$NAME".* 2>/dev/null | grep -m1 -o "port channels across nodes: [^(]*" | sed 's/port channels across nodes: //')
+    path=$(cat "$R/logs/$NAME".* 2>/dev/null | grep -m1 -o "port channels across nodes: [^)]*)\?" | sed 's/port channels across nodes: //')
     local net
     net=$(cat "$R/logs/$NAME".* 2>/dev/null | grep -m1 -o "NET/UCX [a-z_0-9]*/[a-z0-9]*" || true)
     path="${path:-no INIT line} ${net}"

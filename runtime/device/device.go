@@ -622,6 +622,17 @@ type HostMapper interface {
 	BindThread() error
 }
 
+// AsyncToHost is implemented by HostMappers that can start device-to-host
+// copies without waiting (ToHostAsync: queued in order on one stream of the
+// backend's, dst pinned) and wait for every copy started so far
+// (SyncToHost): the proxy batches the staging copies of a round
+// (proxy.BatchStager). Calls come from one goroutine at a time (the
+// proxy's).
+type AsyncToHost interface {
+	ToHostAsync(dst unsafe.Pointer, src Ptr, n int64) error
+	SyncToHost() error
+}
+
 // MappedMem is host memory mapped into the device (HostMapper).
 type MappedMem struct {
 	Host unsafe.Pointer

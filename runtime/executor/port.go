@@ -275,6 +275,28 @@ func (s deviceStager) ToHost(dst unsafe.Pointer, src uintptr, n int) error {
 	return s.m.ToHost(dst, device.Ptr(src), int64(n))
 }
 
+// batchStager is deviceStager with the backend's asynchronous copies
+// (device.AsyncToHost) as a proxy.BatchStager.
+type batchStager struct {
+	deviceStager
+	a device.AsyncToHost
+}
+
+func (s batchStager) ToHostAsync(dst unsafe.Pointer, src uintptr, n int) error {
+	return s.a.ToHostAsync(dst, device.Ptr(src), int64(n))
+}
+
+func (s batchStager) Sync() error { return s.a.SyncToHost() }
+
+// stagerOf is the proxy's Stager for mapper m: batching when the backend
+// copies asynchronously.
+func stagerOf(m device.HostMapper) proxy.Stager {
+	if a, ok := m.(device.AsyncToHost); ok {
+		return batchStager{deviceStager{m}, a}
+	}
+	return deviceStager{m}
+}
+
 // connOptions are the proxy's options for this backend: on CUDA the FIFO
 // and the staging buffers in pinned, device-mapped memory and the
 // device-to-host copy as the stager.
@@ -291,7 +313,7 @@ func (e *Executor) connOptions() proxy.ConnOptions {
 			}
 			return proxy.HostBlock{Ptr: mm.Host, Device: uintptr(mm.Dev), Size: size, Free: func() error { return m.FreeMapped(mm) }}, nil
 		},
-		Stager: deviceStager{m},
+		Stager: stagerOf(m),
 	}
 }
 
@@ -323,7 +345,7 @@ func (e *Executor) logPath() {
 		if e.port.prx[0].CUDA() {
 			path = "device memory direct (UCX has CUDA support)"
 		} else {
-			path = "device memory staged through pinned host memory (this UCX build has no CUDA support)"
+			path = fmt.Sprintf("device memory staged through pinned host memory (this UCX build has no CUDA support; %s)", proxy.DescribeStaging(e.connOptions().Stager))
 		}
 	}
 	log.Infof(log.Init, "rank %d: NET/UCX: port channels across nodes: %s; %d lane(s) (THESEUS_PROXY_LANES)", e.cfg.Rank, path, len(e.port.prx))

@@ -39,7 +39,7 @@ func needUCX(t testing.TB) {
 // nodeComms creates nodes x per ranks as goroutines of this process, rank
 // r on simulated node r/per (its own host id), on context dir (""; the
 // default context).
-func nodeComms(t *testing.T, nodes, per int, dir string) []*Comm {
+func nodeComms(t testing.TB, nodes, per int, dir string) []*Comm {
 	t.Helper()
 	n := nodes * per
 	id, err := bootstrap.NewLoopbackUniqueID(bootstrap.Options{Timeout: 20 * time.Second})

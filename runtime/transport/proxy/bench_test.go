@@ -25,7 +25,10 @@ type benchPair struct {
 
 const benchData = 64<<20 + 4096
 
-func startBenchPeer(b *testing.B) *benchPair {
+func startBenchPeer(b *testing.B) *benchPair { return startBenchPeerOpts(b, ConnOptions{}) }
+
+// startBenchPeerOpts is startBenchPeer with rank 0's connection options.
+func startBenchPeerOpts(b *testing.B, o ConnOptions) *benchPair {
 	b.Helper()
 	needUCX(b)
 	id, err := bootstrap.NewLoopbackUniqueID(bootstrap.Options{Timeout: 30 * time.Second})
@@ -47,7 +50,7 @@ func startBenchPeer(b *testing.B) *benchPair {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bp, err := benchSetup(ctx, p, boot, 0)
+	bp, err := benchSetup(ctx, p, boot, 0, o)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -65,8 +68,8 @@ func startBenchPeer(b *testing.B) *benchPair {
 }
 
 // benchSetup: channel 0 signals the peer's word 0.
-func benchSetup(ctx context.Context, p *Proxy, boot *bootstrap.Bootstrap, rank int) (*benchPair, error) {
-	sh, err := connectShared(ctx, p, boot, rank, []int{1 - rank}, ConnOptions{}, benchData)
+func benchSetup(ctx context.Context, p *Proxy, boot *bootstrap.Bootstrap, rank int, o ConnOptions) (*benchPair, error) {
+	sh, err := connectShared(ctx, p, boot, rank, []int{1 - rank}, o, benchData)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +81,7 @@ func benchSetup(ctx context.Context, p *Proxy, boot *bootstrap.Bootstrap, rank i
 // benchPeer echoes: each signal from rank 0 is answered with an 8-byte put
 // and a signal, until rank 0 goes away.
 func (r *rankEnvT) benchPeer(ctx context.Context) error {
-	bp, err := benchSetup(ctx, r.p, r.boot, r.rank)
+	bp, err := benchSetup(ctx, r.p, r.boot, r.rank, ConnOptions{})
 	if err != nil {
 		return err
 	}
@@ -145,4 +148,47 @@ func BenchmarkPutSignalLatency(b *testing.B) {
 		n++
 	}
 	b.ReportMetric(float64(time.Since(start).Microseconds())/float64(n)/2, "us/oneway")
+}
+
+// BenchmarkPutStaged is BenchmarkPut from a "device" region on the staged
+// path (host memory standing in for device memory, a memmove Stager), with
+// the staging buffer of two halves (2 MiB, as before) and the default
+// (16 pieces), each with one synchronous copy per put and with the copies
+// of a round batched (BatchStager): how much of the wire the staging
+// keeps busy.
+func BenchmarkPutStaged(b *testing.B) {
+	for _, stage := range []int{2 << 20, DefaultStageBytes} {
+		for _, batch := range []bool{false, true} {
+			b.Run(fmt.Sprintf("stage%dMiB/batch=%v", stage>>20, batch), func(b *testing.B) { benchPutStaged(b, stage, batch) })
+		}
+	}
+}
+
+func benchPutStaged(b *testing.B, stage int, batch bool) {
+	dev := alloc(b, benchData)
+	var st Stager = &memmoveStager{dev: []HostBlock{dev}}
+	if batch {
+		st = &batchStager{memmoveStager: memmoveStager{dev: []HostBlock{dev}}}
+	}
+	bp := startBenchPeerOpts(b, ConnOptions{Stager: st, StageBytes: stage})
+	if bp.c.p.CUDA() {
+		b.Skip("this UCX build handles CUDA memory: device regions go direct")
+	}
+	reg, err := bp.c.Register(Mem{Addr: uintptr(dev.Ptr), Size: dev.Size, Kind: DeviceMem, SourceOnly: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, size := range []int{1 << 20, 16 << 20} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			for range b.N {
+				if err := bp.c.Put(bp.ch, reg.ID, 0, 0, 0, uint32(size)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := bp.c.Flush(bp.ch); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
 }

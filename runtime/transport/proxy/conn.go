@@ -390,6 +390,7 @@ func (c *Conn) releaseHeld() bool {
 // publishTail stores the FIFO's tail: the first descriptor not complete
 // (a held put's, or the next to execute).
 func (c *Conn) publishTail() {
+	c.flushStaged()
 	t := c.next
 	if len(c.held) > 0 {
 		t = c.held[0].ticket
@@ -397,6 +398,28 @@ func (c *Conn) publishTail() {
 	if t > c.published {
 		c.published = t
 		c.fifo.publish(t)
+	}
+}
+
+// flushStaged issues the puts of the staged pieces whose copies the
+// round started (BatchStager), once the copies are done.
+func (c *Conn) flushStaged() {
+	st := c.batched
+	if st == nil {
+		return
+	}
+	c.batched = nil
+	if len(st.batch) == 0 {
+		return
+	}
+	pe := st.batch[0].pe
+	if c.failed.Load() != nil {
+		st.bs.Sync() // no puts after a failure: the copies' pieces are dropped
+		st.batch = st.batch[:0]
+		return
+	}
+	if err := st.flush(); err != nil {
+		c.fail(&Error{Rank: c.rank, Peer: pe.rank, Op: fmt.Sprintf("staged put (before descriptor %d)", c.next), Err: c.peerErr(pe, err)})
 	}
 }
 
@@ -447,6 +470,12 @@ func (c *Conn) exec(d Desc, ops Op) {
 	if ops&OpPut != 0 && d.Size > 0 {
 		if err := c.put(pe, d); err != nil {
 			c.fail(&Error{Rank: c.rank, Peer: pe.rank, Op: fmt.Sprintf("put (descriptor %d, %d bytes)", c.next, d.Size), Err: c.peerErr(pe, err)})
+			return
+		}
+	}
+	if ops&(OpSignal|OpFlush) != 0 {
+		c.flushStaged() // the channel's staged puts go first
+		if c.failed.Load() != nil {
 			return
 		}
 	}
@@ -526,7 +555,11 @@ func (c *Conn) put(pe *peer, d Desc) error {
 	if src.Path == Staged {
 		c.stats.staged.Add(1)
 		c.stats.stagedBytes.Add(uint64(d.Size))
-		return c.stage.put(c, pe, src.Mem.Addr+uintptr(d.SrcOff), int(d.Size), dst.base+d.DstOff, dst.rk)
+		err := c.stage.put(c, pe, src.Mem.Addr+uintptr(d.SrcOff), int(d.Size), dst.base+d.DstOff, dst.rk)
+		if len(c.stage.batch) > 0 {
+			c.batched = c.stage
+		}
+		return err
 	}
 	c.stats.direct.Add(1)
 	r, err := pe.ep.PutTracked(src.wire+uintptr(d.SrcOff), int(d.Size), dst.base+d.DstOff, dst.rk, src.mem)
@@ -662,8 +695,8 @@ func (c *Conn) WaitSignalStop(sem *uint64, want uint64, peer int, stop func() er
 	b.h = c.p.startHelping()
 	defer b.h.stop()
 	for i := 0; atomic.LoadUint64(sem) < want; i++ {
-		if i&7 == 7 {
-			c.p.help() // the signal may be waiting in this process's worker
+		if i&7 == 7 && c.p.help() { // the signal may be waiting in this process's worker
+			b.busy()
 		}
 		if err := spinCheck(i, b, failed); err != nil {
 			return &Error{Rank: c.rank, Peer: peer, Op: fmt.Sprintf("waiting for signal %d from rank %d (have %d)", want, peer, atomic.LoadUint64(sem)), Err: err}

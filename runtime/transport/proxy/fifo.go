@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -86,8 +87,8 @@ type FIFO struct {
 	head *uint64
 	ring unsafe.Pointer
 	// help, when set, runs a round of the proxy from a waiting producer
-	// (Proxy.help).
-	help func()
+	// (Proxy.help) and reports whether it did work.
+	help func() bool
 }
 
 func newFIFO(blk HostBlock, capacity int) (*FIFO, error) {
@@ -149,8 +150,8 @@ func (f *FIFO) setFailed()          { atomic.StoreUint32(f.err, 1) }
 func (f *FIFO) reserve(b waitBound, failed func() error) (uint64, error) {
 	t := atomic.AddUint64(f.head, 1) - 1
 	for i := 0; t-atomic.LoadUint64(f.tail) >= f.cap; i++ {
-		if i&7 == 7 && f.help != nil {
-			f.help()
+		if i&7 == 7 && f.help != nil && f.help() {
+			b.busy()
 		}
 		if err := spinCheck(i, b, failed); err != nil {
 			if _, ok := err.(errTimeout); ok {
@@ -165,8 +166,8 @@ func (f *FIFO) reserve(b waitBound, failed func() error) (uint64, error) {
 // waitDone waits until ticket t has completed.
 func (f *FIFO) waitDone(t uint64, b waitBound, failed func() error) error {
 	for i := 0; atomic.LoadUint64(f.tail) <= t; i++ {
-		if i&7 == 7 && f.help != nil {
-			f.help()
+		if i&7 == 7 && f.help != nil && f.help() {
+			b.busy()
 		}
 		if err := spinCheck(i, b, failed); err != nil {
 			if _, ok := err.(errTimeout); ok {
@@ -186,7 +187,8 @@ func (e errTimeout) Error() string {
 }
 
 // waitBound is a wait's deadline and the timeout it came from, when it
-// began, and how long it spins before it sleeps.
+// began (or last saw the proxy's round do work), and how long it spins
+// before it sleeps.
 type waitBound struct {
 	deadline time.Time
 	timeout  time.Duration
@@ -220,6 +222,15 @@ func (h *helper) stop() {
 	}
 }
 
+// busy restarts the spin: the waiter's own round of the proxy did work
+// (data arriving, puts completing), so what it waits for is on its way and
+// sleeping would only delay the progress that delivers it.
+func (b *waitBound) busy() {
+	if !b.start.IsZero() {
+		b.start = time.Now()
+	}
+}
+
 // spinCheck is one round of a bounded spin-wait: every 64 rounds it
 // checks failed and the deadline, and yields the processor; a wait longer
 // than its spin (THESEUS_PROXY_SPIN) sleeps instead, a sixteenth of the
@@ -242,6 +253,7 @@ func spinCheck(i int, b waitBound, failed func() error) error {
 		time.Sleep(min(max(el/16, 10*time.Microsecond), time.Millisecond))
 		return nil
 	}
+	runtime.Gosched()
 	osYield()
 	return nil
 }

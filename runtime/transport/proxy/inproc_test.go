@@ -87,7 +87,7 @@ func newWorld(t *testing.T, n int, o ConnOptions) *world {
 	return w
 }
 
-func alloc(t *testing.T, n int) HostBlock {
+func alloc(t testing.TB, n int) HostBlock {
 	t.Helper()
 	b, err := AllocHost(n)
 	if err != nil {
@@ -118,14 +118,58 @@ func (s *memmoveStager) ToHost(dst unsafe.Pointer, src uintptr, n int) error {
 	return errors.New("not device memory")
 }
 
+// batchStager is memmoveStager as a BatchStager whose copies happen only
+// at Sync: a put issued before its copy's Sync would carry stale bytes.
+type batchStager struct {
+	memmoveStager
+	queued []func() error
+	syncs  int
+}
+
+func (s *batchStager) ToHostAsync(dst unsafe.Pointer, src uintptr, n int) error {
+	s.queued = append(s.queued, func() error { return s.ToHost(dst, src, n) })
+	return nil
+}
+
+func (s *batchStager) Sync() error {
+	s.syncs++
+	q := s.queued
+	s.queued = nil
+	for _, f := range q {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // TestStaged: with this UCX build (no CUDA), a device region is staged:
 // puts from it go through the staging buffer (Stager), puts into it land
-// in its Mirror; Stats and Path report it.
+// in its Mirror; Stats and Path report it. Three puts, the last with the
+// signal, each through several pieces of a 64 KiB buffer (two halves), so
+// that the ring wraps within a put; with a BatchStager the copies of a
+// round are waited for once, before their puts and the signal.
 func TestStaged(t *testing.T) {
+	for _, stage := range []int{64 << 10, 16 << 20} {
+		for _, batch := range []bool{false, true} {
+			t.Run(fmt.Sprintf("stage=%dKiB/batch=%v", stage>>10, batch), func(t *testing.T) { testStaged(t, stage, batch) })
+		}
+	}
+}
+
+// testStaged: with a 16 MiB buffer (16 pieces of 1 MiB) each put is one
+// piece, and the batch of the one round (under half the ring) is waited
+// for once.
+func testStaged(t *testing.T, stage int, batch bool) {
 	const size = 1<<20 + 17
 	dev := []HostBlock{alloc(t, size), alloc(t, size)} // "device" memory
-	st := &memmoveStager{dev: dev}
-	w := newWorld(t, 2, ConnOptions{Stager: st, StageBytes: 64 << 10})
+	mm := memmoveStager{dev: dev}
+	var st Stager = &mm
+	bs := &batchStager{memmoveStager: mm}
+	if batch {
+		st = bs
+	}
+	w := newWorld(t, 2, ConnOptions{Stager: st, StageBytes: stage})
 	if w.ps[0].CUDA() {
 		t.Skip("this UCX build handles CUDA memory: device regions go direct")
 	}
@@ -161,31 +205,52 @@ func TestStaged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 300000 // several staging halves (32 KiB each)
-	if _, err := c.Post(Desc{Op: OpPut | OpSignal, Channel: ch, SrcRegion: 0, SrcOff: 9, DstRegion: 0, DstOff: 1001, Size: n}); err != nil {
-		t.Fatal(err)
+	const n = 300000 // several staging pieces (32 KiB each) per put
+	puts := []struct{ src, dst uint64 }{{9, 1001}, {9 + n, 1001 + n}, {9 + 2*n, 1001 + 2*n}}
+	// One round drains all three (no round runs while the posts go in),
+	// so a batch spans descriptors.
+	w.ps[0].loopMu.Lock()
+	for i, p := range puts {
+		op := OpPut
+		if i == len(puts)-1 {
+			op |= OpSignal
+		}
+		if _, err := c.Post(Desc{Op: op, Channel: ch, SrcRegion: 0, SrcOff: p.src, DstRegion: 0, DstOff: p.dst, Size: n}); err != nil {
+			w.ps[0].loopMu.Unlock()
+			t.Fatal(err)
+		}
 	}
-	if err := c.Flush(ch); err != nil {
-		t.Fatal(err)
-	}
+	w.ps[0].loopMu.Unlock()
 	if err := w.cs[1].WaitSignal((*uint64)(sem[1].Ptr), 1, 0); err != nil {
 		t.Fatal(err)
 	}
-	got := bytesOf(mirror[1])[1001 : 1001+n]
+	// The signal came after the data: no flush needed to see it.
+	got := bytesOf(mirror[1])[1001 : 1001+3*n]
 	for i := range got {
 		if got[i] != src[9+i] {
 			t.Fatalf("byte %d in the peer's mirror = %d, want %d", i, got[i], src[9+i])
 		}
 	}
+	if err := c.Flush(ch); err != nil {
+		t.Fatal(err)
+	}
 	if b := bytesOf(dev[1]); b[1001] != 0 {
 		t.Fatal("the put landed in the peer's device memory, not its mirror")
 	}
 	s := c.Stats()
-	if s.StagedPuts != 1 || s.DirectPuts != 0 || s.StagedBytes != n {
-		t.Fatalf("stats %+v: want one staged put of %d bytes", s, n)
+	if s.StagedPuts != 3 || s.DirectPuts != 0 || s.StagedBytes != 3*n {
+		t.Fatalf("stats %+v: want three staged puts of %d bytes", s, n)
 	}
-	if st.calls < n/(32<<10) {
-		t.Fatalf("%d staging copies for %d bytes through 32 KiB halves", st.calls, n)
+	calls := mm.calls
+	if batch {
+		calls = bs.calls
+		if bs.syncs == 0 || bs.syncs > calls || stage >= 6<<20 && bs.syncs != 1 {
+			t.Fatalf("%d syncs for %d batched copies through %d KiB: want no more syncs than copies (one when the puts fill under half the pieces)", bs.syncs, calls, stage>>10)
+		}
+	}
+	piece, _ := stagePieces(stage)
+	if calls < 3*n/piece {
+		t.Fatalf("%d staging copies for %d bytes through %d KiB pieces", calls, 3*n, piece>>10)
 	}
 }
 

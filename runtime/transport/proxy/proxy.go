@@ -243,12 +243,17 @@ func (p *Proxy) helping(d int32) {
 // proxy's goroutine is not in one: a Go producer that posts, or a waiter
 // that spins, does the proxy's work itself instead of handing it over (on
 // a machine with fewer cores than spinning threads, each handover costs a
-// scheduling slice).
-func (p *Proxy) help() {
+// scheduling slice). It reports whether the round did something (a
+// waiter that sees work goes on spinning instead of sleeping: over TCP
+// the data it waits for arrives in this process's progress, which a
+// sleeping helper would starve).
+func (p *Proxy) help() bool {
 	if p.loopMu.TryLock() {
-		p.round()
+		work, _ := p.round()
 		p.loopMu.Unlock()
+		return work
 	}
+	return false
 }
 
 // Net is the small-message network connection setup uses: the
@@ -297,8 +302,9 @@ type ConnOptions struct {
 	// Stager copies device memory to host memory for the staged path (nil:
 	// device regions without a CUDA-enabled UCX cannot be put from).
 	Stager Stager
-	// StageBytes is the staging buffer of staged puts, two halves used in
-	// turn (0: 4 MiB).
+	// StageBytes is the staging buffer of staged puts, pieces of
+	// StagePiece used in turn (two halves below 2 StagePiece; 0:
+	// THESEUS_PROXY_STAGE_BYTES, DefaultStageBytes).
 	StageBytes int
 	// Tag separates the setup exchanges of several Conns between the same
 	// ranks on one Net (one per lane: the executor's parallel connections
@@ -364,6 +370,10 @@ type Conn struct {
 	pendDesc Desc
 	pendRest Op // the descriptor's operations still to run after the flush
 	stage    *stager
+	// batched is stage while it holds copies started this round whose
+	// puts are not issued yet (flushStaged); the loop's own, unlike stage,
+	// which Register sets.
+	batched *stager
 	// held are the puts whose sources UCX still reads; published is the
 	// tail last stored.
 	held      []heldPut
@@ -393,7 +403,7 @@ func (p *Proxy) Connect(ctx context.Context, net Net, rank int, peers []int, o C
 		o.Alloc = AllocHost
 	}
 	if o.StageBytes <= 0 {
-		o.StageBytes = 4 << 20
+		o.StageBytes = stageBytes()
 	}
 	blk, err := o.Alloc(FIFOBytes(o.Capacity))
 	if err != nil {

@@ -69,6 +69,19 @@ var (
 	loadedVersion = Version
 )
 
+// explicit reports whether UCX_<key> is set to something other than
+// value: then UCX's (the user's) value stays. The same value is not
+// explicit: a process inherits the variables NewContext set in its parent
+// (Env settings), and keeping them changes nothing.
+func explicit(key, value string) bool {
+	v, ok := lookupEnv("UCX_" + key)
+	return ok && v != value
+}
+
+// TCPSegSize is the TCP segment size Settings gives UCX (UCX_TCP_TX_SEG_SIZE
+// and UCX_TCP_RX_SEG_SIZE, in UCX's memory units).
+const TCPSegSize = "256k"
+
 // Settings maps the seed's network variables onto UCX's configuration:
 //
 //   - MSCCLPP_HCA_DEVICES (comma-separated RNICs; local rank k uses the k-th)
@@ -78,6 +91,12 @@ var (
 //     every RDMA port stays listed; with only the HCAs, TCP has no device.
 //   - MSCCLPP_SOCKET_FAMILY AF_INET / AF_INET6 gives TCP_AF_PRIO inet / inet6.
 //   - MSCCLPP_GID_INDEX, when set, gives IB_GID_INDEX.
+//   - TCP_TX_SEG_SIZE and TCP_RX_SEG_SIZE = TCPSegSize (UCX: 8 KiB and
+//     64 KiB): UCX moves a put over TCP as active messages of one TX
+//     segment each; 8 KiB segments held one connection's puts to a third
+//     of what 256 KiB ones carry on loopback (docs/transport.md,
+//     "Figures"). An explicit UCX_TCP_TX_SEG_SIZE or UCX_TCP_RX_SEG_SIZE
+//     keeps both of UCX's (a TX segment must fit an RX one).
 //   - UCX 1.15 and later: PROTO_ENABLE=n (UCX's first protocols). The
 //     protocols v2, the default from 1.16, lose RMA and atomics over TCP:
 //     "cannot find remote protocol for amo_post", the requests canceled,
@@ -91,9 +110,7 @@ var (
 func Settings(o Options) ([]Setting, error) {
 	var out []Setting
 	add := func(s Setting) {
-		if _, ok := lookupEnv("UCX_" + s.Key); ok {
-			s.Kept = true
-		}
+		s.Kept = explicit(s.Key, s.Value)
 		out = append(out, s)
 	}
 	var devs, from []string
@@ -151,6 +168,16 @@ func Settings(o Options) ([]Setting, error) {
 	}
 	if major, minor, _ := loadedVersion(); major > 1 || major == 1 && minor >= 15 {
 		add(Setting{Key: "PROTO_ENABLE", Value: "n", From: fmt.Sprintf("UCX %d.%d: its protocols v2 lose RMA and atomics over TCP", major, minor)})
+	}
+	// TCP segments: UCX carries puts over TCP as active messages cut into
+	// TX_SEG_SIZE pieces (8 KiB by default), each its own send and its
+	// own handling at the target; RX_SEG_SIZE (64 KiB) must hold a TX
+	// segment. Either set explicitly keeps both UCX's. Through the
+	// environment: ucp_config_modify leaves them unused (UCX 1.13 warns
+	// "invalid configurations: TCP_TX_SEG_SIZE=...").
+	tx, rx := explicit("TCP_TX_SEG_SIZE", TCPSegSize), explicit("TCP_RX_SEG_SIZE", TCPSegSize)
+	for _, k := range []string{"TCP_TX_SEG_SIZE", "TCP_RX_SEG_SIZE"} {
+		out = append(out, Setting{Key: k, Value: TCPSegSize, From: "Theseus: puts over TCP in larger segments", Env: true, Kept: tx || rx})
 	}
 	if _, ok := env.GIDIndex.Raw(); ok {
 		g, err := env.GIDIndex.Int()
