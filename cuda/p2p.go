@@ -185,16 +185,12 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 // same): the context's threads, else THESEUS_NTHREADS, else by the
 // launch's largest transfer (an AlltoAllv's by the CPU matrix): SmallThreads
 // up to P2PSmallBytes (a small launch starts and synchronises sooner),
-// P2PLargeThreads from P2PLargeBytes on (more threads per lane draw more of
-// the copy rate: bench/results/2026-12-01-h200-eleventh, call F1, 869
-// against 791 GB/s at 1 GiB with 512), DefaultThreads between. Then fewer,
-// halving, while the launch's grid times the ranks of the node (which may
-// share the GPU) would not be resident at once.
-const (
-	P2PSmallBytes   = 4 << 10
-	P2PLargeBytes   = 4 << 20
-	P2PLargeThreads = 1024
-)
+// DefaultThreads above (with idle lanes helping the direct copies, 1024
+// threads drew less at 1 GiB than 512: 935 against 955 GB/s,
+// bench/results/2026-12-01-h200-twelfth, call G2b). Then fewer, halving,
+// while the launch's grid times the ranks of the node (which may share the
+// GPU) would not be resident at once.
+const P2PSmallBytes = 4 << 10
 
 // p2pWantThreads is the threads a launch asks for: set (the context's,
 // when > 0), else THESEUS_NTHREADS, else by largest, the launch's largest
@@ -206,11 +202,8 @@ func p2pWantThreads(set int, largest int64) int {
 	if n, ok := envThreads(); ok {
 		return n
 	}
-	switch {
-	case largest <= P2PSmallBytes:
+	if largest <= P2PSmallBytes {
 		return SmallThreads
-	case largest >= P2PLargeBytes:
-		return P2PLargeThreads
 	}
 	return DefaultThreads
 }
