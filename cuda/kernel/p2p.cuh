@@ -179,7 +179,7 @@ DEV void p2p_red_release_gpu(u64* p, u64 v) { asm volatile("red.release.gpu.glob
 // p2p_help_run copies the piece thread 0 took (s_piece >= 0) and counts it
 // done: every thread's writes (the barrier), then thread 0's release, which
 // is cumulative over them.
-DEV void p2p_help_run(u64* h) {
+NOINLINE void p2p_help_run(u64* h) {
   p2p_copy_piece(s_job, s_piece);
   bar();
   if (tid() == 0) p2p_red_release_gpu(&h[P2P_H_DONE], 1);
@@ -188,7 +188,7 @@ DEV void p2p_help_run(u64* h) {
 // p2p_help_rest is a receive lane's help after its receives: pieces of its
 // send lane's jobs until that lane has finished launch k (or the launch
 // stops: a failed launch's copies need no help).
-DEV void p2p_help_rest(const Ctx& c, u64* h, u64 k) {
+NOINLINE void p2p_help_rest(const Ctx& c, u64* h, u64 k) {
   for (;;) {
     if (tid() == 0) {
       s_piece = -1;
@@ -211,7 +211,7 @@ DEV void p2p_help_rest(const Ctx& c, u64* h, u64 k) {
 // pieces ignores the abort word (a piece a helper took is always finished,
 // soon: a copy waits on nothing), so that no helper's count lands in a
 // later job; the wait is still bounded by the timeout.
-DEV bool p2p_direct(const Ctx& c, int ch, const char* src, char* dst, i64 total, i64 j0, int used, u64 tseq, int q) {
+NOINLINE bool p2p_direct(const Ctx& c, int ch, const char* src, char* dst, i64 total, i64 j0, int used, u64 tseq, int q) {
   // Thread 0 alone knows the job and whether it is shared: it takes the
   // pieces (atomically when shared) and tells the block which is next.
   u64* h = nullptr;
@@ -646,7 +646,7 @@ DEV bool p2p_port_post_line(const Ctx& c, const theseus_p2p_peer& pr, int ch, u6
 
 // p2p_send_port runs channel ch of the transfers to a peer on another node
 // (p2p_send_peer's FIFO path; never direct).
-DEV bool p2p_send_port(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
+NOINLINE bool p2p_send_port(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
   const theseus_p2p_launch& P = s_p2p;
   const i64 C = P.chunk_bytes;
   const u64 N = (u64)P.slots;
@@ -699,7 +699,7 @@ DEV bool p2p_send_port(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
 
 // p2p_recv_port reads channel ch of the transfers from a peer on another
 // node (p2p_recv_peer's FIFO path, waiting on the arrival word).
-DEV bool p2p_recv_port(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
+NOINLINE bool p2p_recv_port(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
   const theseus_p2p_launch& P = s_p2p;
   const i64 C = P.chunk_bytes;
   const u64 N = (u64)P.slots;
@@ -775,7 +775,7 @@ DEV bool p2p_recv_port(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
 
 // p2p_poison_port is p2p_poison for a peer on another node: the abort
 // header put and signalled, the abort post put and flushed. Thread 0.
-DEV void p2p_poison_port(const Ctx& c, int ch, bool recv, const theseus_p2p_peer& pr) {
+NOINLINE void p2p_poison_port(const Ctx& c, int ch, bool recv, const theseus_p2p_peer& pr) {
   const theseus_p2p_launch& P = s_p2p;
   char* local = (char*)pr.local;
   char* remote = (char*)pr.remote;
