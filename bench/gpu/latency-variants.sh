@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # latency-variants.sh — issue 25: the kernel's synchronisation variants
-# (cuda/kernel/executor.cuh THESEUS_LAT_*; docs/design/cuda.md, "Small
+# (build flags of the kernel; the THESEUS_LAT_* set of a459371 in docs/design/cuda.md, "Small
 # launches", "Synchronisation variants") against the embedded kernel on ONE
 # H200, in one device call of at most 4 minutes (every step bounded, the
 # results packed after each).

@@ -8,10 +8,11 @@ D=$ROOT/.device
 mkdir -p "$D"
 cd "$ROOT"
 git rev-parse HEAD >"$D/COMMIT"
-# The latency variants of the kernel's synchronisation (issue 25; cuda/kernel/
-# executor.cuh THESEUS_LAT_*, docs/design/cuda.md "Synchronisation variants"),
-# for bench/gpu/latency-variants.sh: LAT_VARIANTS=default builds the set below,
-# or "name:build flags" entries separated by ";" build those. Each variant is
+# Latency variants of the kernel for bench/gpu/latency-variants.sh: LAT_VARIANTS
+# "name:build flags" entries separated by ";" (flags a kernel source under
+# test reads; the THESEUS_LAT_* set measured in bench/results/2026-12-01-h200-
+# twelfth call G2a, none of which paid, is in the kernel of a459371 only:
+# LAT_VARIANTS=default names it, for a checkout of that commit). Each variant is
 # every datatype's module of the measurement build (the differential test uses
 # them all), packed into .device/lat/<name>.tgz (about 1.5 MB; the script
 # unpacks it on the GPU machine) with its flags in flags.txt. Also

@@ -44,42 +44,6 @@
 #ifndef THESEUS_PROBE
 #define THESEUS_PROBE(err, i) ((void)0)
 #endif
-// Latency variants of the synchronisation (issue 25; docs/design/cuda.md,
-// "Small launches", "Synchronisation variants"): each is 0 in the product
-// and set to 1 only by a measurement build (bench/gpu/prepare.sh
-// LAT_VARIANTS, bench/gpu/latency-variants.sh) until one is adopted.
-//   THESEUS_LAT_ACQREL  release/acquire fences instead of fence.sc, and no
-//                       fence right before a release operation
-//   THESEUS_LAT_DONE    a launch of several blocks publishes its done word
-//                       through its acq_rel counter and one release store
-//   THESEUS_LAT_POLL    waits poll with relaxed loads and end with one
-//                       acquire fence
-//   THESEUS_LAT_BEGIN   the launch reads its own done word relaxed (launch
-//                       mode: the previous launch ended at a kernel boundary)
-//   THESEUS_LAT_FENCE   the launch fence waited for by thread 0 while warp 1
-//                       stages the metadata, its first word's address loaded
-//                       beside the done word
-//   THESEUS_LAT_STAGE   a table of at most THESEUS_STAGE_OPS ops and
-//                       THESEUS_STAGE_REFS refs staged whole, in one round
-//                       after the header
-#ifndef THESEUS_LAT_ACQREL
-#define THESEUS_LAT_ACQREL 0
-#endif
-#ifndef THESEUS_LAT_DONE
-#define THESEUS_LAT_DONE 0
-#endif
-#ifndef THESEUS_LAT_POLL
-#define THESEUS_LAT_POLL 0
-#endif
-#ifndef THESEUS_LAT_BEGIN
-#define THESEUS_LAT_BEGIN 0
-#endif
-#ifndef THESEUS_LAT_FENCE
-#define THESEUS_LAT_FENCE 0
-#endif
-#ifndef THESEUS_LAT_STAGE
-#define THESEUS_LAT_STAGE 0
-#endif
 
 typedef uint8_t u8;
 typedef uint16_t u16;
@@ -122,51 +86,6 @@ DEV u64 ld_acquire_gpu(const u64* p) {
   asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
-// The latency variants' fences and loads (THESEUS_LAT_*): fence.acq_rel is
-// the PTX memory model's fence for release and acquire patterns (a
-// fence.sc adds a total order of fence.sc operations, which only
-// store-buffering patterns need; no wait here is one: each polls until it
-// sees the value it waits for). A relaxed load followed by
-// fence.acq_rel is an acquire pattern.
-DEV void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
-DEV void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
-DEV u64 ld_relaxed_sys(const u64* p) {
-  u64 v;
-  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-DEV u64 ld_relaxed_gpu(const u64* p) {
-  u64 v;
-  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-// ld_wait_sys and ld_wait_gpu are the polls of the executor's waits on
-// words written by release operations (launch fence, pairing wait,
-// semaphore waits on mapped channels; dependency and barrier waits), and
-// wait_done_sys / wait_done_gpu what ends such a wait once it has seen its
-// value: an acquire load per poll and nothing after it, or with
-// THESEUS_LAT_POLL a relaxed load per poll and one fence.acq_rel after
-// (the acquire pattern; thread 0's barrier that follows every wait orders
-// the other threads' later accesses after it).
-#if THESEUS_LAT_POLL
-DEV u64 ld_wait_sys(const u64* p) { return ld_relaxed_sys(p); }
-DEV u64 ld_wait_gpu(const u64* p) { return ld_relaxed_gpu(p); }
-DEV void wait_done_sys() { fence_acq_rel_sys(); }
-DEV void wait_done_gpu() { fence_acq_rel_gpu(); }
-#else
-DEV u64 ld_wait_sys(const u64* p) { return ld_poll_sys(p); }
-DEV u64 ld_wait_gpu(const u64* p) { return ld_acquire_gpu(p); }
-DEV void wait_done_sys() {}
-DEV void wait_done_gpu() {}
-#endif
-// fence_ord_sys is the system fence where the code needs release or
-// acquire ordering only (after a semaphore wait): fence.sc, or with
-// THESEUS_LAT_ACQREL fence.acq_rel.
-#if THESEUS_LAT_ACQREL
-DEV void fence_ord_sys() { fence_acq_rel_sys(); }
-#else
-DEV void fence_ord_sys() { fence_sys(); }
-#endif
 DEV void st_release_gpu(u64* p, u64 v) {
   asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
@@ -1161,21 +1080,10 @@ DEV bool tb_barrier(const Ctx& c, int id, int n, i64 step, i64 slice) {
   u64* mine = &words[THESEUS_MAX_BARRIERS + (u64)c.tb * THESEUS_MAX_BARRIERS + id];
   u64 k = *mine + 1;
   *mine = k;
-#if !THESEUS_LAT_ACQREL
   fence_gpu();
-#endif
-  // (the add is a release: with THESEUS_LAT_ACQREL it alone orders the
-  // block's accesses before it, those of the other threads through the
-  // caller's barrier, which precedes every call)
   atom_add_gpu(arrive, 1);
   u64 want = k * (u64)n;
-#if THESEUS_LAT_POLL
-  if (!spin(c, [&] { return ld_wait_gpu(arrive) >= want; }, THESEUS_WAIT_BARRIER, step, slice, id, want, arrive)) return false;
-  wait_done_gpu();
-  return true;
-#else
   return spin(c, [&] { return ld_acquire_gpu(arrive) >= want; }, THESEUS_WAIT_BARRIER, step, slice, id, want, arrive);
-#endif
 }
 
 // ---------------------------------------------------------------- the kernel
@@ -1201,17 +1109,7 @@ DEV void launch_begin(const theseus_launch& launch) {
   s_hostlc = launch.launch;
   s_prev = launch.launch - 1;
   if (launch.done != 0) {
-#if THESEUS_LAT_BEGIN && !defined(THESEUS_RESIDENT)
-    // Launch mode: the previous launch of this rank ended at a kernel
-    // boundary in stream order (docs/design/cuda.md, "One rank's launches
-    // on several streams"), which makes its writes visible to this launch;
-    // only the value is needed, from a strong load. (The persistent
-    // executor's items follow each other inside one kernel: there the
-    // acquire stays.)
-    s_prev = ld_relaxed_sys((const u64*)launch.done);
-#else
     s_prev = ld_acquire_sys((const u64*)launch.done);
-#endif
     if (s_prev + 1 > launch.launch) s_launch.launch = s_prev + 1;
   }
   s_fail = 0;
@@ -1226,37 +1124,18 @@ DEV void launch_begin(const theseus_launch& launch) {
 // timeout or an abort fails the launch (s_fail). A fenced launch's nfence
 // counts the done words and the fences with peers on other nodes (the
 // last, port_fence).
-// fw0, when set, is the first fence word's address, already loaded
-// (THESEUS_LAT_FENCE: launch_fence_early).
-DEV void launch_fence(const Ctx& c, const u64* fw0 = nullptr) {
+DEV void launch_fence(const Ctx& c) {
   const theseus_launch& L = *c.L;
   if (L.nfence <= 0) return;
   const u64* const* fw = (const u64* const*)L.fence;
   const u64 want = s_prev;
   const int nlocal = L.nfence - (L.port != 0 ? port_launch(c)->nfence : 0);
   for (int f = 0; f < nlocal; f++) {
-    const u64* w = f == 0 && fw0 != nullptr ? fw0 : fw[f];
-    if (!spin(c, [&] { return ld_wait_sys(w) >= want; }, THESEUS_WAIT_FENCE, -1, -1, f, want, w)) return;
+    const u64* w = fw[f];
+    if (!spin(c, [&] { return ld_poll_sys(w) >= want; }, THESEUS_WAIT_FENCE, -1, -1, f, want, w)) return;
   }
-  wait_done_sys();
   port_fence(c);  // the peers on other nodes
 }
-
-#if THESEUS_LAT_FENCE
-// launch_fence_early (thread 0, after launch_begin and launch_pair, while
-// warp 1 stages the metadata) is the launch fence of a launch without
-// port channels (exec_block), with the address of the first peer's done
-// word (fw0) loaded before launch_begin's read of this rank's done word,
-// so that the two loads overlap. Legal anywhere before the launch's first
-// access to scratch (the op loop, behind the block's barriers).
-DEV void launch_fence_early(u32 tb, const u64* fw0) {
-  if (s_fail) return;  // the pairing wait failed
-  Ctx c = Ctx{};
-  c.L = &s_launch;
-  c.tb = tb;
-  launch_fence(c, fw0);
-}
-#endif
 
 // atom_max_sys raises *p to at least v (relaxed: the word orders nothing
 // but itself).
@@ -1280,9 +1159,8 @@ DEV void launch_pair(const theseus_launch& launch) {
   const u64 want = launch.launch;
   for (int i = 0; i < launch.npair; i++) {
     const u64* w = pw[i];
-    if (!spin(c, [&] { return ld_wait_sys(w) >= want; }, THESEUS_WAIT_PAIR, -1, -1, i, want, w)) break;
+    if (!spin(c, [&] { return ld_poll_sys(w) >= want; }, THESEUS_WAIT_PAIR, -1, -1, i, want, w)) break;
   }
-  wait_done_sys();
 }
 
 // launch_done (every thread): the last of the launch's ntb threadblocks to
@@ -1300,21 +1178,6 @@ DEV void launch_done(u64 lc, u64 ntb) {
       if (L.hdone != 0) atom_max_sys((u64*)L.hdone, s_hostlc);
       return;
     }
-#if THESEUS_LAT_DONE
-    // Several blocks, no system fence: the counter's add is acq_rel at GPU
-    // scope (every block of the launch is on this GPU), so it releases this
-    // block's accesses (every thread's, through the barrier), and the
-    // last block's add, which reads the value the chain of every earlier
-    // block's add left, acquires them all; its release store of the done
-    // word at system scope is cumulative over everything before it in
-    // causality order: every block's accesses. The finished word is
-    // raised as a one-block launch raises it.
-    u64 old = atom_add_gpu((u64*)L.finish, 1);
-    if ((old + 1) % ntb == 0) {
-      asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(L.done), "l"(lc) : "memory");
-      if (L.hdone != 0) atom_max_sys((u64*)L.hdone, s_hostlc);
-    }
-#else
     fence_sys();
     u64 old = atom_add_gpu((u64*)L.finish, 1);
     if ((old + 1) % ntb == 0) {
@@ -1322,7 +1185,6 @@ DEV void launch_done(u64 lc, u64 ntb) {
       asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(L.done), "l"(lc) : "memory");
       if (L.hdone != 0) atom_max_sys((u64*)L.hdone, s_hostlc);
     }
-#endif
   }
 }
 
@@ -1386,7 +1248,7 @@ __shared__ theseus_tb s_tbr;
 __shared__ theseus_op s_ops[THESEUS_STAGE_OPS];
 __shared__ theseus_ref s_refs[THESEUS_STAGE_REFS];
 __shared__ theseus_chan_rt s_chans[THESEUS_STAGE_CHANS];
-__shared__ u64 s_staged[3];  // ops staged (1; THESEUS_LAT_STAGE 2: the whole table's), refs staged (ref base + 1, 0: not), channels staged
+__shared__ u64 s_staged[3];  // ops staged, refs staged (ref base + 1, 0: not), channels staged
 
 DEV void warp_sync(u32 mask) { asm volatile("bar.warp.sync %0;" ::"r"(mask) : "memory"); }
 
@@ -1405,31 +1267,6 @@ DEV void stage_meta(const theseus_launch& launch, u32 lane, u32 width, u32 mask,
   const u8* base = (const u8*)launch.table;
   stage_copy(&s_hdr, base, sizeof(theseus_optable_header) / 8, lane, width);
   warp_sync(mask);
-#if THESEUS_LAT_STAGE && !defined(THESEUS_SPECIALIZED)
-  // A small table (every op and ref of it fits): the threadblock record,
-  // the channel records and the whole table's ops and refs in one round
-  // of loads, each at an offset the header gives, instead of three rounds
-  // one after the other (record, its ops, their refs). s_staged[0] = 2:
-  // the ops from the table's first (op base 0).
-  if (s_hdr.num_ops <= THESEUS_STAGE_OPS && s_hdr.num_refs <= THESEUS_STAGE_REFS) {
-    if (tb < s_hdr.num_tbs) {
-      stage_copy(&s_tbr, base + s_hdr.off_tbs + (u64)tb * sizeof(theseus_tb), sizeof(theseus_tb) / 8, lane, width);
-    } else if (lane == 0) {
-      s_tbr.op_start = 0;
-      s_tbr.op_count = 0;
-    }
-    const bool chans = s_hdr.num_channels <= THESEUS_STAGE_CHANS && launch.npair <= 0;  // (as below)
-    if (chans) stage_copy(s_chans, (const void*)launch.chans, s_hdr.num_channels * sizeof(theseus_chan_rt) / 8, lane, width);
-    stage_copy(s_ops, base + s_hdr.off_ops, s_hdr.num_ops * sizeof(theseus_op) / 8, lane, width);
-    stage_copy(s_refs, base + s_hdr.off_refs, s_hdr.num_refs * sizeof(theseus_ref) / 8, lane, width);
-    if (lane == 0) {
-      s_staged[0] = 2;
-      s_staged[1] = s_hdr.num_refs > 0 ? 1 : 0;
-      s_staged[2] = chans;
-    }
-    return;
-  }
-#endif
   if (tb < s_hdr.num_tbs) {
     stage_copy(&s_tbr, base + s_hdr.off_tbs + (u64)tb * sizeof(theseus_tb), sizeof(theseus_tb) / 8, lane, width);
   } else if (lane == 0) {
@@ -1487,15 +1324,8 @@ DEV void exec_block(const theseus_launch& launch) {
     const u32 width = nthreads() - 32 * w >= 32 ? 32 : nthreads() - 32 * w;
     const u32 mask = width == 32 ? 0xffffffffu : (1u << width) - 1;
     if (tid() == 0) {
-#if THESEUS_LAT_FENCE
-      // (loaded first: in flight while launch_begin reads the done word)
-      const u64* fw0 = launch.nfence > 0 && launch.port == 0 ? ((const u64* const*)launch.fence)[0] : nullptr;
-#endif
       launch_begin(launch);
       launch_pair(launch);
-#if THESEUS_LAT_FENCE
-      if (launch.port == 0) launch_fence_early(tbi, fw0);
-#endif
     }
     if (tid() / 32 == w) stage_meta(launch, tid() & 31, width, mask, tbi);
   }
@@ -1521,11 +1351,7 @@ DEV void exec_block(const theseus_launch& launch) {
     c.h = h;
 #ifndef THESEUS_SPECIALIZED  // (the table's records are constants there: T_*)
     c.ops = s_staged[0] ? s_ops : (const theseus_op*)(base + h->off_ops);
-#if THESEUS_LAT_STAGE
-    c.op_base = s_staged[0] == 1 ? s_tbr.op_start : 0;  // (2: the whole table's ops)
-#else
     c.op_base = s_staged[0] ? s_tbr.op_start : 0;
-#endif
     c.refs = s_staged[1] ? s_refs : (const theseus_ref*)(base + h->off_refs);
     c.ref_base = s_staged[1] ? s_staged[1] - 1 : 0;
     c.deps = (const theseus_dep*)(base + h->off_deps);
@@ -1544,15 +1370,8 @@ DEV void exec_block(const theseus_launch& launch) {
   }
   bar();
   THESEUS_PROBE(launch.error, 2);
-#if THESEUS_LAT_FENCE
-  if (launch.port != 0) {  // (else thread 0 has waited already: launch_fence_early)
-    if (tid() == 0) launch_fence(c);
-    bar();
-  }
-#else
   if (tid() == 0) launch_fence(c);
   bar();
-#endif
   THESEUS_PROBE(launch.error, 3);
   if (s_fail) return;
   theseus_tb tbr = {};
@@ -1583,11 +1402,10 @@ DEV void exec_block(const theseus_launch& launch) {
           const theseus_dep dep = T_DEPS(c)[op.dep_start + d];
           u64 target = epoch | (u64)(s * (i64)T_TBS(c)[dep.tb].op_count + dep.step + 1);
           u64* w = &publish[dep.tb];
-          if (!spin(c, [&] { u64 v = ld_wait_gpu(w); return v >= target && (v >> 40) == (epoch >> 40); },
+          if (!spin(c, [&] { u64 v = ld_acquire_gpu(w); return v >= target && (v >> 40) == (epoch >> 40); },
                     THESEUS_WAIT_DEPENDENCY, (i64)i, s, dep.tb, target, w))
             break;
         }
-        wait_done_gpu();
       }
       bar();
       THESEUS_PROBE(launch.error, 5 + 3 * (i & 1));
@@ -1603,14 +1421,7 @@ DEV void exec_block(const theseus_launch& launch) {
         case THESEUS_OP_SIGNAL:
           bar();  // every thread's writes before the signal
           if (tid() == 0) {
-#if THESEUS_LAT_ACQREL
-            // Each signal of a mapped end is a release at system scope,
-            // cumulative over the block's accesses (the barrier above): no
-            // fence before it. A launch with port ends keeps the fence.
-            if (c.L->port != 0) fence_sys();
-#else
             fence_sys();
-#endif
             T_UNROLL
             for (u32 k = 0; k < op.nchan; k++) {
               const i32 cid = T_CHAN_LIST(c)[op.chan_start + k];
@@ -1633,20 +1444,10 @@ DEV void exec_block(const theseus_launch& launch) {
               u64 want = *exp + 1;
               *exp = want;
               const u64* in = (const u64*)ch.inbound;
-#if THESEUS_LAT_POLL
-              // A mapped end's inbound word is raised by the peer's release
-              // (a relaxed poll, the fence below the acquire); a port end's
-              // by the proxy (an acquire per poll, as in the product).
-              const bool port = ch.port != 0;
-              if (!spin(c, [&] { return (port ? ld_poll_sys(in) : ld_wait_sys(in)) >= want; }, THESEUS_WAIT_SEMAPHORE, (i64)i, s, cid,
-                        want, in))
-                break;
-#else
               if (!spin(c, [&] { return ld_poll_sys(in) >= want; }, THESEUS_WAIT_SEMAPHORE, (i64)i, s, cid, want, in))
                 break;
-#endif
             }
-            fence_ord_sys();
+            fence_sys();
           }
           break;
         case THESEUS_OP_FLUSH:
@@ -1661,9 +1462,7 @@ DEV void exec_block(const theseus_launch& launch) {
         case THESEUS_OP_BARRIER:
           bar();
           if (tid() == 0) {
-#if !THESEUS_LAT_ACQREL  // (tb_barrier's add is the release)
             fence_gpu();
-#endif
             tb_barrier(c, op.barrier_id, op.barrier_tbs, (i64)i, s);
           }
           break;
@@ -1674,9 +1473,7 @@ DEV void exec_block(const theseus_launch& launch) {
       if (op.flags & THESEUS_OPF_PUBLISH) {
         bar();
         if (tid() == 0) {
-#if !THESEUS_LAT_ACQREL  // (the store is a release, cumulative over the barrier above)
           fence_gpu();
-#endif
           st_release_gpu(&publish[tbi], epoch | (u64)(s * (i64)tbr.op_count + (i64)i + 1));
         }
       }
@@ -1691,9 +1488,7 @@ DEV void exec_block(const theseus_launch& launch) {
   bool reduces = coll == THESEUS_COLL_ALLREDUCE || coll == THESEUS_COLL_REDUCESCATTER || coll == THESEUS_COLL_REDUCE;
   if (launch.redop == RAVG && reduces && !(coll == THESEUS_COLL_REDUCE && launch.rank != launch.root)) {
     if (tid() == 0) {
-#if !THESEUS_LAT_ACQREL  // (tb_barrier's add is the release)
       fence_gpu();
-#endif
       tb_barrier(c, THESEUS_EPILOGUE_BARRIER, (int)T_HDR(c)->num_tbs, -1, -1);
     }
     bar();
