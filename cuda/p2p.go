@@ -192,15 +192,21 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 // GPU) would not be resident at once.
 const P2PSmallBytes = 4 << 10
 
+// P2PMaxThreads is the most threads per threadblock of the point-to-point
+// kernel (kernel/launch.h, THESEUS_P2P_MAX_THREADS: its launch bound, which
+// leaves it up to 128 registers a thread); a context's threads or
+// THESEUS_NTHREADS above it are clamped to it.
+const P2PMaxThreads = C.THESEUS_P2P_MAX_THREADS
+
 // p2pWantThreads is the threads a launch asks for: set (the context's,
 // when > 0), else THESEUS_NTHREADS, else by largest, the launch's largest
 // transfer in bytes.
 func p2pWantThreads(set int, largest int64) int {
 	if set > 0 {
-		return set
+		return min(set, P2PMaxThreads)
 	}
 	if n, ok := envThreads(); ok {
-		return n
+		return min(n, P2PMaxThreads)
 	}
 	if largest <= P2PSmallBytes {
 		return SmallThreads

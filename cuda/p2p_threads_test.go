@@ -28,7 +28,7 @@ func TestP2PWantThreads(t *testing.T) {
 	}{
 		{"", 0, 0, SmallThreads}, {"", 0, 8, SmallThreads}, {"", 0, P2PSmallBytes, SmallThreads},
 		{"", 0, P2PSmallBytes + 1, DefaultThreads}, {"", 0, 4 << 20, DefaultThreads}, {"", 0, 1 << 30, DefaultThreads},
-		{"", 128, 1 << 30, 128}, {"", 1024, 8, 1024}, {"384", 0, 8, 384}, {"384", 0, 1 << 30, 384},
+		{"", 128, 1 << 30, 128}, {"", 1024, 8, P2PMaxThreads}, {"384", 0, 8, 384}, {"384", 0, 1 << 30, 384},
 		{"384", 64, 1 << 30, 64}, {"2048", 0, 1 << 30, DefaultThreads}, {"x", 0, 8, 256},
 	} {
 		vars := map[string]string{}

@@ -350,5 +350,9 @@ typedef struct theseus_p2p_launch {
 
 /* Bytes of one channel's help record (p2p.cuh). */
 #define THESEUS_P2P_HELP_BYTES 128
+/* The most threads per threadblock of the point-to-point kernel (its
+ * __launch_bounds__: up to 128 registers a thread, so that its code does not
+ * spill at the executor's 64; cuda/p2p.go clamps a launch to it). */
+#define THESEUS_P2P_MAX_THREADS 512
 
 #endif /* THESEUS_LAUNCH_H */

@@ -832,7 +832,7 @@ DEV void p2p_poison(const Ctx& c, int ch, bool recv) {
 // theseus_p2p is the engine's entry: grid 2 x channels, launch.p2p the
 // launch's descriptor. It uses no scratch, no fence and no done word: its
 // launches are not the communicator's counted launches.
-extern "C" __global__ void __launch_bounds__(MAX_THREADS) theseus_p2p(theseus_launch launch) {
+extern "C" __global__ void __launch_bounds__(THESEUS_P2P_MAX_THREADS) theseus_p2p(theseus_launch launch) {
   __shared__ Ctx s_pctx;  // only L and tb: what fail and spin read
   if (tid() == 0) {
     s_launch = launch;

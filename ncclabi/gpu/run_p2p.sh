@@ -18,8 +18,7 @@
 #      (goal <= 10 us), and an MoE-like alltoallv of 8 ranks with 4 hot
 #      experts against alltoall of the padded maximum (both times); with
 #      the A/B of the same run (P2P_AB=1, the default): 1 GiB with helping
-#      off (THESEUS_P2P_HELP=0), with 1024 threads (THESEUS_NTHREADS=1024),
-#      and with both, 8 B with 512 threads;
+#      off (THESEUS_P2P_HELP=0), 8 B with 512 threads;
 #   5. the engine's parameters: sendrecv 1 GiB and 8 B on the contexts of
 #      P2P_CONTEXTS ("name=dir ...": the default plus a "gen": "p2p" entry,
 #      which bench/gpu/prepare.sh makes under .device/p2p-contexts).
@@ -178,10 +177,9 @@ if want 4; then
     row 4 "sendrecv 2 ranks 1 GiB" "$rc" "algbw $bw GB/s = $ratio of memcpy alone (goal >= 0.9); both ranks together (they share the GPU's memory): $ratio3 of memcpy alone, $ratio2 of two concurrent memcpys' sum; #wrong $w1g"
     if [ "$rc" != 0 ] || [ "$w1g" != 0 ]; then fail=1; fi
     # The A/B of the same run (P2P_AB=0 leaves it out): helping off
-    # (THESEUS_P2P_HELP=0), 1024 threads (THESEUS_NTHREADS=1024; the size
-    # rule gives 512), and both.
+    # (THESEUS_P2P_HELP=0). (The kernel's launch bound is 512 threads.)
     if [ "${P2P_AB:-1}" = 1 ]; then
-      for ab in "nohelp THESEUS_P2P_HELP=0" "1024 THESEUS_NTHREADS=1024" "1024-nohelp THESEUS_NTHREADS=1024 THESEUS_P2P_HELP=0"; do
+      for ab in "nohelp THESEUS_P2P_HELP=0"; do
         set -- $ab
         tag=$1
         shift
