@@ -59,7 +59,7 @@ func TestParseSize(t *testing.T) {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "-1", "MB", "12XB", "1e30GB"} {
+	for _, bad := range []string{"", "-1", "MB", "12XB", "1e30GB", "NaN", "nanMB", "-inf", "inf", "-0.5KB"} {
 		if _, err := ParseSize(bad); err == nil {
 			t.Errorf("ParseSize(%q) accepted", bad)
 		}

@@ -616,3 +616,50 @@ func TestInitLog(t *testing.T) {
 		}
 	}
 }
+
+// TestBadProxyEnv: a malformed, negative or too small THESEUS_PROXY_SPIN,
+// THESEUS_PROXY_STAGE_BYTES or THESEUS_PROXY_STAGE_BATCH is an error at
+// New naming the variable (before UCX starts), not the default silently;
+// a spin too large for a time.Duration is env.MaxTimeout, not an
+// overflowed, negative one.
+func TestBadProxyEnv(t *testing.T) {
+	for _, c := range []struct{ key, val, want string }{
+		{"THESEUS_PROXY_SPIN", "abc", `THESEUS_PROXY_SPIN="abc": not an integer`},
+		{"THESEUS_PROXY_SPIN", "-5", "THESEUS_PROXY_SPIN=-5: want microseconds, 0 or more"},
+		{"THESEUS_PROXY_SPIN", "1ms", `THESEUS_PROXY_SPIN="1ms": not an integer`},
+		{"THESEUS_PROXY_STAGE_BYTES", "lots", `THESEUS_PROXY_STAGE_BYTES: bad size "lots"`},
+		{"THESEUS_PROXY_STAGE_BYTES", "-1MiB", `THESEUS_PROXY_STAGE_BYTES: bad size "-1MiB"`},
+		{"THESEUS_PROXY_STAGE_BYTES", "NaN", `THESEUS_PROXY_STAGE_BYTES: bad size "NaN"`},
+		{"THESEUS_PROXY_STAGE_BYTES", "1", "THESEUS_PROXY_STAGE_BYTES=1: want at least 2 bytes"},
+		{"THESEUS_PROXY_STAGE_BYTES", "1e30GB", `THESEUS_PROXY_STAGE_BYTES: size "1e30GB" too large`},
+		{"THESEUS_PROXY_STAGE_BATCH", "maybe", `THESEUS_PROXY_STAGE_BATCH="maybe": not a boolean`},
+	} {
+		restore := env.SetLookupForTest(func(k string) (string, bool) {
+			if k == c.key {
+				return c.val, true
+			}
+			return "", false
+		})
+		p, err := New(Options{})
+		restore()
+		if err == nil {
+			p.Close()
+			t.Errorf("%s=%s: New succeeded", c.key, c.val)
+		} else if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s=%s: New: %v; want %q", c.key, c.val, err, c.want)
+		}
+	}
+	for val, want := range map[string]time.Duration{"": 2 * time.Millisecond, "0": 0, "150": 150 * time.Microsecond, "9223372036854775807": env.MaxTimeout} {
+		restore := env.SetLookupForTest(func(k string) (string, bool) {
+			if k == "THESEUS_PROXY_SPIN" && val != "" {
+				return val, true
+			}
+			return "", false
+		})
+		got, err := spinFromEnv()
+		restore()
+		if err != nil || got != want {
+			t.Errorf("THESEUS_PROXY_SPIN=%q: %v, %v; want %v", val, got, err, want)
+		}
+	}
+}

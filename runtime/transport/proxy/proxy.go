@@ -80,10 +80,35 @@ type Proxy struct {
 	spin time.Duration
 }
 
+// spinFromEnv is THESEUS_PROXY_SPIN as a duration: microseconds, 0 or
+// more (2000 when unset); values over env.MaxTimeout give env.MaxTimeout
+// (never an overflowed, negative spin). A malformed or negative value is
+// an error naming the variable.
+func spinFromEnv() (time.Duration, error) {
+	us, err := env.ProxySpin.Int()
+	if err != nil {
+		return 0, fmt.Errorf("proxy: %w (microseconds, 0 or more)", err)
+	}
+	if us < 0 {
+		return 0, fmt.Errorf("proxy: THESEUS_PROXY_SPIN=%d: want microseconds, 0 or more", us)
+	}
+	if us > int64(env.MaxTimeout/time.Microsecond) {
+		return env.MaxTimeout, nil
+	}
+	return time.Duration(us) * time.Microsecond, nil
+}
+
 // New starts a Proxy: it loads UCX (a *ucx.LoadError when libucp is
 // missing), creates the context (the seed's network variables mapped,
 // ucx.Settings) and a worker, and starts the progress goroutine.
 func New(o Options) (*Proxy, error) {
+	spin, err := spinFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkStageEnv(); err != nil {
+		return nil, err
+	}
 	c, err := ucx.NewContext(ucx.Options{LocalRank: o.LocalRank, LocalRanks: o.LocalRanks})
 	if err != nil {
 		return nil, err
@@ -97,10 +122,7 @@ func New(o Options) (*Proxy, error) {
 	if p.timeout <= 0 {
 		p.timeout = env.TimeoutOrDefault()
 	}
-	p.spin = 2 * time.Millisecond
-	if us, err := env.ProxySpin.Int(); err == nil && us >= 0 {
-		p.spin = time.Duration(us) * time.Microsecond
-	}
+	p.spin = spin
 	if log.On(log.Info, log.Init) {
 		maj, min, rel := ucx.Version()
 		sets := make([]string, 0, len(c.Settings()))

@@ -122,6 +122,23 @@ func newStager(p *Proxy, o ConnOptions) (*stager, error) {
 	return st, nil
 }
 
+// checkStageEnv reports a malformed THESEUS_PROXY_STAGE_BYTES (not a size,
+// or under 2 bytes) or THESEUS_PROXY_STAGE_BATCH (not a boolean): New
+// refuses them instead of running with the defaults.
+func checkStageEnv() error {
+	v, err := env.ProxyStage.Size()
+	if err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	if v < 2 {
+		return fmt.Errorf("proxy: THESEUS_PROXY_STAGE_BYTES=%s: want at least 2 bytes (1 GiB at most is used)", env.ProxyStage.String())
+	}
+	if _, err := env.ProxyBatch.Bool(); err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	return nil
+}
+
 // stageBatch is THESEUS_PROXY_STAGE_BATCH (default on).
 func stageBatch() bool {
 	v, err := env.ProxyBatch.Bool()

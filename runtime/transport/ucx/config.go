@@ -172,13 +172,37 @@ func Settings(o Options) ([]Setting, error) {
 	// TCP segments: UCX carries puts over TCP as active messages cut into
 	// TX_SEG_SIZE pieces (8 KiB by default), each its own send and its
 	// own handling at the target; RX_SEG_SIZE (64 KiB) must hold a TX
-	// segment. Either set explicitly keeps both UCX's. Through the
-	// environment: ucp_config_modify leaves them unused (UCX 1.13 warns
-	// "invalid configurations: TCP_TX_SEG_SIZE=...").
+	// segment. An explicit one is kept, and the other follows: an
+	// explicit TX alone gives RX TCPSegSize or the TX size if larger (UCX
+	// refuses a TX segment over its 64 KiB RX: "RX segment size ... must
+	// be >= TX segment size"); an explicit RX alone of TCPSegSize or more
+	// gives TX TCPSegSize; otherwise (a smaller RX, a value that is not a
+	// plain size: inf, auto) the other stays UCX's. Through the environment: ucp_config_modify
+	// leaves them unused (UCX 1.13 warns "invalid configurations:
+	// TCP_TX_SEG_SIZE=...").
+	const segFrom = "Theseus: puts over TCP in larger segments"
 	tx, rx := explicit("TCP_TX_SEG_SIZE", TCPSegSize), explicit("TCP_RX_SEG_SIZE", TCPSegSize)
-	for _, k := range []string{"TCP_TX_SEG_SIZE", "TCP_RX_SEG_SIZE"} {
-		out = append(out, Setting{Key: k, Value: TCPSegSize, From: "Theseus: puts over TCP in larger segments", Env: true, Kept: tx || rx})
+	txs := Setting{Key: "TCP_TX_SEG_SIZE", Value: TCPSegSize, From: segFrom, Env: true, Kept: tx || rx}
+	rxs := Setting{Key: "TCP_RX_SEG_SIZE", Value: TCPSegSize, From: segFrom, Env: true, Kept: tx || rx}
+	if tx && !rx {
+		v, _ := lookupEnv("UCX_TCP_TX_SEG_SIZE")
+		if n, err := env.ParseSize(v); err == nil {
+			rxs.Kept = false
+			rxs.From = segFrom + ", at least UCX_TCP_TX_SEG_SIZE"
+			if def, _ := env.ParseSize(TCPSegSize); n > def {
+				rxs.Value = fmt.Sprint(n)
+			}
+		}
 	}
+	if rx && !tx {
+		v, _ := lookupEnv("UCX_TCP_RX_SEG_SIZE")
+		n, err := env.ParseSize(v)
+		if def, _ := env.ParseSize(TCPSegSize); err == nil && n >= def {
+			txs.Kept = false
+			txs.From = segFrom + ", within UCX_TCP_RX_SEG_SIZE"
+		}
+	}
+	out = append(out, txs, rxs)
 	if _, ok := env.GIDIndex.Raw(); ok {
 		g, err := env.GIDIndex.Int()
 		if err != nil || g < 0 {

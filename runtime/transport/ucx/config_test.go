@@ -76,15 +76,27 @@ func withoutTCPSegs(ss []Setting) []Setting {
 }
 
 // TestTCPSegments: both TCP segment sizes are TCPSegSize unless either is
-// set explicitly, which keeps both of UCX's.
+// set explicitly: an explicit RX keeps both of UCX's; an explicit TX alone
+// keeps TX and gives RX TCPSegSize or the TX size if larger (UCX's 64 KiB
+// RX would refuse a larger TX segment), UCX's RX for a TX that is no
+// plain size.
 func TestTCPSegments(t *testing.T) {
 	from := "Theseus: puts over TCP in larger segments"
+	atLeast := from + ", at least UCX_TCP_TX_SEG_SIZE"
 	for _, c := range []struct {
-		vars map[string]string
-		kept bool
-	}{{nil, false}, {map[string]string{"UCX_TCP_TX_SEG_SIZE": "8k"}, true}, {map[string]string{"UCX_TCP_RX_SEG_SIZE": "1m"}, true},
+		vars       map[string]string
+		kept       bool
+		rx, rxFrom string // RX's setting when not kept with TX
+		tx, txFrom string // TX's setting when not kept with RX
+	}{{vars: nil}, {vars: map[string]string{"UCX_TCP_TX_SEG_SIZE": "8k"}, kept: true, rx: TCPSegSize, rxFrom: atLeast},
+		{vars: map[string]string{"UCX_TCP_TX_SEG_SIZE": "512k"}, kept: true, rx: "524288", rxFrom: atLeast},
+		{vars: map[string]string{"UCX_TCP_TX_SEG_SIZE": "262144"}, kept: true, rx: TCPSegSize, rxFrom: atLeast},
+		{vars: map[string]string{"UCX_TCP_TX_SEG_SIZE": "inf"}, kept: true},
+		{vars: map[string]string{"UCX_TCP_RX_SEG_SIZE": "1m"}, kept: true, tx: TCPSegSize, txFrom: from + ", within UCX_TCP_RX_SEG_SIZE"},
+		{vars: map[string]string{"UCX_TCP_RX_SEG_SIZE": "128k"}, kept: true},
+		{vars: map[string]string{"UCX_TCP_TX_SEG_SIZE": "1m", "UCX_TCP_RX_SEG_SIZE": "1m"}, kept: true},
 		// Inherited from a parent whose context set them: not explicit.
-		{map[string]string{"UCX_TCP_TX_SEG_SIZE": TCPSegSize, "UCX_TCP_RX_SEG_SIZE": TCPSegSize}, false}} {
+		{vars: map[string]string{"UCX_TCP_TX_SEG_SIZE": TCPSegSize, "UCX_TCP_RX_SEG_SIZE": TCPSegSize}}} {
 		fakeSettings(t, c.vars, []string{"lo"}, nil)
 		fakeVersion(t, 13)
 		got, err := Settings(Options{})
@@ -92,6 +104,12 @@ func TestTCPSegments(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []Setting{{Key: "TCP_TX_SEG_SIZE", Value: TCPSegSize, From: from, Env: true, Kept: c.kept}, {Key: "TCP_RX_SEG_SIZE", Value: TCPSegSize, From: from, Env: true, Kept: c.kept}}
+		if c.rx != "" {
+			want[1] = Setting{Key: "TCP_RX_SEG_SIZE", Value: c.rx, From: c.rxFrom, Env: true}
+		}
+		if c.tx != "" {
+			want[0] = Setting{Key: "TCP_TX_SEG_SIZE", Value: c.tx, From: c.txFrom, Env: true}
+		}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("%v: settings (-want +got):\n%s", c.vars, d)
 		}
