@@ -154,6 +154,9 @@ func (c *Config) fill() error {
 		}
 		c.PacketType = &pt
 	}
+	if err := executor.CheckTransportEnv(); err != nil {
+		return err
+	}
 	if c.SliceBytes == 0 {
 		v, err := executor.SliceBytesFromEnv()
 		if err != nil {

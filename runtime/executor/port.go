@@ -234,9 +234,9 @@ func (e *Executor) theProxies() ([]*proxy.Proxy, error) {
 	if e.port.prx != nil {
 		return e.port.prx, nil
 	}
-	n, err := env.ProxyLanes.Int()
-	if err != nil || n < 1 || n > maxLanes {
-		return nil, fmt.Errorf("THESEUS_PROXY_LANES=%s: want 1 to %d", env.ProxyLanes.String(), maxLanes)
+	n, err := proxyLanes()
+	if err != nil {
+		return nil, err
 	}
 	var ps []*proxy.Proxy
 	var rels []func()
@@ -266,6 +266,27 @@ func (e *Executor) theProxies() ([]*proxy.Proxy, error) {
 
 // maxLanes bounds THESEUS_PROXY_LANES.
 const maxLanes = 16
+
+// proxyLanes is THESEUS_PROXY_LANES, 1 to maxLanes; anything else is an
+// error naming the variable.
+func proxyLanes() (int, error) {
+	n, err := env.ProxyLanes.Int()
+	if err != nil || n < 1 || n > maxLanes {
+		return 0, fmt.Errorf("THESEUS_PROXY_LANES=%s: want 1 to %d", env.ProxyLanes.String(), maxLanes)
+	}
+	return int(n), nil
+}
+
+// CheckTransportEnv reports a malformed variable of the transport across
+// nodes (THESEUS_PROXY_LANES, and the proxy's: proxy.CheckEnv) without
+// starting anything; comm.Init refuses it as an invalid argument on every
+// rank (docs/env.md).
+func CheckTransportEnv() error {
+	if _, err := proxyLanes(); err != nil {
+		return err
+	}
+	return proxy.CheckEnv()
+}
 
 // deviceStager is the CUDA backend's device-to-host copy as the proxy's
 // Stager.

@@ -98,6 +98,17 @@ func spinFromEnv() (time.Duration, error) {
 	return time.Duration(us) * time.Microsecond, nil
 }
 
+// CheckEnv reports a malformed THESEUS_PROXY_SPIN, THESEUS_PROXY_STAGE_BYTES
+// or THESEUS_PROXY_STAGE_BATCH (docs/env.md) as New would, without starting
+// anything: the communicator checks them at init, so that every rank
+// refuses a bad value at once instead of at its first launch across nodes.
+func CheckEnv() error {
+	if _, err := spinFromEnv(); err != nil {
+		return err
+	}
+	return checkStageEnv()
+}
+
 // New starts a Proxy: it loads UCX (a *ucx.LoadError when libucp is
 // missing), creates the context (the seed's network variables mapped,
 // ucx.Settings) and a worker, and starts the progress goroutine.
