@@ -31,9 +31,15 @@ type Setting struct {
 	// Kept: UCX_<Key> is set explicitly, so UCX's own value stays and this
 	// one is not applied.
 	Kept bool
+	// KeptFor: when Kept although UCX_<Key> is not set, the variable whose
+	// explicit value keeps it (UCX_TCP_RX_SEG_SIZE for the TX segment).
+	KeptFor string
 }
 
 func (s Setting) String() string {
+	if s.Kept && s.KeptFor != "" {
+		return fmt.Sprintf("UCX_%s left to UCX (%s is set explicitly; %s would give %s)", s.Key, s.KeptFor, s.From, s.Value)
+	}
 	if s.Kept {
 		return fmt.Sprintf("UCX_%s kept (set explicitly; %s would give %s)", s.Key, s.From, s.Value)
 	}
@@ -201,6 +207,12 @@ func Settings(o Options) ([]Setting, error) {
 			txs.Kept = false
 			txs.From = segFrom + ", within UCX_TCP_RX_SEG_SIZE"
 		}
+	}
+	if rx && !tx && txs.Kept {
+		txs.KeptFor = "UCX_TCP_RX_SEG_SIZE"
+	}
+	if tx && !rx && rxs.Kept {
+		rxs.KeptFor = "UCX_TCP_TX_SEG_SIZE"
 	}
 	out = append(out, txs, rxs)
 	if _, ok := env.GIDIndex.Raw(); ok {

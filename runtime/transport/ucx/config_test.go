@@ -110,9 +110,31 @@ func TestTCPSegments(t *testing.T) {
 		if c.tx != "" {
 			want[0] = Setting{Key: "TCP_TX_SEG_SIZE", Value: c.tx, From: c.txFrom, Env: true}
 		}
+		// The side left to UCX because of the other's explicit value names it.
+		_, txSet := c.vars["UCX_TCP_TX_SEG_SIZE"]
+		_, rxSet := c.vars["UCX_TCP_RX_SEG_SIZE"]
+		if c.kept && txSet && !rxSet && want[1].Kept {
+			want[1].KeptFor = "UCX_TCP_TX_SEG_SIZE"
+		}
+		if c.kept && rxSet && !txSet && want[0].Kept {
+			want[0].KeptFor = "UCX_TCP_RX_SEG_SIZE"
+		}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("%v: settings (-want +got):\n%s", c.vars, d)
 		}
+	}
+}
+
+// TestKeptForString: the INIT line of a setting kept because of another
+// variable names that variable instead of claiming it was set.
+func TestKeptForString(t *testing.T) {
+	s := Setting{Key: "TCP_TX_SEG_SIZE", Value: TCPSegSize, From: "Theseus", Kept: true, KeptFor: "UCX_TCP_RX_SEG_SIZE"}
+	if got, want := s.String(), "UCX_TCP_TX_SEG_SIZE left to UCX (UCX_TCP_RX_SEG_SIZE is set explicitly; Theseus would give "+TCPSegSize+")"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	s.KeptFor = ""
+	if got, want := s.String(), "UCX_TCP_TX_SEG_SIZE kept (set explicitly; Theseus would give "+TCPSegSize+")"; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
 
