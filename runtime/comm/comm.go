@@ -157,6 +157,9 @@ func (c *Config) fill() error {
 	if err := executor.CheckTransportEnv(); err != nil {
 		return err
 	}
+	if _, err := env.P2PHelp.Bool(); err != nil { // (read by the CUDA backend at prepare)
+		return err
+	}
 	if c.SliceBytes == 0 {
 		v, err := executor.SliceBytesFromEnv()
 		if err != nil {

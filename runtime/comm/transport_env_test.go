@@ -15,8 +15,8 @@ import (
 )
 
 // TestBadTransportEnvAtInit: a malformed variable of the transport across
-// nodes is an invalid argument of init, naming the variable, on a
-// single-node job too (it used to surface, as an internal error, only at
+// nodes (or THESEUS_P2P_HELP) is an invalid argument of init, naming the
+// variable, on a single-node job too (it used to surface, as an internal error, only at
 // the first launch across nodes). Valid values initialise.
 func TestBadTransportEnvAtInit(t *testing.T) {
 	for _, tc := range []struct {
@@ -28,7 +28,9 @@ func TestBadTransportEnvAtInit(t *testing.T) {
 		{"THESEUS_PROXY_SPIN", "-5", "THESEUS_PROXY_SPIN=-5"},
 		{"THESEUS_PROXY_STAGE_BYTES", "oops", "THESEUS_PROXY_STAGE_BYTES"},
 		{"THESEUS_PROXY_STAGE_BATCH", "2", "THESEUS_PROXY_STAGE_BATCH"},
+		{"THESEUS_P2P_HELP", "garbage", "THESEUS_P2P_HELP"},
 		{"THESEUS_PROXY_LANES", "4", ""},
+		{"THESEUS_P2P_HELP", "0", ""},
 	} {
 		t.Run(tc.key+"="+tc.val, func(t *testing.T) {
 			t.Setenv(tc.key, tc.val)
