@@ -7,7 +7,7 @@
 # third_party.
 CALL=rG1
 DEADLINE=${DEADLINE:-560}
-source bench/results/2026-12-01-h200-twelfth/repro/common.sh
+source bench/results/2026-12-01-h200-eleventh/repro/final-common.sh
 mkdir -p $W/build
 cp $D/f/build_nccl_tests.sh $D/f/build_nccl_baseline.sh $D/
 (bash $D/build_nccl_tests.sh > $W/build/theseus.txt 2>&1; echo "theseus build rc=$?" >> $W/build/theseus.txt

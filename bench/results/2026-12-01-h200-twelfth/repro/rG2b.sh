@@ -7,7 +7,7 @@
 # UCX over TCP). Carry .device/f and third_party.
 CALL=rG2b
 DEADLINE=${DEADLINE:-570}
-source bench/results/2026-12-01-h200-twelfth/repro/common.sh
+source bench/results/2026-12-01-h200-eleventh/repro/final-common.sh
 ls build/nccl-tests/*_perf >/dev/null 2>&1 || { echo "no nccl-tests build kept: building"; cp $D/f/build_nccl_tests.sh $D/; bash $D/build_nccl_tests.sh > $W/build.txt 2>&1; }
 s p2p 330 env STEPS="2 4" DEADLINE=320 bash ncclabi/gpu/run_p2p.sh
 s p2pnodes 200 env LAYOUTS="2x1 2x2" TRANSPORTS=tcp TESTS="alltoall sendrecv" NT_SIZES="-b 8 -e 32M -f 4" NT_ITERS="-n 5 -w 2" bash bench/gpu/run-nodes.sh info theseus

@@ -5,7 +5,7 @@
 # the threads rule (issue 22: torch_p2p.py at 2 and 4 ranks, run_p2p.sh step 3). Carry .device/f.
 CALL=rG5
 DEADLINE=${DEADLINE:-300}
-source bench/results/2026-12-01-h200-twelfth/repro/common.sh
+source bench/results/2026-12-01-h200-eleventh/repro/final-common.sh
 cd $D
 s ucxbench 100 bash -c 'export UCX_TLS=tcp; echo "== UCX_TLS=tcp"; timeout 45 ./proxy.test -test.run "^\$" -test.bench "Put" -test.benchtime 1s 2>&1 | grep -v "^\["; echo "== UCX defaults, shared memory allowed"; unset UCX_TLS; UCX_TLS=all UCX_MM_ERROR_HANDLING=y timeout 45 ./proxy.test -test.run "^\$" -test.bench "Put/" -test.benchtime 1s 2>&1 | grep -v "^\["'
 cd $ROOT

@@ -6,7 +6,7 @@
 # when run; committed after it). Carry .device/f and third_party.
 CALL=rG6
 DEADLINE=${DEADLINE:-330}
-source bench/results/2026-12-01-h200-twelfth/repro/common.sh
+source bench/results/2026-12-01-h200-eleventh/repro/final-common.sh
 mkdir -p $W/build
 cp $D/f/build_nccl_tests.sh $D/
 (bash $D/build_nccl_tests.sh > $W/build/theseus.txt 2>&1; echo "theseus build rc=$?" >> $W/build/theseus.txt) &

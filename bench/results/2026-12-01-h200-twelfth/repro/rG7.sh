@@ -7,7 +7,7 @@
 # 512-thread bound would refuse 1024-thread launches. Carry .device/f.
 CALL=rG7
 DEADLINE=${DEADLINE:-300}
-source bench/results/2026-12-01-h200-twelfth/repro/common.sh
+source bench/results/2026-12-01-h200-eleventh/repro/final-common.sh
 s ptxas 60 bash -c "for v in t1024 t512; do echo \"== \$v\"; ptxas -arch=sm_90 -v -o /dev/null $D/bw/\$v/theseus_float32.ptx 2>&1 | grep -A2 \"entry function 'theseus_exec'\"; done"
 B='Latency/(8B|2048B|32768B)/(eager|graph)$'
 for k in 1 2; do
