@@ -103,21 +103,26 @@ func spinFromEnv() (time.Duration, error) {
 // anything: the communicator checks them at init, so that every rank
 // refuses a bad value at once instead of at its first launch across nodes.
 func CheckEnv() error {
-	if _, err := spinFromEnv(); err != nil {
-		return err
+	_, err := envSpin()
+	return err
+}
+
+// envSpin checks the proxy's variables and returns THESEUS_PROXY_SPIN's
+// duration (CheckEnv and New).
+func envSpin() (time.Duration, error) {
+	spin, err := spinFromEnv()
+	if err != nil {
+		return 0, err
 	}
-	return checkStageEnv()
+	return spin, checkStageEnv()
 }
 
 // New starts a Proxy: it loads UCX (a *ucx.LoadError when libucp is
 // missing), creates the context (the seed's network variables mapped,
 // ucx.Settings) and a worker, and starts the progress goroutine.
 func New(o Options) (*Proxy, error) {
-	spin, err := spinFromEnv()
+	spin, err := envSpin()
 	if err != nil {
-		return nil, err
-	}
-	if err := checkStageEnv(); err != nil {
 		return nil, err
 	}
 	c, err := ucx.NewContext(ucx.Options{LocalRank: o.LocalRank, LocalRanks: o.LocalRanks})
