@@ -71,24 +71,18 @@ func (b *Backend) FreeMapped(m device.MappedMem) error {
 // stream would wait for the kernel that waits for this very copy), waited
 // for. dst is pinned memory (the proxy's staging buffer).
 func (b *Backend) ToHost(dst unsafe.Pointer, src device.Ptr, n int64) error {
-	if n <= 0 {
-		return nil
-	}
-	return b.with(func() error {
-		s, err := b.stageStream()
-		if err != nil {
-			return err
-		}
-		if err := driver.CopyDtoHAsync(unsafe.Slice((*byte)(dst), n), driver.Ptr(src), s); err != nil {
-			return err
-		}
-		return s.Synchronize()
-	})
+	return b.stageCopy(dst, src, n, true)
 }
 
 // ToHostAsync implements device.AsyncToHost: ToHost's copy, queued on
 // the staging stream and not waited for (SyncToHost waits).
 func (b *Backend) ToHostAsync(dst unsafe.Pointer, src device.Ptr, n int64) error {
+	return b.stageCopy(dst, src, n, false)
+}
+
+// stageCopy queues a device-to-host copy of n bytes on the staging stream
+// and, with wait, waits for the stream.
+func (b *Backend) stageCopy(dst unsafe.Pointer, src device.Ptr, n int64, wait bool) error {
 	if n <= 0 {
 		return nil
 	}
@@ -97,7 +91,10 @@ func (b *Backend) ToHostAsync(dst unsafe.Pointer, src device.Ptr, n int64) error
 		if err != nil {
 			return err
 		}
-		return driver.CopyDtoHAsync(unsafe.Slice((*byte)(dst), n), driver.Ptr(src), s)
+		if err := driver.CopyDtoHAsync(unsafe.Slice((*byte)(dst), n), driver.Ptr(src), s); err != nil || !wait {
+			return err
+		}
+		return s.Synchronize()
 	})
 }
 
