@@ -881,9 +881,8 @@ func (e *Executor) closeP2P() {
 	}
 	e.p2p.links = nil
 	for _, c := range e.p2p.conns {
-		if c != nil && c.mapped.Host != nil {
-			e.mapper().FreeMapped(c.mapped)
-			c.mapped = device.MappedMem{}
+		if c != nil {
+			e.p2pFreeMapped(c)
 		}
 	}
 	for _, ent := range e.p2p.l3 {

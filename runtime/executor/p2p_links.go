@@ -206,12 +206,20 @@ func (e *Executor) p2pBlock(q int, c *p2pConn, size int64) (device.Ptr, error) {
 
 // p2pFreeBlock frees c's own block (p2pBlock).
 func (e *Executor) p2pFreeBlock(c *p2pConn) {
-	if c.mapped.Host != nil {
-		if err := e.mapper().FreeMapped(c.mapped); err != nil {
-			log.Warnf(log.Executor, "rank %d: freeing a point-to-point connection block: %v", e.cfg.Rank, err)
-		}
-		c.mapped = device.MappedMem{}
-		return
+	if !e.p2pFreeMapped(c) {
+		e.freeAlloc(c.local)
 	}
-	e.freeAlloc(c.local)
+}
+
+// p2pFreeMapped frees c's block when it is mapped host memory and reports
+// whether it was (a device block goes with the executor's allocations).
+func (e *Executor) p2pFreeMapped(c *p2pConn) bool {
+	if c.mapped.Host == nil {
+		return false
+	}
+	if err := e.mapper().FreeMapped(c.mapped); err != nil {
+		log.Warnf(log.Executor, "rank %d: freeing a point-to-point connection block: %v", e.cfg.Rank, err)
+	}
+	c.mapped = device.MappedMem{}
+	return true
 }
