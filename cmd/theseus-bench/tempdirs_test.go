@@ -72,9 +72,13 @@ func TestSignalKeepsOutput(t *testing.T) {
 			}
 			var out strings.Builder
 			wait := stdout
+			// copied is closed when stdout has been read to its end: Wait
+			// closes the pipe once the child exits, so reading must finish
+			// first or the JSON is cut (it came back empty on CI).
+			copied := make(chan struct{})
 			if tc.waitErr {
 				wait = stderr
-				go io.Copy(&out, stdout)
+				go func() { io.Copy(&out, stdout); close(copied) }()
 			} else {
 				go io.Copy(io.Discard, stderr)
 			}
@@ -102,8 +106,11 @@ func TestSignalKeepsOutput(t *testing.T) {
 			if !tc.waitErr {
 				rest, _ := io.ReadAll(stdout)
 				out.Write(rest)
+				close(copied)
+			} else {
+				io.Copy(io.Discard, wait)
 			}
-			go io.Copy(io.Discard, wait)
+			<-copied
 			err = cmd.Wait()
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != 128+int(syscall.SIGINT) {
