@@ -31,7 +31,7 @@ func CHeader() []byte {
 
 	w("#define THESEUS_OPTABLE_MAGIC 0x%08xu /* \"TSOT\" */\n", Magic)
 	w("#define THESEUS_OPTABLE_VERSION %d\n\n", Version)
-	w("/* Header flags. */\n#define THESEUS_OPTABLE_INPLACE 0x%xu\n#define THESEUS_OPTABLE_OUTOFPLACE 0x%xu\n#define THESEUS_OPTABLE_FENCE 0x%xu\n\n", FlagInPlace, FlagOutOfPlace, FlagFence)
+	w("/* Header flags. */\n#define THESEUS_OPTABLE_INPLACE 0x%xu\n#define THESEUS_OPTABLE_OUTOFPLACE 0x%xu\n#define THESEUS_OPTABLE_FENCE 0x%xu\n#define THESEUS_OPTABLE_SELF_FENCED 0x%xu\n\n", FlagInPlace, FlagOutOfPlace, FlagFence, FlagSelfFenced)
 	w("/* Op flags. */\n#define THESEUS_OPF_PUBLISH 0x%xu\n\n", OpFlagPublish)
 	w("/* Ref flags. */\n#define THESEUS_REF_REMOTE 0x%xu\n#define THESEUS_REF_PACKET 0x%xu\n\n", RefFlagRemote, RefFlagPacket)
 	w("/* Opcodes (theseus_op.opcode). */\n")

@@ -42,7 +42,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"truncated", good[:len(good)-16], "header says"},
 		{"crc", func() []byte { b := append([]byte(nil), good...); b[len(b)-1] ^= 1; return b }(), "CRC-32C"},
 		{"reserved", mut(func(b []byte) { b[186] = 1 }), "reserved header fields"},
-		{"flags", mut(func(b []byte) { b[20] |= 8 }), "unknown header flags"},
+		{"flags", mut(func(b []byte) { b[20] |= 16 }), "unknown header flags"},
+		{"self-fenced and fenced", mut(func(b []byte) { b[20] |= 8 | 4 }), "self-fenced is only for an LL program"},
 		{"huge op count", mut(func(b []byte) { le.PutUint64(b[96:], 1<<60) }), "do not fill"},
 		{"offsets", mut(func(b []byte) { le.PutUint64(b[136:], h.OffTBs+16) }), "not the canonical ones"},
 		{"collective", mut(func(b []byte) { b[32] = 10 }), "unknown collective code 10"},
@@ -112,5 +113,40 @@ func TestMarkFence(t *testing.T) {
 	}
 	if err := MarkFence(raw[0][:10]); err == nil {
 		t.Error("MarkFence accepted a truncated table")
+	}
+}
+
+// TestMarkSelfFenced: the self-fenced flag survives a round trip on an LL
+// table; on a Simple table, or on one marked FenceLaunches, it is refused
+// and the table is left as it was.
+func TestMarkSelfFenced(t *testing.T) {
+	raw, err := LowerAllBinary(llProgram())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := MarkSelfFenced(raw[0]); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := Decode(raw[0])
+	if err != nil || !tb.SelfFenced || tb.FenceLaunches {
+		t.Fatalf("after: %v, table %+v", err, tb)
+	}
+	again, err := tb.MarshalBinary()
+	if err != nil || !bytes.Equal(again, raw[0]) {
+		t.Fatalf("re-encoding differs: %v", err)
+	}
+	if err := MarkFence(raw[0]); err == nil || !strings.Contains(err.Error(), "self-fenced is only for") {
+		t.Errorf("MarkFence on a self-fenced table: %v", err)
+	}
+	simple, err := LowerAllBinary(irtest.PairsAllReducePrimitive(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := bytes.Clone(simple[0])
+	if err := MarkSelfFenced(simple[0]); err == nil {
+		t.Error("MarkSelfFenced accepted a Simple table")
+	}
+	if !bytes.Equal(before, simple[0]) {
+		t.Error("a refused MarkSelfFenced changed the table")
 	}
 }

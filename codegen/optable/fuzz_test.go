@@ -38,6 +38,12 @@ func FuzzDecode(f *testing.F) {
 			f.Add(b)
 		}
 	}
+	// An LL table with the self-fenced flag (MarkSelfFenced).
+	if raw, err := LowerAllBinary(llProgram()); err != nil || MarkSelfFenced(raw[0]) != nil {
+		f.Fatal("the self-fenced seed", err)
+	} else {
+		f.Add(raw[0])
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, in := range [][]byte{b, fixup(b)} {
 			tab, err := Decode(in)

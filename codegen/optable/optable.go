@@ -83,8 +83,13 @@ type Table struct {
 	// only consecutive launches or slices can have (TS0206) on a Simple
 	// program (verify.NeedsLaunchFence; docs/known-issues.md §14).
 	FenceLaunches bool
-	Channels      []Channel
-	TBs           []TB
+	// SelfFenced: the program is LL and its own packets order the reuse
+	// of every scratch half, so repeated launches need no launch fence
+	// (verify.SelfFencedLL; docs/executor.md, "Fences"). Never set with
+	// FenceLaunches.
+	SelfFenced bool
+	Channels   []Channel
+	TBs        []TB
 }
 
 // Channel is one channel end of this rank: the other end is channel
@@ -136,6 +141,7 @@ const (
 	FlagInPlace    uint32 = 1 << 0 // the program supports in-place requests
 	FlagOutOfPlace uint32 = 1 << 1 // the program supports out-of-place requests
 	FlagFence      uint32 = 1 << 2 // fence every launch (Table.FenceLaunches)
+	FlagSelfFenced uint32 = 1 << 3 // repeated LL launches need no fence (Table.SelfFenced)
 
 	OpFlagPublish uint8 = 1 << 0 // the op publishes its completion (ir.Op.Publish)
 

@@ -22,7 +22,7 @@ type wireHeader struct {
 	HeaderBytes    uint16 `c:"header_bytes" doc:"sizeof(theseus_optable_header)"`
 	TotalBytes     uint64 `c:"total_bytes" doc:"bytes of the whole table, header included"`
 	CRC            uint32 `c:"crc32c" doc:"CRC-32C (Castagnoli) of the whole table with this field zero"`
-	Flags          uint32 `c:"flags" doc:"THESEUS_OPTABLE_INPLACE | THESEUS_OPTABLE_OUTOFPLACE | THESEUS_OPTABLE_FENCE"`
+	Flags          uint32 `c:"flags" doc:"THESEUS_OPTABLE_INPLACE | THESEUS_OPTABLE_OUTOFPLACE | THESEUS_OPTABLE_FENCE | THESEUS_OPTABLE_SELF_FENCED"`
 	Rank           int32  `c:"rank" doc:"logical rank of this table, 0..nranks-1"`
 	NRanks         int32  `c:"nranks" doc:"world size of the program"`
 	Collective     uint8  `c:"collective" doc:"THESEUS_COLL_*"`
@@ -244,6 +244,9 @@ func newEncoder(t *Table, ntbs int, nops, nrefs, ndeps, nchl uint64) (*encoder, 
 	if t.FenceLaunches {
 		h.Flags |= FlagFence
 	}
+	if t.SelfFenced {
+		h.Flags |= FlagSelfFenced
+	}
 	h.put(e.b)
 	for c, ch := range t.Channels {
 		w := wireChannel{Peer: int32(ch.Peer), PeerChannel: int32(ch.PeerChannel), Init: ch.Init}
@@ -400,7 +403,7 @@ func decodeHeader(b []byte) (h wireHeader, l layout, t *Table, err error) {
 	if h.Reserved0 != 0 || h.Reserved1 != 0 {
 		return h, l, nil, derr(34, "reserved header fields are not zero")
 	}
-	if h.Flags&^(FlagInPlace|FlagOutOfPlace|FlagFence) != 0 {
+	if h.Flags&^(FlagInPlace|FlagOutOfPlace|FlagFence|FlagSelfFenced) != 0 {
 		return h, l, nil, derr(20, "unknown header flags %#x", h.Flags)
 	}
 	var ok bool
@@ -417,6 +420,7 @@ func decodeHeader(b []byte) (h wireHeader, l layout, t *Table, err error) {
 		Rank: int(h.Rank), NRanks: int(h.NRanks), Root: int(h.Root), NumThreads: int(h.NumThreads),
 		NLocalRanks: int(h.NLocalRanks), ChunksPerBlock: h.ChunksPerBlock, SliceBytes: h.SliceBytes, MaxScratchChunks: h.MaxScratch,
 		InPlace: h.Flags&FlagInPlace != 0, OutOfPlace: h.Flags&FlagOutOfPlace != 0, FenceLaunches: h.Flags&FlagFence != 0,
+		SelfFenced: h.Flags&FlagSelfFenced != 0,
 	}
 	t.Chunks[ir.Input], t.Chunks[ir.Output], t.Chunks[ir.Scratch] = h.InputChunks, h.OutputChunks, h.ScratchChunks
 	if t.Collective, ok = fromWire(wireCollectives[:], h.Collective); !ok {
@@ -424,6 +428,9 @@ func decodeHeader(b []byte) (h wireHeader, l layout, t *Table, err error) {
 	}
 	if t.Protocol, ok = fromWire(wireProtocols[:], h.Protocol); !ok {
 		return h, l, nil, derr(33, "unknown protocol code %d", h.Protocol)
+	}
+	if t.SelfFenced && (t.FenceLaunches || t.Protocol != ir.LL) {
+		return h, l, nil, derr(20, "header flags %#x: self-fenced is only for an LL program that is not fenced at every launch", h.Flags)
 	}
 	return h, l, t, nil
 }
@@ -759,13 +766,29 @@ const flagsOffset = 20
 
 // MarkFence sets FenceLaunches in the encoded table b, in place, and
 // rewrites its CRC. Errors: b is not an encoded table (Decode's checks).
-func MarkFence(b []byte) error {
+func MarkFence(b []byte) error { return markFlag(b, FlagFence) }
+
+// MarkSelfFenced sets SelfFenced in the encoded table b, in place, and
+// rewrites its CRC. Errors: b is not an encoded table (Decode's checks),
+// or not one of an LL program, or one marked FenceLaunches.
+func MarkSelfFenced(b []byte) error { return markFlag(b, FlagSelfFenced) }
+
+// markFlag sets the header flag f of the encoded table b and rewrites its
+// CRC; the result must decode.
+func markFlag(b []byte, f uint32) error {
 	if _, err := Decode(b); err != nil {
 		return err
 	}
-	f := binary.LittleEndian.Uint32(b[flagsOffset:])
-	binary.LittleEndian.PutUint32(b[flagsOffset:], f|FlagFence)
-	binary.LittleEndian.PutUint32(b[crcOffset:], 0)
-	binary.LittleEndian.PutUint32(b[crcOffset:], crc32.Checksum(b, castagnoli))
+	old := binary.LittleEndian.Uint32(b[flagsOffset:])
+	put := func(flags uint32) {
+		binary.LittleEndian.PutUint32(b[flagsOffset:], flags)
+		binary.LittleEndian.PutUint32(b[crcOffset:], 0)
+		binary.LittleEndian.PutUint32(b[crcOffset:], crc32.Checksum(b, castagnoli))
+	}
+	put(old | f)
+	if _, err := Decode(b); err != nil {
+		put(old)
+		return err
+	}
 	return nil
 }

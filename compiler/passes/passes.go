@@ -449,12 +449,22 @@ func lower(s *State) error {
 		}
 		return err
 	}
-	if verify.NeedsLaunchFence(s.Prog, s.Diags) {
+	mark := func(f func([]byte) error) error {
 		for r := range raw {
-			if err := optable.MarkFence(raw[r]); err != nil {
+			if err := f(raw[r]); err != nil {
 				return fmt.Errorf("rank %d: %w", r, err)
 			}
 		}
+		return nil
+	}
+	switch {
+	case verify.NeedsLaunchFence(s.Prog, s.Diags):
+		err = mark(optable.MarkFence)
+	case verify.SelfFencedLL(s.Prog, s.Diags):
+		err = mark(optable.MarkSelfFenced)
+	}
+	if err != nil {
+		return err
 	}
 	s.Raw = raw
 	if s.Opts.VerifyEach || s.Opts.StopAfter == "lower" {

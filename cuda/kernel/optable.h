@@ -28,6 +28,7 @@
 #define THESEUS_OPTABLE_INPLACE 0x1u
 #define THESEUS_OPTABLE_OUTOFPLACE 0x2u
 #define THESEUS_OPTABLE_FENCE 0x4u
+#define THESEUS_OPTABLE_SELF_FENCED 0x8u
 
 /* Op flags. */
 #define THESEUS_OPF_PUBLISH 0x1u
@@ -77,7 +78,7 @@ typedef struct theseus_optable_header {
   uint16_t header_bytes; /* sizeof(theseus_optable_header) */
   uint64_t total_bytes; /* bytes of the whole table, header included */
   uint32_t crc32c; /* CRC-32C (Castagnoli) of the whole table with this field zero */
-  uint32_t flags; /* THESEUS_OPTABLE_INPLACE | THESEUS_OPTABLE_OUTOFPLACE | THESEUS_OPTABLE_FENCE */
+  uint32_t flags; /* THESEUS_OPTABLE_INPLACE | THESEUS_OPTABLE_OUTOFPLACE | THESEUS_OPTABLE_FENCE | THESEUS_OPTABLE_SELF_FENCED */
   int32_t rank; /* logical rank of this table, 0..nranks-1 */
   int32_t nranks; /* world size of the program */
   uint8_t collective; /* THESEUS_COLL_* */

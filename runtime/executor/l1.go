@@ -30,8 +30,9 @@ type l1Entry struct {
 	sched   *Schedule
 	logical int
 	table   *optable.Table
-	// fenceAll: every launch is fenced (an LL table, or one the verifier
-	// found racing between iterations; doLaunch).
+	// fenceAll: every launch is fenced (an LL table not marked
+	// self-fenced, or one the verifier found racing between iterations;
+	// enqueue).
 	fenceAll bool
 	tabMem   device.Mem
 	publish  device.Mem

@@ -59,11 +59,13 @@ func (e *Executor) plain(p *Plan, st device.Stream) bool {
 // theirs), wrapped in an *Error of state Launch.
 //
 // Fence when this launch lays scratch out differently from the previous
-// one, and always for LL schedules: an LL sender gets no back-pressure, so
-// without the fence a rank that only sends (a rooted collective's root)
-// could run two launches ahead and overwrite the scratch half a slow
-// reader still polls (docs/design/ir.md §5.4; the verifier models LL
-// launches with this fence). A schedule the verifier found racing between
+// one, and always for LL schedules not marked self-fenced: an LL sender
+// gets no back-pressure, so without the fence a rank that only sends (a
+// rooted collective's root) could run two launches ahead and overwrite the
+// scratch half a slow reader still polls (docs/design/ir.md §5.4). A
+// self-fenced LL schedule (optable.Table.SelfFenced, verify.SelfFencedLL)
+// reads a packet from every rank that reads its packets, which orders the
+// reuse by itself. A schedule the verifier found racing between
 // iterations (TS0206, optable.Table.FenceLaunches) is fenced at every
 // launch.
 //

@@ -65,9 +65,12 @@ type genShape struct {
 	mu     sync.Mutex
 	strong *genSource              // kept for small programs
 	weak   weak.Pointer[genSource] // for large ones: rebuilt when collected
-	fence  bool
-	key    genKey
-	avoid  []int
+	fence  bool                    // every launch fenced (verify.NeedsLaunchFence)
+	// selfFenced: an LL program whose repeated launches need no fence
+	// (verify.SelfFencedLL).
+	selfFenced bool
+	key        genKey
+	avoid      []int
 }
 
 // genSource is what writing one rank's section needs.
@@ -142,6 +145,7 @@ func (sh *genShape) build(label string) (*selector.ScheduleInfo, *genSource, err
 		return nil, nil, err
 	}
 	sh.fence = verify.NeedsLaunchFence(p, ds)
+	sh.selfFenced = !sh.fence && verify.SelfFencedLL(p, ds)
 	src, err := newGenSource(p, label)
 	if err != nil {
 		return nil, nil, err
@@ -237,6 +241,10 @@ func (sh *genShape) section(r int) ([]byte, []bundle.TBSummary, error) {
 	}
 	if sh.fence {
 		if err := optable.MarkFence(raw); err != nil {
+			return nil, nil, err
+		}
+	} else if sh.selfFenced {
+		if err := optable.MarkSelfFenced(raw); err != nil {
 			return nil, nil, err
 		}
 	}
