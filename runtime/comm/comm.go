@@ -75,6 +75,10 @@ type Config struct {
 	// AllowSharedDevice is THESEUS_ALLOW_SHARED_DEVICE (nil: the
 	// environment).
 	AllowSharedDevice *bool
+	// ProxyLanes is THESEUS_PROXY_LANES (0: the environment): parallel
+	// connections to each peer on another node, 1 to 16. In a job across
+	// nodes every rank must use the same (CheckLayout).
+	ProxyLanes int
 	// Loader loads schedule files (default: schedfile, then compile
 	// sources to bundles with compiler/passes).
 	Loader selector.ScheduleLoader
@@ -157,6 +161,11 @@ func (c *Config) fill() error {
 	if err := executor.CheckTransportEnv(); err != nil {
 		return err
 	}
+	lanes, err := executor.ProxyLanes(c.ProxyLanes)
+	if err != nil {
+		return err
+	}
+	c.ProxyLanes = lanes
 	if _, err := env.P2PHelp.Bool(); err != nil { // (read by the CUDA backend at prepare)
 		return err
 	}
@@ -428,7 +437,7 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 		return nil, c.wrap("init", err)
 	}
 	me := RankInfo{HostID: cfg.HostID, PID: os.Getpid(), Backend: cfg.Backend.Name(), Device: cfg.Device,
-		Scratch: cfg.InitialScratch, Alternate: *cfg.Alternate, CheckPeriod: cfg.CheckPeriod}
+		Scratch: cfg.InitialScratch, Alternate: *cfg.Alternate, CheckPeriod: cfg.CheckPeriod, ProxyLanes: cfg.ProxyLanes}
 	msg, _ := json.Marshal(me)
 	all, err := c.boot.AllGather(ctx, msg)
 	if err != nil {
@@ -463,7 +472,8 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 	}
 	c.exec, err = executor.New(executor.Config{Rank: rank, NRanks: nranks, Backend: cfg.Backend, Net: c.boot,
 		InitialScratch: cfg.InitialScratch, Alternate: *cfg.Alternate, SliceBytes: cfg.SliceBytes, Timeout: cfg.Timeout,
-		Executor: cfg.Executor, Node: c.layout.Node(), LocalRank: c.layout.LocalRank[rank], LocalRanks: c.layout.PerNode, HostID: cfg.HostID})
+		Executor: cfg.Executor, Node: c.layout.Node(), LocalRank: c.layout.LocalRank[rank], LocalRanks: c.layout.PerNode, HostID: cfg.HostID,
+		ProxyLanes: cfg.ProxyLanes})
 	if err != nil {
 		return nil, &Error{Code: InvalidArgument, Op: "init", Rank: rank, Msg: "executor", Err: err}
 	}

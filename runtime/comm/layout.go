@@ -19,6 +19,7 @@ type RankInfo struct {
 	Scratch     int64 // initial scratch bytes
 	Alternate   bool
 	CheckPeriod int
+	ProxyLanes  int // THESEUS_PROXY_LANES
 }
 
 // Layout is the job's node structure as the layout checks found it.
@@ -58,9 +59,11 @@ func (l Layout) Node() []int {
 //     allowShared (THESEUS_ALLOW_SHARED_DEVICE);
 //
 // plus the configuration every rank must share: the backend, the scratch
-// size and alternation (identical scratch halves) and the context check
-// period (selection consistency). Assumption 4 (send ≡ recv mod 16) is
-// checked per call.
+// size and alternation (identical scratch halves), the context check
+// period (selection consistency) and, in a job across nodes, the proxy's
+// lanes (THESEUS_PROXY_LANES: a pair of ranks on different nodes opens one
+// connection per lane, and both must open the same ones). Assumption 4
+// (send ≡ recv mod 16) is checked per call.
 func CheckLayout(infos []RankInfo, hca int, allowShared bool) (Layout, error) {
 	n := len(infos)
 	if n == 0 {
@@ -123,6 +126,15 @@ func CheckLayout(infos []RankInfo, hca int, allowShared bool) (Layout, error) {
 	}
 	if nodes > 1 && hca > 0 && hca < per {
 		return fail(nil, "MSCCLPP_HCA_DEVICES names %d RNICs for %d ranks per node", hca, per)
+	}
+	// Across nodes, the same lanes everywhere: any two ranks that differ
+	// make some pair of ranks of different nodes differ, whose connection
+	// setup would wait for lanes the other never opens.
+	for r, in := range infos {
+		if nodes > 1 && in.ProxyLanes != infos[0].ProxyLanes {
+			return fail([]int{0, r}, "rank 0 (node 0, host %q) uses THESEUS_PROXY_LANES=%d, rank %d (node %d, host %q) uses %d: every rank of a job across nodes must use the same",
+				infos[0].HostID, infos[0].ProxyLanes, r, r/per, in.HostID, in.ProxyLanes)
+		}
 	}
 	// 3. One device per process; shared devices only with permission.
 	type hostPID struct {

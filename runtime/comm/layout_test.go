@@ -11,7 +11,7 @@ import (
 func infos(hosts []string, pids []int, devs []int, backend string) []RankInfo {
 	out := make([]RankInfo, len(hosts))
 	for r := range hosts {
-		out[r] = RankInfo{HostID: hosts[r], PID: pids[r], Backend: backend, Device: devs[r], Scratch: 1 << 24, CheckPeriod: 1000}
+		out[r] = RankInfo{HostID: hosts[r], PID: pids[r], Backend: backend, Device: devs[r], Scratch: 1 << 24, CheckPeriod: 1000, ProxyLanes: 1}
 	}
 	return out
 }
@@ -115,6 +115,22 @@ func TestCheckLayout(t *testing.T) {
 		if !errors.As(err, &e) || e.Code != InvalidUsage || !cmp.Equal(e.Peers, []int{0, 1}) {
 			t.Errorf("%s differs: %v, want InvalidUsage naming ranks 0 and 1", name, err)
 		}
+	}
+	// THESEUS_PROXY_LANES: the same on every rank of a job across nodes
+	// (rank 2, the first of node "b", differs from rank 0); on one node,
+	// where no proxy runs, it may differ.
+	in := infos(hosts(2, "a", "b"), local(4), devs(2, 2), "cuda")
+	in[2].ProxyLanes, in[3].ProxyLanes = 4, 4
+	_, err := CheckLayout(in, 0, false)
+	var e *Error
+	const want = `rank 0 (node 0, host "a") uses THESEUS_PROXY_LANES=1, rank 2 (node 1, host "b") uses 4: every rank of a job across nodes must use the same`
+	if !errors.As(err, &e) || e.Code != InvalidUsage || !errors.Is(err, ErrLayout) || !cmp.Equal(e.Peers, []int{0, 2}) || e.Msg != want {
+		t.Errorf("lanes differ across nodes: %v, want InvalidUsage naming ranks 0 and 2: %s", err, want)
+	}
+	in = infos(hosts(2, "a"), local(2), devs(2, 1), "cuda")
+	in[1].ProxyLanes = 3
+	if _, err := CheckLayout(in, 0, false); err != nil {
+		t.Errorf("lanes differ on one node: %v, want no error", err)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/theseus-ccl/theseus/internal/ranks"
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/host"
@@ -53,5 +55,36 @@ func TestBadTransportEnvAtInit(t *testing.T) {
 				t.Fatalf("err %v (%T), want an InvalidArgument naming %q", err, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestLanesMismatchAtInit: two ranks on two nodes (their own host ids) of
+// which rank 1 asks for 2 proxy lanes (Config.ProxyLanes, what
+// THESEUS_PROXY_LANES fills): init fails on both with InvalidUsage naming
+// both ranks, both values and the variable, before anything connects; a
+// lane count outside 1 to 16 is an invalid argument.
+func TestLanesMismatchAtInit(t *testing.T) {
+	id, err := bootstrap.NewLoopbackUniqueID(bootstrap.Options{Timeout: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := ranks.Each(2, func(r int) error {
+		c, err := Init(context.Background(), id, r, 2, Config{Backend: host.Backend(), Timeout: 60 * time.Second,
+			InitialScratch: 1 << 20, HostID: []string{"a", "b"}[r], ProxyLanes: 1 + r})
+		if err == nil {
+			c.Destroy()
+		}
+		return err
+	})
+	const want = `rank 0 (node 0, host "a") uses THESEUS_PROXY_LANES=1, rank 1 (node 1, host "b") uses 2: every rank of a job across nodes must use the same`
+	for r, err := range errs {
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Code != InvalidUsage || !errors.Is(err, ErrLayout) || ce.Rank != r || ce.Msg != want || !cmp.Equal(ce.Peers, []int{0, 1}) {
+			t.Errorf("rank %d: %v, want InvalidUsage naming ranks 0 and 1: %s", r, err, want)
+		}
+	}
+	_, err = Init(context.Background(), id, 0, 1, Config{Backend: host.Backend(), ProxyLanes: 17})
+	if ce := (*Error)(nil); !errors.As(err, &ce) || ce.Code != InvalidArgument || !strings.Contains(err.Error(), "17 proxy lanes: want 1 to 16") {
+		t.Errorf("17 lanes: %v, want InvalidArgument", err)
 	}
 }

@@ -96,6 +96,12 @@ type Config struct {
 	// the proxy's configuration and the key of the process's proxy.
 	LocalRank, LocalRanks int
 	HostID                string
+	// ProxyLanes is the number of parallel connections to each peer on
+	// another node, 1 to MaxLanes (0: THESEUS_PROXY_LANES, 1 by default):
+	// one proxy per lane (docs/transport.md, "Lanes"). Every rank of a
+	// job across nodes must use the same; the communicator checks it at
+	// init (comm.CheckLayout), the executor does not.
+	ProxyLanes int
 	// Executor is how launches reach the device: ModeLaunch (a kernel
 	// launch per call) or ModePersistent (a resident executor fed through
 	// a queue: device.ResidentBackend; a backend without one launches);
@@ -166,6 +172,11 @@ func ConfigFromEnv(c Config) (Config, error) {
 		}
 		c.GenericOnly = !on
 	}
+	lanes, err := ProxyLanes(c.ProxyLanes)
+	if err != nil {
+		return c, err
+	}
+	c.ProxyLanes = lanes
 	if c.Executor == "" {
 		v, err := env.Executor.Enum()
 		if err != nil {

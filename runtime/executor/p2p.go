@@ -178,7 +178,7 @@ type p2pLink struct {
 
 // p2pProxyTag separates the engine's proxy connections' setup exchanges
 // from the collectives' (proxy.ConnOptions.Tag: their lanes use 0 to
-// maxLanes-1).
+// MaxLanes-1).
 const p2pProxyTag = 255
 
 type p2pL3 struct {

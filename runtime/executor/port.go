@@ -228,19 +228,15 @@ func (e *Executor) mapper() device.HostMapper {
 }
 
 // theProxies starts (or joins) the process's proxies for this rank, one
-// per lane (THESEUS_PROXY_LANES, 1 to maxLanes): keyed by node, local rank
-// and lane, so that a process's communicators share them.
+// per lane (Config.ProxyLanes): keyed by node, local rank and lane, so
+// that a process's communicators share them.
 func (e *Executor) theProxies() ([]*proxy.Proxy, error) {
 	if e.port.prx != nil {
 		return e.port.prx, nil
 	}
-	n, err := proxyLanes()
-	if err != nil {
-		return nil, err
-	}
 	var ps []*proxy.Proxy
 	var rels []func()
-	for lane := range int(n) {
+	for lane := range e.cfg.ProxyLanes {
 		key := fmt.Sprintf("%s/%d/%d", e.cfg.HostID, e.cfg.LocalRank, lane)
 		o := proxy.Options{LocalRank: e.cfg.LocalRank, LocalRanks: e.cfg.LocalRanks, Timeout: e.cfg.Timeout}
 		if m := e.mapper(); m != nil {
@@ -264,17 +260,23 @@ func (e *Executor) theProxies() ([]*proxy.Proxy, error) {
 	return ps, nil
 }
 
-// maxLanes bounds THESEUS_PROXY_LANES.
-const maxLanes = 16
+// MaxLanes bounds THESEUS_PROXY_LANES (Config.ProxyLanes).
+const MaxLanes = 16
 
-// proxyLanes is THESEUS_PROXY_LANES, 1 to maxLanes; anything else is an
-// error naming the variable.
-func proxyLanes() (int, error) {
-	n, err := env.ProxyLanes.Int()
-	if err != nil || n < 1 || n > maxLanes {
-		return 0, fmt.Errorf("THESEUS_PROXY_LANES=%s: want 1 to %d", env.ProxyLanes.String(), maxLanes)
+// ProxyLanes is n, or THESEUS_PROXY_LANES when n is 0: 1 to MaxLanes;
+// anything else is an error naming the variable (or the value given).
+func ProxyLanes(n int) (int, error) {
+	if n != 0 {
+		if n < 1 || n > MaxLanes {
+			return 0, fmt.Errorf("%d proxy lanes: want 1 to %d", n, MaxLanes)
+		}
+		return n, nil
 	}
-	return int(n), nil
+	v, err := env.ProxyLanes.Int()
+	if err != nil || v < 1 || v > MaxLanes {
+		return 0, fmt.Errorf("THESEUS_PROXY_LANES=%s: want 1 to %d", env.ProxyLanes.String(), MaxLanes)
+	}
+	return int(v), nil
 }
 
 // CheckTransportEnv reports a malformed variable of the transport across
@@ -282,7 +284,7 @@ func proxyLanes() (int, error) {
 // starting anything; comm.Init refuses it as an invalid argument on every
 // rank (docs/env.md).
 func CheckTransportEnv() error {
-	if _, err := proxyLanes(); err != nil {
+	if _, err := ProxyLanes(0); err != nil {
 		return err
 	}
 	return proxy.CheckEnv()

@@ -27,11 +27,12 @@ import (
 // host id, so that its proxy (keyed by node and local rank) is its own.
 func newNodeWorld(t *testing.T, nodes, per int) *world {
 	t.Helper()
-	return newNodeWorldDev(t, nodes, per, host.Backend())
+	return newNodeWorldDev(t, nodes, per, host.Backend(), 0)
 }
 
-// newNodeWorldDev is newNodeWorld on backend dev.
-func newNodeWorldDev(t *testing.T, nodes, per int, dev device.Backend) *world {
+// newNodeWorldDev is newNodeWorld on backend dev with lanes proxy lanes
+// (Config.ProxyLanes; 0: THESEUS_PROXY_LANES).
+func newNodeWorldDev(t *testing.T, nodes, per int, dev device.Backend, lanes int) *world {
 	t.Helper()
 	if err := ucx.Load(); err != nil {
 		t.Skipf("libucp is not installed here (%v)", err)
@@ -44,7 +45,7 @@ func newNodeWorldDev(t *testing.T, nodes, per int, dev device.Backend) *world {
 		node[r] = r / per
 	}
 	return newWorldDev(t, nodes*per, dev, func(r int, c *Config) {
-		*c = Config{InitialScratch: 1 << 20, Node: node, LocalRank: r % per, LocalRanks: per, HostID: fmt.Sprintf("node%d", r/per)}
+		*c = Config{InitialScratch: 1 << 20, Node: node, LocalRank: r % per, LocalRanks: per, HostID: fmt.Sprintf("node%d", r/per), ProxyLanes: lanes}
 	})
 }
 
@@ -126,6 +127,32 @@ func TestPortMigration(t *testing.T) {
 	for r := range conns {
 		if conns[r] != 1+2 { // the same node's peer imported, the ring's and hier's of the other node
 			t.Errorf("rank %d: %d connections, want 3", r, conns[r])
+		}
+	}
+}
+
+// TestPortLanes: Config.ProxyLanes (what the communicator fills from
+// THESEUS_PROXY_LANES) is the number of proxies of a rank and of
+// connections to each peer on another node; the hierarchical allreduce's
+// channel ends spread over them compute right.
+func TestPortLanes(t *testing.T) {
+	const lanes = 3
+	w := newNodeWorldDev(t, 2, 2, host.Backend(), lanes)
+	hier := compile(t, 1, "hier", gen.Options{Collective: ir.AllReduce, NRanks: 4, NLocalRanks: 2})
+	c := devicetest.Case{Coll: ir.AllReduce, DataType: ir.Float32, RedOp: ir.Sum, Count: 4099, NRanks: 4, Seed: 5}
+	if wrong, errs := w.run(hier, c, false); wrong != 0 {
+		t.Fatalf("%d wrong: %v", wrong, errs)
+	} else {
+		w.must(errs)
+	}
+	for r, e := range w.ex {
+		if len(e.port.prx) != lanes || len(e.port.peers) == 0 {
+			t.Errorf("rank %d: %d proxies, %d peers on the other node: want %d proxies and a peer", r, len(e.port.prx), len(e.port.peers), lanes)
+		}
+		for q, pp := range e.port.peers {
+			if len(pp.lanes) != lanes {
+				t.Errorf("rank %d: %d connections to rank %d, want %d", r, len(pp.lanes), q, lanes)
+			}
 		}
 	}
 }
@@ -266,7 +293,7 @@ func (capturingStream) Capturing() bool { return true }
 // frees the mapped blocks.
 func TestP2PAcrossNodesMapped(t *testing.T) {
 	dev := &mappedHost{Backend: host.Backend(), mapped: map[device.Ptr]int64{}, ever: map[device.Ptr]bool{}}
-	w := newNodeWorldDev(t, 2, 2, dev)
+	w := newNodeWorldDev(t, 2, 2, dev, 0)
 	p2pAcrossNodes(t, w)
 	const n = 4
 	for r := range n {

@@ -123,6 +123,18 @@ func startRanksWrapped(t *testing.T, n int, mode string, spec func(r int) (wrap,
 	return procs
 }
 
+// result reads the rank's lines to their end and returns its last "MP
+// result" line ("" if none) and how the process ended.
+func (p *rankProc) result() (string, error) {
+	var result string
+	for line := range p.lines {
+		if strings.HasPrefix(line, "MP result") {
+			result = line
+		}
+	}
+	return result, <-p.done
+}
+
 // fault returns the rank's last "MP fault" line ("" if none) once its
 // output ends, failing the test when it has not ended within limit of
 // since (the rank hangs).
@@ -168,13 +180,7 @@ func TestMatrixMultiProcess(t *testing.T) {
 	procs := startRanks(t, n, "matrix", "THESEUS_SELECTION_CONTEXT="+dir, "THESEUS_TIMEOUT=30000", "THESEUS_INITIAL_SCRATCH_SIZE=1MB")
 	var checked, wrong int64
 	for _, p := range procs {
-		var result string
-		for line := range p.lines {
-			if strings.HasPrefix(line, "MP result") {
-				result = line
-			}
-		}
-		err := <-p.done
+		result, err := p.result()
 		if err != nil || result == "" {
 			t.Errorf("rank %d process: %v\n%s", p.rank, err, p.output())
 			continue
@@ -207,13 +213,8 @@ func TestP2PMultiProcess(t *testing.T) {
 			start := time.Now()
 			procs := startRanks(t, n, "p2p", "THESEUS_SELECTION_CONTEXT="+dir, "THESEUS_TIMEOUT=30000", "THESEUS_INITIAL_SCRATCH_SIZE=1MB")
 			for _, p := range procs {
-				var result string
-				for line := range p.lines {
-					if strings.HasPrefix(line, "MP result") {
-						result = line
-					}
-				}
-				if err := <-p.done; err != nil || result == "" {
+				result, err := p.result()
+				if err != nil || result == "" {
 					t.Errorf("rank %d process: %v\n%s", p.rank, err, p.output())
 					continue
 				}
@@ -312,6 +313,8 @@ func TestRankProcess(t *testing.T) {
 		runFaultRank(t, c)
 	case "nodes":
 		runNodesRank(t, c, li.Rank, li.WorldSize)
+	case "lanes":
+		runLanesRank(c, li.Rank, li.WorldSize)
 	case "p2p":
 		line := fmt.Sprintf("MP result rank=%d", li.Rank)
 		if err := runP2PSuite(c); err != nil {

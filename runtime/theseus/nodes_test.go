@@ -216,13 +216,8 @@ func nodesMultiProcess(t *testing.T, nodes, per int, spec func(node int) (wrap, 
 	imports := map[int][]int{}
 	var checked, wrong int64
 	for _, p := range procs {
-		var result string
-		for line := range p.lines {
-			if strings.HasPrefix(line, "MP result") {
-				result = line
-			}
-		}
-		if err := <-p.done; err != nil || result == "" {
+		result, err := p.result()
+		if err != nil || result == "" {
 			t.Fatalf("rank %d process: %v\n%s", p.rank, err, p.output())
 		}
 		if e := field(result, "err"); e != "" {
@@ -276,6 +271,51 @@ func nodesMultiProcess(t *testing.T, nodes, per int, spec func(node int) (wrap, 
 	if wrong != 0 {
 		t.Fatalf("#wrong = %d", wrong)
 	}
+}
+
+// TestNodesLanesMismatch: 2 nodes of 2 ranks, one process per rank, where
+// the last rank sets THESEUS_PROXY_LANES=2 and the others keep the
+// default, 1. Every rank's init fails with ncclInvalidUsage naming rank 0
+// and rank 3, both values and the variable, instead of a connection setup
+// that waits until THESEUS_TIMEOUT (60 s here) for lanes its peer never
+// opens: the error is the layout check's, not a timeout.
+// The check needs no libucp (init fails before loading it), so the test
+// runs where UCX is missing too.
+func TestNodesLanesMismatch(t *testing.T) {
+	const nodes, per = 2, 2
+	procs := startRanksEnv(t, nodes*per, "lanes", func(r int) []string {
+		e := []string{fmt.Sprintf("MSCCLPP_HOSTID=node%d", r/per)}
+		if r == nodes*per-1 {
+			e = append(e, "THESEUS_PROXY_LANES=2")
+		}
+		return e
+	}, "THESEUS_TIMEOUT=60000", "THESEUS_INITIAL_SCRATCH_SIZE=1MB", "MSCCLPP_SOCKET_IFNAME=lo", "UCX_TLS=tcp")
+	const want = `rank 0 (node 0, host "node0") uses THESEUS_PROXY_LANES=1, rank 3 (node 1, host "node1") uses 2: every rank of a job across nodes must use the same`
+	for _, p := range procs {
+		result, _ := p.result() // (init fails: the process too)
+		if result == "" {
+			t.Fatalf("rank %d reported nothing\n%s", p.rank, p.output())
+		}
+		msg, _ := strings.CutPrefix(result, "MP result ")
+		if !strings.HasSuffix(result, "[ncclInvalidUsage]") || !strings.Contains(result, "init: "+want) || !strings.Contains(result, "(ranks 0 3)") {
+			t.Errorf("rank %d: %s\nwant init failing with ncclInvalidUsage: %s", p.rank, msg, want)
+		}
+		if strings.Contains(result, "timeout") || strings.Contains(result, "timed out") || strings.Contains(result, "did not answer") {
+			t.Errorf("rank %d: a timeout, not the layout check: %s", p.rank, msg)
+		}
+		if p.rank == 0 {
+			t.Log(msg)
+		}
+	}
+}
+
+// runLanesRank is a rank of TestNodesLanesMismatch whose init succeeded
+// (the lanes were not checked): an allreduce across the nodes, whose
+// result it reports.
+func runLanesRank(c *Comm, rank, n int) {
+	res := runCases(c, []devicetest.Case{{Coll: ir.AllReduce, DataType: ir.Float32, RedOp: ir.Sum, Count: 4099, NRanks: n, Seed: 1}})
+	fmt.Printf("MP result rank=%d wrong=%d err=%v\n", rank, res.Wrong, res.Err)
+	c.Destroy()
 }
 
 // TestNodesNetworkNamespaces is TestNodesMultiProcess's 2 nodes of 2
@@ -463,13 +503,7 @@ func TestNodesWithoutUCX(t *testing.T) {
 		return []string{fmt.Sprintf("MSCCLPP_HOSTID=node%d", r/2)}
 	}, "THESEUS_UCX_LIB=/nonexistent/libucp.so.0", "THESEUS_TIMEOUT=20000")
 	for _, p := range procs {
-		var result string
-		for line := range p.lines {
-			if strings.HasPrefix(line, "MP result") {
-				result = line
-			}
-		}
-		<-p.done
+		result, _ := p.result() // (init fails: the process too)
 		for _, want := range []string{"ncclSystemError", "libucx0", "THESEUS_UCX_LIB", "/nonexistent/libucp.so.0", "2 nodes"} {
 			if !strings.Contains(result, want) {
 				t.Errorf("rank %d: %q lacks %q\n%s", p.rank, result, want, p.output())
