@@ -79,6 +79,10 @@ type Config struct {
 	// connections to each peer on another node, 1 to 16. In a job across
 	// nodes every rank must use the same (CheckLayout).
 	ProxyLanes int
+	// LLFence is THESEUS_LL_FENCE (nil: the environment): fence every LL
+	// launch, self-fenced schedules' too. In a job across nodes every rank
+	// must use the same (CheckLayout).
+	LLFence *bool
 	// Loader loads schedule files (default: schedfile, then compile
 	// sources to bundles with compiler/passes).
 	Loader selector.ScheduleLoader
@@ -175,6 +179,13 @@ func (c *Config) fill() error {
 			return err
 		}
 		c.SliceBytes = v
+	}
+	if c.LLFence == nil {
+		v, err := env.LLFence.Bool()
+		if err != nil {
+			return err
+		}
+		c.LLFence = &v
 	}
 	if c.AllowSharedDevice == nil {
 		v, err := env.SharedDevice.Bool()
@@ -437,7 +448,7 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 		return nil, c.wrap("init", err)
 	}
 	me := RankInfo{HostID: cfg.HostID, PID: os.Getpid(), Backend: cfg.Backend.Name(), Device: cfg.Device,
-		Scratch: cfg.InitialScratch, Alternate: *cfg.Alternate, CheckPeriod: cfg.CheckPeriod, ProxyLanes: cfg.ProxyLanes}
+		Scratch: cfg.InitialScratch, Alternate: *cfg.Alternate, CheckPeriod: cfg.CheckPeriod, ProxyLanes: cfg.ProxyLanes, LLFence: *cfg.LLFence}
 	msg, _ := json.Marshal(me)
 	all, err := c.boot.AllGather(ctx, msg)
 	if err != nil {
@@ -473,7 +484,7 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 	c.exec, err = executor.New(executor.Config{Rank: rank, NRanks: nranks, Backend: cfg.Backend, Net: c.boot,
 		InitialScratch: cfg.InitialScratch, Alternate: *cfg.Alternate, SliceBytes: cfg.SliceBytes, Timeout: cfg.Timeout,
 		Executor: cfg.Executor, Node: c.layout.Node(), LocalRank: c.layout.LocalRank[rank], LocalRanks: c.layout.PerNode, HostID: cfg.HostID,
-		ProxyLanes: cfg.ProxyLanes})
+		ProxyLanes: cfg.ProxyLanes, LLFence: *cfg.LLFence})
 	if err != nil {
 		return nil, &Error{Code: InvalidArgument, Op: "init", Rank: rank, Msg: "executor", Err: err}
 	}

@@ -19,7 +19,8 @@ type RankInfo struct {
 	Scratch     int64 // initial scratch bytes
 	Alternate   bool
 	CheckPeriod int
-	ProxyLanes  int // THESEUS_PROXY_LANES
+	ProxyLanes  int  // THESEUS_PROXY_LANES
+	LLFence     bool // THESEUS_LL_FENCE
 }
 
 // Layout is the job's node structure as the layout checks found it.
@@ -62,7 +63,9 @@ func (l Layout) Node() []int {
 // size and alternation (identical scratch halves), the context check
 // period (selection consistency) and, in a job across nodes, the proxy's
 // lanes (THESEUS_PROXY_LANES: a pair of ranks on different nodes opens one
-// connection per lane, and both must open the same ones). Assumption 4
+// connection per lane, and both must open the same ones) and the LL fence
+// (THESEUS_LL_FENCE: a fence with a peer on another node is a meeting both
+// must attend). Assumption 4
 // (send ≡ recv mod 16) is checked per call.
 func CheckLayout(infos []RankInfo, hca int, allowShared bool) (Layout, error) {
 	n := len(infos)
@@ -134,6 +137,10 @@ func CheckLayout(infos []RankInfo, hca int, allowShared bool) (Layout, error) {
 		if nodes > 1 && in.ProxyLanes != infos[0].ProxyLanes {
 			return fail([]int{0, r}, "rank 0 (node 0, host %q) uses THESEUS_PROXY_LANES=%d, rank %d (node %d, host %q) uses %d: every rank of a job across nodes must use the same",
 				infos[0].HostID, infos[0].ProxyLanes, r, r/per, in.HostID, in.ProxyLanes)
+		}
+		if nodes > 1 && in.LLFence != infos[0].LLFence {
+			return fail([]int{0, r}, "rank 0 (node 0, host %q) uses THESEUS_LL_FENCE=%s, rank %d (node %d, host %q) uses %s: every rank of a job across nodes must use the same",
+				infos[0].HostID, bit(infos[0].LLFence), r, r/per, in.HostID, bit(in.LLFence))
 		}
 	}
 	// 3. One device per process; shared devices only with permission.
@@ -226,4 +233,12 @@ func unbindDevice() {
 	if procDevice.refs > 0 {
 		procDevice.refs--
 	}
+}
+
+// bit is a boolean variable's value as it is set: 0 or 1.
+func bit(on bool) string {
+	if on {
+		return "1"
+	}
+	return "0"
 }

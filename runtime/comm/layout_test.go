@@ -132,6 +132,20 @@ func TestCheckLayout(t *testing.T) {
 	if _, err := CheckLayout(in, 0, false); err != nil {
 		t.Errorf("lanes differ on one node: %v, want no error", err)
 	}
+	// THESEUS_LL_FENCE: the same across nodes (a fence with a peer on
+	// another node is a meeting); on one node each rank's fence is its own.
+	in = infos(hosts(2, "a", "b"), local(4), devs(2, 2), "cuda")
+	in[3].LLFence = true
+	_, err = CheckLayout(in, 0, false)
+	const wantFence = `rank 0 (node 0, host "a") uses THESEUS_LL_FENCE=0, rank 3 (node 1, host "b") uses 1: every rank of a job across nodes must use the same`
+	if !errors.As(err, &e) || e.Code != InvalidUsage || !cmp.Equal(e.Peers, []int{0, 3}) || e.Msg != wantFence {
+		t.Errorf("LL fence differs across nodes: %v, want InvalidUsage naming ranks 0 and 3: %s", err, wantFence)
+	}
+	in = infos(hosts(2, "a"), local(2), devs(2, 1), "cuda")
+	in[1].LLFence = true
+	if _, err := CheckLayout(in, 0, false); err != nil {
+		t.Errorf("LL fence differs on one node: %v, want no error", err)
+	}
 }
 
 func TestCodes(t *testing.T) {

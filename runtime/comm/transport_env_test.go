@@ -33,6 +33,8 @@ func TestBadTransportEnvAtInit(t *testing.T) {
 		{"THESEUS_P2P_HELP", "garbage", "THESEUS_P2P_HELP"},
 		{"THESEUS_PROXY_LANES", "4", ""},
 		{"THESEUS_P2P_HELP", "0", ""},
+		{"THESEUS_LL_FENCE", "sometimes", "THESEUS_LL_FENCE"},
+		{"THESEUS_LL_FENCE", "1", ""},
 	} {
 		t.Run(tc.key+"="+tc.val, func(t *testing.T) {
 			t.Setenv(tc.key, tc.val)

@@ -110,6 +110,11 @@ type Config struct {
 	// GenericOnly runs the generic executor even where the schedule's
 	// bundle carries specialised kernels (THESEUS_SPECIALIZED=0).
 	GenericOnly bool
+	// LLFence fences every launch of an LL schedule, self-fenced ones too
+	// (THESEUS_LL_FENCE=1; docs/executor.md, "Fences"). Every rank of a
+	// job across nodes must use the same (the fences with peers on other
+	// nodes are meetings); the communicator checks it at init.
+	LLFence bool
 	// Resident configures the persistent executor; its zero Blocks,
 	// Threads and Idle read THESEUS_PERSISTENT_BLOCKS, _THREADS and
 	// _IDLE_US (Rank, Abort and Timeout are the executor's own).
@@ -171,6 +176,13 @@ func ConfigFromEnv(c Config) (Config, error) {
 			return c, err
 		}
 		c.GenericOnly = !on
+	}
+	if !c.LLFence {
+		on, err := env.LLFence.Bool()
+		if err != nil {
+			return c, err
+		}
+		c.LLFence = on
 	}
 	lanes, err := ProxyLanes(c.ProxyLanes)
 	if err != nil {

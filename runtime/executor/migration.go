@@ -38,7 +38,7 @@ func (e *Executor) l1Materialise(ctx context.Context, w *walk, migrate bool) Eve
 		return e.fail(w, state, fmt.Errorf("schedule %q rank %d: %w", s.Name, l, err), false)
 	}
 	ent := &l1Entry{key: l1Key{s.ID, shift}, sched: s, logical: l, table: t, ends: make([]endRes, len(t.Channels)),
-		exportTo: make([]uint8, n), importFrom: make([]uint8, n), fenceAll: t.Protocol == ir.LL && !t.SelfFenced || t.FenceLaunches}
+		exportTo: make([]uint8, n), importFrom: make([]uint8, n), fenceAll: t.Protocol == ir.LL && (!t.SelfFenced || e.cfg.LLFence) || t.FenceLaunches}
 	enc, err := b.TableBytes(l) // read (and its hash checked) by s.Table
 	if err != nil {
 		return e.fail(w, state, fmt.Errorf("schedule %q rank %d: %w", s.Name, l, err), false)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/comm/commtest"
+	"github.com/theseus-ccl/theseus/runtime/env"
 )
 
 // TestLLBackToBack: many back-to-back LL launches on 4 ranks, each with its
@@ -23,22 +24,29 @@ import (
 // the timeout), so every repeated launch is fenced. The one-shot
 // allreduce and the direct allgather read a packet from every peer they
 // write to (verify.SelfFencedLL), so their repeated launches are not
-// fenced; a ring of 4 is not proved (each rank hears only from its
-// predecessor) and stays fenced.
+// fenced unless THESEUS_LL_FENCE=1; a ring of 4 is not proved (each rank
+// hears only from its predecessor) and stays fenced.
 func TestLLBackToBack(t *testing.T) {
 	const n = 4
 	cases := []struct {
-		algo   string
-		coll   ir.Collective
-		fenced bool // every launch after the first
+		algo    string
+		coll    ir.Collective
+		llFence bool // THESEUS_LL_FENCE=1
+		fenced  bool // every repeated launch
 	}{
-		{"direct", ir.Broadcast, true},
-		{"oneshot", ir.AllReduce, false},
-		{"direct", ir.AllGather, false},
-		{"ring", ir.AllReduce, true},
+		{"direct", ir.Broadcast, false, true},
+		{"oneshot", ir.AllReduce, false, false},
+		{"oneshot", ir.AllReduce, true, true},
+		{"direct", ir.AllGather, false, false},
+		{"ring", ir.AllReduce, false, true},
 	}
 	for _, tc := range cases {
-		t.Run(fmt.Sprintf("%s_%v", tc.algo, tc.coll), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s_%v_llfence=%v", tc.algo, tc.coll, tc.llFence), func(t *testing.T) {
+			if tc.llFence {
+				t.Setenv("THESEUS_LL_FENCE", "1")
+				env.Reset()
+				t.Cleanup(env.Reset)
+			}
 			dir := t.TempDir()
 			if err := commtest.Write(dir, n, commtest.DefaultAttrs, []commtest.Sched{
 				{Algo: tc.algo, Coll: tc.coll, Protocol: ir.LL, Replaces: -1},
