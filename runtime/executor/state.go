@@ -116,7 +116,7 @@ var Table = []Transition{
 	{Grow, EvOK, L3Setup, "wait for in-flight launches; new scratch exported; one allgather; peers re-imported; every L3 entry dropped"},
 	{Grow, EvCapture, Fail, "refuse: scratch reallocation during graph capture"},
 	{Grow, EvError, Fail, "sticky error"},
-	{Launch, EvOK, Done, "launch counter + 1; fenced when the scratch shape differs from the previous launch's, and for LL schedules"},
+	{Launch, EvOK, Done, "launch counter + 1; fenced when the scratch shape differs from the previous launch's, and for LL schedules that are not self-fenced"},
 	{Launch, EvError, Fail, "error from the stream"},
 }
 
