@@ -593,6 +593,12 @@ type PortConn interface {
 	// rank) reaches want; it ends early when the connection or the
 	// endpoint to peer fails or stop returns an error.
 	WaitSignal(sem *uint64, want uint64, peer int, stop func() error) error
+	// WaitUntil waits, as WaitSignal does (helping the proxy progress,
+	// bounded by THESEUS_TIMEOUT, ended by a failure or stop), until cond
+	// holds: a condition on this rank's memory that peer's puts and
+	// signals write (the point-to-point engine's credit and arrival
+	// words).
+	WaitUntil(cond func() bool, peer int, stop func() error) error
 	// Help runs one round of the proxy from the caller.
 	Help()
 	// Kick wakes the proxy before a launch whose kernel posts.

@@ -219,6 +219,9 @@ func (p *portConn) String() string         { return "port connection of rank " +
 func (p *portConn) WaitSignal(sem *uint64, want uint64, peer int, stop func() error) error {
 	return p.c.WaitSignalStop(sem, want, peer, stop)
 }
+func (p *portConn) WaitUntil(cond func() bool, peer int, stop func() error) error {
+	return p.c.WaitUntil(cond, peer, stop)
+}
 
 // mapper is the backend's HostMapper, or nil (host backend: its memory is
 // host memory).

@@ -260,8 +260,15 @@ func (r *p2pRun) xfer(x *device.P2PXfer, peer int, recv bool) (int64, device.Ptr
 func w(b []byte, off int64) *uint64 { return (*uint64)(unsafe.Pointer(&b[off])) }
 
 // wait blocks until cond holds, the launch stops (another lane failed,
-// the abort word, the stream's context) or the timeout passes.
-func (r *p2pRun) wait(cond func() bool, lane, step, peer int, what func() string) error {
+// the abort word, the stream's context) or the timeout passes. A wait on
+// a peer of another node (port non-nil) waits through its connection
+// (device.PortConn.WaitUntil), which helps the proxy progress the puts
+// and signals it waits for instead of sleeping; it returns nil when the
+// connection failed (cond's callers check it: portErr).
+func (r *p2pRun) wait(cond func() bool, lane, step, peer int, port *device.P2PPort, what func() string) error {
+	if port != nil {
+		return r.waitPort(cond, lane, step, peer, port, what)
+	}
 	for i := 0; i < 64; i++ {
 		if cond() {
 			return nil
@@ -292,6 +299,35 @@ func (r *p2pRun) wait(cond func() bool, lane, step, peer int, what func() string
 		time.Sleep(sleep)
 		sleep = min(2*sleep, 500*time.Microsecond, max(timeout/8, 2*time.Microsecond))
 	}
+}
+
+// waitPort is wait for a peer on another node.
+func (r *p2pRun) waitPort(cond func() bool, lane, step, peer int, port *device.P2PPort, what func() string) error {
+	start := time.Now()
+	var stopped error
+	stop := func() error {
+		if r.stop.Load() || atomic.LoadUint64(r.p.abort) != 0 {
+			stopped = r.errorf(lane, step, peer, launch.ErrAborted, "aborted while waiting for %s", what())
+		} else if err := r.ctx.Err(); err != nil {
+			stopped = r.errorf(lane, step, peer, fmt.Errorf("%w: %w", launch.ErrAborted, err), "%v while waiting for %s", err, what())
+		}
+		return stopped
+	}
+	err := port.Conn.WaitUntil(cond, peer, stop)
+	switch {
+	case err == nil || cond() || port.Conn.Err() != nil:
+		return nil
+	case stopped != nil:
+		return stopped
+	}
+	timeout := r.a.Timeout
+	if timeout <= 0 {
+		timeout = launch.DefaultTimeout
+	}
+	if el := time.Since(start); el >= timeout {
+		return r.errorf(lane, step, peer, launch.ErrTimeout, "timed out after %v waiting for %s", el.Round(time.Millisecond), what())
+	}
+	return r.portErr(lane, step, peer, err, "%s", what())
 }
 
 // view is the memory of a user buffer while the launch runs.
@@ -360,7 +396,7 @@ func (r *p2pRun) sendPeer(ch int, pr *p2pPeer) error {
 		s := *sent
 		err := r.wait(func() bool {
 			return s-atomic.LoadUint64(credit) < uint64(g.Slots) || postError(post, tseq) || pr.portFailed() || look && posted(tseq)
-		}, ch, step, q, func() string {
+		}, ch, step, q, pr.port, func() string {
 			return fmt.Sprintf("rank %d to free a slot of channel %d (send #%d to it; it consumed %d of %d chunks)", q, ch, tseq, atomic.LoadUint64(credit), s)
 		})
 		if err != nil {
@@ -619,7 +655,7 @@ func (r *p2pRun) recvPeer(ch, lane int, pr *p2pPeer, next func(*p2pPeer, int, ui
 				arrived := w(st, 8*launch.P2PStateArrived)
 				ready = func() bool { return atomic.LoadUint64(arrived) >= want || pr.portFailed() }
 			}
-			err := r.wait(ready, lane, i, q, func() string {
+			err := r.wait(ready, lane, i, q, pr.port, func() string {
 				return fmt.Sprintf("rank %d's send #%d on channel %d (receive #%d of %d bytes from it)", q, tseq, ch, tseq, total)
 			})
 			if err != nil {

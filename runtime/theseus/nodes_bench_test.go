@@ -111,3 +111,64 @@ func BenchmarkNodes(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNodesSendRecv: 2 simulated nodes of 1 rank, host backend, UCX
+// over TCP between them: each rank sends the larger buffer to the other and
+// receives the same (one group), through the point-to-point engine's FIFO
+// across nodes (docs/p2p.md, "Across nodes"). busbw as nccl-tests'
+// sendrecv (= algbw, the bytes one rank sends per second).
+func BenchmarkNodesSendRecv(b *testing.B) {
+	needUCX(b)
+	comms := nodeComms(b, 2, 1, "")
+	for _, kib := range []int64{64, 4096, 32768} {
+		bytes := kib << 10
+		b.Run(fmt.Sprintf("%dKiB", kib), func(b *testing.B) {
+			count := bytes / 4
+			bufs := make([][2]Ptr, 2)
+			for r, c := range comms {
+				s, err := c.MemAlloc(bytes)
+				if err != nil {
+					b.Fatal(err)
+				}
+				d, err := c.MemAlloc(bytes)
+				if err != nil {
+					b.Fatal(err)
+				}
+				bufs[r] = [2]Ptr{s, d}
+			}
+			defer func() {
+				for r, c := range comms {
+					c.MemFree(bufs[r][0])
+					c.MemFree(bufs[r][1])
+				}
+			}()
+			call := func() {
+				errs := ranks.Each(2, func(r int) error {
+					c := comms[r]
+					c.GroupStart()
+					if err := c.Send(bufs[r][0], count, Float32, 1-r, nil); err != nil {
+						return err
+					}
+					if err := c.Recv(bufs[r][1], count, Float32, 1-r, nil); err != nil {
+						return err
+					}
+					return c.GroupEnd()
+				})
+				for r, err := range errs {
+					if err != nil {
+						b.Fatalf("rank %d: %v", r, err)
+					}
+				}
+			}
+			call()
+			b.SetBytes(bytes)
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				call()
+			}
+			b.ReportMetric(float64(bytes)*float64(b.N)/time.Since(start).Seconds()/1e9, "busbw-GB/s")
+			b.Logf("rank 0: %+v", comms[0].Stats().Executor.P2P)
+		})
+	}
+}

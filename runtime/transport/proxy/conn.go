@@ -672,9 +672,26 @@ func (c *Conn) WaitSignal(sem *uint64, want uint64, peer int) error {
 // as stop (checked every few dozen polls; nil: never) returns one: the
 // executor's abort word, a cancelled launch.
 func (c *Conn) WaitSignalStop(sem *uint64, want uint64, peer int, stop func() error) error {
+	return c.waitFor(func() bool { return atomic.LoadUint64(sem) >= want }, peer, stop, func() string {
+		return fmt.Sprintf("waiting for signal %d from rank %d (have %d)", want, peer, atomic.LoadUint64(sem))
+	})
+}
+
+// WaitUntil waits until cond holds: a condition on memory of this rank
+// that rank peer's puts and signals write (a point-to-point FIFO's credit
+// or arrival words). It waits as WaitSignalStop does: it helps this
+// process's proxy progress while it spins, and ends with an error when the
+// connection or the endpoint to peer fails, stop returns one, or
+// THESEUS_TIMEOUT passes.
+func (c *Conn) WaitUntil(cond func() bool, peer int, stop func() error) error {
+	return c.waitFor(cond, peer, stop, func() string { return fmt.Sprintf("waiting for rank %d", peer) })
+}
+
+// waitFor is WaitSignalStop and WaitUntil: op names the wait in errors.
+func (c *Conn) waitFor(cond func() bool, peer int, stop func() error, op func() string) error {
 	pe := c.peers[peer]
 	if pe == nil {
-		return fmt.Errorf("proxy: rank %d: wait for a signal from rank %d, which is not a peer", c.rank, peer)
+		return fmt.Errorf("proxy: rank %d: wait for rank %d, which is not a peer", c.rank, peer)
 	}
 	b := c.bound()
 	failed := func() error {
@@ -689,17 +706,17 @@ func (c *Conn) WaitSignalStop(sem *uint64, want uint64, peer int, stop func() er
 		}
 		return nil
 	}
-	if atomic.LoadUint64(sem) >= want {
+	if cond() {
 		return nil
 	}
 	b.h = c.p.startHelping()
 	defer b.h.stop()
-	for i := 0; atomic.LoadUint64(sem) < want; i++ {
+	for i := 0; !cond(); i++ {
 		if i&7 == 7 && c.p.help() { // the signal may be waiting in this process's worker
 			b.busy()
 		}
 		if err := spinCheck(i, b, failed); err != nil {
-			return &Error{Rank: c.rank, Peer: peer, Op: fmt.Sprintf("waiting for signal %d from rank %d (have %d)", want, peer, atomic.LoadUint64(sem)), Err: err}
+			return &Error{Rank: c.rank, Peer: peer, Op: op(), Err: err}
 		}
 	}
 	return nil
