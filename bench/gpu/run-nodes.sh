@@ -45,6 +45,8 @@
 #     -stage2m  a 2 MB staging buffer only (THESEUS_PROXY_STAGE_BYTES=2MB)
 #     -spin     the idle proxy polls for 10 s before it sleeps
 #               (THESEUS_PROXY_SPIN=10000000: is a sleeping proxy the cost?)
+#     -llfence  every LL launch fenced, self-fenced schedules' too
+#               (THESEUS_LL_FENCE=1: what the fence round trip costs)
 #   for example tcp-l4-base.
 #
 # Knobs (passed through to every Theseus run): THESEUS_SLICE_BYTES (the
@@ -200,6 +202,7 @@ th_env() { # th_env R: Theseus rank R's environment (layout and transport from t
     nobatch) echo "THESEUS_PROXY_STAGE_BATCH=0" ;;
     stage2m) echo "THESEUS_PROXY_STAGE_BYTES=2MB" ;;
     spin) echo "THESEUS_PROXY_SPIN=10000000" ;;
+    llfence) echo "THESEUS_LL_FENCE=1" ;;
     esac
   done
   for k in THESEUS_SLICE_BYTES THESEUS_PROXY_SPIN THESEUS_PROXY_STAGE_BYTES THESEUS_PROXY_STAGE_BATCH UCX_TCP_TX_SEG_SIZE UCX_TCP_RX_SEG_SIZE UCX_TCP_SNDBUF UCX_TCP_RCVBUF; do
