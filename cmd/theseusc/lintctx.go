@@ -108,8 +108,11 @@ func lintContext(dir string, vo verify.Options) ([]diag.Diagnostic, error) {
 			return // the point-to-point engine's parameters: no program (ParseSchedule checked them)
 		}
 		if s.Gen != nil {
-			_, _, dc := selector.CompileChannels(s.Gen, attrs, sf, line, 0)
-			ds = append(append(ds, dc...), lintGenerated(&s, sf, line, vo)...)
+			prog, k, dc := selector.CompileChannels(s.Gen, attrs, sf, line, 0)
+			ds = append(ds, dc...)
+			if prog != nil || k != 0 {
+				ds = append(ds, lintGenerated(&s, prog, k, sf, line, vo)...)
+			}
 			return
 		}
 		path := s.File
@@ -158,8 +161,10 @@ func lintContext(dir string, vo verify.Options) ([]diag.Diagnostic, error) {
 var lintShapes = [][2]int{{1, 1}, {2, 2}, {3, 3}, {4, 4}, {8, 8}, {16, 16}, {4, 2}, {6, 3}, {8, 4}, {16, 8}}
 
 // lintGenerated builds generated entry s (line of manifest sf) at the
-// shapes it serves and verifies each program.
-func lintGenerated(s *manifest.Schedule, sf string, line int, vo verify.Options) []diag.Diagnostic {
+// shapes it serves and verifies each program; its channels (CompileChannels'
+// prog or literal k) must evaluate at each of them, as the runtime
+// evaluates them (selector.ChannelsAt).
+func lintGenerated(s *manifest.Schedule, prog *bc.Program, k int, sf string, line int, vo verify.Options) []diag.Diagnostic {
 	shapes := lintShapes
 	if s.NRanks != 0 {
 		l := s.NLocalRanks
@@ -172,7 +177,7 @@ func lintGenerated(s *manifest.Schedule, sf string, line int, vo verify.Options)
 		return diag.Diagnostic{Code: code, Severity: sev, File: sf, Line: line, Col: s.Gen.Col, Rank: -1, TB: -1, Step: -1,
 			Msg: fmt.Sprintf("schedule %d: ", line-1) + fmt.Sprintf(format, args...), Hint: hint}
 	}
-	var ds []diag.Diagnostic
+	var ds, faults []diag.Diagnostic
 	served := 0
 	for _, sh := range shapes {
 		o := gen.Options{Collective: s.Collective, NRanks: sh[0], Protocol: s.Gen.Protocol, Avoid: s.Gen.Avoid}
@@ -183,6 +188,13 @@ func lintGenerated(s *manifest.Schedule, sf string, line int, vo verify.Options)
 			continue // the runtime does not match the entry there
 		}
 		served++
+		if _, err := selector.ChannelsAt(s.Gen, prog, k, sh[0], sh[1]); err != nil {
+			d := at(diag.Warning, diag.BadValue, "make the channels expression valid at every shape the entry serves",
+				"%s at %d ranks (%d per node): %v; the runtime excludes the entry there", s.Gen, sh[0], sh[1], err)
+			d.Col = s.Gen.ChannelsCol
+			faults = append(faults, d)
+			continue
+		}
 		p, err := gen.Generate(s.Gen.Algorithm, o)
 		if err != nil {
 			ds = append(ds, at(diag.Error, diag.BadValue, "the runtime excludes the entry for such communicators",
@@ -196,6 +208,18 @@ func lintGenerated(s *manifest.Schedule, sf string, line int, vo verify.Options)
 			}
 		}
 	}
+	// Channels that fault at some shapes exclude the entry there (a
+	// warning); at every shape it serves, the entry serves nothing (an
+	// error).
+	if len(faults) > 0 && len(faults) == served {
+		f := faults[0]
+		f.Severity = diag.Error
+		if served > 1 {
+			f.Msg += fmt.Sprintf(", and at the %d other shapes lint builds: it serves nothing", served-1)
+		}
+		faults = []diag.Diagnostic{f}
+	}
+	ds = append(ds, faults...)
 	if served == 0 && len(shapes) > 1 {
 		ds = append(ds, at(diag.Warning, diag.BadValue, "give nranks (and nlocalranks) to lint it at a shape it serves",
 			"%s serves none of the shapes lint builds (1-16 ranks)", s.Gen))

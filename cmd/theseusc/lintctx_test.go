@@ -144,6 +144,9 @@ func TestLintContextGenerated(t *testing.T) {
 {"gen":"ring","collective":"allreduce","channels":"msgsize / 1024"}
 {"gen":"ring","collective":"allreduce","nranks":4,"avoid":[1]}
 {"gen":"dbtree","collective":"allreduce","avoid":[20]}
+{"gen":"ring","collective":"allreduce","channels":"nranks / 0"}
+{"gen":"ring","collective":"allreduce","channels":"64 / (nranks - 1)"}
+{"gen":"ring","collective":"allreduce","channels":"nranks > 2"}
 `)
 	j := theseusc(t, "lint", "--json", dir).want(t, cli.ExitFindings)
 	var rep cli.Report
@@ -155,11 +158,19 @@ func TestLintContextGenerated(t *testing.T) {
 		got = append(got, string(d.Code)+" "+d.Severity.String()+" "+strings.TrimPrefix(d.Where(), d.File+":"))
 	}
 	want := []string{
-		"TS0003 error 2:52",  // channels reads msgsize
-		"TS0003 error 3:9",   // a ring keeps every rank relaying: avoid fails at 4 ranks
-		"TS0003 warning 4:9", // rank 20: none of the shapes lint builds
+		"TS0003 error 2:52",   // channels reads msgsize
+		"TS0003 error 3:9",    // a ring keeps every rank relaying: avoid fails at 4 ranks
+		"TS0003 warning 4:9",  // rank 20: none of the shapes lint builds
+		"TS0003 error 5:52",   // channels divide by zero at every shape: the entry serves nothing
+		"TS0003 warning 6:52", // ... at 1 rank only: excluded there
+		"TS0302 error 7:52",   // a bool is no channel count
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("diagnostics (-want +got):\n%s\n%s", d, j.out)
+	}
+	for _, w := range []string{"it serves nothing", "a channels expression must be int or float"} {
+		if !strings.Contains(j.out, w) {
+			t.Errorf("no %q in the report:\n%s", w, j.out)
+		}
 	}
 }

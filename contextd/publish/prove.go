@@ -3,6 +3,7 @@ package publish
 import (
 	"errors"
 	"fmt"
+	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
 	"unicode/utf8"
 
 	"github.com/theseus-ccl/theseus/codegen/bundle"
@@ -107,7 +108,8 @@ func checkGenerated(m *Model, e *manifest.Schedule, n, maxVec int) *Rejection {
 	if e.Gen == nil {
 		return nil // a "gen": "p2p" entry: parameters, no program
 	}
-	if prog, k, ds := selector.CompileChannels(e.Gen, m, manifest.ScheduleManifest, n, maxVec); prog == nil && k == 0 {
+	prog, k, ds := selector.CompileChannels(e.Gen, m, manifest.ScheduleManifest, n, maxVec)
+	if prog == nil && k == 0 {
 		rej := diagRejection("the generated entry", "its channels do not compile", ds)
 		if rej == nil {
 			rej = reject(api.ReasonBadExpression, "the generated entry's channels do not compile")
@@ -118,22 +120,27 @@ func checkGenerated(m *Model, e *manifest.Schedule, n, maxVec int) *Rejection {
 		}
 		return rej
 	}
-	if err := genServes(e); err != nil {
+	if err := genServes(e, prog, k); err != nil {
 		return reject(api.ReasonInvalidSchedule, "the generated entry %s can serve no communicator: %v; the runtime would never select it", e.Gen, err)
 	}
 	return nil
 }
 
 // genServes is nil when e's generator serves some communicator shape e
-// admits, else the reason at the first shape tried. With nranks N: N
+// admits and its channels (CompileChannels' prog, or the literal k)
+// evaluate there (selector.ChannelsAt), else the reason at the first shape
+// tried. With nranks N: N
 // ranks, nlocalranks L per node (the hierarchical generator: any divisor
 // of N when the entry gives none); without: 1 to 64 ranks, then powers of
 // two up to ir.MaxRanks (multiples of L when the entry gives it).
-func genServes(e *manifest.Schedule) error {
+func genServes(e *manifest.Schedule, prog *bc.Program, k int) error {
 	hier := gen.Canonical(e.Gen.Algorithm) == "hier"
 	var first error
 	try := func(n, l int) bool {
 		err := selector.GenCheck(e, n, l)
+		if err == nil {
+			_, err = selector.ChannelsAt(e.Gen, prog, k, n, l)
+		}
 		if err != nil && first == nil {
 			first = fmt.Errorf("at %d ranks (%d per node): %w", n, l, err)
 		}

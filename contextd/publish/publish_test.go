@@ -357,7 +357,8 @@ func TestUnverifiedBundles(t *testing.T) {
 // TestGeneratedEntryChecks (finding 03): a generated entry is refused
 // when the runtime could never use it: channels that read an attribute
 // other than the communicator's shape, a hierarchical layout whose
-// nlocalranks does not divide nranks, a ring over the op limit.
+// nlocalranks does not divide nranks, a ring over the op limit, channels
+// that fault at every shape or are out of range.
 func TestGeneratedEntryChecks(t *testing.T) {
 	l := newLocal(t)
 	seedAttrs(t, l)
@@ -372,6 +373,8 @@ func TestGeneratedEntryChecks(t *testing.T) {
 		{"channels read an attribute", api.SchedRequest{Gen: "ring", Collective: "allreduce", Channels: "slow_rank"}, "channels reads"},
 		{"hier 6 by 4", api.SchedRequest{Gen: "hier", Collective: "allreduce", NRanks: 6, NLocalRanks: 4}, "can serve no communicator"},
 		{"ring 8192", api.SchedRequest{Gen: "ring", Collective: "allreduce", NRanks: 8192}, "can serve no communicator"},
+		{"channels divide by zero", api.SchedRequest{Gen: "ring", Collective: "allreduce", Channels: "nranks / 0"}, "integer division by zero"},
+		{"channels -5", api.SchedRequest{Gen: "ring", Collective: "allreduce", Channels: "-5"}, "channels must be in [1, 32]"},
 		{"ring", api.SchedRequest{Gen: "ring", Collective: "allreduce", Channels: "nranks > 4 ? 2 : 1"}, ""},
 		{"hier 8 by 4", api.SchedRequest{Gen: "hier", Collective: "allreduce", NRanks: 8, NLocalRanks: 4}, ""},
 	} {

@@ -691,7 +691,7 @@ func CompileChannels(g *manifest.Generator, attrs policy.Attrs, file string, lin
 	if v, err := strconv.Atoi(g.Channels); err == nil {
 		return nil, v, nil // the manifest checked its range
 	}
-	p, ds := policy.Compile(g.Channels, attrs, policy.Options{Want: policy.WantNumber, File: file, Line: line,
+	p, ds := policy.Compile(g.Channels, attrs, policy.Options{Want: policy.WantNumber, What: "a channels expression", File: file, Line: line,
 		Col: g.ChannelsCol, MaxVectorLen: maxVec})
 	if p == nil {
 		return nil, 0, ds
@@ -705,6 +705,42 @@ func CompileChannels(g *manifest.Generator, attrs policy.Attrs, file string, lin
 		}
 	}
 	return p, 0, ds
+}
+
+// ChannelsAt is the channel count generated entry g asks for on a
+// communicator of nranks ranks, nlocal per node, as the runtime computes it
+// when it builds the schedule: the literal k, or CompileChannels' program
+// prog evaluated there and clamped to [1, gen.MaxChannels]. Errors: the
+// expression faults there (a division by zero, an out-of-range shift) or
+// is NaN: the runtime excludes the entry for such communicators. theseusc
+// lint and the context daemon's checks use it.
+func ChannelsAt(g *manifest.Generator, prog *bc.Program, k, nranks, nlocal int) (int, error) {
+	if prog == nil {
+		return k, nil
+	}
+	p, err := vm.Load(prog, func(bc.Import) (int, error) { return 0, nil }) // CompileChannels admits endo imports only
+	if err != nil {
+		return 0, fmt.Errorf("channels: %w", err)
+	}
+	var env vm.Env
+	env.Req[bc.ReqNRanks], env.Req[bc.ReqNLocalRanks] = int64(nranks), int64(nlocal)
+	var m vm.VM
+	return evalChannels(&m, p, &env, g.Channels)
+}
+
+// evalChannels evaluates a generated entry's channel program p (source
+// expr) against env: its value floored and clamped to [1,
+// gen.MaxChannels].
+func evalChannels(m *vm.VM, p *vm.Program, env *vm.Env, expr string) (int, error) {
+	v, f := m.Eval(p, env)
+	if !f.OK() {
+		return 0, fmt.Errorf("channels: %s", f.Describe(p))
+	}
+	x := v.Number()
+	if x != x {
+		return 0, fmt.Errorf("channels: %q is NaN", expr)
+	}
+	return int(max(1, min(math.Floor(x), gen.MaxChannels))), nil
 }
 
 func (r *reader) close() {

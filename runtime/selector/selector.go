@@ -45,7 +45,6 @@ import (
 	"time"
 
 	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
-	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	rlog "github.com/theseus-ccl/theseus/runtime/log"
@@ -722,15 +721,10 @@ func (s *Selector) loadOne(c *sched, r *Request) (*ScheduleInfo, error) {
 	}
 	k := c.chanK
 	if c.chanProg != nil {
-		v, f := s.vm.Eval(c.chanProg, &s.snap.env)
-		if !f.OK() {
-			return nil, fmt.Errorf("channels: %s", f.Describe(c.chanProg))
+		var err error
+		if k, err = evalChannels(&s.vm, c.chanProg, &s.snap.env, g.Channels); err != nil {
+			return nil, err
 		}
-		x := v.Number()
-		if x != x {
-			return nil, fmt.Errorf("channels: %q is NaN", g.Channels)
-		}
-		k = int(max(1, min(math.Floor(x), gen.MaxChannels)))
 	}
 	req.Gen = &GenSpec{Algorithm: g.Algorithm, Protocol: g.Protocol, Channels: k, Avoid: g.Avoid,
 		NLocalRanks: genLocal(g.Algorithm, r.NRanks, r.NLocalRanks)}

@@ -40,12 +40,12 @@ func check(r *reporter, n *Node, attrs Attrs) *Node {
 	switch r.opt.Want {
 	case WantBool:
 		if n.Type != tBool {
-			r.errorf(diag.PolicyType, n.Span.From, "compare the value, e.g. x > 0", "a usability expression must be bool, this one is %s", n.Type)
+			r.errorf(diag.PolicyType, n.Span.From, "compare the value, e.g. x > 0", "%s must be bool, this one is %s", r.opt.what("a usability expression"), n.Type)
 			return nil
 		}
 	case WantNumber:
 		if !n.Type.Numeric() {
-			r.errorf(diag.PolicyType, n.Span.From, "use a number, e.g. cond ? 1 : 0", "a preference expression must be int or float, this one is %s", n.Type)
+			r.errorf(diag.PolicyType, n.Span.From, "use a number, e.g. cond ? 1 : 0", "%s must be int or float, this one is %s", r.opt.what("a preference expression"), n.Type)
 			return nil
 		}
 	default:
@@ -302,4 +302,12 @@ func (c *checker) call(n *Node) {
 		n.Kids[1] = toFloat(x)
 		n.Type = tBool
 	}
+}
+
+// what is the name of the expression in messages: o.What, else def.
+func (o *Options) what(def string) string {
+	if o.What != "" {
+		return o.What
+	}
+	return def
 }

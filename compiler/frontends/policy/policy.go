@@ -44,6 +44,10 @@ const DefaultMaxVectorLen = 1024
 // Options control one compilation.
 type Options struct {
 	Want Want
+	// What names the expression in type errors ("" : "a usability
+	// expression" for WantBool, "a preference expression" for
+	// WantNumber), e.g. "channels".
+	What string
 	// File, Line and Col place the expression's first byte in the file it
 	// came from (1-based; 0 means 1), so diagnostics point into that file.
 	// Columns after the first line of the expression are its own.

@@ -406,6 +406,10 @@ func ParseSchedule(file string, line int, text []byte, opt Options) (Schedule, [
 				if strings.TrimSpace(v) == "" {
 					c.errorf(diag.BadValue, f.ValOff, "write an integer or an expression such as \"clamp(64 / nranks, 1, 32)\"", "channels is empty")
 				}
+				// An integer in a string is the literal (selector.CompileChannels).
+				if k, err := strconv.Atoi(v); err == nil && (k < 1 || k > gen.MaxChannels) {
+					c.errorf(diag.BadValue, f.ValOff, "", "channels must be in [1, %d], got %d", gen.MaxChannels, k)
+				}
 				g.Channels = v
 			}
 		case "avoid":

@@ -175,6 +175,8 @@ func TestParseGeneratedErrors(t *testing.T) {
 		{`{"gen":"nosuch","collective":"allreduce"}`, diag.BadValue, 8, `unknown generator "nosuch"`}, // t1 L9: it said "does not serve"
 		{head + `,"channels":0}`, diag.BadValue, 51, "channels must be in [1, 32]"},
 		{head + `,"channels":33}`, diag.BadValue, 51, "channels must be in [1, 32]"},
+		{head + `,"channels":"-5"}`, diag.BadValue, 51, "channels must be in [1, 32], got -5"},
+		{head + `,"channels":"100"}`, diag.BadValue, 51, "channels must be in [1, 32], got 100"},
 		{head + `,"channels":""}`, diag.BadValue, 51, "channels is empty"},
 		{head + `,"channels":true}`, diag.BadValue, 51, "must be a string"},
 		{head + `,"protocol":"LL128x"}`, diag.BadValue, 51, "protocol"},
