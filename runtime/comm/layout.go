@@ -2,6 +2,7 @@ package comm
 
 import (
 	"fmt"
+	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
 	"os"
 	"strings"
 	"sync"
@@ -19,8 +20,9 @@ type RankInfo struct {
 	Scratch     int64 // initial scratch bytes
 	Alternate   bool
 	CheckPeriod int
-	ProxyLanes  int  // THESEUS_PROXY_LANES
-	LLFence     bool // THESEUS_LL_FENCE
+	SliceBytes  int64 // THESEUS_SLICE_BYTES
+	ProxyLanes  int   // THESEUS_PROXY_LANES
+	LLFence     bool  // THESEUS_LL_FENCE
 }
 
 // Layout is the job's node structure as the layout checks found it.
@@ -85,6 +87,9 @@ func CheckLayout(infos []RankInfo, hca int, allowShared bool) (Layout, error) {
 				infos[0].Scratch, infos[0].Alternate, in.Scratch, in.Alternate)
 		case in.CheckPeriod != infos[0].CheckPeriod:
 			return fail([]int{0, r}, "ranks use different THESEUS_CONTEXT_CHECK_PERIOD (%d, %d): selection would not stay consistent", infos[0].CheckPeriod, in.CheckPeriod)
+		case in.SliceBytes != infos[0].SliceBytes:
+			return fail([]int{0, r}, "rank 0 uses THESEUS_SLICE_BYTES=%d, rank %d uses %d: every rank must use the same (ranks that slice a collective differently wait for each other's slices until THESEUS_TIMEOUT)",
+				infos[0].SliceBytes, r, in.SliceBytes)
 		}
 	}
 	// 1. Contiguous, equal blocks.
@@ -197,13 +202,9 @@ func DefaultHostID() string {
 	return hostID
 }
 
-func hcaCount() int {
-	v, ok := env.HCADevices.Raw()
-	if !ok || strings.TrimSpace(v) == "" {
-		return 0
-	}
-	return len(strings.Split(v, ","))
-}
+// hcaCount is the number of NICs MSCCLPP_HCA_DEVICES lists, as UCX's
+// settings read it (ucx.HCAs: empty entries dropped).
+func hcaCount() int { return len(ucx.HCAs()) }
 
 // The process's device binding (assumption 3): every communicator a
 // process creates is bound to one device; the binding is released when the

@@ -2,6 +2,7 @@ package comm
 
 import (
 	"errors"
+	"github.com/theseus-ccl/theseus/runtime/env"
 	"strings"
 	"testing"
 
@@ -132,6 +133,14 @@ func TestCheckLayout(t *testing.T) {
 	if _, err := CheckLayout(in, 0, false); err != nil {
 		t.Errorf("lanes differ on one node: %v, want no error", err)
 	}
+	// THESEUS_SLICE_BYTES: the same on every rank, one node too.
+	in = infos(hosts(2, "a"), local(2), devs(2, 1), "cuda")
+	in[1].SliceBytes = 4096
+	_, err = CheckLayout(in, 0, false)
+	const wantSlice = `rank 0 uses THESEUS_SLICE_BYTES=0, rank 1 uses 4096: every rank must use the same (ranks that slice a collective differently wait for each other's slices until THESEUS_TIMEOUT)`
+	if !errors.As(err, &e) || e.Code != InvalidUsage || !cmp.Equal(e.Peers, []int{0, 1}) || e.Msg != wantSlice {
+		t.Errorf("slice bytes differ: %v, want InvalidUsage naming ranks 0 and 1: %s", err, wantSlice)
+	}
 	// THESEUS_LL_FENCE: the same across nodes (a fence with a peer on
 	// another node is a meeting); on one node each rank's fence is its own.
 	in = infos(hosts(2, "a", "b"), local(4), devs(2, 2), "cuda")
@@ -164,4 +173,21 @@ func TestCodes(t *testing.T) {
 	if CodeOf(wrapped) != InvalidUsage {
 		t.Errorf("CodeOf(wrapped) = %v", CodeOf(wrapped))
 	}
+}
+
+// TestHCACount: the init layout check counts MSCCLPP_HCA_DEVICES as UCX's
+// settings read it (ucx.HCAs): a trailing comma or an empty entry is no NIC
+// (fresh user f25: "mlx5_0," passed init as 2 NICs, then failed in UCX).
+func TestHCACount(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want int
+	}{{"", 0}, {"mlx5_0", 1}, {"mlx5_0,", 1}, {" mlx5_0 , , mlx5_1:1 ", 2}, {",", 0}} {
+		t.Setenv("MSCCLPP_HCA_DEVICES", tc.v)
+		env.Reset()
+		if got := hcaCount(); got != tc.want {
+			t.Errorf("MSCCLPP_HCA_DEVICES=%q: %d NICs, want %d", tc.v, got, tc.want)
+		}
+	}
+	env.Reset()
 }

@@ -88,6 +88,23 @@ func explicit(key, value string) bool {
 // and UCX_TCP_RX_SEG_SIZE, in UCX's memory units).
 const TCPSegSize = "256k"
 
+// HCAs is MSCCLPP_HCA_DEVICES as a list: its comma-separated entries,
+// trimmed, empty ones dropped ("mlx5_0," is one NIC); nil when unset or
+// empty. Local rank k uses the k-th.
+func HCAs() []string {
+	raw, ok := env.HCADevices.Raw()
+	if !ok {
+		return nil
+	}
+	var hcas []string
+	for _, h := range strings.Split(raw, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hcas = append(hcas, h)
+		}
+	}
+	return hcas
+}
+
 // Settings maps the seed's network variables onto UCX's configuration:
 //
 //   - MSCCLPP_HCA_DEVICES (comma-separated RNICs; local rank k uses the k-th)
@@ -120,13 +137,7 @@ func Settings(o Options) ([]Setting, error) {
 		out = append(out, s)
 	}
 	var devs, from []string
-	if raw, ok := env.HCADevices.Raw(); ok && strings.TrimSpace(raw) != "" {
-		var hcas []string
-		for _, h := range strings.Split(raw, ",") {
-			if h = strings.TrimSpace(h); h != "" {
-				hcas = append(hcas, h)
-			}
-		}
+	if hcas := HCAs(); hcas != nil {
 		n := max(o.LocalRanks, o.LocalRank+1)
 		if len(hcas) < n {
 			return nil, fmt.Errorf("ucx: %s lists %d NIC(s) (%s) for %d rank(s) on this node: local rank k uses the k-th NIC, so it needs at least %d", env.HCADevices.Source(), len(hcas), strings.Join(hcas, ","), n, n)
