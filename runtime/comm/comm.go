@@ -448,7 +448,7 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 		return nil, c.wrap("init", err)
 	}
 	me := RankInfo{HostID: cfg.HostID, PID: os.Getpid(), Backend: cfg.Backend.Name(), Device: cfg.Device,
-		Scratch: cfg.InitialScratch, Alternate: *cfg.Alternate, CheckPeriod: cfg.CheckPeriod, SliceBytes: cfg.SliceBytes, ProxyLanes: cfg.ProxyLanes, LLFence: *cfg.LLFence}
+		Scratch: cfg.InitialScratch, Alternate: *cfg.Alternate, CheckPeriod: cfg.CheckPeriod, SliceBytes: cfg.SliceBytes, PacketType: cfg.PacketType.String(), ProxyLanes: cfg.ProxyLanes, LLFence: *cfg.LLFence}
 	msg, _ := json.Marshal(me)
 	all, err := c.boot.AllGather(ctx, msg)
 	if err != nil {

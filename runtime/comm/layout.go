@@ -20,9 +20,10 @@ type RankInfo struct {
 	Scratch     int64 // initial scratch bytes
 	Alternate   bool
 	CheckPeriod int
-	SliceBytes  int64 // THESEUS_SLICE_BYTES
-	ProxyLanes  int   // THESEUS_PROXY_LANES
-	LLFence     bool  // THESEUS_LL_FENCE
+	SliceBytes  int64  // THESEUS_SLICE_BYTES
+	PacketType  string // THESEUS_LL_PROTOCOL (ir.PacketType's name)
+	ProxyLanes  int    // THESEUS_PROXY_LANES
+	LLFence     bool   // THESEUS_LL_FENCE
 }
 
 // Layout is the job's node structure as the layout checks found it.
@@ -87,6 +88,9 @@ func CheckLayout(infos []RankInfo, hca int, allowShared bool) (Layout, error) {
 				infos[0].Scratch, infos[0].Alternate, in.Scratch, in.Alternate)
 		case in.CheckPeriod != infos[0].CheckPeriod:
 			return fail([]int{0, r}, "ranks use different THESEUS_CONTEXT_CHECK_PERIOD (%d, %d): selection would not stay consistent", infos[0].CheckPeriod, in.CheckPeriod)
+		case in.PacketType != infos[0].PacketType:
+			return fail([]int{0, r}, "rank 0 uses THESEUS_LL_PROTOCOL=%s, rank %d uses %s: every rank must use the same (the LL packets of one rank are read by its peers)",
+				infos[0].PacketType, r, in.PacketType)
 		case in.SliceBytes != infos[0].SliceBytes:
 			return fail([]int{0, r}, "rank 0 uses THESEUS_SLICE_BYTES=%d, rank %d uses %d: every rank must use the same (ranks that slice a collective differently wait for each other's slices until THESEUS_TIMEOUT)",
 				infos[0].SliceBytes, r, in.SliceBytes)

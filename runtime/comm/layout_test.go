@@ -141,6 +141,11 @@ func TestCheckLayout(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != InvalidUsage || !cmp.Equal(e.Peers, []int{0, 1}) || e.Msg != wantSlice {
 		t.Errorf("slice bytes differ: %v, want InvalidUsage naming ranks 0 and 1: %s", err, wantSlice)
 	}
+	in = infos(hosts(2, "a"), local(2), devs(2, 1), "cuda")
+	in[0].PacketType, in[1].PacketType = "LL16", "LL8"
+	if _, err = CheckLayout(in, 0, false); !errors.As(err, &e) || e.Code != InvalidUsage || !strings.Contains(e.Msg, "THESEUS_LL_PROTOCOL=LL16, rank 1 uses LL8") {
+		t.Errorf("packet types differ: %v, want InvalidUsage naming THESEUS_LL_PROTOCOL", err)
+	}
 	// THESEUS_LL_FENCE: the same across nodes (a fence with a peer on
 	// another node is a meeting); on one node each rank's fence is its own.
 	in = infos(hosts(2, "a", "b"), local(4), devs(2, 2), "cuda")
