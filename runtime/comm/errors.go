@@ -180,7 +180,13 @@ func (c *Comm) wrapErr(op string, err error, inCall bool) *Error {
 	case errors.As(err, &ie):
 		out.Code = InternalError
 	}
-	if lost := c.Lost(); len(lost) > 0 && !p2pIs(err) { // (a mismatch found before the loss says more)
+	// A peer lost meanwhile does not hide what this rank found by itself,
+	// which every rank finds alike: a point-to-point mismatch, a schedule
+	// that does not fit the nodes (every rank checks every rank's channel
+	// ends before any exchange; the first to fail may exit before the
+	// others have), a graph capture the library refuses.
+	local := p2pIs(err) || errors.Is(err, executor.ErrCrossNode) || errors.Is(err, executor.ErrCapture)
+	if lost := c.Lost(); len(lost) > 0 && !local {
 		out.Code, out.Peers, out.Msg = RemoteError, lost, "lost a peer"
 	}
 	// A launch stopped because a peer found that the ranks issued
