@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 
@@ -75,7 +74,8 @@ func (v *validated) matches(call *Call) bool {
 //     root outside 0..nranks-1 (rooted collectives); a negative count, or a
 //     message (count × element size × blocks) that overflows 63 bits; a null
 //     buffer the rank needs (count > 0); a buffer whose end wraps around the
-//     address space; send and receive buffers that overlap without being
+//     address space, or that lies in a backend allocation too small for its
+//     bytes (checkBuf, as for ncclSend); send and receive buffers that overlap without being
 //     NCCL's in-place arrangement (ir.md §3);
 //   - InvalidUsage: out-of-place send and receive buffers not congruent
 //     modulo 16 (seed README, "Usage requirement": schedule-executed
@@ -118,15 +118,9 @@ func (c *Comm) Validate(call *Call) (inPlace bool, err error) {
 		name string
 		p    device.Ptr
 		n    int64
-	}{{"send", call.Send, inB}, {"receive", call.Recv, outB}} {
-		if b.n == 0 {
-			continue
-		}
-		if b.p == 0 {
-			return bad(InvalidArgument, "null %s buffer", b.name)
-		}
-		if uint64(b.p) > math.MaxUint64-uint64(b.n) {
-			return bad(InvalidArgument, "%s buffer %#x + %d bytes wraps around the address space", b.name, uintptr(b.p), b.n)
+	}{{"send buffer", call.Send, inB}, {"receive buffer", call.Recv, outB}} {
+		if e := c.checkBuf(op, b.name, b.p, b.n); e != nil {
+			return false, e
 		}
 	}
 	if inB == 0 || outB == 0 {

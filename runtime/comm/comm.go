@@ -474,6 +474,12 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 		if err := ucx.Load(); err != nil {
 			return nil, &Error{Code: SystemError, Op: "init", Rank: rank, Msg: fmt.Sprintf("%d nodes need the cross-node transport", c.layout.Nodes), Err: err}
 		}
+		// The network variables UCX is configured from (MSCCLPP_GID_INDEX,
+		// MSCCLPP_SOCKET_FAMILY, MSCCLPP_SOCKET_IFNAME, ...): a bad one now,
+		// not at the first call across nodes.
+		if _, err := ucx.Settings(ucx.Options{LocalRank: c.layout.LocalRank[rank], LocalRanks: c.layout.PerNode}); err != nil {
+			return nil, &Error{Code: InvalidArgument, Op: "init", Rank: rank, Msg: "cross-node transport settings", Err: err}
+		}
 	}
 	c.agree = newEpochAgreement(c.boot, rank, nranks, cfg.Timeout)
 	c.sel, err = selector.New(selector.Options{Dir: cfg.ContextDir, CheckPeriod: cfg.CheckPeriod, Agreement: c.agree,

@@ -143,6 +143,7 @@ func (c *Comm) wrapErr(op string, err error, inCall bool) *Error {
 	var ie *launch.Error
 	var pe *proxy.Error
 	var le *ucx.LoadError
+	var ue *ucx.Error
 	switch {
 	case errors.As(err, &be):
 		out.Code, out.Peers = RemoteError, be.Missing
@@ -165,6 +166,9 @@ func (c *Comm) wrapErr(op string, err error, inCall bool) *Error {
 		out.Code, out.Msg = InvalidUsage, "schedule does not fit the job's nodes"
 	case errors.As(err, &le):
 		out.Code, out.Msg = SystemError, "cross-node transport"
+	case errors.As(err, &ue) && ue.Op == "ucp_init":
+		// UCX found no transport or device it was allowed to use.
+		out.Code, out.Msg = SystemError, "cross-node transport: UCX cannot start with this configuration (UCX_TLS, UCX_NET_DEVICES, MSCCLPP_HCA_DEVICES, MSCCLPP_SOCKET_IFNAME; docs/transport.md)"
 	case errors.As(err, &pe) && pe.Peer >= 0:
 		// A port channel's failure: UCX's status text names the cause.
 		out.Code, out.Peers, out.Msg = RemoteError, []int{pe.Peer}, "port channel across nodes"

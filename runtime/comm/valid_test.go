@@ -39,6 +39,10 @@ func TestRepeatedCallsValidated(t *testing.T) {
 		{"not congruent mod 16", 8, 2056, InvalidUsage},
 		{"valid, other count", 16, 2048, Success},
 		{"negative count", -1, 2048, InvalidArgument},
+		// The receive buffer's 4 KiB run past the 8 KiB allocation
+		// (fresh user f25: ncclInternalError from L3Setup before).
+		{"past the allocation's end", 1024, 6144, InvalidArgument},
+		{"valid at last", 8, 2048, Success},
 	}
 	for _, k := range cases {
 		for rep := range 2 {

@@ -187,6 +187,9 @@ func (p *Param) Bool() (bool, error) {
 func (p *Param) Enum() (string, error) {
 	s := strings.TrimSpace(p.String())
 	if s == "" {
+		s = p.Default // set but empty: as unset
+	}
+	if s == "" {
 		return "", nil
 	}
 	for _, v := range p.Values {

@@ -107,3 +107,15 @@ func TestTimeoutDuration(t *testing.T) {
 		t.Errorf("ten times MaxTimeout (%v) overflows", MaxTimeout)
 	}
 }
+
+// TestEmptyEnumIsUnset: an enum variable set but empty (THESEUS_BACKEND=)
+// takes its default, as unset (fresh user f25: it named an empty backend).
+func TestEmptyEnumIsUnset(t *testing.T) {
+	defer SetLookupForTest(fakeEnv(map[string]string{"THESEUS_BACKEND": " ", "THESEUS_LL_PROTOCOL": ""}))()
+	if v, err := Backend.Enum(); err != nil || v != "cuda" {
+		t.Errorf("THESEUS_BACKEND=' ': %q, %v; want the default cuda", v, err)
+	}
+	if v, err := LLProtocol.Enum(); err != nil || v != "LL16" {
+		t.Errorf("THESEUS_LL_PROTOCOL='': %q, %v; want the default LL16", v, err)
+	}
+}
