@@ -5,6 +5,8 @@ package comm
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +90,35 @@ func TestLanesMismatchAtInit(t *testing.T) {
 	_, err = Init(context.Background(), id, 0, 1, Config{Backend: host.Backend(), ProxyLanes: 17})
 	if ce := (*Error)(nil); !errors.As(err, &ce) || ce.Code != InvalidArgument || !strings.Contains(err.Error(), "17 proxy lanes: want 1 to 16") {
 		t.Errorf("17 lanes: %v, want InvalidArgument", err)
+	}
+}
+
+// TestBadNetworkVariableAtInit: on two nodes, a malformed variable that
+// configures UCX (MSCCLPP_GID_INDEX) fails init on both ranks with
+// InvalidArgument naming it, not the first call across nodes with an
+// internal error (fresh user f25).
+func TestBadNetworkVariableAtInit(t *testing.T) {
+	if err := ucx.Load(); err != nil {
+		t.Skipf("libucp is not installed here (%v)", err)
+	}
+	t.Setenv("MSCCLPP_GID_INDEX", "abc")
+	env.Reset()
+	t.Cleanup(env.Reset)
+	id, err := bootstrap.NewLoopbackUniqueID(bootstrap.Options{Timeout: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := ranks.Each(2, func(r int) error {
+		c, err := Init(context.Background(), id, r, 2, Config{Backend: host.Backend(), Timeout: 60 * time.Second,
+			InitialScratch: 1 << 20, HostID: []string{"a", "b"}[r]})
+		if err == nil {
+			c.Destroy()
+		}
+		return err
+	})
+	for r, err := range errs {
+		if CodeOf(err) != InvalidArgument || !strings.Contains(fmt.Sprint(err), "MSCCLPP_GID_INDEX") {
+			t.Errorf("rank %d: %v, want InvalidArgument naming MSCCLPP_GID_INDEX", r, err)
+		}
 	}
 }
