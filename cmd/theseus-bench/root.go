@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/theseus-ccl/theseus/runtime/trace"
 	"hash/fnv"
 	"io"
 	"math"
@@ -226,10 +227,14 @@ func (b *benchCmd) parse() (*config, error) {
 	if b.plot != "" && !strings.HasSuffix(strings.ToLower(b.plot), ".png") {
 		return nil, cli.Usagef("--plot %s: want a .png file", b.plot)
 	}
-	if b.plot != "" {
-		// Fail before the run, not after it: the plot's folder must exist.
-		if st, err := os.Stat(filepath.Dir(b.plot)); err != nil || !st.IsDir() {
-			return nil, cli.Usagef("--plot %s: no such folder %s", b.plot, filepath.Dir(b.plot))
+	// Fail before the run, not after it (or at init): the folders of the
+	// plot and the trace must exist.
+	for _, f := range []struct{ flag, path string }{{"--plot", b.plot}, {"--trace", trace.Expand(b.trace)}} {
+		if f.path == "" {
+			continue
+		}
+		if st, err := os.Stat(filepath.Dir(f.path)); err != nil || !st.IsDir() {
+			return nil, cli.Usagef("%s %s: no such folder %s", f.flag, f.path, filepath.Dir(f.path))
 		}
 	}
 	if err := b.parseJob(cfg); err != nil {

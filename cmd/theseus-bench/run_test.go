@@ -417,7 +417,7 @@ func TestNoSchedule(t *testing.T) {
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"-d", "float128"}, {"-o", "mulsum"}, {"-b", "1M", "-e", "1K"}, {"-b", "x"}, {"-n", "0"}, {"-w", "-1"},
-		{"--backend", "tpu"}, {"--nranks", "0"}, {"-r", "4"}, {"--plot", "a.svg"}, {"--plot", "/nonexistent-dir/p.png"}, {"--csv", "--json"},
+		{"--backend", "tpu"}, {"--nranks", "0"}, {"-r", "4"}, {"--plot", "a.svg"}, {"--plot", "/nonexistent-dir/p.png"}, {"--trace", "/nonexistent-dir/t-%p.json"}, {"--csv", "--json"},
 		{"--format", "xml"}, {"--coll", "alltoallv", "--matrix", "diagonal"}, {"--id-file", "/tmp/x"}, {"--context", "/nonexistent"},
 		{"--progress", "sometimes"}, {"extra"}, {"--bogus"}, {"--hotswap-attr", "root"},
 	} {

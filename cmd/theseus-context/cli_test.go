@@ -366,3 +366,22 @@ func TestLowFindings(t *testing.T) {
 		t.Errorf("list:\n%s", out)
 	}
 }
+
+// TestLocalTornLogRejected: a publication into a value log that ends in a
+// torn line is refused as a rejection (exit 1, naming the file), not an
+// internal failure (fresh user f25).
+func TestLocalTornLogRejected(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ctx")
+	loc := "--local=" + dir
+	mustRun(t, loc, "init", "--from", "default")
+	f, err := os.OpenFile(filepath.Join(dir, "slow_rank.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"value":2`)
+	f.Close()
+	code, _, errs := runCLI(t, loc, "set", "slow_rank", "1")
+	if code != cli.ExitFindings || !strings.Contains(errs, "slow_rank.jsonl ends in a torn line") {
+		t.Errorf("set into a torn log: exit %d, %s; want %d naming the file", code, errs, cli.ExitFindings)
+	}
+}

@@ -153,8 +153,9 @@ func (g *globals) backend() (backend, error) {
 	return c, nil
 }
 
-// fail turns an error into the exit code: a rejection is a finding (its
-// reason and diagnostics printed), no daemon a usage error.
+// fail turns an error into the exit code: a rejection, or a file that
+// ends in a torn line, is a finding (its reason and diagnostics printed);
+// no daemon, or --local into a daemon's directory, a usage error.
 func (g *globals) fail(err error) error {
 	var ae *api.Error
 	switch {
@@ -163,8 +164,11 @@ func (g *globals) fail(err error) error {
 			writeJSON(g.s.Out, ae)
 		}
 		return cli.Findingsf("rejected (%s): %s", ae.Reason, ae.Error())
-	case errors.Is(err, client.ErrNoDaemon):
+	case errors.Is(err, client.ErrNoDaemon), errors.Is(err, publish.ErrDaemonRoot):
+		// (--local into a daemon's contexts directory: publish through it)
 		return cli.Usage(err)
+	case errors.Is(err, publish.ErrTornLine):
+		return cli.Findingsf("rejected: %v", err)
 	case errors.Is(err, client.ErrNoAnswer), errors.Is(err, client.ErrUnavailable):
 		// No quorum, or no answer: the same command may be run again
 		// (after list/show for a publication that got no answer).

@@ -34,6 +34,10 @@ const RootLock = ".theseus-contextd.lock"
 // context directory that a running daemon materialises.
 var ErrDaemonRoot = errors.New("in the contexts directory of a theseus-contextd")
 
+// ErrTornLine is wrapped by the error of a publication into a file that
+// ends in a torn line (no newline): what it appends would join that line.
+var ErrTornLine = errors.New("ends in a torn line (no newline)")
+
 // LockRoot takes the daemon's lock on the contexts root (creating both),
 // for owner (a line written into the lock file, for the message another
 // daemon gets). A daemon stopping as another starts may hold it an instant

@@ -138,7 +138,7 @@ func (w *Writer) appendLine(rel string, data []byte) error {
 				return err
 			}
 			if last[0] != '\n' {
-				return fmt.Errorf("%s ends in a torn line (no newline): complete or remove it before publishing", f.Name())
+				return fmt.Errorf("%s %w: complete or remove it before publishing", f.Name(), ErrTornLine)
 			}
 		}
 		if _, err := f.Write(data); err != nil {

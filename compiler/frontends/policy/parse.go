@@ -249,6 +249,13 @@ func (c *converter) postfix(e *pPostfix) *Node {
 func (c *converter) intLit(s string, from, to int) *Node {
 	n := c.node(KInt, from, to)
 	v, err := strconv.ParseInt(s, 0, 64)
+	if errors.Is(err, strconv.ErrSyntax) {
+		// The lexer's forms admit underscores anywhere; Go's rules (which
+		// the literal follows) put one only between digits.
+		c.r.errorf(diag.PolicySyntax, from, "put underscores only between digits, as in 1_000 or 0xff_ff", "malformed integer literal %s", s)
+		c.failed = true
+		return nil
+	}
 	if err != nil {
 		c.r.errorf(diag.PolicySyntax, from, "integers are 64-bit: use a float literal for larger values", "integer literal %s out of range", s)
 		c.failed = true

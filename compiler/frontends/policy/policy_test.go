@@ -94,6 +94,8 @@ func TestDiagnostics(t *testing.T) {
 		{`coll == "allreduce"`, WantAny, want{diag.PolicySyntax, diag.Error, 28, "unexpected character"}},
 		{"", WantAny, want{diag.PolicySyntax, diag.Error, 20, "empty expression"}},
 		{"99999999999999999999", WantAny, want{diag.PolicySyntax, diag.Error, 20, "out of range"}},
+		{"1_ + 1", WantAny, want{diag.PolicySyntax, diag.Error, 20, "malformed integer literal 1_"}},
+		{"0x_", WantAny, want{diag.PolicySyntax, diag.Error, 20, "malformed integer literal 0x_"}},
 		{"nosuch > 1", WantAny, want{diag.PolicyUnknown, diag.Error, 20, `unknown attribute "nosuch"`}},
 		{"frob(1)", WantAny, want{diag.PolicyUnknown, diag.Error, 20, "unknown function frob"}},
 		{"len + 1", WantAny, want{diag.PolicyUnknown, diag.Error, 20, "len is a function"}},
