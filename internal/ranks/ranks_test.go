@@ -24,3 +24,25 @@ func TestEach(t *testing.T) {
 		t.Errorf("Each(0) = %v", got)
 	}
 }
+
+func TestFormat(t *testing.T) {
+	many := make([]int, 1999)
+	for i := range many {
+		many[i] = 1999 - i
+	}
+	for _, tc := range []struct {
+		in   []int
+		want string
+	}{
+		{nil, ""},
+		{[]int{3}, "3"},
+		{[]int{1, 2}, "1 2"},
+		{[]int{2, 0, 1, 1, 5}, "0-2 5"},
+		{many, "1-1999"},
+		{[]int{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34}, "0 2 4 6 8 10 12 14 16 18 20 22 24 26 28 30 ... and 2 more"},
+	} {
+		if got := Format(tc.in); got != tc.want {
+			t.Errorf("Format(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

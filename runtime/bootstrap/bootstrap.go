@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/theseus-ccl/theseus/internal/ranks"
 	"io"
 	"net"
 	"net/netip"
@@ -53,7 +54,7 @@ func (e *Error) Error() string {
 	if len(e.Missing) != 1 {
 		s += "s"
 	}
-	s += " " + strings.Trim(fmt.Sprint(e.Missing), "[]")
+	s += " " + ranks.Format(e.Missing)
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
 	}

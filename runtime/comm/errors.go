@@ -3,6 +3,7 @@ package comm
 import (
 	"errors"
 	"fmt"
+	"github.com/theseus-ccl/theseus/internal/ranks"
 	"strings"
 
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
@@ -58,7 +59,7 @@ func (e *Error) Error() string {
 		if len(e.Peers) > 1 {
 			s = "ranks"
 		}
-		fmt.Fprintf(&b, " (%s %s)", s, strings.Trim(fmt.Sprint(e.Peers), "[]"))
+		fmt.Fprintf(&b, " (%s %s)", s, ranks.Format(e.Peers))
 	}
 	if e.Err != nil {
 		b.WriteString(": ")
