@@ -13,6 +13,7 @@ package irtext
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -105,7 +106,7 @@ func (b *builder) syntax(err error) []diag.Diagnostic {
 	msg := err.Error()
 	var perr participle.Error
 	if errors.As(err, &perr) {
-		pos, msg = perr.Position(), perr.Message()
+		pos, msg = perr.Position(), userExpected(perr.Message())
 	}
 	b.rank, b.tb, b.step = -1, -1, -1
 	var big *tooManyTokens
@@ -117,6 +118,34 @@ func (b *builder) syntax(err error) []diag.Diagnostic {
 	b.errAt(diag.Syntax, pos, "fix the syntax at the position shown (grammar: docs/ir-text.md)", "%s", msg)
 	diag.Sort(b.diags.Items)
 	return b.diags.Items
+}
+
+// expectedRe finds participle's "(expected ...)": the rest of the rule the
+// parser was in, written with the grammar's Go type names.
+var expectedRe = regexp.MustCompile(`\(expected ([^ )]+)[^)]*\)`)
+
+// grammarTerms names the grammar's pieces as docs/ir-text.md does.
+var grammarTerms = map[string]string{
+	"<int>": "a number", "<ident>": "a name", "<string>": "a string", "<float>": "a number",
+	"AstKV": "key=value", "AstRankItem": "a channel or tb", "AstHeaderAttr": "a header attribute",
+	"AstMeta": "meta", "AstRank": "rank", "AstChannel": "channel", "AstChannelAttr": "a channel attribute",
+	"AstTB": "tb", "AstOp": "an op",
+}
+
+// userExpected rewrites participle's message for the user: what the parser
+// expected next, in the grammar's terms (docs/ir-text.md), not the rest of
+// an internal rule.
+func userExpected(msg string) string {
+	return expectedRe.ReplaceAllStringFunc(msg, func(m string) string {
+		first := expectedRe.FindStringSubmatch(m)[1]
+		w := strings.TrimRight(first, "*+?")
+		if t, ok := grammarTerms[w]; ok {
+			w = t
+		} else if strings.HasPrefix(w, "Ast") {
+			w = "more input"
+		}
+		return "(expected " + w + ")"
+	})
 }
 
 // tokenStream is the file's tokens with one token of lookahead; the

@@ -95,6 +95,7 @@ func TestErrors(t *testing.T) {
 		{"trailing comma", hdr + "rank 0 {\n tb 0 {\n  signal @0,\n }\n}\n", []wantDiag{{diag.Syntax, 4, 12, -1, -1, -1, "unexpected"}}},
 		{"no header", "rank 0 {}\n", []wantDiag{{diag.Syntax, 1, 1, -1, -1, -1, `unexpected token "rank"`}}},
 		{"stray brace", hdr + "rank 0 {}\n}\n", []wantDiag{{diag.Syntax, 3, 1, -1, -1, -1, `unexpected token "}"`}}},
+		{"rank without its number", hdr + "rank {}\n", []wantDiag{{diag.Syntax, 2, 6, -1, -1, -1, `unexpected token "{" (expected a number)`}}},
 		{"error after semantic errors", hdr + "rank 0 {\n tb 0 {\n  foo\n }\n}\nrank 1 { tb 0 { send i[0] -> } }\n", []wantDiag{
 			{diag.UnknownOp, 4, 3, 0, 0, 0, `"foo"`},
 			{diag.Syntax, 7, 27, -1, -1, -1, "unexpected"}}},
