@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/theseus-ccl/theseus/runtime/trace"
 	"hash/fnv"
 	"io"
 	"math"
@@ -25,6 +24,7 @@ import (
 	"github.com/theseus-ccl/theseus/contextd/client"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/theseus"
+	"github.com/theseus-ccl/theseus/runtime/trace"
 )
 
 // benchCmd is the command with its options.

@@ -3,10 +3,10 @@ package publish
 import (
 	"errors"
 	"fmt"
-	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
 	"unicode/utf8"
 
 	"github.com/theseus-ccl/theseus/codegen/bundle"
+	bc "github.com/theseus-ccl/theseus/codegen/bytecode"
 	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/compiler/load"
 	"github.com/theseus-ccl/theseus/compiler/passes"

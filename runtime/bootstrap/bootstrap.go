@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/theseus-ccl/theseus/internal/ranks"
 	"io"
 	"net"
 	"net/netip"
@@ -15,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/theseus-ccl/theseus/internal/ranks"
 	"github.com/theseus-ccl/theseus/runtime/env"
 )
 

@@ -3,9 +3,9 @@ package comm
 import (
 	"errors"
 	"fmt"
-	"github.com/theseus-ccl/theseus/internal/ranks"
 	"strings"
 
+	"github.com/theseus-ccl/theseus/internal/ranks"
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/executor"

@@ -2,12 +2,12 @@ package comm
 
 import (
 	"fmt"
-	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
 	"os"
 	"strings"
 	"sync"
 
 	"github.com/theseus-ccl/theseus/runtime/env"
+	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
 )
 
 // RankInfo is what each rank tells the others when a communicator is
@@ -68,8 +68,9 @@ func (l Layout) Node() []int {
 // lanes (THESEUS_PROXY_LANES: a pair of ranks on different nodes opens one
 // connection per lane, and both must open the same ones) and the LL fence
 // (THESEUS_LL_FENCE: a fence with a peer on another node is a meeting both
-// must attend). Assumption 4
-// (send ≡ recv mod 16) is checked per call.
+// must attend), and on every rank the pipeline slice (THESEUS_SLICE_BYTES)
+// and the LL packet format (THESEUS_LL_PROTOCOL). Assumption 4 (send ≡
+// recv mod 16) is checked per call.
 func CheckLayout(infos []RankInfo, hca int, allowShared bool) (Layout, error) {
 	n := len(infos)
 	if n == 0 {
@@ -143,11 +144,14 @@ func CheckLayout(infos []RankInfo, hca int, allowShared bool) (Layout, error) {
 	// make some pair of ranks of different nodes differ, whose connection
 	// setup would wait for lanes the other never opens.
 	for r, in := range infos {
-		if nodes > 1 && in.ProxyLanes != infos[0].ProxyLanes {
+		if nodes == 1 {
+			break
+		}
+		if in.ProxyLanes != infos[0].ProxyLanes {
 			return fail([]int{0, r}, "rank 0 (node 0, host %q) uses THESEUS_PROXY_LANES=%d, rank %d (node %d, host %q) uses %d: every rank of a job across nodes must use the same",
 				infos[0].HostID, infos[0].ProxyLanes, r, r/per, in.HostID, in.ProxyLanes)
 		}
-		if nodes > 1 && in.LLFence != infos[0].LLFence {
+		if in.LLFence != infos[0].LLFence {
 			return fail([]int{0, r}, "rank 0 (node 0, host %q) uses THESEUS_LL_FENCE=%s, rank %d (node %d, host %q) uses %s: every rank of a job across nodes must use the same",
 				infos[0].HostID, bit(infos[0].LLFence), r, r/per, in.HostID, bit(in.LLFence))
 		}

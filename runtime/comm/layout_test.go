@@ -2,11 +2,12 @@ package comm
 
 import (
 	"errors"
-	"github.com/theseus-ccl/theseus/runtime/env"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/theseus-ccl/theseus/runtime/env"
 )
 
 func infos(hosts []string, pids []int, devs []int, backend string) []RankInfo {

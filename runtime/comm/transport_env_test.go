@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
 	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/host"
+	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
 )
 
 // TestBadTransportEnvAtInit: a malformed variable of the transport across

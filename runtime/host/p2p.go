@@ -277,10 +277,7 @@ func (r *p2pRun) wait(cond func() bool, lane, step, peer int, port *device.P2PPo
 			runtime.Gosched()
 		}
 	}
-	timeout := r.a.Timeout
-	if timeout <= 0 {
-		timeout = launch.DefaultTimeout
-	}
+	timeout := r.timeout()
 	start := time.Now()
 	sleep := 2 * time.Microsecond
 	for {
@@ -299,6 +296,15 @@ func (r *p2pRun) wait(cond func() bool, lane, step, peer int, port *device.P2PPo
 		time.Sleep(sleep)
 		sleep = min(2*sleep, 500*time.Microsecond, max(timeout/8, 2*time.Microsecond))
 	}
+}
+
+// timeout bounds each of the launch's waits (Args.Timeout, else the
+// default).
+func (r *p2pRun) timeout() time.Duration {
+	if r.a.Timeout > 0 {
+		return r.a.Timeout
+	}
+	return launch.DefaultTimeout
 }
 
 // waitPort is wait for a peer on another node.
@@ -320,11 +326,7 @@ func (r *p2pRun) waitPort(cond func() bool, lane, step, peer int, port *device.P
 	case stopped != nil:
 		return stopped
 	}
-	timeout := r.a.Timeout
-	if timeout <= 0 {
-		timeout = launch.DefaultTimeout
-	}
-	if el := time.Since(start); el >= timeout {
+	if el := time.Since(start); el >= r.timeout() {
 		return r.errorf(lane, step, peer, launch.ErrTimeout, "timed out after %v waiting for %s", el.Round(time.Millisecond), what())
 	}
 	return r.portErr(lane, step, peer, err, "%s", what())

@@ -263,6 +263,14 @@ func localComms(t testing.TB, n int, opts func(*Config)) ([]*Comm, string) {
 	if err := commtest.WriteStandard(dir, n); err != nil {
 		t.Fatal(err)
 	}
+	return commsIn(t, n, dir, opts), dir
+}
+
+// commsIn makes n in-process ranks on the host backend reading the
+// context in dir (20 s timeout, 1 MiB initial scratch, then opts),
+// destroyed when the test ends.
+func commsIn(t testing.TB, n int, dir string, opts func(*Config)) []*Comm {
+	t.Helper()
 	cfg := Config{Backend: "host", ContextDir: dir}
 	cfg.Options.Timeout = 20 * time.Second
 	cfg.Options.InitialScratch = 1 << 20
@@ -278,7 +286,7 @@ func localComms(t testing.TB, n int, opts func(*Config)) ([]*Comm, string) {
 			c.Destroy()
 		}
 	})
-	return comms, dir
+	return comms
 }
 
 // onEach runs f on every rank concurrently.

@@ -3,12 +3,10 @@
 package theseus
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/comm/commtest"
@@ -53,18 +51,7 @@ func TestLLBackToBack(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			cfg := Config{Backend: "host", ContextDir: dir}
-			cfg.Options.Timeout = 20 * time.Second
-			comms, err := NewLocalComms(context.Background(), n, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				for _, c := range comms {
-					c.Destroy()
-				}
-			}()
-			llBackToBack(t, comms, tc.coll, tc.fenced)
+			llBackToBack(t, commsIn(t, n, dir, nil), tc.coll, tc.fenced)
 		})
 	}
 }

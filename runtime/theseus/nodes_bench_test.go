@@ -55,24 +55,7 @@ func BenchmarkNodes(b *testing.B) {
 				case ir.ReduceScatter:
 					recvN = count / int64(n)
 				}
-				bufs := make([][2]Ptr, n)
-				for r, c := range comms {
-					s, err := c.MemAlloc(4 * sendN)
-					if err != nil {
-						b.Fatal(err)
-					}
-					d, err := c.MemAlloc(4 * recvN)
-					if err != nil {
-						b.Fatal(err)
-					}
-					bufs[r] = [2]Ptr{s, d}
-				}
-				defer func() {
-					for r, c := range comms {
-						c.MemFree(bufs[r][0])
-						c.MemFree(bufs[r][1])
-					}
-				}()
+				bufs := nodeBufs(b, comms, 4*sendN, 4*recvN)
 				call := func() {
 					errs := ranks.Each(n, func(r int) error {
 						c := comms[r]
@@ -124,24 +107,7 @@ func BenchmarkNodesSendRecv(b *testing.B) {
 		bytes := kib << 10
 		b.Run(fmt.Sprintf("%dKiB", kib), func(b *testing.B) {
 			count := bytes / 4
-			bufs := make([][2]Ptr, 2)
-			for r, c := range comms {
-				s, err := c.MemAlloc(bytes)
-				if err != nil {
-					b.Fatal(err)
-				}
-				d, err := c.MemAlloc(bytes)
-				if err != nil {
-					b.Fatal(err)
-				}
-				bufs[r] = [2]Ptr{s, d}
-			}
-			defer func() {
-				for r, c := range comms {
-					c.MemFree(bufs[r][0])
-					c.MemFree(bufs[r][1])
-				}
-			}()
+			bufs := nodeBufs(b, comms, bytes, bytes)
 			call := func() {
 				errs := ranks.Each(2, func(r int) error {
 					c := comms[r]
@@ -171,4 +137,27 @@ func BenchmarkNodesSendRecv(b *testing.B) {
 			b.Logf("rank 0: %+v", comms[0].Stats().Executor.P2P)
 		})
 	}
+}
+
+// nodeBufs allocates every rank's send and receive buffers (sendBytes,
+// recvBytes), freed when the benchmark ends.
+func nodeBufs(b *testing.B, comms []*Comm, sendBytes, recvBytes int64) [][2]Ptr {
+	b.Helper()
+	bufs := make([][2]Ptr, len(comms))
+	for r, c := range comms {
+		s, err := c.MemAlloc(sendBytes)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d, err := c.MemAlloc(recvBytes)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bufs[r] = [2]Ptr{s, d}
+		b.Cleanup(func() {
+			c.MemFree(s)
+			c.MemFree(d)
+		})
+	}
+	return bufs
 }
