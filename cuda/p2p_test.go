@@ -197,21 +197,7 @@ func TestP2PPatternsGPU(t *testing.T) {
 				}
 				return o
 			}, 3)
-			runP2P(t, comms, be, "all-pairs", func(r int) []p2pOp {
-				rng := rand.New(rand.NewSource(5))
-				m := make([]int64, n*n)
-				for i := range m {
-					if rng.Intn(3) != 0 {
-						m[i] = int64(rng.Intn(1 << 20))
-					}
-				}
-				var o []p2pOp
-				for k := range n {
-					q := (r + k) % n
-					o = append(o, p2pOp{peer: q, count: m[r*n+q], dt: theseus.Bfloat16}, p2pOp{recv: true, peer: q, count: m[q*n+r], dt: theseus.Bfloat16})
-				}
-				return o
-			}, 2)
+			runP2P(t, comms, be, "all-pairs", allPairsOps(n, 5), 2)
 			runP2P(t, comms, be, "self and thrice", func(r int) []p2pOp {
 				o := both(r, r, 5003, theseus.Int32, 0, 0)
 				for _, c := range []int64{100, 2 << 20, 3} {
@@ -493,21 +479,7 @@ func TestP2PAcrossNodesGPU(t *testing.T) {
 		return append(both(next(r), prev(r), 70001, theseus.Float32, 0, 0), both(prev(r), next(r), 4099, theseus.Int8, 3, 5)...)
 	}, 3)
 	runP2P(t, comms, be, "ring 24 MiB", func(r int) []p2pOp { return both(next(r), prev(r), 24<<20, theseus.Uint8, 0, 0) }, 2)
-	runP2P(t, comms, be, "all-pairs", func(r int) []p2pOp {
-		rng := rand.New(rand.NewSource(7))
-		m := make([]int64, n*n)
-		for i := range m {
-			if rng.Intn(3) != 0 {
-				m[i] = int64(rng.Intn(1 << 20))
-			}
-		}
-		var o []p2pOp
-		for k := range n {
-			q := (r + k) % n
-			o = append(o, p2pOp{peer: q, count: m[r*n+q], dt: theseus.Bfloat16}, p2pOp{recv: true, peer: q, count: m[q*n+r], dt: theseus.Bfloat16})
-		}
-		return o
-	}, 2)
+	runP2P(t, comms, be, "all-pairs", allPairsOps(n, 7), 2)
 	for _, skew := range []bool{false, true} {
 		if err := onEach(n, func(r int) error { return alltoallvGPU(comms[r], be, skew) }); err != nil {
 			t.Fatalf("alltoallv skew=%v: %v", skew, err)
@@ -550,5 +522,27 @@ func TestP2PAcrossNodesGPU(t *testing.T) {
 		if theseus.CodeOf(errs[r]) != theseus.InvalidUsage || !errors.As(errs[r], &e) || len(e.Peers) != 1 || e.Peers[0] != 3-r || !strings.Contains(errs[r].Error(), "disagree") {
 			t.Errorf("rank %d: %v, want ncclInvalidUsage naming rank %d", r, errs[r], 3-r)
 		}
+	}
+}
+
+// allPairsOps is every rank's sends to and receives from every rank (itself
+// included) of random bfloat16 counts below 1 Mi, a third of them zero,
+// from one matrix drawn with seed: what each pair sends, the other
+// receives.
+func allPairsOps(n int, seed int64) func(r int) []p2pOp {
+	return func(r int) []p2pOp {
+		rng := rand.New(rand.NewSource(seed))
+		m := make([]int64, n*n)
+		for i := range m {
+			if rng.Intn(3) != 0 {
+				m[i] = int64(rng.Intn(1 << 20))
+			}
+		}
+		var o []p2pOp
+		for k := range n {
+			q := (r + k) % n
+			o = append(o, p2pOp{peer: q, count: m[r*n+q], dt: theseus.Bfloat16}, p2pOp{recv: true, peer: q, count: m[q*n+r], dt: theseus.Bfloat16})
+		}
+		return o
 	}
 }

@@ -353,15 +353,19 @@ func TestP2PAcrossNodesMapped(t *testing.T) {
 	req := func() *P2PRequest {
 		return &P2PRequest{Params: testP2P, Ops: []P2POp{{Peer: 2, Buf: send, Count: 64, DataType: ir.Int8}, {Recv: true, Peer: 2, Buf: recv, Count: 64, DataType: ir.Int8}}}
 	}
-	w.must(w.each(func(rank int) error {
-		if rank != 0 && rank != 2 {
-			return nil
-		}
-		var kept *P2PPlan
-		rq := req()
-		rq.Ops[0].Peer, rq.Ops[1].Peer = 2-rank, 2-rank
-		return w.p2pCall(rank, rq, &kept)
-	}))
+	// pair: ranks 0 and 2 (on different nodes) exchange once, eagerly.
+	pair := func() {
+		w.must(w.each(func(rank int) error {
+			if rank != 0 && rank != 2 {
+				return nil
+			}
+			var kept *P2PPlan
+			rq := req()
+			rq.Ops[0].Peer, rq.Ops[1].Peer = 2-rank, 2-rank
+			return w.p2pCall(rank, rq, &kept)
+		}))
+	}
+	pair()
 	_, err := w.ex[r].ExecuteP2P(context.Background(), req(), capturingStream{w.st[r]})
 	if !errors.Is(err, ErrCapture) || !strings.Contains(err.Error(), "CUDA graph capture") || !strings.Contains(err.Error(), "other nodes") {
 		t.Fatalf("captured launch across nodes: %v, want ErrCapture naming the limit", err)
@@ -369,15 +373,7 @@ func TestP2PAcrossNodesMapped(t *testing.T) {
 	if w.ex[r].Err() != nil {
 		t.Fatalf("the refusal is sticky: %v", w.ex[r].Err())
 	}
-	w.must(w.each(func(rank int) error {
-		if rank != 0 && rank != 2 {
-			return nil
-		}
-		var kept *P2PPlan
-		rq := req()
-		rq.Ops[0].Peer, rq.Ops[1].Peer = 2-rank, 2-rank
-		return w.p2pCall(rank, rq, &kept)
-	}))
+	pair()
 	for _, e := range w.ex {
 		e.Close()
 	}
