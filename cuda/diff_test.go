@@ -77,6 +77,18 @@ func diffPrograms(t testing.TB) []diffProgram {
 						continue
 					}
 					out = append(out, diffProgram{fmt.Sprintf("%s/%s/n%d/%s", a.Name, coll, n, proto), q})
+					// The default context's wide LL entries: a channel per
+					// chunk (examples/contexts llWideChannels, 32/n).
+					if proto == ir.LL && (a.Name == "oneshot" || a.Name == "direct") && n <= 8 {
+						opts.Channels = 32 / n
+						if p, err := gen.Generate(a.Name, opts); err == nil {
+							if q, err := legalized(p); err != nil {
+								t.Errorf("generator %s, %d channels: %v", a.Name, opts.Channels, err)
+							} else {
+								out = append(out, diffProgram{fmt.Sprintf("%s/%s/n%d/%s/k%d", a.Name, coll, n, proto, opts.Channels), q})
+							}
+						}
+					}
 				}
 			}
 		}

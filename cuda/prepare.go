@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/cuda/driver"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device"
@@ -27,8 +28,37 @@ const DefaultThreads = 512
 const SmallThreads = 256
 
 // SmallBlockBytes is the largest block (count × datatype size, in bytes
-// per rank) launched with SmallThreads.
+// per rank) of a Simple table launched with SmallThreads.
 const SmallBlockBytes = 2048
+
+// LLMinThreads is the fewest threads per threadblock tableThreads gives
+// an LL table: two warps.
+const LLMinThreads = 64
+
+// tableThreads is the threads per threadblock of a launch of table t on
+// blocks of blockBytes bytes per rank (negative: unknown) when the table
+// does not ask: THESEUS_NTHREADS when set (envThreads); for an LL table
+// one thread per 8-byte packet payload of the chunk a threadblock moves
+// (the block over the table's chunks per block), rounded up to a multiple
+// of 32, from LLMinThreads to DefaultThreads; otherwise defaultThreads.
+// On the H200, 2-rank LL allreduce, replayed: 8 B–512 B one channel, 64
+// threads 11.2–11.5 µs against 12.4–12.5 with 256; 2 KiB, 256 threads
+// 12.7 against 13.8 with 128; 8 KiB over 16 channels (512 B a
+// threadblock), 64 threads 13.9 against 15.0 with 256; 32 KiB over 16
+// (2 KiB), 256 threads 15.3 against 16.3 with 128 and 18.5 with 512
+// (bench/results/2026-12-02-h200-fourteenth, calls A and B).
+func tableThreads(t *optable.Table, blockBytes int64) int {
+	if n, ok := envThreads(); ok {
+		return n
+	}
+	if t.Protocol != ir.LL || blockBytes < 0 {
+		return defaultThreads(blockBytes)
+	}
+	c := max(t.ChunksPerBlock, 1)
+	chunk := blockBytes/c + min(blockBytes%c, 1) // ceil, without overflow
+	n := (chunk/8 + min(chunk%8, 1) + 31) / 32 * 32
+	return int(min(max(n, LLMinThreads), DefaultThreads))
+}
 
 // defaultThreads is THESEUS_NTHREADS (docs/env.md) when it is a multiple
 // of 32 from 32 to 1024 (the kernel's launch bound), and otherwise
@@ -126,7 +156,7 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 	p := &prepared{b: b, arg: newLaunch(), grid: len(t.TBs), threads: t.NumThreads, in: a.StageIn, out: a.StageOut,
 		staged: len(a.StageIn)+len(a.StageOut) > 0}
 	if p.threads <= 0 {
-		p.threads = defaultThreads(a.Count * int64(a.DataType.Size()))
+		p.threads = tableThreads(t, a.Count*int64(a.DataType.Size()))
 	}
 	if p.grid == 0 {
 		p.grid = 1 // a table without threadblocks still publishes done

@@ -230,3 +230,29 @@ func TestDefaultThreads(t *testing.T) {
 		}
 	}
 }
+
+// TestTableThreads checks the threads of a table that does not ask: an
+// LL table gets one thread per 8-byte payload of a threadblock's chunk
+// (64 to 512, a multiple of 32), a Simple table defaultThreads' answer,
+// and THESEUS_NTHREADS overrides both.
+func TestTableThreads(t *testing.T) {
+	for _, c := range []struct {
+		env    string
+		proto  ir.Protocol
+		chunks int64
+		block  int64
+		want   int
+	}{{"", ir.LL, 1, 8, LLMinThreads}, {"", ir.LL, 1, 512, 64}, {"", ir.LL, 1, 513, 96}, {"", ir.LL, 1, 2 << 10, 256},
+		{"", ir.LL, 1, 32 << 10, DefaultThreads}, {"", ir.LL, 16, 32 << 10, 256}, {"", ir.LL, 16, 8 << 10, 64},
+		{"", ir.LL, 16, 32<<10 + 8, 288}, {"", ir.LL, 0, 1024, 128}, {"", ir.LL, 16, 0, LLMinThreads},
+		{"", ir.LL, 16, -1, DefaultThreads}, {"", ir.LL, 3, 1 << 62, DefaultThreads},
+		{"", ir.Simple, 64, 64 << 10, DefaultThreads}, {"", ir.Simple, 64, 2 << 10, SmallThreads},
+		{"1024", ir.LL, 16, 8 << 10, 1024}, {"96", ir.Simple, 1, 1 << 20, 96}, {"x", ir.LL, 1, 8, LLMinThreads}} {
+		restore := env.SetLookupForTest(func(k string) (string, bool) { return c.env, k == "THESEUS_NTHREADS" && c.env != "" })
+		got := tableThreads(&optable.Table{Protocol: c.proto, ChunksPerBlock: c.chunks}, c.block)
+		restore()
+		if got != c.want {
+			t.Errorf("THESEUS_NTHREADS=%q, %v, %d chunks per block, %d bytes: %d threads, want %d", c.env, c.proto, c.chunks, c.block, got, c.want)
+		}
+	}
+}

@@ -129,8 +129,8 @@ func checkTable(t *testing.T, out string, nranks int, base string) {
 		wants = append(wants, "published slow_rank = 2", "request   25: "+base+" -> allreduce_dbtree_avoid2 on every rank",
 			"request   49: allreduce_dbtree_avoid2 -> "+base+" on every rank")
 	case 2:
-		wants = append(wants, "published ll_max_bytes = 1048576", "request   25: "+base+" -> allreduce_oneshot_ll on every rank",
-			"published ll_max_bytes = 65536", "request   49: allreduce_oneshot_ll -> "+base+" on every rank")
+		wants = append(wants, "published ll_max_bytes = 1048576", "request   25: "+base+" -> allreduce_oneshot_ll_wide on every rank",
+			"published ll_max_bytes = 65536", "request   49: allreduce_oneshot_ll_wide -> "+base+" on every rank")
 	}
 	if nranks == 2 || nranks == 4 {
 		wants = append(wants, "time per request, max over ranks: before ", "(median of requests 2-24), at the switch ",
@@ -262,9 +262,9 @@ func TestHotSwap(t *testing.T) {
 		base, away string
 		values     [2]int
 	}{
-		{2, "auto", "ll_max_bytes", "allreduce_ring", "allreduce_oneshot_ll", [2]int{1 << 20, 65536}},
+		{2, "auto", "ll_max_bytes", "allreduce_ring", "allreduce_oneshot_ll_wide", [2]int{1 << 20, 65536}},
 		{4, "auto", "slow_rank", "allreduce_ring", "allreduce_dbtree_avoid2", [2]int{2, -1}},
-		{4, "ll_max_bytes", "ll_max_bytes", "allreduce_ring", "allreduce_oneshot_ll", [2]int{1 << 20, 65536}},
+		{4, "ll_max_bytes", "ll_max_bytes", "allreduce_ring", "allreduce_oneshot_ll_wide", [2]int{1 << 20, 65536}},
 	} {
 		t.Run(fmt.Sprintf("%d_%s", c.n, c.flag), func(t *testing.T) {
 			code, out, errs := runBench(t, "--json", "--nranks", fmt.Sprint(c.n), "-b", "8", "-e", "8", "--coll", "allreduce",

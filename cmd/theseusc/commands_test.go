@@ -595,7 +595,7 @@ func TestContextInit(t *testing.T) {
 	f.WriteString(`{"value":2}` + "\n")
 	f.Close()
 	r := theseusc(t, "select", "--context", dir, "--coll", "allreduce", "--count", "1048576", "--dtype", "float32", "--nranks", "4").want(t, cli.ExitOK)
-	if !strings.Contains(r.out, "chosen: 5 (allreduce_dbtree_avoid2)") {
+	if !strings.Contains(r.out, "chosen: 6 (allreduce_dbtree_avoid2)") {
 		t.Errorf("select:\n%s", r.out)
 	}
 	if r := theseusc(t, "context", "init", dir); r.code != cli.ExitUsage { // slow_rank.jsonl differs now

@@ -24,13 +24,15 @@ import (
 )
 
 // Message-size regimes (bytes, ir.MessageBytes), after docs/generators.md
-// "Size guidance": LL all-pairs / direct up to smallMax (the default of
-// ll_max_bytes, which moves this crossover at run time); trees up to midMax
-// for broadcast and reduce (a static window: both sides are Simple); rings,
-// chains and hierarchical schedules above.
+// "Size guidance": LL all-pairs / direct up to llMaxDefault (the default of
+// ll_max_bytes, which moves this crossover at run time); broadcast's and
+// reduce's direct schedules up to smallMax, trees up to midMax (static
+// windows: both sides are Simple); rings, chains and hierarchical schedules
+// above.
 const (
-	smallMax = 32 << 10 // the sweep on one H200 (docs/crossovers.md)
-	midMax   = 1 << 20
+	llMaxDefault = 128 << 10 // the sweep on one H200 (docs/crossovers.md)
+	smallMax     = 32 << 10  // the same sweep (broadcast direct fastest to 32 KiB)
+	midMax       = 1 << 20
 )
 
 // llCap is the static upper bound of every LL schedule's window (bytes,
@@ -56,8 +58,9 @@ const llMaxAttr = "ll_max_bytes"
 // preference (at most prefHier); llOff beyond it, below every Simple
 // preference (at least prefBase - demote). The Simple schedules have no
 // lower size bound, so the crossover moves both ways; with the default
-// ll_max_bytes selection is that of the static windows max_bytes smallMax /
-// min_bytes smallMax+1 it replaces (TestStaticCrossoverEquivalence).
+// ll_max_bytes selection is that of the static windows max_bytes
+// llMaxDefault / min_bytes llMaxDefault+1 it replaces
+// (TestStaticCrossoverEquivalence).
 func llPref() string {
 	return fmt.Sprintf("msgsize <= %s ? %d : %d", llMaxAttr, prefSmall, llOff)
 }
@@ -96,6 +99,21 @@ const rootedSmall = ir.Simple
 // and channel limits). The latency schedules (LL, and the rooted
 // collectives' small-message Simple ones) keep one channel.
 const wideChannels = "clamp(64 / nranks, 1, 32)"
+
+// llWideChannels is the channel expression of the LL schedules above
+// llNarrowMax: 32/n channels (16, 8, 4 at 2, 4, 8 ranks), at least 1, at
+// most 16. Each channel's threadblock moves one chunk of the block (with
+// 256 threads: cuda threadBytes), so a 32 KiB 2-rank LL allreduce on one
+// H200 took 15.2 µs replayed over 16 channels against 36.5 µs over one;
+// up to 2 KiB one channel is faster (12.8 against 15.1 µs:
+// bench/results/2026-12-02-h200-fourteenth, call A).
+const llWideChannels = "clamp(32 / nranks, 1, 16)"
+
+// llNarrowMax is the largest message (bytes, ir.MessageBytes) that the
+// one-channel LL schedules serve; the llWideChannels ones serve larger
+// messages up to llCap. Both are LL, so this crossover is a static window
+// and ll_max_bytes still moves the LL/Simple one.
+const llNarrowMax = 4 << 10
 
 // Policy fragments. slowIn: a slow rank is named and is in the
 // communicator; logicalSlow: its logical rank in a program written for
@@ -166,7 +184,7 @@ const attributeLines = `{"name":"slow_rank","type":"int","origin":"exo","default
 {"name":"msgsize","type":"int","origin":"endo","path":"request.messagesize","description":"message size in bytes (ir.MessageBytes)"}
 {"name":"nranks","type":"int","origin":"endo","path":"request.nranks"}
 {"name":"nlocalranks","type":"int","origin":"endo","path":"request.nlocalranks"}
-{"name":"ll_max_bytes","type":"int","origin":"exo","default":32768,"description":"largest message size in bytes (request.messagesize) for which the LL schedules of allreduce, allgather, reducescatter and alltoall are preferred over the Simple ones (LL serves at most 4194304 B)"}
+{"name":"ll_max_bytes","type":"int","origin":"exo","default":131072,"description":"largest message size in bytes (request.messagesize) for which the LL schedules of allreduce, allgather, reducescatter and alltoall are preferred over the Simple ones (LL serves at most 4194304 B)"}
 `
 
 // everyRank relays every rank from 3 ranks on (rings, hierarchical).
@@ -221,6 +239,20 @@ func plan() ([]*entry, error) {
 	return out, nil
 }
 
+// llEntries are the two LL entries of a collective's small messages,
+// algorithm algo: one channel up to llNarrowMax (named name) and
+// llWideChannels above it up to llCap (name_wide), both preferred up to
+// ll_max_bytes (llPref). what describes the schedule in the comments.
+func llEntries(name, algo, what string) []*entry {
+	return []*entry{
+		{Name: name, Algo: algo, Protocol: ir.LL, MaxBytes: llNarrowMax, Usable: "nranks > 1", Pref: llPref(), Relays: nobody,
+			Comment: fmt.Sprintf("messages up to %d B and ll_max_bytes: %s, one channel", llNarrowMax, what)},
+		{Name: name + "_wide", Algo: algo, Protocol: ir.LL, Channels: llWideChannels, MinBytes: llNarrowMax + 1, MaxBytes: llCap,
+			Usable: "nranks > 1", Pref: llPref(), Relays: nobody,
+			Comment: fmt.Sprintf("messages above %d B up to ll_max_bytes: %s, a channel per chunk", llNarrowMax, what)},
+	}
+}
+
 // planColl lists the entries of collective c.
 func planColl(c ir.Collective) []*entry {
 	name := func(algo string, suffix ...string) string {
@@ -242,8 +274,7 @@ func planColl(c ir.Collective) []*entry {
 		if c == ir.AllReduce {
 			small = "oneshot"
 		}
-		es = append(es, &entry{Name: name(small, "ll"), Algo: small, Protocol: ir.LL, MaxBytes: llCap, Usable: "nranks > 1", Pref: llPref(),
-			Relays: nobody, Comment: "messages up to ll_max_bytes: LL all-pairs, one hop, relays through nobody"})
+		es = append(es, llEntries(name(small, "ll"), small, "LL all-pairs, one hop, relays through nobody")...)
 		ring := &entry{Name: name("ring"), Algo: "ring", Channels: wideChannels, Pref: demoted(prefBase, relaying),
 			Relays: everyRank, Comment: "messages above ll_max_bytes: ring (bandwidth-optimal on one node)"}
 		es = append(es, ring, &entry{Name: name("hier"), Algo: "hier", Channels: wideChannels,
@@ -262,9 +293,8 @@ func planColl(c ir.Collective) []*entry {
 				Comment: "messages above ll_max_bytes with a slow rank: direct exchange, relays through nobody"})
 		}
 	case ir.AllToAll:
+		es = append(es, llEntries(name("direct", "ll"), "direct", "direct, LL (up to 128 ranks)")...)
 		es = append(es,
-			&entry{Name: name("direct", "ll"), Algo: "direct", Protocol: ir.LL, MaxBytes: llCap, Usable: "nranks > 1", Pref: llPref(), Relays: nobody,
-				Comment: "messages up to ll_max_bytes: direct, LL (up to 128 ranks)"},
 			&entry{Name: name("direct"), Algo: "direct", Channels: wideChannels, Pref: fmt.Sprint(prefBase), Relays: nobody,
 				Comment: "messages above ll_max_bytes: direct, one step, relays through nobody (up to 128 ranks)"},
 			&entry{Name: name("pull"), Algo: "pull", Pref: fmt.Sprint(prefFlat), Relays: nobody,

@@ -16,8 +16,9 @@ import (
 
 // staticManifest writes the default context's schedule manifest in the form
 // it had before ll_max_bytes existed (commit a8fa0ce): LL schedules with the
-// static window "max_bytes":smallMax and preference 30, the Simple ones that
-// compete with them taking over with "min_bytes":smallMax+1. Its lines are in the
+// static window "max_bytes":llMaxDefault (or their own smaller one) and
+// preference 30, the Simple ones that compete with them taking over with
+// "min_bytes":llMaxDefault+1. Its lines are in the
 // same order as the default context's, so a schedule has the same id (and
 // name) in both. It returns the file's path.
 func staticManifest(t *testing.T) string {
@@ -32,9 +33,9 @@ func staticManifest(t *testing.T) string {
 		c := *e
 		switch {
 		case c.Protocol == ir.LL:
-			c.MaxBytes, c.Pref = smallMax, fmt.Sprint(prefSmall)
+			c.MaxBytes, c.Pref = min(c.MaxBytes, llMaxDefault), fmt.Sprint(prefSmall)
 		case withLL[c.Coll] && c.MinBytes == 0 && c.MaxBytes == 0:
-			c.MinBytes = smallMax + 1
+			c.MinBytes = llMaxDefault + 1
 		}
 		static = append(static, &c)
 	}
@@ -75,7 +76,7 @@ func selectedName(t *testing.T, s *selector.Selector, r *selector.Request) strin
 // block.
 func sweepCounts(b int64) []int64 {
 	out := []int64{1}
-	for _, target := range []int64{1 << 10, smallMax, 256 << 10, midMax, llCap, 16 << 20} {
+	for _, target := range []int64{1 << 10, smallMax, llMaxDefault, 256 << 10, midMax, llCap, 16 << 20} {
 		c := target / 4 / b
 		out = append(out, c-1, c, c+1)
 	}
@@ -150,16 +151,17 @@ func TestLLMaxBytes(t *testing.T) {
 		want     string
 		reason   string
 	}{
-		{1 << 20, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_oneshot_ll", "the hot swap at 2 ranks: 256 KiB moves to LL"},
-		{-1, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_ring", "default: 256 KiB is above 32 KiB"},
-		{32768, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_ring", "publishing the default again: back to the ring"},
-		{1 << 20, -1, ir.AllReduce, 4, 4, 1 << 20, "allreduce_oneshot_ll", "1 MiB is at the crossover"},
+		{1 << 20, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_oneshot_ll_wide", "the hot swap at 2 ranks: 256 KiB moves to LL"},
+		{-1, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_ring", "default: 256 KiB is above 128 KiB"},
+		{-1, -1, ir.AllReduce, 2, 2, 128 << 10, "allreduce_oneshot_ll_wide", "default: 128 KiB is LL"},
+		{131072, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_ring", "publishing the default again: back to the ring"},
+		{1 << 20, -1, ir.AllReduce, 4, 4, 1 << 20, "allreduce_oneshot_ll_wide", "1 MiB is at the crossover"},
 		{1 << 20, -1, ir.AllReduce, 4, 4, 1<<20 + 16, "allreduce_ring", "one element above it"},
 		{1 << 20, -1, ir.AllReduce, 8, 4, 2 << 20, "allreduce_hier", "above it, the node shape still decides"},
-		{1 << 20, -1, ir.AllGather, 8, 8, 1 << 20, "allgather_direct_ll", "allgather follows"},
-		{1 << 20, -1, ir.ReduceScatter, 4, 4, 512 << 10, "reducescatter_direct_ll", "reducescatter follows"},
-		{1 << 20, -1, ir.AllToAll, 4, 4, 1 << 20, "alltoall_direct_ll", "alltoall follows"},
-		{1 << 20, 2, ir.AllReduce, 4, 4, 256 << 10, "allreduce_oneshot_ll", "LL relays through nobody: a slow rank changes nothing"},
+		{1 << 20, -1, ir.AllGather, 8, 8, 1 << 20, "allgather_direct_ll_wide", "allgather follows"},
+		{1 << 20, -1, ir.ReduceScatter, 4, 4, 512 << 10, "reducescatter_direct_ll_wide", "reducescatter follows"},
+		{1 << 20, -1, ir.AllToAll, 4, 4, 1 << 20, "alltoall_direct_ll_wide", "alltoall follows"},
+		{1 << 20, 2, ir.AllReduce, 4, 4, 256 << 10, "allreduce_oneshot_ll_wide", "LL relays through nobody: a slow rank changes nothing"},
 		{1 << 20, 2, ir.AllReduce, 4, 4, 2 << 20, "allreduce_dbtree_avoid2", "above the crossover slow_rank decides as before"},
 		{1 << 20, -1, ir.Broadcast, 4, 4, 256 << 10, "broadcast_tree", "broadcast keeps its static windows"},
 		{0, -1, ir.AllReduce, 4, 4, 1024, "allreduce_ring", "0: LL never preferred"},
@@ -167,7 +169,7 @@ func TestLLMaxBytes(t *testing.T) {
 		{0, 3, ir.AllGather, 4, 4, 1024, "allgather_direct", "0 and a slow rank: the relay-free Simple direct"},
 		{0, -1, ir.AllToAll, 2, 2, 64, "alltoall_direct", "0: Simple alltoall"},
 		{0, -1, ir.Broadcast, 4, 4, 1024, "broadcast_direct", "broadcast keeps its static windows"},
-		{64 << 20, -1, ir.AllReduce, 4, 4, llCap, "allreduce_oneshot_ll", "LL up to its static cap"},
+		{64 << 20, -1, ir.AllReduce, 4, 4, llCap, "allreduce_oneshot_ll_wide", "LL up to its static cap"},
 		{64 << 20, -1, ir.AllReduce, 4, 4, llCap + 16, "allreduce_ring", "never above llCap"},
 		{64 << 20, -1, ir.AllToAll, 8, 8, 64 << 20, "alltoall_direct", "never above llCap"},
 	}
@@ -194,7 +196,7 @@ func TestLLMaxBytes(t *testing.T) {
 
 // TestLLMaxBytesAtRunTime: appending {"value":1048576} to ll_max_bytes.jsonl
 // of a context in use moves the 256 KiB allreduce from the Simple ring to
-// the LL one-shot at the next epoch (not before), and appending 32768 moves
+// the LL one-shot (the wide one: 256 KiB is above llNarrowMax) at the next epoch (not before), and appending 131072 (the default) moves
 // it back, on each of two ranks at the same request (one MIN-allreduce
 // agrees on the snapshot, docs/selection-context.md §7).
 func TestLLMaxBytesAtRunTime(t *testing.T) {
@@ -232,7 +234,7 @@ func TestLLMaxBytesAtRunTime(t *testing.T) {
 		case i < 5 || i >= 9:
 			want = append(want, "allreduce_ring")
 		default:
-			want = append(want, "allreduce_oneshot_ll")
+			want = append(want, "allreduce_oneshot_ll_wide") // 256 KiB: above llNarrowMax
 		}
 	}
 	got := make([][]string, n)
@@ -267,7 +269,7 @@ func TestLLMaxBytesAtRunTime(t *testing.T) {
 		case 2:
 			publish(1 << 20)
 		case 6:
-			publish(32768)
+			publish(131072)
 		}
 	}
 	for r := range n {
@@ -292,7 +294,12 @@ func TestLLPreferenceBounds(t *testing.T) {
 			continue
 		}
 		if e.Protocol == ir.LL {
-			if e.Pref != llPref() || e.MinBytes != 0 || e.MaxBytes != llCap {
+			// The one-channel entry up to llNarrowMax, the wide one above it.
+			lo, hi := int64(0), int64(llNarrowMax)
+			if e.Channels == llWideChannels {
+				lo, hi = llNarrowMax+1, llCap
+			}
+			if e.Pref != llPref() || e.MinBytes != lo || e.MaxBytes != hi {
 				t.Errorf("%s: window %d..%d, preference %q", e.Name, e.MinBytes, e.MaxBytes, e.Pref)
 			}
 			continue

@@ -43,13 +43,13 @@ func TestLLMaxBytesValues(t *testing.T) {
 	}{
 		{"negative: LL never", "{\"value\":-1}\n", "allreduce_ring", "allreduce_ring", nil},
 		{"most negative", fmt.Sprintf("{\"value\":%d}\n", math.MinInt64), "allreduce_ring", "allreduce_ring", nil},
-		{"largest int64: LL up to its static cap", fmt.Sprintf("{\"value\":%d}\n", math.MaxInt64), "allreduce_oneshot_ll", "allreduce_oneshot_ll", nil},
+		{"largest int64: LL up to its static cap", fmt.Sprintf("{\"value\":%d}\n", math.MaxInt64), "allreduce_oneshot_ll", "allreduce_oneshot_ll_wide", nil},
 		{"bad lines keep the last good value",
 			"{\"value\":1048576}\n{\"value\":\"0\"}\n{\"value\":0.5}\n{\"value\":1e3}\n{\"value\":9223372036854775808}\nnot json\n{\"value\":0,\"x\":1}\n",
-			"allreduce_oneshot_ll", "allreduce_oneshot_ll",
+			"allreduce_oneshot_ll", "allreduce_oneshot_ll_wide",
 			[]string{"ll_max_bytes.jsonl:2:10:", "ll_max_bytes.jsonl:3:10:", "ll_max_bytes.jsonl:4:10:", "ll_max_bytes.jsonl:5:10:",
 				"ll_max_bytes.jsonl:6:", "ll_max_bytes.jsonl:7:12:"}},
-		{"torn last line is not read yet", "{\"value\":1048576}\n{\"value\":0", "allreduce_oneshot_ll", "allreduce_oneshot_ll", nil},
+		{"torn last line is not read yet", "{\"value\":1048576}\n{\"value\":0", "allreduce_oneshot_ll", "allreduce_oneshot_ll_wide", nil},
 		{"0 then a bad line: still 0", "{\"value\":0}\n{\"value\":null}\n", "allreduce_ring", "allreduce_ring",
 			[]string{"ll_max_bytes.jsonl:2:10:"}},
 	} {

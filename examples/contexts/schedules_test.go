@@ -55,7 +55,7 @@ func shapesUpTo(max int) []shape {
 }
 
 // channels is the channel count the runtime asks e's generator for at n
-// ranks: e.Channels evaluated (wideChannels is the only expression), 1
+// ranks: e.Channels evaluated (wideChannels or llWideChannels), 1
 // without one.
 func (e *entry) channels(n int) int {
 	switch e.Channels {
@@ -63,6 +63,8 @@ func (e *entry) channels(n int) int {
 		return 1
 	case wideChannels:
 		return max(1, min(64/n, 32))
+	case llWideChannels:
+		return max(1, min(32/n, 16))
 	}
 	panic("unknown channel expression " + e.Channels)
 }
@@ -441,7 +443,7 @@ func everyShape() []shape {
 // and TestGeneratesLarge's.)
 func TestServesEveryShape(t *testing.T) {
 	_, es := mustBuild(t)
-	sizes := []int64{16, smallMax, smallMax + 16, midMax + 16, llCap + 16}
+	sizes := []int64{16, llNarrowMax + 16, smallMax, smallMax + 16, llMaxDefault + 16, midMax + 16, llCap + 16}
 	checked := 0
 	for _, s := range everyShape() {
 		served := map[ir.Collective][]bool{}
