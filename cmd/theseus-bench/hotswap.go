@@ -27,7 +27,7 @@ import (
 //   - slow_rank = n/2, then -1: the policies demote the schedules that relay
 //     through the slow rank and promote one that avoids it, then return
 //     (at 3 ranks or more: at 2 nobody relays);
-//   - ll_max_bytes = 1 MiB, then 65536: the 256 KiB allreduce moves from the
+//   - ll_max_bytes = 1 MiB, then 65536: the 512 KiB allreduce moves from the
 //     Simple ring to the LL one-shot, then back (any nranks >= 2).
 //
 // Every rank records the schedule of every request and its host wall time,
@@ -41,7 +41,7 @@ import (
 // an allreduce), so every rank's next epoch (request 25 with the defaults)
 // reads the new value and all of them switch there.
 const (
-	hsBytes    = 256 << 10
+	hsBytes    = 512 << 10
 	hsRequests = 64
 	hsPeriod   = 8
 	hsSlowAt   = 20
@@ -62,7 +62,8 @@ var hsAttrs = []string{hsSlowRank, hsLLMax}
 // hsValues returns the value attr is published with after request hsSlowAt
 // (away) and after hsBackAt (back), at n ranks: slow_rank marks the middle
 // rank slow and then none; ll_max_bytes moves the LL/Simple crossover from
-// its default 64 KiB to 1 MiB, above the demonstration's 256 KiB, and back.
+// its default (256 KiB in the default context) to 1 MiB, above the
+// demonstration's 512 KiB, and then to 64 KiB, below it.
 func hsValues(attr string, n int) (away, back int) {
 	if attr == hsLLMax {
 		return 1 << 20, 64 << 10

@@ -489,7 +489,7 @@ func multiProcess(t *testing.T, n, perNode int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flags := []string{"-b", "6", "-e", "96K", "-f", "4", "-n", "2", "-w", "1", "--timeout", "60s"}
+	flags := []string{"-b", "6", "-e", "384K", "-f", "4", "-n", "2", "-w", "1", "--timeout", "60s"}
 	var rendezvous []string
 	if n == 2 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -30,7 +30,7 @@ import (
 // windows: both sides are Simple); rings, chains and hierarchical schedules
 // above.
 const (
-	llMaxDefault = 128 << 10 // the sweep on one H200 (docs/crossovers.md)
+	llMaxDefault = 256 << 10 // the sweeps on one H200, 2 and 4 ranks (docs/crossovers.md)
 	smallMax     = 32 << 10  // the same sweep (broadcast direct fastest to 32 KiB)
 	midMax       = 1 << 20
 )
@@ -63,6 +63,13 @@ const llMaxAttr = "ll_max_bytes"
 // (TestStaticCrossoverEquivalence).
 func llPref() string {
 	return fmt.Sprintf("msgsize <= %s ? %d : %d", llMaxAttr, prefSmall, llOff)
+}
+
+// llWidePref is llPref with prefSmall+1 up to ll_max_bytes: where the
+// wide LL schedule is usable it outscores the one-channel one, and like it
+// every Simple preference.
+func llWidePref() string {
+	return fmt.Sprintf("msgsize <= %s ? %d : %d", llMaxAttr, prefSmall+1, llOff)
 }
 
 // Preferences. A schedule whose traffic relays through the slow rank loses
@@ -100,20 +107,23 @@ const rootedSmall = ir.Simple
 // collectives' small-message Simple ones) keep one channel.
 const wideChannels = "clamp(64 / nranks, 1, 32)"
 
-// llWideChannels is the channel expression of the LL schedules above
-// llNarrowMax: 32/n channels (16, 8, 4 at 2, 4, 8 ranks), at least 1, at
-// most 16. Each channel's threadblock moves one chunk of the block (with
-// 256 threads: cuda threadBytes), so a 32 KiB 2-rank LL allreduce on one
-// H200 took 15.2 µs replayed over 16 channels against 36.5 µs over one;
-// up to 2 KiB one channel is faster (12.8 against 15.1 µs:
-// bench/results/2026-12-02-h200-fourteenth, call A).
+// llWideChannels is the channel expression of the wide LL schedules:
+// 32/n channels (16, 8, 4 at 2, 4, 8 ranks), at least 1, at most 16. Each
+// channel's threadblock moves one chunk of the block (with one thread per
+// 8-byte payload: cuda tableThreads), so a 32 KiB 2-rank LL allreduce on
+// one H200 took 15.2 µs replayed over 16 channels against 35.8 µs over
+// one; up to 2 KiB one channel is faster (12.7 against 15.1 µs), at 4 KiB
+// the wide one (15.8 against 18.3 µs: bench/results/2026-12-02-h200-
+// fourteenth, calls A to C).
 const llWideChannels = "clamp(32 / nranks, 1, 16)"
 
-// llNarrowMax is the largest message (bytes, ir.MessageBytes) that the
-// one-channel LL schedules serve; the llWideChannels ones serve larger
-// messages up to llCap. Both are LL, so this crossover is a static window
-// and ll_max_bytes still moves the LL/Simple one.
-const llNarrowMax = 4 << 10
+// llNarrowMax is the largest message (bytes, ir.MessageBytes) for which
+// the one-channel LL schedules are preferred on one node; the wide ones
+// (llWideChannels, only on one node: not measured across nodes) take
+// larger messages up to llCap with a preference one above. Both are LL,
+// so this crossover is a static window and ll_max_bytes still moves the
+// LL/Simple one.
+const llNarrowMax = 2 << 10
 
 // Policy fragments. slowIn: a slow rank is named and is in the
 // communicator; logicalSlow: its logical rank in a program written for
@@ -184,7 +194,7 @@ const attributeLines = `{"name":"slow_rank","type":"int","origin":"exo","default
 {"name":"msgsize","type":"int","origin":"endo","path":"request.messagesize","description":"message size in bytes (ir.MessageBytes)"}
 {"name":"nranks","type":"int","origin":"endo","path":"request.nranks"}
 {"name":"nlocalranks","type":"int","origin":"endo","path":"request.nlocalranks"}
-{"name":"ll_max_bytes","type":"int","origin":"exo","default":131072,"description":"largest message size in bytes (request.messagesize) for which the LL schedules of allreduce, allgather, reducescatter and alltoall are preferred over the Simple ones (LL serves at most 4194304 B)"}
+{"name":"ll_max_bytes","type":"int","origin":"exo","default":262144,"description":"largest message size in bytes (request.messagesize) for which the LL schedules of allreduce, allgather, reducescatter and alltoall are preferred over the Simple ones (LL serves at most 4194304 B)"}
 `
 
 // everyRank relays every rank from 3 ranks on (rings, hierarchical).
@@ -240,16 +250,17 @@ func plan() ([]*entry, error) {
 }
 
 // llEntries are the two LL entries of a collective's small messages,
-// algorithm algo: one channel up to llNarrowMax (named name) and
-// llWideChannels above it up to llCap (name_wide), both preferred up to
-// ll_max_bytes (llPref). what describes the schedule in the comments.
+// algorithm algo: one channel (named name), and llWideChannels on one node
+// for messages above llNarrowMax (name_wide, preferred one above it), both
+// up to llCap and preferred up to ll_max_bytes (llPref, llWidePref). what
+// describes the schedule in the comments.
 func llEntries(name, algo, what string) []*entry {
 	return []*entry{
-		{Name: name, Algo: algo, Protocol: ir.LL, MaxBytes: llNarrowMax, Usable: "nranks > 1", Pref: llPref(), Relays: nobody,
-			Comment: fmt.Sprintf("messages up to %d B and ll_max_bytes: %s, one channel", llNarrowMax, what)},
+		{Name: name, Algo: algo, Protocol: ir.LL, MaxBytes: llCap, Usable: "nranks > 1", Pref: llPref(), Relays: nobody,
+			Comment: fmt.Sprintf("messages up to ll_max_bytes (on one node up to %d B): %s, one channel", llNarrowMax, what)},
 		{Name: name + "_wide", Algo: algo, Protocol: ir.LL, Channels: llWideChannels, MinBytes: llNarrowMax + 1, MaxBytes: llCap,
-			Usable: "nranks > 1", Pref: llPref(), Relays: nobody,
-			Comment: fmt.Sprintf("messages above %d B up to ll_max_bytes: %s, a channel per chunk", llNarrowMax, what)},
+			Usable: "nranks > 1 && nlocalranks == nranks", Pref: llWidePref(), Relays: nobody,
+			Comment: fmt.Sprintf("messages above %d B up to ll_max_bytes on one node: %s, a channel per chunk", llNarrowMax, what)},
 	}
 }
 

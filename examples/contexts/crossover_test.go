@@ -16,8 +16,8 @@ import (
 
 // staticManifest writes the default context's schedule manifest in the form
 // it had before ll_max_bytes existed (commit a8fa0ce): LL schedules with the
-// static window "max_bytes":llMaxDefault (or their own smaller one) and
-// preference 30, the Simple ones that compete with them taking over with
+// static window "max_bytes":llMaxDefault and preference 30 (the wide ones
+// 31), the Simple ones that compete with them taking over with
 // "min_bytes":llMaxDefault+1. Its lines are in the
 // same order as the default context's, so a schedule has the same id (and
 // name) in both. It returns the file's path.
@@ -33,7 +33,10 @@ func staticManifest(t *testing.T) string {
 		c := *e
 		switch {
 		case c.Protocol == ir.LL:
-			c.MaxBytes, c.Pref = min(c.MaxBytes, llMaxDefault), fmt.Sprint(prefSmall)
+			c.MaxBytes, c.Pref = llMaxDefault, fmt.Sprint(prefSmall)
+			if c.Channels == llWideChannels {
+				c.Pref = fmt.Sprint(prefSmall + 1)
+			}
 		case withLL[c.Coll] && c.MinBytes == 0 && c.MaxBytes == 0:
 			c.MinBytes = llMaxDefault + 1
 		}
@@ -70,13 +73,13 @@ func selectedName(t *testing.T, s *selector.Selector, r *selector.Request) strin
 
 // sweepCounts are the per-block counts (float32 elements) of the size sweep
 // for a collective with b blocks: one element, and the counts one below, at
-// and one above each of 1 KiB, 32 KiB (the default crossover), 256 KiB,
-// 1 MiB (the broadcast/reduce tree window's end), 4 MiB (llCap) and 16 MiB,
+// and one above each of 1 KiB, 32 KiB (broadcast's and reduce's direct
+// window), 256 KiB (the default LL crossover), 1 MiB (the broadcast/reduce tree window's end), 4 MiB (llCap) and 16 MiB,
 // so that the message sizes straddle every threshold by one element per
 // block.
 func sweepCounts(b int64) []int64 {
 	out := []int64{1}
-	for _, target := range []int64{1 << 10, smallMax, llMaxDefault, 256 << 10, midMax, llCap, 16 << 20} {
+	for _, target := range []int64{1 << 10, llNarrowMax, smallMax, llMaxDefault, midMax, llCap, 16 << 20} {
 		c := target / 4 / b
 		out = append(out, c-1, c, c+1)
 	}
@@ -151,10 +154,11 @@ func TestLLMaxBytes(t *testing.T) {
 		want     string
 		reason   string
 	}{
-		{1 << 20, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_oneshot_ll_wide", "the hot swap at 2 ranks: 256 KiB moves to LL"},
-		{-1, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_ring", "default: 256 KiB is above 128 KiB"},
-		{-1, -1, ir.AllReduce, 2, 2, 128 << 10, "allreduce_oneshot_ll_wide", "default: 128 KiB is LL"},
-		{131072, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_ring", "publishing the default again: back to the ring"},
+		{1 << 20, -1, ir.AllReduce, 2, 2, 512 << 10, "allreduce_oneshot_ll_wide", "the hot swap at 2 ranks: 512 KiB moves to LL"},
+		{-1, -1, ir.AllReduce, 2, 2, 512 << 10, "allreduce_ring", "default: 512 KiB is above 256 KiB"},
+		{-1, -1, ir.AllReduce, 2, 2, 256 << 10, "allreduce_oneshot_ll_wide", "default: 256 KiB is LL"},
+		{-1, -1, ir.AllReduce, 8, 4, 256 << 10, "allreduce_oneshot_ll", "several nodes: the one-channel LL"},
+		{262144, -1, ir.AllReduce, 2, 2, 512 << 10, "allreduce_ring", "publishing the default again: back to the ring"},
 		{1 << 20, -1, ir.AllReduce, 4, 4, 1 << 20, "allreduce_oneshot_ll_wide", "1 MiB is at the crossover"},
 		{1 << 20, -1, ir.AllReduce, 4, 4, 1<<20 + 16, "allreduce_ring", "one element above it"},
 		{1 << 20, -1, ir.AllReduce, 8, 4, 2 << 20, "allreduce_hier", "above it, the node shape still decides"},
@@ -195,8 +199,8 @@ func TestLLMaxBytes(t *testing.T) {
 }
 
 // TestLLMaxBytesAtRunTime: appending {"value":1048576} to ll_max_bytes.jsonl
-// of a context in use moves the 256 KiB allreduce from the Simple ring to
-// the LL one-shot (the wide one: 256 KiB is above llNarrowMax) at the next epoch (not before), and appending 131072 (the default) moves
+// of a context in use moves the 512 KiB allreduce from the Simple ring to
+// the LL one-shot (the wide one: 512 KiB is above llNarrowMax) at the next epoch (not before), and appending 262144 (the default) moves
 // it back, on each of two ranks at the same request (one MIN-allreduce
 // agrees on the snapshot, docs/selection-context.md §7).
 func TestLLMaxBytesAtRunTime(t *testing.T) {
@@ -234,7 +238,7 @@ func TestLLMaxBytesAtRunTime(t *testing.T) {
 		case i < 5 || i >= 9:
 			want = append(want, "allreduce_ring")
 		default:
-			want = append(want, "allreduce_oneshot_ll_wide") // 256 KiB: above llNarrowMax
+			want = append(want, "allreduce_oneshot_ll_wide") // 512 KiB: above llNarrowMax
 		}
 	}
 	got := make([][]string, n)
@@ -245,7 +249,7 @@ func TestLLMaxBytesAtRunTime(t *testing.T) {
 		for r := range n {
 			go func() {
 				defer func() { done <- r }()
-				id, err := sels[r].Select(context.Background(), request(ir.AllReduce, n, n, 256<<10, 0))
+				id, err := sels[r].Select(context.Background(), request(ir.AllReduce, n, n, 512<<10, 0))
 				if err != nil || id == selector.None {
 					errs[r] = fmt.Errorf("rank %d request %d: id %d, %v", r, i, id, err)
 					return
@@ -269,7 +273,7 @@ func TestLLMaxBytesAtRunTime(t *testing.T) {
 		case 2:
 			publish(1 << 20)
 		case 6:
-			publish(131072)
+			publish(262144)
 		}
 	}
 	for r := range n {
@@ -294,12 +298,12 @@ func TestLLPreferenceBounds(t *testing.T) {
 			continue
 		}
 		if e.Protocol == ir.LL {
-			// The one-channel entry up to llNarrowMax, the wide one above it.
-			lo, hi := int64(0), int64(llNarrowMax)
+			// The one-channel entry at every size, the wide one above llNarrowMax.
+			lo, pref := int64(0), llPref()
 			if e.Channels == llWideChannels {
-				lo, hi = llNarrowMax+1, llCap
+				lo, pref = llNarrowMax+1, llWidePref()
 			}
-			if e.Pref != llPref() || e.MinBytes != lo || e.MaxBytes != hi {
+			if e.Pref != pref || e.MinBytes != lo || e.MaxBytes != llCap {
 				t.Errorf("%s: window %d..%d, preference %q", e.Name, e.MinBytes, e.MaxBytes, e.Pref)
 			}
 			continue

@@ -34,11 +34,11 @@ func (l *reviewLog) Infof(string, ...any) {}
 // value of the last well-formed line; a torn last line (no newline yet) is
 // not read. Nothing panics.
 func TestLLMaxBytesValues(t *testing.T) {
-	const small, mid = 1024, 256 << 10 // bytes
+	const small, mid = 1024, 512 << 10 // bytes
 	for _, c := range []struct {
 		name, log string
 		smallWant string // 1 KiB allreduce, 2 ranks
-		midWant   string // 256 KiB
+		midWant   string // 512 KiB
 		warnsWant []string
 	}{
 		{"negative: LL never", "{\"value\":-1}\n", "allreduce_ring", "allreduce_ring", nil},

@@ -105,9 +105,9 @@ func TestExplain(t *testing.T) {
 		reason string
 	}{
 		{nil, ir.AllReduce, 4, 4, 8, 0, "allreduce_oneshot_ll", "small: LL all-pairs"},
-		{nil, ir.AllReduce, 4, 4, 4 << 10, 0, "allreduce_oneshot_ll", "up to 4 KiB: LL, one channel"},
+		{nil, ir.AllReduce, 4, 4, 2 << 10, 0, "allreduce_oneshot_ll", "up to 2 KiB: LL, one channel"},
 		{nil, ir.AllReduce, 4, 4, 32 << 10, 0, "allreduce_oneshot_ll_wide", "32 KiB is still small: LL, a channel per chunk"},
-		{nil, ir.AllReduce, 4, 4, 128<<10 + 16, 0, "allreduce_ring", "large: ring"},
+		{nil, ir.AllReduce, 4, 4, 256<<10 + 16, 0, "allreduce_ring", "large: ring"},
 		{nil, ir.AllReduce, 4, 4, 64 << 20, 0, "allreduce_ring", "large: ring"},
 		{nil, ir.AllReduce, 3, 3, 64 << 20, 0, "allreduce_ring", "3 ranks: ring"},
 		{nil, ir.AllReduce, 16, 16, 64 << 20, 0, "allreduce_ring", "16 ranks on one node: ring"},

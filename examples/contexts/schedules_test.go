@@ -309,6 +309,8 @@ func TestPoliciesMatchRelays(t *testing.T) {
 						switch {
 						case e.Avoid != nil:
 							want = slow >= 0 && slow < s.n && logical == e.Avoid[0] && slices.Contains(base.Relays(s.n), logical)
+						case e.Protocol == ir.LL && e.Channels == llWideChannels:
+							want = s.n > 1 && s.l == s.n // the wide LL: one node only
 						case e.Protocol == ir.LL:
 							want = s.n > 1
 						case e.Algo == "hier":
