@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -161,31 +162,54 @@ func TestNoArgs(t *testing.T) {
 	}
 }
 
-// TestSmallRun is the default run up to 64 KiB plus one size past the LL
-// window, every collective, with the hot swap (seconds).
+// TestSmallRun is the default run up to 512 KiB (one size past the
+// default context's LL window, ll_max_bytes 262144), every collective,
+// with the hot swap (seconds).
 func TestSmallRun(t *testing.T) {
-	code, out, errs := runBench(t, "-e", "128K", "-f", "4", "-n", "2", "-w", "1")
+	code, out, errs := runBench(t, "-e", "512K", "-f", "4", "-n", "2", "-w", "1")
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
 	checkTable(t, out, 4, "allreduce_ring")
-	for _, want := range []string{"allreduce_oneshot_ll", "allreduce_ring", "broadcast_direct", "broadcast_tree", "alltoall_direct_ll"} {
-		if !strings.Contains(out, want) {
+	for _, want := range []string{"allreduce_oneshot_ll", "allreduce_oneshot_ll_wide", "allreduce_ring", "broadcast_direct", "broadcast_tree",
+		"alltoall_direct_ll", "alltoall_direct_ll_wide", "alltoall_direct"} {
+		if !rowRan(out, want) {
 			t.Errorf("no row ran %s:\n%s", want, out)
 		}
 	}
 }
 
+// rowRan reports whether a table row of out (a data row: size and count
+// first, the schedule last) names schedule.
+func rowRan(out, schedule string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 2 && f[len(f)-1] == schedule && !strings.HasPrefix(line, "#") {
+			if _, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // TestAllTypesAndOps runs every datatype and reduction on 2 ranks at three
-// sizes: two LL one-shot and one ring.
+// sizes: the one-channel LL one-shot (16 B), the wide one (2400 B) and
+// the ring (360000 B, above ll_max_bytes).
 func TestAllTypesAndOps(t *testing.T) {
-	code, out, errs := runBench(t, "--nranks", "2", "-d", "all", "-o", "all", "-b", "16", "-e", "160000", "-f", "100",
+	code, out, errs := runBench(t, "--nranks", "2", "-d", "all", "-o", "all", "-b", "16", "-e", "360000", "-f", "150",
 		"-n", "1", "-w", "0", "--hotswap=false", "--coll", "allreduce,reducescatter,reduce,allgather")
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
 	if n := strings.Count(out, "allreduce_"); n != 12*5*3 {
 		t.Errorf("%d allreduce rows, want 12 types x 5 ops x 3 sizes", n)
+	}
+	for _, want := range []string{"allreduce_oneshot_ll", "allreduce_oneshot_ll_wide", "allreduce_ring",
+		"reducescatter_direct_ll", "reducescatter_direct_ll_wide", "reducescatter_ring"} {
+		if !rowRan(out, want) {
+			t.Errorf("no row ran %s:\n%s", want, out)
+		}
 	}
 	if !strings.Contains(out, "# Wrong elements       : 0 OK") {
 		t.Errorf("not OK:\n%s", out)

@@ -103,8 +103,9 @@ const rootedSmall = ir.Simple
 // 32-channel ring reached 290 GB/s allreduce busbw at 8 GiB (16 channels:
 // 185; bench/results/2026-11-29-h200x2); a 1024-rank ring keeps one. The
 // runtime halves it further where the generator needs (its threadblock
-// and channel limits). The latency schedules (LL, and the rooted
-// collectives' small-message Simple ones) keep one channel.
+// and channel limits). The rooted collectives' small-message Simple
+// schedules and the one-channel LL ones keep one channel; the wide LL
+// ones have llWideChannels.
 const wideChannels = "clamp(64 / nranks, 1, 32)"
 
 // llWideChannels is the channel expression of the wide LL schedules:
@@ -119,11 +120,17 @@ const llWideChannels = "clamp(32 / nranks, 1, 16)"
 
 // llNarrowMax is the largest message (bytes, ir.MessageBytes) for which
 // the one-channel LL schedules are preferred on one node; the wide ones
-// (llWideChannels, only on one node: not measured across nodes) take
+// (llWideChannels, only on one node: not measured across nodes; and
+// below 32 ranks: llWideUsable) take
 // larger messages up to llCap with a preference one above. Both are LL,
 // so this crossover is a static window and ll_max_bytes still moves the
 // LL/Simple one.
 const llNarrowMax = 2 << 10
+
+// llWideUsable is where the wide LL schedules serve: one node, and fewer
+// than 32 ranks (from 32 on llWideChannels is 1, the one-channel program
+// under another name: a second materialisation for nothing).
+const llWideUsable = "nranks > 1 && nranks < 32 && nlocalranks == nranks"
 
 // Policy fragments. slowIn: a slow rank is named and is in the
 // communicator; logicalSlow: its logical rank in a program written for
@@ -259,7 +266,7 @@ func llEntries(name, algo, what string) []*entry {
 		{Name: name, Algo: algo, Protocol: ir.LL, MaxBytes: llCap, Usable: "nranks > 1", Pref: llPref(), Relays: nobody,
 			Comment: fmt.Sprintf("messages up to ll_max_bytes (on one node up to %d B): %s, one channel", llNarrowMax, what)},
 		{Name: name + "_wide", Algo: algo, Protocol: ir.LL, Channels: llWideChannels, MinBytes: llNarrowMax + 1, MaxBytes: llCap,
-			Usable: "nranks > 1 && nlocalranks == nranks", Pref: llWidePref(), Relays: nobody,
+			Usable: llWideUsable, Pref: llWidePref(), Relays: nobody,
 			Comment: fmt.Sprintf("messages above %d B up to ll_max_bytes on one node: %s, a channel per chunk", llNarrowMax, what)},
 	}
 }

@@ -12,7 +12,7 @@
 // nranks (1 to 1024 and beyond) and node shape, with policies that read the
 // attributes declared in attribute_manifest.jsonl, and empty value logs of
 // its two exogenous attributes: slow_rank (int, default -1: no rank is slow) and ll_max_bytes
-// (int, default 131072: the largest message size in bytes for which the LL
+// (int, default 262144: the largest message size in bytes for which the LL
 // schedules are preferred over the Simple ones). docs/selection-context.md
 // specifies the files; docs/theseus-bench.md describes the policies. The
 // files are generated: `go test ./examples/contexts -update` rebuilds them.
@@ -48,7 +48,7 @@ const SlowRankLog = "slow_rank.jsonl"
 // LL schedules of allreduce, allgather, reducescatter and alltoall preferred
 // for messages of at most B bytes (request.messagesize) and the Simple ones
 // above, on every rank from the same epoch on (docs/selection-context.md §6,
-// §7). The default is 131072 (the crossover measured on one H200,
+// §7). The default is 262144 (the crossover measured on one H200,
 // docs/crossovers.md); LL schedules never serve more than 4 MiB, so a
 // larger B leaves the messages above 4 MiB on Simple.
 const LLMaxBytesLog = "ll_max_bytes.jsonl"

@@ -310,7 +310,7 @@ func TestPoliciesMatchRelays(t *testing.T) {
 						case e.Avoid != nil:
 							want = slow >= 0 && slow < s.n && logical == e.Avoid[0] && slices.Contains(base.Relays(s.n), logical)
 						case e.Protocol == ir.LL && e.Channels == llWideChannels:
-							want = s.n > 1 && s.l == s.n // the wide LL: one node only
+							want = s.n > 1 && s.n < 32 && s.l == s.n // the wide LL: one node, at least 2 channels
 						case e.Protocol == ir.LL:
 							want = s.n > 1
 						case e.Algo == "hier":
