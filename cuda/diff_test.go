@@ -67,27 +67,29 @@ func diffPrograms(t testing.TB) []diffProgram {
 						}
 						opts.NLocalRanks = 2
 					}
-					p, err := gen.Generate(a.Name, opts)
-					if err != nil {
-						continue // not every algorithm fits every shape
+					// One channel; and for the all-pairs LL programs also the
+					// default context's wide entries, a channel per chunk
+					// (examples/contexts llWideChannels, 32/n).
+					channels := []int{1}
+					if proto == ir.LL && (a.Name == "oneshot" || a.Name == "direct") {
+						channels = append(channels, 32/n)
 					}
-					q, err := legalized(p)
-					if err != nil {
-						t.Errorf("generator %s: %v", a.Name, err)
-						continue
-					}
-					out = append(out, diffProgram{fmt.Sprintf("%s/%s/n%d/%s", a.Name, coll, n, proto), q})
-					// The default context's wide LL entries: a channel per
-					// chunk (examples/contexts llWideChannels, 32/n).
-					if proto == ir.LL && (a.Name == "oneshot" || a.Name == "direct") && n <= 8 {
-						opts.Channels = 32 / n
-						if p, err := gen.Generate(a.Name, opts); err == nil {
-							if q, err := legalized(p); err != nil {
-								t.Errorf("generator %s, %d channels: %v", a.Name, opts.Channels, err)
-							} else {
-								out = append(out, diffProgram{fmt.Sprintf("%s/%s/n%d/%s/k%d", a.Name, coll, n, proto, opts.Channels), q})
-							}
+					for _, k := range channels {
+						opts.Channels = k
+						p, err := gen.Generate(a.Name, opts)
+						if err != nil {
+							break // not every algorithm fits every shape
 						}
+						q, err := legalized(p)
+						if err != nil {
+							t.Errorf("generator %s, %d channels: %v", a.Name, k, err)
+							continue
+						}
+						name := fmt.Sprintf("%s/%s/n%d/%s", a.Name, coll, n, proto)
+						if k > 1 {
+							name += fmt.Sprintf("/k%d", k)
+						}
+						out = append(out, diffProgram{name, q})
 					}
 				}
 			}

@@ -48,11 +48,11 @@ const LLMinThreads = 64
 // (2 KiB), 256 threads 15.3 against 16.3 with 128 and 18.5 with 512
 // (bench/results/2026-12-02-h200-fourteenth, calls A and B).
 func tableThreads(t *optable.Table, blockBytes int64) int {
-	if n, ok := envThreads(); ok {
-		return n
-	}
 	if t.Protocol != ir.LL || blockBytes < 0 {
 		return defaultThreads(blockBytes)
+	}
+	if n, ok := envThreads(); ok {
+		return n
 	}
 	c := max(t.ChunksPerBlock, 1)
 	chunk := blockBytes/c + min(blockBytes%c, 1) // ceil, without overflow

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -179,15 +178,11 @@ func TestSmallRun(t *testing.T) {
 	}
 }
 
-// rowRan reports whether a table row of out (a data row: size and count
-// first, the schedule last) names schedule.
+// rowRan reports whether a table row of out (rowRE) names schedule.
 func rowRan(out, schedule string) bool {
 	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) > 2 && f[len(f)-1] == schedule && !strings.HasPrefix(line, "#") {
-			if _, err := strconv.ParseInt(f[0], 10, 64); err == nil {
-				return true
-			}
+		if m := rowRE.FindStringSubmatch(line); m != nil && strings.TrimSpace(m[14]) == schedule {
+			return true
 		}
 	}
 	return false

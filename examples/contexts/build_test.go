@@ -54,22 +54,16 @@ const llMaxAttr = "ll_max_bytes"
 // copies would be no hot swap).
 //
 // llPref is the preference of an LL schedule that a Simple one takes over
-// above ll_max_bytes: prefSmall up to ll_max_bytes, above every Simple
-// preference (at most prefHier); llOff beyond it, below every Simple
-// preference (at least prefBase - demote). The Simple schedules have no
-// lower size bound, so the crossover moves both ways; with the default
-// ll_max_bytes selection is that of the static windows max_bytes
-// llMaxDefault / min_bytes llMaxDefault+1 it replaces
-// (TestStaticCrossoverEquivalence).
-func llPref() string {
-	return fmt.Sprintf("msgsize <= %s ? %d : %d", llMaxAttr, prefSmall, llOff)
-}
-
-// llWidePref is llPref with prefSmall+1 up to ll_max_bytes: where the
-// wide LL schedule is usable it outscores the one-channel one, and like it
-// every Simple preference.
-func llWidePref() string {
-	return fmt.Sprintf("msgsize <= %s ? %d : %d", llMaxAttr, prefSmall+1, llOff)
+// above ll_max_bytes: small (prefSmall, or prefWide for the wide LL
+// entries, which outscore the one-channel ones where they are usable) up
+// to ll_max_bytes, above every Simple preference (at most prefHier);
+// llOff beyond it, below every Simple preference (at least prefBase -
+// demote). The Simple schedules have no lower size bound, so the
+// crossover moves both ways; with the default ll_max_bytes selection is
+// that of the static windows max_bytes llMaxDefault / min_bytes
+// llMaxDefault+1 it replaces (TestStaticCrossoverEquivalence).
+func llPref(small int) string {
+	return fmt.Sprintf("msgsize <= %s ? %d : %d", llMaxAttr, small, llOff)
 }
 
 // Preferences. A schedule whose traffic relays through the slow rank loses
@@ -77,6 +71,7 @@ func llWidePref() string {
 // demoted schedule and below every undemoted one of its regime.
 const (
 	prefSmall = 30 // LL all-pairs / direct, small messages
+	prefWide  = 31 // the same over a channel per chunk (llEntries)
 	prefHier  = 25 // hierarchical, when the node shape matches
 	prefBase  = 20 // ring, tree, chain
 	avoidPref = 15 // the variant that keeps the slow rank off relaying paths
@@ -263,10 +258,10 @@ func plan() ([]*entry, error) {
 // describes the schedule in the comments.
 func llEntries(name, algo, what string) []*entry {
 	return []*entry{
-		{Name: name, Algo: algo, Protocol: ir.LL, MaxBytes: llCap, Usable: "nranks > 1", Pref: llPref(), Relays: nobody,
+		{Name: name, Algo: algo, Protocol: ir.LL, MaxBytes: llCap, Usable: "nranks > 1", Pref: llPref(prefSmall), Relays: nobody,
 			Comment: fmt.Sprintf("messages up to ll_max_bytes (on one node up to %d B): %s, one channel", llNarrowMax, what)},
 		{Name: name + "_wide", Algo: algo, Protocol: ir.LL, Channels: llWideChannels, MinBytes: llNarrowMax + 1, MaxBytes: llCap,
-			Usable: llWideUsable, Pref: llWidePref(), Relays: nobody,
+			Usable: llWideUsable, Pref: llPref(prefWide), Relays: nobody,
 			Comment: fmt.Sprintf("messages above %d B up to ll_max_bytes on one node: %s, a channel per chunk", llNarrowMax, what)},
 	}
 }

@@ -35,7 +35,7 @@ func staticManifest(t *testing.T) string {
 		case c.Protocol == ir.LL:
 			c.MaxBytes, c.Pref = llMaxDefault, fmt.Sprint(prefSmall)
 			if c.Channels == llWideChannels {
-				c.Pref = fmt.Sprint(prefSmall + 1)
+				c.Pref = fmt.Sprint(prefWide)
 			}
 		case withLL[c.Coll] && c.MinBytes == 0 && c.MaxBytes == 0:
 			c.MinBytes = llMaxDefault + 1
@@ -299,9 +299,9 @@ func TestLLPreferenceBounds(t *testing.T) {
 		}
 		if e.Protocol == ir.LL {
 			// The one-channel entry at every size, the wide one above llNarrowMax.
-			lo, pref := int64(0), llPref()
+			lo, pref := int64(0), llPref(prefSmall)
 			if e.Channels == llWideChannels {
-				lo, pref = llNarrowMax+1, llWidePref()
+				lo, pref = llNarrowMax+1, llPref(prefWide)
 			}
 			if e.Pref != pref || e.MinBytes != lo || e.MaxBytes != llCap {
 				t.Errorf("%s: window %d..%d, preference %q", e.Name, e.MinBytes, e.MaxBytes, e.Pref)

@@ -284,14 +284,11 @@ func (r *p2pRun) wait(cond func() bool, lane, step, peer int, port *device.P2PPo
 		if cond() {
 			return nil
 		}
-		if r.stop.Load() || atomic.LoadUint64(r.p.abort) != 0 {
-			return r.errorf(lane, step, peer, launch.ErrAborted, "aborted while waiting for %s", what())
-		}
-		if err := r.ctx.Err(); err != nil {
-			return r.errorf(lane, step, peer, fmt.Errorf("%w: %w", launch.ErrAborted, err), "%v while waiting for %s", err, what())
+		if err := r.stopped(lane, step, peer, what); err != nil {
+			return err
 		}
 		if el := time.Since(start); el >= timeout {
-			return r.errorf(lane, step, peer, launch.ErrTimeout, "timed out after %v waiting for %s", el.Round(time.Millisecond), what())
+			return r.timedOut(lane, step, peer, el, what)
 		}
 		time.Sleep(sleep)
 		sleep = min(2*sleep, 500*time.Microsecond, max(timeout/8, 2*time.Microsecond))
@@ -307,27 +304,40 @@ func (r *p2pRun) timeout() time.Duration {
 	return launch.DefaultTimeout
 }
 
+// stopped is the error of a wait that the launch stopped (another lane
+// failed, the abort word, the stream's context), or nil.
+func (r *p2pRun) stopped(lane, step, peer int, what func() string) error {
+	if r.stop.Load() || atomic.LoadUint64(r.p.abort) != 0 {
+		return r.errorf(lane, step, peer, launch.ErrAborted, "aborted while waiting for %s", what())
+	}
+	if err := r.ctx.Err(); err != nil {
+		return r.errorf(lane, step, peer, fmt.Errorf("%w: %w", launch.ErrAborted, err), "%v while waiting for %s", err, what())
+	}
+	return nil
+}
+
+// timedOut is the error of a wait that lasted el, past the timeout.
+func (r *p2pRun) timedOut(lane, step, peer int, el time.Duration, what func() string) error {
+	return r.errorf(lane, step, peer, launch.ErrTimeout, "timed out after %v waiting for %s", el.Round(time.Millisecond), what())
+}
+
 // waitPort is wait for a peer on another node.
 func (r *p2pRun) waitPort(cond func() bool, lane, step, peer int, port *device.P2PPort, what func() string) error {
 	start := time.Now()
-	var stopped error
+	var stopErr error
 	stop := func() error {
-		if r.stop.Load() || atomic.LoadUint64(r.p.abort) != 0 {
-			stopped = r.errorf(lane, step, peer, launch.ErrAborted, "aborted while waiting for %s", what())
-		} else if err := r.ctx.Err(); err != nil {
-			stopped = r.errorf(lane, step, peer, fmt.Errorf("%w: %w", launch.ErrAborted, err), "%v while waiting for %s", err, what())
-		}
-		return stopped
+		stopErr = r.stopped(lane, step, peer, what)
+		return stopErr
 	}
 	err := port.Conn.WaitUntil(cond, peer, stop)
 	switch {
 	case err == nil || cond() || port.Conn.Err() != nil:
 		return nil
-	case stopped != nil:
-		return stopped
+	case stopErr != nil:
+		return stopErr
 	}
 	if el := time.Since(start); el >= r.timeout() {
-		return r.errorf(lane, step, peer, launch.ErrTimeout, "timed out after %v waiting for %s", el.Round(time.Millisecond), what())
+		return r.timedOut(lane, step, peer, el, what)
 	}
 	return r.portErr(lane, step, peer, err, "%s", what())
 }

@@ -6,12 +6,10 @@
 # 8 B - 64 KiB eager (-G 0); then nccl-tests sendrecv_perf at 2 ranks, 8 B - 4 KiB, eager and
 # -G 1, with the point-to-point engine's default threads and THESEUS_NTHREADS=64 / 128.
 CALL=rE
-tar xJf .device/f/dev.txz -C .device; tar xJf .device/f/old.txz -C .device
 DEADLINE=${DEADLINE:-260}
-source bench/results/2026-12-01-h200-eleventh/repro/final-common.sh
-mkdir -p $W/build
-cp $D/f/build_nccl_tests.sh $D/
-THESEUS_PREFIX=$D/prefix bash $D/build_nccl_tests.sh > $W/build/log.txt 2>&1; echo "build rc=$?" >> $W/build/log.txt
+tar xJf .device/f/old.txz -C .device
+source bench/results/2026-12-02-h200-fourteenth/repro/common.sh
+build_nccl_tests; wait_nccl_tests
 for k in 1 2; do
   for v in new old; do
     if [ $v = old ]; then P=$D/prefix-old C=$D/ctx/old; else P=$D/prefix C=$ROOT/examples/contexts/default; fi
