@@ -152,7 +152,7 @@ func TestModuleLoadPTXDir(t *testing.T) {
 
 // TestResidentModule loads the persistent executor's float32 module and
 // reports what one resident threadblock takes: registers, local bytes,
-// static shared memory, and how many such blocks of 256 and 1024 threads
+// static shared memory, and how many such blocks of 256 and ExecMaxThreads threads
 // fit on one multiprocessor (the SMs a resident kernel of
 // THESEUS_PERSISTENT_BLOCKS blocks occupies: docs/design/cuda.md, "The
 // persistent executor").
@@ -181,14 +181,14 @@ func TestResidentModule(t *testing.T) {
 	shared, _ := fn.Attribute(driver.FuncAttrSharedSizeBytes)
 	sms, _ := d.Attribute(driver.AttrMultiprocessorCount)
 	per := map[int]int{}
-	for _, th := range []int{256, 1024} {
+	for _, th := range []int{256, ExecMaxThreads} {
 		if per[th], err = fn.MaxActiveBlocksPerSM(th, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	fmt.Printf("RESIDENT float32: loaded in %.2f s, %d registers, %d local bytes per thread, %d static shared bytes per block; "+
-		"%d blocks of 256 threads or %d of 1024 fit on one of %d multiprocessors\n", el.Seconds(), regs, local, shared, per[256], per[1024], sms)
-	if per[256] < 1 || per[1024] < 1 {
+		"%d blocks of 256 threads or %d of %d fit on one of %d multiprocessors\n", el.Seconds(), regs, local, shared, per[256], per[ExecMaxThreads], ExecMaxThreads, sms)
+	if per[256] < 1 || per[ExecMaxThreads] < 1 {
 		t.Errorf("a resident block does not fit on a multiprocessor: %v", per)
 	}
 }

@@ -42,6 +42,19 @@ const (
 	MaxRuns = C.THESEUS_MAX_RUNS
 )
 
+// ExecMaxThreads is the most threads per threadblock of an executor
+// launch (kernel/launch.h, THESEUS_EXEC_MAX_THREADS: the launch bound of
+// theseus_exec, theseus_units, theseus_spec and theseus_resident, which
+// leaves them up to 128 registers a thread). A table's threads_per_block
+// or THESEUS_NTHREADS above it is clamped to it (execThreads); results do
+// not depend on the block size. At the former bound of 1024 the executor
+// had 64 registers a thread and spilled 868 / 1,948 bytes of local stores /
+// loads in its op loop (docs/design/cuda.md, "The launch bound").
+const ExecMaxThreads = C.THESEUS_EXEC_MAX_THREADS
+
+// execThreads clamps n threads per threadblock to ExecMaxThreads.
+func execThreads(n int) int { return min(n, ExecMaxThreads) }
+
 // Kernel error codes and wait kinds (kernel/launch.h).
 const (
 	ErrTimeout     = C.THESEUS_ERR_TIMEOUT
@@ -73,6 +86,8 @@ func setChanRT(rt *ChanRT, peerBuf [3]driver.Ptr, peerInbound, inbound, expected
 
 type launchFields struct {
 	table, chans  driver.Ptr
+	tableBytes    int64 // the table's encoded size (the kernel stages a small one whole)
+	nchans        int   // channel records at chans
 	bufs          [3]driver.Ptr
 	publish       driver.Ptr
 	barriers      driver.Ptr
@@ -123,6 +138,14 @@ func fillLaunch(a *Launch, f launchFields) {
 	a.inplace = b2u8(f.inplace)
 	a.ll8 = b2u8(f.ll8)
 	a.elem_size = C.uint8_t(f.elemSize)
+	a.table_bytes = 0
+	if f.tableBytes > 0 && f.tableBytes <= C.THESEUS_STAGE_TABLE_BYTES {
+		a.table_bytes = C.int32_t(f.tableBytes)
+	}
+	a.nchans = 0
+	if f.nchans > 0 && f.nchans <= C.THESEUS_STAGE_CHANS {
+		a.nchans = C.uint8_t(f.nchans)
+	}
 }
 
 // setBufs sets a launch's input and output bases (Backend.Rebase).

@@ -52,7 +52,7 @@ func tableThreads(t *optable.Table, blockBytes int64) int {
 		return defaultThreads(blockBytes)
 	}
 	if n, ok := envThreads(); ok {
-		return n
+		return execThreads(n)
 	}
 	c := max(t.ChunksPerBlock, 1)
 	chunk := blockBytes/c + min(blockBytes%c, 1) // ceil, without overflow
@@ -61,14 +61,14 @@ func tableThreads(t *optable.Table, blockBytes int64) int {
 }
 
 // defaultThreads is THESEUS_NTHREADS (docs/env.md) when it is a multiple
-// of 32 from 32 to 1024 (the kernel's launch bound), and otherwise
+// of 32 from 32 to 1024, clamped to ExecMaxThreads, and otherwise
 // SmallThreads for a block of at most SmallBlockBytes bytes (blockBytes;
 // a negative value means unknown) and DefaultThreads for a larger one.
 // The kernel runs any block size; the number changes how many threads
 // share each op's data, and what a launch costs.
 func defaultThreads(blockBytes int64) int {
 	if n, ok := envThreads(); ok {
-		return n
+		return execThreads(n)
 	}
 	if blockBytes >= 0 && blockBytes <= SmallBlockBytes {
 		return SmallThreads
@@ -77,7 +77,8 @@ func defaultThreads(blockBytes int64) int {
 }
 
 // envThreads is THESEUS_NTHREADS when it is a multiple of 32 from 32 to
-// 1024 (the kernel's launch bound).
+// 1024 (each kernel clamps it to its own launch bound: ExecMaxThreads,
+// P2PMaxThreads).
 func envThreads() (int, bool) {
 	if raw, set := env.NThreads.Raw(); set && raw != "" {
 		n, err := env.NThreads.Int()
@@ -158,6 +159,7 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 	if p.threads <= 0 {
 		p.threads = tableThreads(t, a.Count*int64(a.DataType.Size()))
 	}
+	p.threads = execThreads(p.threads)
 	if p.grid == 0 {
 		p.grid = 1 // a table without threadblocks still publishes done
 	}
@@ -261,7 +263,8 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 			root, shift = 0, 0
 		}
 		fillLaunch(p.arg, launchFields{
-			table: driver.Ptr(a.TableMem.Ptr), chans: chans, bufs: bufs, publish: driver.Ptr(a.Publish.Ptr),
+			table: driver.Ptr(a.TableMem.Ptr), tableBytes: a.TableMem.Size, chans: chans, nchans: len(a.Ends),
+			bufs: bufs, publish: driver.Ptr(a.Publish.Ptr),
 			barriers: barriers, abort: driver.Ptr(a.Abort),
 			count: a.Count, stride: a.Layout.Stride, slices: a.Layout.Slices, timeout: a.Timeout,
 			rank: a.Rank, nranks: a.NRanks, root: root, shift: shift, dtype: a.DataType, redop: a.RedOp,

@@ -55,8 +55,8 @@ func (b *Backend) NewResident(cfg device.ResidentConfig) (device.Resident, error
 	if cfg.Blocks < 1 || cfg.Blocks > residentMaxBlocks {
 		return nil, fmt.Errorf("cuda: resident executor of %d threadblocks (want 1 to %d)", cfg.Blocks, residentMaxBlocks)
 	}
-	if cfg.Threads < 32 || cfg.Threads > 1024 || cfg.Threads%32 != 0 {
-		return nil, fmt.Errorf("cuda: resident executor of %d threads per block (want a multiple of 32 up to 1024)", cfg.Threads)
+	if cfg.Threads < 32 || cfg.Threads > ExecMaxThreads || cfg.Threads%32 != 0 {
+		return nil, fmt.Errorf("cuda: resident executor of %d threads per block (want a multiple of 32 up to %d, the executor's launch bound)", cfg.Threads, ExecMaxThreads)
 	}
 	if cfg.Slots < 1 || cfg.Slots > resident.MaxSlots || cfg.Slots&(cfg.Slots-1) != 0 {
 		return nil, fmt.Errorf("cuda: resident executor of %d queue slots (a power of two up to %d)", cfg.Slots, resident.MaxSlots)

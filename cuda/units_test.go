@@ -209,7 +209,8 @@ func TestSharedUnitsRefused(t *testing.T) {
 }
 
 // TestDefaultThreads checks THESEUS_NTHREADS: a multiple of 32 from 32
-// to 1024 is taken at every block size; otherwise SmallThreads up to
+// to 1024 is taken at every block size (clamped to the executor's launch
+// bound, ExecMaxThreads); otherwise SmallThreads up to
 // SmallBlockBytes per rank and DefaultThreads above (or when the size is
 // unknown).
 func TestDefaultThreads(t *testing.T) {
@@ -219,7 +220,7 @@ func TestDefaultThreads(t *testing.T) {
 		want  int
 	}{{"", 1 << 20, DefaultThreads}, {"", SmallBlockBytes + 1, DefaultThreads}, {"", SmallBlockBytes, SmallThreads},
 		{"", 8, SmallThreads}, {"", 0, SmallThreads}, {"", -1, DefaultThreads},
-		{"64", 1 << 20, 64}, {"64", 8, 64}, {"32", 8, 32}, {"1024", 8, 1024}, {"128", 1 << 20, 128}, {"512", 8, 512},
+		{"64", 1 << 20, 64}, {"64", 8, 64}, {"32", 8, 32}, {"1024", 8, ExecMaxThreads}, {"128", 1 << 20, 128}, {"512", 8, 512},
 		{"0", 1 << 20, DefaultThreads}, {"16", 8, SmallThreads}, {"100", 1 << 20, DefaultThreads},
 		{"2048", 1 << 20, DefaultThreads}, {"-64", 8, SmallThreads}, {"x", 1 << 20, DefaultThreads}} {
 		restore := env.SetLookupForTest(func(k string) (string, bool) { return c.env, k == "THESEUS_NTHREADS" && c.env != "" })
@@ -247,7 +248,7 @@ func TestTableThreads(t *testing.T) {
 		{"", ir.LL, 16, 32<<10 + 8, 288}, {"", ir.LL, 0, 1024, 128}, {"", ir.LL, 16, 0, LLMinThreads},
 		{"", ir.LL, 16, -1, DefaultThreads}, {"", ir.LL, 3, 1 << 62, DefaultThreads},
 		{"", ir.Simple, 64, 64 << 10, DefaultThreads}, {"", ir.Simple, 64, 2 << 10, SmallThreads},
-		{"1024", ir.LL, 16, 8 << 10, 1024}, {"96", ir.Simple, 1, 1 << 20, 96}, {"x", ir.LL, 1, 8, LLMinThreads}} {
+		{"1024", ir.LL, 16, 8 << 10, ExecMaxThreads}, {"96", ir.Simple, 1, 1 << 20, 96}, {"x", ir.LL, 1, 8, LLMinThreads}} {
 		restore := env.SetLookupForTest(func(k string) (string, bool) { return c.env, k == "THESEUS_NTHREADS" && c.env != "" })
 		got := tableThreads(&optable.Table{Protocol: c.proto, ChunksPerBlock: c.chunks}, c.block)
 		restore()

@@ -32,7 +32,7 @@
 #define REDUCE_UNROLL 2
 #endif
 #ifndef MAX_THREADS
-#define MAX_THREADS 1024
+#define MAX_THREADS THESEUS_EXEC_MAX_THREADS
 #endif
 // The module's datatype (an ir.DataType number): build.sh builds one module
 // per datatype, and the host loads the module of a request's datatype.
@@ -1230,16 +1230,18 @@ extern "C" __global__ void theseus_clock(theseus_clock_arg a) {
 }
 #endif
 
-// Staging: the table header, this block's threadblock
-// record, its ops and the refs they use, and the channel records, copied
-// into shared memory by one warp while thread 0 reads the launch state, so
-// that the op loop reads its metadata from shared memory instead of
-// making a chain of dependent global loads per op (each goes to L2 after
-// the launch's acquires; docs/design/cuda.md, "Small launches"). Ops and
-// refs past the bounds stay in global memory.
+// Staging: the launch's metadata in shared memory, so that the op loop
+// reads it from there instead of making a chain of dependent global loads
+// per op (each goes to L2 after the launch's acquires; docs/design/cuda.md,
+// "Small launches"). A table of at most THESEUS_STAGE_TABLE_BYTES
+// (launch.table_bytes) is copied whole, with the channel records, in one
+// round of loads by every thread but thread 0, which reads the launch state
+// meanwhile (stage_whole). A larger table: its header, then this block's
+// threadblock record, its ops and the refs they use, and the channel
+// records, one after the other by one warp (stage_meta); ops and refs past
+// the bounds stay in global memory.
 #define THESEUS_STAGE_OPS 32
 #define THESEUS_STAGE_REFS 128
-#define THESEUS_STAGE_CHANS 16
 static_assert(sizeof(theseus_optable_header) % 8 == 0 && sizeof(theseus_tb) % 8 == 0 && sizeof(theseus_op) % 8 == 0 &&
                   sizeof(theseus_ref) % 8 == 0 && sizeof(theseus_chan_rt) % 8 == 0,
               "staged records are copied in whole 8-byte words");
@@ -1249,6 +1251,50 @@ __shared__ theseus_op s_ops[THESEUS_STAGE_OPS];
 __shared__ theseus_ref s_refs[THESEUS_STAGE_REFS];
 __shared__ theseus_chan_rt s_chans[THESEUS_STAGE_CHANS];
 __shared__ u64 s_staged[3];  // ops staged, refs staged (ref base + 1, 0: not), channels staged
+__shared__ __attribute__((aligned(16))) u64 s_table[THESEUS_STAGE_TABLE_BYTES / 8];  // stage_whole's copy
+// The words each thread loads in one round of stage_whole (all its loads
+// are issued before its first store).
+#define THESEUS_STAGE_ROUND 16
+
+// whole_words is the 8-byte words of launch's table that stage_whole
+// copies, or 0 when it does not fit (or its size is not known).
+DEV u64 whole_words(const theseus_launch& launch) {
+#ifdef THESEUS_SPECIALIZED
+  (void)launch;
+  return 0;  // (the table's records are constants there)
+#else
+  const i64 b = launch.table_bytes;
+  return b > 0 && b <= THESEUS_STAGE_TABLE_BYTES ? (u64)(b + 7) / 8 : 0;
+#endif
+}
+
+// stage_whole copies tw words of the table, then cw words of the channel
+// records, into s_table and s_chans, thread lane of width threads taking
+// every width-th word in rounds of THESEUS_STAGE_ROUND words whose loads
+// all go out before the first store: a table of a few KiB arrives in one
+// round trip instead of the chain header, threadblock record, ops, refs.
+DEV void stage_whole(const theseus_launch& launch, u64 tw, u64 cw, u32 lane, u32 width) {
+  const u64* t = (const u64*)launch.table;
+  const u64* ch = (const u64*)launch.chans;
+  u64* sc = (u64*)s_chans;
+  const u64 n = tw + cw;
+  for (u64 base = lane; base < n; base += (u64)THESEUS_STAGE_ROUND * width) {
+    u64 v[THESEUS_STAGE_ROUND];
+#pragma unroll
+    for (int k = 0; k < THESEUS_STAGE_ROUND; k++) {
+      const u64 i = base + (u64)k * width;
+      v[k] = i < tw ? t[i] : i < n ? ch[i - tw] : 0;
+    }
+#pragma unroll
+    for (int k = 0; k < THESEUS_STAGE_ROUND; k++) {
+      const u64 i = base + (u64)k * width;
+      if (i < tw)
+        s_table[i] = v[k];
+      else if (i < n)
+        sc[i - tw] = v[k];
+    }
+  }
+}
 
 DEV void warp_sync(u32 mask) { asm volatile("bar.warp.sync %0;" ::"r"(mask) : "memory"); }
 
@@ -1317,7 +1363,21 @@ DEV void exec_block(const theseus_launch& launch) {
   const u32 tbi = TB >= 0 ? (u32)TB : bid();
   THESEUS_PROBE(launch.error, 0);
   if (launch.trace != 0 && tid() == 0) s_trace_t0 = gtime();
-  {
+  // The whole table in shared memory (stage_whole), or its parts
+  // (stage_meta): whole is uniform over the block.
+  const u64 tw = whole_words(launch);
+  const bool whole = tw != 0;
+  if (whole) {
+    // Every thread but thread 0 stages (thread 0 too in a block of one);
+    // the channel records only when they are final (no pairing wait).
+    const u64 cw = launch.npair <= 0 && launch.nchans <= THESEUS_STAGE_CHANS ? launch.nchans * sizeof(theseus_chan_rt) / 8 : 0;
+    if (tid() == 0) {
+      launch_begin(launch);
+      launch_pair(launch);
+      s_staged[2] = cw != 0;
+    }
+    if (tid() != 0 || nthreads() == 1) stage_whole(launch, tw, cw, nthreads() == 1 ? 0 : tid() - 1, nthreads() == 1 ? 1 : nthreads() - 1);
+  } else {
     // Warp 1 stages the metadata while thread 0 reads the launch state;
     // a block of fewer than 64 threads stages with warp 0, after it.
     const u32 w = nthreads() >= 64 ? 1 : 0;
@@ -1330,9 +1390,10 @@ DEV void exec_block(const theseus_launch& launch) {
     if (tid() / 32 == w) stage_meta(launch, tid() & 31, width, mask, tbi);
   }
   bar();
-  if (launch.npair > 0 && s_hdr.num_channels <= THESEUS_STAGE_CHANS) {
+  const theseus_optable_header* hdr = whole ? (const theseus_optable_header*)s_table : &s_hdr;
+  if (launch.npair > 0 && hdr->num_channels <= THESEUS_STAGE_CHANS) {
     // Past the pairing wait: the channel records are final for this launch.
-    if (tid() < 32) stage_copy(s_chans, (const void*)launch.chans, s_hdr.num_channels * sizeof(theseus_chan_rt) / 8, tid(), 32);
+    if (tid() < 32) stage_copy(s_chans, (const void*)launch.chans, hdr->num_channels * sizeof(theseus_chan_rt) / 8, tid(), 32);
     if (tid() == 0) s_staged[2] = 1;
     bar();
   }
@@ -1346,10 +1407,21 @@ DEV void exec_block(const theseus_launch& launch) {
   Ctx& c = s_ctx;
   if (tid() == 0) {
     c.L = &s_launch;
-    const u8* base = (const u8*)launch.table;
-    const theseus_optable_header* h = &s_hdr;
+    const u8* base = whole ? (const u8*)s_table : (const u8*)launch.table;
+    const theseus_optable_header* h = hdr;
     c.h = h;
 #ifndef THESEUS_SPECIALIZED  // (the table's records are constants there: T_*)
+    if (whole) {
+      // Everything is in s_table: index the table's own sections there.
+      s_staged[0] = 0;
+      s_staged[1] = 0;
+      if (tbi < h->num_tbs) {
+        s_tbr = ((const theseus_tb*)(base + h->off_tbs))[tbi];
+      } else {
+        s_tbr.op_start = 0;
+        s_tbr.op_count = 0;
+      }
+    }
     c.ops = s_staged[0] ? s_ops : (const theseus_op*)(base + h->off_ops);
     c.op_base = s_staged[0] ? s_tbr.op_start : 0;
     c.refs = s_staged[1] ? s_refs : (const theseus_ref*)(base + h->off_refs);

@@ -27,6 +27,18 @@
 #define THESEUS_ERR_P2P_PEER 8u     /* the peer's launch failed (it reports the cause) */
 #define THESEUS_ERR_PORT 9u     /* the proxy failed the connection (its error names the ranks and UCX's status), or a port op it cannot run */
 
+/* The executor's launch bound (__launch_bounds__ of theseus_exec, theseus_units,
+ * theseus_spec and theseus_resident): the most threads per threadblock of its
+ * launches, which leaves it up to 128 registers a thread, so that its op loop
+ * does not spill to local memory as it did at 1024 threads and 64 registers
+ * (cuda clamps every launch to it: prepare.go, execThreads). */
+#define THESEUS_EXEC_MAX_THREADS 512
+
+/* The largest op table (bytes) the executor stages whole, and the most channel
+ * records staged with it (executor.cuh). */
+#define THESEUS_STAGE_TABLE_BYTES 8192
+#define THESEUS_STAGE_CHANS 16
+
 /* The most srcs + dsts one op may have (the kernel stages their addresses in
  * shared memory). */
 #define THESEUS_MAX_REFS 128
@@ -116,7 +128,9 @@ typedef struct theseus_launch {
   uint64_t pair;         /* const uint64_t* const* : npair peers' started words; before reading the channel
                             records, wait until each >= launch (the peers' pushed buffers are bound) */
   int32_t npair;
-  int32_t reserved2;
+  int32_t table_bytes;   /* bytes of the op table at table (its total_bytes): a table of at most
+                            THESEUS_STAGE_TABLE_BYTES is copied whole into shared memory in one round
+                            of loads at the launch's start (executor.cuh, stage_whole); 0: not known */
   int32_t rank;          /* physical rank */
   int32_t nranks;
   int32_t root;          /* request root (rooted collectives) */
@@ -126,7 +140,9 @@ typedef struct theseus_launch {
   uint8_t inplace;
   uint8_t ll8;           /* 1: LL8 packets, 0: LL16 */
   uint8_t elem_size;
-  uint8_t reserved[3];
+  uint8_t nchans;        /* channel records at chans, staged with the table when at most
+                            THESEUS_STAGE_CHANS (0: none, or not known) */
+  uint8_t reserved[2];
   uint64_t trace;        /* theseus_trace* (device memory): op records of a traced launch; 0: none.
                           * After the fields above, so that a kernel built before it (THESEUS_PTX_DIR) ignores it. */
   uint64_t p2p;          /* const theseus_p2p_launch* : the point-to-point engine's launch (theseus_p2p entry; 0 otherwise) */
