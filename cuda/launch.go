@@ -86,8 +86,6 @@ func setChanRT(rt *ChanRT, peerBuf [3]driver.Ptr, peerInbound, inbound, expected
 
 type launchFields struct {
 	table, chans  driver.Ptr
-	tableBytes    int64 // the table's encoded size (the kernel stages a small one whole)
-	nchans        int   // channel records at chans
 	bufs          [3]driver.Ptr
 	publish       driver.Ptr
 	barriers      driver.Ptr
@@ -138,14 +136,6 @@ func fillLaunch(a *Launch, f launchFields) {
 	a.inplace = b2u8(f.inplace)
 	a.ll8 = b2u8(f.ll8)
 	a.elem_size = C.uint8_t(f.elemSize)
-	a.table_bytes = 0
-	if f.tableBytes > 0 && f.tableBytes <= C.THESEUS_STAGE_TABLE_BYTES {
-		a.table_bytes = C.int32_t(f.tableBytes)
-	}
-	a.nchans = 0
-	if f.nchans > 0 && f.nchans <= C.THESEUS_STAGE_CHANS {
-		a.nchans = C.uint8_t(f.nchans)
-	}
 }
 
 // setBufs sets a launch's input and output bases (Backend.Rebase).

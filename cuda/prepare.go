@@ -263,8 +263,7 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 			root, shift = 0, 0
 		}
 		fillLaunch(p.arg, launchFields{
-			table: driver.Ptr(a.TableMem.Ptr), tableBytes: a.TableMem.Size, chans: chans, nchans: len(a.Ends),
-			bufs: bufs, publish: driver.Ptr(a.Publish.Ptr),
+			table: driver.Ptr(a.TableMem.Ptr), chans: chans, bufs: bufs, publish: driver.Ptr(a.Publish.Ptr),
 			barriers: barriers, abort: driver.Ptr(a.Abort),
 			count: a.Count, stride: a.Layout.Stride, slices: a.Layout.Slices, timeout: a.Timeout,
 			rank: a.Rank, nranks: a.NRanks, root: root, shift: shift, dtype: a.DataType, redop: a.RedOp,

@@ -31,19 +31,18 @@ type World struct {
 	tables []*optable.Table
 	n      int
 
-	tableDev   []driver.Ptr // per logical rank: encoded table
-	tableBytes []int64      // per logical rank: its encoded size
-	inbound    []driver.Ptr // per logical rank: one u64 per channel end
-	expected   []driver.Ptr
-	publish    []driver.Ptr // per logical rank: one u64 per threadblock
-	barriers   []driver.Ptr
-	claim      []driver.Ptr // per physical rank: one u32
-	chanRT     []driver.Ptr // per logical rank: ChanRT per channel end
-	streams    []driver.Stream
-	errHost    unsafe.Pointer // per physical rank: ErrorRecord (host-mapped)
-	errDev     driver.Ptr
-	abortH     unsafe.Pointer // one u32 (host-mapped)
-	abortD     driver.Ptr
+	tableDev []driver.Ptr // per logical rank: encoded table
+	inbound  []driver.Ptr // per logical rank: one u64 per channel end
+	expected []driver.Ptr
+	publish  []driver.Ptr // per logical rank: one u64 per threadblock
+	barriers []driver.Ptr
+	claim    []driver.Ptr // per physical rank: one u32
+	chanRT   []driver.Ptr // per logical rank: ChanRT per channel end
+	streams  []driver.Stream
+	errHost  unsafe.Pointer // per physical rank: ErrorRecord (host-mapped)
+	errDev   driver.Ptr
+	abortH   unsafe.Pointer // one u32 (host-mapped)
+	abortD   driver.Ptr
 
 	bufs      [][3]driver.Ptr // per physical rank: input, output, scratch (aliased in place)
 	allocs    []driver.Ptr    // what to free at Close
@@ -82,7 +81,7 @@ func NewWorld(ordinal int, tables []*optable.Table) (*World, error) {
 	}
 	n := len(tables)
 	w := &World{dev: d, tables: tables, n: n, Timeout: 10 * time.Second, Threads: 512, launch: 0,
-		tableDev: make([]driver.Ptr, n), tableBytes: make([]int64, n), inbound: make([]driver.Ptr, n), expected: make([]driver.Ptr, n),
+		tableDev: make([]driver.Ptr, n), inbound: make([]driver.Ptr, n), expected: make([]driver.Ptr, n),
 		publish: make([]driver.Ptr, n), barriers: make([]driver.Ptr, n), claim: make([]driver.Ptr, n),
 		chanRT: make([]driver.Ptr, n), streams: make([]driver.Stream, n), bufs: make([][3]driver.Ptr, n),
 		sizes: make([]launch.Sizes, n), units: make([]unitWork, n)}
@@ -95,7 +94,6 @@ func NewWorld(ordinal int, tables []*optable.Table) (*World, error) {
 		if w.tableDev[r], err = w.upload(b); err != nil {
 			return fail(err)
 		}
-		w.tableBytes[r] = int64(len(b))
 		init := make([]byte, 8*max(len(t.Channels), 1))
 		for c, ch := range t.Channels {
 			*(*uint64)(unsafe.Pointer(&init[8*c])) = uint64(ch.Init)
@@ -473,7 +471,7 @@ func (w *World) launchAll() error {
 		t := w.tables[l]
 		var a Launch
 		fillLaunch(&a, launchFields{
-			table: w.tableDev[l], tableBytes: w.tableBytes[l], chans: w.chanRT[l], nchans: len(t.Channels), bufs: w.bufs[p], publish: w.publish[l], barriers: w.barriers[l],
+			table: w.tableDev[l], chans: w.chanRT[l], bufs: w.bufs[p], publish: w.publish[l], barriers: w.barriers[l],
 			errRec: w.errDev + driver.Ptr(ErrorRecordBytes*p), claim: w.claim[p], abort: w.abortD,
 			count: req.Count, stride: lay.Stride, slices: req.Slices, launch: w.launch, timeout: timeout,
 			rank: p, nranks: w.n, root: pl.Root, shift: pl.Shift(), dtype: req.DataType, redop: req.RedOp,

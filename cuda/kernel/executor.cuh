@@ -737,11 +737,56 @@ DEV bool read_packet(const Ctx& c, const char* p, bool ll8, u32 flag, u32& d0, u
   }
 }
 
+// load_bytes returns the n (1 to 8) bytes at p as a little-endian word
+// (the rest zero): one load when they are a whole aligned word or half
+// word, else byte by byte.
+DEV u64 load_bytes(const char* p, i64 n) {
+  if (n == 8 && ((u64)p & 7) == 0) return *(const u64*)p;
+  if (n == 4 && ((u64)p & 3) == 0) return (u64)*(const u32*)p;
+  u64 w = 0;
+  for (i64 k = 0; k < n; k++) w |= (u64)(u8)p[k] << (8 * k);
+  return w;
+}
+
+// store_bytes writes the low n (1 to 8) bytes of w to p, as load_bytes
+// reads them.
+DEV void store_bytes(char* p, u64 w, i64 n) {
+  if (n == 8 && ((u64)p & 7) == 0) {
+    *(u64*)p = w;
+    return;
+  }
+  if (n == 4 && ((u64)p & 3) == 0) {
+    *(u32*)p = (u32)w;
+    return;
+  }
+  for (i64 k = 0; k < n; k++) p[k] = (char)(w >> (8 * k));
+}
+
+// word_elem is element e of the little-endian word w of elements E.
+template <typename E>
+DEV E word_elem(u64 w, int e) {
+  const u64 t = w >> (8 * sizeof(E) * e);
+  E v;
+  __builtin_memcpy(&v, &t, sizeof(E));
+  return v;
+}
+
+// elem_word is r placed as element e of a little-endian word of elements E.
+template <typename E>
+DEV u64 elem_word(E r, int e) {
+  u64 t = 0;
+  __builtin_memcpy(&t, &r, sizeof(E));
+  return t << (8 * sizeof(E) * e);
+}
+
 // Packet-aware combine of the staged refs. It works in groups of G =
 // max(payload, element size) bytes (payload: 8 bytes per LL16 packet, 4 per
-// LL8 packet). Plain refs are read and written byte-exactly over nbytes;
-// packet srcs wait for this launch's flag; packet dsts are written over
-// pbytes (the whole scratch chunk's payload), with zero data past nbytes.
+// LL8 packet), at most 8, each held as one word in registers (the loops
+// over a group's elements and packets have constant bounds, so that
+// nothing of a group goes to local memory). Plain refs are read and
+// written byte-exactly over nbytes; packet srcs wait for this launch's
+// flag; packet dsts are written over pbytes (the whole scratch chunk's
+// payload), with zero data past nbytes.
 template <int T, int OP>
 DEV void combine_packets(const Ctx& c, int nsrc, int ndst, i64 nbytes, i64 pbytes, bool anyPktDst, i64 step,
                          i64 slice) {
@@ -751,6 +796,7 @@ DEV void combine_packets(const Ctx& c, int nsrc, int ndst, i64 nbytes, i64 pbyte
   const bool ll8 = c.L->ll8 != 0;
   const i64 pay = ll8 ? 4 : 8;
   const i64 G = pay > es ? pay : es;
+  const int nq = (int)(G / pay);  // packets per group: 1, or 2 (LL8 packets of 8-byte elements)
   const int NE = 8 / sizeof(E) > 0 ? 8 / sizeof(E) : 1;  // elements per 8 bytes
   const i64 total = anyPktDst ? pbytes : nbytes;
   const u32 flag = c.flag;
@@ -758,52 +804,61 @@ DEV void combine_packets(const Ctx& c, int nsrc, int ndst, i64 nbytes, i64 pbyte
     i64 vb = nbytes - g;
     if (vb < 0) vb = 0;
     if (vb > G) vb = G;
-    i64 ne = vb / es;
-    C acc[NE];
-    E raw[NE];
-    for (int i = 0; i < nsrc && vb > 0; i++) {
-      u8 b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      if (s_pkt[i]) {
-        for (i64 q = 0; q < G / pay; q++) {
-          u32 d0 = 0, d1 = 0;
-          if (!read_packet(c, s_ptr[i] + (g / pay + q) * pay * 2, ll8, flag, d0, d1, step, slice)) return;
-          __builtin_memcpy(&b[q * pay], &d0, 4);
-          if (!ll8) __builtin_memcpy(&b[q * pay + 4], &d1, 4);
-        }
-      } else {
-        for (i64 k = 0; k < vb; k++) b[k] = (u8)s_ptr[i][g + k];
-      }
-      for (i64 e = 0; e < ne; e++) {
-        E v;
-        __builtin_memcpy(&v, &b[e * es], sizeof(E));
-        if (i == 0) {
-          raw[e] = v;
-          acc[e] = Tr<T>::widen(v);
+    const int ne = (int)(vb / es);
+    u64 out = 0;  // the group's result bytes (zero past ne elements)
+    if (vb > 0) {
+      C acc[NE];
+      u64 first = 0;
+      for (int i = 0; i < nsrc; i++) {
+        const char* sp = s_ptr[i];
+        u64 w = 0;
+        if (s_pkt[i]) {
+bool ok = true;
+#pragma unroll
+          for (int q = 0; q < 2; q++) {
+            u32 d0 = 0, d1 = 0;
+            if (q < nq && ok) ok = read_packet(c, sp + (g / pay + q) * pay * 2, ll8, flag, d0, d1, step, slice);
+            w |= (ll8 ? (u64)d0 : (u64)d0 | (u64)d1 << 32) << (32 * q);  // (q 1: LL8, 4-byte payloads)
+          }
+          if (!ok) return;
         } else {
-          acc[e] = Tr<T>::template comb<OP>(acc[e], Tr<T>::widen(v));
+          w = load_bytes(sp + g, vb);
+        }
+        if (i == 0) first = w;
+#pragma unroll
+        for (int e = 0; e < NE; e++) {
+          if (e < ne) {
+            const C v = Tr<T>::widen(word_elem<E>(w, e));
+            acc[e] = i == 0 ? v : Tr<T>::template comb<OP>(acc[e], v);
+          }
         }
       }
-    }
-    u8 out[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (i64 e = 0; e < ne; e++) {
-      E r = nsrc == 1 ? raw[e] : Tr<T>::narrow(acc[e]);
-      __builtin_memcpy(&out[e * es], &r, sizeof(E));
+      if (nsrc == 1) {
+        // A copy: the source's bits, unconverted.
+        out = ne * es >= 8 ? first : first & ((1ull << (8 * ne * es)) - 1);
+      } else {
+#pragma unroll
+        for (int e = 0; e < NE; e++) {
+          if (e < ne) out |= elem_word<E>(Tr<T>::narrow(acc[e]), e);
+        }
+      }
     }
     for (int d = 0; d < ndst; d++) {
       char* dp = s_ptr[nsrc + d];
       if (s_pkt[nsrc + d]) {
-        for (i64 q = 0; q < G / pay; q++) {
-          char* pp = dp + (g / pay + q) * pay * 2;
-          u32 w0, w1 = 0;
-          __builtin_memcpy(&w0, &out[q * pay], 4);
-          if (!ll8) __builtin_memcpy(&w1, &out[q * pay + 4], 4);
-          if (ll8)
-            st_volatile_v2(pp, w0, flag);
-          else
-            st_volatile_v4(pp, v4{w0, flag, w1, flag});
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+          if (q < nq) {
+            char* pp = dp + (g / pay + q) * pay * 2;
+            const u64 part = out >> (32 * q);
+            if (ll8)
+              st_volatile_v2(pp, (u32)part, flag);
+            else
+              st_volatile_v4(pp, v4{(u32)part, flag, (u32)(part >> 32), flag});
+          }
         }
       } else {
-        for (i64 k = 0; k < vb; k++) dp[g + k] = (char)out[k];
+        store_bytes(dp + g, out, vb);
       }
     }
   }
@@ -1230,18 +1285,16 @@ extern "C" __global__ void theseus_clock(theseus_clock_arg a) {
 }
 #endif
 
-// Staging: the launch's metadata in shared memory, so that the op loop
-// reads it from there instead of making a chain of dependent global loads
-// per op (each goes to L2 after the launch's acquires; docs/design/cuda.md,
-// "Small launches"). A table of at most THESEUS_STAGE_TABLE_BYTES
-// (launch.table_bytes) is copied whole, with the channel records, in one
-// round of loads by every thread but thread 0, which reads the launch state
-// meanwhile (stage_whole). A larger table: its header, then this block's
-// threadblock record, its ops and the refs they use, and the channel
-// records, one after the other by one warp (stage_meta); ops and refs past
-// the bounds stay in global memory.
+// Staging: the table header, this block's threadblock
+// record, its ops and the refs they use, and the channel records, copied
+// into shared memory by one warp while thread 0 reads the launch state, so
+// that the op loop reads its metadata from shared memory instead of
+// making a chain of dependent global loads per op (each goes to L2 after
+// the launch's acquires; docs/design/cuda.md, "Small launches"). Ops and
+// refs past the bounds stay in global memory.
 #define THESEUS_STAGE_OPS 32
 #define THESEUS_STAGE_REFS 128
+#define THESEUS_STAGE_CHANS 16
 static_assert(sizeof(theseus_optable_header) % 8 == 0 && sizeof(theseus_tb) % 8 == 0 && sizeof(theseus_op) % 8 == 0 &&
                   sizeof(theseus_ref) % 8 == 0 && sizeof(theseus_chan_rt) % 8 == 0,
               "staged records are copied in whole 8-byte words");
@@ -1251,50 +1304,6 @@ __shared__ theseus_op s_ops[THESEUS_STAGE_OPS];
 __shared__ theseus_ref s_refs[THESEUS_STAGE_REFS];
 __shared__ theseus_chan_rt s_chans[THESEUS_STAGE_CHANS];
 __shared__ u64 s_staged[3];  // ops staged, refs staged (ref base + 1, 0: not), channels staged
-__shared__ __attribute__((aligned(16))) u64 s_table[THESEUS_STAGE_TABLE_BYTES / 8];  // stage_whole's copy
-// The words each thread loads in one round of stage_whole (all its loads
-// are issued before its first store).
-#define THESEUS_STAGE_ROUND 16
-
-// whole_words is the 8-byte words of launch's table that stage_whole
-// copies, or 0 when it does not fit (or its size is not known).
-DEV u64 whole_words(const theseus_launch& launch) {
-#ifdef THESEUS_SPECIALIZED
-  (void)launch;
-  return 0;  // (the table's records are constants there)
-#else
-  const i64 b = launch.table_bytes;
-  return b > 0 && b <= THESEUS_STAGE_TABLE_BYTES ? (u64)(b + 7) / 8 : 0;
-#endif
-}
-
-// stage_whole copies tw words of the table, then cw words of the channel
-// records, into s_table and s_chans, thread lane of width threads taking
-// every width-th word in rounds of THESEUS_STAGE_ROUND words whose loads
-// all go out before the first store: a table of a few KiB arrives in one
-// round trip instead of the chain header, threadblock record, ops, refs.
-DEV void stage_whole(const theseus_launch& launch, u64 tw, u64 cw, u32 lane, u32 width) {
-  const u64* t = (const u64*)launch.table;
-  const u64* ch = (const u64*)launch.chans;
-  u64* sc = (u64*)s_chans;
-  const u64 n = tw + cw;
-  for (u64 base = lane; base < n; base += (u64)THESEUS_STAGE_ROUND * width) {
-    u64 v[THESEUS_STAGE_ROUND];
-#pragma unroll
-    for (int k = 0; k < THESEUS_STAGE_ROUND; k++) {
-      const u64 i = base + (u64)k * width;
-      v[k] = i < tw ? t[i] : i < n ? ch[i - tw] : 0;
-    }
-#pragma unroll
-    for (int k = 0; k < THESEUS_STAGE_ROUND; k++) {
-      const u64 i = base + (u64)k * width;
-      if (i < tw)
-        s_table[i] = v[k];
-      else if (i < n)
-        sc[i - tw] = v[k];
-    }
-  }
-}
 
 DEV void warp_sync(u32 mask) { asm volatile("bar.warp.sync %0;" ::"r"(mask) : "memory"); }
 
@@ -1363,21 +1372,7 @@ DEV void exec_block(const theseus_launch& launch) {
   const u32 tbi = TB >= 0 ? (u32)TB : bid();
   THESEUS_PROBE(launch.error, 0);
   if (launch.trace != 0 && tid() == 0) s_trace_t0 = gtime();
-  // The whole table in shared memory (stage_whole), or its parts
-  // (stage_meta): whole is uniform over the block.
-  const u64 tw = whole_words(launch);
-  const bool whole = tw != 0;
-  if (whole) {
-    // Every thread but thread 0 stages (thread 0 too in a block of one);
-    // the channel records only when they are final (no pairing wait).
-    const u64 cw = launch.npair <= 0 && launch.nchans <= THESEUS_STAGE_CHANS ? launch.nchans * sizeof(theseus_chan_rt) / 8 : 0;
-    if (tid() == 0) {
-      launch_begin(launch);
-      launch_pair(launch);
-      s_staged[2] = cw != 0;
-    }
-    if (tid() != 0 || nthreads() == 1) stage_whole(launch, tw, cw, nthreads() == 1 ? 0 : tid() - 1, nthreads() == 1 ? 1 : nthreads() - 1);
-  } else {
+  {
     // Warp 1 stages the metadata while thread 0 reads the launch state;
     // a block of fewer than 64 threads stages with warp 0, after it.
     const u32 w = nthreads() >= 64 ? 1 : 0;
@@ -1390,10 +1385,9 @@ DEV void exec_block(const theseus_launch& launch) {
     if (tid() / 32 == w) stage_meta(launch, tid() & 31, width, mask, tbi);
   }
   bar();
-  const theseus_optable_header* hdr = whole ? (const theseus_optable_header*)s_table : &s_hdr;
-  if (launch.npair > 0 && hdr->num_channels <= THESEUS_STAGE_CHANS) {
+  if (launch.npair > 0 && s_hdr.num_channels <= THESEUS_STAGE_CHANS) {
     // Past the pairing wait: the channel records are final for this launch.
-    if (tid() < 32) stage_copy(s_chans, (const void*)launch.chans, hdr->num_channels * sizeof(theseus_chan_rt) / 8, tid(), 32);
+    if (tid() < 32) stage_copy(s_chans, (const void*)launch.chans, s_hdr.num_channels * sizeof(theseus_chan_rt) / 8, tid(), 32);
     if (tid() == 0) s_staged[2] = 1;
     bar();
   }
@@ -1407,21 +1401,10 @@ DEV void exec_block(const theseus_launch& launch) {
   Ctx& c = s_ctx;
   if (tid() == 0) {
     c.L = &s_launch;
-    const u8* base = whole ? (const u8*)s_table : (const u8*)launch.table;
-    const theseus_optable_header* h = hdr;
+    const u8* base = (const u8*)launch.table;
+    const theseus_optable_header* h = &s_hdr;
     c.h = h;
 #ifndef THESEUS_SPECIALIZED  // (the table's records are constants there: T_*)
-    if (whole) {
-      // Everything is in s_table: index the table's own sections there.
-      s_staged[0] = 0;
-      s_staged[1] = 0;
-      if (tbi < h->num_tbs) {
-        s_tbr = ((const theseus_tb*)(base + h->off_tbs))[tbi];
-      } else {
-        s_tbr.op_start = 0;
-        s_tbr.op_count = 0;
-      }
-    }
     c.ops = s_staged[0] ? s_ops : (const theseus_op*)(base + h->off_ops);
     c.op_base = s_staged[0] ? s_tbr.op_start : 0;
     c.refs = s_staged[1] ? s_refs : (const theseus_ref*)(base + h->off_refs);

@@ -34,11 +34,6 @@
  * (cuda clamps every launch to it: prepare.go, execThreads). */
 #define THESEUS_EXEC_MAX_THREADS 512
 
-/* The largest op table (bytes) the executor stages whole, and the most channel
- * records staged with it (executor.cuh). */
-#define THESEUS_STAGE_TABLE_BYTES 8192
-#define THESEUS_STAGE_CHANS 16
-
 /* The most srcs + dsts one op may have (the kernel stages their addresses in
  * shared memory). */
 #define THESEUS_MAX_REFS 128
@@ -128,9 +123,7 @@ typedef struct theseus_launch {
   uint64_t pair;         /* const uint64_t* const* : npair peers' started words; before reading the channel
                             records, wait until each >= launch (the peers' pushed buffers are bound) */
   int32_t npair;
-  int32_t table_bytes;   /* bytes of the op table at table (its total_bytes): a table of at most
-                            THESEUS_STAGE_TABLE_BYTES is copied whole into shared memory in one round
-                            of loads at the launch's start (executor.cuh, stage_whole); 0: not known */
+  int32_t reserved2;
   int32_t rank;          /* physical rank */
   int32_t nranks;
   int32_t root;          /* request root (rooted collectives) */
@@ -140,9 +133,7 @@ typedef struct theseus_launch {
   uint8_t inplace;
   uint8_t ll8;           /* 1: LL8 packets, 0: LL16 */
   uint8_t elem_size;
-  uint8_t nchans;        /* channel records at chans, staged with the table when at most
-                            THESEUS_STAGE_CHANS (0: none, or not known) */
-  uint8_t reserved[2];
+  uint8_t reserved[3];
   uint64_t trace;        /* theseus_trace* (device memory): op records of a traced launch; 0: none.
                           * After the fields above, so that a kernel built before it (THESEUS_PTX_DIR) ignores it. */
   uint64_t p2p;          /* const theseus_p2p_launch* : the point-to-point engine's launch (theseus_p2p entry; 0 otherwise) */
