@@ -691,3 +691,105 @@ func benchCallHost(b *testing.B, each bool, n int, pace time.Duration) {
 		}
 	}
 }
+
+// TestGraphCaptureFreshStream captures, in global mode (PyTorch's
+// default), each rank's first call on a stream the communicator has never
+// seen: PyTorch's torch.cuda.graph captures on a stream of its own, so the
+// backend's per-stream state (a host-mapped failure record, a claim word)
+// is allocated during the capture. The graphs must instantiate, replay, and
+// compute the allreduce.
+func TestGraphCaptureFreshStream(t *testing.T) {
+	gputest.Require(t)
+	const n, count, replays = 2, 256, 10
+	fresh := make([]*cuda.Stream, n)
+	t.Cleanup(func() { // after the communicators are destroyed (cleanups run last in, first out)
+		for _, s := range fresh {
+			if s != nil {
+				s.Close()
+			}
+		}
+	})
+	comms, streams, be := localComms(t, n)
+	in, x0 := float64Bufs(t, be, n, count, func(r, i int64) float64 { return float64(r*7 + i) })
+	outs := make([]device.Ptr, n)
+	for r := range outs {
+		var err error
+		if outs[r], err = be.Alloc(count * 8); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { be.Free(outs[r]) })
+	}
+	// Warmed up on the communicator's own streams, as PyTorch warms up
+	// before it captures.
+	eagerCalls(t, streams, 3, func(r int) error {
+		return comms[r].AllReduce(in[r], outs[r], count, theseus.Float64, theseus.Sum, streams[r])
+	})
+	raw := make([]driver.Stream, n)
+	for r := range raw {
+		if err := cuda.WithDevice(func() (err error) { raw[r], err = driver.NewStream(); return err }); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cuda.WithDevice(func() error { return raw[r].Destroy() }) })
+	}
+	graphs := make([]driver.Graph, n)
+	if err := onEach(n, func(r int) error {
+		return cuda.WithDevice(func() error {
+			if err := raw[r].BeginCapture(driver.CaptureModeGlobal); err != nil {
+				return err
+			}
+			ws, cerr := comms[r].WrapStream(uintptr(raw[r]))
+			if cerr == nil {
+				fresh[r] = ws.(*cuda.Stream)
+				cerr = comms[r].AllReduce(in[r], outs[r], count, theseus.Float64, theseus.Sum, ws)
+			}
+			g, err := raw[r].EndCapture()
+			graphs[r] = g
+			return errors.Join(cerr, err)
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	execs := make([]driver.GraphExec, n)
+	if err := onEach(n, func(r int) error {
+		return cuda.WithDevice(func() (err error) { execs[r], err = graphs[r].Instantiate(); return err })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cuda.WithDevice(func() error {
+			for r := range execs {
+				execs[r].Destroy()
+				graphs[r].Destroy()
+			}
+			return nil
+		})
+	})
+	for r := range outs { // the replays must write every element again
+		if err := be.Upload(outs[r], make([]byte, 8*count)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := replay(fresh, execs, replays); err != nil {
+		t.Fatal(err)
+	}
+	wrong := 0
+	for r := range outs {
+		b := make([]byte, 8*count)
+		if err := be.Download(b, outs[r]); err != nil {
+			t.Fatal(err)
+		}
+		for i := range count {
+			want := 0.0
+			for q := range n {
+				want += x0[q][i]
+			}
+			if got := math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])); got != want {
+				if wrong < 4 {
+					t.Errorf("rank %d element %d: %v, want %v", r, i, got, want)
+				}
+				wrong++
+			}
+		}
+	}
+	fmt.Printf("GRAPH fresh stream count=%d schedule=%s replays=%d wrong=%d\n", count, comms[0].LastCall().Name, replays, wrong)
+}

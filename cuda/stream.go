@@ -59,7 +59,15 @@ func (b *Backend) WrapStream(s uintptr) (device.Stream, error) {
 func (b *Backend) newStream(s driver.Stream, owned bool) (*Stream, error) {
 	st := &Stream{b: b, s: s, owned: owned, drained: make(chan struct{}, 1)}
 	err := b.with(func() error {
-		var err error
+		// A stream may be first seen during a CUDA graph capture (PyTorch's
+		// torch.cuda.graph captures on a stream of its own): its allocations
+		// use no captured stream, as Prepare's do, so the thread's relaxed
+		// capture mode lets them run.
+		prev, err := driver.ExchangeCaptureMode(driver.CaptureModeRelaxed)
+		if err != nil {
+			return err
+		}
+		defer driver.ExchangeCaptureMode(prev)
 		if st.errHost, st.errDev, err = driver.HostAlloc(errorPageBytes); err != nil {
 			return err
 		}
