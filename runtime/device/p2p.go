@@ -1,6 +1,7 @@
 package device
 
 import (
+	"errors"
 	"time"
 
 	"github.com/theseus-ccl/theseus/ir"
@@ -18,6 +19,30 @@ import (
 type P2PPreparer interface {
 	PrepareP2P(a *P2PArgs) (Prepared, error)
 }
+
+// P2PRebaser is implemented by point-to-point backends whose prepared
+// launches move to other buffers without preparing again (as Rebaser's do
+// for op tables): the same call shape at other buffers, as nccl-tests
+// moves its buffers every iteration. RebaseP2P returns p's launch (of
+// PrepareP2P or RebaseP2P, of this backend) with every send-side buffer
+// (the transfers to peers, the self copies' sources) moved by send bytes
+// and every receive-side buffer (the receives from peers, the self copies'
+// destinations) by recv bytes; nothing else changes (the counts, the
+// offer ids the receives post, the connections and imports). It allocates
+// and uploads nothing and shares p's resources: Release of the result
+// releases nothing of p's, and p must be released only after every launch
+// of both. Launches of p and of its rebased launches must not run
+// concurrently (one rank's launches run in order). Errors: ErrNotRebasable
+// when this launch cannot be moved (the caller prepares the call instead),
+// or a p of another backend.
+type P2PRebaser interface {
+	RebaseP2P(p Prepared, send, recv int64) (Prepared, error)
+}
+
+// ErrNotRebasable is RebaseP2P's answer for a launch that cannot be moved
+// to other buffers (for example, on CUDA, a kernel module whose engine
+// does not read the launch's buffer offsets).
+var ErrNotRebasable = errors.New("device: this point-to-point launch cannot be rebased")
 
 // P2PArgs is one rank's launch of the point-to-point engine: the transfers
 // of one group of ncclSend/ncclRecv calls (or of one ncclAlltoAllv), with

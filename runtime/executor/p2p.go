@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -139,7 +140,12 @@ type P2PStats struct {
 	// Withdrawn are offers of ours withdrawn by a deregistration, Drops
 	// the peers' imports dropped here at their deregistrations.
 	Withdrawn, Drops uint64
-	L3Hits, L3Setups uint64
+	// L3Hits are walks that found their call's prepared launch, L3Setups
+	// walks that prepared it (device.P2PPreparer), Rebases walks that made
+	// it from the prepared launch of the same call shape at other buffers
+	// (device.P2PRebaser: no backend preparation; nccl-tests moves its
+	// buffers every iteration).
+	L3Hits, L3Setups, Rebases uint64
 }
 
 // ErrP2PUnsupported is returned by ExecuteP2P on a backend without the
@@ -190,6 +196,15 @@ type p2pL3 struct {
 	// kick are the connections across nodes whose FIFO the launch's
 	// kernel posts to (CUDA): the proxy is woken before each launch.
 	kick []device.PortConn
+	// base is, for an entry made by rebasing (p2pRebase), the prepared
+	// entry whose launch state and matrix copy it shares (nil: its own).
+	base *p2pL3
+	// bufs are the buffers of the call a prepared entry was made for (its
+	// ops' buffers in call order; an AlltoAllv's send and receive buffers)
+	// and posts the offer ids its receives from peers post (in call order;
+	// an AlltoAllv's per peer, ascending): what a rebase compares.
+	bufs  []device.Ptr
+	posts []uint64
 }
 
 // p2pState is the executor's point-to-point state (see the file comment).
@@ -218,6 +233,18 @@ type p2pState struct {
 	captured atomic.Bool      // a point-to-point launch went into a CUDA graph: its memory stays until Close
 	links    map[int]*p2pLink // [peer on another node]
 	stats    P2PStats
+	// shapes maps a call shape and its receive allocations (p2pShapeKey)
+	// to the last entry prepared for it, which calls of that shape at other
+	// buffers are rebased from (p2pRebase). Its entries are l3's.
+	shapes map[string]*p2pL3
+	// key and shape (the walk's keys: appendP2PKey with and without the
+	// buffers) and regs (the walk's receive buffers' allocations,
+	// p2pRecvRegions) are reused by every walk.
+	key, shape []byte
+	regs       []p2pReg
+	// peers are the walk's peer lists (peersOf's sends and receives, their
+	// union).
+	peers [3][]int
 }
 
 // P2PPlan is the launch of one point-to-point call shape, as ExecuteP2P
@@ -272,6 +299,38 @@ func (e *Executor) p2pInit() {
 	s.stash = make([][][]byte, e.n)
 	s.imports = make([][]device.P2PImport, e.n)
 	s.l3 = map[string]*p2pL3{}
+	s.shapes = map[string]*p2pL3{}
+}
+
+// p2pReg is the allocation holding a receive buffer (ok: it lies in one).
+type p2pReg struct {
+	reg device.Region
+	ok  bool
+}
+
+// p2pRecvRegions fills e.p2p.regs with the allocations holding r's receive
+// buffers (one backend Lookup each, shared by the walk's offers, its
+// setup or rebase): per op of r, in call order, for a receive from a peer
+// with bytes (else none); for an AlltoAllv one, its receive buffer's with
+// the bytes of its column.
+func (e *Executor) p2pRecvRegions(r *P2PRequest) {
+	regs := e.p2p.regs[:0]
+	if m := r.Matrix; m != nil {
+		var g p2pReg
+		if nb := matrixCol(m, e.n, e.cfg.Rank) * int64(m.DataType.Size()); nb > 0 {
+			g.reg, g.ok = e.dev.Lookup(m.Recv, nb)
+		}
+		regs = append(regs, g)
+	} else {
+		for _, o := range r.Ops {
+			var g p2pReg
+			if nb := o.Count * int64(o.DataType.Size()); o.Recv && o.Peer != e.cfg.Rank && nb > 0 {
+				g.reg, g.ok = e.dev.Lookup(o.Buf, nb)
+			}
+			regs = append(regs, g)
+		}
+	}
+	e.p2p.regs = regs
 }
 
 // P2PStats returns the engine's counters.
@@ -305,36 +364,32 @@ func (e *Executor) p2pFail(err error, sticky bool, peers ...int) error {
 }
 
 // peersOf returns the peers r sends to and receives from (not this rank),
-// each once, ascending.
+// each once, ascending, in the walk's lists (e.p2p.peers: valid until the
+// next walk).
 func (e *Executor) peersOf(r *P2PRequest) (sends, recvs []int) {
 	me := e.cfg.Rank
+	sends, recvs = e.p2p.peers[0][:0], e.p2p.peers[1][:0]
 	if r.Matrix != nil {
 		for q := range e.n {
 			if q != me {
 				sends, recvs = append(sends, q), append(recvs, q)
 			}
 		}
-		return sends, recvs
+	} else {
+		for _, o := range r.Ops {
+			switch {
+			case o.Peer == me:
+			case o.Recv:
+				recvs = append(recvs, o.Peer)
+			default:
+				sends = append(sends, o.Peer)
+			}
+		}
+		slices.Sort(sends)
+		slices.Sort(recvs)
+		sends, recvs = slices.Compact(sends), slices.Compact(recvs)
 	}
-	var s, v []bool = make([]bool, e.n), make([]bool, e.n)
-	for _, o := range r.Ops {
-		if o.Peer == me {
-			continue
-		}
-		if o.Recv {
-			v[o.Peer] = true
-		} else {
-			s[o.Peer] = true
-		}
-	}
-	for q := range e.n {
-		if s[q] {
-			sends = append(sends, q)
-		}
-		if v[q] {
-			recvs = append(recvs, q)
-		}
-	}
+	e.p2p.peers[0], e.p2p.peers[1] = sends, recvs
 	return sends, recvs
 }
 
@@ -371,40 +426,61 @@ func (e *Executor) ExecuteP2P(ctx context.Context, r *P2PRequest, st device.Stre
 		return nil, e.p2pFail(err, true)
 	}
 	sends, recvs := e.peersOf(r)
-	if err := e.connect(ctx, r.Params.Geometry, union(sends, recvs), capturing); err != nil {
+	e.p2p.peers[2] = union(e.p2p.peers[2][:0], sends, recvs)
+	if err := e.connect(ctx, r.Params.Geometry, e.p2p.peers[2], capturing); err != nil {
 		return nil, err
 	}
+	e.p2pRecvRegions(r)
 	if !capturing {
 		if err := e.offer(r, recvs); err != nil {
 			return nil, err
 		}
 	}
 	e.takeOffers(sends, capturing)
-	key := p2pKey(r)
-	ent := e.p2p.l3[key]
+	e.p2p.key = appendP2PKey(e.p2p.key[:0], r, true)
+	ent := e.p2p.l3[string(e.p2p.key)]
 	if ent != nil && ent.gen == e.p2p.gen.Load() {
 		e.p2p.stats.L3Hits++
 	} else {
+		key := e.p2p.key // (a string made only for an entry kept)
 		if ent != nil {
-			delete(e.p2p.l3, key)
+			delete(e.p2p.l3, string(key))
 			e.p2p.retired = append(e.p2p.retired, ent)
+			ent = nil
 		}
 		if len(e.p2p.l3) >= maxL3 && !capturing {
 			if err := e.waitInflight(); err != nil {
 				return nil, e.p2pFail(err, true)
 			}
-			for k, v := range e.p2p.l3 {
+			for _, v := range e.p2p.l3 {
 				e.p2p.retired = append(e.p2p.retired, v)
-				delete(e.p2p.l3, k)
 			}
+			clear(e.p2p.l3)
+			clear(e.p2p.shapes)
 			e.releaseRetired()
 		}
-		var err error
-		if ent, err = e.p2pSetup(pp, r, sends, recvs); err != nil {
-			return nil, err
+		// The same call shape at other buffers is rebased from the shape's
+		// prepared entry. A rebased entry is not kept in the map: it costs
+		// less to make again than the map's upkeep (nccl-tests moves its
+		// buffers to a new place every iteration), and the communicator
+		// keeps its plan.
+		e.p2p.shape = e.p2pShapeKey(e.p2p.shape[:0], r)
+		if base := e.p2p.shapes[string(e.p2p.shape)]; base != nil && base.gen == e.p2p.gen.Load() {
+			if rb, ok := e.dev.(device.P2PRebaser); ok {
+				ent = e.p2pRebase(rb, base, r)
+			}
 		}
-		e.p2p.l3[key] = ent
-		e.p2p.stats.L3Setups++
+		if ent != nil {
+			e.p2p.stats.Rebases++
+		} else {
+			var err error
+			if ent, err = e.p2pSetup(pp, r, sends, recvs); err != nil {
+				return nil, err
+			}
+			e.p2p.shapes[string(e.p2p.shape)] = ent
+			e.p2p.l3[string(key)] = ent
+			e.p2p.stats.L3Setups++
+		}
 	}
 	p := ent.plan
 	if err := e.enqueueP2P(ent, st); err != nil {
@@ -413,18 +489,19 @@ func (e *Executor) ExecuteP2P(ctx context.Context, r *P2PRequest, st device.Stre
 	return p, nil
 }
 
-func union(a, b []int) []int {
-	seen := map[int]bool{}
-	var out []int
-	for _, l := range [][]int{a, b} {
-		for _, q := range l {
-			if !seen[q] {
-				seen[q] = true
-				out = append(out, q)
-			}
+// union appends the ascending union of a and b, each ascending without
+// repeats (peersOf's lists), to out.
+func union(out, a, b []int) []int {
+	for len(a) > 0 || len(b) > 0 {
+		switch {
+		case len(b) == 0 || len(a) > 0 && a[0] < b[0]:
+			out, a = append(out, a[0]), a[1:]
+		case len(a) == 0 || b[0] < a[0]:
+			out, b = append(out, b[0]), b[1:]
+		default:
+			out, a, b = append(out, a[0]), a[1:], b[1:]
 		}
 	}
-	sort.Ints(out)
 	return out
 }
 
@@ -580,10 +657,12 @@ func matrixCol(m *P2PMatrix, n, me int) int64 {
 	return t
 }
 
-// p2pKey is r's L3 key: every field the prepared launch depends on (an
-// AlltoAllv's CPU matrix only through its capacity, unless it is checked).
-func p2pKey(r *P2PRequest) string {
-	b := make([]byte, 0, 64+40*len(r.Ops))
+// appendP2PKey appends r's L3 key to b: every field the prepared launch
+// depends on (an AlltoAllv's CPU matrix only through its capacity, unless
+// it is checked); without bufs, r's call shape: the key without the
+// buffers (its ops' and an AlltoAllv's send and receive buffers), which
+// calls that a rebase serves share (p2pRebase).
+func appendP2PKey(b []byte, r *P2PRequest, bufs bool) []byte {
 	u := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
 	g := r.Params.Geometry
 	u(uint64(g.ChunkBytes))
@@ -592,13 +671,17 @@ func p2pKey(r *P2PRequest) string {
 	u(uint64(r.Params.Threads)<<1 | b2u(r.Params.Direct))
 	for _, o := range r.Ops {
 		u(b2u(o.Recv) | uint64(o.DataType)<<8 | uint64(o.Peer)<<16)
-		u(uint64(o.Buf))
+		if bufs {
+			u(uint64(o.Buf))
+		}
 		u(uint64(o.Count))
 	}
 	if m := r.Matrix; m != nil {
 		u(1<<63 | uint64(m.DataType)<<8 | b2u(m.Check))
-		u(uint64(m.Send))
-		u(uint64(m.Recv))
+		if bufs {
+			u(uint64(m.Send))
+			u(uint64(m.Recv))
+		}
 		u(uint64(m.GPU))
 		n := 0
 		for n*n < len(m.Counts) {
@@ -616,7 +699,24 @@ func p2pKey(r *P2PRequest) string {
 			}
 		}
 	}
-	return string(b)
+	return b
+}
+
+// p2pShapeKey appends the key of r's entry in e.p2p.shapes to b: r's call
+// shape (appendP2PKey without the buffers) and the allocations its
+// receives from peers lie in (the walk's p2pRecvRegions), whose offer ids
+// a rebase must post as the entry does: calls into several allocations of
+// one shape (double buffering) each find an entry of their own.
+func (e *Executor) p2pShapeKey(b []byte, r *P2PRequest) []byte {
+	b = appendP2PKey(b, r, false)
+	for _, g := range e.p2p.regs {
+		var gen uint64
+		if g.ok {
+			gen = g.reg.Gen
+		}
+		b = binary.LittleEndian.AppendUint64(b, gen)
+	}
+	return b
 }
 
 func b2u(b bool) uint64 {
@@ -634,7 +734,7 @@ func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, rec
 		Threads: r.Params.Threads, LocalRanks: e.cfg.LocalRanks, Abort: e.l0.control, Timeout: e.cfg.Timeout}
 	gen0 := e.p2p.gen.Load() // (before the imports are read: a drop after it makes the plan stale)
 	ent := &p2pL3{gen: gen0}
-	plan := &P2PPlan{gen: gen0, params: r.Params, l3: ent, sends: sendPeers}
+	plan := &P2PPlan{gen: gen0, params: r.Params, l3: ent, sends: slices.Clone(sendPeers)}
 	size := g.ConnBytes()
 	kicked := map[int]bool{}
 	peer := func(q int, recv bool) device.P2PPeer {
@@ -651,25 +751,22 @@ func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, rec
 		}
 		return pr
 	}
-	// gen is the generation of the allocation holding a receive buffer
-	// (0: none), recorded for the plan's check; post the id under which it
-	// was offered to peer q (0: not offered, the FIFO serves it).
-	gen := func(p device.Ptr, nb int64) uint64 {
-		if nb == 0 {
+	// gen is the generation of the allocation holding receive buffer i of
+	// the walk (p2pRecvRegions; 0: none), recorded for the plan's check;
+	// post the id under which it was offered to peer q (0: not offered,
+	// the FIFO serves it), recorded for rebases.
+	gen := func(i int, p device.Ptr, nb int64) uint64 {
+		g := e.p2p.regs[i]
+		if nb == 0 || !g.ok {
 			return 0
 		}
-		reg, ok := e.dev.Lookup(p, nb)
-		if !ok {
-			return 0
-		}
-		plan.recvs = append(plan.recvs, p2pIdent{p, nb, reg.Gen})
-		return reg.Gen
+		plan.recvs = append(plan.recvs, p2pIdent{p, nb, g.reg.Gen})
+		return g.reg.Gen
 	}
 	post := func(q int, g uint64) uint64 {
-		if g == 0 {
-			return 0
-		}
-		return e.p2p.offered[q][g]
+		id := e.p2pPost(q, g)
+		ent.posts = append(ent.posts, id)
+		return id
 	}
 	sends := map[int]*device.P2PPeer{}
 	recvs := map[int]*device.P2PPeer{}
@@ -683,7 +780,8 @@ func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, rec
 	}
 	if m := r.Matrix; m != nil {
 		es := int64(m.DataType.Size())
-		rg := gen(m.Recv, matrixCol(m, n, me)*es)
+		rg := gen(0, m.Recv, matrixCol(m, n, me)*es)
+		ent.bufs = []device.Ptr{m.Send, m.Recv}
 		for q := range n {
 			if q == me {
 				continue
@@ -713,15 +811,17 @@ func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, rec
 		}
 	} else {
 		var selfS, selfR []P2POp
-		for _, o := range r.Ops {
+		ent.bufs = make([]device.Ptr, len(r.Ops))
+		for i, o := range r.Ops {
 			nb := o.Count * int64(o.DataType.Size())
+			ent.bufs[i] = o.Buf
 			switch {
 			case o.Peer == me && o.Recv:
 				selfR = append(selfR, o)
 			case o.Peer == me:
 				selfS = append(selfS, o)
 			case o.Recv:
-				recvs[o.Peer].Xfers = append(recvs[o.Peer].Xfers, device.P2PXfer{Buf: o.Buf, Bytes: nb, DataType: o.DataType, Offer: post(o.Peer, gen(o.Buf, nb))})
+				recvs[o.Peer].Xfers = append(recvs[o.Peer].Xfers, device.P2PXfer{Buf: o.Buf, Bytes: nb, DataType: o.DataType, Offer: post(o.Peer, gen(i, o.Buf, nb))})
 			default:
 				sends[o.Peer].Xfers = append(sends[o.Peer].Xfers, device.P2PXfer{Buf: o.Buf, Bytes: nb, DataType: o.DataType})
 			}
@@ -753,6 +853,110 @@ func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, rec
 	}
 	ent.prep, ent.plan = prep, plan
 	return ent, nil
+}
+
+// p2pPost is the offer id a receive into an allocation of generation g
+// (0: none) from peer q posts: the id under which it was offered to q, 0
+// when it was not (the FIFO serves it).
+func (e *Executor) p2pPost(q int, g uint64) uint64 {
+	if g == 0 {
+		return 0
+	}
+	return e.p2p.offered[q][g]
+}
+
+// p2pRebase makes r's entry from base, the prepared entry of r's call shape
+// (the same ops but for their buffers, the same parameters), of the current
+// generation: when r's send-side buffers (sends to peers, sends to this
+// rank) all lie at one distance from base's and its receive-side buffers at
+// one distance (each, zero-byte transfers aside, whose buffers are never
+// read), and each receive from a peer posts the offer id base's posts, its
+// launch is base's rebased by those distances (device.P2PRebaser), sharing
+// base's launch state, and its plan checks r's receive buffers. It returns
+// nil when r is not such a call or the backend cannot rebase base's launch
+// (the caller prepares r then). The walk's receive allocations
+// (p2pRecvRegions) are r's.
+func (e *Executor) p2pRebase(rb device.P2PRebaser, base *p2pL3, r *P2PRequest) *p2pL3 {
+	me, n := e.cfg.Rank, e.n
+	var d [2]int64 // send side, receive side
+	var set [2]bool
+	at := func(side int, from, to device.Ptr) bool {
+		v := int64(to - from)
+		if !set[side] {
+			d[side], set[side] = v, true
+			return true
+		}
+		return d[side] == v
+	}
+	// The entry, its plan and (usually) its receives' identities in one
+	// allocation.
+	x := &struct {
+		ent    p2pL3
+		plan   P2PPlan
+		idents [2]p2pIdent
+	}{}
+	plan := &x.plan
+	*plan = P2PPlan{gen: base.gen, params: r.Params, sends: base.plan.sends, recvs: x.idents[:0], l3: &x.ent}
+	// ident is the generation of the allocation holding receive buffer i
+	// of the walk (0: none), recorded for the plan's check (as p2pSetup's
+	// gen); posts reports whether a receive into it from peer q posts what
+	// base's next receive posts.
+	ident := func(i int, p device.Ptr, nb int64) uint64 {
+		gr := e.p2p.regs[i]
+		if nb == 0 || !gr.ok {
+			return 0
+		}
+		plan.recvs = append(plan.recvs, p2pIdent{p, nb, gr.reg.Gen})
+		return gr.reg.Gen
+	}
+	k := 0 // base.posts
+	posts := func(q int, g uint64) bool {
+		ok := k < len(base.posts) && e.p2pPost(q, g) == base.posts[k]
+		k++
+		return ok
+	}
+	if m := r.Matrix; m != nil {
+		es := int64(m.DataType.Size())
+		nS, nR := matrixRow(m, n, me)*es, matrixCol(m, n, me)*es
+		if len(base.bufs) != 2 || nS > 0 && !at(0, base.bufs[0], m.Send) || nR > 0 && !at(1, base.bufs[1], m.Recv) {
+			return nil
+		}
+		g := ident(0, m.Recv, nR)
+		for q := range n {
+			if q != me && !posts(q, g) {
+				return nil
+			}
+		}
+	} else {
+		if len(base.bufs) != len(r.Ops) {
+			return nil
+		}
+		for i, o := range r.Ops {
+			nb := o.Count * int64(o.DataType.Size())
+			side := 0
+			if o.Recv {
+				side = 1
+			}
+			if nb > 0 && !at(side, base.bufs[i], o.Buf) {
+				return nil
+			}
+			if o.Recv && o.Peer != me && !posts(o.Peer, ident(i, o.Buf, nb)) {
+				return nil
+			}
+		}
+	}
+	if k != len(base.posts) {
+		return nil
+	}
+	prep, err := rb.RebaseP2P(base.prep, d[0], d[1])
+	if err != nil {
+		if !errors.Is(err, device.ErrNotRebasable) {
+			log.Warnf(log.Executor, "rank %d: rebasing a point-to-point launch: %v; preparing it instead", e.cfg.Rank, err)
+		}
+		return nil
+	}
+	x.ent = p2pL3{prep: prep, gen: base.gen, plan: plan, kick: base.kick, base: base}
+	return &x.ent
 }
 
 // enqueueP2P launches ent's prepared launch on st: in call order with the
@@ -868,7 +1072,7 @@ func (e *Executor) releaseP2P(ent *p2pL3) {
 	}
 	ent.prep.Release()
 	if ent.check != 0 {
-		e.dev.Free(ent.check)
+		e.dev.Free(ent.check) // (a rebased entry has none of its own)
 	}
 }
 

@@ -16,43 +16,38 @@ import (
 // receives into that it has not offered that peer yet (a message the peer
 // takes up at its next call with this rank). Memory that is not a backend
 // allocation, or that cannot be exported, is not offered (its transfers go
-// through the FIFO).
+// through the FIFO). The allocations are the walk's (p2pRecvRegions).
 func (e *Executor) offer(r *P2PRequest, recvs []int) error {
 	if len(recvs) == 0 {
 		return nil
 	}
-	type buf struct {
-		q int
-		p device.Ptr
-		n int64
-	}
-	var bufs []buf
-	if m := r.Matrix; m != nil {
-		if n := matrixCol(m, e.n, e.cfg.Rank) * int64(m.DataType.Size()); n > 0 {
-			for _, q := range recvs {
-				bufs = append(bufs, buf{q, m.Recv, n})
-			}
-		}
-	} else {
-		for _, o := range r.Ops {
-			if o.Recv && o.Peer != e.cfg.Rank && o.Count > 0 {
-				bufs = append(bufs, buf{o.Peer, o.Buf, o.Count * int64(o.DataType.Size())})
-			}
-		}
-	}
-	for _, b := range bufs {
-		if e.crossNode(b.q) {
-			continue // (no direct writes across nodes)
-		}
-		reg, ok := e.dev.Lookup(b.p, b.n)
-		if !ok {
+	// (e.p2p.regs: the walk's Lookups of the receive buffers)
+	for i, g := range e.p2p.regs {
+		if !g.ok {
 			continue
 		}
-		if err := e.Offer(b.q, reg); err != nil {
+		if r.Matrix != nil {
+			for _, q := range recvs {
+				if err := e.offerTo(q, g.reg); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err := e.offerTo(r.Ops[i].Peer, g.reg); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// offerTo is Offer for a walk's receive from peer q (none across nodes:
+// no direct writes there).
+func (e *Executor) offerTo(q int, reg device.Region) error {
+	if e.crossNode(q) {
+		return nil
+	}
+	return e.Offer(q, reg)
 }
 
 // Offer offers allocation reg (a Region from Backend.Lookup) to peer q

@@ -90,6 +90,46 @@ func (b *backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 	return p, nil
 }
 
+// RebaseP2P implements device.P2PRebaser: a copy of p's arguments with
+// every send-side buffer moved by send bytes and every receive-side one by
+// recv bytes, sharing p's connection blocks and abort word.
+func (b *backend) RebaseP2P(pp device.Prepared, send, recv int64) (device.Prepared, error) {
+	p, ok := pp.(*p2pPrepared)
+	if !ok || p == nil {
+		return nil, fmt.Errorf("host: rebase of a %T", pp)
+	}
+	a := *p.a
+	moved := func(list []device.P2PPeer, d int64) []device.P2PPeer {
+		out := make([]device.P2PPeer, len(list))
+		for i, pr := range list {
+			out[i] = pr
+			out[i].Xfers = make([]device.P2PXfer, len(pr.Xfers))
+			for j, x := range pr.Xfers {
+				x.Buf += device.Ptr(d)
+				out[i].Xfers[j] = x
+			}
+		}
+		return out
+	}
+	a.Sends, a.Recvs = moved(p.a.Sends, send), moved(p.a.Recvs, recv)
+	a.Self = make([]device.P2PCopy, len(p.a.Self))
+	for i, c := range p.a.Self {
+		c.Src += device.Ptr(send)
+		c.Dst += device.Ptr(recv)
+		a.Self[i] = c
+	}
+	q := &p2pPrepared{a: &a, abort: p.abort, sends: make([]p2pPeer, len(p.sends)), recvs: make([]p2pPeer, len(p.recvs))}
+	for i := range p.sends {
+		q.sends[i] = p.sends[i]
+		q.sends[i].P2PPeer = &a.Sends[i]
+	}
+	for i := range p.recvs {
+		q.recvs[i] = p.recvs[i]
+		q.recvs[i].P2PPeer = &a.Recvs[i]
+	}
+	return q, nil
+}
+
 // p2pRun is one launch of the engine on this rank.
 type p2pRun struct {
 	ctx  context.Context

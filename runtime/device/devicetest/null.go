@@ -198,6 +198,32 @@ func (b *Null) Rebase(p device.Prepared, a *device.Args) (device.Prepared, error
 	return &nullPrepared{started: np.started, hdone: np.hdone}, nil
 }
 
+// nullP2P is a point-to-point launch that moves nothing.
+type nullP2P struct{}
+
+func (*nullP2P) Release() {}
+
+// PrepareP2P implements device.P2PPreparer: a launch that moves nothing
+// (the receive buffers keep their bytes).
+func (b *Null) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
+	if a == nil {
+		return nil, errors.New("null: PrepareP2P without arguments")
+	}
+	if err := a.Geometry.Check(); err != nil {
+		return nil, fmt.Errorf("null: p2p geometry: %w", err)
+	}
+	return &nullP2P{}, nil
+}
+
+// RebaseP2P implements device.P2PRebaser: a launch that moves nothing,
+// like PrepareP2P's.
+func (b *Null) RebaseP2P(p device.Prepared, _, _ int64) (device.Prepared, error) {
+	if _, ok := p.(*nullP2P); !ok {
+		return nil, errors.New("null: point-to-point rebase of state another backend prepared")
+	}
+	return &nullP2P{}, nil
+}
+
 type nullStream struct {
 	b      *Null
 	closed atomic.Bool
