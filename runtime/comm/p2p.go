@@ -49,6 +49,11 @@ type P2PCall struct {
 	// for the launch, on the device (device.StreamOrderer), or on the host
 	// for streams that cannot wait on the device.
 	Join []device.Stream
+	// Checked says that every op has passed ValidateP2POp on this
+	// communicator (the Go API checks each grouped call when it is made):
+	// P2P then checks only what ValidateP2P adds (the sends to this rank
+	// and receives from it pairing up).
+	Checked bool
 }
 
 // AlltoAllvCall is ncclAlltoAllv (the seed's extension): rank i sends
@@ -86,6 +91,7 @@ type p2pState struct {
 	have   bool
 	params executor.P2PParams
 	choice selector.P2PChoice
+	name   string // p2pName of choice
 	kept   [p2pSlots]p2pKept
 	next   int
 }
@@ -102,6 +108,7 @@ func (c *Comm) P2PParams() (executor.P2PParams, int) {
 	ch := c.sel.P2P(c.n, c.perNode)
 	p := P2PParamsOf(c.perNode, ch.Entry)
 	s.params, s.choice, s.gen, s.have = p, ch, c.sel.CacheGen(), true
+	s.name = p2pName(ch)
 	return p, ch.ID
 }
 
@@ -134,14 +141,15 @@ func P2PParamsOf(nlocal int, e *manifest.P2PEntry) executor.P2PParams {
 	return p
 }
 
-func (c *Comm) p2pName() string {
-	if c.p2p.choice.ID == selector.None {
+// p2pName is what LastCall names a call served with choice's parameters.
+func p2pName(choice selector.P2PChoice) string {
+	if choice.ID == selector.None {
 		return "point-to-point engine (built-in parameters)"
 	}
-	if c.p2p.choice.Name != "" {
-		return "point-to-point engine (" + c.p2p.choice.Name + ")"
+	if choice.Name != "" {
+		return "point-to-point engine (" + choice.Name + ")"
 	}
-	return fmt.Sprintf("point-to-point engine (entry %d)", c.p2p.choice.ID)
+	return fmt.Sprintf("point-to-point engine (entry %d)", choice.ID)
 }
 
 // checkBuf checks one buffer of n bytes: not null when n > 0, not wrapping
@@ -202,12 +210,18 @@ func (c *Comm) ValidateP2POp(o P2POp) error {
 // ValidateP2P checks a group before anything is set up: every op
 // (ValidateP2POp), and InvalidUsage for sends to this rank and receives
 // from it that do not pair up in order with equal counts and datatypes.
-func (c *Comm) ValidateP2P(ops []P2POp) error {
+func (c *Comm) ValidateP2P(ops []P2POp) error { return c.validateP2P(ops, true) }
+
+// validateP2P is ValidateP2P, checking each op (ValidateP2POp) only with
+// each.
+func (c *Comm) validateP2P(ops []P2POp, each bool) error {
 	const op = "P2P"
 	var selfS, selfR []int
 	for i, o := range ops {
-		if err := c.ValidateP2POp(o); err != nil {
-			return err
+		if each {
+			if err := c.ValidateP2POp(o); err != nil {
+				return err
+			}
 		}
 		if o.Peer == c.rank {
 			if o.Recv {
@@ -315,7 +329,7 @@ func (c *Comm) P2P(ctx context.Context, call *P2PCall) error {
 			}
 		}
 	}
-	err := c.p2pRun(ctx, call.Ops, nil, st, func() error { return c.ValidateP2P(call.Ops) })
+	err := c.p2pRun(ctx, call.Ops, nil, st, func() error { return c.validateP2P(call.Ops, !call.Checked) })
 	for _, s := range call.Join {
 		if s != st {
 			if jerr := c.after(s, st); err == nil {
@@ -387,7 +401,7 @@ func (c *Comm) p2pRun(ctx context.Context, ops []P2POp, m *executor.P2PMatrix, u
 		err := c.exec.LaunchP2P(k.plan, st)
 		if err != executor.ErrStale {
 			c.calls++
-			c.last = CallInfo{Schedule: id, Name: c.p2pName(), Launch: c.exec.LaunchCounter()}
+			c.last = CallInfo{Schedule: id, Name: c.p2p.name, Launch: c.exec.LaunchCounter()}
 			return c.executedOn(opName, us, st, err)
 		}
 	}
@@ -397,14 +411,14 @@ func (c *Comm) p2pRun(ctx context.Context, ops []P2POp, m *executor.P2PMatrix, u
 	req := &executor.P2PRequest{Ops: ops, Matrix: m, Params: params}
 	c.calls++
 	p, err := c.exec.ExecuteP2P(ctx, req, st)
-	c.last = CallInfo{Schedule: id, Name: c.p2pName(), Launch: c.exec.LaunchCounter()}
+	c.last = CallInfo{Schedule: id, Name: c.p2p.name, Launch: c.exec.LaunchCounter()}
 	if err != nil {
 		return c.executedOn(opName, us, st, err)
 	}
 	if k == nil {
 		k = &c.p2p.kept[c.p2p.next]
 		c.p2p.next = (c.p2p.next + 1) % p2pSlots
-		k.ops = slices.Clone(ops)
+		k.ops = append(k.ops[:0], ops...) // (the slot's old ops are its own)
 		if m != nil {
 			mc := *m
 			mc.Counts = slices.Clone(m.Counts)
@@ -423,14 +437,14 @@ func (c *Comm) p2pRun(ctx context.Context, ops []P2POp, m *executor.P2PMatrix, u
 func (c *Comm) p2pFind(ops []P2POp, m *executor.P2PMatrix, params executor.P2PParams) *p2pKept {
 	for i := range c.p2p.kept {
 		k := &c.p2p.kept[i]
-		if k.plan == nil || k.plan.Params() != params {
+		if k.plan == nil {
 			continue
 		}
-		if m == nil && k.matrix == nil && slices.Equal(k.ops, ops) {
+		if m == nil && k.matrix == nil && slices.Equal(k.ops, ops) && k.plan.Params() == params {
 			return k
 		}
 		if m != nil && k.matrix != nil && k.matrix.Send == m.Send && k.matrix.Recv == m.Recv && k.matrix.GPU == m.GPU &&
-			k.matrix.DataType == m.DataType && k.matrix.Check == m.Check && slices.Equal(k.matrix.Counts, m.Counts) {
+			k.matrix.DataType == m.DataType && k.matrix.Check == m.Check && slices.Equal(k.matrix.Counts, m.Counts) && k.plan.Params() == params {
 			return k
 		}
 	}

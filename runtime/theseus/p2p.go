@@ -52,20 +52,22 @@ func (c *Comm) GroupEnd() error {
 		return nil
 	}
 	ops, streams, err := g.ops, g.streams, g.err
-	g.ops, g.streams, g.err = nil, nil, nil
+	// (the next group reuses the lists: nothing below keeps them)
+	g.ops, g.streams, g.err = ops[:0], streams[:0], nil
 	if err != nil {
 		return err
 	}
-	return c.runP2P(ops, streams)
+	return c.runP2P(ops, streams, true)
 }
 
 // runP2P launches ops (their streams: streams) as one group: on the first
-// op's stream, joined with the others (comm.P2PCall.Join).
-func (c *Comm) runP2P(ops []comm.P2POp, streams []Stream) error {
+// op's stream, joined with the others (comm.P2PCall.Join). checked: every
+// op has passed ValidateP2POp (comm.P2PCall.Checked).
+func (c *Comm) runP2P(ops []comm.P2POp, streams []Stream, checked bool) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	call := comm.P2PCall{Ops: ops}
+	call := comm.P2PCall{Ops: ops, Checked: checked}
 	for _, s := range streams {
 		switch {
 		case s == nil:
@@ -93,7 +95,7 @@ func (c *Comm) p2p(recv bool, buf Ptr, count int64, dt DataType, peer int, s Str
 	}
 	op := comm.P2POp{Recv: recv, Peer: peer, Buf: buf, Count: count, DataType: t}
 	if c.group.depth == 0 {
-		return c.runP2P([]comm.P2POp{op}, []Stream{s})
+		return c.runP2P([]comm.P2POp{op}, []Stream{s}, false)
 	}
 	// Checked now, as NCCL checks a call's arguments when it is made: a
 	// bad call abandons its group.
