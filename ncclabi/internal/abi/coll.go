@@ -52,8 +52,7 @@ func (l *Library) Coll(t Thread, h uintptr, op *Op) Result {
 			g.recordErr(e)
 			return l.fail(e)
 		}
-		o := *op
-		g.ops = append(g.ops, groupOp{c: c, op: &o})
+		g.calls = append(g.calls, groupCall{c: c, op: *op})
 		return Success
 	}
 	if !c.Blocking && (pending || c.pending.Load() > 0) {
@@ -92,7 +91,8 @@ func (l *Library) Coll(t Thread, h uintptr, op *Op) Result {
 func (l *Library) armReplay(c *Comm, op *Op) {
 	if eng, _ := c.engine(); eng != nil && l.Replay {
 		if rp, ok := eng.(Replayer); ok {
-			op.Replay = rp.ArmReplay(op, op.ReplayKey())
+			o := *op // (a copy: op itself would escape through the interface, and every data call's Op with it)
+			op.Replay = rp.ArmReplay(&o, op.ReplayKey())
 		}
 	}
 }

@@ -10,9 +10,42 @@ import (
 // creations and data calls deferred to the outermost ncclGroupEnd.
 type group struct {
 	inits []*initJob
-	ops   []groupOp
-	mode  int // 0 none yet, 1 blocking communicators, 2 non-blocking
+	calls []groupCall // the data calls, in call order
+	mode  int         // 0 none yet, 1 blocking communicators, 2 non-blocking
 	err   *Error
+	// ops are calls as runOps takes them, and p2p the Ops of a group of
+	// point-to-point calls on one communicator (runP2PGroup): made at the
+	// outermost ncclGroupEnd.
+	ops []groupOp
+	p2p []Op
+}
+
+// groupCall is a data call of a group: its communicator and a copy of its
+// arguments.
+type groupCall struct {
+	c  *Comm
+	op Op
+}
+
+// reset empties g for reuse (Library.spare), keeping its lists' storage
+// but nothing they pointed to.
+func (g *group) reset() {
+	clear(g.inits)
+	clear(g.calls)
+	clear(g.ops)
+	clear(g.p2p)
+	*g = group{inits: g.inits[:0], calls: g.calls[:0], ops: g.ops[:0], p2p: g.p2p[:0]}
+}
+
+// recycle keeps g, which a blocking ncclGroupEnd has finished with (nothing
+// refers to it any more), for the next group.
+func (l *Library) recycle(g *group) {
+	g.reset()
+	l.gmu.Lock()
+	if l.spare == nil {
+		l.spare = g
+	}
+	l.gmu.Unlock()
 }
 
 func (g *group) setMode(blocking bool, api string) *Error {
@@ -52,7 +85,9 @@ func (l *Library) group(t Thread) *group {
 	defer l.gmu.Unlock()
 	g := l.groups[t.Key]
 	if g == nil {
-		g = &group{}
+		if g, l.spare = l.spare, nil; g == nil {
+			g = &group{}
+		}
 		l.groups[t.Key] = g
 	}
 	return g
@@ -64,8 +99,8 @@ func (l *Library) inOpenGroup(c *Comm) bool {
 	l.gmu.Lock()
 	defer l.gmu.Unlock()
 	for _, g := range l.groups {
-		for _, op := range g.ops {
-			if op.c == c {
+		for i := range g.calls {
+			if g.calls[i].c == c {
 				return true
 			}
 		}
@@ -124,26 +159,19 @@ func (l *Library) GroupEnd(t Thread) Result {
 		}
 		return l.fail(&Error{Result: g.err.Result, Msg: "ncclGroupEnd: group abandoned after an earlier error: " + g.err.Msg})
 	}
-	if len(g.inits) == 0 && len(g.ops) == 0 {
+	if len(g.inits) == 0 && len(g.calls) == 0 {
+		l.recycle(g)
 		return Success
 	}
 	if log.On(log.Info, log.Coll) {
-		log.Infof(log.Coll, "ncclGroupEnd: %d communicator creations, %d data calls", len(g.inits), len(g.ops))
+		log.Infof(log.Coll, "ncclGroupEnd: %d communicator creations, %d data calls", len(g.inits), len(g.calls))
 	}
-	run := func() (*Error, map[*Comm]*Error) {
-		first := l.runInits(g.inits)
-		e, per := l.runOps(g.ops)
-		if first == nil {
-			first = e
-		}
-		return first, per
+	for i := range g.calls {
+		g.ops = append(g.ops, groupOp{g.calls[i].c, &g.calls[i].op}) // (calls no longer grows)
 	}
-	if g.mode != 2 {
-		e, _ := run()
-		return l.fail(e)
-	}
-	if len(g.ops) == 0 && !hasComm(g.inits) { // only NOCOLOR splits: nothing to wait for
-		e, _ := run()
+	if g.mode != 2 || len(g.calls) == 0 && !hasComm(g.inits) { // (non-blocking with only NOCOLOR splits: nothing to wait for)
+		e, _ := l.runGroup(g)
+		l.recycle(g)
 		return l.fail(e)
 	}
 	// Non-blocking: run in the background after each communicator's
@@ -159,8 +187,8 @@ func (l *Library) GroupEnd(t Thread) Result {
 	for _, j := range g.inits {
 		add(j.c)
 	}
-	for _, o := range g.ops {
-		add(o.c)
+	for i := range g.calls {
+		add(g.calls[i].c)
 	}
 	var prevs []chan struct{}
 	for _, c := range comms {
@@ -183,7 +211,7 @@ func (l *Library) GroupEnd(t Thread) Result {
 		for _, p := range prevs {
 			<-p
 		}
-		l.Eng.OnDevice(dev, func() { _, per = run() })
+		l.Eng.OnDevice(dev, func() { _, per = l.runGroup(g) })
 		close(done)
 	}()
 	return InProgress
@@ -201,7 +229,7 @@ func (l *Library) GroupSimulateEnd(t Thread) Result {
 	n := 0
 	if *t.Depth == 0 {
 		if g := l.takeGroup(t); g != nil {
-			n = len(g.inits) + len(g.ops)
+			n = len(g.inits) + len(g.calls)
 			e := errorf(InvalidUsage, "%s: creation discarded", api)
 			for _, j := range g.inits {
 				if j.c != nil {
@@ -236,6 +264,56 @@ func hasComm(jobs []*initJob) bool {
 type groupOp struct {
 	c  *Comm
 	op *Op
+}
+
+// runGroup runs g: its communicator creations (concurrently), then its
+// data calls (runP2PGroup when they are one communicator's sends and
+// receives, else runOps). It returns the first error and each
+// communicator's first error.
+func (l *Library) runGroup(g *group) (*Error, map[*Comm]*Error) {
+	var first *Error
+	if len(g.inits) > 0 {
+		first = l.runInits(g.inits)
+	}
+	e, per, ok := l.runP2PGroup(g)
+	if !ok {
+		e, per = l.runOps(g.ops)
+	}
+	if first == nil {
+		first = e
+	}
+	return first, per
+}
+
+// runP2PGroup is runOps for the usual group of point-to-point calls: only
+// ncclSend and ncclRecv calls, all on one communicator, which run as one
+// point-to-point group (as runOps runs them), without runOps' lists and
+// goroutines. ok is false for any other group (nothing was run).
+func (l *Library) runP2PGroup(g *group) (first *Error, per map[*Comm]*Error, ok bool) {
+	if len(g.calls) == 0 {
+		return nil, nil, false
+	}
+	c := g.calls[0].c
+	for i := range g.calls {
+		if g.calls[i].c != c || !g.calls[i].op.Coll.P2P() {
+			return nil, nil, false
+		}
+	}
+	for i := range g.calls {
+		g.p2p = append(g.p2p, g.calls[i].op)
+	}
+	var r opResults
+	switch e, done := l.runP2P(c, g.p2p); {
+	case done && e != nil:
+		r.record(c, e)
+	case !done:
+		fb := make([]groupOp, len(g.p2p))
+		for i := range g.p2p {
+			fb[i] = groupOp{c, &g.p2p[i]}
+		}
+		l.runFallback(fb, &r)
+	}
+	return r.first, r.per, true
 }
 
 // runOps runs data calls: native ones through the engine (one goroutine per

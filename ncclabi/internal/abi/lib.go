@@ -58,6 +58,10 @@ type Library struct {
 
 	gmu    sync.Mutex
 	groups map[uintptr]*group
+	// spare is a group a blocking ncclGroupEnd has finished with, for the
+	// next group to reuse (its lists' storage: a repeated group allocates
+	// nothing here); guarded by gmu.
+	spare *group
 }
 
 // Thread identifies the calling OS thread for group state: Key is unique

@@ -280,6 +280,10 @@ type Comm struct {
 	// rec is the communicator's replay record (replay.go), made at the
 	// first ArmReplay.
 	rec atomic.Pointer[replay.Record]
+	// p2pOps is RunP2P's list of the runtime's ops, reused by the next call
+	// while p2pBusy is not taken (a concurrent call makes its own).
+	p2pOps  []comm.P2POp
+	p2pBusy atomic.Bool
 }
 
 type streamRef struct {
@@ -344,7 +348,16 @@ func (c *Comm) RunP2P(ops []abi.Op) (abi.Served, error) {
 		err = c.c.AlltoAllv(context.Background(), &comm.AlltoAllvCall{Send: device.Ptr(o.Send), Recv: device.Ptr(o.Recv), Counts: counts,
 			GPU: device.Ptr(o.CountsGPU), DataType: o.DataType.IR(), Stream: st})
 	} else {
-		call := comm.P2PCall{Ops: make([]comm.P2POp, len(ops))}
+		var call comm.P2PCall
+		if c.p2pBusy.CompareAndSwap(false, true) {
+			if cap(c.p2pOps) < len(ops) {
+				c.p2pOps = make([]comm.P2POp, len(ops))
+			}
+			call.Ops = c.p2pOps[:len(ops)]
+			defer c.p2pBusy.Store(false)
+		} else {
+			call.Ops = make([]comm.P2POp, len(ops))
+		}
 		for i := range ops {
 			o := &ops[i]
 			st, serr := c.e.stream(c, o.Stream)
