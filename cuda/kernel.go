@@ -122,6 +122,7 @@ type kernels struct {
 	exec     driver.Function // KernelName
 	units    driver.Function // UnitsKernelName
 	p2p      driver.Function // P2PKernelName (the uint8 module's; 0 in the others)
+	p2pBases bool            // the module has P2PBasesName: its p2p adds the launch's buffer offsets
 	clock    driver.Function // ClockKernelName, 0 when the module has none
 	resident driver.Function // ResidentKernelName (a resident module)
 }
@@ -218,6 +219,8 @@ func loadKernel(ctx driver.Context, dt ir.DataType, kind moduleKind) (kernels, e
 			mod.Unload()
 			return kernels{}, err
 		}
+		_, err := mod.Function(P2PBasesName)
+		k.p2pBases = err == nil
 	}
 	if fn, err := mod.Function(ClockKernelName); err == nil {
 		k.clock = fn

@@ -32,7 +32,7 @@ func TestKernelModules(t *testing.T) {
 			entries []string
 		}{{PTX, []string{ClockKernelName, KernelName, UnitsKernelName}}, {ResidentPTX, []string{ResidentKernelName}}}
 		if dt == ir.Uint8 {
-			kinds[0].entries = append(kinds[0].entries, P2PKernelName)
+			kinds[0].entries = append(kinds[0].entries, P2PBasesName, P2PKernelName)
 		}
 		if !hasResident(dt) {
 			if _, err := ResidentPTX(dt); err == nil {

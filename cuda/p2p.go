@@ -28,6 +28,14 @@ import (
 // module only (the engine moves bytes).
 const P2PKernelName = "theseus_p2p"
 
+// P2PBasesName is an entry point that does nothing, in the uint8 modules
+// whose P2PKernelName adds the launch argument's buffer offsets to its
+// send-side and receive-side buffers (kernel/p2p.cuh, p2p_base): those
+// whose launches RebaseP2P moves. A module built before them (through
+// THESEUS_PTX_DIR) lacks it: its launches are prepared for every call's
+// buffers.
+const P2PBasesName = "theseus_p2p_bases"
+
 // p2pContract is 0 when kernel/launch.h's copy of the contract's numbers
 // is runtime/launch's (TestP2PContract; no GPU needed).
 func p2pContract() int {
@@ -148,7 +156,7 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 		if k.p2p == 0 {
 			return fmt.Errorf("cuda: the uint8 module has no %s entry", P2PKernelName)
 		}
-		p.fn = k.p2p
+		p.fn, p.p2pBases = k.p2p, k.p2pBases
 		sms, aerr := b.dev.Attribute(driver.AttrMultiprocessorCount)
 		if aerr != nil {
 			sms = 0 // (p2pFitThreads: the device cannot be asked)
@@ -179,6 +187,39 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 	}
 	return p, nil
 }
+
+// RebaseP2P implements device.P2PRebaser: a copy of p's launch argument
+// whose buffer offsets (buf[0] and buf[1], which the kernel adds to every
+// send-side and receive-side buffer: kernel/p2p.cuh, p2p_base) move by send
+// and recv bytes; the descriptor, its help records and every other device
+// word are p's (Release of the copy frees nothing). No driver call, no
+// allocation but the copy. Errors: device.ErrNotRebasable when p's kernel
+// module does not add the offsets (P2PBasesName); a p that is not a
+// point-to-point launch of this backend.
+func (b *Backend) RebaseP2P(pp device.Prepared, send, recv int64) (device.Prepared, error) {
+	p, ok := pp.(*prepared)
+	if !ok || p == nil || p.b != b || p.arg.p2p == 0 {
+		return nil, fmt.Errorf("cuda: point-to-point rebase of a %T", pp)
+	}
+	if !p.p2pBases {
+		return nil, device.ErrNotRebasable
+	}
+	q := &prepared{b: b, fn: p.fn, arg: newLaunch(), grid: p.grid, threads: p.threads, p2pBases: true}
+	*q.arg = *p.arg
+	moveP2PBases(q.arg, send, recv)
+	q.st = p.st // the argument's stream fields are p's
+	return q, nil
+}
+
+// moveP2PBases adds send and recv bytes to a point-to-point launch
+// argument's buffer offsets (modulo 2^64, as the kernel adds them).
+func moveP2PBases(a *Launch, send, recv int64) {
+	a.buf[0] += C.uint64_t(uint64(send))
+	a.buf[1] += C.uint64_t(uint64(recv))
+}
+
+// p2pBasesOf are a launch argument's buffer offsets (tests).
+func p2pBasesOf(a *Launch) (send, recv int64) { return int64(a.buf[0]), int64(a.buf[1]) }
 
 // The threads per threadblock of a point-to-point launch (docs/p2p.md,
 // "Threads"). They are the rank's own (the peer's launch need not use the

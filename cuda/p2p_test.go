@@ -546,3 +546,114 @@ func allPairsOps(n int, seed int64) func(r int) []p2pOp {
 		return o
 	}
 }
+
+// TestP2PShiftedGPU: a ring of 2 ranks whose buffers move by one message
+// per call within one allocation each, as nccl-tests moves them
+// (startColl), at 8 B (eager: the FIFO), 4 KiB and 1 MiB (zero-copy and
+// helped once the offers are in): after a shape's first call every call at
+// new buffers is a rebased launch (Stats().Executor.P2P.Rebases: the
+// kernel adds the launch argument's buffer offsets, kernel/p2p.cuh
+// p2p_base), the receive buffer moving with the send buffer or staying
+// (unequal send and receive offsets), eager and captured into a CUDA graph
+// (one pass of positions, replayed twice); every byte checked.
+func TestP2PShiftedGPU(t *testing.T) {
+	gputest.Require(t)
+	const n, steps = 2, 12
+	comms, streams, be := localComms(t, n)
+	for _, nb := range []int64{8, 4 << 10, 1 << 20} {
+		for _, fixed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%dB/fixed-recv=%v", nb, fixed), func(t *testing.T) {
+				send, recv := make([]device.Ptr, n), make([]device.Ptr, n)
+				for r := range n {
+					var err error
+					if send[r], err = be.Alloc(steps * nb); err != nil {
+						t.Fatal(err)
+					}
+					if recv[r], err = be.Alloc(steps * nb); err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { be.Free(send[r]); be.Free(recv[r]) })
+				}
+				recvAt := func(i int) int64 {
+					if fixed {
+						return 0
+					}
+					return int64(i) * nb
+				}
+				group := func(r, i int) error {
+					c := comms[r]
+					c.GroupStart()
+					c.Send(send[r]+device.Ptr(int64(i)*nb), nb, theseus.Uint8, 1-r, streams[r])
+					c.Recv(recv[r]+device.Ptr(recvAt(i)), nb, theseus.Uint8, 1-r, streams[r])
+					return c.GroupEnd()
+				}
+				fill := func(pass int) error {
+					return onEach(n, func(r int) error {
+						data := make([]byte, steps*nb)
+						for j := range data {
+							data[j] = p2pByte(r, 1-r, 0, pass, int64(j))
+						}
+						return be.Upload(send[r], data)
+					})
+				}
+				// check: rank r's receive of call i holds its peer's bytes of
+				// position i.
+				check := func(pass, i int) error {
+					return onEach(n, func(r int) error {
+						got := make([]byte, nb)
+						if err := be.Download(got, recv[r]+device.Ptr(recvAt(i))); err != nil {
+							return err
+						}
+						for j, v := range got {
+							if want := p2pByte(1-r, r, 0, pass, int64(i)*nb+int64(j)); v != want {
+								return fmt.Errorf("pass %d call %d rank %d: byte %d = %d, want %d", pass, i, r, j, v, want)
+							}
+						}
+						return nil
+					})
+				}
+				eagerCalls(t, streams, 3, func(r int) error { return group(r, 0) }) // connections, offers, imports
+				r0 := comms[0].Stats().Executor.P2P.Rebases
+				for pass := range 2 {
+					if err := fill(pass); err != nil {
+						t.Fatal(err)
+					}
+					for i := range steps {
+						eagerCalls(t, streams, 1, func(r int) error { return group(r, i) })
+						if err := check(pass, i); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				if got := comms[0].Stats().Executor.P2P.Rebases - r0; got < steps-1 {
+					t.Errorf("%d rebased launches in %d calls at new buffers, want at least %d", got, steps-1, steps-1)
+				}
+				execs := capture(t, streams, driver.CaptureModeGlobal, func(r int) error {
+					for i := range steps {
+						if err := group(r, i); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				for rep := range 2 {
+					pass := 2 + rep
+					if err := fill(pass); err != nil {
+						t.Fatal(err)
+					}
+					if err := replay(streams, execs, 1); err != nil {
+						t.Fatal(err)
+					}
+					for i := range steps {
+						if fixed && i < steps-1 {
+							continue // (overwritten by the later calls)
+						}
+						if err := check(pass, i); err != nil {
+							t.Fatalf("replay %d: %v", rep, err)
+						}
+					}
+				}
+			})
+		}
+	}
+}

@@ -112,6 +112,9 @@ type prepared struct {
 	// units: the launch is shared work (the theseus_units entry); spec:
 	// it runs the table's specialised kernel (Args.Kernel).
 	units, spec bool
+	// p2pBases: a point-to-point launch whose kernel adds the argument's
+	// buffer offsets (RebaseP2P may move it).
+	p2pBases bool
 	// dev is arg in device memory, for the persistent executor's kernel
 	// (resident.go: uploaded once; 0 until then).
 	dev     driver.Ptr

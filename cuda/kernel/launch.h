@@ -98,7 +98,9 @@ typedef struct theseus_chan_rt {
 typedef struct theseus_launch {
   uint64_t table;        /* const uint8_t* : the rank's encoded op table (optable.h) */
   uint64_t chans;        /* const theseus_chan_rt* : one per channel end */
-  uint64_t buf[3];       /* this rank's input, output and scratch (whole) bases */
+  uint64_t buf[3];       /* this rank's input, output and scratch (whole) bases; the point-to-point
+                            engine's (theseus_p2p): buf[0] and buf[1] are byte offsets added to its
+                            send-side and receive-side buffers (0 unless rebased: cuda/p2p.go) */
   uint64_t publish;      /* uint64_t* : one dependency counter per threadblock (persistent) */
   uint64_t barriers;     /* uint64_t* : barrier words, THESEUS_BARRIER_WORDS per barrier id, plus the epilogue's */
   uint64_t error;        /* theseus_error* (host-mapped; plain stores, code last) */

@@ -296,10 +296,16 @@ DEV bool p2p_matrix(const Ctx& c) {
   return !s_fail;
 }
 
+// p2p_base is the byte offset the launch adds to its send-side (recv
+// false: sends, the self copies' sources) or receive-side buffers (the
+// launch argument's buf[0] and buf[1]: 0 for a launch as prepared, the
+// distance to its call's buffers for a rebased one, cuda/p2p.go RebaseP2P).
+DEV u64 p2p_base(bool recv) { return s_launch.buf[recv ? 1 : 0]; }
+
 // p2p_xfer resolves transfer x with peer q: its bytes and buffer address.
 DEV void p2p_resolve(const theseus_p2p_xfer& x, int q, bool recv, i64& total, char*& buf) {
   total = (i64)x.bytes;
-  buf = (char*)x.buf;
+  buf = (char*)(x.buf + p2p_base(recv));
   if (x.matrix) {
     const i64* off = recv ? s_col : s_row;
     total = off[q + 1] - off[q];
@@ -829,6 +835,13 @@ DEV void p2p_poison(const Ctx& c, int ch, bool recv) {
   }
 }
 
+// theseus_p2p_bases does nothing: its presence marks a module whose
+// theseus_p2p adds the launch's buffer offsets (p2p_base), so that the
+// backend may rebase its launches (cuda/p2p.go; a module built before it,
+// through THESEUS_PTX_DIR, lacks it and its launches are prepared for
+// every call's buffers).
+extern "C" __global__ void theseus_p2p_bases() {}
+
 // theseus_p2p is the engine's entry: grid 2 x channels, launch.p2p the
 // launch's descriptor. It uses no scratch, no fence and no done word: its
 // launches are not the communicator's counted launches.
@@ -861,8 +874,8 @@ extern "C" __global__ void __launch_bounds__(THESEUS_P2P_MAX_THREADS) theseus_p2
     for (int i = 0; i < P.nself; i++) {
       const theseus_p2p_copy& cp = ((const theseus_p2p_copy*)P.selfs)[i];
       i64 n = (i64)cp.bytes;
-      const char* src = (const char*)cp.src;
-      char* dst = (char*)cp.dst;
+      const char* src = (const char*)(cp.src + p2p_base(false));
+      char* dst = (char*)(cp.dst + p2p_base(true));
       if (cp.matrix) {
         const int me = launch.rank;
         n = s_row[me + 1] - s_row[me];
