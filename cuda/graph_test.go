@@ -702,12 +702,23 @@ func TestGraphCaptureFreshStream(t *testing.T) {
 	gputest.Require(t)
 	const n, count, replays = 2, 256, 10
 	fresh := make([]*cuda.Stream, n)
-	t.Cleanup(func() { // after the communicators are destroyed (cleanups run last in, first out)
+	raw := make([]driver.Stream, n)
+	t.Cleanup(func() {
+		// After the communicators are destroyed (cleanups run last in,
+		// first out): their Destroy waits on the last stream they used.
 		for _, s := range fresh {
 			if s != nil {
 				s.Close()
 			}
 		}
+		cuda.WithDevice(func() error {
+			for _, s := range raw {
+				if s != 0 {
+					s.Destroy()
+				}
+			}
+			return nil
+		})
 	})
 	comms, streams, be := localComms(t, n)
 	in, x0 := float64Bufs(t, be, n, count, func(r, i int64) float64 { return float64(r*7 + i) })
@@ -724,12 +735,10 @@ func TestGraphCaptureFreshStream(t *testing.T) {
 	eagerCalls(t, streams, 3, func(r int) error {
 		return comms[r].AllReduce(in[r], outs[r], count, theseus.Float64, theseus.Sum, streams[r])
 	})
-	raw := make([]driver.Stream, n)
 	for r := range raw {
 		if err := cuda.WithDevice(func() (err error) { raw[r], err = driver.NewStream(); return err }); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { cuda.WithDevice(func() error { return raw[r].Destroy() }) })
 	}
 	graphs := make([]driver.Graph, n)
 	if err := onEach(n, func(r int) error {
