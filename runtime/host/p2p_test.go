@@ -279,7 +279,8 @@ func TestP2PHostPatterns(t *testing.T) {
 // A receive whose count differs from its send's fails with ErrP2PMismatch
 // naming the pair, well before the timeout, and nothing is written past the
 // receive buffer. The sender fails too when it looked at the post (a
-// direct transfer); an eager send that fit the FIFO has completed.
+// direct transfer); an eager send that fit the FIFO has completed, or, when
+// the receiver's abort record reached it first, failed naming the receiver.
 func TestP2PHostMismatch(t *testing.T) {
 	g := launch.P2PGeometry{ChunkBytes: 1024, Slots: 2, Channels: 2}
 	for _, direct := range []bool{false, true} {
@@ -312,7 +313,10 @@ func TestP2PHostMismatch(t *testing.T) {
 			t.Errorf("direct %v: mismatch found after %v", direct, el)
 		}
 		for r, err := range errs {
-			if r == 0 && !direct && err == nil {
+			// The eager sender has usually completed; if the receiver's
+			// abort record reached it first (a slow machine), it fails
+			// naming the receiver, whose error says why.
+			if r == 0 && !direct && (err == nil || errors.Is(err, launch.ErrP2PAborted) && strings.Contains(err.Error(), "rank 1")) {
 				continue
 			}
 			if !errors.Is(err, launch.ErrP2PMismatch) || !strings.Contains(err.Error(), "rank "+string(rune('1'-r))) {
