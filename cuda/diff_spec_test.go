@@ -128,6 +128,7 @@ func TestDifferentialSpecialized(t *testing.T) {
 				kernels[[2]int{k.Rank, int(k.DataType)}] = &device.Kernel{Key: sha256.Sum256(k.PTX), PTX: k.PTX}
 			}
 			used := 0
+			defer func() { specLaunches += used }() // (a failed case returns early)
 			gw.Kernels = func(l int, dt ir.DataType) *device.Kernel {
 				k := kernels[[2]int{l, int(dt)}]
 				if k != nil {
@@ -164,7 +165,6 @@ func TestDifferentialSpecialized(t *testing.T) {
 			if used == 0 {
 				t.Errorf("%s: no launch ran a specialised kernel", name)
 			}
-			specLaunches += used
 		})
 	}
 	fmt.Printf("DIFFSPEC %d bundles, %d cases, %d mismatched, %d specialised launches, %v\n", len(bs), total, wrong, specLaunches, time.Since(start).Round(time.Millisecond))

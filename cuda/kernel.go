@@ -154,10 +154,27 @@ type specKey struct {
 
 // specKernel returns the entry point of specialised module k (a bundle's:
 // device.Args.Kernel) loaded in the calling thread's current context ctx,
-// loading (and JIT-compiling) it on first use per context.
-func specKernel(ctx driver.Context, k *device.Kernel) (driver.Function, error) {
+// loading (and JIT-compiling) it on first use per context. With peers
+// (several ranks of this process share ctx), it loads k.Peers too, in the
+// same call: a load may wait for the context's running kernels, so every
+// rank's module must be in before any rank launches one, or the first
+// launch's kernel waits for a peer whose launch waits in the load for it
+// (docs/specialize.md, "At run time"). The functions are fully loaded
+// here (driver.Function.Load), not lazily at their first launch.
+func specKernel(ctx driver.Context, k *device.Kernel, peers bool) (driver.Function, error) {
 	modMu.Lock()
 	defer modMu.Unlock()
+	if peers {
+		for _, p := range k.Peers {
+			if _, err := specKernelLocked(ctx, p); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return specKernelLocked(ctx, k)
+}
+
+func specKernelLocked(ctx driver.Context, k *device.Kernel) (driver.Function, error) {
 	key := specKey{ctx, k.Key}
 	if fn, ok := specs[key]; ok {
 		return fn, nil
@@ -167,6 +184,9 @@ func specKernel(ctx driver.Context, k *device.Kernel) (driver.Function, error) {
 		return 0, fmt.Errorf("cuda: load specialised kernel: %w", err)
 	}
 	fn, err := mod.Function(SpecKernelName)
+	if err == nil {
+		err = fn.Load()
+	}
 	if err != nil {
 		mod.Unload()
 		return 0, err

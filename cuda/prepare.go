@@ -194,8 +194,10 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 		p.fn = k.fn(false)
 		if a.Kernel != nil {
 			// The table's specialised kernel (the bundle's): the same
-			// argument, its table compiled in.
-			if p.fn, err = specKernel(b.dev.Context(), a.Kernel); err != nil {
+			// argument, its table compiled in. With several ranks in this
+			// process, the other ranks' kernels are loaded with it (a load
+			// waits for the context's kernels: specKernel).
+			if p.fn, err = specKernel(b.dev.Context(), a.Kernel, b.shared.Load()); err != nil {
 				return err
 			}
 			p.spec = true

@@ -466,6 +466,13 @@ func (w *World) launchAll() error {
 	if req.Timeout > 0 {
 		timeout = req.Timeout
 	}
+	// Every rank's kernel is loaded before any is launched: a module load
+	// waits for the context's running kernels, and the ranks' kernels wait
+	// for each other (specKernel).
+	fns, err := w.fns()
+	if err != nil {
+		return err
+	}
 	for p := 0; p < w.n; p++ {
 		l := pl.Logical(p)
 		t := w.tables[l]
@@ -486,20 +493,47 @@ func (w *World) launchAll() error {
 			threads = w.Threads
 		}
 		threads = execThreads(threads)
-		fn := w.k.fn(w.units[p].runs != 0)
-		if w.Kernels != nil && w.units[p].runs == 0 {
-			if k := w.Kernels(l, req.DataType); k != nil {
-				var err error
-				if fn, err = specKernel(w.dev.Context(), k); err != nil {
-					return fmt.Errorf("rank %d: %w", p, err)
-				}
-			}
-		}
-		if err := launchKernel(fn, len(t.TBs), threads, w.streams[p], &a); err != nil {
+		if err := worldLaunch(fns[p], len(t.TBs), threads, w.streams[p], &a); err != nil {
 			return fmt.Errorf("rank %d: %w", p, err)
 		}
 	}
 	return nil
+}
+
+// fns are the kernels of the next launch, per physical rank: the
+// generic kernel's entry, or, where Kernels gives one and there is no
+// shared work, the rank's specialised kernel, loaded by specLoad (for
+// each rank before the launches: launchAll).
+func (w *World) fns() ([]driver.Function, error) {
+	fns := make([]driver.Function, w.n)
+	for p := range fns {
+		fns[p] = w.k.fn(w.units[p].runs != 0)
+		if w.Kernels == nil || w.units[p].runs != 0 {
+			continue
+		}
+		if k := w.Kernels(w.pl.Logical(p), w.req.DataType); k != nil {
+			var err error
+			if fns[p], err = specLoad(w.ctx(), k); err != nil {
+				return nil, fmt.Errorf("rank %d: %w", p, err)
+			}
+		}
+	}
+	return fns, nil
+}
+
+// specLoad and worldLaunch load a specialised kernel and launch a kernel
+// for a World (tests replace them).
+var specLoad = func(ctx driver.Context, k *device.Kernel) (driver.Function, error) {
+	return specKernel(ctx, k, false) // the World loads every rank's itself
+}
+
+var worldLaunch = launchKernel
+
+func (w *World) ctx() driver.Context {
+	if w.dev == nil {
+		return 0
+	}
+	return w.dev.Context()
 }
 
 // sync waits for every rank's stream and returns the kernels' failures.

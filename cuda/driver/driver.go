@@ -60,7 +60,7 @@ enum {
   F_cuThreadExchangeStreamCaptureMode,
   // Optional from here on: a driver without them loads, and the calls
   // that need them fail (driver lacks ...).
-  F_cuStreamWriteValue32, F_cuStreamWaitValue32,
+  F_cuStreamWriteValue32, F_cuStreamWaitValue32, F_cuFuncLoad,
   F_COUNT
 };
 enum { F_OPTIONAL = F_cuStreamWriteValue32 };
@@ -81,7 +81,7 @@ static const char* th_names[] = {
   "cuStreamBeginCapture", "cuStreamEndCapture", "cuGraphInstantiateWithFlags", "cuGraphLaunch",
   "cuGraphExecDestroy", "cuGraphDestroy", "cuOccupancyMaxActiveBlocksPerMultiprocessor",
   "cuThreadExchangeStreamCaptureMode",
-  "cuStreamWriteValue32", "cuStreamWaitValue32",
+  "cuStreamWriteValue32", "cuStreamWaitValue32", "cuFuncLoad",
 };
 
 // The _v2 names dlsym falls back to when cuGetProcAddress is missing.
@@ -97,6 +97,9 @@ static const char* th_v2[] = {
   // are on without the NVreg_EnableStreamMemOPs module parameter the
   // first ones needed; cuGetProcAddress at 12.0 returns them.
   "cuStreamWriteValue32_v2", "cuStreamWaitValue32_v2",
+  // cuFuncLoad is CUDA 12.4's: asked for 12.0's ABI, cuGetProcAddress
+  // may not return it, so dlsym looks for it by its own name.
+  "cuFuncLoad",
 };
 
 _Static_assert(sizeof(th_names) / sizeof(th_names[0]) == F_COUNT, "th_names");
@@ -337,6 +340,7 @@ static CUresult th_cuGetErrorString(CUresult e, const char** s) { return FN(CUre
 static CUresult th_cuFuncSetAttribute(CUfunction f, int a, int v) { return FN(CUresult(*)(CUfunction, int, int), F_cuFuncSetAttribute)(f, a, v); }
 static CUresult th_cuThreadExchangeStreamCaptureMode(int* mode) { return FN(CUresult(*)(int*), F_cuThreadExchangeStreamCaptureMode)(mode); }
 static CUresult th_cuOccupancy(int* n, CUfunction f, int block, size_t smem) { return FN(CUresult(*)(int*, CUfunction, int, size_t), F_cuOccupancyMaxActiveBlocksPerMultiprocessor)(n, f, block, smem); }
+static CUresult th_cuFuncLoad(CUfunction f) { return FN(CUresult(*)(CUfunction), F_cuFuncLoad)(f); }
 static CUresult th_cuFuncGetAttribute(int* v, int a, CUfunction f) { return FN(CUresult(*)(int*, int, CUfunction), F_cuFuncGetAttribute)(v, a, f); }
 static CUresult th_cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream st) { return FN(CUresult(*)(CUdeviceptr, unsigned char, size_t, CUstream), F_cuMemsetD8Async)(d, v, n, st); }
 typedef void* CUgraph;
@@ -845,6 +849,23 @@ func (f Function) Attribute(attr int) (int, error) {
 	var v C.int
 	err := check("cuFuncGetAttribute", C.th_cuFuncGetAttribute(&v, C.int(attr), handle[C.CUfunction](uintptr(f))))
 	return int(v), err
+}
+
+// Load finishes loading f into its context now (cuFuncLoad, CUDA 12.4;
+// with an older driver, a read of its register count, which needs the
+// loaded function). Under lazy loading (CUDA_MODULE_LOADING=LAZY, the
+// default since CUDA 12.2) cuModuleGetFunction may return a partially
+// loaded function whose first launch completes the load, and a load may
+// synchronize the context: a launch that waits there for a kernel of the
+// same context that is itself waiting for this launch's kernel never
+// returns (until that kernel's timeout). A caller that launches kernels
+// which wait for each other loads them all first.
+func (f Function) Load() error {
+	if C.th_has(C.F_cuFuncLoad) != 0 {
+		return check("cuFuncLoad", C.th_cuFuncLoad(handle[C.CUfunction](uintptr(f))))
+	}
+	_, err := f.Attribute(FuncAttrNumRegs)
+	return err
 }
 
 // MaxActiveBlocksPerSM is how many blocks of f with block threads and

@@ -458,6 +458,13 @@ type Kernel struct {
 	// PTX is the module (CUDA: sm_80 PTX whose one entry takes the generic
 	// executor's launch argument).
 	PTX []byte
+	// Peers are the other ranks' kernels of the same table set and
+	// datatype. A backend whose context several ranks of this process
+	// share loads them with this one, before this rank's first launch of
+	// it: loading a module may wait for the context's running kernels, and
+	// a peer's kernel already running waits for this rank's (CUDA: the
+	// first launches of a 2-rank World timed out on the H200).
+	Peers []*Kernel
 }
 
 // OpTracer is implemented by backends whose launches can record when each

@@ -27,6 +27,9 @@ func (b *recording) Prepare(a *device.Args) (device.Prepared, error) {
 	k := "none"
 	if a.Kernel != nil {
 		k = string(a.Kernel.PTX)
+		for _, p := range a.Kernel.Peers {
+			k += ", peer " + string(p.PTX)
+		}
 	}
 	b.seen[fmt.Sprintf("%d %v", a.Rank, a.DataType)] = k
 	b.mu.Unlock()
@@ -35,7 +38,10 @@ func (b *recording) Prepare(a *device.Args) (device.Prepared, error) {
 
 // TestSpecializedKernelsReachPrepare: a bundle's specialised kernels reach
 // the backend's Prepare for the rank (the logical rank's kernel) and
-// datatype they were built for, nothing for other datatypes, and nothing
+// datatype they were built for, with the other ranks' kernels of the
+// datatype as its peers (a backend that several ranks of the process
+// share loads them all before the first launch: device.Kernel.Peers),
+// nothing for other datatypes, and nothing
 // with GenericOnly (THESEUS_SPECIALIZED=0); the host backend ignores them
 // and computes the same results.
 func TestSpecializedKernelsReachPrepare(t *testing.T) {
@@ -57,7 +63,7 @@ func TestSpecializedKernelsReachPrepare(t *testing.T) {
 				}
 			}
 			for r := range n {
-				want := fmt.Sprintf("ptx of rank %d", r)
+				want := fmt.Sprintf("ptx of rank %d, peer ptx of rank %d", r, 1-r)
 				if generic {
 					want = "none"
 				}

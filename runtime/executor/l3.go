@@ -322,6 +322,21 @@ func (e *Executor) kernel(ent *l1Entry, dt ir.DataType) (*device.Kernel, error) 
 	var k *device.Kernel
 	if ptx != nil {
 		k = &device.Kernel{Key: sha256.Sum256(ptx), PTX: ptx}
+		// The other ranks' kernels: a backend shared by several ranks of
+		// this process loads them all before the first launch of any
+		// (device.Kernel.Peers).
+		for r := range e.n {
+			if r == ent.logical {
+				continue
+			}
+			p, err := ent.sched.Bundle.Kernel(r, dt)
+			if err != nil {
+				return nil, err
+			}
+			if p != nil {
+				k.Peers = append(k.Peers, &device.Kernel{Key: sha256.Sum256(p), PTX: p})
+			}
+		}
 	}
 	if ent.kernels == nil {
 		ent.kernels = map[ir.DataType]*device.Kernel{}
