@@ -160,9 +160,10 @@ func (b *Backend) Prepare(a *device.Args) (device.Prepared, error) {
 	p := &prepared{b: b, arg: newLaunch(), grid: len(t.TBs), threads: t.NumThreads, in: a.StageIn, out: a.StageOut,
 		staged: len(a.StageIn)+len(a.StageOut) > 0}
 	if p.threads <= 0 {
-		p.threads = tableThreads(t, a.Count*int64(a.DataType.Size()))
+		p.threads = tableThreads(t, a.Count*int64(a.DataType.Size())) // (at most ExecMaxThreads)
+	} else {
+		p.threads = execThreads(p.threads)
 	}
-	p.threads = execThreads(p.threads)
 	if p.grid == 0 {
 		p.grid = 1 // a table without threadblocks still publishes done
 	}

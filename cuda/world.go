@@ -378,11 +378,7 @@ func (w *World) checkResident() error {
 	}
 	blocks := map[int]int{} // threads per block -> blocks, all ranks
 	for _, t := range w.tables {
-		threads := t.NumThreads
-		if threads <= 0 {
-			threads = w.Threads
-		}
-		threads = execThreads(threads)
+		threads := w.threadsOf(t)
 		blocks[threads] += max(len(t.TBs), 1)
 	}
 	return residentFit(blocks, sms, func(threads int) (int, error) { return w.k.exec.MaxActiveBlocksPerSM(threads, 0) })
@@ -488,16 +484,22 @@ func (w *World) launchAll() error {
 			fillHalf(&a, w.sizes[p].Scratch/2)
 		}
 		fillUnits(&a, w.units[p])
-		threads := t.NumThreads
-		if threads <= 0 {
-			threads = w.Threads
-		}
-		threads = execThreads(threads)
+		threads := w.threadsOf(t)
 		if err := worldLaunch(fns[p], len(t.TBs), threads, w.streams[p], &a); err != nil {
 			return fmt.Errorf("rank %d: %w", p, err)
 		}
 	}
 	return nil
+}
+
+// threadsOf is the threads per threadblock of t's launches: its own, else
+// w.Threads, at most ExecMaxThreads.
+func (w *World) threadsOf(t *optable.Table) int {
+	n := t.NumThreads
+	if n <= 0 {
+		n = w.Threads
+	}
+	return execThreads(n)
 }
 
 // fns are the kernels of the next launch, per physical rank: the

@@ -751,18 +751,10 @@ func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, rec
 		}
 		return pr
 	}
-	// gen is the generation of the allocation holding receive buffer i of
-	// the walk (p2pRecvRegions; 0: none), recorded for the plan's check;
-	// post the id under which it was offered to peer q (0: not offered,
-	// the FIFO serves it), recorded for rebases.
-	gen := func(i int, p device.Ptr, nb int64) uint64 {
-		g := e.p2p.regs[i]
-		if nb == 0 || !g.ok {
-			return 0
-		}
-		plan.recvs = append(plan.recvs, p2pIdent{p, nb, g.reg.Gen})
-		return g.reg.Gen
-	}
+	// gen is p2pRecvIdent into the plan; post the id under which the
+	// allocation was offered to peer q (0: not offered, the FIFO serves
+	// it), recorded for rebases.
+	gen := func(i int, p device.Ptr, nb int64) uint64 { return e.p2pRecvIdent(plan, i, p, nb) }
 	post := func(q int, g uint64) uint64 {
 		id := e.p2pPost(q, g)
 		ent.posts = append(ent.posts, id)
@@ -855,6 +847,18 @@ func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, rec
 	return ent, nil
 }
 
+// p2pRecvIdent returns the generation of the allocation holding receive
+// buffer i of the walk (p2pRecvRegions: p, nb bytes; 0 when it lies in
+// none or moves nothing) and records it in plan for the plan's check.
+func (e *Executor) p2pRecvIdent(plan *P2PPlan, i int, p device.Ptr, nb int64) uint64 {
+	g := e.p2p.regs[i]
+	if nb == 0 || !g.ok {
+		return 0
+	}
+	plan.recvs = append(plan.recvs, p2pIdent{p, nb, g.reg.Gen})
+	return g.reg.Gen
+}
+
 // p2pPost is the offer id a receive into an allocation of generation g
 // (0: none) from peer q posts: the id under which it was offered to q, 0
 // when it was not (the FIFO serves it).
@@ -897,18 +901,9 @@ func (e *Executor) p2pRebase(rb device.P2PRebaser, base *p2pL3, r *P2PRequest) *
 	}{}
 	plan := &x.plan
 	*plan = P2PPlan{gen: base.gen, params: r.Params, sends: base.plan.sends, recvs: x.idents[:0], l3: &x.ent}
-	// ident is the generation of the allocation holding receive buffer i
-	// of the walk (0: none), recorded for the plan's check (as p2pSetup's
-	// gen); posts reports whether a receive into it from peer q posts what
-	// base's next receive posts.
-	ident := func(i int, p device.Ptr, nb int64) uint64 {
-		gr := e.p2p.regs[i]
-		if nb == 0 || !gr.ok {
-			return 0
-		}
-		plan.recvs = append(plan.recvs, p2pIdent{p, nb, gr.reg.Gen})
-		return gr.reg.Gen
-	}
+	// ident is p2pRecvIdent into the plan; posts reports whether a
+	// receive into it from peer q posts what base's next receive posts.
+	ident := func(i int, p device.Ptr, nb int64) uint64 { return e.p2pRecvIdent(plan, i, p, nb) }
 	k := 0 // base.posts
 	posts := func(q int, g uint64) bool {
 		ok := k < len(base.posts) && e.p2pPost(q, g) == base.posts[k]

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"runtime"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/theseus-ccl/theseus/examples/contexts"
+	"github.com/theseus-ccl/theseus/internal/ranks"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/device/devicetest"
 	"github.com/theseus-ccl/theseus/runtime/host"
@@ -211,37 +211,28 @@ func benchP2PCall(b *testing.B, backend, dir string, steps int) {
 	}
 	host := make([]time.Duration, n)
 	run := func(calls int, timed bool) error {
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for r := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for done := 0; done < calls; {
-					k := calls - done
-					if dl == nil {
-						k = min(k, p2pBenchBatch)
-					}
-					t0 := time.Now()
-					for range k {
-						if err := call(r); err != nil {
-							errs[r] = err
-							return
-						}
-					}
-					if timed {
-						host[r] += time.Since(t0)
-					}
-					if err := streams[r].Synchronize(); err != nil {
-						errs[r] = err
-						return
-					}
-					done += k
+		return errors.Join(ranks.Each(n, func(r int) error {
+			for done := 0; done < calls; {
+				k := calls - done
+				if dl == nil {
+					k = min(k, p2pBenchBatch)
 				}
-			}()
-		}
-		wg.Wait()
-		return errors.Join(errs...)
+				t0 := time.Now()
+				for range k {
+					if err := call(r); err != nil {
+						return err
+					}
+				}
+				if timed {
+					host[r] += time.Since(t0)
+				}
+				if err := streams[r].Synchronize(); err != nil {
+					return err
+				}
+				done += k
+			}
+			return nil
+		})...)
 	}
 	if err := run(100, false); err != nil { // connections, offers, imports
 		b.Fatal(err)

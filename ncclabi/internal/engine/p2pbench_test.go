@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/theseus-ccl/theseus/examples/contexts"
+	"github.com/theseus-ccl/theseus/internal/ranks"
 	"github.com/theseus-ccl/theseus/ncclabi/internal/abi"
 	"github.com/theseus-ccl/theseus/runtime/device/devicetest"
 	"github.com/theseus-ccl/theseus/runtime/env"
@@ -227,38 +228,30 @@ func benchP2PPath(b *testing.B, backend, level string, steps int) {
 	var pos [n]int
 	var wall, cpu [n]time.Duration
 	run := func(calls int, timed bool) {
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for r := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				runtime.LockOSThread()
-				defer runtime.UnlockOSThread()
-				for done := 0; done < calls; {
-					k := min(benchBatch, calls-done)
-					t0, c0 := time.Now(), threadCPU()
-					for range k {
-						off := uintptr(pos[r] * bytes)
-						pos[r] = (pos[r] + 1) % steps
-						if err := group[r](off); err != nil {
-							errs[r] = err
-							return
-						}
+		errs := ranks.Each(n, func(r int) error {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			for done := 0; done < calls; {
+				k := min(benchBatch, calls-done)
+				t0, c0 := time.Now(), threadCPU()
+				for range k {
+					off := uintptr(pos[r] * bytes)
+					pos[r] = (pos[r] + 1) % steps
+					if err := group[r](off); err != nil {
+						return err
 					}
-					if timed {
-						wall[r] += time.Since(t0)
-						cpu[r] += threadCPU() - c0
-					}
-					if err := wait[r](); err != nil {
-						errs[r] = err
-						return
-					}
-					done += k
 				}
-			}()
-		}
-		wg.Wait()
+				if timed {
+					wall[r] += time.Since(t0)
+					cpu[r] += threadCPU() - c0
+				}
+				if err := wait[r](); err != nil {
+					return err
+				}
+				done += k
+			}
+			return nil
+		})
 		for r, err := range errs {
 			if err != nil {
 				b.Fatalf("rank %d: %v", r, err)
