@@ -77,17 +77,32 @@ DEV Place port_where(const Ctx& c, const theseus_ref& r, i64 t, i64 s, int& k) {
 // thread 0 posts one put per run of contiguous chunks and waits until the
 // proxy is done with the last (its source may be overwritten afterwards).
 // Packet sources are waited for first (every flag of this launch), then
-// moved as raw packets.
+// moved as raw packets. Every thread of the block waits for its share of
+// the packets (a strided subset, as the LL reduces read them): one thread
+// reading a chunk's packets one after the other paid a load latency per
+// 16 bytes, the LL one-shot's 32 KiB about 1 ms across nodes on the H200.
 DEV void port_put(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
-  bar();  // every thread's writes of the sources before thread 0 posts
-  if (tid() != 0) return;
-  fence_sys();
   const theseus_ref* r = T_REFS(c) + (op.ref_start - T_REF_BASE(c));
   const theseus_ref src = r[0], dst = r[1];
+  const bool pkt = (src.flags & THESEUS_REF_PACKET) != 0;
+  if (pkt) {
+    const bool ll8 = c.L->ll8 != 0;
+    const i64 step8 = ll8 ? 8 : 16, nt = (i64)nthreads() * step8;
+    for (i64 t = 0; t < op.count && !s_fail; t++) {
+      int ks;
+      const Place ps = port_where(c, src, t, s, ks);
+      for (i64 o = (i64)tid() * step8; o < c.chunkB; o += nt) {
+        u32 d0, d1;
+        if (!read_packet(c, ps.p + o, ll8, c.flag, d0, d1, step, s)) break;
+      }
+    }
+  }
+  bar();  // every thread's writes of the sources (and its packets' flags) before thread 0 posts
+  if (tid() != 0 || s_fail) return;
+  fence_sys();
   const i32 ch = dst.channel;
   const theseus_port_rt* p = port_rt(c, ch);
   const theseus_port_launch* pl = port_launch(c);
-  const bool pkt = (src.flags & THESEUS_REF_PACKET) != 0;
   const i64 strideB = c.L->stride * c.es;
   theseus_port_desc run = {};
   bool on = false, any = false;
@@ -112,13 +127,7 @@ DEV void port_put(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
     const Place pd = port_where(c, dst, t, s, kd);
     i64 n;
     if (pkt) {
-      n = c.chunkB;
-      const bool ll8 = c.L->ll8 != 0;
-      const i64 step8 = ll8 ? 8 : 16;
-      for (i64 o = 0; o < n; o += step8) {
-        u32 d0, d1;
-        if (!read_packet(c, ps.p + o, ll8, c.flag, d0, d1, step, s)) return;
-      }
+      n = c.chunkB;  // (its packets are there: above)
     } else {
       n = strideB;
       if (ps.bytes >= 0 && ps.bytes < n) n = ps.bytes;
