@@ -266,17 +266,37 @@ type Stats struct {
 	// endpoint's lanes are not ordered by a fence (orderedByFence).
 	OrderFlushes uint64
 	Flushes      uint64
+	// The staged path's time in the proxy's goroutine (nanoseconds):
+	// starting or making staging copies (StageCopies of them), waiting for
+	// batched copies (BatchStager.Sync), and waiting for a piece's earlier
+	// put before copying into it again.
+	StageCopies, StageCopyNs, StageSyncNs, StageWaitNs uint64
+	// ExecNs: the time the proxy's goroutine spent executing descriptors
+	// (nanoseconds; the staging times above are part of it).
+	ExecNs uint64
 }
 
 type statCounters struct {
 	desc, direct, staged, bytes, stagedBytes, signals, fences, orderFlushes, flushes atomic.Uint64
+	stageCopies, stageCopyNs, stageSyncNs, stageWaitNs, execNs                       atomic.Uint64
+}
+
+// String is Stats for a log line: counts, bytes, and the staged path's
+// times in microseconds.
+func (s Stats) String() string {
+	us := func(ns uint64) float64 { return float64(ns) / 1e3 }
+	return fmt.Sprintf("%d descriptors, %d puts direct and %d staged (%d of %d bytes), %d signals, %d fences, %d order flushes, %d flushes; "+
+		"executing %.0f us; staging: %d copies %.0f us, sync %.0f us, piece waits %.0f us",
+		s.Descriptors, s.DirectPuts, s.StagedPuts, s.StagedBytes, s.PutBytes, s.Signals, s.Fences, s.OrderFlushes, s.Flushes,
+		us(s.ExecNs), s.StageCopies, us(s.StageCopyNs), us(s.StageSyncNs), us(s.StageWaitNs))
 }
 
 // Stats returns the Conn's counters (which path its puts took).
 func (c *Conn) Stats() Stats {
 	s := &c.stats
 	return Stats{Descriptors: s.desc.Load(), DirectPuts: s.direct.Load(), StagedPuts: s.staged.Load(), PutBytes: s.bytes.Load(),
-		StagedBytes: s.stagedBytes.Load(), Signals: s.signals.Load(), Fences: s.fences.Load(), OrderFlushes: s.orderFlushes.Load(), Flushes: s.flushes.Load()}
+		StagedBytes: s.stagedBytes.Load(), Signals: s.signals.Load(), Fences: s.fences.Load(), OrderFlushes: s.orderFlushes.Load(), Flushes: s.flushes.Load(),
+		StageCopies: s.stageCopies.Load(), StageCopyNs: s.stageCopyNs.Load(), StageSyncNs: s.stageSyncNs.Load(), StageWaitNs: s.stageWaitNs.Load(), ExecNs: s.execNs.Load()}
 }
 
 // drain executes the FIFO's ready descriptors (at most a batch) in the
@@ -331,7 +351,9 @@ func (c *Conn) drain() (work, busy bool) {
 		}
 		c.stats.desc.Add(1)
 		if c.failed.Load() == nil {
+			t0 := time.Now()
 			c.exec(d, d.Op)
+			c.stats.execNs.Add(uint64(time.Since(t0)))
 		}
 		if c.pending != nil {
 			break
@@ -418,7 +440,7 @@ func (c *Conn) flushStaged() {
 		st.batch = st.batch[:0]
 		return
 	}
-	if err := st.flush(); err != nil {
+	if err := st.flush(&c.stats); err != nil {
 		c.fail(&Error{Rank: c.rank, Peer: pe.rank, Op: fmt.Sprintf("staged put (before descriptor %d)", c.next), Err: c.peerErr(pe, err)})
 	}
 }

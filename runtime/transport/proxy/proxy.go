@@ -767,6 +767,9 @@ func (c *Conn) Close() error {
 	}
 	c.p.mu.Unlock()
 	c.p.loopMu.Unlock()
+	if st := c.Stats(); st.Descriptors > 0 {
+		log.Infof(log.Net, "rank %d: NET/UCX connection closed: %s", c.rank, st)
+	}
 	c.release()
 	return nil
 }

@@ -159,19 +159,26 @@ func (s *stager) put(c *Conn, pe *peer, src uintptr, n int, raddr uint64, rk *uc
 		s.turn = (s.turn + 1) % len(s.reqs)
 		if len(s.batch) > 0 && s.batch[0].h == h {
 			// Every piece holds a copy of this round: put them first.
-			if err := s.flush(); err != nil {
+			if err := s.flush(&c.stats); err != nil {
 				return err
 			}
 		}
 		if r := s.reqs[h]; r != nil {
 			s.reqs[h] = nil
-			if err := r.Wait(time.Now().Add(c.p.timeout)); err != nil {
+			t0 := time.Now()
+			err := r.Wait(t0.Add(c.p.timeout))
+			c.stats.stageWaitNs.Add(uint64(time.Since(t0)))
+			if err != nil {
 				return err
 			}
 		}
 		dst := unsafe.Add(s.blk.Ptr, h*s.piece)
+		c.stats.stageCopies.Add(1)
 		if s.bs != nil {
-			if err := s.bs.ToHostAsync(dst, src+uintptr(off), k); err != nil {
+			t0 := time.Now()
+			err := s.bs.ToHostAsync(dst, src+uintptr(off), k)
+			c.stats.stageCopyNs.Add(uint64(time.Since(t0)))
+			if err != nil {
 				return err
 			}
 			s.batch = append(s.batch, stagedPiece{h: h, n: k, pe: pe, raddr: raddr + uint64(off), rk: rk})
@@ -179,13 +186,16 @@ func (s *stager) put(c *Conn, pe *peer, src uintptr, n int, raddr uint64, rk *uc
 			if len(s.batch) >= max(1, len(s.reqs)/2) {
 				// Half the ring copied: put it, so that the wire carries one
 				// half while the copies fill the other.
-				if err := s.flush(); err != nil {
+				if err := s.flush(&c.stats); err != nil {
 					return err
 				}
 			}
 			continue
 		}
-		if err := s.s.ToHost(dst, src+uintptr(off), k); err != nil {
+		t0 := time.Now()
+		err := s.s.ToHost(dst, src+uintptr(off), k)
+		c.stats.stageCopyNs.Add(uint64(time.Since(t0)))
+		if err != nil {
 			return err
 		}
 		r, err := pe.ep.PutTracked(uintptr(dst), k, raddr+uint64(off), rk, s.mem)
@@ -203,13 +213,16 @@ func (s *stager) put(c *Conn, pe *peer, src uintptr, n int, raddr uint64, rk *uc
 // before a descriptor's signal or flush (which must follow the channel's
 // puts) and before it publishes the tail (a staged put's descriptor is
 // done once its source is copied).
-func (s *stager) flush() error {
+func (s *stager) flush(st *statCounters) error {
 	if len(s.batch) == 0 {
 		return nil
 	}
 	b := s.batch
 	s.batch = s.batch[:0]
-	if err := s.bs.Sync(); err != nil {
+	t0 := time.Now()
+	err := s.bs.Sync()
+	st.stageSyncNs.Add(uint64(time.Since(t0)))
+	if err != nil {
 		return err
 	}
 	for _, p := range b {
