@@ -151,6 +151,7 @@ func portRecords(a *device.Args, rts []ChanRT) []byte {
 	off := portLaunchBytes
 	pl.ends = C.uint64_t(off)
 	k := 0
+	stage := a.PortStage != nil && len(ends) > 0
 	for i := range a.Ends {
 		e := &a.Ends[i]
 		if e.Port == nil {
@@ -171,6 +172,11 @@ func portRecords(a *device.Args, rts []ChanRT) []byte {
 			rt.mirror_base = C.uint64_t(a.PortMirror.Mem.Dev)
 			rt.mirror_region = C.uint16_t(p.Mirror.Region)
 		}
+		if p.Stage.Size > 0 {
+			rt.stage_region = C.uint16_t(p.Stage.Region)
+		} else {
+			stage = false // an end whose connection lacks the buffer: the proxy stages
+		}
 		rts[i].peer_inbound = 0
 		k++
 		rts[i].port = C.int32_t(k)
@@ -188,6 +194,11 @@ func portRecords(a *device.Args, rts []ChanRT) []byte {
 		fr.peer = C.int32_t(f.Peer)
 	}
 	off += len(a.PortFence) * portFenceBytes
+	if st := a.PortStage; stage {
+		pl.stage = C.uint64_t(st.Mem.Dev)
+		pl.stage_tbs = C.int32_t(st.TBs)
+		pl.stage_tb_bytes = C.int64_t(st.TBBytes)
+	}
 	if m := a.PortMirror; m != nil {
 		pl.mirror = C.uint64_t(m.Mem.Dev)
 		pl.mirror_map = C.uint64_t(off)

@@ -603,6 +603,25 @@ NOINLINE void copy_vec(const char* s, char* d, i64 nvec) {
   }
 }
 
+// copy_bytes copies n bytes with every thread of the block: 16-byte vectors
+// between a head and a tail when the two addresses agree modulo 16, else
+// byte by byte (any alignment works; unequal ones are slower). The point-to-point
+// engine's chunks and the port channels' kernel staging use it.
+DEV void copy_bytes(char* d, const char* s, i64 n) {
+  if (n <= 0) return;
+  const u32 th = tid(), nt = nthreads();
+  if ((((u64)d ^ (u64)s) & 15) == 0) {
+    i64 head = (i64)((16 - ((u64)s & 15)) & 15);
+    if (head > n) head = n;
+    for (i64 i = th; i < head; i += nt) d[i] = s[i];
+    const i64 nvec = (n - head) / 16;
+    if (nvec > 0) copy_vec(s + head, d + head, nvec);
+    for (i64 i = head + nvec * 16 + th; i < n; i += nt) d[i] = s[i];
+    return;
+  }
+  for (i64 i = th; i < n; i += nt) d[i] = s[i];
+}
+
 template <int T, int OP>
 DEV v4 combine2(v4 a, v4 b) {
   typedef typename Tr<T>::E E;

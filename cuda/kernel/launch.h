@@ -160,6 +160,8 @@ typedef struct theseus_port_rt {
   uint16_t channel;      /* the connection's channel of this end */
   uint16_t dst_region[3];
   uint16_t mirror_region; /* the mirror as a region of the connection */
+  uint16_t stage_region;  /* the kernel staging buffer (theseus_port_launch.stage) as a region of the connection */
+  uint16_t reserved[3];
 } theseus_port_rt;
 
 /* A fence with a peer on another node: signal channel, then wait until
@@ -183,7 +185,15 @@ typedef struct theseus_port_launch {
   int64_t mirror_chunks; /* bits in mirror_map */
   int64_t mirror_bytes;  /* the mirror's size (the scratch's) */
   int32_t nfence;
-  int32_t reserved;
+  /* Kernel staging (the staged path, docs/transport.md "Staging vs
+   * direct"): threadblock tb < stage_tbs copies what it puts from device
+   * memory into its stage_tb_bytes of stage (pinned host memory mapped
+   * into the device: byte tb x stage_tb_bytes on), in two halves used in
+   * turn, and puts from there; the proxy makes no copy. 0: off (the
+   * proxy stages). */
+  int32_t stage_tbs;
+  uint64_t stage;        /* device address of the staging buffer's byte 0 */
+  int64_t stage_tb_bytes;
 } theseus_port_launch;
 
 /* The op records of traced launches (docs/trace.md): a header, then cap

@@ -61,24 +61,6 @@ DEV i64 p2p_share(i64 total, int ch) {
   return b;
 }
 
-// p2p_copy copies n bytes with every thread of the block: 16-byte vectors
-// between a head and a tail when the two addresses agree modulo 16, else
-// byte by byte (any alignment works; unequal ones are slower).
-DEV void p2p_copy(char* d, const char* s, i64 n) {
-  if (n <= 0) return;
-  const u32 th = tid(), nt = nthreads();
-  if ((((u64)d ^ (u64)s) & 15) == 0) {
-    i64 head = (i64)((16 - ((u64)s & 15)) & 15);
-    if (head > n) head = n;
-    for (i64 i = th; i < head; i += nt) d[i] = s[i];
-    const i64 nvec = (n - head) / 16;
-    if (nvec > 0) copy_vec(s + head, d + head, nvec);
-    for (i64 i = head + nvec * 16 + th; i < n; i += nt) d[i] = s[i];
-    return;
-  }
-  for (i64 i = th; i < n; i += nt) d[i] = s[i];
-}
-
 // ---- Helping (docs/p2p.md, "Helping"): a send lane's direct copy is
 // shared with this rank's idle receive lanes. Kernel-local: the bytes
 // written, the records and the order of the headers are the protocol's.
@@ -151,7 +133,7 @@ DEV void p2p_copy_piece(const p2p_job& J, i64 p) {
   const i64 t1 = (p + 1) * J.g < J.nrest ? (p + 1) * J.g : J.nrest;
   for (i64 t = p * J.g; t < t1; t++) {
     const i64 lo = (J.j0 + t * J.used) * C, len = J.total - lo < C ? J.total - lo : C;
-    p2p_copy(J.dst + lo, J.src + lo, len);
+    copy_bytes(J.dst + lo, J.src + lo, len);
   }
 }
 
@@ -465,7 +447,7 @@ DEV bool p2p_send_peer(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
         break;
       }
       const int k = (int)(sent % N);
-      p2p_copy(p2p_data(remote, ch, k), src + lo, len);
+      copy_bytes(p2p_data(remote, ch, k), src + lo, len);
       bar();  // every thread's data before the header
       if (tid() == 0) {
         p2p_publish(p2p_hdr(remote, ch, k), sent + 1, tseq, total, lo, len, THESEUS_P2P_KIND_DATA, x.dtype);
@@ -581,7 +563,7 @@ DEV bool p2p_recv_peer(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
       const i64 off = s_poff, len = s_plen;
       bar();  // every thread has them before thread 0 may write the next
       if (!direct) {
-        p2p_copy(dst + off, p2p_data(local, ch, k), len);
+        copy_bytes(dst + off, p2p_data(local, ch, k), len);
         bar();  // every thread's reads of the slot before the credit
       }
       recvd++;
@@ -689,7 +671,7 @@ NOINLINE bool p2p_send_port(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
       bar();
       if (s_fail) return false;
       const int k = (int)(sent % N);
-      p2p_copy(p2p_data(remote, ch, k), src + lo, len);
+      copy_bytes(p2p_data(remote, ch, k), src + lo, len);
       bar();  // every thread's data before the header and its put
       if (tid() == 0) {
         p2p_publish(p2p_hdr(remote, ch, k), sent + 1, tseq, total, lo, len, THESEUS_P2P_KIND_DATA, x.dtype);
@@ -766,7 +748,7 @@ NOINLINE bool p2p_recv_port(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
       if (s_fail) return false;
       const i64 off = s_poff, len = s_plen;
       bar();  // every thread has them before thread 0 may write the next
-      p2p_copy(dst + off, p2p_data(local, ch, k), len);
+      copy_bytes(dst + off, p2p_data(local, ch, k), len);
       bar();  // every thread's reads of the slot before the credit
       recvd++;
       if (tid() == 0) {
@@ -886,7 +868,7 @@ extern "C" __global__ void __launch_bounds__(THESEUS_P2P_MAX_THREADS) theseus_p2
       if (ch >= used || src == dst) continue;
       for (i64 j = ch; j * P.chunk_bytes < n; j += used) {
         const i64 lo = j * P.chunk_bytes, len = n - lo < P.chunk_bytes ? n - lo : P.chunk_bytes;
-        p2p_copy(dst + lo, src + lo, len);
+        copy_bytes(dst + lo, src + lo, len);
       }
     }
     const theseus_p2p_peer* peers = (const theseus_p2p_peer*)P.peers;

@@ -74,13 +74,24 @@ DEV Place port_where(const Ctx& c, const theseus_ref& r, i64 t, i64 s, int& k) {
 
 // port_put runs a copy of one local ref to one ref of a peer on another
 // node (the verifier's TS0116 rule: nothing else goes through the proxy):
-// thread 0 posts one put per run of contiguous chunks and waits until the
-// proxy is done with the last (its source may be overwritten afterwards).
-// Packet sources are waited for first (every flag of this launch), then
-// moved as raw packets. Every thread of the block waits for its share of
-// the packets (a strided subset, as the LL reduces read them): one thread
-// reading a chunk's packets one after the other paid a load latency per
-// 16 bytes, the LL one-shot's 32 KiB about 1 ms across nodes on the H200.
+// one put per run of contiguous chunks, posted by thread 0, which waits
+// until the proxy is done with the last (its source may be overwritten
+// afterwards). Packet sources are waited for first (every flag of this
+// launch), then moved as raw packets: every thread of the block waits for
+// its share of the packets (a strided subset, as the LL reduces read
+// them; one thread reading a chunk's packets one after the other paid a
+// load latency per 16 bytes, the LL one-shot's 32 KiB about 1 ms across
+// nodes on the H200).
+//
+// Kernel staging (pl->stage, the staged path): a source in device memory
+// is copied by the block into its area of the staging buffer (pinned host
+// memory mapped here), two halves used in turn, and put from there: a
+// half is posted when it is full or the destination stops being
+// contiguous, and filled again once its previous put is done. The proxy
+// then makes no staging copy (a device-to-host copy and its
+// synchronisation cost the proxy about 200 us each under MPS while the
+// kernel ran: bench/results/2026-12-02-h200-sixteenth, call B). A source
+// in the mirror (host memory already) is put from there.
 DEV void port_put(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
   const theseus_ref* r = T_REFS(c) + (op.ref_start - T_REF_BASE(c));
   const theseus_ref src = r[0], dst = r[1];
@@ -98,28 +109,50 @@ DEV void port_put(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
     }
   }
   bar();  // every thread's writes of the sources (and its packets' flags) before thread 0 posts
-  if (tid() != 0 || s_fail) return;
-  fence_sys();
+  if (s_fail) return;
   const i32 ch = dst.channel;
   const theseus_port_rt* p = port_rt(c, ch);
   const theseus_port_launch* pl = port_launch(c);
   const i64 strideB = c.L->stride * c.es;
+  const bool kst = pl->stage != 0 && (i64)c.tb < (i64)pl->stage_tbs;
+  const i64 half = kst ? pl->stage_tb_bytes / 2 : 0;
+  char* area = kst ? (char*)(pl->stage + (u64)c.tb * (u64)pl->stage_tb_bytes) : nullptr;
+  const u64 area_off = (u64)c.tb * (u64)pl->stage_tb_bytes;  // its byte offset in the stage region
+  // The put being built (every thread tracks it alike; thread 0 posts).
   theseus_port_desc run = {};
-  bool on = false, any = false;
-  u64 last = 0;
+  bool on = false, staged = false;
+  int h = 0;     // the half being filled
+  i64 fill = 0;  // its bytes
+  // Thread 0's: the last ticket, and each half's last put.
+  bool any = false;
+  u64 last = 0, tick[2] = {0, 0};
+  bool used[2] = {false, false};
+  // post publishes run (every thread calls it alike); after a staged run
+  // the next half is waited for. False when the launch failed.
   auto post = [&]() -> bool {
     if (!on || run.size == 0) {
       on = false;
       return true;
     }
-    run.op = THESEUS_PORT_PUT;
-    run.channel = p->channel;
-    u64 t;
-    if (!port_post(c, p->fifo, p->head, run, t, step, s, ch)) return false;
-    last = t;
-    any = true;
     on = false;
-    return true;
+    if (staged) bar();  // every thread's copy into the half before the post
+    if (tid() == 0) {
+      fence_sys();
+      run.op = THESEUS_PORT_PUT;
+      run.channel = p->channel;
+      u64 t;
+      if (port_post(c, p->fifo, p->head, run, t, step, s, ch)) {
+        last = t;
+        any = true;
+        if (staged) tick[h] = t, used[h] = true;
+      }
+    }
+    if (!staged) return true;
+    h ^= 1;
+    fill = 0;
+    if (tid() == 0 && !s_fail && used[h]) port_done(c, p->fifo, tick[h], step, s, ch);
+    bar();
+    return !s_fail;
   };
   for (i64 t = 0; t < op.count; t++) {
     int ks, kd;
@@ -134,19 +167,41 @@ DEV void port_put(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
       if (pd.bytes >= 0 && pd.bytes < n) n = pd.bytes;
     }
     if (n <= 0) continue;
+    const u64 doff = (u64)pd.p;
+    const u16 dreg = p->dst_region[kd];
+    const bool inMirror = pl->mirror != 0 && (u64)ps.p >= pl->mirror && (u64)ps.p < pl->mirror + (u64)pl->mirror_bytes;
+    if (kst && !inMirror) {
+      for (i64 o = 0; o < n;) {
+        if (on && (!staged || run.dst_region != dreg || run.dst_off + run.size != doff + (u64)o || fill == half)) {
+          if (!post()) return;
+        }
+        if (!on) {
+          run = theseus_port_desc{};
+          run.src_off = area_off + (u64)h * (u64)half;
+          run.src_region = p->stage_region;
+          run.dst_off = doff + (u64)o;
+          run.dst_region = dreg;
+          on = staged = true;
+        }
+        const i64 k = n - o < half - fill ? n - o : half - fill;
+        copy_bytes(area + h * half + fill, ps.p + o, k);
+        fill += k;
+        run.size += (u32)k;
+        o += k;
+      }
+      continue;
+    }
     u64 soff;
     u16 sreg;
-    if (pl->mirror != 0 && (u64)ps.p >= pl->mirror && (u64)ps.p < pl->mirror + (u64)pl->mirror_bytes) {
+    if (inMirror) {
       soff = (u64)ps.p - p->mirror_base;
       sreg = p->mirror_region;
     } else {
       soff = (u64)ps.p - p->src_base[ks];
       sreg = p->src_region[ks];
     }
-    const u64 doff = (u64)pd.p;
-    const u16 dreg = p->dst_region[kd];
-    if (on && run.src_region == sreg && run.dst_region == dreg && run.src_off + run.size == soff && run.dst_off + run.size == doff &&
-        (u64)run.size + (u64)n < (1ull << 30)) {
+    if (on && !staged && run.src_region == sreg && run.dst_region == dreg && run.src_off + run.size == soff &&
+        run.dst_off + run.size == doff && (u64)run.size + (u64)n < (1ull << 30)) {
       run.size += (u32)n;
       continue;
     }
@@ -158,9 +213,10 @@ DEV void port_put(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
     run.src_region = sreg;
     run.dst_region = dreg;
     on = true;
+    staged = false;
   }
   if (!post()) return;
-  if (any) port_done(c, p->fifo, last, step, s, ch);
+  if (tid() == 0 && any && !s_fail) port_done(c, p->fifo, last, step, s, ch);
 }
 
 // port_data_op runs data op op through the proxy when it puts to a peer on

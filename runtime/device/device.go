@@ -417,6 +417,10 @@ type Args struct {
 	// PortMirror is set on the staged path when peers on other nodes put
 	// into this rank's scratch (nil otherwise).
 	PortMirror *PortMirror
+	// PortStage is set on the staged path with kernel staging: the rank's
+	// buffer that threadblocks copy their puts' device sources into (nil
+	// otherwise: the proxy stages).
+	PortStage *PortStage
 	// HDone, when nonzero, is this rank's finished word (8 bytes): a
 	// launch that has finished raises it to its launch counter as the host
 	// gave it (an atomic maximum; the done word holds the device's
@@ -542,6 +546,21 @@ type PortEnd struct {
 	// source region of Conn: a relay puts the chunks the peers wrote from
 	// there. Size 0: no mirror.
 	Mirror PortBuf
+	// Stage is the kernel staging buffer (Args.PortStage) as a source
+	// region of Conn. Size 0: none.
+	Stage PortBuf
+}
+
+// PortStage is the kernel staging buffer of the staged path
+// (THESEUS_PROXY_STAGING=kernel): pinned host memory mapped into the
+// device, TBs areas of TBBytes bytes (even), one per threadblock, which
+// the kernel copies what it puts from device memory into (two halves in
+// turn) and puts from, so that the proxy makes no device-to-host copy.
+// Threadblocks from TBs on use the proxy's staging.
+type PortStage struct {
+	Mem     MappedMem
+	TBs     int
+	TBBytes int64
 }
 
 // PortMirror is the staged path's copy of the scratch (device memory

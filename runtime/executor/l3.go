@@ -194,6 +194,7 @@ func (e *Executor) l3Setup(ctx context.Context, w *walk) Event {
 	if ent.mirror != nil {
 		a.PortMirror = &device.PortMirror{Mem: e.port.mirror, Map: ent.mirror, Chunks: ent.mirrorChunks}
 	}
+	a.PortStage = e.portStageArgs()
 	a.HDone = e.l0.control + ctlHDone
 	l3 := &l3Entry{key: w.l3key, args: a, sig: scratchSig{l1: ent, chunkBytes: lay.Stride * lay.ElemSize, slices: lay.Slices}}
 	if w.l2 != nil {

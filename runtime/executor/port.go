@@ -113,8 +113,27 @@ type portState struct {
 	// still use them (freed at Close).
 	mirror device.MappedMem
 	old    []device.MappedMem
+	// stage is the kernel staging buffer (THESEUS_PROXY_STAGING=kernel on
+	// the staged path: device.PortStage), registered with every
+	// connection; Size 0: none.
+	stage device.MappedMem
 	// logged: the INIT line naming the path of device memory was written.
 	logged bool
+}
+
+// Kernel staging (device.PortStage): 32 threadblocks of 512 KiB each (two
+// halves of 256 KiB, a put of one UCX TCP segment each: ucx.Settings),
+// 16 MiB of pinned host memory per rank.
+const (
+	stageTBs     = 32
+	stageTBBytes = 512 << 10
+)
+
+// kernelStaging reports THESEUS_PROXY_STAGING=kernel (the default; the
+// proxy checks the value at New).
+func kernelStaging() bool {
+	v, err := env.ProxyStaging.Enum()
+	return err != nil || v != "proxy"
 }
 
 // portPeer is the connection to one peer on another node: one proxy
@@ -130,8 +149,12 @@ type portPeer struct {
 	scratchMem device.Mem
 	// mirror is the mirror as a host source region of conn (staged
 	// path: relays put from it), mirrorOK whether there is one.
-	mirror      uint16
-	mirrorOK    bool
+	mirror   uint16
+	mirrorOK bool
+	// stage is the kernel staging buffer as a host source region of conn,
+	// stageOK whether there is one.
+	stage       uint16
+	stageOK     bool
 	peerScratch device.PortBuf
 	// pools: this rank's port pools registered with conn (pool id ->
 	// region id).
@@ -466,6 +489,9 @@ func (e *Executor) portPeer(ctx context.Context, q int) (*portPeer, error) {
 	if err := e.portScratch(pp); err != nil {
 		return nil, err
 	}
+	if err := e.portStage(pp); err != nil {
+		return nil, err
+	}
 	if pp.fenceSlot, err = e.newSlot(0, true); err != nil {
 		return nil, err
 	}
@@ -539,6 +565,37 @@ func (e *Executor) portScratch(pp *portPeer) error {
 		pp.mirror, pp.mirrorOK = mid, true
 	}
 	return nil
+}
+
+// portStage registers the kernel staging buffer with pp's connection (a
+// host source of puts), allocating it at the first connection, on the
+// staged path with kernel staging.
+func (e *Executor) portStage(pp *portPeer) error {
+	if !e.staged() || !kernelStaging() {
+		return nil
+	}
+	if e.port.stage.Size == 0 {
+		mm, err := e.mapper().AllocMapped(stageTBs * stageTBBytes)
+		if err != nil {
+			return fmt.Errorf("the kernel staging buffer (%d bytes of pinned host memory): %w", stageTBs*stageTBBytes, err)
+		}
+		e.port.stage = mm
+	}
+	id, err := pp.register(proxy.Mem{Addr: uintptr(e.port.stage.Host), Size: int(e.port.stage.Size), SourceOnly: true})
+	if err != nil {
+		return err
+	}
+	pp.stage, pp.stageOK = id, true
+	return nil
+}
+
+// portStageArgs is a launch's device.PortStage: nil without kernel
+// staging.
+func (e *Executor) portStageArgs() *device.PortStage {
+	if e.port.stage.Size == 0 {
+		return nil
+	}
+	return &device.PortStage{Mem: e.port.stage, TBs: stageTBs, TBBytes: stageTBBytes}
 }
 
 // portGrow re-registers the grown scratch with every connection, shares
@@ -673,6 +730,9 @@ func (e *Executor) portEnd(er *endRes, local [3]device.Mem) (*device.PortEnd, er
 	if pp.mirrorOK {
 		pe.Mirror = device.PortBuf{Region: pp.mirror, Size: pp.scratchMem.Size}
 	}
+	if pp.stageOK {
+		pe.Stage = device.PortBuf{Region: pp.stage, Size: e.port.stage.Size}
+	}
 	return pe, nil
 }
 
@@ -708,12 +768,12 @@ func (e *Executor) closePorts() {
 		for _, p := range e.port.pools {
 			m.FreeMapped(p.mapped)
 		}
-		for _, mm := range append(e.port.old, e.port.mirror) {
+		for _, mm := range append(e.port.old, e.port.mirror, e.port.stage) {
 			if mm.Size > 0 {
 				m.FreeMapped(mm)
 			}
 		}
-		e.port.old, e.port.mirror = nil, device.MappedMem{}
+		e.port.old, e.port.mirror, e.port.stage = nil, device.MappedMem{}, device.MappedMem{}
 	}
 	e.port.pools = nil
 	for _, r := range e.port.release {

@@ -18,8 +18,10 @@ import (
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/device/devicetest"
+	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/host"
 	"github.com/theseus-ccl/theseus/runtime/launch"
+	"github.com/theseus-ccl/theseus/runtime/transport/proxy"
 	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
 )
 
@@ -234,6 +236,7 @@ type mappedHost struct {
 	mapped   map[device.Ptr]int64 // live
 	ever     map[device.Ptr]bool  // every mapped allocation made
 	prepared []*device.P2PArgs
+	colls    []*device.Args // collective launches prepared
 }
 
 func (m *mappedHost) AllocMapped(size int64) (device.MappedMem, error) {
@@ -269,6 +272,13 @@ func (m *mappedHost) ToHost(dst unsafe.Pointer, src device.Ptr, n int64) error {
 }
 
 func (m *mappedHost) BindThread() error { return nil }
+
+func (m *mappedHost) Prepare(a *device.Args) (device.Prepared, error) {
+	m.mu.Lock()
+	m.colls = append(m.colls, a)
+	m.mu.Unlock()
+	return m.Backend.Prepare(a)
+}
 
 func (m *mappedHost) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 	m.mu.Lock()
@@ -383,5 +393,103 @@ func TestP2PAcrossNodesMapped(t *testing.T) {
 		if n >= testP2P.Geometry.ConnBytes() && n < 1<<20 { // (the proxy's FIFOs are freed with their connections)
 			t.Errorf("a mapped block of %d bytes at %#x outlives Close", n, p)
 		}
+	}
+}
+
+// TestPortStageMapped: on a backend with a HostMapper whose UCX lacks CUDA
+// support (the staged path, as on the GPU machine), each rank allocates one
+// kernel staging buffer of 32 threadblocks x 512 KiB in mapped host memory
+// at its first connection across nodes, registers it with every
+// connection as a host source (direct: the proxy reads it itself), and
+// every prepared launch with port ends carries it (device.PortStage) and
+// each end its region (PortEnd.Stage), and Close frees the buffer.
+// THESEUS_PROXY_STAGING=proxy leaves it out (the proxy's copies). The
+// values are not checked here: on the staged path the peers' puts land in
+// the scratch's mirror, which only the CUDA kernel reads (the host
+// interpreter reads the scratch); nccl-tests across simulated nodes on the
+// GPU check them (bench/gpu/run-nodes.sh).
+func TestPortStageMapped(t *testing.T) {
+	for _, mode := range []string{"kernel", "proxy"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Setenv("THESEUS_PROXY_STAGING", mode)
+			env.Reset()
+			t.Cleanup(env.Reset)
+			dev := &mappedHost{Backend: host.Backend(), mapped: map[device.Ptr]int64{}, ever: map[device.Ptr]bool{}}
+			w := newNodeWorldDev(t, 2, 2, dev, 2)
+			hier := compile(t, 1, "hier", gen.Options{Collective: ir.AllReduce, NRanks: 4, NLocalRanks: 2, Channels: 4})
+			c := devicetest.Case{Coll: ir.AllReduce, DataType: ir.Float32, RedOp: ir.Sum, Count: 4099, NRanks: 4, Seed: 7}
+			_, errs := w.run(hier, c, false)
+			for _, err := range errs {
+				if err != nil && !strings.Contains(err.Error(), "elements wrong") {
+					t.Fatal(err) // (wrong values are expected here: above)
+				}
+			}
+			stages := map[device.Ptr]bool{}
+			for r, e := range w.ex {
+				st := e.port.stage
+				if mode == "proxy" {
+					if st.Size != 0 {
+						t.Errorf("rank %d: a kernel staging buffer of %d bytes with THESEUS_PROXY_STAGING=proxy", r, st.Size)
+					}
+					continue
+				}
+				if st.Size != stageTBs*stageTBBytes || dev.mapped[st.Dev] != st.Size {
+					t.Fatalf("rank %d: staging buffer %+v, want %d bytes of live mapped memory", r, st, stageTBs*stageTBBytes)
+				}
+				stages[st.Dev] = true
+				if len(e.port.peers) == 0 {
+					t.Fatalf("rank %d: no connection across nodes", r)
+				}
+				for q, pp := range e.port.peers {
+					for lane, l := range pp.lanes {
+						reg, ok := l.conn.Region(pp.stage)
+						if !pp.stageOK || !ok || reg.Path != proxy.Direct || reg.Mem.Addr != uintptr(st.Host) || int64(reg.Mem.Size) != st.Size {
+							t.Errorf("rank %d, peer %d, lane %d: staging region %d (%v) = %+v, want the buffer as a direct host source", r, q, lane, pp.stage, ok, reg)
+						}
+					}
+				}
+			}
+			if mode == "kernel" && len(stages) != w.n {
+				t.Errorf("%d staging buffers for %d ranks", len(stages), w.n)
+			}
+			dev.mu.Lock()
+			launches := 0
+			for _, a := range dev.colls {
+				ports := 0
+				for _, e := range a.Ends {
+					if e.Port == nil {
+						continue
+					}
+					ports++
+					if mode == "kernel" && (e.Port.Stage.Size != stageTBs*stageTBBytes) {
+						t.Errorf("rank %d: a port end without the staging region: %+v", a.Rank, e.Port.Stage)
+					}
+				}
+				if ports == 0 {
+					continue
+				}
+				launches++
+				switch {
+				case mode == "proxy" && a.PortStage != nil:
+					t.Errorf("rank %d: PortStage %+v with THESEUS_PROXY_STAGING=proxy", a.Rank, a.PortStage)
+				case mode == "kernel" && (a.PortStage == nil || a.PortStage.TBs != stageTBs || a.PortStage.TBBytes != stageTBBytes || !stages[a.PortStage.Mem.Dev]):
+					t.Errorf("rank %d: PortStage %+v, want the rank's buffer of %d x %d bytes", a.Rank, a.PortStage, stageTBs, stageTBBytes)
+				}
+			}
+			dev.mu.Unlock()
+			if launches == 0 {
+				t.Fatal("no launch with port ends was prepared")
+			}
+			for _, e := range w.ex {
+				e.Close()
+			}
+			dev.mu.Lock()
+			defer dev.mu.Unlock()
+			for p := range stages {
+				if _, live := dev.mapped[p]; live {
+					t.Errorf("staging buffer %#x still mapped after Close", p)
+				}
+			}
+		})
 	}
 }

@@ -118,6 +118,17 @@ func (c *Conn) Register(m Mem) (*Region, error) {
 	return r, nil
 }
 
+// Region returns region id of the Conn as registered (its memory and
+// path), false when there is none.
+func (c *Conn) Region(id uint16) (Region, bool) {
+	regs := *c.regions.Load()
+	if int(id) >= len(regs) {
+		return Region{}, false
+	}
+	r := regs[id]
+	return Region{ID: r.ID, Mem: r.Mem, Path: r.Path, released: r.released}, true
+}
+
 // Share sends the regions registered since the last Share to every peer
 // and receives theirs (collective over the Conn's peers: each calls Share
 // the same number of times). Errors name the peer.

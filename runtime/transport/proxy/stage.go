@@ -136,6 +136,9 @@ func checkStageEnv() error {
 	if _, err := env.ProxyBatch.Bool(); err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
+	if _, err := env.ProxyStaging.Enum(); err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
 	return nil
 }
 
