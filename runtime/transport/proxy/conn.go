@@ -283,13 +283,15 @@ type Stats struct {
 	// put before copying into it again.
 	StageCopies, StageCopyNs, StageSyncNs, StageWaitNs uint64
 	// ExecNs: the time the proxy's goroutine spent executing descriptors
-	// (nanoseconds; the staging times above are part of it).
-	ExecNs uint64
+	// (nanoseconds; the staging times above are part of it), of which
+	// issuing direct puts (PutNs), fences (FenceNs) and signals'
+	// atomics (SignalNs).
+	ExecNs, PutNs, FenceNs, SignalNs uint64
 }
 
 type statCounters struct {
-	desc, direct, staged, bytes, stagedBytes, signals, fences, orderFlushes, flushes atomic.Uint64
-	stageCopies, stageCopyNs, stageSyncNs, stageWaitNs, execNs                       atomic.Uint64
+	desc, direct, staged, bytes, stagedBytes, signals, fences, orderFlushes, flushes     atomic.Uint64
+	stageCopies, stageCopyNs, stageSyncNs, stageWaitNs, execNs, putNs, fenceNs, signalNs atomic.Uint64
 }
 
 // String is Stats for a log line: counts, bytes, and the staged path's
@@ -297,9 +299,9 @@ type statCounters struct {
 func (s Stats) String() string {
 	us := func(ns uint64) float64 { return float64(ns) / 1e3 }
 	return fmt.Sprintf("%d descriptors, %d puts direct and %d staged (%d of %d bytes), %d signals, %d fences, %d order flushes, %d flushes; "+
-		"executing %.0f us; staging: %d copies %.0f us, sync %.0f us, piece waits %.0f us",
+		"executing %.0f us (direct puts %.0f, fences %.0f, signals %.0f); staging: %d copies %.0f us, sync %.0f us, piece waits %.0f us",
 		s.Descriptors, s.DirectPuts, s.StagedPuts, s.StagedBytes, s.PutBytes, s.Signals, s.Fences, s.OrderFlushes, s.Flushes,
-		us(s.ExecNs), s.StageCopies, us(s.StageCopyNs), us(s.StageSyncNs), us(s.StageWaitNs))
+		us(s.ExecNs), us(s.PutNs), us(s.FenceNs), us(s.SignalNs), s.StageCopies, us(s.StageCopyNs), us(s.StageSyncNs), us(s.StageWaitNs))
 }
 
 // Stats returns the Conn's counters (which path its puts took).
@@ -307,7 +309,8 @@ func (c *Conn) Stats() Stats {
 	s := &c.stats
 	return Stats{Descriptors: s.desc.Load(), DirectPuts: s.direct.Load(), StagedPuts: s.staged.Load(), PutBytes: s.bytes.Load(),
 		StagedBytes: s.stagedBytes.Load(), Signals: s.signals.Load(), Fences: s.fences.Load(), OrderFlushes: s.orderFlushes.Load(), Flushes: s.flushes.Load(),
-		StageCopies: s.stageCopies.Load(), StageCopyNs: s.stageCopyNs.Load(), StageSyncNs: s.stageSyncNs.Load(), StageWaitNs: s.stageWaitNs.Load(), ExecNs: s.execNs.Load()}
+		StageCopies: s.stageCopies.Load(), StageCopyNs: s.stageCopyNs.Load(), StageSyncNs: s.stageSyncNs.Load(), StageWaitNs: s.stageWaitNs.Load(), ExecNs: s.execNs.Load(),
+		PutNs: s.putNs.Load(), FenceNs: s.fenceNs.Load(), SignalNs: s.signalNs.Load()}
 }
 
 // drain executes the FIFO's ready descriptors (at most a batch) in the
@@ -523,7 +526,10 @@ func (c *Conn) exec(d Desc, ops Op) {
 			return
 		}
 		if pe.dirty {
-			if err := c.p.w.Fence(); err != nil {
+			t0 := time.Now()
+			err := c.p.w.Fence()
+			c.stats.fenceNs.Add(uint64(time.Since(t0)))
+			if err != nil {
 				c.fail(&Error{Rank: c.rank, Peer: pe.rank, Op: fmt.Sprintf("signal (descriptor %d): fence", c.next), Err: err})
 				return
 			}
@@ -537,7 +543,10 @@ func (c *Conn) exec(d Desc, ops Op) {
 			}
 			c.p.mu.Unlock()
 		}
-		if err := pe.ep.Inc(ch.semOff, ch.semRK); err != nil {
+		t0 := time.Now()
+		err := pe.ep.Inc(ch.semOff, ch.semRK)
+		c.stats.signalNs.Add(uint64(time.Since(t0)))
+		if err != nil {
 			c.fail(&Error{Rank: c.rank, Peer: pe.rank, Op: fmt.Sprintf("signal (descriptor %d)", c.next), Err: c.peerErr(pe, err)})
 			return
 		}
@@ -595,7 +604,9 @@ func (c *Conn) put(pe *peer, d Desc) error {
 		return err
 	}
 	c.stats.direct.Add(1)
+	t0 := time.Now()
 	r, err := pe.ep.PutTracked(src.wire+uintptr(d.SrcOff), int(d.Size), dst.base+d.DstOff, dst.rk, src.mem)
+	c.stats.putNs.Add(uint64(time.Since(t0)))
 	if err != nil {
 		return err
 	}

@@ -78,7 +78,15 @@ type Proxy struct {
 	// spin is how long the idle loop yields before it sleeps
 	// (THESEUS_PROXY_SPIN).
 	spin time.Duration
+	// progressNs and progressed: the time in ucp_worker_progress and the
+	// calls that handled something (ProgressStats).
+	progressNs, progressed atomic.Uint64
 }
+
+// ProgressStats are the time the proxy's rounds spent in UCX's progress
+// (nanoseconds: receiving the peers' puts and signals over TCP, sending
+// what was queued) and how many of its calls handled something.
+func (p *Proxy) ProgressStats() (ns, calls uint64) { return p.progressNs.Load(), p.progressed.Load() }
 
 // spinFromEnv is THESEUS_PROXY_SPIN as a duration: microseconds, 0 or
 // more (2000 when unset); values over env.MaxTimeout give env.MaxTimeout
@@ -257,7 +265,12 @@ func (p *Proxy) loop(onThread func() error) {
 // caller holds loopMu. work: something happened; busy: a flush is in
 // flight or an endpoint is full.
 func (p *Proxy) round() (work, busy bool) {
+	t0 := time.Now()
 	work = p.w.Progress() > 0
+	if work {
+		p.progressNs.Add(uint64(time.Since(t0)))
+		p.progressed.Add(1)
+	}
 	p.mu.Lock()
 	conns := p.conns
 	p.mu.Unlock()
@@ -768,7 +781,8 @@ func (c *Conn) Close() error {
 	c.p.mu.Unlock()
 	c.p.loopMu.Unlock()
 	if st := c.Stats(); st.Descriptors > 0 {
-		log.Infof(log.Net, "rank %d: NET/UCX connection closed: %s", c.rank, st)
+		ns, calls := c.p.ProgressStats()
+		log.Infof(log.Net, "rank %d: NET/UCX connection closed: %s; its proxy's progress %.0f us in %d calls that handled something", c.rank, st, float64(ns)/1e3, calls)
 	}
 	c.release()
 	return nil
