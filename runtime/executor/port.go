@@ -177,8 +177,11 @@ type portLane struct {
 }
 
 // laneOf is the lane of the pair of channel ends c (this rank's) and pc
-// (the peer's): the same on both ranks.
-func (pp *portPeer) laneOf(c, pc int) int { return (c + pc) % len(pp.lanes) }
+// (the peer's): the same on both ranks (a symmetric function of the two),
+// and for the generators' schedules, whose channel c pairs with the peer's
+// channel c, every lane in turn ((c + pc) mod N, before, put those on the
+// even lanes only: half of 4 lanes, and 1 of 2).
+func (pp *portPeer) laneOf(c, pc int) int { return min(c, pc) % len(pp.lanes) }
 
 // register registers m on every lane (Conn.Register) and returns its id,
 // the same on all of them.
@@ -362,8 +365,20 @@ func (e *Executor) connOptions() proxy.ConnOptions {
 			}
 			return proxy.HostBlock{Ptr: mm.Host, Device: uintptr(mm.Dev), Size: size, Free: func() error { return m.FreeMapped(mm) }}, nil
 		},
-		Stager: stagerOf(m),
+		Stager:     stagerOf(m),
+		StageBytes: proxyStageBytes(),
 	}
+}
+
+// proxyStageBytes is the proxy's staging buffer per connection: with
+// kernel staging it serves only the threadblocks past stageTBs, so 2 MiB
+// (two pieces of 1 MiB) unless THESEUS_PROXY_STAGE_BYTES says otherwise;
+// 0 (the proxy's default) without.
+func proxyStageBytes() int {
+	if _, set := env.ProxyStage.Raw(); set || !kernelStaging() {
+		return 0
+	}
+	return 2 << 20
 }
 
 // staged reports whether device memory crosses nodes through pinned host
@@ -394,7 +409,13 @@ func (e *Executor) logPath() {
 		if e.port.prx[0].CUDA() {
 			path = "device memory direct (UCX has CUDA support)"
 		} else {
-			path = fmt.Sprintf("device memory staged through pinned host memory (this UCX build has no CUDA support; %s)", proxy.DescribeStaging(e.connOptions().Stager))
+			o := e.connOptions()
+			if kernelStaging() {
+				path = fmt.Sprintf("device memory staged through pinned host memory by the kernel (this UCX build has no CUDA support; %d threadblocks x %d KiB, THESEUS_PROXY_STAGING=kernel; past them the proxy's copies, %s)",
+					stageTBs, stageTBBytes>>10, proxy.DescribeStagingBytes(o.Stager, o.StageBytes))
+			} else {
+				path = fmt.Sprintf("device memory staged through pinned host memory by the proxy (this UCX build has no CUDA support; %s)", proxy.DescribeStaging(o.Stager))
+			}
 		}
 	}
 	log.Infof(log.Init, "rank %d: NET/UCX: port channels across nodes: %s; %d lane(s) (THESEUS_PROXY_LANES)", e.cfg.Rank, path, len(e.port.prx))

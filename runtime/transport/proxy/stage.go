@@ -82,8 +82,14 @@ func stageBytes() int {
 // Stager s and the default staging buffer (THESEUS_PROXY_STAGE_BYTES,
 // THESEUS_PROXY_STAGE_BATCH), for example "staging 16 MiB in 16 pieces,
 // copies batched".
-func DescribeStaging(s Stager) string {
-	size := stageBytes()
+func DescribeStaging(s Stager) string { return DescribeStagingBytes(s, 0) }
+
+// DescribeStagingBytes is DescribeStaging for a Conn whose
+// ConnOptions.StageBytes is size (0: the default buffer).
+func DescribeStagingBytes(s Stager, size int) string {
+	if size <= 0 {
+		size = stageBytes()
+	}
 	piece, n := stagePieces(size)
 	how := "one synchronous copy per put"
 	if _, ok := s.(BatchStager); ok && stageBatch() {
