@@ -75,7 +75,8 @@ type Config struct {
 	// AllowSharedDevice is THESEUS_ALLOW_SHARED_DEVICE (nil: the
 	// environment).
 	AllowSharedDevice *bool
-	// ProxyLanes is THESEUS_PROXY_LANES (0: the environment): parallel
+	// ProxyLanes is THESEUS_PROXY_LANES (0: the environment, whose
+	// default 0 is executor.AutoLanes of the ranks per node): parallel
 	// connections to each peer on another node, 1 to 16. In a job across
 	// nodes every rank must use the same (CheckLayout).
 	ProxyLanes int

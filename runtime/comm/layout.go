@@ -3,6 +3,7 @@ package comm
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -148,8 +149,8 @@ func CheckLayout(infos []RankInfo, hca int, allowShared bool) (Layout, error) {
 			break
 		}
 		if in.ProxyLanes != infos[0].ProxyLanes {
-			return fail([]int{0, r}, "rank 0 (node 0, host %q) uses THESEUS_PROXY_LANES=%d, rank %d (node %d, host %q) uses %d: every rank of a job across nodes must use the same",
-				infos[0].HostID, infos[0].ProxyLanes, r, r/per, in.HostID, in.ProxyLanes)
+			return fail([]int{0, r}, "rank 0 (node 0, host %q) uses THESEUS_PROXY_LANES=%s, rank %d (node %d, host %q) uses %s: every rank of a job across nodes must use the same",
+				infos[0].HostID, lanesName(infos[0].ProxyLanes), r, r/per, in.HostID, lanesName(in.ProxyLanes))
 		}
 		if in.LLFence != infos[0].LLFence {
 			return fail([]int{0, r}, "rank 0 (node 0, host %q) uses THESEUS_LL_FENCE=%s, rank %d (node %d, host %q) uses %s: every rank of a job across nodes must use the same",
@@ -250,4 +251,12 @@ func bit(on bool) string {
 		return "1"
 	}
 	return "0"
+}
+
+// lanesName is a THESEUS_PROXY_LANES value as the layout check names it.
+func lanesName(n int) string {
+	if n == 0 {
+		return "0 (4 / the ranks per node)"
+	}
+	return strconv.Itoa(n)
 }

@@ -27,7 +27,8 @@ func TestBadTransportEnvAtInit(t *testing.T) {
 		key, val, want string
 	}{
 		{"THESEUS_PROXY_LANES", "abc", "THESEUS_PROXY_LANES=abc: want 1 to 16"},
-		{"THESEUS_PROXY_LANES", "0", "THESEUS_PROXY_LANES=0: want 1 to 16"},
+		{"THESEUS_PROXY_LANES", "-1", "THESEUS_PROXY_LANES=-1: want 1 to 16"},
+		{"THESEUS_PROXY_LANES", "0", ""}, // the default: 4 / the ranks per node
 		{"THESEUS_PROXY_LANES", "17", "THESEUS_PROXY_LANES=17: want 1 to 16"},
 		{"THESEUS_PROXY_SPIN", "-5", "THESEUS_PROXY_SPIN=-5"},
 		{"THESEUS_PROXY_STAGE_BYTES", "oops", "THESEUS_PROXY_STAGE_BYTES"},
@@ -37,6 +38,8 @@ func TestBadTransportEnvAtInit(t *testing.T) {
 		{"THESEUS_P2P_HELP", "0", ""},
 		{"THESEUS_LL_FENCE", "sometimes", "THESEUS_LL_FENCE"},
 		{"THESEUS_LL_FENCE", "1", ""},
+		{"THESEUS_PROXY_STAGING", "gpu", "THESEUS_PROXY_STAGING"},
+		{"THESEUS_PROXY_STAGING", "proxy", ""},
 	} {
 		t.Run(tc.key+"="+tc.val, func(t *testing.T) {
 			t.Setenv(tc.key, tc.val)

@@ -97,7 +97,8 @@ type Config struct {
 	LocalRank, LocalRanks int
 	HostID                string
 	// ProxyLanes is the number of parallel connections to each peer on
-	// another node, 1 to MaxLanes (0: THESEUS_PROXY_LANES, 1 by default):
+	// another node, 1 to MaxLanes (0: THESEUS_PROXY_LANES, whose default
+	// is AutoLanes of LocalRanks):
 	// one proxy per lane (docs/transport.md, "Lanes"). Every rank of a
 	// job across nodes must use the same; the communicator checks it at
 	// init (comm.CheckLayout), the executor does not.
@@ -187,6 +188,9 @@ func ConfigFromEnv(c Config) (Config, error) {
 	lanes, err := ProxyLanes(c.ProxyLanes)
 	if err != nil {
 		return c, err
+	}
+	if lanes == 0 {
+		lanes = AutoLanes(c.LocalRanks)
 	}
 	c.ProxyLanes = lanes
 	if c.Executor == "" {

@@ -168,6 +168,12 @@ type p2pConn struct {
 	// land in host memory on every path (on the staged one UCX reaches no
 	// device memory), and the kernel polls it as it polls port semaphores.
 	mapped device.MappedMem
+	// remoteMapped (across nodes, on the staged path with kernel staging:
+	// THESEUS_PROXY_STAGING=kernel) is the copy of the peer's block as
+	// pinned host memory mapped into the device (remote is its device
+	// address): the kernel writes its chunks and headers there and the
+	// proxy puts them from host memory, with no staging copy.
+	remoteMapped device.MappedMem
 }
 
 // p2pLink is the proxy connection the engine uses with a peer on another

@@ -24,8 +24,10 @@ import (
 // from (c.remote), both shared with q. On a backend with a HostMapper
 // (CUDA) the link also gets a device ticket counter for the kernel's posts
 // to its FIFO (device.P2PPort.Head), and c's block is the mapped host
-// memory p2pBlock allocated, registered as host memory. It returns the
-// block's region id.
+// memory p2pBlock allocated, registered as host memory; on the staged
+// path with kernel staging (THESEUS_PROXY_STAGING=kernel) the copy is
+// mapped host memory as well, which the kernel writes and the proxy puts
+// from without a staging copy. It returns the block's region id.
 func (e *Executor) p2pLinkBlock(ctx context.Context, q int, c *p2pConn) (uint16, error) {
 	l := e.p2p.links[q]
 	if l == nil {
@@ -53,11 +55,25 @@ func (e *Executor) p2pLinkBlock(ctx context.Context, q int, c *p2pConn) (uint16,
 		e.logPath()
 	}
 	size := c.geo.ConnBytes()
-	cp, err := e.alloc(size)
-	if err != nil {
-		return 0, fmt.Errorf("the copy of its connection block (%d bytes): %w", size, err)
+	var sm proxy.Mem
+	if e.staged() && kernelStaging() {
+		// The copy in mapped host memory: the kernel writes it, the proxy
+		// puts from it directly (its staging copies cost ~200 us each).
+		mm, err := e.mapper().AllocMapped(size)
+		if err != nil {
+			return 0, fmt.Errorf("the copy of its connection block (%d bytes of pinned host memory): %w", size, err)
+		}
+		c.remote, c.remoteMapped = mm.Dev, mm
+		sm = proxy.Mem{Addr: uintptr(mm.Host), Size: int(size), SourceOnly: true}
+	} else {
+		cp, err := e.alloc(size)
+		if err != nil {
+			return 0, fmt.Errorf("the copy of its connection block (%d bytes): %w", size, err)
+		}
+		c.remote = cp
+		sm = e.wireMem(cp, size)
+		sm.SourceOnly = true
 	}
-	c.remote = cp
 	bm := e.wireMem(c.local, size)
 	bm.SourceOnly = false
 	if c.mapped.Host != nil {
@@ -68,8 +84,6 @@ func (e *Executor) p2pLinkBlock(ctx context.Context, q int, c *p2pConn) (uint16,
 		return 0, err
 	}
 	c.regs = append(c.regs, blk.ID)
-	sm := e.wireMem(cp, size)
-	sm.SourceOnly = true
 	src, err := l.conn.Register(sm)
 	if err != nil {
 		return 0, err
@@ -112,7 +126,10 @@ func (e *Executor) p2pUnlink(q int, c *p2pConn) {
 			}
 		}
 	}
-	if c.remote != 0 {
+	if c.remoteMapped.Size > 0 {
+		e.mapper().FreeMapped(c.remoteMapped)
+		c.remoteMapped, c.remote = device.MappedMem{}, 0
+	} else if c.remote != 0 {
 		e.freeAlloc(c.remote)
 	}
 }
@@ -212,8 +229,15 @@ func (e *Executor) p2pFreeBlock(c *p2pConn) {
 }
 
 // p2pFreeMapped frees c's block when it is mapped host memory and reports
-// whether it was (a device block goes with the executor's allocations).
+// whether it was (a device block goes with the executor's allocations),
+// and the copy of the peer's block when that is mapped (remoteMapped).
 func (e *Executor) p2pFreeMapped(c *p2pConn) bool {
+	if c.remoteMapped.Size > 0 {
+		if err := e.mapper().FreeMapped(c.remoteMapped); err != nil {
+			log.Warnf(log.Executor, "rank %d: freeing the copy of a point-to-point connection block: %v", e.cfg.Rank, err)
+		}
+		c.remoteMapped, c.remote = device.MappedMem{}, 0
+	}
 	if c.mapped.Host == nil {
 		return false
 	}

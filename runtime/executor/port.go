@@ -292,8 +292,9 @@ func (e *Executor) theProxies() ([]*proxy.Proxy, error) {
 // MaxLanes bounds THESEUS_PROXY_LANES (Config.ProxyLanes).
 const MaxLanes = 16
 
-// ProxyLanes is n, or THESEUS_PROXY_LANES when n is 0: 1 to MaxLanes;
-// anything else is an error naming the variable (or the value given).
+// ProxyLanes is n, or THESEUS_PROXY_LANES when n is 0: 1 to MaxLanes, or
+// 0 for the default (AutoLanes of the ranks per node); anything else is
+// an error naming the variable (or the value given).
 func ProxyLanes(n int) (int, error) {
 	if n != 0 {
 		if n < 1 || n > MaxLanes {
@@ -302,10 +303,21 @@ func ProxyLanes(n int) (int, error) {
 		return n, nil
 	}
 	v, err := env.ProxyLanes.Int()
-	if err != nil || v < 1 || v > MaxLanes {
-		return 0, fmt.Errorf("THESEUS_PROXY_LANES=%s: want 1 to %d", env.ProxyLanes.String(), MaxLanes)
+	if err != nil || v < 0 || v > MaxLanes {
+		return 0, fmt.Errorf("THESEUS_PROXY_LANES=%s: want 1 to %d, or 0 for 4 / the ranks per node", env.ProxyLanes.String(), MaxLanes)
 	}
 	return int(v), nil
+}
+
+// AutoLanes is the default number of lanes (THESEUS_PROXY_LANES=0) for
+// perNode ranks on each node: 4 / perNode, at least 1. Over TCP a proxy's
+// progress copies every byte it sends and receives (about 1.5-2 GB/s each
+// way on the H200 host); 4 proxies a node were best on one H200 hosting
+// 2 simulated nodes (2x1: 1 lane 2.0 GB/s allreduce busbw, 4 lanes 3.0,
+// 8 lanes 3.7 with their 16 threads on 16 cores; 2x2: 1 lane 4.9, 2 lanes
+// 7.7, 4 lanes 6.5: bench/results/2026-12-02-h200-sixteenth, call E).
+func AutoLanes(perNode int) int {
+	return max(1, 4/max(1, perNode))
 }
 
 // CheckTransportEnv reports a malformed variable of the transport across

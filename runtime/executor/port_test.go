@@ -300,8 +300,22 @@ func (capturingStream) Capturing() bool { return true }
 // wake the proxy before each launch; every byte is right (the ring of
 // TestP2PAcrossNodes); a launch across nodes during a CUDA graph capture is
 // refused as ErrCapture, naming the limit, and the next call works; Close
-// frees the mapped blocks.
+// frees the mapped blocks. With kernel staging (THESEUS_PROXY_STAGING=kernel,
+// the default) the copy of the peer's block that the kernel writes and the
+// proxy puts from is mapped host memory too (no staging copy); with
+// =proxy it is device memory, staged by the proxy.
 func TestP2PAcrossNodesMapped(t *testing.T) {
+	for _, mode := range []string{"kernel", "proxy"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Setenv("THESEUS_PROXY_STAGING", mode)
+			env.Reset()
+			t.Cleanup(env.Reset)
+			p2pAcrossNodesMapped(t, mode == "kernel")
+		})
+	}
+}
+
+func p2pAcrossNodesMapped(t *testing.T, kernel bool) {
 	dev := &mappedHost{Backend: host.Backend(), mapped: map[device.Ptr]int64{}, ever: map[device.Ptr]bool{}}
 	w := newNodeWorldDev(t, 2, 2, dev, 0)
 	p2pAcrossNodes(t, w)
@@ -346,8 +360,8 @@ func TestP2PAcrossNodesMapped(t *testing.T) {
 				continue
 			}
 			ports++
-			if pr.Port == nil || pr.Port.Head == 0 || !dev.ever[pr.Local.Ptr] || dev.ever[pr.Remote.Ptr] || len(pr.Port.Arrive) != a.Geometry.Channels {
-				t.Errorf("rank %d, peer %d: %+v, want a port with a counter, the own block mapped and the copy not", a.Rank, pr.Peer, pr)
+			if pr.Port == nil || pr.Port.Head == 0 || !dev.ever[pr.Local.Ptr] || dev.ever[pr.Remote.Ptr] != kernel || len(pr.Port.Arrive) != a.Geometry.Channels {
+				t.Errorf("rank %d, peer %d: %+v, want a port with a counter, the own block mapped and the copy mapped %v", a.Rank, pr.Peer, pr, kernel)
 			}
 		}
 	}
@@ -492,4 +506,24 @@ func TestPortStageMapped(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAutoLanes: THESEUS_PROXY_LANES=0 (the default) gives 4 / the ranks
+// per node, at least 1, and Config.ProxyLanes 0 resolves to it; an explicit
+// value is kept.
+func TestAutoLanes(t *testing.T) {
+	for per, want := range map[int]int{0: 4, 1: 4, 2: 2, 3: 1, 4: 1, 8: 1, 72: 1} {
+		if got := AutoLanes(per); got != want {
+			t.Errorf("AutoLanes(%d) = %d, want %d", per, got, want)
+		}
+	}
+	for _, tc := range []struct{ env, per, want int }{{0, 2, 2}, {0, 1, 4}, {3, 2, 3}} {
+		t.Setenv("THESEUS_PROXY_LANES", fmt.Sprint(tc.env))
+		env.Reset()
+		c, err := ConfigFromEnv(Config{LocalRanks: tc.per})
+		if err != nil || c.ProxyLanes != tc.want {
+			t.Errorf("THESEUS_PROXY_LANES=%d, %d ranks per node: %d lanes (%v), want %d", tc.env, tc.per, c.ProxyLanes, err, tc.want)
+		}
+	}
+	env.Reset()
 }
