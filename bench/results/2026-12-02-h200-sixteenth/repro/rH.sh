@@ -17,8 +17,8 @@ run() { local n=$1; shift
   grep -E "^   rc=" $W/$n.log | cut -c1-60
   mkdir -p $W/$n-res; cp -r /tmp/nodes-results.*/runs /tmp/nodes-results.*/logs $W/$n-res/ 2>/dev/null; rm -rf /tmp/nodes-results.*
 }
-run def
-run lanes1 EXTRA_ENV=THESEUS_PROXY_LANES=1
-run proxy EXTRA_ENV=THESEUS_PROXY_STAGING=proxy
+run def EXTRA_ENV=THESEUS_TIMEOUT=8000
+run lanes1 EXTRA_ENV="THESEUS_PROXY_LANES=1 THESEUS_TIMEOUT=8000"
+run proxy EXTRA_ENV="THESEUS_PROXY_STAGING=proxy THESEUS_TIMEOUT=8000"
 tar czf $OUT/rH.tgz -C /tmp rH
 echo "== +$(( $(date +%s) - T0 ))s done"
