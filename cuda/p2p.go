@@ -133,10 +133,7 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 		blob = append(blob, make([]byte, g.Channels*C.THESEUS_P2P_HELP_BYTES)...)
 	}
 	want := p2pWantThreads(a.Threads, p2pLargest(a))
-	nlocal := a.LocalRanks
-	if nlocal <= 0 {
-		nlocal = a.NRanks
-	}
+	nlocal := p2pSharing(a)
 	p := &prepared{b: b, arg: newLaunch(), grid: 2 * g.Channels, threads: want}
 	err = b.with(func() (err error) {
 		prev, err := driver.ExchangeCaptureMode(driver.CaptureModeRelaxed) // (as Prepare: it may run during a capture)
@@ -276,6 +273,24 @@ func p2pFitThreads(want, blocks, sms int, perSM func(threads, sharedBytes int) (
 		}
 	}
 	return want
+}
+
+// p2pSharing is how many launches like a's may share the GPU for the
+// residency check: the ranks counted on this rank's device
+// (P2PArgs.DeviceRanks), else the ranks of its node, else all of them.
+// (Simulated nodes on one GPU, with distinct MSCCLPP_HOSTIDs, share it
+// although they are on different nodes: counting the node's ranks only,
+// 2 nodes x 2 ranks on one H200 launched 4 grids of 64 blocks of 512
+// threads at one block a multiprocessor, and an alltoall whose channel
+// shares overflowed the FIFO waited on blocks never scheduled.)
+func p2pSharing(a *device.P2PArgs) int {
+	switch {
+	case a.DeviceRanks > 0:
+		return a.DeviceRanks
+	case a.LocalRanks > 0:
+		return a.LocalRanks
+	}
+	return a.NRanks
 }
 
 // p2pLargest is a's largest transfer in bytes: its sends', receives' and

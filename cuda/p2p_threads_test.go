@@ -128,3 +128,31 @@ func TestP2PLargestAndHelps(t *testing.T) {
 		}
 	}
 }
+
+// TestP2PSharing: the residency check counts the ranks on this rank's GPU
+// (DeviceRanks: simulated nodes on one GPU count together), else the ranks
+// of its node, else all; 2 nodes x 2 ranks on one H200 (one 512-thread
+// block a multiprocessor at the kernel's registers) then fit at 256
+// threads instead of 4 grids of 64 blocks of 512 that are not resident.
+func TestP2PSharing(t *testing.T) {
+	for _, c := range []struct {
+		a    device.P2PArgs
+		want int
+	}{
+		{device.P2PArgs{NRanks: 4, LocalRanks: 2, DeviceRanks: 4}, 4},
+		{device.P2PArgs{NRanks: 16, LocalRanks: 8, DeviceRanks: 1}, 1},
+		{device.P2PArgs{NRanks: 4, LocalRanks: 2}, 2},
+		{device.P2PArgs{NRanks: 4}, 4},
+	} {
+		if got := p2pSharing(&c.a); got != c.want {
+			t.Errorf("%+v: %d ranks share the GPU, want %d", c.a, got, c.want)
+		}
+	}
+	oneAt512 := func(threads, _ int) (int, error) { return map[bool]int{true: 1, false: 2}[threads > 256], nil }
+	if got := p2pFitThreads(512, 4*64, 132, oneAt512); got != 256 {
+		t.Errorf("4 ranks x 64 blocks on 132 multiprocessors: %d threads, want 256", got)
+	}
+	if got := p2pFitThreads(512, 2*64, 132, oneAt512); got != 512 {
+		t.Errorf("2 ranks x 64 blocks: %d threads, want 512", got)
+	}
+}

@@ -448,7 +448,7 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 	if err != nil {
 		return nil, c.wrap("init", err)
 	}
-	me := RankInfo{HostID: cfg.HostID, PID: os.Getpid(), Backend: cfg.Backend.Name(), Device: cfg.Device,
+	me := RankInfo{HostID: cfg.HostID, Machine: MachineID(), PID: os.Getpid(), Backend: cfg.Backend.Name(), Device: cfg.Device,
 		Scratch: cfg.InitialScratch, Alternate: *cfg.Alternate, CheckPeriod: cfg.CheckPeriod, SliceBytes: cfg.SliceBytes, PacketType: cfg.PacketType.String(), ProxyLanes: cfg.ProxyLanes, LLFence: *cfg.LLFence}
 	msg, _ := json.Marshal(me)
 	all, err := c.boot.AllGather(ctx, msg)
@@ -491,7 +491,7 @@ func Init(ctx context.Context, id bootstrap.UniqueID, rank, nranks int, cfg Conf
 	c.exec, err = executor.New(executor.Config{Rank: rank, NRanks: nranks, Backend: cfg.Backend, Net: c.boot,
 		InitialScratch: cfg.InitialScratch, Alternate: *cfg.Alternate, SliceBytes: cfg.SliceBytes, Timeout: cfg.Timeout,
 		Executor: cfg.Executor, Node: c.layout.Node(), LocalRank: c.layout.LocalRank[rank], LocalRanks: c.layout.PerNode, HostID: cfg.HostID,
-		ProxyLanes: cfg.ProxyLanes, LLFence: *cfg.LLFence})
+		DeviceRanks: c.layout.DeviceRanks[rank], ProxyLanes: cfg.ProxyLanes, LLFence: *cfg.LLFence})
 	if err != nil {
 		return nil, &Error{Code: InvalidArgument, Op: "init", Rank: rank, Msg: "executor", Err: err}
 	}

@@ -14,7 +14,11 @@ import (
 // RankInfo is what each rank tells the others when a communicator is
 // created: where it runs and how it is configured.
 type RankInfo struct {
-	HostID      string
+	HostID string
+	// Machine is the host name joined with the kernel's boot id, whatever
+	// MSCCLPP_HOSTID says (MachineID): with Device, which ranks share a
+	// GPU (Layout.DeviceRanks).
+	Machine     string
 	PID         int
 	Backend     string
 	Device      int
@@ -33,6 +37,10 @@ type Layout struct {
 	Nodes, PerNode int
 	// LocalRank is each rank's position on its node (rank mod PerNode).
 	LocalRank []int
+	// DeviceRanks is, for each rank, the number of ranks on its machine
+	// and device (RankInfo.Machine and Device; simulated nodes on one GPU
+	// count together), 0 on the host backend.
+	DeviceRanks []int
 }
 
 // Node returns every rank's node index (rank / PerNode: nodes host
@@ -185,9 +193,22 @@ func CheckLayout(infos []RankInfo, hca int, allowShared bool) (Layout, error) {
 			devProc[hd] = r
 		}
 	}
-	lay := Layout{Nodes: nodes, PerNode: per, LocalRank: make([]int, n)}
-	for r := range n {
+	lay := Layout{Nodes: nodes, PerNode: per, LocalRank: make([]int, n), DeviceRanks: make([]int, n)}
+	type machDev struct {
+		machine string
+		dev     int
+	}
+	share := map[machDev]int{}
+	for _, in := range infos {
+		if in.Backend != "host" {
+			share[machDev{in.Machine, in.Device}]++
+		}
+	}
+	for r, in := range infos {
 		lay.LocalRank[r] = r % per
+		if in.Backend != "host" {
+			lay.DeviceRanks[r] = share[machDev{in.Machine, in.Device}]
+		}
 	}
 	return lay, nil
 }
@@ -197,12 +218,17 @@ var (
 	hostID     string
 )
 
-// DefaultHostID is MSCCLPP_HOSTID (or THESEUS_HOSTID) when set, else the
-// host name joined with the kernel's boot id.
+// DefaultHostID is MSCCLPP_HOSTID (or THESEUS_HOSTID) when set, else
+// MachineID.
 func DefaultHostID() string {
 	if v, ok := env.HostID.Raw(); ok && v != "" {
 		return v
 	}
+	return MachineID()
+}
+
+// MachineID is the host name joined with the kernel's boot id.
+func MachineID() string {
 	hostIDOnce.Do(func() {
 		h, _ := os.Hostname()
 		b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")

@@ -13,7 +13,7 @@ import (
 func infos(hosts []string, pids []int, devs []int, backend string) []RankInfo {
 	out := make([]RankInfo, len(hosts))
 	for r := range hosts {
-		out[r] = RankInfo{HostID: hosts[r], PID: pids[r], Backend: backend, Device: devs[r], Scratch: 1 << 24, CheckPeriod: 1000, ProxyLanes: 1}
+		out[r] = RankInfo{HostID: hosts[r], Machine: hosts[r], PID: pids[r], Backend: backend, Device: devs[r], Scratch: 1 << 24, CheckPeriod: 1000, ProxyLanes: 1}
 	}
 	return out
 }
@@ -28,6 +28,13 @@ func seq(n int) []int {
 
 func TestCheckLayout(t *testing.T) {
 	zeros := func(n int) []int { return make([]int, n) }
+	ones := func(n int) []int {
+		s := make([]int, n)
+		for i := range s {
+			s[i] = 1
+		}
+		return s
+	}
 	local := func(n int) []int { return seq(n)[:n:n] }
 	hosts := func(per int, names ...string) []string {
 		var h []string
@@ -52,11 +59,11 @@ func TestCheckLayout(t *testing.T) {
 		in   []RankInfo
 		want Layout
 	}{
-		{"one node, 4 ranks", infos(hosts(4, "a"), local(4), devs(4, 1), "cuda"), Layout{Nodes: 1, PerNode: 4, LocalRank: []int{0, 1, 2, 3}}},
-		{"two nodes of 2", infos(hosts(2, "a", "b"), local(4), devs(2, 2), "cuda"), Layout{Nodes: 2, PerNode: 2, LocalRank: []int{0, 1, 0, 1}}},
-		{"host backend, one process", infos(hosts(4, "a"), []int{7, 7, 7, 7}, zeros(4), "host"), Layout{Nodes: 1, PerNode: 4, LocalRank: []int{0, 1, 2, 3}}},
-		{"16 ranks on one node", infos(hosts(16, "a"), local(16), devs(16, 1), "cuda"), Layout{Nodes: 1, PerNode: 16, LocalRank: devs(16, 1)}},
-		{"two nodes of 8", infos(hosts(8, "a", "b"), local(16), devs(8, 2), "cuda"), Layout{Nodes: 2, PerNode: 8, LocalRank: devs(8, 2)}},
+		{"one node, 4 ranks", infos(hosts(4, "a"), local(4), devs(4, 1), "cuda"), Layout{Nodes: 1, PerNode: 4, LocalRank: []int{0, 1, 2, 3}, DeviceRanks: []int{1, 1, 1, 1}}},
+		{"two nodes of 2", infos(hosts(2, "a", "b"), local(4), devs(2, 2), "cuda"), Layout{Nodes: 2, PerNode: 2, LocalRank: []int{0, 1, 0, 1}, DeviceRanks: []int{1, 1, 1, 1}}},
+		{"host backend, one process", infos(hosts(4, "a"), []int{7, 7, 7, 7}, zeros(4), "host"), Layout{Nodes: 1, PerNode: 4, LocalRank: []int{0, 1, 2, 3}, DeviceRanks: zeros(4)}},
+		{"16 ranks on one node", infos(hosts(16, "a"), local(16), devs(16, 1), "cuda"), Layout{Nodes: 1, PerNode: 16, LocalRank: devs(16, 1), DeviceRanks: ones(16)}},
+		{"two nodes of 8", infos(hosts(8, "a", "b"), local(16), devs(8, 2), "cuda"), Layout{Nodes: 2, PerNode: 8, LocalRank: devs(8, 2), DeviceRanks: ones(16)}},
 	}
 	for _, tc := range good {
 		got, err := CheckLayout(tc.in, 0, false)
@@ -196,4 +203,31 @@ func TestHCACount(t *testing.T) {
 		}
 	}
 	env.Reset()
+}
+
+// TestDeviceRanks: simulated nodes on one GPU (distinct MSCCLPP_HOSTIDs,
+// one machine and device, shared with THESEUS_ALLOW_SHARED_DEVICE) count
+// together in Layout.DeviceRanks, which the point-to-point engine's
+// residency check uses: 2 nodes x 2 ranks on one GPU are 4 ranks on it,
+// not the node's 2.
+func TestDeviceRanks(t *testing.T) {
+	in := infos([]string{"node0", "node0", "node1", "node1"}, seq(4), []int{0, 0, 0, 0}, "cuda")
+	for r := range in {
+		in[r].Machine = "vm:boot"
+	}
+	lay, err := CheckLayout(in, 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]int{4, 4, 4, 4}, lay.DeviceRanks); d != "" || lay.PerNode != 2 || lay.Nodes != 2 {
+		t.Errorf("2 simulated nodes of 2 on one GPU: %+v (DeviceRanks -want +got: %s)", lay, d)
+	}
+	in[3].Device = 1 // the second node's second rank on another GPU
+	lay, err = CheckLayout(in, 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]int{3, 3, 3, 1}, lay.DeviceRanks); d != "" {
+		t.Errorf("DeviceRanks -want +got: %s", d)
+	}
 }

@@ -68,6 +68,12 @@ type P2PArgs struct {
 	// this one may share the GPU when it checks that its threadblocks are
 	// resident together.
 	LocalRanks int
+	// DeviceRanks is the number of ranks whose launches share this rank's
+	// GPU, as the communicator counted them (same machine and device,
+	// whatever their MSCCLPP_HOSTID: simulated nodes on one GPU share it);
+	// 0: unknown, LocalRanks is used. The CUDA backend's residency check
+	// takes it in place of LocalRanks.
+	DeviceRanks int
 	// Sends are the peers this launch sends to, Recvs those it receives
 	// from, each in round order (launch.P2PRound); every peer appears at
 	// most once per list, with its transfers in call order.

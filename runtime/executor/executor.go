@@ -96,6 +96,11 @@ type Config struct {
 	// the proxy's configuration and the key of the process's proxy.
 	LocalRank, LocalRanks int
 	HostID                string
+	// DeviceRanks is the number of ranks sharing this rank's GPU (the
+	// communicator counts them by machine and device: comm.Layout), 0
+	// when unknown; the point-to-point engine's residency check uses it
+	// (device.P2PArgs.DeviceRanks).
+	DeviceRanks int
 	// ProxyLanes is the number of parallel connections to each peer on
 	// another node, 1 to MaxLanes (0: THESEUS_PROXY_LANES, whose default
 	// is AutoLanes of LocalRanks):

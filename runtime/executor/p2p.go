@@ -737,7 +737,7 @@ func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, rec
 	me, n := e.cfg.Rank, e.n
 	g := r.Params.Geometry
 	a := &device.P2PArgs{Rank: me, NRanks: n, Geometry: g, EagerBytes: r.Params.EagerBytes, Direct: r.Params.Direct,
-		Threads: r.Params.Threads, LocalRanks: e.cfg.LocalRanks, Abort: e.l0.control, Timeout: e.cfg.Timeout}
+		Threads: r.Params.Threads, LocalRanks: e.cfg.LocalRanks, DeviceRanks: e.cfg.DeviceRanks, Abort: e.l0.control, Timeout: e.cfg.Timeout}
 	gen0 := e.p2p.gen.Load() // (before the imports are read: a drop after it makes the plan stale)
 	ent := &p2pL3{gen: gen0}
 	plan := &P2PPlan{gen: gen0, params: r.Params, l3: ent, sends: slices.Clone(sendPeers)}
