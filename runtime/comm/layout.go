@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/theseus-ccl/theseus/runtime/env"
+	"github.com/theseus-ccl/theseus/runtime/executor"
 	"github.com/theseus-ccl/theseus/runtime/transport/ucx"
 )
 
@@ -156,9 +157,9 @@ func CheckLayout(infos []RankInfo, hca int, allowShared bool) (Layout, error) {
 		if nodes == 1 {
 			break
 		}
-		if in.ProxyLanes != infos[0].ProxyLanes {
+		if effLanes(in.ProxyLanes, per) != effLanes(infos[0].ProxyLanes, per) {
 			return fail([]int{0, r}, "rank 0 (node 0, host %q) uses THESEUS_PROXY_LANES=%s, rank %d (node %d, host %q) uses %s: every rank of a job across nodes must use the same",
-				infos[0].HostID, lanesName(infos[0].ProxyLanes), r, r/per, in.HostID, lanesName(in.ProxyLanes))
+				infos[0].HostID, lanesName(infos[0].ProxyLanes, per), r, r/per, in.HostID, lanesName(in.ProxyLanes, per))
 		}
 		if in.LLFence != infos[0].LLFence {
 			return fail([]int{0, r}, "rank 0 (node 0, host %q) uses THESEUS_LL_FENCE=%s, rank %d (node %d, host %q) uses %s: every rank of a job across nodes must use the same",
@@ -279,10 +280,19 @@ func bit(on bool) string {
 	return "0"
 }
 
-// lanesName is a THESEUS_PROXY_LANES value as the layout check names it.
-func lanesName(n int) string {
+// effLanes is the lanes a rank configured with n (THESEUS_PROXY_LANES; 0:
+// the default) opens with per ranks per node: what the ranks must agree on.
+func effLanes(n, per int) int {
 	if n == 0 {
-		return "0 (4 / the ranks per node)"
+		return executor.AutoLanes(per)
+	}
+	return n
+}
+
+// lanesName is a THESEUS_PROXY_LANES value as the layout check names it.
+func lanesName(n, per int) string {
+	if n == 0 {
+		return fmt.Sprintf("%d (the default: 4 / the ranks per node)", effLanes(n, per))
 	}
 	return strconv.Itoa(n)
 }

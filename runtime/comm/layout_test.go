@@ -125,6 +125,13 @@ func TestCheckLayout(t *testing.T) {
 			t.Errorf("%s differs: %v, want InvalidUsage naming ranks 0 and 1", name, err)
 		}
 	}
+	// THESEUS_PROXY_LANES: the default (0) is 4 / the ranks per node, so
+	// ranks that keep it agree with ranks that set what it gives.
+	agree := infos(hosts(2, "a", "b"), local(4), devs(2, 2), "cuda")
+	agree[0].ProxyLanes, agree[1].ProxyLanes, agree[2].ProxyLanes, agree[3].ProxyLanes = 0, 0, 2, 2
+	if _, err := CheckLayout(agree, 0, false); err != nil {
+		t.Errorf("the default lanes (2 at 2 ranks a node) and 2 set explicitly: %v", err)
+	}
 	// THESEUS_PROXY_LANES: the same on every rank of a job across nodes
 	// (rank 2, the first of node "b", differs from rank 0); on one node,
 	// where no proxy runs, it may differ.

@@ -274,8 +274,8 @@ func nodesMultiProcess(t *testing.T, nodes, per int, spec func(node int) (wrap, 
 }
 
 // TestNodesLanesMismatch: 2 nodes of 2 ranks, one process per rank, where
-// the last rank sets THESEUS_PROXY_LANES=2 and the others keep the
-// default, 1. Every rank's init fails with ncclInvalidUsage naming rank 0
+// the last rank sets THESEUS_PROXY_LANES=3 and the others keep the
+// default (0: 4 / the ranks per node, 2 here). Every rank's init fails with ncclInvalidUsage naming rank 0
 // and rank 3, both values and the variable, instead of a connection setup
 // that waits until THESEUS_TIMEOUT (60 s here) for lanes its peer never
 // opens: the error is the layout check's, not a timeout.
@@ -286,11 +286,11 @@ func TestNodesLanesMismatch(t *testing.T) {
 	procs := startRanksEnv(t, nodes*per, "lanes", func(r int) []string {
 		e := []string{fmt.Sprintf("MSCCLPP_HOSTID=node%d", r/per)}
 		if r == nodes*per-1 {
-			e = append(e, "THESEUS_PROXY_LANES=2")
+			e = append(e, "THESEUS_PROXY_LANES=3")
 		}
 		return e
 	}, "THESEUS_TIMEOUT=60000", "THESEUS_INITIAL_SCRATCH_SIZE=1MB", "MSCCLPP_SOCKET_IFNAME=lo", "UCX_TLS=tcp")
-	const want = `rank 0 (node 0, host "node0") uses THESEUS_PROXY_LANES=1, rank 3 (node 1, host "node1") uses 2: every rank of a job across nodes must use the same`
+	const want = `rank 0 (node 0, host "node0") uses THESEUS_PROXY_LANES=2 (the default: 4 / the ranks per node), rank 3 (node 1, host "node1") uses 3: every rank of a job across nodes must use the same`
 	for _, p := range procs {
 		result, _ := p.result() // (init fails: the process too)
 		if result == "" {
