@@ -252,6 +252,15 @@ func testStaged(t *testing.T, stage int, batch bool) {
 	if calls < 3*n/piece {
 		t.Fatalf("%d staging copies for %d bytes through %d KiB pieces", calls, 3*n, piece>>10)
 	}
+	// The counters of the proxy's time (logged when a connection closes)
+	// count every staging copy, and time the copies and, batched, the syncs.
+	s = c.Stats()
+	if s.StageCopies != uint64(calls) || s.StageCopyNs == 0 || s.ExecNs < s.StageCopyNs || batch != (s.StageSyncNs > 0) || s.Signals != 1 || s.SignalNs == 0 {
+		t.Fatalf("stats %+v: want %d staging copies timed, execution at least their time, syncs timed iff batched, one signal timed", s, calls)
+	}
+	if line := s.String(); !strings.Contains(line, fmt.Sprintf("3 staged (%d of %d bytes)", 3*n, 3*n)) || !strings.Contains(line, fmt.Sprintf("staging: %d copies", calls)) {
+		t.Fatalf("the log line %q lacks the staged puts or the copies", line)
+	}
 }
 
 func TestDeviceRegionNeedsMirrorOrStager(t *testing.T) {
