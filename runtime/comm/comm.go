@@ -108,6 +108,14 @@ type Config struct {
 	alltoallvCheck bool // *AlltoAllvCheck, filled
 }
 
+// CheckConfig reports what Init would refuse in cfg and the environment
+// it reads (a malformed or out-of-range variable: Init's
+// InvalidArgument), without starting anything: a launcher checks it
+// before the unique-id rendezvous, so that every rank names the variable
+// at once instead of ranks other than 0 waiting for an id that rank 0,
+// failing, never serves.
+func CheckConfig(cfg Config) error { return cfg.fill() }
+
 func (c *Config) fill() error {
 	if c.Backend == nil {
 		return errors.New("no backend")

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/comm/commtest"
+	"github.com/theseus-ccl/theseus/runtime/env"
 	"github.com/theseus-ccl/theseus/runtime/host"
 )
 
@@ -419,4 +421,27 @@ func TestWatchdogPolling(t *testing.T) {
 		t.Errorf("AsyncError on a healthy communicator: %v", bad)
 	}
 	t.Logf("%d polls", polls)
+}
+
+// TestJoinBadEnvFailsAtOnce: a malformed variable fails Join on a rank
+// other than 0 at once, naming the variable, before the unique-id
+// rendezvous: rank 0 fails on the same variable and never serves the id,
+// so after the rendezvous the other ranks waited THESEUS_TIMEOUT for it
+// and then failed naming only the rendezvous (found by a fresh user, with
+// THESEUS_PROXY_LANES=17 on every rank of theseus-bench).
+func TestJoinBadEnvFailsAtOnce(t *testing.T) {
+	for _, kv := range [][2]string{{"THESEUS_PROXY_LANES", "17"}, {"THESEUS_PROXY_STAGING", "gpu"}, {"THESEUS_PROXY_SPIN", "-1"}} {
+		t.Run(kv[0], func(t *testing.T) {
+			t.Setenv(kv[0], kv[1])
+			env.Reset()
+			t.Cleanup(env.Reset)
+			cfg := Config{Backend: "host"}
+			cfg.Options.Timeout = time.Minute // no rank 0 serves the id: a rendezvous would wait this long
+			_, err := Join(context.Background(), LaunchInfo{Rank: 1, WorldSize: 2, RootAddr: "127.0.0.1:1"}, cfg)
+			var e *Error
+			if !errors.As(err, &e) || e.Code != InvalidArgument || !strings.Contains(err.Error(), kv[0]) {
+				t.Fatalf("Join with %s=%s: %v, want an InvalidArgument naming the variable", kv[0], kv[1], err)
+			}
+		})
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/theseus-ccl/theseus/runtime/bootstrap"
+	"github.com/theseus-ccl/theseus/runtime/comm"
 	"github.com/theseus-ccl/theseus/runtime/env"
 )
 
@@ -84,12 +85,22 @@ func Join(ctx context.Context, li LaunchInfo, cfg Config) (*Comm, error) {
 	if li.RootAddr == "" && li.IDFile == "" && li.WorldSize > 1 {
 		return nil, &Error{Code: InvalidArgument, Op: "join", Rank: li.Rank, Msg: "no root address or unique-id file"}
 	}
+	// The configuration first: every rank has the same environment, so a
+	// bad variable fails every rank here, naming it (after the rendezvous
+	// rank 0 would fail alone and stop serving the id, and the others wait
+	// for it until THESEUS_TIMEOUT).
+	cc, err := cfg.comm()
+	if err == nil {
+		err = comm.CheckConfig(cc)
+	}
+	if err != nil {
+		return nil, &Error{Code: InvalidArgument, Op: "init", Rank: li.Rank, Msg: "configuration", Err: err}
+	}
 	timeout := cfg.Options.Timeout
 	if timeout <= 0 {
 		timeout = env.TimeoutOrDefault()
 	}
 	var id UniqueID
-	var err error
 	var stop func()
 	switch {
 	case li.Rank == 0:
@@ -114,7 +125,7 @@ func Join(ctx context.Context, li LaunchInfo, cfg Config) (*Comm, error) {
 	if err != nil {
 		return nil, &Error{Code: SystemError, Op: "join", Rank: li.Rank, Msg: "unique-id rendezvous", Err: err}
 	}
-	c, err := NewComm(ctx, id, li.Rank, li.WorldSize, cfg)
+	c, err := initComm(ctx, id, li.Rank, li.WorldSize, cc)
 	if stop != nil {
 		stop()
 	}

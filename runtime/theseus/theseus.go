@@ -269,6 +269,11 @@ func NewComm(ctx context.Context, id UniqueID, rank, nranks int, cfg Config) (*C
 	if err != nil {
 		return nil, &Error{Code: InvalidArgument, Op: "init", Rank: rank, Msg: "configuration", Err: err}
 	}
+	return initComm(ctx, id, rank, nranks, cc)
+}
+
+// initComm is NewComm after the configuration's conversion.
+func initComm(ctx context.Context, id UniqueID, rank, nranks int, cc comm.Config) (*Comm, error) {
 	c, err := comm.Init(ctx, id, rank, nranks, cc)
 	if err != nil {
 		return nil, err

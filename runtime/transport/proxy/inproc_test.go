@@ -626,6 +626,33 @@ func TestInitLog(t *testing.T) {
 	}
 }
 
+// TestCloseLog: with NET at INFO every connection logs its counters when
+// it closes, an idle one too, naming its peer and tag (a fresh user found
+// idle lanes missing: only connections that had executed a descriptor
+// logged, and the line named no peer).
+func TestCloseLog(t *testing.T) {
+	var buf syncBuffer
+	log.SetOutput(&buf)
+	log.SetLevel(log.Info, log.Net)
+	defer func() {
+		log.SetLevel(log.Warn, log.Init)
+		log.SetOutput(os.Stderr)
+	}()
+	w := newWorld(t, 2, ConnOptions{Tag: 7})
+	for _, c := range w.cs {
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := buf.String()
+	for _, want := range []string{"rank 0: NET/UCX connection closed (to rank(s) [1], tag 7: its lane;",
+		"rank 1: NET/UCX connection closed (to rank(s) [0], tag 7: its lane;", "): 0 descriptors, 0 puts direct and 0 staged"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the close log lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // TestBadProxyEnv: a malformed, negative or too small THESEUS_PROXY_SPIN,
 // THESEUS_PROXY_STAGE_BYTES or THESEUS_PROXY_STAGE_BATCH is an error at
 // New naming the variable (before UCX starts), not the default silently;

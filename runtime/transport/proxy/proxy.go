@@ -780,9 +780,14 @@ func (c *Conn) Close() error {
 	}
 	c.p.mu.Unlock()
 	c.p.loopMu.Unlock()
-	if st := c.Stats(); st.Descriptors > 0 {
+	if log.On(log.Info, log.Net) {
+		peers := make([]int, 0, len(c.order))
+		for _, pe := range c.order {
+			peers = append(peers, pe.rank)
+		}
 		ns, calls := c.p.ProgressStats()
-		log.Infof(log.Net, "rank %d: NET/UCX connection closed: %s; its proxy's progress %.0f us in %d calls that handled something", c.rank, st, float64(ns)/1e3, calls)
+		log.Infof(log.Net, "rank %d: NET/UCX connection closed (to rank(s) %v, tag %d: its lane; 255: the point-to-point engine's): %s; its proxy's progress %.0f us in %d calls that handled something",
+			c.rank, peers, c.opts.Tag, c.Stats(), float64(ns)/1e3, calls)
 	}
 	c.release()
 	return nil
