@@ -72,6 +72,18 @@ DEV Place port_where(const Ctx& c, const theseus_ref& r, i64 t, i64 s, int& k) {
   return place(c, r, t, s);
 }
 
+// bar_failed is a barrier after which every thread of the block has the
+// same answer to whether the launch failed: s_fail is read between two
+// barriers, so that a failure recorded after the first (thread 0 posting
+// its next put without a barrier) cannot reach one warp's read and not
+// another's, and send the block's threads to different barriers.
+DEV bool bar_failed() {
+  bar();
+  const int f = s_fail;
+  bar();
+  return f != 0;
+}
+
 // port_put runs a copy of one local ref to one ref of a peer on another
 // node (the verifier's TS0116 rule: nothing else goes through the proxy):
 // one put per run of contiguous chunks, posted by thread 0, which waits
@@ -108,8 +120,7 @@ DEV void port_put(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
       }
     }
   }
-  bar();  // every thread's writes of the sources (and its packets' flags) before thread 0 posts
-  if (s_fail) return;
+  if (bar_failed()) return;  // (its first barrier: every thread's writes of the sources, and its packets' flags, before thread 0 posts)
   const i32 ch = dst.channel;
   const theseus_port_rt* p = port_rt(c, ch);
   const theseus_port_launch* pl = port_launch(c);
@@ -128,7 +139,8 @@ DEV void port_put(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
   u64 last = 0, tick[2] = {0, 0};
   bool used[2] = {false, false};
   // post publishes run (every thread calls it alike); after a staged run
-  // the next half is waited for. False when the launch failed.
+  // the next half is waited for. False when the launch failed (after a
+  // failure thread 0 posts nothing more).
   auto post = [&]() -> bool {
     if (!on || run.size == 0) {
       on = false;
@@ -136,7 +148,7 @@ DEV void port_put(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
     }
     on = false;
     if (staged) bar();  // every thread's copy into the half before the post
-    if (tid() == 0) {
+    if (tid() == 0 && !s_fail) {
       fence_sys();
       run.op = THESEUS_PORT_PUT;
       run.channel = p->channel;
@@ -151,8 +163,7 @@ DEV void port_put(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
     h ^= 1;
     fill = 0;
     if (tid() == 0 && !s_fail && used[h]) port_done(c, p->fifo, tick[h], step, s, ch);
-    bar();
-    return !s_fail;
+    return !bar_failed();
   };
   for (i64 t = 0; t < op.count; t++) {
     int ks, kd;
