@@ -183,12 +183,17 @@ DEV void port_put(const Ctx& c, const theseus_op& op, i64 step, i64 s) {
     const bool inMirror = pl->mirror != 0 && (u64)ps.p >= pl->mirror && (u64)ps.p < pl->mirror + (u64)pl->mirror_bytes;
     if (kst && !inMirror) {
       for (i64 o = 0; o < n;) {
-        if (on && (!staged || run.dst_region != dreg || run.dst_off + run.size != doff + (u64)o || fill == half)) {
+        // A run goes on while the destination is contiguous, the half has
+        // room and the source keeps the half's alignment modulo 16 (the
+        // copy's vector path); it starts at the source's offset modulo 16.
+        const i64 mis = (i64)(((u64)(area + h * half + fill) ^ (u64)(ps.p + o)) & 15);
+        if (on && (!staged || run.dst_region != dreg || run.dst_off + run.size != doff + (u64)o || fill == half || mis != 0)) {
           if (!post()) return;
         }
         if (!on) {
+          fill = (i64)((u64)(ps.p + o) & 15);  // (the half's first byte is 16-byte aligned)
           run = theseus_port_desc{};
-          run.src_off = area_off + (u64)h * (u64)half;
+          run.src_off = area_off + (u64)h * (u64)half + (u64)fill;
           run.src_region = p->stage_region;
           run.dst_off = doff + (u64)o;
           run.dst_region = dreg;
