@@ -237,6 +237,7 @@ type p2pState struct {
 	l3       map[string]*p2pL3
 	retired  []*p2pL3         // entries replaced while their launches may run: released at the next wait
 	captured atomic.Bool      // a point-to-point launch went into a CUDA graph: its memory stays until Close
+	kept     []*p2pConn       // connections replaced after a capture (a captured launch may use their blocks): their mapped blocks freed at Close
 	links    map[int]*p2pLink // [peer on another node]
 	stats    P2PStats
 	// shapes maps a call shape and its receive allocations (p2pShapeKey)
@@ -565,6 +566,8 @@ func (e *Executor) connect(ctx context.Context, g launch.P2PGeometry, peers []in
 					e.unimport(old.remote)
 				}
 				e.p2pFreeBlock(old)
+			} else if old.mapped.Host != nil || old.remoteMapped.Size > 0 {
+				s.kept = append(s.kept, old) // (device blocks go with the executor's allocations)
 			}
 		}
 		p, err := e.p2pBlock(q, c, size)
@@ -1085,11 +1088,12 @@ func (e *Executor) closeP2P() {
 		l.conn.Close()
 	}
 	e.p2p.links = nil
-	for _, c := range e.p2p.conns {
+	for _, c := range append(e.p2p.conns, e.p2p.kept...) {
 		if c != nil {
 			e.p2pFreeMapped(c)
 		}
 	}
+	e.p2p.kept = nil
 	for _, ent := range e.p2p.l3 {
 		ent.prep.Release()
 		if ent.check != 0 {

@@ -374,8 +374,9 @@ func p2pAcrossNodesMapped(t *testing.T, kernel bool) {
 	r := 0
 	send, _ := w.mem(64)
 	recv, _ := w.mem(64)
+	params := testP2P
 	req := func() *P2PRequest {
-		return &P2PRequest{Params: testP2P, Ops: []P2POp{{Peer: 2, Buf: send, Count: 64, DataType: ir.Int8}, {Recv: true, Peer: 2, Buf: recv, Count: 64, DataType: ir.Int8}}}
+		return &P2PRequest{Params: params, Ops: []P2POp{{Peer: 2, Buf: send, Count: 64, DataType: ir.Int8}, {Recv: true, Peer: 2, Buf: recv, Count: 64, DataType: ir.Int8}}}
 	}
 	// pair: ranks 0 and 2 (on different nodes) exchange once, eagerly.
 	pair := func() {
@@ -398,6 +399,19 @@ func p2pAcrossNodesMapped(t *testing.T, kernel bool) {
 		t.Fatalf("the refusal is sticky: %v", w.ex[r].Err())
 	}
 	pair()
+	// After a capture (any: a launch of one node's peers, here marked), a
+	// new geometry replaces the connection but keeps its blocks, which a
+	// captured launch may use; Close frees their mapped memory too.
+	for _, rank := range []int{0, 2} {
+		w.ex[rank].p2p.captured.Store(true)
+	}
+	params.Geometry.ChunkBytes *= 2
+	pair()
+	for _, rank := range []int{0, 2} {
+		if len(w.ex[rank].p2p.kept) != 1 {
+			t.Errorf("rank %d keeps %d replaced connections, want 1", rank, len(w.ex[rank].p2p.kept))
+		}
+	}
 	for _, e := range w.ex {
 		e.Close()
 	}
