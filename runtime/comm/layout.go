@@ -157,7 +157,7 @@ func CheckLayout(infos []RankInfo, hca int, allowShared bool) (Layout, error) {
 		if nodes == 1 {
 			break
 		}
-		if effLanes(in.ProxyLanes, per) != effLanes(infos[0].ProxyLanes, per) {
+		if executor.EffectiveLanes(in.ProxyLanes, per) != executor.EffectiveLanes(infos[0].ProxyLanes, per) {
 			return fail([]int{0, r}, "rank 0 (node 0, host %q) uses THESEUS_PROXY_LANES=%s, rank %d (node %d, host %q) uses %s: every rank of a job across nodes must use the same",
 				infos[0].HostID, lanesName(infos[0].ProxyLanes, per), r, r/per, in.HostID, lanesName(in.ProxyLanes, per))
 		}
@@ -280,19 +280,10 @@ func bit(on bool) string {
 	return "0"
 }
 
-// effLanes is the lanes a rank configured with n (THESEUS_PROXY_LANES; 0:
-// the default) opens with per ranks per node: what the ranks must agree on.
-func effLanes(n, per int) int {
-	if n == 0 {
-		return executor.AutoLanes(per)
-	}
-	return n
-}
-
 // lanesName is a THESEUS_PROXY_LANES value as the layout check names it.
 func lanesName(n, per int) string {
 	if n == 0 {
-		return fmt.Sprintf("%d (the default: 4 / the ranks per node)", effLanes(n, per))
+		return fmt.Sprintf("%d (the default: 4 / the ranks per node)", executor.EffectiveLanes(n, per))
 	}
 	return strconv.Itoa(n)
 }

@@ -194,10 +194,7 @@ func ConfigFromEnv(c Config) (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	if lanes == 0 {
-		lanes = AutoLanes(c.LocalRanks)
-	}
-	c.ProxyLanes = lanes
+	c.ProxyLanes = EffectiveLanes(lanes, c.LocalRanks)
 	if c.Executor == "" {
 		v, err := env.Executor.Enum()
 		if err != nil {

@@ -126,10 +126,7 @@ func (e *Executor) p2pUnlink(q int, c *p2pConn) {
 			}
 		}
 	}
-	if c.remoteMapped.Size > 0 {
-		e.mapper().FreeMapped(c.remoteMapped)
-		c.remoteMapped, c.remote = device.MappedMem{}, 0
-	} else if c.remote != 0 {
+	if !e.p2pFreeCopy(c) && c.remote != 0 {
 		e.freeAlloc(c.remote)
 	}
 }
@@ -228,16 +225,24 @@ func (e *Executor) p2pFreeBlock(c *p2pConn) {
 	}
 }
 
+// p2pFreeCopy frees c's copy of the peer's block when it is mapped host
+// memory (remoteMapped) and reports whether it was.
+func (e *Executor) p2pFreeCopy(c *p2pConn) bool {
+	if c.remoteMapped.Size == 0 {
+		return false
+	}
+	if err := e.mapper().FreeMapped(c.remoteMapped); err != nil {
+		log.Warnf(log.Executor, "rank %d: freeing the copy of a point-to-point connection block: %v", e.cfg.Rank, err)
+	}
+	c.remoteMapped, c.remote = device.MappedMem{}, 0
+	return true
+}
+
 // p2pFreeMapped frees c's block when it is mapped host memory and reports
 // whether it was (a device block goes with the executor's allocations),
-// and the copy of the peer's block when that is mapped (remoteMapped).
+// and the copy of the peer's block when that is mapped (p2pFreeCopy).
 func (e *Executor) p2pFreeMapped(c *p2pConn) bool {
-	if c.remoteMapped.Size > 0 {
-		if err := e.mapper().FreeMapped(c.remoteMapped); err != nil {
-			log.Warnf(log.Executor, "rank %d: freeing the copy of a point-to-point connection block: %v", e.cfg.Rank, err)
-		}
-		c.remoteMapped, c.remote = device.MappedMem{}, 0
-	}
+	e.p2pFreeCopy(c)
 	if c.mapped.Host == nil {
 		return false
 	}

@@ -320,6 +320,16 @@ func AutoLanes(perNode int) int {
 	return max(1, 4/max(1, perNode))
 }
 
+// EffectiveLanes is the lanes a rank configured with n (a ProxyLanes
+// result: 0 for the default) opens with perNode ranks on each node: what
+// the ranks of a job across nodes must agree on (comm.CheckLayout).
+func EffectiveLanes(n, perNode int) int {
+	if n == 0 {
+		return AutoLanes(perNode)
+	}
+	return n
+}
+
 // CheckTransportEnv reports a malformed variable of the transport across
 // nodes (THESEUS_PROXY_LANES, and the proxy's: proxy.CheckEnv) without
 // starting anything; comm.Init refuses it as an invalid argument on every

@@ -305,18 +305,29 @@ func (capturingStream) Capturing() bool { return true }
 // proxy puts from is mapped host memory too (no staging copy); with
 // =proxy it is device memory, staged by the proxy.
 func TestP2PAcrossNodesMapped(t *testing.T) {
+	eachStaging(t, p2pAcrossNodesMapped)
+}
+
+// eachStaging runs f as a subtest with THESEUS_PROXY_STAGING=kernel
+// (kernel true) and =proxy.
+func eachStaging(t *testing.T, f func(t *testing.T, kernel bool)) {
 	for _, mode := range []string{"kernel", "proxy"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Setenv("THESEUS_PROXY_STAGING", mode)
 			env.Reset()
 			t.Cleanup(env.Reset)
-			p2pAcrossNodesMapped(t, mode == "kernel")
+			f(t, mode == "kernel")
 		})
 	}
 }
 
+// newMappedHost is the host backend with a HostMapper (mappedHost).
+func newMappedHost() *mappedHost {
+	return &mappedHost{Backend: host.Backend(), mapped: map[device.Ptr]int64{}, ever: map[device.Ptr]bool{}}
+}
+
 func p2pAcrossNodesMapped(t *testing.T, kernel bool) {
-	dev := &mappedHost{Backend: host.Backend(), mapped: map[device.Ptr]int64{}, ever: map[device.Ptr]bool{}}
+	dev := newMappedHost()
 	w := newNodeWorldDev(t, 2, 2, dev, 0)
 	p2pAcrossNodes(t, w)
 	const n = 4
@@ -437,89 +448,84 @@ func p2pAcrossNodesMapped(t *testing.T, kernel bool) {
 // interpreter reads the scratch); nccl-tests across simulated nodes on the
 // GPU check them (bench/gpu/run-nodes.sh).
 func TestPortStageMapped(t *testing.T) {
-	for _, mode := range []string{"kernel", "proxy"} {
-		t.Run(mode, func(t *testing.T) {
-			t.Setenv("THESEUS_PROXY_STAGING", mode)
-			env.Reset()
-			t.Cleanup(env.Reset)
-			dev := &mappedHost{Backend: host.Backend(), mapped: map[device.Ptr]int64{}, ever: map[device.Ptr]bool{}}
-			w := newNodeWorldDev(t, 2, 2, dev, 2)
-			hier := compile(t, 1, "hier", gen.Options{Collective: ir.AllReduce, NRanks: 4, NLocalRanks: 2, Channels: 4})
-			c := devicetest.Case{Coll: ir.AllReduce, DataType: ir.Float32, RedOp: ir.Sum, Count: 4099, NRanks: 4, Seed: 7}
-			_, errs := w.run(hier, c, false)
-			for _, err := range errs {
-				if err != nil && !strings.Contains(err.Error(), "elements wrong") {
-					t.Fatal(err) // (wrong values are expected here: above)
+	eachStaging(t, func(t *testing.T, kernel bool) {
+		dev := newMappedHost()
+		w := newNodeWorldDev(t, 2, 2, dev, 2)
+		hier := compile(t, 1, "hier", gen.Options{Collective: ir.AllReduce, NRanks: 4, NLocalRanks: 2, Channels: 4})
+		c := devicetest.Case{Coll: ir.AllReduce, DataType: ir.Float32, RedOp: ir.Sum, Count: 4099, NRanks: 4, Seed: 7}
+		_, errs := w.run(hier, c, false)
+		for _, err := range errs {
+			if err != nil && !strings.Contains(err.Error(), "elements wrong") {
+				t.Fatal(err) // (wrong values are expected here: above)
+			}
+		}
+		stages := map[device.Ptr]bool{}
+		for r, e := range w.ex {
+			st := e.port.stage
+			if !kernel {
+				if st.Size != 0 {
+					t.Errorf("rank %d: a kernel staging buffer of %d bytes with THESEUS_PROXY_STAGING=proxy", r, st.Size)
+				}
+				continue
+			}
+			if st.Size != stageTBs*stageTBBytes || dev.mapped[st.Dev] != st.Size {
+				t.Fatalf("rank %d: staging buffer %+v, want %d bytes of live mapped memory", r, st, stageTBs*stageTBBytes)
+			}
+			stages[st.Dev] = true
+			if len(e.port.peers) == 0 {
+				t.Fatalf("rank %d: no connection across nodes", r)
+			}
+			for q, pp := range e.port.peers {
+				for lane, l := range pp.lanes {
+					reg, ok := l.conn.Region(pp.stage)
+					if !pp.stageOK || !ok || reg.Path != proxy.Direct || reg.Mem.Addr != uintptr(st.Host) || int64(reg.Mem.Size) != st.Size {
+						t.Errorf("rank %d, peer %d, lane %d: staging region %d (%v) = %+v, want the buffer as a direct host source", r, q, lane, pp.stage, ok, reg)
+					}
 				}
 			}
-			stages := map[device.Ptr]bool{}
-			for r, e := range w.ex {
-				st := e.port.stage
-				if mode == "proxy" {
-					if st.Size != 0 {
-						t.Errorf("rank %d: a kernel staging buffer of %d bytes with THESEUS_PROXY_STAGING=proxy", r, st.Size)
-					}
+		}
+		if kernel && len(stages) != w.n {
+			t.Errorf("%d staging buffers for %d ranks", len(stages), w.n)
+		}
+		dev.mu.Lock()
+		launches := 0
+		for _, a := range dev.colls {
+			ports := 0
+			for _, e := range a.Ends {
+				if e.Port == nil {
 					continue
 				}
-				if st.Size != stageTBs*stageTBBytes || dev.mapped[st.Dev] != st.Size {
-					t.Fatalf("rank %d: staging buffer %+v, want %d bytes of live mapped memory", r, st, stageTBs*stageTBBytes)
-				}
-				stages[st.Dev] = true
-				if len(e.port.peers) == 0 {
-					t.Fatalf("rank %d: no connection across nodes", r)
-				}
-				for q, pp := range e.port.peers {
-					for lane, l := range pp.lanes {
-						reg, ok := l.conn.Region(pp.stage)
-						if !pp.stageOK || !ok || reg.Path != proxy.Direct || reg.Mem.Addr != uintptr(st.Host) || int64(reg.Mem.Size) != st.Size {
-							t.Errorf("rank %d, peer %d, lane %d: staging region %d (%v) = %+v, want the buffer as a direct host source", r, q, lane, pp.stage, ok, reg)
-						}
-					}
+				ports++
+				if kernel && (e.Port.Stage.Size != stageTBs*stageTBBytes) {
+					t.Errorf("rank %d: a port end without the staging region: %+v", a.Rank, e.Port.Stage)
 				}
 			}
-			if mode == "kernel" && len(stages) != w.n {
-				t.Errorf("%d staging buffers for %d ranks", len(stages), w.n)
+			if ports == 0 {
+				continue
 			}
-			dev.mu.Lock()
-			launches := 0
-			for _, a := range dev.colls {
-				ports := 0
-				for _, e := range a.Ends {
-					if e.Port == nil {
-						continue
-					}
-					ports++
-					if mode == "kernel" && (e.Port.Stage.Size != stageTBs*stageTBBytes) {
-						t.Errorf("rank %d: a port end without the staging region: %+v", a.Rank, e.Port.Stage)
-					}
-				}
-				if ports == 0 {
-					continue
-				}
-				launches++
-				switch {
-				case mode == "proxy" && a.PortStage != nil:
-					t.Errorf("rank %d: PortStage %+v with THESEUS_PROXY_STAGING=proxy", a.Rank, a.PortStage)
-				case mode == "kernel" && (a.PortStage == nil || a.PortStage.TBs != stageTBs || a.PortStage.TBBytes != stageTBBytes || !stages[a.PortStage.Mem.Dev]):
-					t.Errorf("rank %d: PortStage %+v, want the rank's buffer of %d x %d bytes", a.Rank, a.PortStage, stageTBs, stageTBBytes)
-				}
+			launches++
+			switch {
+			case !kernel && a.PortStage != nil:
+				t.Errorf("rank %d: PortStage %+v with THESEUS_PROXY_STAGING=proxy", a.Rank, a.PortStage)
+			case kernel && (a.PortStage == nil || a.PortStage.TBs != stageTBs || a.PortStage.TBBytes != stageTBBytes || !stages[a.PortStage.Mem.Dev]):
+				t.Errorf("rank %d: PortStage %+v, want the rank's buffer of %d x %d bytes", a.Rank, a.PortStage, stageTBs, stageTBBytes)
 			}
-			dev.mu.Unlock()
-			if launches == 0 {
-				t.Fatal("no launch with port ends was prepared")
+		}
+		dev.mu.Unlock()
+		if launches == 0 {
+			t.Fatal("no launch with port ends was prepared")
+		}
+		for _, e := range w.ex {
+			e.Close()
+		}
+		dev.mu.Lock()
+		defer dev.mu.Unlock()
+		for p := range stages {
+			if _, live := dev.mapped[p]; live {
+				t.Errorf("staging buffer %#x still mapped after Close", p)
 			}
-			for _, e := range w.ex {
-				e.Close()
-			}
-			dev.mu.Lock()
-			defer dev.mu.Unlock()
-			for p := range stages {
-				if _, live := dev.mapped[p]; live {
-					t.Errorf("staging buffer %#x still mapped after Close", p)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // TestAutoLanes: THESEUS_PROXY_LANES=0 (the default) gives 4 / the ranks

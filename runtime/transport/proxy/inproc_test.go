@@ -604,16 +604,23 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// captureLog sends the log at INFO for subsystems s into the buffer it
+// returns, until the test ends.
+func captureLog(t *testing.T, s log.Subsys) *syncBuffer {
+	buf := &syncBuffer{}
+	log.SetOutput(buf)
+	log.SetLevel(log.Info, s)
+	t.Cleanup(func() {
+		log.SetLevel(log.Warn, log.Init)
+		log.SetOutput(os.Stderr)
+	})
+	return buf
+}
+
 // TestInitLog: the INIT lines name UCX, its version and the transport of
 // each connection (as NCCL's "NET/IB" lines do).
 func TestInitLog(t *testing.T) {
-	var buf syncBuffer
-	log.SetOutput(&buf)
-	log.SetLevel(log.Info, log.Init)
-	defer func() {
-		log.SetLevel(log.Warn, log.Init)
-		log.SetOutput(os.Stderr)
-	}()
+	buf := captureLog(t, log.Init)
 	newWorld(t, 2, ConnOptions{})
 	out := buf.String()
 	maj, min, _ := ucx.Version()
@@ -631,13 +638,7 @@ func TestInitLog(t *testing.T) {
 // idle lanes missing: only connections that had executed a descriptor
 // logged, and the line named no peer).
 func TestCloseLog(t *testing.T) {
-	var buf syncBuffer
-	log.SetOutput(&buf)
-	log.SetLevel(log.Info, log.Net)
-	defer func() {
-		log.SetLevel(log.Warn, log.Init)
-		log.SetOutput(os.Stderr)
-	}()
+	buf := captureLog(t, log.Net)
 	w := newWorld(t, 2, ConnOptions{Tag: 7})
 	for _, c := range w.cs {
 		if err := c.Close(); err != nil {

@@ -79,13 +79,17 @@ type Proxy struct {
 	// (THESEUS_PROXY_SPIN).
 	spin time.Duration
 	// progressNs and progressed: the time in ucp_worker_progress and the
-	// calls that handled something (ProgressStats).
+	// calls that handled something (ProgressStats), counted only when the
+	// NET log is at INFO (timeProgress, read at New): the idle loop runs
+	// a round after another, and the log line is their only reader.
 	progressNs, progressed atomic.Uint64
+	timeProgress           bool
 }
 
 // ProgressStats are the time the proxy's rounds spent in UCX's progress
 // (nanoseconds: receiving the peers' puts and signals over TCP, sending
-// what was queued) and how many of its calls handled something.
+// what was queued) and how many of its calls handled something; zero
+// unless the NET log was at INFO when the proxy was made.
 func (p *Proxy) ProgressStats() (ns, calls uint64) { return p.progressNs.Load(), p.progressed.Load() }
 
 // spinFromEnv is THESEUS_PROXY_SPIN as a duration: microseconds, 0 or
@@ -142,7 +146,8 @@ func New(o Options) (*Proxy, error) {
 		c.Close()
 		return nil, err
 	}
-	p := &Proxy{ctx: c, w: w, timeout: o.Timeout, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	p := &Proxy{ctx: c, w: w, timeout: o.Timeout, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		timeProgress: log.On(log.Info, log.Net)}
 	if p.timeout <= 0 {
 		p.timeout = env.TimeoutOrDefault()
 	}
@@ -265,11 +270,14 @@ func (p *Proxy) loop(onThread func() error) {
 // caller holds loopMu. work: something happened; busy: a flush is in
 // flight or an endpoint is full.
 func (p *Proxy) round() (work, busy bool) {
-	t0 := time.Now()
-	work = p.w.Progress() > 0
-	if work {
-		p.progressNs.Add(uint64(time.Since(t0)))
-		p.progressed.Add(1)
+	if !p.timeProgress {
+		work = p.w.Progress() > 0
+	} else {
+		t0 := time.Now()
+		if work = p.w.Progress() > 0; work {
+			p.progressNs.Add(uint64(time.Since(t0)))
+			p.progressed.Add(1)
+		}
 	}
 	p.mu.Lock()
 	conns := p.conns
