@@ -101,11 +101,12 @@ func (e *Executor) l1Materialise(ctx context.Context, w *walk, migrate bool) Eve
 			return e.fail(w, state, err, true, bootstrapPeers(err)...)
 		}
 	}
+	lanes := portLanes(t.Channels, rank, phys, e.crossNode, len(e.port.prx))
 	for c, ch := range t.Channels {
 		er := endRes{peer: phys(ch.Peer), init: ch.Init}
 		if e.crossNode(er.peer) {
 			er.port = e.port.peers[er.peer]
-			er.lane = er.port.laneOf(c, ch.PeerChannel)
+			er.lane = lanes[c]
 		}
 		if reuse != nil && reuse[c] >= 0 && reuse[c] < len(src.ends) {
 			old := src.ends[reuse[c]]

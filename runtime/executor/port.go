@@ -1,15 +1,18 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/env"
@@ -176,12 +179,45 @@ type portLane struct {
 	head device.Ptr
 }
 
-// laneOf is the lane of the pair of channel ends c (this rank's) and pc
-// (the peer's): the same on both ranks (a symmetric function of the two),
-// and for the generators' schedules, whose channel c pairs with the peer's
-// channel c, every lane in turn ((c + pc) mod N, before, put those on the
-// even lanes only: half of 4 lanes, and 1 of 2).
-func (pp *portPeer) laneOf(c, pc int) int { return min(c, pc) % len(pp.lanes) }
+// portLanes gives each channel end of chans (one rank's ends, optable.Channel:
+// Peer and PeerChannel) that reaches a peer on another node its lane, an
+// index below nlanes (-1 for the other ends): for each peer, the pairs of
+// ends between the two ranks in the order of (the smaller end index, the
+// larger, the index of the end on the lower-numbered rank), the k-th on
+// lane k mod nlanes. Both ranks of a pair list the same pairs in the same
+// order, so an end and its peer's get the same lane, and a peer's pairs
+// fill every lane in turn: the generators' port channels come as end 2k
+// paired with the peer's 2k+1 and 2k+1 with 2k (and imported ones as c
+// with c), which min(c, pc) mod N, before, put on the even lanes only
+// (half of 4 lanes, 1 of 2; bench/results/2026-12-02-h200-seventeenth).
+// me is this rank, phys maps a logical peer to its rank, cross says which
+// ranks are on other nodes.
+func portLanes(chans []optable.Channel, me int, phys func(int) int, cross func(int) bool, nlanes int) []int {
+	lanes := make([]int, len(chans))
+	type pair struct{ c, lo, hi, low int }
+	byPeer := map[int][]pair{}
+	for c, ch := range chans {
+		lanes[c] = -1
+		q := phys(ch.Peer)
+		if nlanes <= 0 || !cross(q) {
+			continue
+		}
+		low := ch.PeerChannel // the end of the lower-numbered rank
+		if me < q {
+			low = c
+		}
+		byPeer[q] = append(byPeer[q], pair{c, min(c, ch.PeerChannel), max(c, ch.PeerChannel), low})
+	}
+	for _, ps := range byPeer {
+		slices.SortFunc(ps, func(a, b pair) int {
+			return cmp.Or(cmp.Compare(a.lo, b.lo), cmp.Compare(a.hi, b.hi), cmp.Compare(a.low, b.low))
+		})
+		for k, p := range ps {
+			lanes[p.c] = k % nlanes
+		}
+	}
+	return lanes
+}
 
 // register registers m on every lane (Conn.Register) and returns its id,
 // the same on all of them.

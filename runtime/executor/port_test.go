@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"unsafe"
 
+	"github.com/theseus-ccl/theseus/codegen/optable"
 	"github.com/theseus-ccl/theseus/compiler/gen"
 	"github.com/theseus-ccl/theseus/compiler/load"
 	"github.com/theseus-ccl/theseus/compiler/passes"
@@ -546,4 +548,62 @@ func TestAutoLanes(t *testing.T) {
 		}
 	}
 	env.Reset()
+}
+
+// TestPortLaneSpread: portLanes gives an end and its peer's end the same
+// lane, and spreads the pairs of ends of the generators' schedules across
+// nodes over every lane evenly (the hierarchical allreduce pairs end 2k
+// with the peer's 2k+1: min(c, pc) mod N put them on the even lanes only).
+func TestPortLaneSpread(t *testing.T) {
+	for _, tc := range []struct {
+		algo           string
+		nranks, nlocal int
+		coll           ir.Collective
+	}{
+		{"hier", 2, 1, ir.AllReduce},
+		{"hier", 4, 2, ir.AllReduce},
+		{"hier", 4, 2, ir.AllGather},
+		{"ring", 4, 2, ir.AllReduce},
+		{"direct", 4, 1, ir.AllToAll},
+	} {
+		s := compile(t, 1, tc.algo, gen.Options{Collective: tc.coll, NRanks: tc.nranks, NLocalRanks: tc.nlocal, Channels: 8})
+		node := func(r int) int { return r / tc.nlocal }
+		for _, nl := range []int{1, 2, 3, 4} {
+			name := fmt.Sprintf("%s-%v-%dx%d-lanes%d", tc.algo, tc.coll, tc.nranks/tc.nlocal, tc.nlocal, nl)
+			lanes := make([][]int, tc.nranks)
+			tabs := make([]*optable.Table, tc.nranks)
+			for r := range tc.nranks {
+				tab, err := s.Table(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tabs[r] = tab
+				lanes[r] = portLanes(tab.Channels, r, func(l int) int { return l }, func(q int) bool { return node(q) != node(r) }, nl)
+			}
+			for r, tab := range tabs {
+				count := map[int][]int{} // peer -> ends per lane
+				for c, ch := range tab.Channels {
+					l := lanes[r][c]
+					if node(ch.Peer) == node(r) {
+						if l != -1 {
+							t.Errorf("%s: rank %d end %d (same node) on lane %d", name, r, c, l)
+						}
+						continue
+					}
+					if pl := lanes[ch.Peer][ch.PeerChannel]; l != pl || l < 0 || l >= nl {
+						t.Errorf("%s: rank %d end %d on lane %d, its peer's end %d.%d on lane %d", name, r, c, l, ch.Peer, ch.PeerChannel, pl)
+					}
+					if count[ch.Peer] == nil {
+						count[ch.Peer] = make([]int, nl)
+					}
+					count[ch.Peer][l]++
+				}
+				for q, per := range count {
+					if mn, mx := slices.Min(per), slices.Max(per); mx-mn > 1 {
+						t.Errorf("%s: rank %d's ends with rank %d per lane %v: not even", name, r, q, per)
+					}
+				}
+			}
+		}
+	}
 }
