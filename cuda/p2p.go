@@ -8,6 +8,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/theseus-ccl/theseus/cuda/driver"
@@ -83,7 +84,7 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	peers, xfers, imps, selfs, chans := r.peers, r.xfers, r.imps, r.selfs, r.chans
+	peers, xfers, imps, selfs, chans, lanes := r.peers, r.xfers, r.imps, r.selfs, r.chans, r.lanes
 	desc := C.theseus_p2p_launch{chunk_bytes: C.int64_t(g.ChunkBytes), eager_bytes: C.int64_t(a.EagerBytes), slots: C.int32_t(g.Slots),
 		channels: C.int32_t(g.Channels), nsend: C.int32_t(len(a.Sends)), nrecv: C.int32_t(len(a.Recvs)), nself: C.int32_t(len(selfs)),
 		direct: C.int32_t(b2u8(a.Direct))}
@@ -108,7 +109,7 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 	// kept by the prepared launch, one line pair per channel.
 	helps := p2pHelps(a)
 	dOff := put(unsafe.Pointer(&desc), int(unsafe.Sizeof(desc)))
-	offs := [5]uint64{}
+	offs := [6]uint64{}
 	for i, arr := range []struct {
 		p unsafe.Pointer
 		n int
@@ -118,6 +119,7 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 		{unsafe.Pointer(unsafe.SliceData(imps)), len(imps) * int(unsafe.Sizeof(C.theseus_p2p_import{}))},
 		{unsafe.Pointer(unsafe.SliceData(selfs)), len(selfs) * int(unsafe.Sizeof(C.theseus_p2p_copy{}))},
 		{unsafe.Pointer(unsafe.SliceData(chans)), len(chans) * 2},
+		{unsafe.Pointer(unsafe.SliceData(lanes)), len(lanes) * int(unsafe.Sizeof(C.theseus_p2p_lane{}))},
 	} {
 		offs[i] = uint64(len(blob))
 		if arr.n > 0 {
@@ -171,7 +173,7 @@ func (b *Backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 		if helps {
 			d.help = C.uint64_t(base + helpOff)
 		}
-		d.chans = C.uint64_t(base + offs[4])
+		d.chans, d.lanes = C.uint64_t(base+offs[4]), C.uint64_t(base+offs[5])
 		if err := driver.CopyHtoDAsync(m, blob, b.ctl); err != nil {
 			return err
 		}
@@ -350,12 +352,13 @@ type p2pRecs struct {
 	imps  []C.theseus_p2p_import
 	selfs []C.theseus_p2p_copy
 	chans []uint16
+	lanes []C.theseus_p2p_lane
 }
 
 // p2pRecords builds a's records. A peer on another node (device.P2PPort:
-// docs/p2p.md, "Across nodes") gets its connection's FIFO and ticket
-// counter, the regions of its block copy and of the peer's block, and per
-// channel its arrival and credit channels; the kernel's engine then runs
+// docs/p2p.md, "Across nodes") gets its lanes (each connection's FIFO and
+// ticket counter), the regions of its block copy and of the peer's block,
+// and per channel its arrival and credit channels (of lane ch mod lanes); the kernel's engine then runs
 // the host engine's protocol over the proxy (kernel/p2p.cuh,
 // p2p_send_port and p2p_recv_port).
 func p2pRecords(a *device.P2PArgs) (*p2pRecs, error) {
@@ -371,14 +374,17 @@ func p2pRecords(a *device.P2PArgs) (*p2pRecs, error) {
 				first: C.uint32_t(len(r.xfers)), nxfer: C.uint32_t(len(pr.Xfers)), imp_first: C.uint32_t(len(r.imps)), nimport: C.uint32_t(len(pr.Imports))}
 			if pt := pr.Port; pt != nil {
 				switch {
-				case pt.Conn == nil || pt.Conn.FIFO() == 0 || pt.Head == 0:
-					return fmt.Errorf("cuda: p2p connection with rank %d on another node: no FIFO or ticket counter for the kernel to post to", pr.Peer)
+				case len(pt.Lanes) == 0 || slices.ContainsFunc(pt.Lanes, func(l device.P2PLane) bool { return l.Conn == nil || l.Conn.FIFO() == 0 || l.Head == 0 }):
+					return fmt.Errorf("cuda: p2p connection with rank %d on another node: %d lane(s), not each with a FIFO and ticket counter for the kernel to post to", pr.Peer, len(pt.Lanes))
 				case len(pt.Arrive) < g.Channels || len(pt.Credit) < g.Channels:
 					return fmt.Errorf("cuda: p2p connection with rank %d on another node: %d arrival and %d credit channels for %d channels", pr.Peer, len(pt.Arrive), len(pt.Credit), g.Channels)
 				case len(pr.Imports) > 0:
 					return fmt.Errorf("cuda: p2p connection with rank %d on another node: %d imports (no memory is mapped across nodes)", pr.Peer, len(pr.Imports))
 				}
-				rec.fifo, rec.head = C.uint64_t(pt.Conn.FIFO()), C.uint64_t(pt.Head)
+				rec.lane_first, rec.nlanes = C.uint32_t(len(r.lanes)), C.uint32_t(len(pt.Lanes))
+				for _, l := range pt.Lanes {
+					r.lanes = append(r.lanes, C.theseus_p2p_lane{fifo: C.uint64_t(l.Conn.FIFO()), head: C.uint64_t(l.Head)})
+				}
 				rec.chan_first, rec.src_region, rec.dst_region = C.uint32_t(len(r.chans)), C.uint16_t(pt.Src), C.uint16_t(pt.Dst)
 				for ch := range g.Channels {
 					r.chans = append(r.chans, pt.Arrive[ch], pt.Credit[ch])

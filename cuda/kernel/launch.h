@@ -317,22 +317,32 @@ typedef struct theseus_p2p_peer {
   uint32_t imp_first; /* imports[imp_first, imp_first+nimport) */
   uint32_t nimport;
   uint32_t reserved;
-  /* A peer on another node (docs/p2p.md, "Across nodes"; fifo 0: a peer of
-   * this node): remote is this rank's copy of the peer's block (region
-   * src_region of the connection), whose records and chunks are put into
-   * the peer's block (its region dst_region) at the same offsets through
-   * the connection's FIFO (port.h); local is pinned, device-mapped host
-   * memory that the peer's puts and signals land in. Channel ch's proxy
-   * channels are chans[chan_first + 2*ch] (arrival signals: puts of chunks
-   * and headers, each header followed by a signal into the receiver's
-   * arrival word) and chans[chan_first + 2*ch + 1] (credit signals, and the
-   * receiver's error and abort posts). */
-  uint64_t fifo;       /* theseus_port_ctrl* : the connection's FIFO (device-mapped host memory) */
-  uint64_t head;       /* uint64_t* : its ticket counter (device memory) */
+  /* A peer on another node (docs/p2p.md, "Across nodes"; nlanes 0: a peer
+   * of this node): remote is this rank's copy of the peer's block (region
+   * src_region of every lane's connection), whose records and chunks are put
+   * into the peer's block (its region dst_region) at the same offsets through
+   * a connection's FIFO (port.h): channel ch's through lane ch mod nlanes,
+   * lanes[lane_first + ch mod nlanes] of the launch; local is pinned,
+   * device-mapped host memory that the peer's puts and signals land in.
+   * Channel ch's proxy channels (of its lane's connection) are
+   * chans[chan_first + 2*ch] (arrival signals: puts of chunks and headers,
+   * each header followed by a signal into the receiver's arrival word) and
+   * chans[chan_first + 2*ch + 1] (credit signals, and the receiver's error
+   * and abort posts). */
+  uint32_t lane_first;
+  uint32_t nlanes;
+  uint64_t reserved2;
   uint32_t chan_first;
   uint16_t src_region;
   uint16_t dst_region;
 } theseus_p2p_peer;
+
+/* One lane of a peer on another node: a proxy connection's FIFO and the
+ * ticket counter of its device producers. */
+typedef struct theseus_p2p_lane {
+  uint64_t fifo; /* theseus_port_ctrl* : the connection's FIFO (device-mapped host memory) */
+  uint64_t head; /* uint64_t* : its ticket counter (device memory) */
+} theseus_p2p_lane;
 
 /* A self transfer (dst may equal src). */
 typedef struct theseus_p2p_copy {
@@ -350,6 +360,7 @@ typedef struct theseus_p2p_launch {
   uint64_t imports; /* const theseus_p2p_import* */
   uint64_t selfs;   /* const theseus_p2p_copy* : nself */
   uint64_t chans;   /* const uint16_t* : the proxy channels of the peers on other nodes (theseus_p2p_peer.chan_first) */
+  uint64_t lanes;   /* const theseus_p2p_lane* : the lanes of the peers on other nodes (theseus_p2p_peer.lane_first) */
   uint64_t matrix;  /* const uint64_t* : the GPU counts matrix, nranks x nranks (0: not an AlltoAllv) */
   uint64_t check;   /* const uint64_t* : the CPU matrix's copy (checking mode; 0: off) */
   int64_t send_cap; /* bytes this rank sends and receives by the CPU matrix */

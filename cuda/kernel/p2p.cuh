@@ -593,7 +593,13 @@ DEV bool p2p_recv_peer(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
 // and abort posts, which are put and flushed. Thread 0 posts; every post
 // is bounded by the abort word and the proxy's error word (port.h).
 
-DEV bool p2p_port_failed(const theseus_p2p_peer& pr) { return ((const volatile theseus_port_ctrl*)pr.fifo)->error != 0; }
+// p2p_lane is the lane that carries channel ch of a peer on another node.
+DEV const theseus_p2p_lane& p2p_lane(const theseus_p2p_peer& pr, int ch) {
+  return ((const theseus_p2p_lane*)s_p2p.lanes)[pr.lane_first + (u32)ch % pr.nlanes];
+}
+
+// p2p_port_failed: the proxy failed channel ch's connection.
+DEV bool p2p_port_failed(const theseus_p2p_peer& pr, int ch) { return ((const volatile theseus_port_ctrl*)p2p_lane(pr, ch).fifo)->error != 0; }
 
 // p2p_port_op posts one descriptor for channel ch of peer pr (thread 0):
 // op on its arrival channel (credit 0) or credit channel (credit 1); a put
@@ -609,7 +615,8 @@ DEV bool p2p_port_op(const Ctx& c, const theseus_p2p_peer& pr, int ch, int credi
     d.src_region = pr.src_region;
     d.dst_region = pr.dst_region;
   }
-  if (theseus_port_post((theseus_port_ctrl*)pr.fifo, (uint64_t*)pr.head, &d, (const volatile uint32_t*)c.L->abort_word) != ~(u64)0)
+  const theseus_p2p_lane& ln = p2p_lane(pr, ch);
+  if (theseus_port_post((theseus_port_ctrl*)ln.fifo, (uint64_t*)ln.head, &d, (const volatile uint32_t*)c.L->abort_word) != ~(u64)0)
     return true;
   const bool aborted = ld_volatile_u32((const volatile u32*)c.L->abort_word) != 0;
   fail(c, aborted ? THESEUS_ERR_ABORTED : THESEUS_ERR_PORT, THESEUS_WAIT_P2P_FIFO, (i64)tseq, ch, pr.peer, 0, 0);
@@ -660,7 +667,7 @@ NOINLINE bool p2p_send_port(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
       const i64 lo = j * C, len = total - lo < C ? total - lo : C;
       if (tid() == 0) {
         const u64 s0 = sent;
-        if (spin(c, [&] { return s0 - ld_poll_sys(credit) < N || p2p_post_error(post, tseq) || p2p_port_failed(pr); }, THESEUS_WAIT_P2P_CREDIT,
+        if (spin(c, [&] { return s0 - ld_poll_sys(credit) < N || p2p_post_error(post, tseq) || p2p_port_failed(pr, ch); }, THESEUS_WAIT_P2P_CREDIT,
                  (i64)tseq, ch, q, s0 - N + 1, credit)) {
           if (p2p_post_error(post, tseq))
             p2p_post_fail(c, post, tseq, q, total, x.dtype);
@@ -714,7 +721,7 @@ NOINLINE bool p2p_recv_port(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
       u64* hdr = p2p_hdr(local, ch, k);
       if (tid() == 0) {
         const u64 want = recvd + 1;
-        if (spin(c, [&] { return ld_poll_sys(arrived) >= want || p2p_port_failed(pr); }, THESEUS_WAIT_P2P_HEADER, (i64)tseq, ch, q, want, arrived)) {
+        if (spin(c, [&] { return ld_poll_sys(arrived) >= want || p2p_port_failed(pr, ch); }, THESEUS_WAIT_P2P_HEADER, (i64)tseq, ch, q, want, arrived)) {
           const u64 flag = ld_poll_sys(&hdr[THESEUS_P2P_HDR_FLAG]);
           const u64 kd = ldv(&hdr[THESEUS_P2P_HDR_KIND]), sseq = ldv(&hdr[THESEUS_P2P_HDR_TSEQ]);
           const u64 kind = kd & 0xffffffffu;
@@ -795,7 +802,7 @@ DEV void p2p_poison(const Ctx& c, int ch, bool recv) {
   const theseus_p2p_peer* peers = (const theseus_p2p_peer*)P.peers + (recv ? P.nsend : 0);
   const int np = recv ? P.nrecv : P.nsend;
   for (int i = 0; i < np; i++) {
-    if (peers[i].fifo) {  // a peer on another node
+    if (peers[i].nlanes) {  // a peer on another node
       p2p_poison_port(c, ch, recv, peers[i]);
       continue;
     }
@@ -872,15 +879,15 @@ extern "C" __global__ void __launch_bounds__(THESEUS_P2P_MAX_THREADS) theseus_p2
       }
     }
     const theseus_p2p_peer* peers = (const theseus_p2p_peer*)P.peers;
-    for (int i = 0; ok && i < P.nsend; i++) ok = peers[i].fifo ? p2p_send_port(c, ch, peers[i]) : p2p_send_peer(c, ch, peers[i]);
+    for (int i = 0; ok && i < P.nsend; i++) ok = peers[i].nlanes ? p2p_send_port(c, ch, peers[i]) : p2p_send_peer(c, ch, peers[i]);
   } else if (ok) {
     const theseus_p2p_peer* peers = (const theseus_p2p_peer*)P.peers + P.nsend;
     if (tid() == 0)
       for (int i = 0; i < P.nrecv; i++)
-        if (!peers[i].fifo)  // (across nodes nothing reads the post)
+        if (!peers[i].nlanes)  // (across nodes nothing reads the post)
           p2p_post_next(peers[i], ch, 0, p2p_state((char*)peers[i].local, ch, 1)[THESEUS_P2P_STATE_TRANSFERS] + 1);
     bar();
-    for (int i = 0; ok && i < P.nrecv; i++) ok = peers[i].fifo ? p2p_recv_port(c, ch, peers[i]) : p2p_recv_peer(c, ch, peers[i]);
+    for (int i = 0; ok && i < P.nrecv; i++) ok = peers[i].nlanes ? p2p_recv_port(c, ch, peers[i]) : p2p_recv_peer(c, ch, peers[i]);
     if (ok && help) p2p_help_rest(c, help, nlaunch);
   }
   bar();

@@ -114,22 +114,32 @@ type P2PPeer struct {
 
 // P2PPort is a point-to-point connection across nodes: the records and
 // chunks this rank writes into the peer's block are written into the
-// peer's block's copy here (P2PPeer.Remote, region Src of Conn) and put
-// from it into the peer's block (the peer's region Dst) through the
-// proxy. Publications become signals: a header is put, then a signal on
-// Arrive[ch] increments the receiver's arrival word of channel ch
-// (launch.P2PStateArrived of its lane state as receiver, which its
-// receive waits on instead of the header's flag); a credit is a signal on
-// Credit[ch], which increments the sender's credit word of channel ch.
-// Posts are not written across nodes (the sender never writes directly
-// into the receiver's buffer there), except error and abort posts, which
-// are put and flushed.
+// peer's block's copy here (P2PPeer.Remote, region Src of every lane's
+// connection) and put from it into the peer's block (the peer's region
+// Dst) through the proxy; channel ch goes through lane ch mod len(Lanes)
+// (Lane), so that the channels spread over the rank's proxies. Publications
+// become signals: a header is put, then a signal on Arrive[ch] increments
+// the receiver's arrival word of channel ch (launch.P2PStateArrived of its
+// lane state as receiver, which its receive waits on instead of the
+// header's flag); a credit is a signal on Credit[ch], which increments the
+// sender's credit word of channel ch. Arrive[ch] and Credit[ch] are
+// channels of lane ch mod len(Lanes). Posts are not written across nodes
+// (the sender never writes directly into the receiver's buffer there),
+// except error and abort posts, which are put and flushed.
 type P2PPort struct {
-	Conn     PortConn
+	// Lanes are the connections with the peer, one per proxy of the rank
+	// (at least one), each region registered on all of them under the same
+	// id.
+	Lanes    []P2PLane
 	Src, Dst uint16
 	// Arrive and Credit are the proxy channels of each channel of the
 	// connection (Geometry.Channels entries each).
 	Arrive, Credit []uint16
+}
+
+// P2PLane is one proxy connection of a P2PPort.
+type P2PLane struct {
+	Conn PortConn
 	// Head is the FIFO's ticket counter for device producers (8 bytes of
 	// device memory, zero at creation; 0 on a backend without a
 	// HostMapper, whose engine posts through Conn). On such a backend
@@ -138,6 +148,20 @@ type P2PPort struct {
 	// land in, and only the kernel posts to the FIFO (port.h: one ticket
 	// counter per FIFO).
 	Head Ptr
+}
+
+// Lane is the connection that carries channel ch (ch mod len(Lanes)).
+func (p *P2PPort) Lane(ch int) PortConn { return p.Lanes[ch%len(p.Lanes)].Conn }
+
+// Err is the first failure of a lane's connection, nil while every lane
+// works.
+func (p *P2PPort) Err() error {
+	for _, l := range p.Lanes {
+		if err := l.Conn.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // P2PXfer is one send (Buf is the source) or receive (Buf the

@@ -101,7 +101,7 @@ func (e *Executor) l1Materialise(ctx context.Context, w *walk, migrate bool) Eve
 			return e.fail(w, state, err, true, bootstrapPeers(err)...)
 		}
 	}
-	lanes := portLanes(t.Channels, rank, phys, e.crossNode, len(e.port.prx))
+	lanes := laneAssign(t.Channels, rank, phys, e.crossNode, len(e.port.prx))
 	for c, ch := range t.Channels {
 		er := endRes{peer: phys(ch.Peer), init: ch.Init}
 		if e.crossNode(er.peer) {
@@ -231,7 +231,7 @@ func (e *Executor) exchangeSlots(ctx context.Context, ent *l1Entry, added map[in
 				}
 				msg.Slots = append(msg.Slots, slotRef{Channel: uint32(c), Pool: uint32(reg), Index: uint32(off / 8)})
 			}
-			if err := pp.share(ctx); err != nil {
+			if err := pp.lanes.share(ctx); err != nil {
 				return err
 			}
 			if err := e.send(q, tag, msg.encode()); err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/launch"
 	"github.com/theseus-ccl/theseus/runtime/log"
-	"github.com/theseus-ccl/theseus/runtime/transport/proxy"
 )
 
 // The point-to-point engine's side of the executor (docs/p2p.md): traffic
@@ -176,21 +175,20 @@ type p2pConn struct {
 	remoteMapped device.MappedMem
 }
 
-// p2pLink is the proxy connection the engine uses with a peer on another
-// node (one per peer, made at the first connection with it; a
-// connection of another geometry registers new blocks with it).
+// p2pLink is the engine's proxy connections with a peer on another node:
+// one per lane (the rank's proxies, as the collectives' portPeer), made at
+// the first connection with it; a connection of another geometry
+// registers new blocks with them. Channel ch of a connection goes through
+// lane ch mod the lanes (device.P2PPort.Lane). Each lane has the FIFO's
+// ticket counter for the kernel's posts (8 bytes of device memory; 0
+// without a HostMapper: the host engine posts through the connection).
 type p2pLink struct {
-	conn *proxy.Conn
-	pc   *portConn
-	// head is the FIFO's ticket counter for the kernel's posts (8 bytes of
-	// device memory; 0 without a HostMapper: the host engine posts
-	// through conn).
-	head device.Ptr
+	lanes laneSet
 }
 
 // p2pProxyTag separates the engine's proxy connections' setup exchanges
 // from the collectives' (proxy.ConnOptions.Tag: their lanes use 0 to
-// MaxLanes-1).
+// MaxLanes-1): lane i of the engine's uses p2pProxyTag - i.
 const p2pProxyTag = 255
 
 type p2pL3 struct {
@@ -749,9 +747,11 @@ func (e *Executor) p2pSetup(pp device.P2PPreparer, r *P2PRequest, sendPeers, rec
 	peer := func(q int, recv bool) device.P2PPeer {
 		c := e.p2p.conns[q]
 		pr := device.P2PPeer{Peer: q, Local: device.Mem{Ptr: c.local, Size: size}, Remote: device.Mem{Ptr: c.remote, Size: size}, Port: c.port}
-		if c.port != nil && c.port.Head != 0 && !kicked[q] {
+		if c.port != nil && c.port.Lanes[0].Head != 0 && !kicked[q] {
 			kicked[q] = true
-			ent.kick = append(ent.kick, c.port.Conn)
+			for _, l := range c.port.Lanes {
+				ent.kick = append(ent.kick, l.Conn)
+			}
 		}
 		if !recv {
 			e.p2p.mu.Lock()
@@ -1085,7 +1085,7 @@ func (e *Executor) releaseP2P(ent *p2pL3) {
 // allocations and imports).
 func (e *Executor) closeP2P() {
 	for _, l := range e.p2p.links {
-		l.conn.Close()
+		l.lanes.close()
 	}
 	e.p2p.links = nil
 	for _, c := range append(e.p2p.conns, e.p2p.kept...) {

@@ -18,12 +18,13 @@ import (
 // "Across nodes"): connection blocks over the proxy's port channels.
 
 // p2pLinkBlock makes c's half of a connection with q on another node: the
-// proxy connection with q (made at the first connection, both ranks at the
-// same call), c's block registered as a destination of q's puts, a block
-// of this rank as the copy of q's block that this rank's writes are put
-// from (c.remote), both shared with q. On a backend with a HostMapper
-// (CUDA) the link also gets a device ticket counter for the kernel's posts
-// to its FIFO (device.P2PPort.Head), and c's block is the mapped host
+// proxy connections with q, one per lane (made at the first connection,
+// both ranks at the same call), c's block registered on every lane as a
+// destination of q's puts, a block of this rank as the copy of q's block
+// that this rank's writes are put from (c.remote), both shared with q. On
+// a backend with a HostMapper (CUDA) each lane also has a device ticket
+// counter for the kernel's posts to its FIFO (device.P2PLane.Head), and
+// c's block is the mapped host
 // memory p2pBlock allocated, registered as host memory; on the staged
 // path with kernel staging (THESEUS_PROXY_STAGING=kernel) the copy is
 // mapped host memory as well, which the kernel writes and the proxy puts
@@ -31,23 +32,11 @@ import (
 func (e *Executor) p2pLinkBlock(ctx context.Context, q int, c *p2pConn) (uint16, error) {
 	l := e.p2p.links[q]
 	if l == nil {
-		prxs, err := e.theProxies()
+		ls, err := e.connectLanes(ctx, q, func(lane int) uint8 { return uint8(p2pProxyTag - lane) })
 		if err != nil {
 			return 0, err
 		}
-		o := e.connOptions()
-		o.Tag = p2pProxyTag
-		conn, err := prxs[0].Connect(ctx, e.net, e.cfg.Rank, []int{q}, o)
-		if err != nil {
-			return 0, err
-		}
-		l = &p2pLink{conn: conn, pc: &portConn{c: conn, fifo: device.Ptr(conn.FIFO().Block().Device)}}
-		if e.mapper() != nil {
-			if l.head, err = e.small(8); err != nil {
-				conn.Close()
-				return 0, err
-			}
-		}
+		l = &p2pLink{lanes: ls}
 		if e.p2p.links == nil {
 			e.p2p.links = map[int]*p2pLink{}
 		}
@@ -79,35 +68,40 @@ func (e *Executor) p2pLinkBlock(ctx context.Context, q int, c *p2pConn) (uint16,
 	if c.mapped.Host != nil {
 		bm = proxy.Mem{Addr: uintptr(c.mapped.Host), Size: int(size)} // host memory, a destination on every path
 	}
-	blk, err := l.conn.Register(bm)
+	blk, err := l.lanes.register(bm)
 	if err != nil {
 		return 0, err
 	}
-	c.regs = append(c.regs, blk.ID)
-	src, err := l.conn.Register(sm)
+	c.regs = append(c.regs, blk)
+	src, err := l.lanes.register(sm)
 	if err != nil {
 		return 0, err
 	}
-	c.regs = append(c.regs, src.ID)
-	if err := l.conn.Share(ctx); err != nil {
+	c.regs = append(c.regs, src)
+	if err := l.lanes.share(ctx); err != nil {
 		return 0, err
 	}
-	c.port = &device.P2PPort{Conn: l.pc, Src: src.ID, Head: l.head}
-	return blk.ID, nil
+	c.port = &device.P2PPort{Src: src}
+	for _, ln := range l.lanes {
+		c.port.Lanes = append(c.port.Lanes, device.P2PLane{Conn: ln.pc, Head: ln.head})
+	}
+	return blk, nil
 }
 
 // p2pLinkChannels completes c with q's block (its region id peer): per
-// channel, an arrival channel (signals into q's arrival word as receiver)
-// and a credit channel (signals into q's credit word as sender).
+// channel, on the channel's lane (ch mod the lanes, device.P2PPort.Lane),
+// an arrival channel (signals into q's arrival word as receiver) and a
+// credit channel (signals into q's credit word as sender).
 func (e *Executor) p2pLinkChannels(q int, c *p2pConn, peer uint16) error {
 	l, g := e.p2p.links[q], c.geo
 	c.port.Dst = peer
 	for ch := range g.Channels {
-		a, err := l.conn.AddChannel(q, peer, uint64(g.LaneState(ch, true)+8*launch.P2PStateArrived))
+		conn := l.lanes[ch%len(l.lanes)].conn
+		a, err := conn.AddChannel(q, peer, uint64(g.LaneState(ch, true)+8*launch.P2PStateArrived))
 		if err != nil {
 			return err
 		}
-		cr, err := l.conn.AddChannel(q, peer, uint64(g.Credit(ch)))
+		cr, err := conn.AddChannel(q, peer, uint64(g.Credit(ch)))
 		if err != nil {
 			return err
 		}
@@ -121,7 +115,7 @@ func (e *Executor) p2pLinkChannels(q int, c *p2pConn, peer uint16) error {
 func (e *Executor) p2pUnlink(q int, c *p2pConn) {
 	if l := e.p2p.links[q]; l != nil {
 		for _, id := range c.regs {
-			if err := l.conn.Release(id); err != nil {
+			if err := l.lanes.release(id); err != nil {
 				log.Warnf(log.Executor, "rank %d: releasing a point-to-point region of rank %d's connection: %v", e.cfg.Rank, q, err)
 			}
 		}
@@ -166,10 +160,11 @@ func (e *Executor) p2pDrained(q int, c *p2pConn, limit time.Duration) error {
 				break
 			}
 			if l != nil {
-				if err := l.conn.Err(); err != nil {
+				conn := l.lanes[ch%len(l.lanes)].conn
+				if err := conn.Err(); err != nil {
 					return fmt.Errorf("rank %d's credits for point-to-point channel %d (%d of %d chunks): %w", q, ch, credit, sent, err)
 				}
-				l.conn.Help()
+				conn.Help()
 			}
 			if time.Now().After(deadline) {
 				return fmt.Errorf("rank %d has not consumed %d of the %d chunks this rank sent it on point-to-point channel %d within %v (sends without their receives?)", q, sent-credit, sent, ch, limit)

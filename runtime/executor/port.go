@@ -145,7 +145,7 @@ func kernelStaging() bool {
 // channel lives on the lane of its pair of ends (laneOf).
 type portPeer struct {
 	q     int
-	lanes []portLane
+	lanes laneSet
 	// scratch is this rank's scratch as a region of conn (re-registered at
 	// growth), peerScratch the peer's.
 	scratch    uint16
@@ -179,51 +179,87 @@ type portLane struct {
 	head device.Ptr
 }
 
-// portLanes gives each channel end of chans (one rank's ends, optable.Channel:
-// Peer and PeerChannel) that reaches a peer on another node its lane, an
-// index below nlanes (-1 for the other ends): for each peer, the pairs of
-// ends between the two ranks in the order of (the smaller end index, the
-// larger, the index of the end on the lower-numbered rank), the k-th on
-// lane k mod nlanes. Both ranks of a pair list the same pairs in the same
-// order, so an end and its peer's get the same lane, and a peer's pairs
-// fill every lane in turn: the generators' port channels come as end 2k
-// paired with the peer's 2k+1 and 2k+1 with 2k (and imported ones as c
-// with c), which min(c, pc) mod N, before, put on the even lanes only
-// (half of 4 lanes, 1 of 2; bench/results/2026-12-02-h200-seventeenth).
-// me is this rank, phys maps a logical peer to its rank, cross says which
-// ranks are on other nodes.
-func portLanes(chans []optable.Channel, me int, phys func(int) int, cross func(int) bool, nlanes int) []int {
+// laneAssign gives each channel end of chans (one rank's ends,
+// optable.Channel: Peer and PeerChannel) that reaches a peer on another
+// node its lane, an index below nlanes (-1 for the other ends): for each
+// peer, the distinct pairs {end, peer's end} (unordered) between the two
+// ranks in increasing order, the k-th on lane k mod nlanes. Both ranks of a
+// pair list the same pairs in the same order, so an end and its peer's get
+// the same lane; a channel and its reverse (end c paired with the peer's
+// c', and c' with c) share one lane, and the distinct pairs fill every lane
+// in turn, so that each direction's data spreads over every lane. The
+// generators' port channels come as end 2k paired with the peer's 2k+1 and
+// 2k+1 with 2k (imported ones often c with c): min(c, pc) mod N, before,
+// put them on the even lanes only (half of 4 lanes, 1 of 2), and an
+// ordinal of ends without the pairing put one direction's data on the even
+// lanes and the other's on the odd ones (bench/results/2026-12-02-h200-
+// seventeenth, calls A and B). me is this rank, phys maps a logical peer
+// to its rank, cross says which ranks are on other nodes.
+func laneAssign(chans []optable.Channel, me int, phys func(int) int, cross func(int) bool, nlanes int) []int {
 	lanes := make([]int, len(chans))
-	type pair struct{ c, lo, hi, low int }
+	type pair struct{ c, lo, hi int }
 	byPeer := map[int][]pair{}
 	for c, ch := range chans {
 		lanes[c] = -1
-		q := phys(ch.Peer)
-		if nlanes <= 0 || !cross(q) {
-			continue
+		if q := phys(ch.Peer); nlanes > 0 && cross(q) {
+			byPeer[q] = append(byPeer[q], pair{c, min(c, ch.PeerChannel), max(c, ch.PeerChannel)})
 		}
-		low := ch.PeerChannel // the end of the lower-numbered rank
-		if me < q {
-			low = c
-		}
-		byPeer[q] = append(byPeer[q], pair{c, min(c, ch.PeerChannel), max(c, ch.PeerChannel), low})
 	}
 	for _, ps := range byPeer {
-		slices.SortFunc(ps, func(a, b pair) int {
-			return cmp.Or(cmp.Compare(a.lo, b.lo), cmp.Compare(a.hi, b.hi), cmp.Compare(a.low, b.low))
-		})
-		for k, p := range ps {
+		slices.SortFunc(ps, func(a, b pair) int { return cmp.Or(cmp.Compare(a.lo, b.lo), cmp.Compare(a.hi, b.hi)) })
+		k := -1
+		for i, p := range ps {
+			if i == 0 || p.lo != ps[i-1].lo || p.hi != ps[i-1].hi {
+				k++
+			}
 			lanes[p.c] = k % nlanes
 		}
 	}
 	return lanes
 }
 
+// laneSet is a rank's connections to one peer on another node, one per
+// lane (proxy): the collectives' (portPeer) or the point-to-point
+// engine's (p2pLink). Every region is registered on every lane in the
+// same order, so that its id is the same on all of them.
+type laneSet []portLane
+
+// connectLanes connects to physical rank q on every proxy of this rank,
+// the connection of lane i with setup tag tag(i) (proxy.ConnOptions.Tag),
+// each with a device ticket counter on a backend with a HostMapper. On an
+// error the lanes made are closed.
+func (e *Executor) connectLanes(ctx context.Context, q int, tag func(lane int) uint8) (laneSet, error) {
+	prxs, err := e.theProxies()
+	if err != nil {
+		return nil, err
+	}
+	var ls laneSet
+	for lane, prx := range prxs {
+		o := e.connOptions()
+		o.Tag = tag(lane)
+		conn, err := prx.Connect(ctx, e.net, e.cfg.Rank, []int{q}, o)
+		if err != nil {
+			ls.close()
+			return nil, err
+		}
+		l := portLane{conn: conn, pc: &portConn{c: conn, fifo: device.Ptr(conn.FIFO().Block().Device)}}
+		if e.mapper() != nil {
+			if l.head, err = e.small(8); err != nil {
+				conn.Close()
+				ls.close()
+				return nil, err
+			}
+		}
+		ls = append(ls, l)
+	}
+	return ls, nil
+}
+
 // register registers m on every lane (Conn.Register) and returns its id,
 // the same on all of them.
-func (pp *portPeer) register(m proxy.Mem) (uint16, error) {
+func (ls laneSet) register(m proxy.Mem) (uint16, error) {
 	var id uint16
-	for i, l := range pp.lanes {
+	for i, l := range ls {
 		r, err := l.conn.Register(m)
 		if err != nil {
 			return 0, err
@@ -238,8 +274,8 @@ func (pp *portPeer) register(m proxy.Mem) (uint16, error) {
 }
 
 // share shares the regions registered since the last share on every lane.
-func (pp *portPeer) share(ctx context.Context) error {
-	for _, l := range pp.lanes {
+func (ls laneSet) share(ctx context.Context) error {
+	for _, l := range ls {
 		if err := l.conn.Share(ctx); err != nil {
 			return err
 		}
@@ -248,13 +284,20 @@ func (pp *portPeer) share(ctx context.Context) error {
 }
 
 // release releases region id on every lane.
-func (pp *portPeer) release(id uint16) error {
-	for _, l := range pp.lanes {
+func (ls laneSet) release(id uint16) error {
+	for _, l := range ls {
 		if err := l.conn.Release(id); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// close closes every lane's connection.
+func (ls laneSet) close() {
+	for _, l := range ls {
+		l.conn.Close()
+	}
 }
 
 // portConn adapts a proxy connection to device.PortConn.
@@ -538,30 +581,11 @@ func (e *Executor) portPeer(ctx context.Context, q int) (*portPeer, error) {
 	if pp := e.port.peers[q]; pp != nil {
 		return pp, nil
 	}
-	prxs, err := e.theProxies()
+	ls, err := e.connectLanes(ctx, q, func(lane int) uint8 { return uint8(lane) })
 	if err != nil {
 		return nil, err
 	}
-	pp := &portPeer{q: q, pools: map[uint32]uint16{}, regs: map[device.Region]uint16{}}
-	for lane, prx := range prxs {
-		o := e.connOptions()
-		o.Tag = uint8(lane)
-		conn, err := prx.Connect(ctx, e.net, e.cfg.Rank, []int{q}, o)
-		if err != nil {
-			for _, l := range pp.lanes {
-				l.conn.Close()
-			}
-			return nil, err
-		}
-		l := portLane{conn: conn, pc: &portConn{c: conn, fifo: device.Ptr(conn.FIFO().Block().Device)}}
-		if e.mapper() != nil {
-			if l.head, err = e.small(8); err != nil {
-				conn.Close()
-				return nil, err
-			}
-		}
-		pp.lanes = append(pp.lanes, l)
-	}
+	pp := &portPeer{q: q, lanes: ls, pools: map[uint32]uint16{}, regs: map[device.Region]uint16{}}
 	e.port.peers[q] = pp
 	e.stats.Created.Connections++
 	e.logPath()
@@ -578,7 +602,7 @@ func (e *Executor) portPeer(ctx context.Context, q int) (*portPeer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := pp.share(ctx); err != nil {
+	if err := pp.lanes.share(ctx); err != nil {
 		return nil, err
 	}
 	m, err := e.portExchange(ctx, q, portMsg{Scratch: pp.scratch, ScratchBytes: pp.scratchMem.Size, FenceRegion: freg, FenceOff: foff})
@@ -631,13 +655,13 @@ func (e *Executor) portScratch(pp *portPeer) error {
 		}
 		pm.Mirror = uintptr(e.port.mirror.Host)
 	}
-	id, err := pp.register(pm)
+	id, err := pp.lanes.register(pm)
 	if err != nil {
 		return err
 	}
 	pp.scratch, pp.scratchMem, pp.mirrorOK = id, sc, false
 	if e.staged() {
-		mid, err := pp.register(proxy.Mem{Addr: uintptr(e.port.mirror.Host), Size: int(sc.Size), SourceOnly: true})
+		mid, err := pp.lanes.register(proxy.Mem{Addr: uintptr(e.port.mirror.Host), Size: int(sc.Size), SourceOnly: true})
 		if err != nil {
 			return err
 		}
@@ -660,7 +684,7 @@ func (e *Executor) portStage(pp *portPeer) error {
 		}
 		e.port.stage = mm
 	}
-	id, err := pp.register(proxy.Mem{Addr: uintptr(e.port.stage.Host), Size: int(e.port.stage.Size), SourceOnly: true})
+	id, err := pp.lanes.register(proxy.Mem{Addr: uintptr(e.port.stage.Host), Size: int(e.port.stage.Size), SourceOnly: true})
 	if err != nil {
 		return err
 	}
@@ -692,7 +716,7 @@ func (e *Executor) portGrow(ctx context.Context) error {
 		if err := e.portScratch(pp); err != nil {
 			return err
 		}
-		if err := pp.share(ctx); err != nil {
+		if err := pp.lanes.share(ctx); err != nil {
 			return err
 		}
 		m, err := e.portExchange(ctx, q, portMsg{Scratch: pp.scratch, ScratchBytes: pp.scratchMem.Size, FenceRegion: 0, FenceOff: 0})
@@ -700,11 +724,11 @@ func (e *Executor) portGrow(ctx context.Context) error {
 			return err
 		}
 		pp.peerScratch = device.PortBuf{Region: m.Scratch, Size: m.ScratchBytes}
-		if err := pp.release(old); err != nil {
+		if err := pp.lanes.release(old); err != nil {
 			return err
 		}
 		if hadMirror {
-			if err := pp.release(oldMirror); err != nil {
+			if err := pp.lanes.release(oldMirror); err != nil {
 				return err
 			}
 		}
@@ -747,7 +771,7 @@ func (e *Executor) portSlotRef(pp *portPeer, sl *slot) (uint16, uint64, error) {
 	id, ok := pp.pools[sl.pool.id]
 	if !ok {
 		var err error
-		if id, err = pp.register(proxy.Mem{Addr: uintptr(sl.pool.host), Size: 16 * sl.pool.n}); err != nil {
+		if id, err = pp.lanes.register(proxy.Mem{Addr: uintptr(sl.pool.host), Size: 16 * sl.pool.n}); err != nil {
 			return 0, 0, err
 		}
 		pp.pools[sl.pool.id] = id
@@ -781,7 +805,7 @@ func (e *Executor) portSource(pp *portPeer, m device.Mem) (device.PortBuf, error
 	id, ok := pp.regs[reg]
 	if !ok {
 		var err error
-		if id, err = pp.register(e.wireMem(reg.Base, reg.Size)); err != nil {
+		if id, err = pp.lanes.register(e.wireMem(reg.Base, reg.Size)); err != nil {
 			return device.PortBuf{}, err
 		}
 		pp.regs[reg] = id
@@ -838,9 +862,7 @@ func (e *Executor) portFences() []device.PortFence {
 // closePorts closes the connections and releases the proxy.
 func (e *Executor) closePorts() {
 	for _, pp := range e.port.peers {
-		for _, l := range pp.lanes {
-			l.conn.Close()
-		}
+		pp.lanes.close()
 	}
 	e.port.peers = nil
 	if m := e.mapper(); m != nil {

@@ -225,6 +225,18 @@ func p2pAcrossNodes(t *testing.T, w *world) {
 				t.Errorf("rank %d imported %d allocations of rank %d on another node", r, len(w.ex[r].p2p.imports[q]), q)
 			}
 		}
+		// The channels spread over the lanes: every lane of a link carried
+		// descriptors (2 lanes at 2 ranks a node; 2 and 3 channels).
+		for q, l := range w.ex[r].p2p.links {
+			if len(l.lanes) != len(w.ex[r].port.prx) {
+				t.Errorf("rank %d: %d lanes to rank %d, want one a proxy (%d)", r, len(l.lanes), q, len(w.ex[r].port.prx))
+			}
+			for i, ln := range l.lanes {
+				if st := ln.conn.Stats(); st.Descriptors == 0 {
+					t.Errorf("rank %d: lane %d to rank %d carried nothing: %v", r, i, q, st)
+				}
+			}
+		}
 	}
 }
 
@@ -350,13 +362,20 @@ func p2pAcrossNodesMapped(t *testing.T, kernel bool) {
 			if c.local != c.mapped.Dev || dev.mapped[c.local] < c.geo.ConnBytes() {
 				t.Errorf("rank %d, peer %d: block at %#x is not the mapped allocation %#x of %d bytes", r, q, c.local, c.mapped.Dev, dev.mapped[c.local])
 			}
-			if l := e.p2p.links[q]; l == nil || l.head == 0 || c.port.Head != l.head {
-				t.Errorf("rank %d, peer %d: no device ticket counter for the link's FIFO (port %+v)", r, q, c.port)
+			l := e.p2p.links[q]
+			if l == nil || len(l.lanes) != len(e.port.prx) || len(c.port.Lanes) != len(l.lanes) || len(l.lanes) < 2 {
+				t.Errorf("rank %d, peer %d: link %+v and port %+v for %d proxies (lanes), want a lane each (at least 2: 4 / 2 ranks per node)", r, q, l, c.port, len(e.port.prx))
+				continue
+			}
+			for i, ln := range l.lanes {
+				if ln.head == 0 || c.port.Lanes[i].Head != ln.head || c.port.Lanes[i].Conn != device.PortConn(ln.pc) {
+					t.Errorf("rank %d, peer %d, lane %d: no device ticket counter for the lane's FIFO (port %+v)", r, q, i, c.port)
+				}
 			}
 		}
 		for _, ent := range e.p2p.l3 {
-			if len(ent.kick) != 1 {
-				t.Errorf("rank %d: a launch wakes %d proxy connections, want its one peer across nodes", r, len(ent.kick))
+			if len(ent.kick) != len(e.port.prx) {
+				t.Errorf("rank %d: a launch wakes %d proxy connections, want the %d lanes of its one peer across nodes", r, len(ent.kick), len(e.port.prx))
 			}
 		}
 	}
@@ -373,7 +392,7 @@ func p2pAcrossNodesMapped(t *testing.T, kernel bool) {
 				continue
 			}
 			ports++
-			if pr.Port == nil || pr.Port.Head == 0 || !dev.ever[pr.Local.Ptr] || dev.ever[pr.Remote.Ptr] != kernel || len(pr.Port.Arrive) != a.Geometry.Channels {
+			if pr.Port == nil || slices.ContainsFunc(pr.Port.Lanes, func(l device.P2PLane) bool { return l.Head == 0 }) || !dev.ever[pr.Local.Ptr] || dev.ever[pr.Remote.Ptr] != kernel || len(pr.Port.Arrive) != a.Geometry.Channels {
 				t.Errorf("rank %d, peer %d: %+v, want a port with a counter, the own block mapped and the copy mapped %v", a.Rank, pr.Peer, pr, kernel)
 			}
 		}
@@ -550,10 +569,12 @@ func TestAutoLanes(t *testing.T) {
 	env.Reset()
 }
 
-// TestPortLaneSpread: portLanes gives an end and its peer's end the same
-// lane, and spreads the pairs of ends of the generators' schedules across
-// nodes over every lane evenly (the hierarchical allreduce pairs end 2k
-// with the peer's 2k+1: min(c, pc) mod N put them on the even lanes only).
+// TestPortLaneSpread: laneAssign gives an end and its peer's end the same
+// lane, a channel and its reverse (ends c <-> c' and c' <-> c) one lane,
+// and spreads the distinct pairs of ends of the generators' schedules
+// across nodes over every lane evenly, so that each direction's data uses
+// every lane (the hierarchical allreduce pairs end 2k with the peer's
+// 2k+1: min(c, pc) mod N put them on the even lanes only).
 func TestPortLaneSpread(t *testing.T) {
 	for _, tc := range []struct {
 		algo           string
@@ -578,10 +599,12 @@ func TestPortLaneSpread(t *testing.T) {
 					t.Fatal(err)
 				}
 				tabs[r] = tab
-				lanes[r] = portLanes(tab.Channels, r, func(l int) int { return l }, func(q int) bool { return node(q) != node(r) }, nl)
+				lanes[r] = laneAssign(tab.Channels, r, func(l int) int { return l }, func(q int) bool { return node(q) != node(r) }, nl)
 			}
 			for r, tab := range tabs {
-				count := map[int][]int{} // peer -> ends per lane
+				type key struct{ q, lo, hi int }
+				pairLane := map[key]int{}
+				perLane := map[int][]int{} // peer -> distinct pairs per lane
 				for c, ch := range tab.Channels {
 					l := lanes[r][c]
 					if node(ch.Peer) == node(r) {
@@ -593,14 +616,22 @@ func TestPortLaneSpread(t *testing.T) {
 					if pl := lanes[ch.Peer][ch.PeerChannel]; l != pl || l < 0 || l >= nl {
 						t.Errorf("%s: rank %d end %d on lane %d, its peer's end %d.%d on lane %d", name, r, c, l, ch.Peer, ch.PeerChannel, pl)
 					}
-					if count[ch.Peer] == nil {
-						count[ch.Peer] = make([]int, nl)
+					k := key{ch.Peer, min(c, ch.PeerChannel), max(c, ch.PeerChannel)}
+					if pl, ok := pairLane[k]; ok {
+						if pl != l {
+							t.Errorf("%s: rank %d: the pair %v on lanes %d and %d (a channel and its reverse apart)", name, r, k, pl, l)
+						}
+						continue
 					}
-					count[ch.Peer][l]++
+					pairLane[k] = l
+					if perLane[ch.Peer] == nil {
+						perLane[ch.Peer] = make([]int, nl)
+					}
+					perLane[ch.Peer][l]++
 				}
-				for q, per := range count {
+				for q, per := range perLane {
 					if mn, mx := slices.Min(per), slices.Max(per); mx-mn > 1 {
-						t.Errorf("%s: rank %d's ends with rank %d per lane %v: not even", name, r, q, per)
+						t.Errorf("%s: rank %d's pairs with rank %d per lane %v: not even", name, r, q, per)
 					}
 				}
 			}

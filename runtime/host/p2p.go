@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"slices"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -75,8 +76,9 @@ func (b *backend) PrepareP2P(a *device.P2PArgs) (device.Prepared, error) {
 				return nil, err
 			}
 			out[i] = p2pPeer{P2PPeer: pr, local: l, remote: r, port: pr.Port}
-			if pt := pr.Port; pt != nil && (pt.Conn == nil || len(pt.Arrive) < a.Geometry.Channels || len(pt.Credit) < a.Geometry.Channels) {
-				return nil, fmt.Errorf("host: p2p connection with rank %d across nodes: %d arrival and %d credit channels for %d channels", pr.Peer, len(pt.Arrive), len(pt.Credit), a.Geometry.Channels)
+			if pt := pr.Port; pt != nil && (len(pt.Lanes) == 0 || slices.ContainsFunc(pt.Lanes, func(l device.P2PLane) bool { return l.Conn == nil }) ||
+				len(pt.Arrive) < a.Geometry.Channels || len(pt.Credit) < a.Geometry.Channels) {
+				return nil, fmt.Errorf("host: p2p connection with rank %d across nodes: %d lane(s), %d arrival and %d credit channels for %d channels", pr.Peer, len(pt.Lanes), len(pt.Arrive), len(pt.Credit), a.Geometry.Channels)
 			}
 		}
 		return out, nil
@@ -301,13 +303,13 @@ func w(b []byte, off int64) *uint64 { return (*uint64)(unsafe.Pointer(&b[off])) 
 
 // wait blocks until cond holds, the launch stops (another lane failed,
 // the abort word, the stream's context) or the timeout passes. A wait on
-// a peer of another node (port non-nil) waits through its connection
+// a peer of another node (conn non-nil: the lane of the channel waited on) waits through its connection
 // (device.PortConn.WaitUntil), which helps the proxy progress the puts
 // and signals it waits for instead of sleeping; it returns nil when the
 // connection failed (cond's callers check it: portErr).
-func (r *p2pRun) wait(cond func() bool, lane, step, peer int, port *device.P2PPort, what func() string) error {
-	if port != nil {
-		return r.waitPort(cond, lane, step, peer, port, what)
+func (r *p2pRun) wait(cond func() bool, lane, step, peer int, conn device.PortConn, what func() string) error {
+	if conn != nil {
+		return r.waitPort(cond, lane, step, peer, conn, what)
 	}
 	for i := 0; i < 64; i++ {
 		if cond() {
@@ -362,16 +364,16 @@ func (r *p2pRun) timedOut(lane, step, peer int, el time.Duration, what func() st
 }
 
 // waitPort is wait for a peer on another node.
-func (r *p2pRun) waitPort(cond func() bool, lane, step, peer int, port *device.P2PPort, what func() string) error {
+func (r *p2pRun) waitPort(cond func() bool, lane, step, peer int, conn device.PortConn, what func() string) error {
 	start := time.Now()
 	var stopErr error
 	stop := func() error {
 		stopErr = r.stopped(lane, step, peer, what)
 		return stopErr
 	}
-	err := port.Conn.WaitUntil(cond, peer, stop)
+	err := conn.WaitUntil(cond, peer, stop)
 	switch {
-	case err == nil || cond() || port.Conn.Err() != nil:
+	case err == nil || cond() || conn.Err() != nil:
 		return nil
 	case stopErr != nil:
 		return stopErr
@@ -448,7 +450,7 @@ func (r *p2pRun) sendPeer(ch int, pr *p2pPeer) error {
 		s := *sent
 		err := r.wait(func() bool {
 			return s-atomic.LoadUint64(credit) < uint64(g.Slots) || postError(post, tseq) || pr.portFailed() || look && posted(tseq)
-		}, ch, step, q, pr.port, func() string {
+		}, ch, step, q, pr.conn(ch), func() string {
 			return fmt.Sprintf("rank %d to free a slot of channel %d (send #%d to it; it consumed %d of %d chunks)", q, ch, tseq, atomic.LoadUint64(credit), s)
 		})
 		if err != nil {
@@ -707,7 +709,7 @@ func (r *p2pRun) recvPeer(ch, lane int, pr *p2pPeer, next func(*p2pPeer, int, ui
 				arrived := w(st, 8*launch.P2PStateArrived)
 				ready = func() bool { return atomic.LoadUint64(arrived) >= want || pr.portFailed() }
 			}
-			err := r.wait(ready, lane, i, q, pr.port, func() string {
+			err := r.wait(ready, lane, i, q, pr.conn(ch), func() string {
 				return fmt.Sprintf("rank %d's send #%d on channel %d (receive #%d of %d bytes from it)", q, tseq, ch, tseq, total)
 			})
 			if err != nil {
@@ -768,7 +770,7 @@ func (r *p2pRun) recvPeer(ch, lane int, pr *p2pPeer, next func(*p2pPeer, int, ui
 // signal is set.
 func (pr *p2pPeer) putPort(ch int, off, n int64, signal bool) error {
 	pt := pr.port
-	_, err := pt.Conn.Put(pt.Arrive[ch], pt.Src, uint64(off), pt.Dst, uint64(off), uint32(n), signal)
+	_, err := pt.Lane(ch).Put(pt.Arrive[ch], pt.Src, uint64(off), pt.Dst, uint64(off), uint32(n), signal)
 	return err
 }
 
@@ -788,29 +790,38 @@ func (pr *p2pPeer) postPort(ch int, off int64) error {
 	if pt == nil {
 		return nil
 	}
-	if _, err := pt.Conn.Put(pt.Credit[ch], pt.Src, uint64(off), pt.Dst, uint64(off), launch.P2PLine, false); err != nil {
+	if _, err := pt.Lane(ch).Put(pt.Credit[ch], pt.Src, uint64(off), pt.Dst, uint64(off), launch.P2PLine, false); err != nil {
 		return err
 	}
-	return pt.Conn.Flush(pt.Credit[ch])
+	return pt.Lane(ch).Flush(pt.Credit[ch])
 }
 
 // credit returns a slot of channel ch: the credit word of the peer's
 // block becomes n (a store here; across nodes a signal, which adds 1).
 func (pr *p2pPeer) credit(word *uint64, n uint64, ch int) error {
 	if pt := pr.port; pt != nil {
-		return pt.Conn.Signal(pt.Credit[ch])
+		return pt.Lane(ch).Signal(pt.Credit[ch])
 	}
 	atomic.StoreUint64(word, n)
 	return nil
 }
 
-func (pr *p2pPeer) portFailed() bool { return pr.port != nil && pr.port.Conn.Err() != nil }
+// conn is the connection that carries channel ch of a peer on another
+// node (nil for a peer of this node).
+func (pr *p2pPeer) conn(ch int) device.PortConn {
+	if pr.port == nil {
+		return nil
+	}
+	return pr.port.Lane(ch)
+}
+
+func (pr *p2pPeer) portFailed() bool { return pr.port != nil && pr.port.Err() != nil }
 
 func (pr *p2pPeer) portErrNow() error {
 	if pr.port == nil {
 		return nil
 	}
-	return pr.port.Conn.Err()
+	return pr.port.Err()
 }
 
 // portErr is a failure of the connection to peer (its UCX status text).
