@@ -90,11 +90,6 @@ func TestShiftedBuffers(t *testing.T) {
 		}
 		return nil
 	})
-	defer func() {
-		for _, e := range execs {
-			e.Destroy()
-		}
-	}()
 	if err := replay(streams, execs, 3); err != nil {
 		t.Fatal(err)
 	}

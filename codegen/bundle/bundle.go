@@ -183,6 +183,9 @@ type Bundle struct {
 	Kernels []Kernel
 
 	lazy *lazySections // set by Open: the sections not read yet
+	// kernelSrc, when set (SetKernelSource), gives the kernels instead of
+	// Kernels or the kernels section.
+	kernelSrc KernelSource
 }
 
 // lazySections reads the sections of an opened bundle (r), or builds those

@@ -187,6 +187,9 @@ func (b *Bundle) openKernels(r io.ReaderAt, off, size int64, idx []index) ([]laz
 // first use and checked against its SHA-256. Safe for concurrent use.
 // Errors wrap ErrChecksum, or are the reader's.
 func (b *Bundle) Kernel(rank int, dt ir.DataType) ([]byte, error) {
+	if b.kernelSrc != nil {
+		return b.kernelSrc(rank, dt)
+	}
 	lz := b.lazy
 	if lz == nil || lz.r == nil {
 		i, ok := slices.BinarySearchFunc(b.Kernels, Kernel{Rank: rank, DataType: dt}, cmpKernel)
@@ -218,8 +221,22 @@ func (b *Bundle) Kernel(rank int, dt ir.DataType) ([]byte, error) {
 	return nil, nil
 }
 
-// HasKernels reports whether the bundle carries specialised kernels.
+// KernelSource gives a bundle's kernels on demand (SetKernelSource): the
+// PTX of rank's specialised kernel for dt, nil when there is none.
+type KernelSource func(rank int, dt ir.DataType) ([]byte, error)
+
+// SetKernelSource makes f the source of b's kernels (Kernel, HasKernels),
+// in place of a kernels section: a runtime's generated bundle (NewLazy)
+// whose shape has prebuilt kernels (runtime/speckernels). Such kernels are
+// not encoded (Encode writes b.Kernels only). Set it before b is shared.
+func (b *Bundle) SetKernelSource(f KernelSource) { b.kernelSrc = f }
+
+// HasKernels reports whether the bundle carries specialised kernels (or
+// has a KernelSource).
 func (b *Bundle) HasKernels() bool {
+	if b.kernelSrc != nil {
+		return true
+	}
 	if lz := b.lazy; lz != nil && lz.r != nil {
 		return len(lz.kernels) > 0
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/theseus-ccl/theseus/diag"
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/selector"
+	"github.com/theseus-ccl/theseus/runtime/speckernels"
 )
 
 // Generated entries (docs/selection-context.md §5.5). A generated
@@ -168,10 +169,57 @@ func (sh *genShape) build(label string) (*selector.ScheduleInfo, *genSource, err
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", label, err)
 	}
+	sh.prebuilt(b)
 	m := b.Meta
 	return &selector.ScheduleInfo{Collective: m.Collective, NRanks: m.NRanks, NLocalRanks: m.NLocalRanks,
 		MinBytes: m.MinBytes, MaxBytes: m.MaxBytes, InPlace: m.InPlace, OutOfPlace: m.OutOfPlace,
 		Protocol: m.Protocol, Artifact: b}, src, nil
+}
+
+// prebuilt gives b the prebuilt specialised kernels of its shape
+// (runtime/speckernels), when there are any: a rank's kernel is used only
+// if its table is the one the kernel was built from.
+func (sh *genShape) prebuilt(b *bundle.Bundle) {
+	if sh.key.avoid != fmt.Sprint([]int(nil)) {
+		return
+	}
+	set := speckernels.Lookup(speckernels.Shape{Algo: sh.key.algo, Coll: sh.key.coll, Proto: sh.key.proto, Channels: sh.k, NRanks: sh.key.n, NLocalRanks: sh.key.l})
+	if set == nil {
+		return
+	}
+	b.SetKernelSource(func(rank int, dt ir.DataType) ([]byte, error) {
+		tab, err := b.TableBytes(rank)
+		if err != nil {
+			return nil, err
+		}
+		return set.Kernel(rank, dt, tab)
+	})
+}
+
+// GeneratedTables returns every rank's op table of the generated schedule
+// of algo for shape (coll, proto, the most channels asked for, n ranks of
+// which l share a node), as a generated entry writes them: what
+// runtime/speckernels' kernels are built from (cmd/internal/genspec) and
+// checked against. Errors: as a generated entry's.
+func GeneratedTables(algo string, coll ir.Collective, proto ir.Protocol, channels, n, l int) ([][]byte, error) {
+	canon := gen.Canonical(algo)
+	if canon == "" {
+		return nil, fmt.Errorf("schedfile: no generator %q", algo)
+	}
+	sh := &genShape{key: genKey{algo: canon, coll: coll, proto: proto, channels: max(channels, 1), n: n, l: l, avoid: fmt.Sprint([]int(nil))}}
+	info, src, err := sh.build(algo)
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(src)
+	b := info.Artifact.(*bundle.Bundle)
+	tabs := make([][]byte, n)
+	for r := range tabs {
+		if tabs[r], err = b.TableBytes(r); err != nil {
+			return nil, err
+		}
+	}
+	return tabs, nil
 }
 
 // newGenSource prepares p's legalisation (when p has transfer ops).

@@ -308,3 +308,48 @@ func BenchmarkLoadGenerated(b *testing.B) {
 		})
 	}
 }
+
+// TestGeneratedPrebuiltKernels: a generated entry whose shape has prebuilt
+// specialised kernels (runtime/speckernels: the one-channel LL one-shot
+// allreduce of 2, 4 and 8 ranks on one node) gives each rank's kernel of
+// its datatypes, none for another datatype; other shapes have none.
+func TestGeneratedPrebuiltKernels(t *testing.T) {
+	for _, c := range []genCase{
+		{algo: "oneshot", coll: ir.AllReduce, n: 2, proto: ir.LL, k: 1},
+		{algo: "oneshot", coll: ir.AllReduce, n: 8, proto: ir.LL, k: 1},
+	} {
+		for r := range c.n {
+			info, err := Loader{}.LoadFor(c.request(r))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := info.Artifact.(*bundle.Bundle)
+			if !b.HasKernels() {
+				t.Fatalf("%v: no kernels", c)
+			}
+			for _, dt := range []ir.DataType{ir.Float32, ir.Bfloat16, ir.Float16} {
+				if ptx, err := b.Kernel(r, dt); err != nil || !bytes.Contains(ptx, []byte(".entry theseus_spec")) {
+					t.Errorf("%v rank %d %v: %d bytes, %v; want the specialised module", c, r, dt, len(ptx), err)
+				}
+			}
+			if ptx, err := b.Kernel(r, ir.Int32); err != nil || ptx != nil {
+				t.Errorf("%v rank %d int32: %d bytes, %v; want none", c, r, len(ptx), err)
+			}
+		}
+	}
+	for _, c := range []genCase{
+		{algo: "oneshot", coll: ir.AllReduce, n: 3, proto: ir.LL, k: 1},                 // not built
+		{algo: "oneshot", coll: ir.AllReduce, n: 2, proto: ir.LL, k: 16},                // the wide one
+		{algo: "ring", coll: ir.AllReduce, n: 2, k: 1},                                  // Simple
+		{algo: "oneshot", coll: ir.AllReduce, n: 4, l: 2, proto: ir.LL, k: 1},           // two nodes
+		{algo: "dbtree", coll: ir.AllReduce, n: 4, k: 1, avoid: []int{3}, wantChans: 1}, // an avoided rank
+	} {
+		info, err := Loader{}.LoadFor(c.request(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := info.Artifact.(*bundle.Bundle); b.HasKernels() {
+			t.Errorf("%v: prebuilt kernels", c)
+		}
+	}
+}
