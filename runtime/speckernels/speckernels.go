@@ -65,8 +65,14 @@ var Shapes = []Shape{
 // DataTypes are the datatypes each rank has a module for.
 var DataTypes = []ir.DataType{ir.Float32, ir.Bfloat16, ir.Float16}
 
-// Index is the archive's index.json.
+// Index is the archive's index.json. Inputs is the SHA-256 (hex) of what
+// the modules were compiled from besides the tables: the kernel sources
+// and clang flags of cuda/kernel and every rank's translation unit
+// (codegen/specialize.Source), which cmd/internal/genspec's test compares
+// with today's without clang, so that `go test ./...` fails on a kernel
+// source changed without go generate ./runtime/speckernels.
 type Index struct {
+	Inputs string       `json:"inputs"`
 	Shapes []IndexShape `json:"shapes"`
 }
 
@@ -95,6 +101,32 @@ var (
 	sets     map[string]*Set
 	openErr  error
 )
+
+// EmbeddedIndex is the embedded archive's index.
+func EmbeddedIndex() (Index, error) { return ReadIndex(archive) }
+
+// ReadIndex reads an archive's index.json.
+func ReadIndex(data []byte) (Index, error) {
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return Index{}, fmt.Errorf("speckernels: %w", err)
+	}
+	for _, f := range zr.File {
+		if f.Name != "index.json" {
+			continue
+		}
+		raw, err := readFile(f)
+		if err != nil {
+			return Index{}, err
+		}
+		var idx Index
+		if err := json.Unmarshal(raw, &idx); err != nil {
+			return Index{}, fmt.Errorf("speckernels: index.json: %w", err)
+		}
+		return idx, nil
+	}
+	return Index{}, fmt.Errorf("speckernels: no index.json")
+}
 
 // open reads the archive's index once.
 func open() (map[string]*Set, error) {

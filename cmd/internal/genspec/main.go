@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"time"
@@ -78,6 +79,10 @@ func build(clang string) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
 	var idx speckernels.Index
+	var err error
+	if idx.Inputs, err = inputs(); err != nil {
+		return nil, err
+	}
 	mods := map[string][]byte{}
 	for _, sh := range speckernels.Shapes {
 		tabs, err := schedfile.GeneratedTables(sh.Algo, sh.Coll, sh.Proto, sh.Channels, sh.NRanks, sh.NLocalRanks)
@@ -138,6 +143,46 @@ func build(clang string) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// inputs is the digest of what the modules are compiled from besides the
+// tables (speckernels.Index.Inputs): every file of cuda/kernel's Sources
+// (by path), its clang flags, the datatypes, and each rank's translation
+// unit of every shape (specialize.Source, which holds the table). No
+// clang is needed to compute it.
+func inputs() (string, error) {
+	h := sha256.New()
+	err := fs.WalkDir(kernel.Sources, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(kernel.Sources, path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "file %s %d\n", path, len(b))
+		h.Write(b)
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(h, "flags %q\ndtypes %v\n", kernel.ClangFlags(), speckernels.DataTypes)
+	for _, sh := range speckernels.Shapes {
+		tabs, err := schedfile.GeneratedTables(sh.Algo, sh.Coll, sh.Proto, sh.Channels, sh.NRanks, sh.NLocalRanks)
+		if err != nil {
+			return "", fmt.Errorf("%v: %w", sh, err)
+		}
+		for r, tab := range tabs {
+			src, err := specialize.Source(tab, sh.String(), r)
+			if err != nil {
+				return "", fmt.Errorf("%v rank %d: %w", sh, r, err)
+			}
+			fmt.Fprintf(h, "unit %v %d %d\n", sh, r, len(src))
+			h.Write(src)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // compare lists the entries of archives a (the file) and b (built) that

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/theseus-ccl/theseus/runtime/speckernels"
 )
 
 func archiveOf(t *testing.T, files map[string]string) []byte {
@@ -41,5 +43,23 @@ func TestCompare(t *testing.T) {
 	}
 	if d := compare([]byte("not a zip"), same); len(d) != 1 {
 		t.Errorf("a file that is not a zip: %v", d)
+	}
+}
+
+// TestArchiveInputsCurrent: the embedded archive was built from today's
+// kernel sources, clang flags and translation units (no clang needed): a
+// kernel source changed without go generate ./runtime/speckernels fails
+// here, in go test ./..., not only in .ci/run's -check.
+func TestArchiveInputsCurrent(t *testing.T) {
+	idx, err := speckernels.EmbeddedIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := inputs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if idx.Inputs != want {
+		t.Errorf("runtime/speckernels/kernels.zip was built from other inputs (%q) than today's (%q): run go generate ./runtime/speckernels", idx.Inputs, want)
 	}
 }
