@@ -138,9 +138,18 @@ func (e *Executor) l1Materialise(ctx context.Context, w *walk, migrate bool) Eve
 		}
 	}
 	if e.mapper() != nil {
+		// The proxies a launch's kernel posts to, woken before it: each
+		// end's lane, and lane 0 of each peer, where the launch fence
+		// across nodes posts (portFences), whether or not an end is there.
 		for c := range ent.ends {
-			if er := &ent.ends[c]; er.port != nil && !slices.Contains(ent.kick, er.port.lanes[er.lane].pc) {
-				ent.kick = append(ent.kick, er.port.lanes[er.lane].pc)
+			er := &ent.ends[c]
+			if er.port == nil {
+				continue
+			}
+			for _, pc := range []*portConn{er.port.lanes[er.lane].pc, er.port.lanes[0].pc} {
+				if !slices.Contains(ent.kick, pc) {
+					ent.kick = append(ent.kick, pc)
+				}
 			}
 		}
 	}

@@ -482,6 +482,23 @@ func TestPortStageMapped(t *testing.T) {
 				t.Fatal(err) // (wrong values are expected here: above)
 			}
 		}
+		// Every launch wakes the lanes its ends post to and lane 0 of each
+		// peer across nodes (the launch fence's).
+		for r, e := range w.ex {
+			for _, ent := range e.l1 {
+				for c := range ent.ends {
+					er := &ent.ends[c]
+					if er.port == nil {
+						continue
+					}
+					for _, pc := range []*portConn{er.port.lanes[er.lane].pc, er.port.lanes[0].pc} {
+						if !slices.Contains(ent.kick, pc) {
+							t.Errorf("rank %d: end %d's launch does not wake lane %d or 0 of rank %d", r, c, er.lane, er.peer)
+						}
+					}
+				}
+			}
+		}
 		stages := map[device.Ptr]bool{}
 		for r, e := range w.ex {
 			st := e.port.stage
