@@ -358,9 +358,9 @@ type p2pRecs struct {
 // p2pRecords builds a's records. A peer on another node (device.P2PPort:
 // docs/p2p.md, "Across nodes") gets its lanes (each connection's FIFO and
 // ticket counter), the regions of its block copy and of the peer's block,
-// and per channel its arrival and credit channels (of lane ch mod lanes); the kernel's engine then runs
-// the host engine's protocol over the proxy (kernel/p2p.cuh,
-// p2p_send_port and p2p_recv_port).
+// and per channel its arrival and credit channels (of lane ch mod lanes);
+// the kernel's engine then runs the host engine's protocol over the proxy
+// (kernel/p2p.cuh, p2p_send_port and p2p_recv_port).
 func p2pRecords(a *device.P2PArgs) (*p2pRecs, error) {
 	g := a.Geometry
 	r := &p2pRecs{}

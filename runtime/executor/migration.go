@@ -101,7 +101,7 @@ func (e *Executor) l1Materialise(ctx context.Context, w *walk, migrate bool) Eve
 			return e.fail(w, state, err, true, bootstrapPeers(err)...)
 		}
 	}
-	lanes := laneAssign(t.Channels, rank, phys, e.crossNode, len(e.port.prx))
+	lanes := laneAssign(t.Channels, phys, e.crossNode, len(e.port.prx))
 	for c, ch := range t.Channels {
 		er := endRes{peer: phys(ch.Peer), init: ch.Init}
 		if e.crossNode(er.peer) {

@@ -24,11 +24,11 @@ import (
 // that this rank's writes are put from (c.remote), both shared with q. On
 // a backend with a HostMapper (CUDA) each lane also has a device ticket
 // counter for the kernel's posts to its FIFO (device.P2PLane.Head), and
-// c's block is the mapped host
-// memory p2pBlock allocated, registered as host memory; on the staged
-// path with kernel staging (THESEUS_PROXY_STAGING=kernel) the copy is
-// mapped host memory as well, which the kernel writes and the proxy puts
-// from without a staging copy. It returns the block's region id.
+// c's block is the mapped host memory p2pBlock allocated, registered as
+// host memory; on the staged path with kernel staging
+// (THESEUS_PROXY_STAGING=kernel) the copy is mapped host memory as well,
+// which the kernel writes and the proxy puts from without a staging copy.
+// It returns the block's region id.
 func (e *Executor) p2pLinkBlock(ctx context.Context, q int, c *p2pConn) (uint16, error) {
 	l := e.p2p.links[q]
 	if l == nil {

@@ -142,7 +142,7 @@ func kernelStaging() bool {
 // portPeer is the connection to one peer on another node: one proxy
 // connection per lane. Every region is registered on every lane in the
 // same order, so that its id is the same on all of them; an end's
-// channel lives on the lane of its pair of ends (laneOf).
+// channel lives on the lane of its pair of ends (laneAssign).
 type portPeer struct {
 	q     int
 	lanes laneSet
@@ -186,16 +186,12 @@ type portLane struct {
 // ranks in increasing order, the k-th on lane k mod nlanes. Both ranks of a
 // pair list the same pairs in the same order, so an end and its peer's get
 // the same lane; a channel and its reverse (end c paired with the peer's
-// c', and c' with c) share one lane, and the distinct pairs fill every lane
-// in turn, so that each direction's data spreads over every lane. The
-// generators' port channels come as end 2k paired with the peer's 2k+1 and
-// 2k+1 with 2k (imported ones often c with c): min(c, pc) mod N, before,
-// put them on the even lanes only (half of 4 lanes, 1 of 2), and an
-// ordinal of ends without the pairing put one direction's data on the even
-// lanes and the other's on the odd ones (bench/results/2026-12-02-h200-
-// seventeenth, calls A and B). me is this rank, phys maps a logical peer
-// to its rank, cross says which ranks are on other nodes.
-func laneAssign(chans []optable.Channel, me int, phys func(int) int, cross func(int) bool, nlanes int) []int {
+// c', and c' with c, as the generators emit them) share one lane, and the
+// distinct pairs fill every lane in turn, so that each direction's data
+// spreads over every lane (docs/transport.md, "Lanes", for the rules this
+// replaced). phys maps a logical peer to its rank, cross says which ranks
+// are on other nodes.
+func laneAssign(chans []optable.Channel, phys func(int) int, cross func(int) bool, nlanes int) []int {
 	lanes := make([]int, len(chans))
 	type pair struct{ c, lo, hi int }
 	byPeer := map[int][]pair{}
@@ -390,11 +386,9 @@ func ProxyLanes(n int) (int, error) {
 
 // AutoLanes is the default number of lanes (THESEUS_PROXY_LANES=0) for
 // perNode ranks on each node: 4 / perNode, at least 1. Over TCP a proxy's
-// progress copies every byte it sends and receives (about 1.5-2 GB/s each
-// way on the H200 host); 4 proxies a node were best on one H200 hosting
-// 2 simulated nodes (2x1: 1 lane 2.0 GB/s allreduce busbw, 4 lanes 3.0,
-// 8 lanes 3.7 with their 16 threads on 16 cores; 2x2: 1 lane 4.9, 2 lanes
-// 7.7, 4 lanes 6.5: bench/results/2026-12-02-h200-sixteenth, call E).
+// progress copies every byte it sends and receives, so lanes scale a
+// rank's bandwidth until the node's cores run out; 4 proxies a node
+// measured best (docs/transport.md, "Figures").
 func AutoLanes(perNode int) int {
 	return max(1, 4/max(1, perNode))
 }

@@ -303,10 +303,11 @@ func w(b []byte, off int64) *uint64 { return (*uint64)(unsafe.Pointer(&b[off])) 
 
 // wait blocks until cond holds, the launch stops (another lane failed,
 // the abort word, the stream's context) or the timeout passes. A wait on
-// a peer of another node (conn non-nil: the lane of the channel waited on) waits through its connection
-// (device.PortConn.WaitUntil), which helps the proxy progress the puts
-// and signals it waits for instead of sleeping; it returns nil when the
-// connection failed (cond's callers check it: portErr).
+// a peer of another node (conn non-nil: the lane of the channel waited
+// on) waits through its connection (device.PortConn.WaitUntil), which
+// helps the proxy progress the puts and signals it waits for instead of
+// sleeping; it returns nil when the connection failed (cond's callers
+// check it: portErr).
 func (r *p2pRun) wait(cond func() bool, lane, step, peer int, conn device.PortConn, what func() string) error {
 	if conn != nil {
 		return r.waitPort(cond, lane, step, peer, conn, what)

@@ -107,25 +107,33 @@ func EmbeddedIndex() (Index, error) { return ReadIndex(archive) }
 
 // ReadIndex reads an archive's index.json.
 func ReadIndex(data []byte) (Index, error) {
+	_, idx, err := openArchive(data)
+	return idx, err
+}
+
+// openArchive reads an archive's entries by name and its index.
+func openArchive(data []byte) (map[string]*zip.File, Index, error) {
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
-		return Index{}, fmt.Errorf("speckernels: %w", err)
+		return nil, Index{}, fmt.Errorf("speckernels: %w", err)
 	}
+	files := map[string]*zip.File{}
 	for _, f := range zr.File {
-		if f.Name != "index.json" {
-			continue
-		}
-		raw, err := readFile(f)
-		if err != nil {
-			return Index{}, err
-		}
-		var idx Index
-		if err := json.Unmarshal(raw, &idx); err != nil {
-			return Index{}, fmt.Errorf("speckernels: index.json: %w", err)
-		}
-		return idx, nil
+		files[f.Name] = f
 	}
-	return Index{}, fmt.Errorf("speckernels: no index.json")
+	f := files["index.json"]
+	if f == nil {
+		return nil, Index{}, fmt.Errorf("speckernels: no index.json")
+	}
+	raw, err := readFile(f)
+	if err != nil {
+		return nil, Index{}, err
+	}
+	var idx Index
+	if err := json.Unmarshal(raw, &idx); err != nil {
+		return nil, Index{}, fmt.Errorf("speckernels: index.json: %w", err)
+	}
+	return files, idx, nil
 }
 
 // open reads the archive's index once.
@@ -138,25 +146,9 @@ func open() (map[string]*Set, error) {
 // sets by shape name. Errors: a malformed zip or index, or an index entry
 // without its modules.
 func Read(data []byte) (map[string]*Set, error) {
-	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		return nil, fmt.Errorf("speckernels: %w", err)
-	}
-	files := map[string]*zip.File{}
-	for _, f := range zr.File {
-		files[f.Name] = f
-	}
-	f := files["index.json"]
-	if f == nil {
-		return nil, fmt.Errorf("speckernels: no index.json")
-	}
-	raw, err := readFile(f)
+	files, idx, err := openArchive(data)
 	if err != nil {
 		return nil, err
-	}
-	var idx Index
-	if err := json.Unmarshal(raw, &idx); err != nil {
-		return nil, fmt.Errorf("speckernels: index.json: %w", err)
 	}
 	out := map[string]*Set{}
 	for _, sh := range idx.Shapes {

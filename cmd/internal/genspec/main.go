@@ -78,17 +78,17 @@ func main() {
 func build(clang string) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
+	all, err := tables()
+	if err != nil {
+		return nil, err
+	}
 	var idx speckernels.Index
-	var err error
-	if idx.Inputs, err = inputs(); err != nil {
+	if idx.Inputs, err = inputs(all); err != nil {
 		return nil, err
 	}
 	mods := map[string][]byte{}
-	for _, sh := range speckernels.Shapes {
-		tabs, err := schedfile.GeneratedTables(sh.Algo, sh.Coll, sh.Proto, sh.Channels, sh.NRanks, sh.NLocalRanks)
-		if err != nil {
-			return nil, fmt.Errorf("%v: %w", sh, err)
-		}
+	for i, sh := range speckernels.Shapes {
+		tabs := all[i]
 		is := speckernels.IndexShape{Shape: sh.String()}
 		for _, dt := range speckernels.DataTypes {
 			is.DataTypes = append(is.DataTypes, dt.String())
@@ -145,12 +145,26 @@ func build(clang string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// tables are every rank's op table of each of speckernels.Shapes, as the
+// runtime generates them.
+func tables() ([][][]byte, error) {
+	all := make([][][]byte, len(speckernels.Shapes))
+	for i, sh := range speckernels.Shapes {
+		tabs, err := schedfile.GeneratedTables(sh.Algo, sh.Coll, sh.Proto, sh.Channels, sh.NRanks, sh.NLocalRanks)
+		if err != nil {
+			return nil, fmt.Errorf("%v: %w", sh, err)
+		}
+		all[i] = tabs
+	}
+	return all, nil
+}
+
 // inputs is the digest of what the modules are compiled from besides the
 // tables (speckernels.Index.Inputs): every file of cuda/kernel's Sources
 // (by path), its clang flags, the datatypes, and each rank's translation
-// unit of every shape (specialize.Source, which holds the table). No
+// unit of every shape (specialize.Source of its table, all: tables'). No
 // clang is needed to compute it.
-func inputs() (string, error) {
+func inputs(all [][][]byte) (string, error) {
 	h := sha256.New()
 	err := fs.WalkDir(kernel.Sources, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -168,12 +182,8 @@ func inputs() (string, error) {
 		return "", err
 	}
 	fmt.Fprintf(h, "flags %q\ndtypes %v\n", kernel.ClangFlags(), speckernels.DataTypes)
-	for _, sh := range speckernels.Shapes {
-		tabs, err := schedfile.GeneratedTables(sh.Algo, sh.Coll, sh.Proto, sh.Channels, sh.NRanks, sh.NLocalRanks)
-		if err != nil {
-			return "", fmt.Errorf("%v: %w", sh, err)
-		}
-		for r, tab := range tabs {
+	for i, sh := range speckernels.Shapes {
+		for r, tab := range all[i] {
 			src, err := specialize.Source(tab, sh.String(), r)
 			if err != nil {
 				return "", fmt.Errorf("%v rank %d: %w", sh, r, err)

@@ -55,7 +55,11 @@ func TestArchiveInputsCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := inputs()
+	all, err := tables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := inputs(all)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,6 +88,9 @@ const keepOps = 1 << 18
 
 var genCache sync.Map // genKey -> *genShape
 
+// noAvoid is genKey.avoid of a shape that avoids no rank.
+var noAvoid = fmt.Sprint([]int(nil))
+
 // generated builds (or finds) req's generated schedule and writes
 // req.Rank's section. Errors: the generator's (for no channel count it
 // accepts), an *Error with the verifier's diagnostics, or a failure to
@@ -180,7 +183,7 @@ func (sh *genShape) build(label string) (*selector.ScheduleInfo, *genSource, err
 // (runtime/speckernels), when there are any: a rank's kernel is used only
 // if its table is the one the kernel was built from.
 func (sh *genShape) prebuilt(b *bundle.Bundle) {
-	if sh.key.avoid != fmt.Sprint([]int(nil)) {
+	if sh.key.avoid != noAvoid {
 		return
 	}
 	set := speckernels.Lookup(speckernels.Shape{Algo: sh.key.algo, Coll: sh.key.coll, Proto: sh.key.proto, Channels: sh.k, NRanks: sh.key.n, NLocalRanks: sh.key.l})
@@ -206,7 +209,7 @@ func GeneratedTables(algo string, coll ir.Collective, proto ir.Protocol, channel
 	if canon == "" {
 		return nil, fmt.Errorf("schedfile: no generator %q", algo)
 	}
-	sh := &genShape{key: genKey{algo: canon, coll: coll, proto: proto, channels: max(channels, 1), n: n, l: l, avoid: fmt.Sprint([]int(nil))}}
+	sh := &genShape{key: genKey{algo: canon, coll: coll, proto: proto, channels: max(channels, 1), n: n, l: l, avoid: noAvoid}}
 	info, src, err := sh.build(algo)
 	if err != nil {
 		return nil, err
