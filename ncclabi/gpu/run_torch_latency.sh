@@ -5,6 +5,11 @@
 #
 #   ncclabi/gpu/run_torch_latency.sh
 #   NRANKS=4 SIZES="8 65536" ncclabi/gpu/run_torch_latency.sh
+#   REAL_NCCL=1 NRANKS=1 ncclabi/gpu/run_torch_latency.sh   # PyTorch's own NCCL, no Theseus
+#
+# REAL_NCCL=1 runs PyTorch's own NCCL (no LD_AUDIT): the baseline of
+# PyTorch's per-call host cost (NCCL refuses several ranks on one GPU, so
+# there with NRANKS=1).
 #
 # Results: $RESULTS/torch-latency/n<N>.txt (every rank's output; rank 0's
 # TORCHLAT lines). Exits non-zero when a run fails or prints no figures.
@@ -20,10 +25,12 @@ start_mps
 trap stop_mps EXIT
 fail=0
 for n in $NRANKS; do
-  out=$OUTD/n$n.txt
+  out=$OUTD/n$n${REAL_NCCL:+-nccl}.txt
   echo "== torch_latency, $n ranks"
   set +e
-  LD_AUDIT="$PREFIX/lib/libtheseus_audit_nccl.so" timeout ${TIMEOUT:-300} \
+  audit="$PREFIX/lib/libtheseus_audit_nccl.so"
+  [ -n "${REAL_NCCL:-}" ] && audit=
+  LD_AUDIT="$audit" timeout ${TIMEOUT:-300} \
     $PY -m torch.distributed.run --standalone --nproc-per-node="$n" "$ROOT/ncclabi/gpu/torch_latency.py" >"$out" 2>&1
   rc=$?
   set -e
