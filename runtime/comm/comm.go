@@ -385,6 +385,8 @@ type Comm struct {
 	rp           replayState
 	replayPoison atomic.Pointer[replay.Record]
 	replayed     atomic.Uint64
+	// refusals counts ArmReplay's refusals by reason (callMu).
+	refusals [numRefusals]uint64
 
 	// plans are the kept plans (plans.go), nextPlan the slot the next one
 	// replaces when all are in use.

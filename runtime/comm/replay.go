@@ -1,6 +1,8 @@
 package comm
 
 import (
+	"strconv"
+
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/executor"
 	"github.com/theseus-ccl/theseus/runtime/replay"
@@ -59,17 +61,14 @@ func (c *Comm) ArmReplay(r *replay.Record, call *Call, k replay.Key) bool {
 	c.callMu.Lock()
 	defer c.callMu.Unlock()
 	c.replaySync()
-	// A traced communicator's calls all come through Go, each with its
-	// host spans (trace.go).
-	if c.traced || c.cur < 0 || !c.curCall.matches(call) || commState(c.state.Load()) != live || c.asyncErr.Load() != nil {
+	why := c.armRefusal(call)
+	if why != refusedNone {
+		c.refusals[why]++
 		return false
 	}
 	pe := c.plans[c.cur]
 	left := c.sel.Budget()
-	ie, ok := call.Stream.(device.ImageExporter)
-	if !ok || left < 1 || pe.selGen != c.sel.CacheGen() || !c.exec.Repeatable(pe.plan, call.Stream) {
-		return false
-	}
+	ie := call.Stream.(device.ImageExporter)
 	rs := &c.rp
 	if rs.rec != r || rs.st != call.Stream {
 		*rs = replayState{rec: r, st: call.Stream, ents: rs.ents[:0]}
@@ -100,6 +99,7 @@ func (c *Comm) ArmReplay(r *replay.Record, call *Call, k replay.Key) bool {
 		// Entry i is lost (a new one, or a call that now takes another
 		// path): the record stays off until a call can be armed.
 		c.replayDrop(i)
+		c.refusals[refusedImage]++
 		return false
 	}
 	rs.ents[i] = replayEntry{key: k, planEntry: pe}
@@ -123,6 +123,7 @@ func (c *Comm) ArmReplay(r *replay.Record, call *Call, k replay.Key) bool {
 	// the check after arming, which poisons it.
 	c.replayPoison.Store(r)
 	if !r.Arm(len(rs.ents), int64(left), c.exec.LaunchCounter(), lastSig) {
+		c.refusals[refusedArm]++
 		return false
 	}
 	c.armed = true
@@ -130,6 +131,73 @@ func (c *Comm) ArmReplay(r *replay.Record, call *Call, k replay.Key) bool {
 		r.Poison()
 	}
 	return true
+}
+
+// Why ArmReplay did not arm a record (ReplayRefusals).
+const (
+	refusedNone   = iota
+	refusedTraced // the communicator is traced: every call comes through Go with its spans (trace.go)
+	refusedNoPlan // the call kept no plan (served by a walk that keeps none)
+	refusedState  // finalized, destroyed, aborted or revoked, or an asynchronous error
+	refusedStream // the stream cannot describe its launches to C (not a device.ImageExporter)
+	refusedEpoch  // the selector's next epoch is due, or its cache generation moved
+	refusedPeers  // the plan reaches peers' buffers, whose identity only Go checks
+	refusedStale  // the plan is no longer valid
+	refusedPath   // not the stream's plain launch path (another stream, a capture's layout)
+	refusedImage  // the stream gave no launch image (staging copies, shared context, closed)
+	refusedArm    // the record was stopped meanwhile
+	numRefusals
+)
+
+var refusalNames = [numRefusals]string{"", "traced", "no plan", "state", "stream", "epoch", "peers' buffers",
+	"stale plan", "not the plain path", "no launch image", "stopped"}
+
+// armRefusal is the reason ArmReplay must not arm a record for call
+// (refusedNone when it may go on).
+func (c *Comm) armRefusal(call *Call) int {
+	switch {
+	case c.traced:
+		return refusedTraced
+	case c.cur < 0 || !c.curCall.matches(call):
+		return refusedNoPlan
+	case commState(c.state.Load()) != live || c.asyncErr.Load() != nil:
+		return refusedState
+	}
+	if _, ok := call.Stream.(device.ImageExporter); !ok {
+		return refusedStream
+	}
+	pe := c.plans[c.cur]
+	switch {
+	case c.sel.Budget() < 1 || pe.selGen != c.sel.CacheGen():
+		return refusedEpoch
+	case pe.plan.ReachesPeers():
+		return refusedPeers
+	case !c.exec.Valid(pe.plan):
+		return refusedStale
+	case !c.exec.Repeatable(pe.plan, call.Stream):
+		return refusedPath
+	}
+	return refusedNone
+}
+
+// ReplayRefusals describes why calls of this communicator were not made
+// repeatable from C (ArmReplay's refusals, by reason, in a fixed order:
+// "traced 12, no plan 3"); "" when none was refused.
+func (c *Comm) ReplayRefusals() string {
+	c.callMu.Lock()
+	defer c.callMu.Unlock()
+	var b []byte
+	for i := refusedNone + 1; i < numRefusals; i++ {
+		if n := c.refusals[i]; n > 0 {
+			if len(b) > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(b, refusalNames[i]...)
+			b = append(b, ' ')
+			b = strconv.AppendUint(b, n, 10)
+		}
+	}
+	return string(b)
 }
 
 // replayKeep drops the entries whose plans would no longer serve their

@@ -270,13 +270,24 @@ func armedWorld(t *testing.T) ([]*Comm, [][3]*replayStream, []*replay.Record, []
 // record at once; Finalize and Split count the calls made from it first.
 func TestReplayStops(t *testing.T) {
 	t.Run("async error", func(t *testing.T) {
-		comms, _, recs, keys := armedWorld(t)
+		comms, streams, recs, keys := armedWorld(t)
 		comms[0].setAsync(&Error{Code: RemoteError, Op: "test", Msg: "injected"})
 		if replaytest.Call(recs[0], keys[0]) {
 			t.Error("a call was made from the record after an asynchronous error")
 		}
 		if comms[0].ArmReplay(recs[0], &Call{}, keys[0]) {
 			t.Error("ArmReplay armed after an asynchronous error")
+		}
+		// A call of the stream that is not the last call: refused for want
+		// of its plan; the last call: refused for the error.
+		if comms[0].ArmReplay(recs[0], &Call{Coll: ir.AllGather, Stream: streams[0][1]}, keys[0]) {
+			t.Error("ArmReplay armed another call")
+		}
+		if got, want := comms[0].ReplayRefusals(), "no plan 1"; got != want {
+			t.Errorf("ReplayRefusals = %q, want %q", got, want)
+		}
+		if got := comms[1].ReplayRefusals(); got != "" {
+			t.Errorf("rank 1: ReplayRefusals = %q, want none", got)
 		}
 	})
 	t.Run("abort", func(t *testing.T) {

@@ -105,6 +105,7 @@ type record struct {
 	launch, ctx, stream uintptr
 	err                 uintptr
 	tLaunches, tNs      int64
+	misses, declines    int64
 	_                   uint64 // th_replay's pad_
 	entries             [Entries]entry
 }
@@ -199,6 +200,14 @@ func (r *Record) Take() Taken {
 // nanoseconds spent inside cuLaunchKernel for them, cumulative over the
 // record's life. The record must be off.
 func (r *Record) LaunchTime() (launches, ns int64) { return r.p.tLaunches, r.p.tNs }
+
+// Misses returns, cumulative over the record's life, the calls C did not
+// launch although the record was armed with calls left and not poisoned:
+// misses matched no entry's key (the call is not one of the record's
+// repeats), declines were declined by the launch function (another
+// context current on the caller's thread, or the stream being captured).
+// Both then took the Go path. The record must be off.
+func (r *Record) Misses() (misses, declines int64) { return r.p.misses, r.p.declines }
 
 // Stop makes every C call decline the record, and Arm refuse it, until
 // it is cleared again (Clear), and waits for a C call in progress
@@ -303,7 +312,8 @@ func Layout() []uintptr {
 		unsafe.Offsetof(r.taken), unsafe.Offsetof(r.fenced), unsafe.Offsetof(r.lastEntry), unsafe.Offsetof(r.lastSig),
 		unsafe.Offsetof(r.launchBase), unsafe.Offsetof(r.nentries), unsafe.Offsetof(r.timed),
 		unsafe.Offsetof(r.launch), unsafe.Offsetof(r.ctx), unsafe.Offsetof(r.stream), unsafe.Offsetof(r.err),
-		unsafe.Offsetof(r.tLaunches), unsafe.Offsetof(r.tNs), unsafe.Offsetof(r.entries), unsafe.Sizeof(r),
+		unsafe.Offsetof(r.tLaunches), unsafe.Offsetof(r.tNs), unsafe.Offsetof(r.misses), unsafe.Offsetof(r.declines),
+		unsafe.Offsetof(r.entries), unsafe.Sizeof(r),
 		unsafe.Offsetof(e.key), unsafe.Offsetof(e.fn), unsafe.Offsetof(e.grid), unsafe.Offsetof(e.threads),
 		unsafe.Offsetof(e.shmem), unsafe.Offsetof(e.nfence), unsafe.Offsetof(e.sig), unsafe.Offsetof(e.fenceAll),
 		unsafe.Offsetof(e.offLaunch), unsafe.Offsetof(e.offNFence), unsafe.Offsetof(e.argBytes),

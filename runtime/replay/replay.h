@@ -89,6 +89,11 @@ struct th_replay {
   /* timed: launches made from C and the ns spent inside cuLaunchKernel for
    * them (cumulative, never reset). */
   int64_t t_launches, t_ns;
+  /* Calls the record did not launch although it was armed and accepted
+   * (calls left, no poison, no stream failure): misses matched no entry's
+   * key, declines were declined by the launch function (another context
+   * current, the stream being captured). Cumulative, never reset. */
+  int64_t misses, declines;
   uint64_t pad_; /* the entries start on a 16-byte boundary either way */
   th_replay_entry entries[TH_REPLAY_ENTRIES];
 };
@@ -107,7 +112,8 @@ static inline int th_replay_call(th_replay* r, const uint64_t key[TH_REPLAY_KEY_
   if (r->left > 0 && __atomic_load_n(&r->poison, __ATOMIC_ACQUIRE) == 0 &&
       __atomic_load_n(r->err, __ATOMIC_ACQUIRE) == 0) {
     uint32_t n = r->nentries < TH_REPLAY_ENTRIES ? r->nentries : TH_REPLAY_ENTRIES;
-    for (uint32_t i = 0; i < n; i++) {
+    uint32_t i = 0;
+    for (; i < n; i++) {
       th_replay_entry* e = &r->entries[i];
       if (e->key[1] != key[1] || memcmp(e->key, key, sizeof e->key) != 0) continue;
       int fence = e->sig != r->last_sig || e->fence_all;
@@ -115,16 +121,20 @@ static inline int th_replay_call(th_replay* r, const uint64_t key[TH_REPLAY_KEY_
       int32_t nfence = fence ? e->nfence : 0;
       memcpy(e->arg + e->off_launch, &launch, sizeof launch);
       memcpy(e->arg + e->off_nfence, &nfence, sizeof nfence);
-      if (r->launch(r, e) == TH_REPLAY_LAUNCHED) {
+      int res = r->launch(r, e);
+      if (res == TH_REPLAY_LAUNCHED) {
         r->taken++;
         r->left--;
         if (fence) r->fenced++;
         r->last_sig = e->sig;
         r->last_entry = (int32_t)i;
         ok = 1;
+      } else if (res == TH_REPLAY_DECLINED) {
+        r->declines++;
       }
       break;
     }
+    if (i == n) r->misses++;
   }
   __atomic_store_n(&r->state, TH_REPLAY_ARMED, __ATOMIC_RELEASE);
   return ok;

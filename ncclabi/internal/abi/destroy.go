@@ -112,8 +112,14 @@ func (l *Library) Destroy(h uintptr) Result {
 	}
 	if log.On(log.Info, log.Init) {
 		s := c.stats()
-		log.Infof(log.Init, "comm %#x rank %d nranks %d (%s) destroyed: %d requests served natively (%d of them launched from C), %d by the fallback NCCL, %d rejected",
-			h, c.Rank(), c.NRanks(), st, s.Native, s.FromC, s.Fallback, s.Rejected)
+		miss := ""
+		if rp, ok := eng.(Replayer); ok && eng != nil && l.Replay {
+			if m := rp.ReplayMisses(); m != "" {
+				miss = "; from Go, not C: " + m
+			}
+		}
+		log.Infof(log.Init, "comm %#x rank %d nranks %d (%s) destroyed: %d requests served natively (%d of them launched from C%s), %d by the fallback NCCL, %d rejected",
+			h, c.Rank(), c.NRanks(), st, s.Native, s.FromC, miss, s.Fallback, s.Rejected)
 	}
 	return l.fail(first)
 }

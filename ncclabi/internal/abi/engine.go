@@ -130,6 +130,12 @@ type Replayer interface {
 	// SyncReplay counts the calls made from C so far and returns how many
 	// there have been in all (the library adds them to its native count).
 	SyncReplay() uint64
+	// ReplayMisses says why calls of the communicator took the Go path
+	// instead of the C launcher ("" when there is nothing to say): the
+	// engine's refusals to arm its record, by reason, and the calls the
+	// armed record did not launch (no entry's key; declined by the launch
+	// function). The destroy line at INFO INIT shows it.
+	ReplayMisses() string
 }
 
 // P2PEngine is implemented by engine communicators with the

@@ -41,6 +41,8 @@ func (c *replayComm) SyncReplay() uint64 {
 	return c.replayed
 }
 
+func (c *replayComm) ReplayMisses() string { return "no entry 3" }
+
 func (c *replayComm) counts() (arms, disarms int) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()

@@ -280,6 +280,9 @@ type Comm struct {
 	// rec is the communicator's replay record (replay.go), made at the
 	// first ArmReplay.
 	rec atomic.Pointer[replay.Record]
+	// streamMisses counts the calls ArmReplay refused because their stream
+	// was not the last one the engine served (ReplayMisses).
+	streamMisses atomic.Int64
 	// p2pOps is RunP2P's list of the runtime's ops, reused by the next call
 	// while p2pBusy is not taken (a concurrent call makes its own).
 	p2pOps  []comm.P2POp

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"strconv"
+
 	"github.com/theseus-ccl/theseus/cuda"
 	"github.com/theseus-ccl/theseus/ncclabi/internal/abi"
 	"github.com/theseus-ccl/theseus/runtime/replay"
@@ -19,6 +21,7 @@ func (c *Comm) ArmReplay(op *abi.Op, k replay.Key) uintptr {
 	coll, ok := op.Coll.IR()
 	ref := c.lastSt.Load()
 	if !ok || ref == nil || ref.value != op.Stream {
+		c.streamMisses.Add(1)
 		return 0
 	}
 	r := c.rec.Load()
@@ -35,6 +38,33 @@ func (c *Comm) ArmReplay(op *abi.Op, k replay.Key) uintptr {
 		return 0
 	}
 	return r.Addr()
+}
+
+// ReplayMisses implements abi.Replayer: the communicator's refusals
+// (comm.Comm.ReplayRefusals), the calls whose stream was not the one the
+// engine served last, and the armed record's misses and declines
+// (replay.Record.Misses).
+func (c *Comm) ReplayMisses() string {
+	if c.e.name != "cuda" {
+		return ""
+	}
+	s := c.c.ReplayRefusals()
+	add := func(what string, n int64) {
+		if n > 0 {
+			if s != "" {
+				s += ", "
+			}
+			s += what + " " + strconv.FormatInt(n, 10)
+		}
+	}
+	add("another stream", c.streamMisses.Load())
+	if r := c.rec.Load(); r != nil {
+		c.c.SyncReplay()
+		m, d := r.Misses()
+		add("no entry", m)
+		add("declined", d)
+	}
+	return s
 }
 
 // DisarmReplay implements abi.Replayer.

@@ -115,15 +115,16 @@ func TestCalls(t *testing.T) {
 func TestDeclines(t *testing.T) {
 	k := key(1, 2, 3, 4, 5, 6, 7, 8)
 	for _, c := range []struct {
-		name   string
-		setup  func(r *replay.Record)
-		result int
-		key    replay.Key
+		name             string
+		setup            func(r *replay.Record)
+		result           int
+		key              replay.Key
+		misses, declines int64 // what Misses counts
 	}{
-		{name: "another key", key: key(1, 2, 3, 4, 5, 6, 7, 9)},
+		{name: "another key", key: key(1, 2, 3, 4, 5, 6, 7, 9), misses: 1},
 		{name: "poisoned", setup: func(r *replay.Record) { r.Poison() }},
 		{name: "stream failure recorded", setup: func(*replay.Record) { SetErr(1) }},
-		{name: "launch declined", result: replay.Declined},
+		{name: "launch declined", result: replay.Declined, declines: 1},
 		{name: "launch failed", result: replay.Failed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -147,6 +148,9 @@ func TestDeclines(t *testing.T) {
 			r.Disarm()
 			if tk := r.Take(); tk.Calls != 0 || tk.Last != -1 {
 				t.Errorf("Take = %+v after a declined call", tk)
+			}
+			if m, d := r.Misses(); m != c.misses || d != c.declines {
+				t.Errorf("Misses = %d, %d; want %d, %d", m, d, c.misses, c.declines)
 			}
 		})
 	}

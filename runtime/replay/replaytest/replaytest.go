@@ -45,7 +45,7 @@ static size_t offsets[] = {
   offsetof(th_replay, last_sig), offsetof(th_replay, launch_base), offsetof(th_replay, nentries),
   offsetof(th_replay, timed), offsetof(th_replay, launch), offsetof(th_replay, ctx),
   offsetof(th_replay, stream), offsetof(th_replay, err), offsetof(th_replay, t_launches),
-  offsetof(th_replay, t_ns), offsetof(th_replay, entries),
+  offsetof(th_replay, t_ns), offsetof(th_replay, misses), offsetof(th_replay, declines), offsetof(th_replay, entries),
   sizeof(th_replay),
   offsetof(th_replay_entry, key), offsetof(th_replay_entry, fn), offsetof(th_replay_entry, grid),
   offsetof(th_replay_entry, threads), offsetof(th_replay_entry, shmem), offsetof(th_replay_entry, nfence),
