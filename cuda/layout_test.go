@@ -3,6 +3,8 @@ package cuda
 import (
 	"testing"
 	"unsafe"
+
+	"github.com/theseus-ccl/theseus/runtime/replay"
 )
 
 // TestStreamLayout checks what the launch path's cache-line layout relies
@@ -40,5 +42,16 @@ func TestStreamLayout(t *testing.T) {
 	}
 	if a := newLaunch(); uintptr(unsafe.Pointer(a))%64 != 0 {
 		t.Errorf("newLaunch at %p, want a 64-byte boundary", a)
+	}
+}
+
+// TestLaunchFitsReplayEntry: the launch argument fits a replay record's
+// entry (runtime/replay: the C launcher of plans). When it did not (the
+// port field made Launch 264 bytes against 256), every launch image was
+// refused and no call was launched from C, silently, until the destroy
+// line learnt to say why ("no launch image").
+func TestLaunchFitsReplayEntry(t *testing.T) {
+	if n := unsafe.Sizeof(Launch{}); n > replay.ArgBytes {
+		t.Errorf("cuda.Launch is %d bytes, a replay entry holds %d (TH_REPLAY_ARG_BYTES)", n, replay.ArgBytes)
 	}
 }

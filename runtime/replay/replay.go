@@ -58,8 +58,10 @@ import (
 const KeyWords = 8
 
 // ArgBytes is the largest kernel argument an entry holds, in bytes
-// (TH_REPLAY_ARG_BYTES).
-const ArgBytes = 256
+// (TH_REPLAY_ARG_BYTES): at least the CUDA backend's launch argument
+// (cuda.Launch, 264 bytes; cuda's TestLaunchFitsReplayEntry), or no
+// launch of it is ever made from C.
+const ArgBytes = 320
 
 // Entries is the number of calls a record holds (TH_REPLAY_ENTRIES).
 const Entries = 16

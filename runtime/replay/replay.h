@@ -29,7 +29,7 @@
 #include <string.h>
 
 #define TH_REPLAY_KEY_WORDS 8
-#define TH_REPLAY_ARG_BYTES 256
+#define TH_REPLAY_ARG_BYTES 320
 #define TH_REPLAY_ENTRIES 16
 
 enum { TH_REPLAY_OFF = 0, TH_REPLAY_ARMED = 1, TH_REPLAY_BUSY = 2 };
