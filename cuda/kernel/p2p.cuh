@@ -81,7 +81,7 @@ DEV i64 p2p_share(i64 total, int ch) {
 // the send lane is a block of the same grid); the send lane, when no
 // piece is left, waits until done counts every piece it did not copy
 // itself (acquire), then publishes the DIRECT header as before, with its
-// system-scope fence and release: causality is transitive, so what the
+// system-scope release: causality is transitive, so what the
 // helpers wrote is visible to the receiver before the header. The job
 // number moves on with every job (the record is the prepared launch's and
 // persists across launches and graph replays), and a job's pieces are all
@@ -297,13 +297,23 @@ DEV void p2p_resolve(const theseus_p2p_xfer& x, int q, bool recv, i64& total, ch
 
 // p2p_publish writes a header (thread 0): its words, then its flag (the
 // slot's sequence number) with release semantics after the slot's data.
+//
+// Ordering on the memory channels (a peer on this node): the block's
+// writes (the chunk) precede thread 0's release through the barrier before
+// it (bar.sync orders them in the PTX memory model's causality order, which
+// is transitive across scopes), and the reader's acquire load of the flag
+// (ld_poll_sys) orders its later reads; the reader's threads read after
+// its barrier. So a release store alone publishes, as NCCL's single-thread
+// post after a barrier does; the same holds for posts and credits. A
+// fence.sc.sys before each of them cost 1.7 us of an 8 B sendrecv
+// (bench/results/2026-12-02-h200-eighteenth, call B). Paths that are not
+// hot (errors, aborts, peers on other nodes) keep their fences.
 DEV void p2p_publish(u64* hdr, u64 flag, u64 tseq, i64 total, i64 off, i64 len, u64 kind, u32 dt) {
   stv(&hdr[THESEUS_P2P_HDR_TSEQ], tseq);
   stv(&hdr[THESEUS_P2P_HDR_TOTAL], (u64)total);
   stv(&hdr[THESEUS_P2P_HDR_OFF], (u64)off);
   stv(&hdr[THESEUS_P2P_HDR_LEN], (u64)len);
   stv(&hdr[THESEUS_P2P_HDR_KIND], kind | (u64)dt << 32);
-  fence_sys();
   st_release_sys(&hdr[THESEUS_P2P_HDR_FLAG], flag);
 }
 
@@ -483,8 +493,7 @@ DEV void p2p_post_next(const theseus_p2p_peer& pr, int ch, u32 i, u64 tseq) {
       stv(&post[THESEUS_P2P_POST_TYPE], xs[i].dtype);
       stv(&post[THESEUS_P2P_POST_ADDR], (u64)buf);
       stv(&post[THESEUS_P2P_POST_GEN], xs[i].gen);
-      fence_sys();
-      st_release_sys(&post[THESEUS_P2P_POST_TSEQ], tseq);
+      st_release_sys(&post[THESEUS_P2P_POST_TSEQ], tseq);  // (p2p_publish: the ordering)
       return;
     }
   }
@@ -551,7 +560,8 @@ DEV bool p2p_recv_peer(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
               if (s_poff != j * C || s_plen != (total - s_poff < C ? total - s_poff : C))
                 fail(c, THESEUS_ERR_BADREF, THESEUS_WAIT_P2P_HEADER, (i64)tseq, ch, q, (u64)s_poff, (u64)(j * C));
             }
-            fence_sys();
+            // (the flag's acquire load orders these reads and, through the
+            // barrier, the block's reads of the slot: p2p_publish)
           }
         }
         bar();
@@ -569,8 +579,7 @@ DEV bool p2p_recv_peer(const Ctx& c, int ch, const theseus_p2p_peer& pr) {
       recvd++;
       if (tid() == 0) {
         st[THESEUS_P2P_STATE_CHUNKS] = recvd;
-        fence_sys();
-        st_release_sys(credit, recvd);
+        st_release_sys(credit, recvd);  // after the block's reads of the slot (the barrier): p2p_publish
       }
       if (direct) break;  // the channel's share is in place
     }
