@@ -23,6 +23,8 @@ import (
 	"github.com/theseus-ccl/theseus/ir"
 	"github.com/theseus-ccl/theseus/runtime/device"
 	"github.com/theseus-ccl/theseus/runtime/interp"
+	"github.com/theseus-ccl/theseus/runtime/selector/schedfile"
+	"github.com/theseus-ccl/theseus/runtime/speckernels"
 )
 
 var diffSpec = flag.String("diff.spec", "", "TestDifferentialSpecialized: a directory of bundles with specialised kernels (theseusc compile --specialize; bench/gpu/make-spec-context.sh); default: build the default context's LL schedules of 2 and 4 ranks here with clang-14")
@@ -106,7 +108,7 @@ func TestDifferentialSpecialized(t *testing.T) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	total, wrong, specLaunches := 0, 0, 0
+	var st diffSpecStats
 	start := time.Now()
 	for _, name := range names {
 		b := bs[name]
@@ -118,54 +120,114 @@ func TestDifferentialSpecialized(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			gw, err := NewWorld(0, tables)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer gw.Close()
 			kernels := map[[2]int]*device.Kernel{}
 			for _, k := range b.Kernels {
 				kernels[[2]int{k.Rank, int(k.DataType)}] = &device.Kernel{Key: sha256.Sum256(k.PTX), PTX: k.PTX}
 			}
-			used := 0
-			defer func() { specLaunches += used }() // (a failed case returns early)
-			gw.Kernels = func(l int, dt ir.DataType) *device.Kernel {
-				k := kernels[[2]int{l, int(dt)}]
-				if k != nil {
-					used++
-				}
-				return k
+			p := &ir.Program{Collective: b.Meta.Collective, NRanks: b.Meta.NRanks, Protocol: b.Meta.Protocol,
+				InPlace: b.Meta.InPlace, OutOfPlace: b.Meta.OutOfPlace}
+			diffSpecWorld(t, name, tables, p, kernels, &st)
+		})
+	}
+	fmt.Printf("DIFFSPEC %d bundles, %d cases, %d mismatched, %d specialised launches, %v\n", len(bs), st.total, st.wrong, st.launches, time.Since(start).Round(time.Millisecond))
+}
+
+// TestDifferentialPrebuilt is TestDifferentialSpecialized for the kernels
+// the library carries (runtime/speckernels: the default context's
+// one-channel LL one-shot allreduce of 2, 4 and 8 ranks on one node): each
+// shape's tables as the runtime generates them (schedfile.GeneratedTables),
+// every rank's module of the archive for them (a module missing for its
+// table fails: the runtime would run the generic executor instead), on the
+// GPU against the host interpreter, bit for bit. Needs no clang.
+func TestDifferentialPrebuilt(t *testing.T) {
+	gputest.Require(t)
+	var st diffSpecStats
+	start := time.Now()
+	for _, sh := range speckernels.Shapes {
+		t.Run(sh.String(), func(t *testing.T) {
+			set := speckernels.Lookup(sh)
+			if set == nil {
+				t.Fatalf("the archive has no kernels for %s", sh)
 			}
-			hw, err := newHostWorld(tables)
+			raw, err := schedfile.GeneratedTables(sh.Algo, sh.Coll, sh.Proto, sh.Channels, sh.NRanks, sh.NLocalRanks)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := &ir.Program{Collective: b.Meta.Collective, NRanks: b.Meta.NRanks, Protocol: b.Meta.Protocol,
-				InPlace: b.Meta.InPlace, OutOfPlace: b.Meta.OutOfPlace}
-			rng := rand.New(rand.NewPCG(2, uint64(len(name))))
-			for _, c := range diffCases(p, true) {
-				if kernels[[2]int{0, int(c.dt)}] == nil {
-					continue
+			tables := make([]*optable.Table, sh.NRanks)
+			kernels := map[[2]int]*device.Kernel{}
+			for r := range tables {
+				if tables[r], err = optable.Decode(raw[r]); err != nil {
+					t.Fatal(err)
 				}
-				for launch := range 2 {
-					total++
-					req := interp.Request{Count: c.count, DataType: c.dt, RedOp: c.op, Root: c.root, InPlace: c.inplace,
-						PacketType: c.pt, Launch: uint64(launch + 1), Timeout: 5 * time.Second}
-					h, bad, msg := diffHost(rng, tables, hw, gw, req)
-					if !bad {
-						bad, msg = diffGPU(gw, h)
+				for _, dt := range speckernels.DataTypes {
+					ptx, err := set.Kernel(r, dt, raw[r])
+					if err != nil || ptx == nil {
+						t.Fatalf("rank %d %v: no prebuilt module for the generated table (%v)", r, dt, err)
 					}
-					if bad {
-						wrong++
-						t.Errorf("%s %v %v inplace=%v count=%d %v launch=%d: %s", name, c.dt, c.op, c.inplace, c.count, c.pt, launch, msg)
-						return
-					}
+					kernels[[2]int{r, int(dt)}] = &device.Kernel{Key: sha256.Sum256(ptx), PTX: ptx}
 				}
 			}
-			if used == 0 {
-				t.Errorf("%s: no launch ran a specialised kernel", name)
+			p, err := gen.Generate(sh.Algo, gen.Options{Collective: sh.Coll, NRanks: sh.NRanks, Protocol: sh.Proto, Channels: sh.Channels})
+			if err != nil {
+				t.Fatal(err)
 			}
+			diffSpecWorld(t, sh.String(), tables, &ir.Program{Collective: sh.Coll, NRanks: sh.NRanks, Protocol: sh.Proto,
+				InPlace: p.InPlace, OutOfPlace: p.OutOfPlace}, kernels, &st)
 		})
 	}
-	fmt.Printf("DIFFSPEC %d bundles, %d cases, %d mismatched, %d specialised launches, %v\n", len(bs), total, wrong, specLaunches, time.Since(start).Round(time.Millisecond))
+	fmt.Printf("DIFFPREBUILT %d shapes, %d cases, %d mismatched, %d specialised launches, %v\n", len(speckernels.Shapes), st.total, st.wrong, st.launches, time.Since(start).Round(time.Millisecond))
+}
+
+// diffSpecStats are the specialised differential tests' counts.
+type diffSpecStats struct{ total, wrong, launches int }
+
+// diffSpecWorld runs the differential cases of p (diffCases) on the GPU,
+// every rank with its specialised kernel of the case's datatype (kernels,
+// by rank and datatype; cases of datatypes without one are skipped), and
+// on the host interpreter, two launches each, and fails on the first
+// output that is not bit-identical, or when no launch ran a specialised
+// kernel.
+func diffSpecWorld(t *testing.T, name string, tables []*optable.Table, p *ir.Program, kernels map[[2]int]*device.Kernel, st *diffSpecStats) {
+	t.Helper()
+	gw, err := NewWorld(0, tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	used := 0
+	defer func() { st.launches += used }() // (a failed case returns early)
+	gw.Kernels = func(l int, dt ir.DataType) *device.Kernel {
+		k := kernels[[2]int{l, int(dt)}]
+		if k != nil {
+			used++
+		}
+		return k
+	}
+	hw, err := newHostWorld(tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(2, uint64(len(name))))
+	for _, c := range diffCases(p, true) {
+		if kernels[[2]int{0, int(c.dt)}] == nil {
+			continue
+		}
+		for launch := range 2 {
+			st.total++
+			req := interp.Request{Count: c.count, DataType: c.dt, RedOp: c.op, Root: c.root, InPlace: c.inplace,
+				PacketType: c.pt, Launch: uint64(launch + 1), Timeout: 5 * time.Second}
+			h, bad, msg := diffHost(rng, tables, hw, gw, req)
+			if !bad {
+				bad, msg = diffGPU(gw, h)
+			}
+			if bad {
+				st.wrong++
+				t.Errorf("%s %v %v inplace=%v count=%d %v launch=%d: %s", name, c.dt, c.op, c.inplace, c.count, c.pt, launch, msg)
+				return
+			}
+		}
+	}
+	if used == 0 {
+		t.Errorf("%s: no launch ran a specialised kernel", name)
+	}
 }

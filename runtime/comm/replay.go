@@ -113,7 +113,7 @@ func (c *Comm) ArmReplay(r *replay.Record, call *Call, k replay.Key) bool {
 				break
 			}
 		}
-		r.SetEntryKey(j, rs.ents[j].key, sig, rs.ents[j].plan.FenceAll())
+		r.SetEntryKey(j, rs.ents[j].key, sig, c.exec.FenceEvery(rs.ents[j].plan))
 		if lastSig < 0 && c.exec.LastLayout(rs.ents[j].plan) {
 			lastSig = sig
 		}

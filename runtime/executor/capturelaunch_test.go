@@ -3,6 +3,7 @@
 package executor
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -149,5 +150,89 @@ func TestCaptureLaunch(t *testing.T) {
 	if diff := cmp.Diff(gotStats, withoutPlans(planStats), cmpopts.IgnoreFields(Migration{}, "Elapsed"),
 		cmpopts.IgnoreFields(Stats{}, "StateVisits", "TransitionsTaken")); diff != "" {
 		t.Errorf("stats (-walked +from plans):\n%s", diff)
+	}
+}
+
+// TestRepeatableAfterCaptures: after CUDA graph captures of two scratch
+// layouts, plans stay repeatable from outside Go (the NCCL layer's C
+// launcher) on their stream, which must then fence every launch
+// (FenceEvery), and a plan's launch takes the plain launch path, fenced,
+// leaving no layout behind: the launch after it is fenced too.
+func TestRepeatableAfterCaptures(t *testing.T) {
+	// One-shot schedules reach no peer's buffers (a ring's captured plans
+	// are frozen: ReachesPeers).
+	simple := compile(t, 0, "oneshot", gen.Options{Collective: ir.AllReduce, NRanks: n2, Protocol: ir.Simple})
+	ll := compile(t, 1, "oneshot", gen.Options{Collective: ir.AllReduce, NRanks: n2, Protocol: ir.LL})
+	w := newFWorld(t, n2, nil)
+	logs := make([]*fenceLog, n2)
+	cls := make([]*capLauncher, n2)
+	for r := range n2 {
+		logs[r] = &fenceLog{Stream: w.caps[r].Stream}
+		w.caps[r].Stream = logs[r]
+		cls[r] = &capLauncher{capCounter: &capCounter{captureStream: w.caps[r]}}
+		w.st[r] = cls[r]
+	}
+	c := arCase(8, 1)
+	bs := make([]bufs, n2)
+	for r := range n2 {
+		bs[r] = w.alloc(c, r, false)
+	}
+	plans := make([]map[*Schedule]*Plan, n2)
+	step := func(s *Schedule, capture bool) {
+		t.Helper()
+		for _, cs := range w.caps {
+			cs.capturing.Store(capture)
+		}
+		errs := w.each(func(r int) error {
+			pl, err := w.ex[r].Execute(context.Background(), request(c, bs[r]), s, w.st[r])
+			if pl != nil {
+				plans[r][s] = pl
+			}
+			if err != nil {
+				return err
+			}
+			return w.st[r].Synchronize()
+		})
+		for _, cs := range w.caps {
+			cs.capturing.Store(false)
+		}
+		noErr(t, errs)
+	}
+	for r := range n2 {
+		plans[r] = map[*Schedule]*Plan{}
+	}
+	step(ll, false)
+	if w.ex[0].FenceEvery(plans[0][ll]) != plans[0][ll].FenceAll() {
+		t.Error("FenceEvery differs from FenceAll before any capture")
+	}
+	step(simple, false)
+	step(simple, true) // captured in the layout of the Simple schedule
+	step(ll, false)    // (a switch of schedules is refused during a capture)
+	step(ll, true)     // and in the LL one's: several layouts captured
+	step(ll, false)
+	ex := w.ex[0]
+	if !ex.Repeatable(plans[0][ll], w.st[0]) || !ex.FenceEvery(plans[0][ll]) {
+		t.Errorf("after captures of several layouts: Repeatable %v, FenceEvery %v; want both",
+			ex.Repeatable(plans[0][ll], w.st[0]), ex.FenceEvery(plans[0][ll]))
+	}
+	before := cls[0].captureLaunches
+	noErr(t, w.each(func(r int) error {
+		if err := w.ex[r].Launch(plans[r][ll], w.st[r]); err != nil {
+			return err
+		}
+		return w.st[r].Synchronize()
+	}))
+	if cls[0].captureLaunches != before+1 {
+		t.Errorf("the plan's launch did not take the plain path (%d CaptureLaunch calls, want %d)", cls[0].captureLaunches, before+1)
+	}
+	noErr(t, w.each(func(r int) error {
+		if err := w.ex[r].Launch(plans[r][ll], w.st[r]); err != nil {
+			return err
+		}
+		return w.st[r].Synchronize()
+	}))
+	f := logs[0].fences
+	if len(f) < 3 || !f[len(f)-3] || !f[len(f)-2] || !f[len(f)-1] {
+		t.Errorf("fences of the last three launches of one layout after captures = %v, want all fenced", f[max(len(f)-3, 0):])
 	}
 }

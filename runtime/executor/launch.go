@@ -44,13 +44,22 @@ func (e *Executor) waitInflight() error {
 }
 
 // plain reports whether a launch of p on st takes enqueue's plain path:
-// on the stream of the last launch, already tracked, a device.CaptureLauncher,
-// and with the scratch layout of every launch captured into a CUDA graph so
-// far, if any. Such a launch changes nothing but the launch counter, the
-// fence count and the last scratch layout unless the stream turns out to be
-// capturing.
+// on the stream of the last launch, already tracked, a device.CaptureLauncher.
+// Such a launch changes nothing but the launch counter, the fence count
+// and the last scratch layout unless the stream turns out to be
+// capturing; after captures into CUDA graphs of another layout (or of
+// several) it leaves no layout behind (capReset), so that the next launch
+// is fenced, as the walk's bookkeeping does (launched).
 func (e *Executor) plain(p *Plan, st device.Stream) bool {
-	return st == e.lastSt && e.tracked && e.lastCL != nil && (e.capSig.l1 == nil || !e.capMixed && p.sig == e.capSig)
+	return st == e.lastSt && e.tracked && e.lastCL != nil
+}
+
+// capReset reports whether an eager launch of layout sig must leave no
+// last layout (lastSig) behind: something was captured into a CUDA graph
+// in another layout (or in several), and the application may replay it
+// before the next launch, which must then be fenced.
+func (e *Executor) capReset(sig scratchSig) bool {
+	return e.capSig.l1 != nil && (e.capMixed || sig != e.capSig)
 }
 
 // enqueue launches p on st: the Launch state of a walk, and all of Launch.
@@ -94,6 +103,9 @@ func (e *Executor) enqueue(p *Plan, st device.Stream) error {
 			if fence {
 				e.fences++
 				e.lastSig = p.sig
+			}
+			if e.capReset(p.sig) {
+				e.lastSig = scratchSig{}
 			}
 			e.lastEager = e.launch
 			if p.l2 != nil {
@@ -170,7 +182,7 @@ func (e *Executor) launched(p *Plan, st device.Stream, fence, capturing bool, er
 			b.captured = true // its replays use the base's backend state
 		}
 		e.lastSig = scratchSig{}
-	} else if e.capSig.l1 != nil && (e.capMixed || p.sig != e.capSig) { // (capSig.l1: something was captured)
+	} else if e.capReset(p.sig) {
 		e.lastSig = scratchSig{}
 	}
 	e.trackStream(st)

@@ -149,6 +149,13 @@ func (e *Executor) Repeatable(p *Plan, st device.Stream) bool {
 	return p != nil && p.l2 == nil && e.Valid(p) && e.launch > 0 && e.plain(p, st)
 }
 
+// FenceEvery reports whether a launcher outside Go must fence every launch
+// of p it makes (Repeatable): p fences every launch (FenceAll), or
+// something was captured into a CUDA graph in another scratch layout (or
+// in several), whose replays may come between any two launches. It holds
+// until the executor's next capture, which only a walk or Launch makes.
+func (e *Executor) FenceEvery(p *Plan) bool { return p != nil && (p.fenceAll || e.capReset(p.sig)) }
+
 // LastLayout reports whether the last launch used p's scratch layout: the
 // next launch of p is not fenced unless p fences every launch.
 func (e *Executor) LastLayout(p *Plan) bool { return p != nil && e.lastSig == p.sig }
@@ -164,5 +171,8 @@ func (e *Executor) PlansLaunched(n, fenced uint64, last *Plan) {
 	e.planLaunches += n
 	if n > 0 && last != nil {
 		e.lastSig = last.sig
+		if e.capReset(last.sig) {
+			e.lastSig = scratchSig{}
+		}
 	}
 }

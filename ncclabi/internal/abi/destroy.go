@@ -115,11 +115,11 @@ func (l *Library) Destroy(h uintptr) Result {
 		miss := ""
 		if rp, ok := eng.(Replayer); ok && eng != nil && l.Replay {
 			if m := rp.ReplayMisses(); m != "" {
-				miss = "; from Go, not C: " + m
+				miss = "; through Go instead of C: " + m
 			}
 		}
-		log.Infof(log.Init, "comm %#x rank %d nranks %d (%s) destroyed: %d requests served natively (%d of them launched from C%s), %d by the fallback NCCL, %d rejected",
-			h, c.Rank(), c.NRanks(), st, s.Native, s.FromC, miss, s.Fallback, s.Rejected)
+		log.Infof(log.Init, "comm %#x rank %d nranks %d (%s) destroyed: %d requests served natively (%d of them launched from C), %d by the fallback NCCL, %d rejected%s",
+			h, c.Rank(), c.NRanks(), st, s.Native, s.FromC, s.Fallback, s.Rejected, miss)
 	}
 	return l.fail(first)
 }
