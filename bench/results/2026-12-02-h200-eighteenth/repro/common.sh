@@ -16,6 +16,19 @@ lat() { local n=$1; shift; s lat-$n 40 env "$@" $D/cuda.test -test.run xxx -test
 # ntn NAME TEST G SIZES N [ENV...]: nccl-tests TEST at 2 ranks under MPS, -G G, -n N.
 ntn() { local n=$1 t=$2 g=$3 z=$4 it=$5; shift 5; s $n 60 env "$@" SIZES="$z" ITERS="-n $it -w 20 -G $g" NRANKS=2 MODES=ldpath TESTS=$t THESEUS_DEBUG_SUBSYS=INIT bash ncclabi/gpu/run_nccl_tests.sh; }
 nt() { local n=$1 t=$2 g=$3 z=$4; shift 4; ntn $n $t $g "$z" 50 "$@"; }
+# nodes NAME DEADLINE VAR=VALUE...: one bench/gpu/run-nodes.sh, results under $W/NAME.
+nodes() {
+  local n=$1 dl=$2; shift 2
+  local l=$(left); [ $l -lt 30 ] && { echo "== $n skipped"; return; }; [ $dl -gt $l ] && dl=$l
+  echo "== +$(( $(date +%s) - T0 ))s $n (deadline ${dl}s)"
+  mkdir -p $W/$n
+  env "$@" OUT=$W RESULTS=$n DEADLINE=$dl timeout $((dl + 20)) bash bench/gpu/run-nodes.sh ${STEPS_:-theseus} > $W/$n/log.txt 2>&1
+  echo "rc=$?"
+  grep -h "connection closed" /tmp/nodes-results.*/logs/* 2>/dev/null | cut -c1-600 > $W/$n/closed.txt
+  cp -r /tmp/nodes-results.*/runs /tmp/nodes-results.*/summary.md $W/$n/ 2>/dev/null; rm -rf /tmp/nodes-results.*
+  grep -E "^\| (theseus|nccl) " $W/$n/summary.md 2>/dev/null | cut -d'|' -f2-9
+  pack
+}
 # build_nccl_tests: both builds (Theseus's header, the machine's NCCL) in the background;
 # wait_nccl_tests waits and returns the binaries.
 build_nccl_tests() {
